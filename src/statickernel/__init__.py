@@ -1,0 +1,66 @@
+"""statickernel: typed Pallas Mosaic GPU kernels with static launches and exact edges."""
+
+from ._backend import BACKENDS, default_backend, set_backend
+from ._body import Tile, dim
+from ._errors import (
+    AnnotationError,
+    BackendError,
+    BodyError,
+    CallError,
+    ConstantError,
+    DeclarationError,
+    DtypeError,
+    HardwareLimitError,
+    OperandError,
+    OverrideError,
+    PlanError,
+    ResultMismatchError,
+    ShapeError,
+    SharedMemoryError,
+    StaticKernelError,
+    SymbolicDimError,
+    TilingError,
+    UnsupportedOpError,
+)
+from ._kernel import Kernel, Specialization, kernel
+from ._ops import max, min, sum  # noqa: A004
+from ._plan import DimPlan, LaunchPlan, OperandPlan
+from ._spec import Const
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BACKENDS",
+    "AnnotationError",
+    "BackendError",
+    "BodyError",
+    "CallError",
+    "Const",
+    "ConstantError",
+    "DeclarationError",
+    "DimPlan",
+    "DtypeError",
+    "HardwareLimitError",
+    "Kernel",
+    "LaunchPlan",
+    "OperandError",
+    "OperandPlan",
+    "OverrideError",
+    "PlanError",
+    "ResultMismatchError",
+    "ShapeError",
+    "SharedMemoryError",
+    "Specialization",
+    "StaticKernelError",
+    "SymbolicDimError",
+    "Tile",
+    "TilingError",
+    "UnsupportedOpError",
+    "default_backend",
+    "dim",
+    "kernel",
+    "max",
+    "min",
+    "set_backend",
+    "sum",
+]

@@ -1,0 +1,230 @@
+"""Binding: a call's arguments are checked and its dims become Python ints.
+
+statickernel's own checks run first, because they can name the operand, the dim and both
+values; jaxtyping with beartype then checks the same call against the declared annotations.
+"""
+
+import dataclasses
+import functools
+import sys
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from ._errors import DtypeError, OperandError, OverrideError, ShapeError, SymbolicDimError
+from ._spec import KernelSpec, check_const_value, display_path
+
+__all__ = ["Binding", "bind", "call_site"]
+
+_UNSUPPORTED_DTYPES = {
+    "float64": "use float32 (cast with x.astype(jnp.float32))",
+    "bool": "pass an int8 or int32 array (x.astype(jnp.int32)) and compare inside the body",
+    "complex64": "split real and imaginary parts into two float32 operands",
+    "complex128": "split real and imaginary parts into two float32 operands",
+    "int64": "use int32 (enable_x64 off, or x.astype(jnp.int32))",
+    "uint64": "use uint32",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    sizes: tuple[tuple[str, int], ...]
+    dtypes: tuple[tuple[str, str], ...]  # operand name -> dtype
+    shapes: tuple[tuple[str, tuple[int, ...]], ...]
+    consts: tuple[tuple[str, Any], ...]
+
+    @property
+    def size_map(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+
+def call_site() -> str | None:
+    """The innermost frame outside statickernel and jax: where the user called the kernel."""
+    frame = sys._getframe(1)
+    package = __file__.rsplit("/", 1)[0]
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(package) and "/jax/" not in path and "/jaxtyping/" not in path:
+            return f"{display_path(path)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def bind(
+    spec: KernelSpec,
+    args: Sequence[Any],
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+) -> Binding:
+    where = call_site()
+    err: dict[str, Any] = dict(kernel=spec.name, where=where)
+    names = [o.name for o in spec.operands]
+    if len(args) != len(spec.operands):
+        raise OperandError(
+            f"it takes {len(spec.operands)} operand(s) but was called with {len(args)}",
+            **err,
+            expected=f"{len(spec.operands)}: {', '.join(names)}",
+            actual=len(args),
+            fix=f"call {spec.name}({', '.join(names)}); pass constants by keyword",
+        )
+    sizes: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    dtypes: dict[str, str] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for op, arg in zip(spec.operands, args, strict=True):
+        shape = getattr(arg, "shape", None)
+        dtype = getattr(arg, "dtype", None)
+        if shape is None or dtype is None or isinstance(arg, int | float | complex | bool):
+            raise OperandError(
+                f"operand `{op.name}` is not an array",
+                **err,
+                operand=op.name,
+                expected=f"an array of shape '{' '.join(op.dims)}'",
+                actual=f"{type(arg).__name__}: {arg!r}"[:120],
+                fix="pass a jax.Array (jnp.asarray(...)) or a jax.ShapeDtypeStruct",
+            )
+        dtype_name = str(np.dtype(dtype))
+        if len(shape) != op.rank:
+            raise ShapeError(
+                f"operand `{op.name}` has rank {len(shape)}, but its annotation has rank {op.rank}",
+                **err,
+                operand=op.name,
+                expected=f"rank {op.rank} ('{' '.join(op.dims)}')",
+                actual=f"shape {tuple(shape)}",
+                bindings=sizes,
+                fix=f"pass a {op.rank}-D array for `{op.name}`",
+            )
+        if dtype_name in _UNSUPPORTED_DTYPES or dtype_name not in op.dtypes:
+            fix = _UNSUPPORTED_DTYPES.get(dtype_name, f"cast it with .astype(jnp.{op.dtypes[0]})")
+            what = (
+                f"operand `{op.name}` is {dtype_name}, which Mosaic GPU does not support"
+                if dtype_name in _UNSUPPORTED_DTYPES
+                else f"operand `{op.name}` is {dtype_name}, which its annotation does not allow"
+            )
+            raise DtypeError(
+                what,
+                **err,
+                operand=op.name,
+                expected=" or ".join(op.dtypes),
+                actual=dtype_name,
+                bindings=sizes,
+                fix=fix,
+            )
+        for axis, (dim, size) in enumerate(zip(op.dims, shape, strict=True)):
+            if not isinstance(size, int | np.integer):
+                raise SymbolicDimError(
+                    f"dim {dim} of operand `{op.name}` is symbolic ({size}); a Mosaic GPU grid "
+                    "must be static",
+                    **err,
+                    operand=op.name,
+                    dim=dim,
+                    expected="a Python int",
+                    actual=f"{size!r} ({type(size).__name__})",
+                    bindings=sizes,
+                    fix=f"export or trace with a concrete size for {dim} (axis {axis} of "
+                    f"`{op.name}`), e.g. one export per batch size; Mosaic GPU has no shape "
+                    "polymorphism",
+                )
+            size = int(size)
+            if size == 0:
+                raise ShapeError(
+                    f"dim {dim} of operand `{op.name}` is zero",
+                    **err,
+                    operand=op.name,
+                    dim=dim,
+                    expected="a size >= 1",
+                    actual=0,
+                    bindings=sizes,
+                    fix="skip the kernel call for empty arrays",
+                )
+            if dim in sizes and sizes[dim] != size:
+                raise ShapeError(
+                    f"dim {dim} is {sizes[dim]} in `{origin[dim]}` but {size} in `{op.name}`",
+                    **err,
+                    operand=op.name,
+                    dim=dim,
+                    expected=f"{dim}={sizes[dim]} (bound by `{origin[dim]}`)",
+                    actual=f"{dim}={size} (axis {axis} of `{op.name}`, shape {tuple(shape)})",
+                    bindings=sizes,
+                    fix=f"make axis {axis} of `{op.name}` match, or give it its own dim name",
+                )
+            sizes.setdefault(dim, size)
+            origin.setdefault(dim, op.name)
+        dtypes[op.name] = dtype_name
+        shapes[op.name] = tuple(int(s) for s in shape)
+    consts = bind_consts(spec, defaults, overrides, err | {"bindings": sizes})
+    _typecheck(spec, args, err, sizes)
+    return Binding(
+        sizes=tuple(sizes.items()),
+        dtypes=tuple(dtypes.items()),
+        shapes=tuple(shapes.items()),
+        consts=tuple(consts.items()),
+    )
+
+
+def bind_consts(
+    spec: KernelSpec, defaults: Mapping[str, Any], overrides: Mapping[str, Any], err: Mapping[str, Any]
+) -> dict[str, Any]:
+    by_name = {c.name: c for c in spec.consts}
+    for name, value in overrides.items():
+        if name not in by_name:
+            raise OverrideError(
+                f"`{name}` is not a constant of the kernel",
+                **err,
+                operand=name,
+                expected=f"one of {', '.join(by_name) or '(no constants)'}",
+                actual=repr(name),
+                fix="override a declared constant, e.g. "
+                + (f"{next(iter(by_name))}=128" if by_name else "declare it first"),
+            )
+        if isinstance(value, jax.core.Tracer):
+            raise OverrideError(
+                f"constant `{name}` is a traced value",
+                **err,
+                operand=name,
+                expected=f"a Python {by_name[name].type.__name__}",
+                actual=f"a tracer ({type(value).__name__})",
+                fix="compute block sizes from static shapes (x.shape) with Python ints, or mark "
+                "the argument static in jax.jit (static_argnames)",
+            )
+        check_const_value(name, by_name[name].type, value, err, OverrideError)
+    return {**defaults, **overrides}
+
+
+@functools.lru_cache(maxsize=None)
+def _checker(spec: KernelSpec) -> Any:
+    """A function with the kernel's operand annotations, checked by jaxtyping and beartype."""
+    import inspect
+
+    from beartype import beartype
+    from jaxtyping import jaxtyped
+
+    sig = inspect.signature(spec.fn)
+    params = [p.replace(default=inspect.Parameter.empty) for p in sig.parameters.values()
+              if p.kind != p.KEYWORD_ONLY]
+
+    def check(*args: Any) -> None:
+        return None
+
+    check.__signature__ = sig.replace(parameters=params, return_annotation=None)  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(spec.fn, include_extras=True)
+    check.__annotations__ = {p.name: hints[p.name] for p in params}
+    return jaxtyped(typechecker=beartype)(check)
+
+
+def _typecheck(spec: KernelSpec, args: Sequence[Any], err: Mapping[str, Any], sizes: Mapping[str, int]) -> None:
+    checker = _checker(spec)
+    try:
+        jax.eval_shape(checker, *args)
+    except Exception as exc:
+        raise ShapeError(
+            "the call does not match the kernel's annotations",
+            **err,
+            expected=", ".join(f"{o.name}: '{' '.join(o.dims)}'" for o in spec.operands),
+            actual=str(exc).strip().splitlines()[0][:300],
+            bindings=sizes,
+            fix="pass arrays whose shapes and dtypes match the annotations",
+        ) from None

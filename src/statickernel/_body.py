@@ -1,0 +1,417 @@
+"""Abstract tracing of a kernel body on tile-shaped values, flattened into a list of equations.
+
+The body describes the work of one block. It is traced with `jax.make_jaxpr` on values of the
+*logical* block shape: a tiled dim has its block size and a whole dim has its true size. The
+traced equations are what code generation turns back into Pallas source, so the checks made
+here at import time (ops, result shapes and dtypes) and the code that later runs come from
+the same trace.
+"""
+
+import contextlib
+import contextvars
+import dataclasses
+import linecache
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend import core as jex_core
+
+from ._errors import BodyError, ResultMismatchError
+from ._spec import KernelSpec, display_path
+
+__all__ = ["Atom", "BodyTrace", "Eqn", "Tile", "dim", "trace_body"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_DIMS: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar(
+    "statickernel_dims", default=None
+)
+
+# Primitives that only wrap another jaxpr; their bodies are inlined.
+_CALL_PARAMS = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr",
+    "remat": "jaxpr",
+    "checkpoint": "jaxpr",
+}
+
+
+def dim(name: str) -> int:
+    """The size a dim is bound to, as a Python int; call it inside a kernel body.
+
+    Whole dims are already the true size of the tile the body sees; use this for the size of a
+    tiled dim, or for any dim in scalar arithmetic.
+    """
+    dims = _DIMS.get()
+    if dims is None:
+        raise BodyError(
+            f"sk.dim({name!r}) was called outside a kernel body",
+            fix="call sk.dim inside the body of an @sk.kernel function",
+        )
+    if name not in dims:
+        raise BodyError(
+            f"sk.dim({name!r}) names a dim the kernel does not declare",
+            dim=name,
+            expected=f"one of {', '.join(dims)}",
+            actual=repr(name),
+            fix="use a dim name from the operand annotations",
+        )
+    return dims[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class Atom:
+    """An equation operand: a variable name, or a scalar literal."""
+
+    var: str | None
+    value: Any = None
+    dtype: str = ""
+    weak_type: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Eqn:
+    prim: str
+    inputs: tuple[Atom, ...]
+    outputs: tuple[str, ...]
+    params: tuple[tuple[str, Any], ...]
+    line: str | None  # "path:line" in the user's code
+    source: str  # that line's text
+
+    def param(self, name: str) -> Any:
+        return dict(self.params)[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyTrace:
+    """A flattened body: operand tile variables, their fills, the equations and the results."""
+
+    inputs: tuple[str | None, ...]  # variable of each operand's loaded tile; None if not loaded
+    fills: tuple[Any, ...]  # the fill of each loaded operand
+    eqns: tuple[Eqn, ...]
+    outputs: tuple[Atom, ...]
+    avals: tuple[tuple[str, tuple[tuple[int, ...], str]], ...]  # variable -> (shape, dtype)
+
+    def aval(self, var: str) -> tuple[tuple[int, ...], str]:
+        return dict(self.avals)[var]
+
+
+class Tile:
+    """What a kernel body receives for each operand: the operand's block, ready to load.
+
+    `shape` is the operand's true shape and `block_shape` the shape of the value `load` returns.
+    """
+
+    def __init__(self, name: str, value: Any, shape: tuple[int, ...], fills: dict[str, Any]):
+        self.name = name
+        self._value = value
+        self.shape = shape
+        self.block_shape: tuple[int, ...] = tuple(value.shape)
+        self.dtype = value.dtype
+        self._fills = fills
+
+    def load(self, *, fill: float | int | bool = 0) -> jax.Array:
+        """This block of the operand; elements past the array's edge read as `fill`."""
+        if isinstance(fill, jax.Array | np.ndarray):
+            if getattr(fill, "shape", None) != ():
+                raise BodyError(
+                    f"the fill of `{self.name}.load` must be a scalar",
+                    operand=self.name,
+                    actual=f"an array of shape {fill.shape}",
+                    fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
+                )
+            try:
+                fill = fill.item()
+            except Exception:
+                raise BodyError(
+                    f"the fill of `{self.name}.load` is a traced value",
+                    operand=self.name,
+                    fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
+                ) from None
+        if not isinstance(fill, bool | int | float):
+            raise BodyError(
+                f"the fill of `{self.name}.load` is not a number",
+                operand=self.name,
+                actual=repr(fill),
+                fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
+            )
+        _check_fill_fits(self.name, fill, np.dtype(self.dtype))
+        previous = self._fills.get(self.name)
+        if previous is not None and not _same_fill(previous, fill):
+            raise BodyError(
+                f"`{self.name}` is loaded twice with different fills",
+                operand=self.name,
+                expected=repr(previous),
+                actual=repr(fill),
+                fix="load each operand once and reuse the value",
+            )
+        self._fills[self.name] = fill
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Tile({self.name}, block_shape={self.block_shape}, dtype={self.dtype})"
+
+
+def _same_fill(a: Any, b: Any) -> bool:
+    return bool(np.asarray(a) == np.asarray(b)) or bool(np.isnan(a) and np.isnan(b))
+
+
+def _check_fill_fits(name: str, fill: Any, dtype: np.dtype) -> None:
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        if isinstance(fill, float) and not float(fill).is_integer() or not (
+            info.min <= fill <= info.max
+        ):
+            raise BodyError(
+                f"the fill of `{name}.load` cannot be represented in {dtype}",
+                operand=name,
+                expected=f"an integer in [{info.min}, {info.max}]",
+                actual=repr(fill),
+                fix=f"use e.g. fill={info.min} for a running max over {dtype}",
+            )
+
+
+def trace_body(
+    spec: KernelSpec,
+    block_shapes: Mapping[str, tuple[int, ...]],
+    dtypes: Mapping[str, str],
+    true_shapes: Mapping[str, tuple[int, ...]],
+    consts: Mapping[str, Any],
+    dims: Mapping[str, int],
+) -> BodyTrace:
+    """Traces the body once on logical block shapes and flattens the result."""
+    names = [o.name for o in spec.operands]
+    fills: dict[str, Any] = {}
+
+    def body(*values: Any) -> Any:
+        tiles = {
+            n: Tile(n, v, true_shapes[n], fills) for n, v in zip(names, values, strict=True)
+        }
+        token = _DIMS.set(dict(dims))
+        try:
+            return spec.fn(**tiles, **consts)
+        finally:
+            _DIMS.reset(token)
+
+    avals = [jax.ShapeDtypeStruct(block_shapes[n], dtypes[n]) for n in names]
+    try:
+        closed = jax.make_jaxpr(body)(*avals)
+    except BodyError as exc:
+        exc.kernel = exc.kernel or spec.name
+        exc.where = exc.where or _innermost_user_line(exc.__traceback__) or spec.location
+        raise type(exc)(
+            exc.what,
+            kernel=exc.kernel,
+            where=exc.where,
+            operand=exc.operand,
+            dim=exc.dim,
+            expected=exc.expected,
+            actual=exc.actual,
+            bindings=exc.bindings or dict(dims),
+            fix=exc.fix,
+        ) from None
+    except Exception as exc:
+        where = _innermost_user_line(exc.__traceback__) or spec.location
+        raise BodyError(
+            f"the body failed to trace on tile-shaped values: {type(exc).__name__}: "
+            f"{_first_line(exc)}",
+            kernel=spec.name,
+            where=where,
+            expected="a body that maps the loaded tiles to result tiles",
+            actual=", ".join(f"{n}: {dtypes[n]}{list(block_shapes[n])}" for n in names),
+            bindings=dims,
+            fix="check the line above; the body sees one block, with tiled dims at their block "
+            "size and whole dims at their full size",
+        ) from None
+    flat = _Flattener(spec)
+    return flat.run(closed, names, fills)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _innermost_user_line(tb: Any) -> str | None:
+    found = None
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if _is_user_file(path):
+            found = f"{display_path(path)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+def _is_user_file(path: str) -> bool:
+    if path.startswith(_PACKAGE_DIR) or path.startswith("<"):
+        return False
+    return not any(f"{os.sep}{pkg}{os.sep}" in path for pkg in ("jax", "jaxlib", "jaxtyping"))
+
+
+class _Flattener:
+    """Inlines call-like primitives and renames variables to v0, v1, ... in program order."""
+
+    def __init__(self, spec: KernelSpec):
+        self.spec = spec
+        self.eqns: list[Eqn] = []
+        self.avals: dict[str, tuple[tuple[int, ...], str]] = {}
+        self.count = 0
+
+    def run(self, closed: Any, names: list[str], fills: dict[str, Any]) -> BodyTrace:
+        env: dict[Any, Atom] = {}
+        inputs: list[str | None] = []
+        used = _used_vars(closed.jaxpr)
+        for name, var in zip(names, closed.jaxpr.invars, strict=True):
+            loaded = name in fills and var in used
+            if loaded:
+                env[var] = Atom(name)
+                self.avals[name] = _aval(var.aval)
+            inputs.append(name if loaded else None)
+        self._bind_consts(closed.jaxpr.constvars, closed.consts, env, None)
+        self._eqns(closed.jaxpr.eqns, env)
+        outputs = tuple(self._read(env, v) for v in closed.jaxpr.outvars)
+        return BodyTrace(
+            inputs=tuple(inputs),
+            fills=tuple(fills.get(n) if i else None for n, i in zip(names, inputs, strict=True)),
+            eqns=tuple(self.eqns),
+            outputs=outputs,
+            avals=tuple(self.avals.items()),
+        )
+
+    def _bind_consts(self, constvars: Any, consts: Any, env: dict[Any, Atom], line: Any) -> None:
+        for var, value in zip(constvars, consts, strict=True):
+            arr = np.asarray(value)
+            if arr.shape != ():
+                raise BodyError(
+                    f"the body captures an array of shape {arr.shape} from outside the kernel",
+                    kernel=self.spec.name,
+                    where=line or self.spec.location,
+                    expected="only scalars captured from the enclosing scope",
+                    actual=f"{arr.dtype}{list(arr.shape)}",
+                    fix="pass the array as an operand of the kernel instead",
+                )
+            env[var] = Atom(None, arr.item(), str(arr.dtype), False)
+
+    def _read(self, env: dict[Any, Atom], v: Any) -> Atom:
+        if isinstance(v, jex_core.Literal):
+            arr = np.asarray(v.val)
+            return Atom(None, arr.item(), str(v.aval.dtype), bool(getattr(v.aval, "weak_type", 0)))
+        return env[v]
+
+    def _eqns(self, eqns: Any, env: dict[Any, Atom]) -> None:
+        for eqn in eqns:
+            name = eqn.primitive.name
+            line, source = _user_line(eqn)
+            if name in _CALL_PARAMS and _CALL_PARAMS[name] in eqn.params:
+                inner = eqn.params[_CALL_PARAMS[name]]
+                jaxpr = getattr(inner, "jaxpr", inner)
+                consts = getattr(inner, "consts", ())
+                inner_env: dict[Any, Atom] = {}
+                self._bind_consts(jaxpr.constvars, consts, inner_env, line)
+                for iv, ov in zip(jaxpr.invars, eqn.invars, strict=False):
+                    inner_env[iv] = self._read(env, ov)
+                self._eqns(jaxpr.eqns, inner_env)
+                for outer, inner_out in zip(eqn.outvars, jaxpr.outvars, strict=True):
+                    env[outer] = self._read(inner_env, inner_out)
+                continue
+            inputs = tuple(self._read(env, v) for v in eqn.invars)
+            outputs = []
+            for out in eqn.outvars:
+                new = f"v{self.count}"
+                self.count += 1
+                env[out] = Atom(new)
+                self.avals[new] = _aval(out.aval)
+                outputs.append(new)
+            params = tuple(sorted(eqn.params.items()))
+            self.eqns.append(Eqn(name, inputs, tuple(outputs), params, line, source))
+
+
+def _used_vars(jaxpr: Any) -> set[Any]:
+    used: set[Any] = set()
+    for eqn in jaxpr.eqns:
+        used.update(v for v in eqn.invars if not isinstance(v, jex_core.Literal))
+    used.update(v for v in jaxpr.outvars if not isinstance(v, jex_core.Literal))
+    return used
+
+
+def _aval(aval: Any) -> tuple[tuple[int, ...], str]:
+    return tuple(int(d) for d in aval.shape), str(aval.dtype)
+
+
+def _user_line(eqn: Any) -> tuple[str | None, str]:
+    for frame in _frames(eqn):
+        if _is_user_file(frame.file_name):
+            text = linecache.getline(frame.file_name, frame.start_line).strip()
+            return f"{display_path(frame.file_name)}:{frame.start_line}", text
+    return None, ""
+
+
+def _frames(eqn: Any) -> Iterator[Any]:
+    from jax._src import source_info_util
+
+    tb = getattr(eqn.source_info, "traceback", None)
+    if tb is None:
+        return iter(())
+    return iter(source_info_util.user_frames(tb))
+
+
+def check_outputs(
+    spec: KernelSpec,
+    trace: BodyTrace,
+    expected_shapes: list[tuple[int, ...]],
+    where: str,
+    bindings: Mapping[str, int],
+    error_location: Callable[[], str] | None = None,
+) -> tuple[str, ...]:
+    """Checks the body's results against the declared results; returns their dtypes."""
+    n_expected = len(spec.results)
+    if len(trace.outputs) != n_expected:
+        raise ResultMismatchError(
+            f"the body returns {len(trace.outputs)} value(s) but {n_expected} result(s) are declared",
+            kernel=spec.name,
+            where=where,
+            expected=f"{n_expected} result(s)",
+            actual=f"{len(trace.outputs)} value(s)",
+            bindings=bindings,
+            fix="return one tile per declared result, in order (a tuple for several)",
+        )
+    dtypes = []
+    for result, atom, shape in zip(spec.results, trace.outputs, expected_shapes, strict=True):
+        if atom.var is None:
+            got_shape, got_dtype = (), atom.dtype
+        else:
+            got_shape, got_dtype = trace.aval(atom.var)
+        dims = " ".join(result.dims)
+        if len(got_shape) != len(shape) or tuple(got_shape) != tuple(shape):
+            raise ResultMismatchError(
+                f"{result.name} has the wrong block shape",
+                kernel=spec.name,
+                where=where,
+                operand=result.name,
+                expected=f"{list(shape)} (the block of '{dims}')",
+                actual=f"{list(got_shape)}",
+                bindings=bindings,
+                fix="return a tile of the declared result's block shape; reduce with axis= to "
+                "drop a dim, and broadcast to add one",
+            )
+        if got_dtype not in result.dtypes:
+            raise ResultMismatchError(
+                f"{result.name} has a dtype its annotation does not allow",
+                kernel=spec.name,
+                where=where,
+                operand=result.name,
+                expected=" or ".join(result.dtypes),
+                actual=got_dtype,
+                bindings=bindings,
+                fix=f"cast the returned tile with .astype(...) or widen the annotation "
+                f"({result.annotation})",
+            )
+        dtypes.append(got_dtype)
+    return tuple(dtypes)

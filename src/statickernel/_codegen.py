@@ -1,0 +1,236 @@
+"""Code generation: a `LaunchPlan` and a translated body become a standalone Pallas module.
+
+The module imports only jax (and numpy), defines one jitted function named after the kernel,
+and is what statickernel itself executes for that specialization.
+"""
+
+import jax
+
+from ._plan import LaunchPlan, OperandPlan
+from ._translate import COL, ROW, TILE, Translation, dtype_source
+
+__all__ = ["generate_source"]
+
+_LAYOUT = {
+    TILE: "plgpu.Layout.WGMMA",
+    ROW: "plgpu.Layout.WGMMA.reduce(1)",
+    COL: "plgpu.Layout.WGMMA.reduce(0)",
+}
+_BACKEND_TEXT = {
+    "interpret": "interpret (the Mosaic GPU interpreter; runs on any machine)",
+    "mosaic_gpu": "mosaic_gpu (compiled for an NVIDIA Hopper GPU)",
+}
+
+
+def _new_store_api() -> bool:
+    """jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs."""
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+
+    return hasattr(plgpu, "store")
+
+
+def generate_source(plan: LaunchPlan, translation: Translation) -> str:
+    gen = _Generator(plan, translation)
+    return gen.module()
+
+
+class _Generator:
+    def __init__(self, plan: LaunchPlan, translation: Translation):
+        self.plan = plan
+        self.t = translation
+        self.loaded = [op for op in plan.operands if op.loaded]
+
+    # --- pieces ------------------------------------------------------------------------------
+
+    def _block_var(self, dim: str) -> str:
+        return f"block_{dim}"
+
+    def _slice(self, op: OperandPlan) -> str:
+        parts = []
+        for dim_name, extent, gmem in zip(op.dims, op.block_shape, op.gmem_shape, strict=True):
+            d = self.plan.dim(dim_name)
+            if d.tiled_by:
+                parts.append(f"pl.ds({self._block_var(dim_name)} * {extent}, {extent})")
+            elif extent == gmem:
+                parts.append(":")
+            else:
+                parts.append(f"pl.ds(0, {extent})")
+        return f"{op.name}_gmem.at[{', '.join(parts)}]"
+
+    def _masks(self) -> list[str]:
+        """Edge masks, built in registers from iota and the true dims."""
+        needed = set(self.t.masks)
+        for op in self.loaded:
+            needed |= self._fill_masks(op)
+        if not needed:
+            return []
+        lines = ["# Edge masks: positions inside the array, from iota and the true dims."]
+        g_rows = self.plan.dim(self.plan.rows)
+        g_cols = self.plan.dim(self.plan.cols) if self.plan.cols else None
+        shape = (g_rows.extent, g_cols.extent if g_cols else 1)
+        specs = {
+            "row_ok": (g_rows, TILE, shape, 0),
+            "col_ok": (g_cols, TILE, shape, 1),
+            "row_ok_vec": (g_rows, ROW, (g_rows.extent,), 0),
+            "col_ok_vec": (g_cols, COL, (g_cols.extent if g_cols else 1,), 0),
+        }
+        for name in ("row_ok", "col_ok", "row_ok_vec", "col_ok_vec"):
+            if name not in needed:
+                continue
+            dim, kind, mshape, axis = specs[name]
+            assert dim is not None
+            offset = f" + {self._block_var(dim.name)} * {dim.extent}" if dim.tiled_by else ""
+            iota = f"plgpu.broadcasted_iota(jnp.int32, {mshape}, {axis}, layout={_LAYOUT[kind]})"
+            lines.append(f"{name} = {iota}{offset} < {dim.size}")
+        return lines
+
+    def _fill_masks(self, op: OperandPlan) -> set[str]:
+        masks = set()
+        for dim_name in op.dims:
+            if not self.plan.dim(dim_name).ragged:
+                continue
+            axis = "row" if dim_name == self.plan.rows else "col"
+            masks.add(f"{axis}_ok" if op.kind == TILE else f"{axis}_ok_vec")
+        return masks
+
+    def _store(self, ref: str, value: str) -> str:
+        if _new_store_api():
+            return f"plgpu.store({ref}, {value}, optimized=False)"
+        return f"{ref}[...] = {value}"
+
+    # --- the block body ----------------------------------------------------------------------
+
+    def block_function(self) -> list[str]:
+        plan = self.plan
+        params = [f"{op.name}_gmem" for op in self.loaded]
+        params += [f"{op.name}_gmem" for op in plan.results]
+        params += [f"{op.name}_smem" for op in self.loaded]
+        params += [f"{op.name}_smem" for op in plan.results]
+        params += [f"{op.name}_barrier" for op in self.loaded]
+        body: list[str] = []
+        for d in plan.dims:
+            if d.tiled_by:
+                body.append(f'{self._block_var(d.name)} = lax.axis_index("{d.name}")')
+        if self.loaded:
+            body.append("# Load: start every TMA copy first so they overlap, then wait for each.")
+            for op in self.loaded:
+                body.append(
+                    f"plgpu.copy_gmem_to_smem({self._slice(op)}, {op.name}_smem, {op.name}_barrier)"
+                )
+            for op in self.loaded:
+                body.append(f"plgpu.barrier_wait({op.name}_barrier)")
+        body += self._masks()
+        for op in self.loaded:
+            body.append(
+                f"{op.name} = plgpu.load({op.name}_smem, layout={_LAYOUT[op.kind]}, optimized=False)"
+            )
+            masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
+            if masks:
+                fill = op.fill
+                fill_src = repr(fill) if not _is_inf(fill) else ("jnp.inf" if fill > 0 else "-jnp.inf")
+                body.append(
+                    f"{op.name} = jnp.where({' & '.join(masks)}, {op.name}, "
+                    f"{dtype_source(op.dtype)}({fill_src}))  # past the edge reads the fill"
+                )
+        body.append("# The kernel body, one statement per traced op.")
+        body += list(self.t.lines)
+        body.append("# Store: registers to shared memory, then TMA to global memory, clipped at the edge.")
+        for op, value in zip(plan.results, self.t.outputs, strict=True):
+            body.append(self._store(f"{op.name}_smem", value))
+        body.append("plgpu.commit_smem()")
+        for op in plan.results:
+            body.append(f"plgpu.copy_smem_to_gmem({op.name}_smem, {self._slice(op)})")
+        body.append("plgpu.wait_smem_to_gmem(0)")
+        head = f"def _{plan.kernel}_block({', '.join(params)}):"
+        return [head] + ["    " + line for line in body]
+
+    def launch(self) -> list[str]:
+        plan = self.plan
+        outs = [
+            f"jax.ShapeDtypeStruct({op.gmem_shape}, {dtype_source(op.dtype)})" for op in plan.results
+        ]
+        out_type = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
+        scratch = [f"plgpu.SMEM({op.block_shape}, {dtype_source(op.dtype)})" for op in self.loaded]
+        scratch += [f"plgpu.SMEM({op.block_shape}, {dtype_source(op.dtype)})" for op in plan.results]
+        scratch += ["plgpu.Barrier()" for _ in self.loaded]
+        names = ", ".join(f'"{n}"' for n in plan.grid_names)
+        lines = [
+            "_launch = plgpu.kernel(",
+            f"    _{plan.kernel}_block,",
+            f"    out_type={out_type},",
+            f"    grid={plan.grid},",
+            f"    grid_names=({names},),",
+            "    scratch_types=[",
+            *[f"        {s}," for s in scratch],
+            "    ],",
+            "    compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),",
+            "    interpret=plgpu.InterpretGPUParams() if INTERPRET else None,",
+            ")",
+        ]
+        return lines
+
+    def wrapper(self) -> list[str]:
+        plan = self.plan
+        args = ", ".join(op.name for op in plan.operands)
+        body: list[str] = []
+        for op in self.loaded:
+            if op.host_padded:
+                pad = op.gmem_shape[1] - op.shape[1]
+                body.append(
+                    f"# `{op.name}` rows are not a multiple of 16 bytes: pad for TMA (extra copy)."
+                )
+                body.append(f"{op.name} = jnp.pad({op.name}, ((0, 0), (0, {pad})))")
+        loaded = ", ".join(op.name for op in self.loaded)
+        results = [op.name for op in plan.results]
+        body.append(f"{', '.join(results)} = _launch({loaded})")
+        outs = [f"{op.name}[:, :{op.shape[1]}]" if op.host_padded else op.name for op in plan.results]
+        if plan.tuple_result:
+            body.append(f"return ({', '.join(outs)},)")
+        else:
+            body.append(f"return {outs[0]}")
+        return ["@jax.jit", f"def {plan.kernel}({args}):"] + ["    " + line for line in body]
+
+    def header(self) -> list[str]:
+        plan = self.plan
+        dims = ", ".join(f"{d.name}={d.size}" for d in plan.dims)
+        consts = ", ".join(f"{k}={v!r}" for k, v in plan.constants) or "(none)"
+        ops = ", ".join(f"{op.name}: {op.dtype}{list(op.shape)}" for op in plan.operands)
+        return [
+            f"# Pallas Mosaic GPU kernel `{plan.kernel}`, generated by statickernel.",
+            f"# Declared at: {plan.location}",
+            f"# Operands:    {ops}",
+            f"# Dims:        {dims}",
+            f"# Constants:   {consts}",
+            f"# Grid:        {plan.grid} over ({', '.join(plan.grid_names)})",
+            f"# Backend:     {_BACKEND_TEXT[plan.backend]}",
+            f"# JAX:         {jax.__version__}",
+            "# This module needs only jax; it does not import statickernel.",
+        ]
+
+    def module(self) -> str:
+        parts = [
+            *self.header(),
+            "",
+            "import jax",
+            "import jax.numpy as jnp",
+            "from jax import lax",
+            "from jax.experimental import pallas as pl",
+            "from jax.experimental.pallas import mosaic_gpu as plgpu",
+            "",
+            f"INTERPRET = {self.plan.backend == 'interpret'}",
+            "",
+            "",
+            *self.block_function(),
+            "",
+            "",
+            *self.launch(),
+            "",
+            "",
+            *self.wrapper(),
+        ]
+        return "\n".join(parts) + "\n"
+
+
+def _is_inf(value: object) -> bool:
+    return isinstance(value, float) and value in (float("inf"), float("-inf"))
+

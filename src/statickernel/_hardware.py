@@ -1,0 +1,62 @@
+"""Hopper and Mosaic GPU limits that statickernel checks before anything is lowered."""
+
+import numpy as np
+
+# Shared memory available to one block on H100/H200 (227 KiB).
+SMEM_BYTES = 232448
+# A TMA box holds at most this many elements along each dimension.
+TMA_BOX_MAX = 256
+# TMA moves rows in 16-byte units: strides and the box's last dim must be multiples of this.
+TMA_ALIGN_BYTES = 16
+# The WGMMA register layout tiles a 2-D value in (64, 8) units.
+WGMMA_ROWS = 64
+WGMMA_COLS = 8
+# CUDA caps grid y and z at 65535; Pallas maps every grid axis but the last onto those.
+CUDA_GRID_YZ_MAX = 65535
+BARRIER_BYTES = 8
+# A copy moves a whole number of 128-byte chunks: one byte per thread of the warpgroup.
+COPY_BYTES_QUANTUM = 128
+
+# Dtypes that statickernel moves with TMA and computes on in registers, in the order it prefers
+# when an annotation allows several (used for the import-time trace).
+SUPPORTED_DTYPES: tuple[str, ...] = (
+    "float32",
+    "bfloat16",
+    "float16",
+    "int32",
+    "int16",
+    "int8",
+    "uint32",
+    "uint16",
+    "uint8",
+)
+
+
+def itemsize(dtype_name: str) -> int:
+    return np.dtype(_np_dtype(dtype_name)).itemsize
+
+
+def _np_dtype(dtype_name: str):
+    import jax.numpy as jnp
+
+    return jnp.dtype(dtype_name)
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def block_quantum(axis: str, rank: int, dtype_name: str) -> int:
+    """The unit a block extent must be a multiple of, for one operand along one axis.
+
+    Rows: 64 for the WGMMA layout. Columns: 8 for the layout and 16 bytes for a TMA row. A 1-D
+    block is a whole copy on its own, so it must also be a multiple of 128 bytes.
+    """
+    unit = WGMMA_ROWS if axis == "rows" else max(WGMMA_COLS, TMA_ALIGN_BYTES // itemsize(dtype_name))
+    if rank == 1:
+        unit = max(unit, COPY_BYTES_QUANTUM // itemsize(dtype_name))
+    return unit

@@ -1,0 +1,291 @@
+"""The `@sk.kernel` decorator and the `Kernel` object it returns.
+
+One path runs every call: bind the arguments, plan the launch, trace the body at the block
+shapes, translate it, generate the module source, and execute that source. `plan`, `emit` and
+`lower` read the same cached specialization, so what `emit` prints is what runs.
+"""
+
+import dataclasses
+import functools
+import linecache
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+import jax
+
+from . import _hardware as hw
+from ._backend import default_backend, resolve_backend
+from ._binding import Binding, bind, bind_consts
+from ._body import BodyTrace, check_outputs, trace_body
+from ._codegen import generate_source
+from ._errors import HardwareLimitError, PlanError, SharedMemoryError
+from ._plan import LaunchPlan, block_extents, check_blocks, is_ragged, make_plan, quantum, smem_bytes
+from ._spec import KernelSpec, build_spec
+from ._translate import COL, ROW, TILE, Geometry, Translation, translate
+
+__all__ = ["Kernel", "Specialization", "kernel"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True)
+class Specialization:
+    """One compiled specialization: its plan, its generated source and the function it defines."""
+
+    plan: LaunchPlan
+    source: str
+    fn: Callable[..., Any]
+    trace: BodyTrace
+
+
+class Kernel(Generic[P, R]):
+    """A checked kernel declaration. Call it like the function it decorates."""
+
+    def __init__(self, spec: KernelSpec, consts: Mapping[str, Any], backend: str | None):
+        self.spec = spec
+        self.consts: dict[str, Any] = dict(consts)
+        self.backend = backend
+        self.reference = spec.reference
+        self._cache: dict[Any, Specialization] = {}
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, spec.fn)
+
+    def __repr__(self) -> str:
+        consts = ", ".join(f"{k}={v!r}" for k, v in self.consts.items())
+        return f"<statickernel.Kernel {self.spec.name} ({self.spec.location}) {consts}>"
+
+    # --- calling -----------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, backend: str | None = None, **overrides: Any) -> Any:
+        try:
+            key = (
+                tuple((a.shape, a.dtype) for a in args),
+                tuple(overrides.items()),
+                backend or self.backend or default_backend(),
+            )
+            entry = self._cache.get(key)
+        except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
+            key, entry = None, None
+        if entry is None:
+            entry = self._specialize(args, overrides, backend, key)
+        return entry.fn(*args)
+
+    def _specialize(
+        self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None, key: Any
+    ) -> Specialization:
+        with self._lock:
+            entry = self._cache.get(key) if key is not None else None
+            if entry is None:
+                entry = self._build(args, overrides, backend)
+                if key is not None:
+                    self._cache[key] = entry
+        return entry
+
+    def specialize(self, *args: Any, backend: str | None = None, **overrides: Any) -> Specialization:
+        """The cached specialization for these arguments (arrays or jax.ShapeDtypeStruct)."""
+        try:
+            key = (
+                tuple((a.shape, a.dtype) for a in args),
+                tuple(overrides.items()),
+                resolve_backend(backend, self.backend),
+            )
+        except (AttributeError, TypeError):
+            key = None
+        entry = self._cache.get(key) if key is not None else None
+        return entry or self._specialize(args, overrides, backend, key)
+
+    def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> LaunchPlan:
+        """The frozen launch plan for these arguments (arrays or jax.ShapeDtypeStruct)."""
+        return self.specialize(*args, backend=backend, **overrides).plan
+
+    def emit(self, *args: Any, backend: str | None = None, **overrides: Any) -> str:
+        """The standalone Pallas source this specialization runs."""
+        return self.specialize(*args, backend=backend, **overrides).source
+
+    def lower(self, *args: Any, **overrides: Any) -> Any:
+        """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine."""
+        entry = self.specialize(*args, backend="mosaic_gpu", **overrides)
+        return entry.fn.trace(*args).lower(lowering_platforms=("cuda",))  # pyright: ignore[reportFunctionMemberAccess]
+
+    # --- variants ----------------------------------------------------------------------------
+
+    def bind(self, **overrides: Any) -> "Kernel[P, R]":
+        """A new kernel with other constant defaults, checked now as the declaration was."""
+        consts = bind_consts(self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=self.spec.location))
+        new = Kernel(self.spec, consts, self.backend)
+        check_declaration(self.spec, consts, error=PlanError)
+        return new  # pyright: ignore[reportReturnType]
+
+    def with_backend(self, backend: str | None) -> "Kernel[P, R]":
+        """A new kernel that runs on `backend` unless a call says otherwise."""
+        return Kernel(self.spec, self.consts, resolve_backend(backend, None) if backend else None)  # pyright: ignore[reportReturnType]
+
+    # --- the one path ------------------------------------------------------------------------
+
+    def _build(self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None) -> Specialization:
+        spec = self.spec
+        chosen = resolve_backend(backend, self.backend)
+        binding = bind(spec, args, self.consts, overrides)
+        sizes = binding.size_map
+        consts = dict(binding.consts)
+        dtypes = dict(binding.dtypes)
+        logical = _logical_blocks(spec, sizes, consts)
+        trace = trace_body(
+            spec,
+            {o.name: tuple(logical[d] for d in o.dims) for o in spec.operands},
+            dtypes,
+            dict(binding.shapes),
+            consts,
+            sizes,
+        )
+        result_dtypes = check_outputs(
+            spec, trace, [tuple(logical[d] for d in r.dims) for r in spec.results], spec.location, sizes
+        )
+        dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+        extents = block_extents(spec, sizes, consts, dtypes)
+        err = dict(kernel=spec.name, where=spec.location, bindings=sizes)
+        check_blocks(spec, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err)
+        fills = {n: f for n, f in zip([o.name for o in spec.operands], trace.fills, strict=True) if f is not None}
+        translation = _translate(spec, trace, sizes, extents, ragged_everywhere=False)
+        plan = make_plan(spec, sizes, dtypes, consts, chosen, extents, fills, translation.masks)
+        source = generate_source(plan, translation)
+        fn = _execute(source, spec.name, binding)
+        return Specialization(plan, source, fn, trace)
+
+
+def _logical_blocks(spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any]) -> dict[str, int]:
+    tile = spec.tile_map
+    return {d: int(consts[tile[d]]) if d in tile else size for d, size in sizes.items()}
+
+
+def _kind(spec: KernelSpec, dims: tuple[str, ...]) -> str:
+    if len(dims) == 2:
+        return TILE
+    return ROW if dims[0] == spec.rows else COL
+
+
+def _translate(
+    spec: KernelSpec,
+    trace: BodyTrace,
+    sizes: Mapping[str, int],
+    extents: Mapping[str, tuple[int, int]],
+    ragged_everywhere: bool,
+) -> Translation:
+    tile = spec.tile_map
+
+    def ragged(dim: str | None) -> bool:
+        if dim is None:
+            return False
+        return ragged_everywhere or is_ragged(sizes[dim], *extents[dim], dim in tile)
+
+    geometry = Geometry(
+        rows=extents[spec.rows][1],
+        cols=extents[spec.cols][1] if spec.cols else hw.WGMMA_COLS,
+        ragged_rows=ragged(spec.rows),
+        ragged_cols=ragged(spec.cols),
+        input_kinds=tuple((o.name, _kind(spec, o.dims)) for o in spec.operands),
+    )
+    result_kinds = tuple(_kind(spec, r.dims) for r in spec.results)
+    return translate(trace, geometry, result_kinds, spec.name, spec.location)
+
+
+_SOURCE_COUNTER = iter(range(1 << 62))
+
+
+def _execute(source: str, name: str, binding: Binding) -> Callable[..., Any]:
+    """Runs the generated module and returns its kernel function."""
+    filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
+    # Registering the text lets tracebacks and JAX's source info show the generated lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"__name__": f"statickernel_generated_{name}"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
+# --- the declaration-time check ---------------------------------------------------------------
+
+
+def check_declaration(spec: KernelSpec, consts: Mapping[str, Any], error: type[Exception] = HardwareLimitError) -> None:
+    """Checks hardware rules for `consts` and traces the body once, with no data."""
+    err = dict(kernel=spec.name, where=spec.location)
+    tile = spec.tile_map
+    options = {o.name: o.dtypes for o in spec.operands + spec.results}
+    widest = {n: max(opts, key=hw.itemsize) for n, opts in options.items()}
+    # Whole dims take their smallest block here; their real size is only known at the call.
+    extents = {
+        d: (int(consts[tile[d]]),) * 2 if d in tile else (quantum(spec, d, options)[0],) * 2
+        for d in spec.dim_names()
+    }
+    check_blocks(spec, extents, options, error, err)
+    probe_sizes = {d: 2 * b + 1 if d in tile else b for d, (b, _) in extents.items()}
+    smem = smem_bytes(spec, extents, widest, {o.name for o in spec.operands})
+    if smem > hw.SMEM_BYTES:
+        cls = SharedMemoryError if error is HardwareLimitError else error
+        raise cls(
+            f"the blocks need {smem:,} B of shared memory with the widest dtypes allowed, over "
+            f"the {hw.SMEM_BYTES:,} B a block has",
+            **err,
+            expected=f"<= {hw.SMEM_BYTES:,} B",
+            actual=f"{smem:,} B ("
+            + ", ".join(f"{n}: {widest[n]}" for n in widest)
+            + ", "
+            + ", ".join(f"{k}={consts[k]}" for k in tile.values())
+            + ")",
+            fix="lower the block constants"
+            + (f", e.g. {next(iter(tile.values()))}={max(64, consts[next(iter(tile.values()))] // 2)}" if tile else ""),
+        )
+    preferred = {n: opts[0] for n, opts in options.items()}
+    logical = _logical_blocks(spec, probe_sizes, consts)
+    trace = trace_body(
+        spec,
+        {o.name: tuple(logical[d] for d in o.dims) for o in spec.operands},
+        preferred,
+        {o.name: tuple(probe_sizes[d] for d in o.dims) for o in spec.operands},
+        consts,
+        probe_sizes,
+    )
+    check_outputs(spec, trace, [tuple(logical[d] for d in r.dims) for r in spec.results], spec.location, {})
+    _translate(spec, trace, probe_sizes, extents, ragged_everywhere=True)
+
+
+@overload
+def kernel(fn: Callable[P, R], /) -> Kernel[P, R]: ...
+@overload
+def kernel(
+    *,
+    tile: Mapping[str, str] | None = None,
+    reference: Callable[..., Any] | None = None,
+    backend: str | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[P, R]], Kernel[P, R]]: ...
+def kernel(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    tile: Mapping[str, str] | None = None,
+    reference: Callable[..., Any] | None = None,
+    backend: str | None = None,
+    name: str | None = None,
+) -> Any:
+    """Declares a kernel; checks it now, when the decorator runs.
+
+    Args:
+      tile: which dims are split across the grid, and by which int constant, e.g.
+        `{"M": "BM"}`. Dims not tiled are whole inside every block.
+      reference: a plain jnp function computing the same result, for tests and tools.
+      backend: "mosaic_gpu" or "interpret"; by default the process-wide choice.
+      name: the kernel's name in plans and generated code; the function's name by default.
+    """
+
+    def decorate(f: Callable[P, R]) -> Kernel[P, R]:
+        spec = build_spec(f, dict(tile or {}), reference, name)
+        chosen = resolve_backend(backend, None) if backend else None
+        check_declaration(spec, spec.const_defaults)
+        return Kernel(spec, spec.const_defaults, chosen)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+_ = jax

@@ -1,0 +1,28 @@
+"""Reductions for kernel bodies.
+
+They are jnp's reductions with one rule made explicit: `axis` is required, because Mosaic GPU
+reduces a block along one axis at a time and cannot reduce it to a scalar. Reductions over a
+ragged edge ignore the elements past it, whatever the load's fill.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["max", "min", "sum"]
+
+
+def sum(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:  # noqa: A001
+    """Sum over one axis of a block."""
+    return jnp.sum(x, axis=axis, keepdims=keepdims)
+
+
+def max(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:  # noqa: A001
+    """Maximum over one axis of a block."""
+    return jnp.max(x, axis=axis, keepdims=keepdims)
+
+
+def min(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:  # noqa: A001
+    """Minimum over one axis of a block."""
+    return jnp.min(x, axis=axis, keepdims=keepdims)

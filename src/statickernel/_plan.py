@@ -1,0 +1,361 @@
+"""Planning: bound dims and constants become a frozen `LaunchPlan`.
+
+The plan fixes everything the generated launch needs as Python ints: the grid, each operand's
+block and where it starts, which edges are ragged and what they read, the shared memory the
+blocks take, and any fallback taken because TMA cannot address an array.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from . import _hardware as hw
+from ._errors import PlanError
+from ._spec import KernelSpec
+from ._translate import COL, ROW, TILE
+
+__all__ = [
+    "DimPlan",
+    "LaunchPlan",
+    "OperandPlan",
+    "block_extents",
+    "check_blocks",
+    "is_ragged",
+    "make_plan",
+    "quantum",
+    "smem_bytes",
+]
+
+
+def is_ragged(size: int, block: int, extent: int, tiled: bool) -> bool:
+    return size % block != 0 if tiled else extent != size
+
+
+@dataclasses.dataclass(frozen=True)
+class DimPlan:
+    """How one dim is split: tiled across the grid by `block`, or whole inside every block."""
+
+    name: str
+    size: int
+    tiled_by: str | None  # the constant that tiles it; None when whole
+    block: int  # logical block: the constant's value, or `size` when whole
+    extent: int  # physical block extent in registers and shared memory
+    grid_axis: int | None
+
+    @property
+    def ragged(self) -> bool:
+        """True when some block holds elements past the array's edge."""
+        return is_ragged(self.size, self.block, self.extent, self.tiled_by is not None)
+
+    @property
+    def status(self) -> str:
+        if self.tiled_by:
+            if not self.ragged:
+                return f"divisible ({self.size} % {self.block} = 0)"
+            return f"ragged ({self.size} % {self.block} = {self.size % self.block})"
+        if not self.ragged:
+            return "whole"
+        return f"whole, padded {self.size} -> {self.extent}"
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandPlan:
+    name: str
+    role: str  # "input" or "output"
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str  # register form: tile, row or col
+    block_shape: tuple[int, ...]  # physical block
+    gmem_shape: tuple[int, ...]  # the array the kernel addresses (after any host padding)
+    fill: Any  # what loads past the edge read; None for outputs and unloaded inputs
+    loaded: bool
+
+    @property
+    def host_padded(self) -> bool:
+        return self.gmem_shape != self.shape
+
+    @property
+    def smem_bytes(self) -> int:
+        count = 1
+        for extent in self.block_shape:
+            count *= extent
+        return count * hw.itemsize(self.dtype) if self.loaded or self.role == "output" else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a specialization launches with, as plain ints and strings."""
+
+    kernel: str
+    location: str
+    backend: str
+    grid: tuple[int, ...]
+    grid_names: tuple[str, ...]
+    dims: tuple[DimPlan, ...]
+    operands: tuple[OperandPlan, ...]
+    results: tuple[OperandPlan, ...]
+    constants: tuple[tuple[str, Any], ...]
+    rows: str
+    cols: str | None
+    smem_bytes: int
+    notes: tuple[str, ...]
+    tuple_result: bool = False
+
+    def dim(self, name: str) -> DimPlan:
+        return next(d for d in self.dims if d.name == name)
+
+    @property
+    def bindings(self) -> dict[str, int]:
+        return {d.name: d.size for d in self.dims}
+
+    def check_invariants(self) -> None:
+        """Asserts the facts the generated code relies on; raises AssertionError if one breaks."""
+        tiled = [d for d in self.dims if d.tiled_by]
+        assert self.grid == (tuple(hw.cdiv(d.size, d.block) for d in tiled) or (1,))
+        assert all(isinstance(g, int) and g > 0 for g in self.grid)
+        assert len(self.grid) == len(self.grid_names)
+        assert all(g <= hw.CUDA_GRID_YZ_MAX for g in self.grid[:-1])
+        assert self.smem_bytes <= hw.SMEM_BYTES
+        for d in self.dims:
+            assert d.extent <= hw.TMA_BOX_MAX and d.extent >= (d.block if d.tiled_by else d.size)
+        for op in self.operands + self.results:
+            assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
+            last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
+            assert last_bytes % hw.TMA_ALIGN_BYTES == 0
+            if len(op.gmem_shape) == 2:
+                assert op.gmem_shape[1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
+            if op.kind == TILE or op.kind == ROW:
+                assert op.block_shape[0] % hw.WGMMA_ROWS == 0
+            if op.kind == TILE or op.kind == COL:
+                assert op.block_shape[-1] % hw.WGMMA_COLS == 0
+
+    def __str__(self) -> str:
+        lines = [f"LaunchPlan for `{self.kernel}` ({self.location}), backend {self.backend}"]
+        consts = ", ".join(f"{k}={v!r}" for k, v in self.constants)
+        if consts:
+            lines.append(f"  constants: {consts}")
+        names = ", ".join(self.grid_names)
+        lines.append(f"  grid: {self.grid} over ({names})" + ("" if self.grid_names[0] != "_" else " (one block)"))
+        lines.append("  dims:")
+        width = max(len(f"{d.name}={d.size}") for d in self.dims)
+        for d in self.dims:
+            split = f"tiled by {d.tiled_by}={d.block}" if d.tiled_by else "whole"
+            edge = self._edge(d)
+            lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {d.status}{edge}")
+        for title, group in (("operands", self.operands), ("results", self.results)):
+            lines.append(f"  {title}:")
+            for op in group:
+                text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
+                if op.role == "input" and not op.loaded:
+                    text += "  (not loaded)"
+                elif op.fill is not None:
+                    text += f"  fill {op.fill!r}"
+                if op.host_padded:
+                    text += f"  host-padded to {list(op.gmem_shape)}"
+                lines.append(text)
+        lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
+        if self.notes:
+            lines.append("  notes:")
+            lines.extend(f"    - {note}" for note in self.notes)
+        return "\n".join(lines)
+
+    def _edge(self, d: DimPlan) -> str:
+        if not d.ragged:
+            return ": no mask, in bounds"
+        fills = sorted({repr(op.fill) for op in self.operands if d.name in op.dims and op.loaded})
+        fill_text = f", fill {' / '.join(fills)}" if fills else ""
+        return f": masked{fill_text}; stores past the edge dropped"
+
+
+def _axis(spec: KernelSpec, dim: str) -> str:
+    return "rows" if dim == spec.rows else "cols"
+
+
+def quantum(spec: KernelSpec, dim: str, dtypes: Mapping[str, tuple[str, ...]]) -> tuple[int, str, str]:
+    """The unit `dim`'s block extent must be a multiple of, and the operand and dtype needing it."""
+    best = (1, "", "")
+    for op in spec.operands + spec.results:
+        if dim not in op.dims:
+            continue
+        for dtype in dtypes[op.name]:
+            unit = hw.block_quantum(_axis(spec, dim), op.rank, dtype)
+            if unit > best[0]:
+                best = (unit, op.name, dtype)
+    return best
+
+
+def block_extents(
+    spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any], dtypes: Mapping[str, str]
+) -> dict[str, tuple[int, int]]:
+    """(logical block, physical extent) of every dim."""
+    tile = spec.tile_map
+    options = {name: (dtype,) for name, dtype in dtypes.items()}
+    out: dict[str, tuple[int, int]] = {}
+    for name, size in sizes.items():
+        if name in tile:
+            block = int(consts[tile[name]])
+            out[name] = (block, block)
+        else:
+            out[name] = (size, hw.round_up(size, quantum(spec, name, options)[0]))
+    return out
+
+
+def check_blocks(
+    spec: KernelSpec,
+    extents: Mapping[str, tuple[int, int]],
+    dtype_options: Mapping[str, tuple[str, ...]],
+    error: type[Exception],
+    err: Mapping[str, Any],
+) -> None:
+    """The TMA and register-layout rules for every block; `dtype_options` lists the dtypes each
+    operand may take (all the annotation allows at import, the bound one at the call)."""
+    tile = spec.tile_map
+    for name, (_, extent) in extents.items():
+        const = tile.get(name)
+        fix_const = f"set {const} to" if const else f"tile {name} with a constant of"
+        if extent > hw.TMA_BOX_MAX:
+            raise error(
+                f"the block along {name} has {extent} elements, over the TMA box limit",
+                **err,
+                dim=name,
+                expected=f"<= {hw.TMA_BOX_MAX} elements per block dim",
+                actual=f"{extent}" + ("" if const else f" (dim {name} is whole in each block)"),
+                fix=f"{fix_const} at most {hw.TMA_BOX_MAX}"
+                + ("" if const else ", or split rows wider than one block outside the kernel"),
+            )
+        unit, operand, dtype = quantum(spec, name, dtype_options)
+        if extent % unit:
+            axis = _axis(spec, name)
+            why = (
+                f"{hw.WGMMA_ROWS} rows for the WGMMA register layout"
+                if axis == "rows" and unit == hw.WGMMA_ROWS
+                else f"{unit} x {dtype}: 8 elements for the register layout, 16-byte TMA rows, "
+                f"and 128-byte copies for 1-D blocks"
+            )
+            raise error(
+                f"the {'row' if axis == 'rows' else 'column'} block along {name} is {extent} "
+                f"elements, not a multiple of {unit}",
+                **err,
+                operand=operand,
+                dim=name,
+                expected=f"a multiple of {unit} ({why})",
+                actual=f"{extent} ({extent * hw.itemsize(dtype)} B of {dtype})",
+                fix=f"{fix_const} {hw.round_up(extent, unit)}",
+            )
+
+
+def smem_bytes(spec: KernelSpec, extents: Mapping[str, tuple[int, int]], dtypes: Mapping[str, str], loaded: set[str]) -> int:
+    total = 0
+    for op in spec.operands + spec.results:
+        if op in spec.operands and op.name not in loaded:
+            continue
+        count = 1
+        for d in op.dims:
+            count *= extents[d][1]
+        total += count * hw.itemsize(dtypes[op.name])
+    return total + hw.BARRIER_BYTES * len(loaded)
+
+
+def make_plan(
+    spec: KernelSpec,
+    sizes: Mapping[str, int],
+    dtypes: Mapping[str, str],
+    consts: Mapping[str, Any],
+    backend: str,
+    extents: Mapping[str, tuple[int, int]],
+    fills: Mapping[str, Any],
+    masked_reductions: frozenset[str] = frozenset(),
+) -> LaunchPlan:
+    tile = spec.tile_map
+    err = dict(kernel=spec.name, where=spec.location, bindings=dict(sizes))
+    tiled = [name for name in spec.dim_names() if name in tile]
+    grid = tuple(hw.cdiv(sizes[n], extents[n][0]) for n in tiled) or (1,)
+    grid_names = tuple(tiled) or ("_",)
+    for axis, (name, count) in enumerate(zip(grid_names, grid, strict=True)):
+        if axis < len(grid) - 1 and count > hw.CUDA_GRID_YZ_MAX:
+            raise PlanError(
+                f"the grid has {count} blocks along {name}, over CUDA's limit for grid y/z",
+                **err,
+                dim=name,
+                expected=f"<= {hw.CUDA_GRID_YZ_MAX} blocks on every grid axis but the last",
+                actual=count,
+                fix=f"raise {tile[name]} or list {name} last in tile=",
+            )
+    dims = tuple(
+        DimPlan(
+            name=n,
+            size=sizes[n],
+            tiled_by=tile.get(n),
+            block=extents[n][0],
+            extent=extents[n][1],
+            grid_axis=tiled.index(n) if n in tile else None,
+        )
+        for n in spec.dim_names()
+    )
+    notes: list[str] = []
+
+    def operand_plan(op: Any, role: str) -> OperandPlan:
+        shape = tuple(sizes[d] for d in op.dims)
+        dtype = dtypes[op.name]
+        kind = TILE if len(op.dims) == 2 else (ROW if op.dims[0] == spec.rows else COL)
+        gmem = shape
+        if len(shape) == 2 and shape[1] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
+            padded = hw.round_up(shape[1], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype))
+            gmem = (shape[0], padded)
+            row_bytes = shape[1] * hw.itemsize(dtype)
+            notes.append(
+                f"fallback: `{op.name}` rows are {row_bytes} B, not a multiple of 16 B, so TMA "
+                f"cannot address it; it is padded on the host to {list(gmem)}"
+                + (" and the result sliced back" if role == "output" else "")
+                + " (one extra copy)"
+            )
+        loaded = role == "output" or op.name in fills
+        return OperandPlan(
+            name=op.name,
+            role=role,
+            dims=op.dims,
+            shape=shape,
+            dtype=dtype,
+            kind=kind,
+            block_shape=tuple(extents[d][1] for d in op.dims),
+            gmem_shape=gmem,
+            fill=fills.get(op.name) if role == "input" else None,
+            loaded=loaded,
+        )
+
+    operands = tuple(operand_plan(op, "input") for op in spec.operands)
+    results = tuple(operand_plan(op, "output") for op in spec.results)
+    for mask, dim_name in (("row_ok", spec.rows), ("col_ok", spec.cols)):
+        if mask in masked_reductions and dim_name is not None:
+            notes.append(
+                f"reductions over {dim_name} are masked: elements past {sizes[dim_name]} take "
+                "the reduction's identity, whatever the fill"
+            )
+    smem = smem_bytes(spec, extents, dtypes, set(fills))
+    if smem > hw.SMEM_BYTES:
+        raise PlanError(
+            f"the blocks need {smem:,} B of shared memory, over the {hw.SMEM_BYTES:,} B a block has",
+            **err,
+            expected=f"<= {hw.SMEM_BYTES:,} B",
+            actual=f"{smem:,} B",
+            fix="use smaller block constants" + (f" (e.g. halve {next(iter(tile.values()))})" if tile else ""),
+        )
+    plan = LaunchPlan(
+        kernel=spec.name,
+        location=spec.location,
+        backend=backend,
+        grid=grid,
+        grid_names=grid_names,
+        dims=dims,
+        operands=operands,
+        results=results,
+        constants=tuple(consts.items()),
+        rows=spec.rows,
+        cols=spec.cols,
+        smem_bytes=smem,
+        notes=tuple(notes),
+        tuple_result=spec.result_is_tuple,
+    )
+    plan.check_invariants()
+    return plan

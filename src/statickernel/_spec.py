@@ -1,0 +1,422 @@
+"""Declaration: a decorated function becomes a frozen, checked `KernelSpec`.
+
+Everything here runs when the decorator runs, before any data exists. Each check raises a
+`DeclarationError` that points at the user's decorator line.
+"""
+
+import dataclasses
+import inspect
+import os
+import typing
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
+
+from jaxtyping._array_types import _MetaAbstractArray, _NamedDim  # pyright: ignore[reportPrivateUsage]
+
+from . import _hardware as hw
+from ._errors import AnnotationError, ConstantError, TilingError
+
+__all__ = ["Const", "ConstSpec", "KernelSpec", "OperandSpec", "build_spec", "source_location"]
+
+T = TypeVar("T")
+
+
+class _ConstMarker:
+    """Marks a keyword parameter as a compile-time constant."""
+
+    def __repr__(self) -> str:
+        return "sk.Const"
+
+
+CONST = _ConstMarker()
+# `BM: sk.Const[int] = 64` reads as a plain int to type checkers.
+Const = Annotated[T, CONST]
+
+# Parameter names the call path reserves for itself.
+RESERVED_NAMES = frozenset({"backend"})
+CONST_TYPES: tuple[type, ...] = (int, float, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandSpec:
+    """One operand or result: its name, its named dims and the dtypes its annotation allows."""
+
+    name: str
+    dims: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    annotation: str
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstSpec:
+    name: str
+    type: type
+    default: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """The canonical form of a declaration.
+
+    Invariants: every operand is rank 1 or 2; the 2-D operands and results share one dim order
+    (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled dim is declared and
+    tiled by an int constant; every result dim comes from an operand and every result holds
+    every tiled dim.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    location: str
+    operands: tuple[OperandSpec, ...]
+    results: tuple[OperandSpec, ...]
+    result_is_tuple: bool
+    consts: tuple[ConstSpec, ...]
+    tile: tuple[tuple[str, str], ...]
+    rows: str
+    cols: str | None
+    reference: Callable[..., Any] | None
+
+    @property
+    def tile_map(self) -> dict[str, str]:
+        return dict(self.tile)
+
+    @property
+    def const_defaults(self) -> dict[str, Any]:
+        return {c.name: c.default for c in self.consts}
+
+    def dim_names(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for operand in self.operands:
+            for dim in operand.dims:
+                seen[dim] = None
+        return tuple(seen)
+
+
+def source_location(fn: Callable[..., Any]) -> str:
+    """`path:line` of a function's first decorator, relative to the working directory if inside it."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{display_path(code.co_filename)}:{code.co_firstlineno}"
+
+
+def display_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def build_spec(
+    fn: Callable[..., Any],
+    tile: Mapping[str, str],
+    reference: Callable[..., Any] | None,
+    name: str | None,
+) -> KernelSpec:
+    kname = name or getattr(fn, "__name__", "kernel")
+    where = source_location(fn)
+    err = dict(kernel=kname, where=where)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references and the like
+        raise AnnotationError(
+            f"its annotations cannot be resolved: {exc}",
+            **err,
+            fix="define every name used in the annotations before the kernel, and do not use "
+            "`from __future__ import annotations` in kernel modules",
+        ) from None
+    sig = inspect.signature(fn)
+    operands: list[OperandSpec] = []
+    consts: list[ConstSpec] = []
+    for param in sig.parameters.values():
+        if param.name in RESERVED_NAMES:
+            raise AnnotationError(
+                f"parameter `{param.name}` uses a name statickernel reserves for the call",
+                **err,
+                operand=param.name,
+                fix=f"rename `{param.name}`",
+            )
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise AnnotationError(
+                f"`*{param.name}` or `**{param.name}` parameters cannot be operands or constants",
+                **err,
+                operand=param.name,
+                fix="list every operand as a named parameter and every constant as a keyword-only "
+                "parameter after `*`",
+            )
+        if param.kind == param.KEYWORD_ONLY:
+            consts.append(_const_spec(param, hints.get(param.name), err))
+        else:
+            if param.default is not param.empty:
+                raise AnnotationError(
+                    f"operand `{param.name}` has a default value",
+                    **err,
+                    operand=param.name,
+                    fix=f"make `{param.name}` keyword-only after `*` and annotate it "
+                    "`sk.Const[int]` if it is a constant",
+                )
+            operands.append(_array_spec(param.name, hints.get(param.name), err, role="operand"))
+    if not operands:
+        raise AnnotationError(
+            "it declares no operands",
+            **err,
+            fix='add at least one operand, e.g. `x: Float[Array, "M N"]`',
+        )
+    results, result_is_tuple = _result_specs(hints.get("return"), err)
+    rows, cols = _frame(operands, results, err)
+    _check_tiling(tile, operands, results, consts, err)
+    return KernelSpec(
+        name=kname,
+        fn=fn,
+        location=where,
+        operands=tuple(operands),
+        results=tuple(results),
+        result_is_tuple=result_is_tuple,
+        consts=tuple(consts),
+        tile=tuple(tile.items()),
+        rows=rows,
+        cols=cols,
+        reference=reference,
+    )
+
+
+def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, str]) -> ConstSpec:
+    base = None
+    if typing.get_origin(hint) is Annotated:
+        args = typing.get_args(hint)
+        if any(isinstance(a, _ConstMarker) for a in args[1:]):
+            base = args[0]
+    if base not in CONST_TYPES:
+        raise ConstantError(
+            f"constant `{param.name}` is not annotated as an int, float or bool constant",
+            **err,
+            operand=param.name,
+            expected="sk.Const[int], sk.Const[float] or sk.Const[bool]",
+            actual=_type_name(hint),
+            fix=f"annotate it `{param.name}: sk.Const[int] = ...`",
+        )
+    assert isinstance(base, type)
+    if param.default is param.empty:
+        raise ConstantError(
+            f"constant `{param.name}` has no default value",
+            **err,
+            operand=param.name,
+            fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
+        )
+    check_const_value(param.name, base, param.default, err, ConstantError)
+    return ConstSpec(param.name, base, param.default)
+
+
+def check_const_value(
+    name: str, base: type, value: Any, err: Mapping[str, Any], error: type[Exception]
+) -> None:
+    """Checks a constant's default or override value against its declared type."""
+    ok = isinstance(value, base) and (base is bool or not isinstance(value, bool))
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise error(
+            f"constant `{name}` must be a Python {base.__name__}",
+            **err,
+            operand=name,
+            expected=base.__name__,
+            actual=f"{value!r} ({type(value).__name__})",
+            fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
+            "be traced",
+        )
+    if base is int and value <= 0:
+        raise error(
+            f"constant `{name}` must be positive",
+            **err,
+            operand=name,
+            expected="> 0",
+            actual=value,
+            fix=f"use a positive value such as `{name}=64`",
+        )
+
+
+def _type_name(hint: Any) -> str:
+    if hint is None:
+        return "no annotation"
+    return getattr(hint, "__name__", None) or repr(hint)
+
+
+def _array_spec(name: str, hint: Any, err: dict[str, str], *, role: str) -> OperandSpec:
+    example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
+    if not isinstance(hint, _MetaAbstractArray):
+        raise AnnotationError(
+            f"{role} `{name}` is not annotated with a jaxtyping array type",
+            **err,
+            operand=name,
+            expected="a jaxtyping array type with named dims",
+            actual=_type_name(hint),
+            fix=f"annotate it like {example}",
+        )
+    dims: list[str] = []
+    for dim in hint.dims:  # pyright: ignore[reportAttributeAccessIssue]
+        if not isinstance(dim, _NamedDim) or dim.broadcastable:
+            raise AnnotationError(
+                f"{role} `{name}` has a dim that is not a plain name",
+                **err,
+                operand=name,
+                expected="named dims such as 'M N'",
+                actual=repr(hint.dim_str),  # pyright: ignore[reportAttributeAccessIssue]
+                fix="name every dim; fixed sizes, '*', '...', '#' and expressions are not "
+                "supported in kernel signatures",
+            )
+        dims.append(dim.name)
+    if len(dims) not in (1, 2):
+        raise AnnotationError(
+            f"{role} `{name}` has rank {len(dims)}; kernels take rank 1 and 2 arrays",
+            **err,
+            operand=name,
+            expected="rank 1 or 2",
+            actual=f"rank {len(dims)} ({hint.dim_str!r})",  # pyright: ignore[reportAttributeAccessIssue]
+            fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])",
+        )
+    if len(set(dims)) != len(dims):
+        raise AnnotationError(
+            f"{role} `{name}` repeats a dim name",
+            **err,
+            operand=name,
+            actual=repr(hint.dim_str),  # pyright: ignore[reportAttributeAccessIssue]
+            fix="give each axis its own dim name",
+        )
+    allowed = tuple(d for d in hw.SUPPORTED_DTYPES if d in hint.dtypes)  # pyright: ignore[reportAttributeAccessIssue]
+    if not allowed:
+        raise AnnotationError(
+            f"{role} `{name}` allows no dtype that Mosaic GPU supports",
+            **err,
+            operand=name,
+            expected=f"one of {', '.join(hw.SUPPORTED_DTYPES)}",
+            actual=", ".join(hint.dtypes),  # pyright: ignore[reportAttributeAccessIssue]
+            fix="use Float, Float32, BFloat16, Float16, Int or Int32 (float64 and bool are not "
+            "supported by Mosaic GPU)",
+        )
+    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__))
+
+
+def _result_specs(hint: Any, err: dict[str, str]) -> tuple[list[OperandSpec], bool]:
+    if hint is None:
+        raise AnnotationError(
+            "it has no result annotation",
+            **err,
+            fix='annotate the result, e.g. `-> Float[Array, "M N"]`',
+        )
+    if typing.get_origin(hint) is tuple:
+        parts = typing.get_args(hint)
+        if not parts or Ellipsis in parts:
+            raise AnnotationError(
+                "its tuple result annotation must list each result",
+                **err,
+                actual=_type_name(hint),
+                fix='write e.g. `-> tuple[Float[Array, "M N"], Float[Array, "M"]]`',
+            )
+        return [_array_spec(f"result{i}", p, err, role="result") for i, p in enumerate(parts)], True
+    return [_array_spec("result", hint, err, role="result")], False
+
+
+def _frame(
+    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, str]
+) -> tuple[str, str | None]:
+    """Picks the (rows, cols) dim order every 2-D block of the kernel shares."""
+    everything = operands + results
+    two_d = [o for o in everything if o.rank == 2]
+    if not two_d:
+        raise AnnotationError(
+            "it has no 2-D operand or result; blocks are laid out as 2-D register tiles",
+            **err,
+            fix='declare the data as 2-D, e.g. `x: Float[Array, "M N"]`, reshaping 1-D arrays '
+            "to (rows, cols) outside the kernel",
+        )
+    rows, cols = two_d[0].dims
+    for other in everything:
+        if other.rank == 2 and other.dims != (rows, cols):
+            raise AnnotationError(
+                f"`{other.name}` orders its dims differently from `{two_d[0].name}`",
+                **err,
+                operand=other.name,
+                expected=f"'{rows} {cols}'",
+                actual=f"'{' '.join(other.dims)}'",
+                fix="pass a transposed array (x.T) from outside the kernel; blocks are not "
+                "transposed inside it",
+            )
+        if other.rank == 1 and other.dims[0] not in (rows, cols):
+            raise AnnotationError(
+                f"1-D `{other.name}` runs along dim {other.dims[0]}, which is neither the row "
+                f"dim {rows} nor the column dim {cols}",
+                **err,
+                operand=other.name,
+                expected=f"'{rows}' or '{cols}'",
+                actual=f"'{other.dims[0]}'",
+                fix=f"use the dim name {rows} or {cols}",
+            )
+    return rows, cols
+
+
+def _check_tiling(
+    tile: Mapping[str, str],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    consts: list[ConstSpec],
+    err: dict[str, str],
+) -> None:
+    operand_dims = {d for o in operands for d in o.dims}
+    const_by_name = {c.name: c for c in consts}
+    for dim, const_name in tile.items():
+        if dim not in operand_dims:
+            raise TilingError(
+                f"the tiling names dim {dim}, which no operand declares",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(sorted(operand_dims))}",
+                actual=repr(dim),
+                fix=f"tile a declared dim, e.g. tile={{{sorted(operand_dims)[0]!r}: 'B'}}",
+            )
+        if not isinstance(const_name, str) or const_name not in const_by_name:
+            raise TilingError(
+                f"dim {dim} is tiled by {const_name!r}, which is not a constant of the kernel",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(const_by_name) or '(no constants declared)'}",
+                actual=repr(const_name),
+                fix=f"add a keyword-only parameter `{const_name}: sk.Const[int] = 64`",
+            )
+        if const_by_name[const_name].type is not int:
+            raise TilingError(
+                f"dim {dim} is tiled by constant `{const_name}`, which is not an int",
+                **err,
+                dim=dim,
+                expected="sk.Const[int]",
+                actual=f"sk.Const[{const_by_name[const_name].type.__name__}]",
+                fix=f"annotate `{const_name}: sk.Const[int]`",
+            )
+    for result in results:
+        for dim in result.dims:
+            if dim not in operand_dims:
+                raise AnnotationError(
+                    f"{result.name} dim {dim} cannot be derived from the operands",
+                    **err,
+                    operand=result.name,
+                    dim=dim,
+                    expected=f"a dim among {', '.join(sorted(operand_dims))}",
+                    actual=repr(dim),
+                    fix="every result dim must be an operand dim, so its size is known at the call",
+                )
+        missing = [d for d in tile if d not in result.dims]
+        if missing:
+            raise TilingError(
+                f"{result.name} lacks tiled dim {missing[0]}, so every block along it would "
+                "write the same output block",
+                **err,
+                operand=result.name,
+                dim=missing[0],
+                expected=f"a result that holds every tiled dim ({', '.join(tile)})",
+                actual=f"'{' '.join(result.dims)}'",
+                fix=f"keep {missing[0]} whole (drop it from tile=) to reduce over it",
+            )

@@ -1,0 +1,353 @@
+"""Turns a traced body into Pallas Mosaic GPU statements, one per equation.
+
+Every value of a body lives in one of four register forms, its *kind*:
+  tile    a 2-D block (rows, cols), in the WGMMA layout;
+  row     a per-row vector (rows,), in the WGMMA layout reduced over columns;
+  col     a per-column vector (cols,), in the WGMMA layout reduced over rows;
+  scalar  a 0-d value.
+jnp writes a per-row vector as (rows, 1) after `keepdims`; here it stays a vector and is
+broadcast explicitly where it meets a tile, because Mosaic GPU cannot broadcast implicitly.
+
+Import-time checks and code generation both run this translation, so an op the translation
+accepts is an op the generated kernel contains.
+"""
+
+import dataclasses
+import math
+import numpy as np
+
+from ._body import Atom, BodyTrace, Eqn
+from ._errors import UnsupportedOpError
+
+__all__ = ["Geometry", "Translation", "dtype_source", "literal_source", "translate"]
+
+TILE, ROW, COL, SCALAR = "tile", "row", "col", "scalar"
+
+UNARY = {
+    "neg": "lax.neg",
+    "exp": "lax.exp",
+    "exp2": "lax.exp2",
+    "log": "lax.log",
+    "tanh": "lax.tanh",
+    "logistic": "lax.logistic",
+    "rsqrt": "lax.rsqrt",
+    "sqrt": "lax.sqrt",
+    "sin": "lax.sin",
+    "cos": "lax.cos",
+    "abs": "lax.abs",
+    "erf": "lax.erf",
+    "not": "lax.bitwise_not",
+}
+BINARY = {
+    "add": "lax.add",
+    "sub": "lax.sub",
+    "mul": "lax.mul",
+    "div": "lax.div",
+    "max": "lax.max",
+    "min": "lax.min",
+    "rem": "lax.rem",
+    "and": "lax.bitwise_and",
+    "or": "lax.bitwise_or",
+    "xor": "lax.bitwise_xor",
+    "lt": "lax.lt",
+    "le": "lax.le",
+    "gt": "lax.gt",
+    "ge": "lax.ge",
+    "eq": "lax.eq",
+    "ne": "lax.ne",
+    "shift_left": "lax.shift_left",
+    "shift_right_logical": "lax.shift_right_logical",
+    "shift_right_arithmetic": "lax.shift_right_arithmetic",
+}
+REDUCTIONS = {"reduce_sum": "lax.reduce_sum", "reduce_max": "lax.reduce_max", "reduce_min": "lax.reduce_min"}
+SHAPE_ONLY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p"}
+OTHER = {"integer_pow", "square", "convert_element_type", "select_n", "clamp"}
+SUPPORTED = frozenset(UNARY) | frozenset(BINARY) | frozenset(REDUCTIONS) | SHAPE_ONLY | OTHER
+
+# What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
+_HINTS: dict[str, tuple[str, str]] = {
+    "dot_general": (
+        "jnp.dot / @ / jnp.einsum",
+        "matrix products need WGMMA and a loop over K; compute them outside the kernel for now",
+    ),
+    "transpose": ("transpose / .T", "pass a transposed operand from outside the kernel"),
+    "cumsum": ("jnp.cumsum", "compute the prefix sum outside the kernel"),
+    "cumprod": ("jnp.cumprod", "compute the prefix product outside the kernel"),
+    "cummax": ("lax.cummax", "compute it outside the kernel"),
+    "argmax": ("jnp.argmax", "compute the index outside the kernel, or compare with a max"),
+    "argmin": ("jnp.argmin", "compute the index outside the kernel, or compare with a min"),
+    "pow": ("x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"),
+    "floor": ("jnp.floor", "use x - lax.rem(x, 1.0) with a sign correction, or cast to int"),
+    "ceil": ("jnp.ceil", "compute it outside the kernel"),
+    "round": ("jnp.round", "compute it outside the kernel"),
+    "log1p": ("jnp.log1p", "use jnp.log(1 + x)"),
+    "expm1": ("jnp.expm1", "use jnp.exp(x) - 1"),
+    "iota": ("jnp.arange / lax.iota", "use sk.dim for sizes; position masks are built for you"),
+    "concatenate": ("jnp.concatenate", "concatenate outside the kernel"),
+    "slice": ("slicing x[a:b]", "slice the operand outside the kernel"),
+    "dynamic_slice": ("dynamic slicing", "slice the operand outside the kernel"),
+    "gather": ("indexing with arrays", "index the operand outside the kernel"),
+    "sort": ("jnp.sort", "sort outside the kernel"),
+    "reduce_prod": ("jnp.prod", "use jnp.exp(jnp.sum(jnp.log(x), axis=...)) for positive x"),
+    "reduce_and": ("jnp.all", "use jnp.min over an int cast"),
+    "reduce_or": ("jnp.any", "use jnp.max over an int cast"),
+    "argsort": ("jnp.argsort", "sort outside the kernel"),
+    "roll": ("jnp.roll", "roll the operand outside the kernel"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """Physical register shapes and which axes have elements past the array's edge."""
+
+    rows: int
+    cols: int
+    ragged_rows: bool
+    ragged_cols: bool
+    input_kinds: tuple[tuple[str, str], ...]  # operand name -> kind
+
+    def shape(self, kind: str) -> tuple[int, ...]:
+        return {TILE: (self.rows, self.cols), ROW: (self.rows,), COL: (self.cols,), SCALAR: ()}[kind]
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+    lines: tuple[str, ...]
+    outputs: tuple[str, ...]  # source expressions of the results, in their declared kinds
+    masks: frozenset[str]  # mask names the statements use: row_ok, col_ok
+
+
+def dtype_source(dtype: str) -> str:
+    return "jnp.bool_" if dtype == "bool" else f"jnp.{dtype}"
+
+
+def literal_source(value: object, dtype: str, weak_type: bool) -> str:
+    if dtype == "bool":
+        return repr(bool(value))
+    number = float(value) if isinstance(value, float) or "float" in dtype else int(value)  # type: ignore[arg-type]
+    if isinstance(number, float):
+        if math.isnan(number):
+            text = "jnp.nan"
+        elif math.isinf(number):
+            text = "jnp.inf" if number > 0 else "-jnp.inf"
+        else:
+            text = repr(number)
+    else:
+        text = repr(number)
+    return text if weak_type else f"{dtype_source(dtype)}({text})"
+
+
+def translate(
+    trace: BodyTrace,
+    geometry: Geometry,
+    result_kinds: tuple[str, ...],
+    kernel: str,
+    where: str,
+) -> Translation:
+    return _Translator(trace, geometry, kernel, where).run(result_kinds)
+
+
+class _Translator:
+    def __init__(self, trace: BodyTrace, geometry: Geometry, kernel: str, where: str):
+        self.trace = trace
+        self.g = geometry
+        self.kernel = kernel
+        self.where = where
+        self.kinds: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.masks: set[str] = set()
+        self.aliases: dict[str, str] = {}
+        self.dtypes: dict[str, str] = {}
+
+    def run(self, result_kinds: tuple[str, ...]) -> Translation:
+        input_kinds = dict(self.g.input_kinds)
+        for name in trace_inputs(self.trace):
+            self.kinds[name] = input_kinds[name]
+            self.dtypes[name] = self.trace.aval(name)[1]
+        last_line = None
+        for eqn in self.trace.eqns:
+            if eqn.line != last_line and eqn.line:
+                self.lines.append(f"# {eqn.line}: {eqn.source}" if eqn.source else f"# {eqn.line}")
+                last_line = eqn.line
+            self._eqn(eqn)
+        outputs = tuple(
+            self._as_kind(atom, kind) for atom, kind in zip(self.trace.outputs, result_kinds, strict=True)
+        )
+        return Translation(tuple(self.lines), outputs, frozenset(self.masks))
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _fail(self, eqn: Eqn, what: str, fix: str, actual: str | None = None) -> UnsupportedOpError:
+        return UnsupportedOpError(
+            what,
+            kernel=self.kernel,
+            where=eqn.line or self.where,
+            expected="an op Mosaic GPU lowers on register tiles",
+            actual=actual or f"`{eqn.prim}`" + (f" in: {eqn.source}" if eqn.source else ""),
+            fix=fix,
+        )
+
+    def _src(self, atom: Atom) -> str:
+        if atom.var is None:
+            return literal_source(atom.value, atom.dtype, atom.weak_type)
+        return self.aliases.get(atom.var, atom.var)
+
+    def _kind(self, atom: Atom) -> str:
+        return SCALAR if atom.var is None else self.kinds[atom.var]
+
+    def _dtype(self, atom: Atom) -> str:
+        return atom.dtype if atom.var is None else self.dtypes[atom.var]
+
+    def _as_kind(self, atom: Atom, kind: str) -> str:
+        have = self._kind(atom)
+        src = self._src(atom)
+        if have == kind:
+            return src
+        shape = self.g.shape(kind)
+        if have == SCALAR:
+            return f"jnp.full({shape}, {src}, {dtype_source(self._dtype(atom))})"
+        if kind == TILE and have in (ROW, COL):
+            return f"lax.broadcast_in_dim({src}, {shape}, ({0 if have == ROW else 1},))"
+        raise AssertionError(f"cannot convert {have} to {kind}")
+
+    def _assign(self, eqn: Eqn, kind: str, expr: str) -> None:
+        out = eqn.outputs[0]
+        self.kinds[out] = kind
+        self.dtypes[out] = self.trace.aval(out)[1]
+        self.lines.append(f"{out} = {expr}")
+
+    def _alias(self, eqn: Eqn, atom: Atom, kind: str) -> None:
+        out = eqn.outputs[0]
+        self.kinds[out] = kind
+        self.dtypes[out] = self.trace.aval(out)[1]
+        if atom.var is None:
+            self.lines.append(f"{out} = {self._src(atom)}")
+        else:
+            self.aliases[out] = self._src(atom)
+
+    # --- equations ---------------------------------------------------------------------------
+
+    def _eqn(self, eqn: Eqn) -> None:
+        prim = eqn.prim
+        if prim not in SUPPORTED:
+            user, fix = _HINTS.get(prim, (f"`{prim}`", "express it with elementwise ops and reductions"))
+            raise self._fail(
+                eqn, f"the body uses {user} (primitive `{prim}`), which Mosaic GPU cannot lower", fix
+            )
+        if prim in REDUCTIONS:
+            return self._reduce(eqn)
+        if prim in SHAPE_ONLY:
+            return self._reshape(eqn)
+        self._elementwise(eqn)
+
+    def _elementwise(self, eqn: Eqn) -> None:
+        kinds = {self._kind(a) for a in eqn.inputs} - {SCALAR}
+        if kinds == {ROW, COL}:
+            raise self._fail(
+                eqn,
+                "the body combines a per-row and a per-column vector without broadcasting",
+                "broadcast one of them to the block shape first",
+            )
+        kind = TILE if TILE in kinds else (kinds.pop() if kinds else SCALAR)
+        args = [self._as_kind(a, kind) if self._kind(a) != SCALAR else self._src(a) for a in eqn.inputs]
+        prim = eqn.prim
+        if prim in UNARY:
+            expr = f"{UNARY[prim]}({args[0]})"
+        elif prim in BINARY:
+            expr = f"{BINARY[prim]}({args[0]}, {args[1]})"
+        elif prim == "integer_pow":
+            expr = f"lax.integer_pow({args[0]}, {int(eqn.param('y'))})"
+        elif prim == "square":
+            expr = f"lax.mul({args[0]}, {args[0]})"
+        elif prim == "convert_element_type":
+            expr = f"lax.convert_element_type({args[0]}, {dtype_source(str(np.dtype(eqn.param('new_dtype'))))})"
+        elif prim == "select_n":
+            expr = f"lax.select_n({', '.join(args)})"
+        else:  # clamp(lo, x, hi)
+            expr = f"lax.clamp({', '.join(args)})"
+        self._assign(eqn, kind, expr)
+
+    def _reduce(self, eqn: Eqn) -> None:
+        (atom,) = eqn.inputs
+        kind = self._kind(atom)
+        axes = tuple(eqn.param("axes"))
+        if kind == TILE and axes in ((0,), (1,)):
+            axis = axes[0]
+            src = self._src(atom)
+            if self.g.ragged_cols if axis == 1 else self.g.ragged_rows:
+                # Elements past the edge must not take part: they get the identity.
+                mask = "col_ok" if axis == 1 else "row_ok"
+                self.masks.add(mask)
+                ident = _identity(eqn.prim, self._dtype(atom))
+                src = f"jnp.where({mask}, {src}, {ident})"
+            vector = ROW if axis == 1 else COL
+            return self._assign(eqn, vector, f"{REDUCTIONS[eqn.prim]}({src}, ({axis},))")
+        if kind in (ROW, COL) and self._unit_axes_only(atom, kind, axes):
+            return self._alias(eqn, atom, kind)
+        if kind == SCALAR:
+            return self._alias(eqn, atom, kind)
+        raise self._fail(
+            eqn,
+            "the body reduces a block or a vector to a scalar, which Mosaic GPU cannot lower",
+            "reduce a 2-D block over one axis (axis=0 or axis=1) and keep the vector",
+            actual=f"`{eqn.prim}` over axes {axes} of a {kind}"
+            + (f" in: {eqn.source}" if eqn.source else ""),
+        )
+
+    def _vector_axis(self, atom: Atom, kind: str) -> int:
+        """The axis of a vector value's logical shape that holds its elements."""
+        shape = self.trace.aval(atom.var)[0] if atom.var else ()
+        return 0 if len(shape) == 1 or kind == ROW else 1
+
+    def _unit_axes_only(self, atom: Atom, kind: str, axes: tuple[int, ...]) -> bool:
+        return self._vector_axis(atom, kind) not in axes
+
+    def _reshape(self, eqn: Eqn) -> None:
+        atom = eqn.inputs[0]
+        kind = self._kind(atom)
+        in_shape = self.trace.aval(atom.var)[0] if atom.var else ()
+        out_shape = self.trace.aval(eqn.outputs[0])[0]
+        if kind == SCALAR:
+            return self._alias(eqn, atom, SCALAR)
+        if kind == TILE:
+            if tuple(in_shape) == tuple(out_shape):
+                return self._alias(eqn, atom, TILE)
+            raise self._fail(
+                eqn,
+                f"the body reshapes or broadcasts a block from {list(in_shape)} to "
+                f"{list(out_shape)}, which the register layout cannot express",
+                "keep blocks at their shape; reshape operands outside the kernel",
+            )
+        # A vector: jnp adds and drops unit dims around it (keepdims), or broadcasts it.
+        vector_axis = self._vector_axis(atom, kind)
+        if eqn.prim == "broadcast_in_dim":
+            out_axis = tuple(eqn.param("broadcast_dimensions"))[vector_axis]
+        else:
+            out_axis = 0 if kind == ROW or len(out_shape) == 1 else 1
+        expected_axis = 0 if kind == ROW or len(out_shape) == 1 else 1
+        if out_axis != expected_axis:
+            raise self._fail(
+                eqn,
+                "the body turns a per-row vector into a per-column one (or back), which needs a "
+                "transpose",
+                "keep per-row vectors along the rows; compute column statistics with axis=0",
+                actual=f"{kind} vector {list(in_shape)} to {list(out_shape)}",
+            )
+        spread = len(out_shape) == 2 and out_shape[1 - out_axis] != 1
+        if spread:
+            return self._assign(eqn, TILE, self._as_kind(atom, TILE))
+        return self._alias(eqn, atom, kind)
+
+
+def trace_inputs(trace: BodyTrace) -> list[str]:
+    return [name for name in trace.inputs if name is not None]
+
+
+def _identity(prim: str, dtype: str) -> str:
+    if prim == "reduce_sum":
+        return "0" if "int" in dtype else "0.0"
+    if "int" in dtype:
+        info = np.iinfo(np.dtype(dtype))
+        return str(info.min if prim == "reduce_max" else info.max)
+    return "-jnp.inf" if prim == "reduce_max" else "jnp.inf"
+
