@@ -1,7 +1,7 @@
 """statickernel: typed Pallas Mosaic GPU kernels with static launches and exact edges."""
 
 from ._backend import BACKENDS, default_backend, set_backend
-from ._body import Tile, dim
+from ._body import Tile, dim, load
 from ._errors import (
     AnnotationError,
     BackendError,
@@ -23,7 +23,7 @@ from ._errors import (
     UnsupportedOpError,
 )
 from ._kernel import Kernel, Specialization, kernel
-from ._ops import max, min, sum  # noqa: A004
+from ._ops import max, min, sum
 from ._plan import DimPlan, LaunchPlan, OperandPlan
 from ._spec import Const
 
@@ -59,6 +59,7 @@ __all__ = [
     "default_backend",
     "dim",
     "kernel",
+    "load",
     "max",
     "min",
     "set_backend",

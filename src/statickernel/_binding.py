@@ -166,7 +166,10 @@ def bind(
 
 
 def bind_consts(
-    spec: KernelSpec, defaults: Mapping[str, Any], overrides: Mapping[str, Any], err: Mapping[str, Any]
+    spec: KernelSpec,
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    err: Mapping[str, Any],
 ) -> dict[str, Any]:
     by_name = {c.name: c for c in spec.consts}
     for name, value in overrides.items():
@@ -180,13 +183,14 @@ def bind_consts(
                 fix="override a declared constant, e.g. "
                 + (f"{next(iter(by_name))}=128" if by_name else "declare it first"),
             )
-        if isinstance(value, jax.core.Tracer):
+        if isinstance(value, jax.Array):
+            traced = "Tracer" in type(value).__name__
             raise OverrideError(
-                f"constant `{name}` is a traced value",
+                f"constant `{name}` is a {'traced value' if traced else 'jax array'}",
                 **err,
                 operand=name,
                 expected=f"a Python {by_name[name].type.__name__}",
-                actual=f"a tracer ({type(value).__name__})",
+                actual=f"{type(value).__name__}",
                 fix="compute block sizes from static shapes (x.shape) with Python ints, or mark "
                 "the argument static in jax.jit (static_argnames)",
             )
@@ -194,7 +198,7 @@ def bind_consts(
     return {**defaults, **overrides}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _checker(spec: KernelSpec) -> Any:
     """A function with the kernel's operand annotations, checked by jaxtyping and beartype."""
     import inspect
@@ -203,8 +207,11 @@ def _checker(spec: KernelSpec) -> Any:
     from jaxtyping import jaxtyped
 
     sig = inspect.signature(spec.fn)
-    params = [p.replace(default=inspect.Parameter.empty) for p in sig.parameters.values()
-              if p.kind != p.KEYWORD_ONLY]
+    params = [
+        p.replace(default=inspect.Parameter.empty)
+        for p in sig.parameters.values()
+        if p.kind != p.KEYWORD_ONLY
+    ]
 
     def check(*args: Any) -> None:
         return None
@@ -215,7 +222,9 @@ def _checker(spec: KernelSpec) -> Any:
     return jaxtyped(typechecker=beartype)(check)
 
 
-def _typecheck(spec: KernelSpec, args: Sequence[Any], err: Mapping[str, Any], sizes: Mapping[str, int]) -> None:
+def _typecheck(
+    spec: KernelSpec, args: Sequence[Any], err: Mapping[str, Any], sizes: Mapping[str, int]
+) -> None:
     checker = _checker(spec)
     try:
         jax.eval_shape(checker, *args)

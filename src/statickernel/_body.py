@@ -7,7 +7,6 @@ here at import time (ops, result shapes and dtypes) and the code that later runs
 the same trace.
 """
 
-import contextlib
 import contextvars
 import dataclasses
 import linecache
@@ -22,7 +21,7 @@ from jax.extend import core as jex_core
 from ._errors import BodyError, ResultMismatchError
 from ._spec import KernelSpec, display_path
 
-__all__ = ["Atom", "BodyTrace", "Eqn", "Tile", "dim", "trace_body"]
+__all__ = ["Atom", "BodyTrace", "Eqn", "Tile", "dim", "load", "trace_body"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _DIMS: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar(
@@ -64,6 +63,21 @@ def dim(name: str) -> int:
             fix="use a dim name from the operand annotations",
         )
     return dims[name]
+
+
+def load(operand: Any, *, fill: float | int | bool = 0) -> jax.Array:
+    """Loads an operand's block inside a kernel body; elements past the array's edge read `fill`.
+
+    The same as `operand.load(fill=...)`, spelled so that type checkers accept it on operands
+    annotated as jaxtyping arrays.
+    """
+    if not isinstance(operand, Tile):
+        raise BodyError(
+            "sk.load was given something that is not an operand of the kernel body",
+            actual=f"{type(operand).__name__}",
+            fix="call sk.load(x) on a parameter of the @sk.kernel function, inside its body",
+        )
+    return operand.load(fill=fill)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +180,7 @@ def _same_fill(a: Any, b: Any) -> bool:
 def _check_fill_fits(name: str, fill: Any, dtype: np.dtype) -> None:
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
-        if isinstance(fill, float) and not float(fill).is_integer() or not (
+        if (isinstance(fill, float) and not float(fill).is_integer()) or not (
             info.min <= fill <= info.max
         ):
             raise BodyError(
@@ -191,9 +205,7 @@ def trace_body(
     fills: dict[str, Any] = {}
 
     def body(*values: Any) -> Any:
-        tiles = {
-            n: Tile(n, v, true_shapes[n], fills) for n, v in zip(names, values, strict=True)
-        }
+        tiles = {n: Tile(n, v, true_shapes[n], fills) for n, v in zip(names, values, strict=True)}
         token = _DIMS.set(dict(dims))
         try:
             return spec.fn(**tiles, **consts)
@@ -302,7 +314,8 @@ class _Flattener:
     def _read(self, env: dict[Any, Atom], v: Any) -> Atom:
         if isinstance(v, jex_core.Literal):
             arr = np.asarray(v.val)
-            return Atom(None, arr.item(), str(v.aval.dtype), bool(getattr(v.aval, "weak_type", 0)))
+            aval: Any = v.aval
+            return Atom(None, arr.item(), str(aval.dtype), bool(getattr(aval, "weak_type", 0)))
         return env[v]
 
     def _eqns(self, eqns: Any, env: dict[Any, Atom]) -> None:

@@ -127,14 +127,18 @@ class _Generator:
             masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
             if masks:
                 fill = op.fill
-                fill_src = repr(fill) if not _is_inf(fill) else ("jnp.inf" if fill > 0 else "-jnp.inf")
+                fill_src = (
+                    repr(fill) if not _is_inf(fill) else ("jnp.inf" if fill > 0 else "-jnp.inf")
+                )
                 body.append(
                     f"{op.name} = jnp.where({' & '.join(masks)}, {op.name}, "
                     f"{dtype_source(op.dtype)}({fill_src}))  # past the edge reads the fill"
                 )
         body.append("# The kernel body, one statement per traced op.")
         body += list(self.t.lines)
-        body.append("# Store: registers to shared memory, then TMA to global memory, clipped at the edge.")
+        body.append(
+            "# Store: registers to shared memory, then TMA to global memory, clipped at the edge."
+        )
         for op, value in zip(plan.results, self.t.outputs, strict=True):
             body.append(self._store(f"{op.name}_smem", value))
         body.append("plgpu.commit_smem()")
@@ -147,11 +151,14 @@ class _Generator:
     def launch(self) -> list[str]:
         plan = self.plan
         outs = [
-            f"jax.ShapeDtypeStruct({op.gmem_shape}, {dtype_source(op.dtype)})" for op in plan.results
+            f"jax.ShapeDtypeStruct({op.gmem_shape}, {dtype_source(op.dtype)})"
+            for op in plan.results
         ]
         out_type = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
         scratch = [f"plgpu.SMEM({op.block_shape}, {dtype_source(op.dtype)})" for op in self.loaded]
-        scratch += [f"plgpu.SMEM({op.block_shape}, {dtype_source(op.dtype)})" for op in plan.results]
+        scratch += [
+            f"plgpu.SMEM({op.block_shape}, {dtype_source(op.dtype)})" for op in plan.results
+        ]
         scratch += ["plgpu.Barrier()" for _ in self.loaded]
         names = ", ".join(f'"{n}"' for n in plan.grid_names)
         lines = [
@@ -183,7 +190,9 @@ class _Generator:
         loaded = ", ".join(op.name for op in self.loaded)
         results = [op.name for op in plan.results]
         body.append(f"{', '.join(results)} = _launch({loaded})")
-        outs = [f"{op.name}[:, :{op.shape[1]}]" if op.host_padded else op.name for op in plan.results]
+        outs = [
+            f"{op.name}[:, :{op.shape[1]}]" if op.host_padded else op.name for op in plan.results
+        ]
         if plan.tuple_result:
             body.append(f"return ({', '.join(outs)},)")
         else:
@@ -233,4 +242,3 @@ class _Generator:
 
 def _is_inf(value: object) -> bool:
     return isinstance(value, float) and value in (float("inf"), float("-inf"))
-

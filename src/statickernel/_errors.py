@@ -62,7 +62,10 @@ class StaticKernelError(Exception):
         lines = [head + self.what]
         if self.where:
             lines.append(f"  at:       {self.where}")
-        subject = [f"operand `{self.operand}`" if self.operand else "", f"dim {self.dim}" if self.dim else ""]
+        subject = [
+            f"operand `{self.operand}`" if self.operand else "",
+            f"dim {self.dim}" if self.dim else "",
+        ]
         if any(subject):
             lines.append("  in:       " + ", ".join(s for s in subject if s))
         if self.expected is not None:
@@ -148,4 +151,3 @@ class OverrideError(CallError):
 
 class BackendError(CallError):
     """An unknown backend was requested, or the backend cannot run here."""
-

@@ -56,7 +56,9 @@ def block_quantum(axis: str, rank: int, dtype_name: str) -> int:
     Rows: 64 for the WGMMA layout. Columns: 8 for the layout and 16 bytes for a TMA row. A 1-D
     block is a whole copy on its own, so it must also be a multiple of 128 bytes.
     """
-    unit = WGMMA_ROWS if axis == "rows" else max(WGMMA_COLS, TMA_ALIGN_BYTES // itemsize(dtype_name))
+    unit = (
+        WGMMA_ROWS if axis == "rows" else max(WGMMA_COLS, TMA_ALIGN_BYTES // itemsize(dtype_name))
+    )
     if rank == 1:
         unit = max(unit, COPY_BYTES_QUANTUM // itemsize(dtype_name))
     return unit

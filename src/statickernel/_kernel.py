@@ -10,7 +10,7 @@ import functools
 import linecache
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, overload
 
 import jax
 
@@ -19,15 +19,20 @@ from ._backend import default_backend, resolve_backend
 from ._binding import Binding, bind, bind_consts
 from ._body import BodyTrace, check_outputs, trace_body
 from ._codegen import generate_source
-from ._errors import HardwareLimitError, PlanError, SharedMemoryError
-from ._plan import LaunchPlan, block_extents, check_blocks, is_ragged, make_plan, quantum, smem_bytes
+from ._errors import HardwareLimitError, PlanError, SharedMemoryError, StaticKernelError
+from ._plan import (
+    LaunchPlan,
+    block_extents,
+    check_blocks,
+    is_ragged,
+    make_plan,
+    quantum,
+    smem_bytes,
+)
 from ._spec import KernelSpec, build_spec
 from ._translate import COL, ROW, TILE, Geometry, Translation, translate
 
 __all__ = ["Kernel", "Specialization", "kernel"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +45,7 @@ class Specialization:
     trace: BodyTrace
 
 
-class Kernel(Generic[P, R]):
+class Kernel[**P, R]:
     """A checked kernel declaration. Call it like the function it decorates."""
 
     def __init__(self, spec: KernelSpec, consts: Mapping[str, Any], backend: str | None):
@@ -83,7 +88,9 @@ class Kernel(Generic[P, R]):
                     self._cache[key] = entry
         return entry
 
-    def specialize(self, *args: Any, backend: str | None = None, **overrides: Any) -> Specialization:
+    def specialize(
+        self, *args: Any, backend: str | None = None, **overrides: Any
+    ) -> Specialization:
         """The cached specialization for these arguments (arrays or jax.ShapeDtypeStruct)."""
         try:
             key = (
@@ -113,7 +120,9 @@ class Kernel(Generic[P, R]):
 
     def bind(self, **overrides: Any) -> "Kernel[P, R]":
         """A new kernel with other constant defaults, checked now as the declaration was."""
-        consts = bind_consts(self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=self.spec.location))
+        consts = bind_consts(
+            self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=self.spec.location)
+        )
         new = Kernel(self.spec, consts, self.backend)
         check_declaration(self.spec, consts, error=PlanError)
         return new  # pyright: ignore[reportReturnType]
@@ -124,7 +133,9 @@ class Kernel(Generic[P, R]):
 
     # --- the one path ------------------------------------------------------------------------
 
-    def _build(self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None) -> Specialization:
+    def _build(
+        self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None
+    ) -> Specialization:
         spec = self.spec
         chosen = resolve_backend(backend, self.backend)
         binding = bind(spec, args, self.consts, overrides)
@@ -141,13 +152,21 @@ class Kernel(Generic[P, R]):
             sizes,
         )
         result_dtypes = check_outputs(
-            spec, trace, [tuple(logical[d] for d in r.dims) for r in spec.results], spec.location, sizes
+            spec,
+            trace,
+            [tuple(logical[d] for d in r.dims) for r in spec.results],
+            spec.location,
+            sizes,
         )
         dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
         extents = block_extents(spec, sizes, consts, dtypes)
-        err = dict(kernel=spec.name, where=spec.location, bindings=sizes)
+        err: dict[str, Any] = dict(kernel=spec.name, where=spec.location, bindings=sizes)
         check_blocks(spec, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err)
-        fills = {n: f for n, f in zip([o.name for o in spec.operands], trace.fills, strict=True) if f is not None}
+        fills = {
+            n: f
+            for n, f in zip([o.name for o in spec.operands], trace.fills, strict=True)
+            if f is not None
+        }
         translation = _translate(spec, trace, sizes, extents, ragged_everywhere=False)
         plan = make_plan(spec, sizes, dtypes, consts, chosen, extents, fills, translation.masks)
         source = generate_source(plan, translation)
@@ -155,7 +174,9 @@ class Kernel(Generic[P, R]):
         return Specialization(plan, source, fn, trace)
 
 
-def _logical_blocks(spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any]) -> dict[str, int]:
+def _logical_blocks(
+    spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any]
+) -> dict[str, int]:
     tile = spec.tile_map
     return {d: int(consts[tile[d]]) if d in tile else size for d, size in sizes.items()}
 
@@ -207,17 +228,19 @@ def _execute(source: str, name: str, binding: Binding) -> Callable[..., Any]:
 # --- the declaration-time check ---------------------------------------------------------------
 
 
-def check_declaration(spec: KernelSpec, consts: Mapping[str, Any], error: type[Exception] = HardwareLimitError) -> None:
+def check_declaration(
+    spec: KernelSpec, consts: Mapping[str, Any], error: type[StaticKernelError] = HardwareLimitError
+) -> None:
     """Checks hardware rules for `consts` and traces the body once, with no data."""
-    err = dict(kernel=spec.name, where=spec.location)
+    err: dict[str, Any] = dict(kernel=spec.name, where=spec.location)
     tile = spec.tile_map
     options = {o.name: o.dtypes for o in spec.operands + spec.results}
     widest = {n: max(opts, key=hw.itemsize) for n, opts in options.items()}
     # Whole dims take their smallest block here; their real size is only known at the call.
-    extents = {
-        d: (int(consts[tile[d]]),) * 2 if d in tile else (quantum(spec, d, options)[0],) * 2
-        for d in spec.dim_names()
-    }
+    extents: dict[str, tuple[int, int]] = {}
+    for d in spec.dim_names():
+        block = int(consts[tile[d]]) if d in tile else quantum(spec, d, options)[0]
+        extents[d] = (block, block)
     check_blocks(spec, extents, options, error, err)
     probe_sizes = {d: 2 * b + 1 if d in tile else b for d, (b, _) in extents.items()}
     smem = smem_bytes(spec, extents, widest, {o.name for o in spec.operands})
@@ -234,7 +257,11 @@ def check_declaration(spec: KernelSpec, consts: Mapping[str, Any], error: type[E
             + ", ".join(f"{k}={consts[k]}" for k in tile.values())
             + ")",
             fix="lower the block constants"
-            + (f", e.g. {next(iter(tile.values()))}={max(64, consts[next(iter(tile.values()))] // 2)}" if tile else ""),
+            + (
+                f", e.g. {next(iter(tile.values()))}={max(64, consts[next(iter(tile.values()))] // 2)}"
+                if tile
+                else ""
+            ),
         )
     preferred = {n: opts[0] for n, opts in options.items()}
     logical = _logical_blocks(spec, probe_sizes, consts)
@@ -246,21 +273,23 @@ def check_declaration(spec: KernelSpec, consts: Mapping[str, Any], error: type[E
         consts,
         probe_sizes,
     )
-    check_outputs(spec, trace, [tuple(logical[d] for d in r.dims) for r in spec.results], spec.location, {})
+    check_outputs(
+        spec, trace, [tuple(logical[d] for d in r.dims) for r in spec.results], spec.location, {}
+    )
     _translate(spec, trace, probe_sizes, extents, ragged_everywhere=True)
 
 
 @overload
-def kernel(fn: Callable[P, R], /) -> Kernel[P, R]: ...
+def kernel[**P, R](fn: Callable[P, R], /) -> Kernel[P, R]: ...
 @overload
-def kernel(
+def kernel[**P, R](
     *,
     tile: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     backend: str | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[P, R]], Kernel[P, R]]: ...
-def kernel(
+def kernel[**P, R](
     fn: Callable[P, R] | None = None,
     /,
     *,

@@ -13,16 +13,16 @@ import jax.numpy as jnp
 __all__ = ["max", "min", "sum"]
 
 
-def sum(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:  # noqa: A001
+def sum(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:
     """Sum over one axis of a block."""
     return jnp.sum(x, axis=axis, keepdims=keepdims)
 
 
-def max(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:  # noqa: A001
+def max(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:
     """Maximum over one axis of a block."""
     return jnp.max(x, axis=axis, keepdims=keepdims)
 
 
-def min(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:  # noqa: A001
+def min(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:
     """Minimum over one axis of a block."""
     return jnp.min(x, axis=axis, keepdims=keepdims)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _hardware as hw
-from ._errors import PlanError
+from ._errors import PlanError, StaticKernelError
 from ._spec import KernelSpec
 from ._translate import COL, ROW, TILE
 
@@ -136,7 +136,10 @@ class LaunchPlan:
         if consts:
             lines.append(f"  constants: {consts}")
         names = ", ".join(self.grid_names)
-        lines.append(f"  grid: {self.grid} over ({names})" + ("" if self.grid_names[0] != "_" else " (one block)"))
+        lines.append(
+            f"  grid: {self.grid} over ({names})"
+            + ("" if self.grid_names[0] != "_" else " (one block)")
+        )
         lines.append("  dims:")
         width = max(len(f"{d.name}={d.size}") for d in self.dims)
         for d in self.dims:
@@ -172,7 +175,9 @@ def _axis(spec: KernelSpec, dim: str) -> str:
     return "rows" if dim == spec.rows else "cols"
 
 
-def quantum(spec: KernelSpec, dim: str, dtypes: Mapping[str, tuple[str, ...]]) -> tuple[int, str, str]:
+def quantum(
+    spec: KernelSpec, dim: str, dtypes: Mapping[str, tuple[str, ...]]
+) -> tuple[int, str, str]:
     """The unit `dim`'s block extent must be a multiple of, and the operand and dtype needing it."""
     best = (1, "", "")
     for op in spec.operands + spec.results:
@@ -205,7 +210,7 @@ def check_blocks(
     spec: KernelSpec,
     extents: Mapping[str, tuple[int, int]],
     dtype_options: Mapping[str, tuple[str, ...]],
-    error: type[Exception],
+    error: type[StaticKernelError],
     err: Mapping[str, Any],
 ) -> None:
     """The TMA and register-layout rules for every block; `dtype_options` lists the dtypes each
@@ -245,7 +250,12 @@ def check_blocks(
             )
 
 
-def smem_bytes(spec: KernelSpec, extents: Mapping[str, tuple[int, int]], dtypes: Mapping[str, str], loaded: set[str]) -> int:
+def smem_bytes(
+    spec: KernelSpec,
+    extents: Mapping[str, tuple[int, int]],
+    dtypes: Mapping[str, str],
+    loaded: set[str],
+) -> int:
     total = 0
     for op in spec.operands + spec.results:
         if op in spec.operands and op.name not in loaded:
@@ -268,7 +278,7 @@ def make_plan(
     masked_reductions: frozenset[str] = frozenset(),
 ) -> LaunchPlan:
     tile = spec.tile_map
-    err = dict(kernel=spec.name, where=spec.location, bindings=dict(sizes))
+    err: dict[str, Any] = dict(kernel=spec.name, where=spec.location, bindings=dict(sizes))
     tiled = [name for name in spec.dim_names() if name in tile]
     grid = tuple(hw.cdiv(sizes[n], extents[n][0]) for n in tiled) or (1,)
     grid_names = tuple(tiled) or ("_",)
@@ -339,7 +349,8 @@ def make_plan(
             **err,
             expected=f"<= {hw.SMEM_BYTES:,} B",
             actual=f"{smem:,} B",
-            fix="use smaller block constants" + (f" (e.g. halve {next(iter(tile.values()))})" if tile else ""),
+            fix="use smaller block constants"
+            + (f" (e.g. halve {next(iter(tile.values()))})" if tile else ""),
         )
     plan = LaunchPlan(
         kernel=spec.name,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 from jaxtyping._array_types import _MetaAbstractArray, _NamedDim  # pyright: ignore[reportPrivateUsage]
 
 from . import _hardware as hw
-from ._errors import AnnotationError, ConstantError, TilingError
+from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
 
 __all__ = ["Const", "ConstSpec", "KernelSpec", "OperandSpec", "build_spec", "source_location"]
 
@@ -120,7 +120,7 @@ def build_spec(
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     where = source_location(fn)
-    err = dict(kernel=kname, where=where)
+    err: dict[str, Any] = dict(kernel=kname, where=where)
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:  # unresolvable forward references and the like
@@ -185,7 +185,7 @@ def build_spec(
     )
 
 
-def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, str]) -> ConstSpec:
+def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> ConstSpec:
     base = None
     if typing.get_origin(hint) is Annotated:
         args = typing.get_args(hint)
@@ -213,7 +213,7 @@ def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, str]) -> Con
 
 
 def check_const_value(
-    name: str, base: type, value: Any, err: Mapping[str, Any], error: type[Exception]
+    name: str, base: type, value: Any, err: Mapping[str, Any], error: type[StaticKernelError]
 ) -> None:
     """Checks a constant's default or override value against its declared type."""
     ok = isinstance(value, base) and (base is bool or not isinstance(value, bool))
@@ -246,7 +246,7 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or repr(hint)
 
 
-def _array_spec(name: str, hint: Any, err: dict[str, str], *, role: str) -> OperandSpec:
+def _array_spec(name: str, hint: Any, err: dict[str, Any], *, role: str) -> OperandSpec:
     example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
     if not isinstance(hint, _MetaAbstractArray):
         raise AnnotationError(
@@ -301,7 +301,7 @@ def _array_spec(name: str, hint: Any, err: dict[str, str], *, role: str) -> Oper
     return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__))
 
 
-def _result_specs(hint: Any, err: dict[str, str]) -> tuple[list[OperandSpec], bool]:
+def _result_specs(hint: Any, err: dict[str, Any]) -> tuple[list[OperandSpec], bool]:
     if hint is None:
         raise AnnotationError(
             "it has no result annotation",
@@ -322,7 +322,7 @@ def _result_specs(hint: Any, err: dict[str, str]) -> tuple[list[OperandSpec], bo
 
 
 def _frame(
-    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, str]
+    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
 ) -> tuple[str, str | None]:
     """Picks the (rows, cols) dim order every 2-D block of the kernel shares."""
     everything = operands + results
@@ -364,7 +364,7 @@ def _check_tiling(
     operands: list[OperandSpec],
     results: list[OperandSpec],
     consts: list[ConstSpec],
-    err: dict[str, str],
+    err: dict[str, Any],
 ) -> None:
     operand_dims = {d for o in operands for d in o.dims}
     const_by_name = {c.name: c for c in consts}

@@ -14,6 +14,7 @@ accepts is an op the generated kernel contains.
 
 import dataclasses
 import math
+
 import numpy as np
 
 from ._body import Atom, BodyTrace, Eqn
@@ -59,7 +60,11 @@ BINARY = {
     "shift_right_logical": "lax.shift_right_logical",
     "shift_right_arithmetic": "lax.shift_right_arithmetic",
 }
-REDUCTIONS = {"reduce_sum": "lax.reduce_sum", "reduce_max": "lax.reduce_max", "reduce_min": "lax.reduce_min"}
+REDUCTIONS = {
+    "reduce_sum": "lax.reduce_sum",
+    "reduce_max": "lax.reduce_max",
+    "reduce_min": "lax.reduce_min",
+}
 SHAPE_ONLY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p"}
 OTHER = {"integer_pow", "square", "convert_element_type", "select_n", "clamp"}
 SUPPORTED = frozenset(UNARY) | frozenset(BINARY) | frozenset(REDUCTIONS) | SHAPE_ONLY | OTHER
@@ -107,7 +112,9 @@ class Geometry:
     input_kinds: tuple[tuple[str, str], ...]  # operand name -> kind
 
     def shape(self, kind: str) -> tuple[int, ...]:
-        return {TILE: (self.rows, self.cols), ROW: (self.rows,), COL: (self.cols,), SCALAR: ()}[kind]
+        return {TILE: (self.rows, self.cols), ROW: (self.rows,), COL: (self.cols,), SCALAR: ()}[
+            kind
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +178,8 @@ class _Translator:
                 last_line = eqn.line
             self._eqn(eqn)
         outputs = tuple(
-            self._as_kind(atom, kind) for atom, kind in zip(self.trace.outputs, result_kinds, strict=True)
+            self._as_kind(atom, kind)
+            for atom, kind in zip(self.trace.outputs, result_kinds, strict=True)
         )
         return Translation(tuple(self.lines), outputs, frozenset(self.masks))
 
@@ -230,9 +238,13 @@ class _Translator:
     def _eqn(self, eqn: Eqn) -> None:
         prim = eqn.prim
         if prim not in SUPPORTED:
-            user, fix = _HINTS.get(prim, (f"`{prim}`", "express it with elementwise ops and reductions"))
+            user, fix = _HINTS.get(
+                prim, (f"`{prim}`", "express it with elementwise ops and reductions")
+            )
             raise self._fail(
-                eqn, f"the body uses {user} (primitive `{prim}`), which Mosaic GPU cannot lower", fix
+                eqn,
+                f"the body uses {user} (primitive `{prim}`), which Mosaic GPU cannot lower",
+                fix,
             )
         if prim in REDUCTIONS:
             return self._reduce(eqn)
@@ -249,7 +261,9 @@ class _Translator:
                 "broadcast one of them to the block shape first",
             )
         kind = TILE if TILE in kinds else (kinds.pop() if kinds else SCALAR)
-        args = [self._as_kind(a, kind) if self._kind(a) != SCALAR else self._src(a) for a in eqn.inputs]
+        args = [
+            self._as_kind(a, kind) if self._kind(a) != SCALAR else self._src(a) for a in eqn.inputs
+        ]
         prim = eqn.prim
         if prim in UNARY:
             expr = f"{UNARY[prim]}({args[0]})"
@@ -350,4 +364,3 @@ def _identity(prim: str, dtype: str) -> str:
         info = np.iinfo(np.dtype(dtype))
         return str(info.min if prim == "reduce_max" else info.max)
     return "-jnp.inf" if prim == "reduce_max" else "jnp.inf"
-
