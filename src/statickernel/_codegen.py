@@ -54,7 +54,7 @@ class _Generator:
             elif extent == gmem:
                 parts.append(":")
             else:
-                parts.append(f"pl.ds(0, {extent})")
+                parts.append(f"pl.ds(edge_start, {extent})")
         return f"{op.name}_gmem.at[{', '.join(parts)}]"
 
     def _masks(self) -> list[str]:
@@ -111,6 +111,16 @@ class _Generator:
         for d in plan.dims:
             if d.tiled_by:
                 body.append(f'{self._block_var(d.name)} = lax.axis_index("{d.name}")')
+        if any(
+            not plan.dim(n).tiled_by and e != g
+            for op in [*self.loaded, *plan.results]
+            for n, e, g in zip(op.dims, op.block_shape, op.gmem_shape, strict=True)
+        ):
+            body.append(
+                "# Blocks wider than a whole dim start at a traced zero: the box may extend past"
+            )
+            body.append("# the array's edge, where TMA reads zeros and drops writes.")
+            body.append(f'edge_start = lax.axis_index("{plan.grid_names[0]}") * 0')
         if self.loaded:
             body.append("# Load: start every TMA copy first so they overlap, then wait for each.")
             for op in self.loaded:
