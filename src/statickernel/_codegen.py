@@ -124,8 +124,15 @@ class _Generator:
         if self.loaded:
             body.append("# Load: start every TMA copy first so they overlap, then wait for each.")
             for op in self.loaded:
+                # A box inside the array in every block needs no bounds handling: say so.
+                promise = (
+                    ", oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS"
+                    if not any(self.plan.dim(d).ragged for d in op.dims)
+                    else ""
+                )
                 body.append(
-                    f"plgpu.copy_gmem_to_smem({self._slice(op)}, {op.name}_smem, {op.name}_barrier)"
+                    f"plgpu.copy_gmem_to_smem({self._slice(op)}, {op.name}_smem, "
+                    f"{op.name}_barrier{promise})"
                 )
             for op in self.loaded:
                 body.append(f"plgpu.barrier_wait({op.name}_barrier)")

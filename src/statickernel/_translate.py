@@ -36,6 +36,7 @@ UNARY = {
     "sin": "lax.sin",
     "cos": "lax.cos",
     "abs": "lax.abs",
+    "sign": "lax.sign",
     "erf": "lax.erf",
     "not": "lax.bitwise_not",
 }
@@ -47,6 +48,7 @@ BINARY = {
     "max": "lax.max",
     "min": "lax.min",
     "rem": "lax.rem",
+    "atan2": "lax.atan2",
     "and": "lax.bitwise_and",
     "or": "lax.bitwise_or",
     "xor": "lax.bitwise_xor",
@@ -261,6 +263,13 @@ class _Translator:
                 "broadcast one of them to the block shape first",
             )
         kind = TILE if TILE in kinds else (kinds.pop() if kinds else SCALAR)
+        if eqn.prim == "rem" and "int" not in self._dtype(eqn.inputs[0]):
+            raise self._fail(
+                eqn,
+                "the body takes a floating-point remainder (%, jnp.mod, jnp.fmod, lax.rem), "
+                "which Mosaic GPU cannot lower",
+                "use x - y * jnp.round(x / y) or take the remainder of integers",
+            )
         args = [
             self._as_kind(a, kind) if self._kind(a) != SCALAR else self._src(a) for a in eqn.inputs
         ]

@@ -1,0 +1,26 @@
+"""Shared test setup: the example gallery on sys.path, and the hypothesis profiles.
+
+Profiles: "ci" (derandomized, loaded when CI is set), "dev" (the local default) and
+"thorough" (300 examples). HYPOTHESIS_PROFILE=<name> picks one explicitly.
+"""
+
+import os
+import pathlib
+import sys
+
+from hypothesis import settings
+
+EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"
+if str(EXAMPLES_DIR) not in sys.path:
+    sys.path.insert(0, str(EXAMPLES_DIR))
+
+# Every new (M, N) compiles a new specialization, so no example meets hypothesis' default
+# 200 ms deadline on the interpreter.
+settings.register_profile(
+    "ci", derandomize=True, max_examples=25, deadline=None, print_blob=True
+)
+settings.register_profile("dev", max_examples=25, deadline=None)
+settings.register_profile("thorough", max_examples=300, deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
