@@ -4,6 +4,8 @@ The module imports only jax (and numpy), defines one jitted function named after
 and is what statickernel itself executes for that specialization.
 """
 
+import itertools
+
 import jax
 
 from ._plan import LaunchPlan, OperandPlan
@@ -45,17 +47,60 @@ class _Generator:
     def _block_var(self, dim: str) -> str:
         return f"block_{dim}"
 
-    def _slice(self, op: OperandPlan) -> str:
-        parts = []
+    def _boxes(self, op: OperandPlan) -> list[tuple[str, str]]:
+        """(GMEM slice, SMEM ref) of each TMA box of an operand's block.
+
+        A whole dim wider than one box is copied in equal boxes: along rows they are
+        contiguous slices of one SMEM buffer; along columns each box has its own leading SMEM
+        index, because a TMA destination must be contiguous.
+        """
+        per_dim: list[list[tuple[str, int | None, str | None]]] = []
         for dim_name, extent, gmem in zip(op.dims, op.block_shape, op.gmem_shape, strict=True):
             d = self.plan.dim(dim_name)
             if d.tiled_by:
-                parts.append(f"pl.ds({self._block_var(dim_name)} * {extent}, {extent})")
-            elif extent == gmem:
-                parts.append(":")
-            else:
-                parts.append(f"pl.ds(edge_start, {extent})")
-        return f"{op.name}_gmem.at[{', '.join(parts)}]"
+                per_dim.append(
+                    [(f"pl.ds({self._block_var(dim_name)} * {extent}, {extent})", None, None)]
+                )
+                continue
+            boxes, size = d.boxes, extent // d.boxes
+            column = dim_name == self.plan.cols
+            options: list[tuple[str, int | None, str | None]] = []
+            for k in range(boxes):
+                start = k * size
+                if boxes == 1 and extent == gmem:
+                    gslice = ":"
+                elif start + size <= gmem:
+                    gslice = f"pl.ds({start}, {size})"
+                else:
+                    gslice = (
+                        f"pl.ds(edge_start + {start}, {size})"
+                        if start
+                        else f"pl.ds(edge_start, {size})"
+                    )
+                if boxes == 1:
+                    options.append((gslice, None, None))
+                elif column:
+                    options.append((gslice, k, None))
+                else:
+                    options.append((gslice, None, f"pl.ds({start}, {size})"))
+            per_dim.append(options)
+        boxes_out = []
+        for combo in itertools.product(*per_dim):
+            gmem_ref = f"{op.name}_gmem.at[{', '.join(g for g, _, _ in combo)}]"
+            index = [str(k) for _, k, _ in combo if k is not None]
+            index += [r for _, _, r in combo if r is not None]
+            smem_ref = f"{op.name}_smem.at[{', '.join(index)}]" if index else f"{op.name}_smem"
+            boxes_out.append((gmem_ref, smem_ref))
+        return boxes_out
+
+    def _column_boxes(self, op: OperandPlan) -> int:
+        return self.plan.dim(self.plan.cols).boxes if self.plan.cols in op.dims else 1
+
+    def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
+        boxes = self._column_boxes(op)
+        if boxes == 1:
+            return op.block_shape
+        return (boxes, *op.block_shape[:-1], op.block_shape[-1] // boxes)
 
     def _masks(self) -> list[str]:
         """Edge masks, built in registers from iota and the true dims."""
@@ -112,9 +157,7 @@ class _Generator:
             if d.tiled_by:
                 body.append(f'{self._block_var(d.name)} = lax.axis_index("{d.name}")')
         if any(
-            not plan.dim(n).tiled_by and e != g
-            for op in [*self.loaded, *plan.results]
-            for n, e, g in zip(op.dims, op.block_shape, op.gmem_shape, strict=True)
+            "edge_start" in g for op in [*self.loaded, *plan.results] for g, _ in self._boxes(op)
         ):
             body.append(
                 "# Blocks wider than a whole dim start at a traced zero: the box may extend past"
@@ -130,17 +173,21 @@ class _Generator:
                     if not any(self.plan.dim(d).ragged for d in op.dims)
                     else ""
                 )
-                body.append(
-                    f"plgpu.copy_gmem_to_smem({self._slice(op)}, {op.name}_smem, "
-                    f"{op.name}_barrier{promise})"
-                )
+                for gmem_ref, smem_ref in self._boxes(op):
+                    body.append(
+                        f"plgpu.copy_gmem_to_smem({gmem_ref}, {smem_ref}, {op.name}_barrier{promise})"
+                    )
             for op in self.loaded:
                 body.append(f"plgpu.barrier_wait({op.name}_barrier)")
         body += self._masks()
         for op in self.loaded:
-            body.append(
-                f"{op.name} = plgpu.load({op.name}_smem, layout={_LAYOUT[op.kind]}, optimized=False)"
-            )
+            boxes = self._column_boxes(op)
+            load = f"plgpu.load({op.name}_smem{{}}, layout={_LAYOUT[op.kind]}, optimized=False)"
+            if boxes == 1:
+                body.append(f"{op.name} = {load.format('')}")
+            else:
+                parts = ", ".join(load.format(f".at[{k}]") for k in range(boxes))
+                body.append(f"{op.name} = jnp.concatenate([{parts}], axis={len(op.dims) - 1})")
             masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
             if masks:
                 fill = op.fill
@@ -157,10 +204,20 @@ class _Generator:
             "# Store: registers to shared memory, then TMA to global memory, clipped at the edge."
         )
         for op, value in zip(plan.results, self.t.outputs, strict=True):
-            body.append(self._store(f"{op.name}_smem", value))
+            boxes = self._column_boxes(op)
+            if boxes == 1:
+                body.append(self._store(f"{op.name}_smem", value))
+                continue
+            body.append(f"{op.name} = {value}")
+            width = op.block_shape[-1] // boxes
+            lead = ":, " if len(op.dims) == 2 else ""
+            for k in range(boxes):
+                piece = f"{op.name}[{lead}{k * width}:{(k + 1) * width}]"
+                body.append(self._store(f"{op.name}_smem.at[{k}]", piece))
         body.append("plgpu.commit_smem()")
         for op in plan.results:
-            body.append(f"plgpu.copy_smem_to_gmem({op.name}_smem, {self._slice(op)})")
+            for gmem_ref, smem_ref in self._boxes(op):
+                body.append(f"plgpu.copy_smem_to_gmem({smem_ref}, {gmem_ref})")
         body.append("plgpu.wait_smem_to_gmem(0)")
         head = f"def _{plan.kernel}_block({', '.join(params)}):"
         return [head] + ["    " + line for line in body]
@@ -172,11 +229,15 @@ class _Generator:
             for op in plan.results
         ]
         out_type = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
-        scratch = [f"plgpu.SMEM({op.block_shape}, {dtype_source(op.dtype)})" for op in self.loaded]
-        scratch += [
-            f"plgpu.SMEM({op.block_shape}, {dtype_source(op.dtype)})" for op in plan.results
+        scratch = [
+            f"plgpu.SMEM({self._smem_shape(op)}, {dtype_source(op.dtype)})"
+            for op in [*self.loaded, *plan.results]
         ]
-        scratch += ["plgpu.Barrier()" for _ in self.loaded]
+        for op in self.loaded:
+            boxes = len(self._boxes(op))
+            scratch.append(
+                "plgpu.Barrier()" if boxes == 1 else f"plgpu.Barrier(num_arrivals={boxes})"
+            )
         names = ", ".join(f'"{n}"' for n in plan.grid_names)
         lines = [
             "_launch = plgpu.kernel(",

@@ -19,6 +19,7 @@ __all__ = [
     "LaunchPlan",
     "OperandPlan",
     "block_extents",
+    "box_count",
     "check_blocks",
     "is_ragged",
     "make_plan",
@@ -43,6 +44,11 @@ class DimPlan:
     grid_axis: int | None
 
     @property
+    def boxes(self) -> int:
+        """TMA boxes per block along this dim: a whole dim over 256 elements takes several."""
+        return box_count(self.extent)
+
+    @property
     def ragged(self) -> bool:
         """True when some block holds elements past the array's edge."""
         return is_ragged(self.size, self.block, self.extent, self.tiled_by is not None)
@@ -53,9 +59,14 @@ class DimPlan:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"
             return f"ragged ({self.size} % {self.block} = {self.size % self.block})"
+        boxes = (
+            f", copied in {self.boxes} boxes of {self.extent // self.boxes}"
+            if self.boxes > 1
+            else ""
+        )
         if not self.ragged:
-            return "whole"
-        return f"whole, padded {self.size} -> {self.extent}"
+            return "whole" + boxes
+        return f"whole, padded {self.size} -> {self.extent}{boxes}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +129,9 @@ class LaunchPlan:
         assert all(g <= hw.CUDA_GRID_YZ_MAX for g in self.grid[:-1])
         assert self.smem_bytes <= hw.SMEM_BYTES
         for d in self.dims:
-            assert d.extent <= hw.TMA_BOX_MAX and d.extent >= (d.block if d.tiled_by else d.size)
+            assert d.extent >= (d.block if d.tiled_by else d.size)
+            assert d.extent % d.boxes == 0 and d.extent // d.boxes <= hw.TMA_BOX_MAX
+            assert d.boxes == 1 or not d.tiled_by
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
             last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
@@ -202,8 +215,19 @@ def block_extents(
             block = int(consts[tile[name]])
             out[name] = (block, block)
         else:
-            out[name] = (size, hw.round_up(size, quantum(spec, name, options)[0]))
+            out[name] = (size, whole_extent(size, quantum(spec, name, options)[0]))
     return out
+
+
+def whole_extent(size: int, unit: int) -> int:
+    """The padded extent of a whole dim: one TMA box, or equal boxes of at most 256 elements."""
+    chunks = hw.cdiv(hw.round_up(size, unit), hw.TMA_BOX_MAX)
+    return chunks * hw.round_up(hw.cdiv(size, chunks), unit)
+
+
+def box_count(extent: int) -> int:
+    """How many equal TMA boxes a block extent is copied in."""
+    return hw.cdiv(extent, hw.TMA_BOX_MAX)
 
 
 def check_blocks(
@@ -219,7 +243,7 @@ def check_blocks(
     for name, (_, extent) in extents.items():
         const = tile.get(name)
         fix_const = f"set {const} to" if const else f"tile {name} with a constant of"
-        if extent > hw.TMA_BOX_MAX:
+        if const and extent > hw.TMA_BOX_MAX:
             raise error(
                 f"the block along {name} has {extent} elements, over the TMA box limit",
                 **err,
@@ -265,6 +289,32 @@ def smem_bytes(
             count *= extents[d][1]
         total += count * hw.itemsize(dtypes[op.name])
     return total + hw.BARRIER_BYTES * len(loaded)
+
+
+def _smem_fix(
+    spec: KernelSpec,
+    extents: Mapping[str, tuple[int, int]],
+    dtypes: Mapping[str, str],
+    loaded: set[str],
+) -> str:
+    """Proposes the largest smaller tiled block that fits, or says which whole dim is too wide."""
+    tile = spec.tile_map
+    for dim, const in tile.items():
+        block, _ = extents[dim]
+        unit = hw.WGMMA_ROWS if dim == spec.rows else hw.WGMMA_COLS
+        candidate = block - unit
+        while candidate >= unit:
+            trial = {**extents, dim: (candidate, candidate)}
+            if smem_bytes(spec, trial, dtypes, loaded) <= hw.SMEM_BYTES and candidate % unit == 0:
+                return f"set {const}={candidate} (the largest {const} whose blocks fit)"
+            candidate -= unit
+    wide = [d for d in extents if d not in tile and extents[d][1] > hw.TMA_BOX_MAX]
+    if wide:
+        return (
+            f"dim {wide[0]} is whole in each block and too wide for shared memory; split the "
+            "array along it outside the kernel, or use a narrower dtype"
+        )
+    return "use smaller block constants or fewer operands"
 
 
 def make_plan(
@@ -349,8 +399,7 @@ def make_plan(
             **err,
             expected=f"<= {hw.SMEM_BYTES:,} B",
             actual=f"{smem:,} B",
-            fix="use smaller block constants"
-            + (f" (e.g. halve {next(iter(tile.values()))})" if tile else ""),
+            fix=_smem_fix(spec, extents, dtypes, set(fills)),
         )
     plan = LaunchPlan(
         kernel=spec.name,
