@@ -279,14 +279,16 @@ def test_override_over_tma_box():
 
 
 def test_whole_dim_too_wide():
+    # A whole dim is in every block; 4096 float32 columns cannot fit however it is copied
+    # (one TMA box holds 256 elements, and shared memory 232,448 B).
     with pytest.raises(sk.PlanError) as info:
-        softmax(jnp.ones((64, 300), jnp.float32))
+        softmax(jnp.ones((64, 4096), jnp.float32))
     exc = info.value
-    assert exc.dim == "N"
-    assert "256" in exc.expected
-    assert "whole" in exc.actual
-    assert exc.bindings == {"M": 64, "N": 300}
-    assert "N" in str(exc.fix) and "256" in str(exc.fix)
+    assert exc.kernel == "softmax"
+    assert "dim N" in str(exc)
+    assert "whole" in str(exc)
+    assert exc.bindings == {"M": 64, "N": 4096}
+    assert exc.fix
 
 
 def test_grid_over_cuda_limit():
@@ -307,8 +309,8 @@ def test_grid_over_cuda_limit():
 )
 @pytest.mark.parametrize(
     ("shape", "overrides"),
-    [((64, 128), {"BM": 100}), ((64, 300), {})],
-    ids=["BM=100", "N=300"],
+    [((64, 128), {"BM": 100}), ((64, 4096), {})],
+    ids=["BM=100", "N=4096"],
 )
 def test_plan_error_points_at_the_call(shape: tuple[int, int], overrides: dict[str, Any]):
     with pytest.raises(sk.PlanError) as info:
@@ -393,15 +395,15 @@ def test_dim_mismatch_through_methods():
 @pytest.mark.parametrize("method", ["plan", "emit", "lower"])
 @pytest.mark.parametrize(
     ("shape", "overrides", "dim"),
-    [((64, 128), {"BM": 100}, "M"), ((64, 300), {}, "N")],
-    ids=["BM=100", "N=300"],
+    [((64, 128), {"BM": 100}, "M"), ((64, 4096), {}, "N")],
+    ids=["BM=100", "N=4096"],
 )
 def test_plan_errors_through_methods(
     method: str, shape: tuple[int, int], overrides: dict[str, Any], dim: str
 ):
     with pytest.raises(sk.PlanError) as info:
         getattr(softmax, method)(S(shape, jnp.float32), **overrides)
-    assert info.value.dim == dim
+    assert f"dim {dim}" in str(info.value)
     assert info.value.fix
 
 
@@ -482,3 +484,17 @@ def test_unknown_backend_names_kernel_and_call():
     with pytest.raises(sk.BackendError) as info:
         softmax(X, backend="cuda")  # @backend-call
     check(info.value, "backend-call")
+
+
+# --- transformations ----------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    reason="BUG: jax.grad through a kernel leaks JAX's NotImplementedError ('Differentiation "
+    "rule for mpmd_map not implemented') instead of a StaticKernelError",
+    strict=True,
+)
+def test_grad_through_a_kernel_is_a_static_kernel_error():
+    with pytest.raises(sk.StaticKernelError) as info:
+        jax.grad(lambda x: softmax(x).sum())(X)
+    assert info.value.fix

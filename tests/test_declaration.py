@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 from jaxtyping import Array, Bool, Float, Float32, Float64, Int, Int32
 
 import statickernel as sk
@@ -789,6 +790,18 @@ def _op_reshape(v: jax.Array) -> jax.Array:
     return v.reshape(32, 128).reshape(64, 64)  # @op-reshape
 
 
+def _op_float_rem(v: jax.Array) -> jax.Array:
+    return v % 2.0  # @op-float-rem
+
+
+def _op_lax_float_rem(v: jax.Array) -> jax.Array:
+    return lax.rem(v, 2.0)  # @op-lax-rem
+
+
+def _op_round(v: jax.Array) -> jax.Array:
+    return jnp.round(v)  # @op-round
+
+
 def _op_row_plus_col(v: jax.Array) -> jax.Array:
     return v + (sk.sum(v, axis=1)[:, None] + sk.sum(v, axis=0)[None, :])  # @op-row-col
 
@@ -810,8 +823,8 @@ def test_square_block_kernel_is_valid():
 
 
 _JIT_WRAPPED = pytest.mark.xfail(
-    reason="BUG: ops jnp wraps in jit (jnp.cumsum, jnp.sort) are flattened without a source "
-    "line, so UnsupportedOpError points at the decorator instead of the user's line",
+    reason="BUG: ops jnp wraps in jit (jnp.cumsum, jnp.sort, jnp.round, float `%`) are flattened "
+    "without a source line, so UnsupportedOpError points at the decorator, not the user's line",
     strict=True,
 )
 
@@ -836,6 +849,11 @@ _JIT_WRAPPED = pytest.mark.xfail(
         pytest.param(_op_sort, "op-sort", ["jnp.sort", "sort"], id="sort", marks=_JIT_WRAPPED),
         pytest.param(_op_iota, "op-iota", ["jnp.arange", "iota"], id="iota"),
         pytest.param(_op_reshape, "op-reshape", ["reshape"], id="reshape"),
+        pytest.param(
+            _op_float_rem, "op-float-rem", ["%", "remainder"], id="float-rem", marks=_JIT_WRAPPED
+        ),
+        pytest.param(_op_lax_float_rem, "op-lax-rem", ["lax.rem", "remainder"], id="lax-rem"),
+        pytest.param(_op_round, "op-round", ["jnp.round", "round"], id="round", marks=_JIT_WRAPPED),
         pytest.param(_op_row_plus_col, "op-row-col", ["per-row", "per-column"], id="row-col"),
     ],
 )
@@ -851,8 +869,13 @@ def test_unsupported_op(op: Any, tag: str, names: list[str]):
 
 @pytest.mark.parametrize(
     ("op", "names"),
-    [(_op_cumsum, ["jnp.cumsum", "cumsum"]), (_op_sort, ["jnp.sort", "sort"])],
-    ids=["cumsum", "sort"],
+    [
+        (_op_cumsum, ["jnp.cumsum", "cumsum"]),
+        (_op_sort, ["jnp.sort", "sort"]),
+        (_op_round, ["jnp.round", "round"]),
+        (_op_float_rem, ["%", "remainder", "rem"]),
+    ],
+    ids=["cumsum", "sort", "round", "float-rem"],
 )
 def test_unsupported_jit_wrapped_op_is_named(op: Any, names: list[str]):
     # The class and the op's name are right even where the line is not (see the xfail above).
@@ -862,6 +885,41 @@ def test_unsupported_jit_wrapped_op_is_named(op: Any, names: list[str]):
     assert info.value.fix
     for name in names:
         assert name in str(info.value)
+
+
+# The fixes that UnsupportedOpError suggests must themselves declare.
+
+_SUGGESTION_UNSUPPORTED = pytest.mark.xfail(
+    reason="BUG: the suggested fix is itself unsupported: floor suggests `x - lax.rem(x, 1.0)` "
+    "(float remainders are refused) and float `%` suggests `x - y * jnp.round(x / y)` "
+    "(jnp.round is refused)",
+    strict=True,
+)
+
+
+@pytest.mark.parametrize(
+    ("op", "replacement"),
+    [
+        pytest.param(_op_log1p, lambda v: jnp.log(1 + v), id="log1p"),
+        pytest.param(jnp.expm1, lambda v: jnp.exp(v) - 1, id="expm1"),
+        pytest.param(_op_float_pow, lambda v: jnp.exp(1.5 * jnp.log(v)), id="float-pow"),
+        pytest.param(
+            _op_floor, lambda v: v - lax.rem(v, 1.0), id="floor", marks=_SUGGESTION_UNSUPPORTED
+        ),
+        pytest.param(
+            _op_float_rem,
+            lambda v: v - 2.0 * jnp.round(v / 2.0),
+            id="float-rem",
+            marks=_SUGGESTION_UNSUPPORTED,
+        ),
+    ],
+)
+def test_suggested_fix_declares(op: Any, replacement: Any):
+    with pytest.raises(sk.UnsupportedOpError) as info:
+        _declare_with(op)
+    assert info.value.fix
+    k = _declare_with(replacement)
+    assert k.spec.name == "k"
 
 
 def test_body_python_error():

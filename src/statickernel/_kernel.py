@@ -207,6 +207,11 @@ def _translate(
         ragged_rows=ragged(spec.rows),
         ragged_cols=ragged(spec.cols),
         input_kinds=tuple((o.name, _kind(spec, o.dims)) for o in spec.operands),
+        input_fills=tuple(
+            (o.name, fill)
+            for o, fill in zip(spec.operands, trace.fills, strict=True)
+            if fill is not None
+        ),
     )
     result_kinds = tuple(_kind(spec, r.dims) for r in spec.results)
     return translate(trace, geometry, result_kinds, spec.name, spec.location)

@@ -112,6 +112,7 @@ class Geometry:
     ragged_rows: bool
     ragged_cols: bool
     input_kinds: tuple[tuple[str, str], ...]  # operand name -> kind
+    input_fills: tuple[tuple[str, float | int | bool], ...] = ()  # loaded operand -> its fill
 
     def shape(self, kind: str) -> tuple[int, ...]:
         return {TILE: (self.rows, self.cols), ROW: (self.rows,), COL: (self.cols,), SCALAR: ()}[
@@ -297,7 +298,13 @@ class _Translator:
         if kind == TILE and axes in ((0,), (1,)):
             axis = axes[0]
             src = self._src(atom)
-            if self.g.ragged_cols if axis == 1 else self.g.ragged_rows:
+            ragged = self.g.ragged_cols if axis == 1 else self.g.ragged_rows
+            # A loaded operand already holds its fill past the edge; if that is the identity,
+            # no mask is needed.
+            fill = dict(self.g.input_fills).get(atom.var or "")
+            if ragged and not (
+                fill is not None and fill == _identity_value(eqn.prim, self._dtype(atom))
+            ):
                 # Elements past the edge must not take part: they get the identity.
                 mask = "col_ok" if axis == 1 else "row_ok"
                 self.masks.add(mask)
@@ -366,10 +373,17 @@ def trace_inputs(trace: BodyTrace) -> list[str]:
     return [name for name in trace.inputs if name is not None]
 
 
-def _identity(prim: str, dtype: str) -> str:
+def _identity_value(prim: str, dtype: str) -> float | int:
     if prim == "reduce_sum":
-        return "0" if "int" in dtype else "0.0"
+        return 0
     if "int" in dtype:
         info = np.iinfo(np.dtype(dtype))
-        return str(info.min if prim == "reduce_max" else info.max)
-    return "-jnp.inf" if prim == "reduce_max" else "jnp.inf"
+        return int(info.min if prim == "reduce_max" else info.max)
+    return -math.inf if prim == "reduce_max" else math.inf
+
+
+def _identity(prim: str, dtype: str) -> str:
+    value = _identity_value(prim, dtype)
+    if isinstance(value, float):
+        return "-jnp.inf" if value < 0 else "jnp.inf"
+    return "0.0" if prim == "reduce_sum" and "int" not in dtype else str(value)

@@ -1,0 +1,2 @@
+import os
+x: int = "a"

@@ -1,0 +1,190 @@
+"""Every gallery kernel against its jnp reference, in the Mosaic GPU interpreter.
+
+The shapes stress the edges: multiples of the block, one past it, primes, arrays smaller than
+one block, a single row and a single column, and rows that TMA cannot address (f32 with 130
+or 777 columns, bf16 with 100), which statickernel pads on the host. Each new shape compiles a
+new specialization, so the list is kept short.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from add import add
+from hypothesis import given
+from hypothesis import strategies as st
+from layernorm import layernorm
+from rmsnorm import rmsnorm
+from row_sum import row_sum
+from scale_bias import scale_bias
+from softmax import softmax
+
+import statickernel as sk
+
+F32 = jnp.dtype(jnp.float32)
+BF16 = jnp.dtype(jnp.bfloat16)
+
+KERNELS: dict[str, sk.Kernel[..., Any]] = {
+    "add": add,
+    "scale_bias": scale_bias,
+    "softmax": softmax,
+    "rmsnorm": rmsnorm,
+    "layernorm": layernorm,
+    "row_sum": row_sum,
+}
+# N is split across the grid: any N works.
+TILED_N = ("add", "scale_bias")
+# N is whole inside every block: its padded size must fit one TMA box (256 elements).
+WHOLE_N = ("softmax", "rmsnorm", "layernorm", "row_sum")
+
+SHAPES = {
+    "64x128": (64, 128),  # multiples of the default blocks
+    "128x256": (128, 256),  # multiples, and the widest whole N
+    "65x129": (65, 129),  # one past the block on each dim
+    "97x131": (97, 131),  # primes
+    "211x53": (211, 53),  # primes, N not a multiple of 8
+    "7x3": (7, 3),  # smaller than one block
+    "1x1": (1, 1),
+    "5x8": (5, 8),
+    "300x1": (300, 1),  # a single column
+    "20x100": (20, 100),  # bf16 rows of 200 B: not TMA-addressable
+}
+TILED_N_SHAPES = {
+    "1x300": (1, 300),  # a single row, over several column blocks
+    "40x777": (40, 777),  # f32 rows of 3108 B: not TMA-addressable
+}
+WHOLE_N_SHAPES = {
+    "1x200": (1, 200),  # a single row
+    "33x130": (33, 130),  # f32 rows of 520 B: not TMA-addressable
+}
+
+
+def make_args(name: str, m: int, n: int, dtype: Any, seed: int = 0) -> tuple[jax.Array, ...]:
+    """Operands for a gallery kernel, chosen so that a wrong edge would show."""
+    rng = np.random.default_rng([seed, m, n])
+
+    def normal(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    x = normal(m, n)
+    if name == "softmax":
+        # All negative: a zero read past the edge would win the row max and the sum.
+        arrays = [x - 10]
+    elif name == "add":
+        arrays = [x, normal(m, n)]
+    elif name == "scale_bias":
+        arrays = [x, normal(n)]
+    elif name == "rmsnorm":
+        arrays = [x, 1 + 0.1 * normal(n)]
+    elif name == "layernorm":
+        # A non-zero mean: zeros past the edge would shift the mean and the variance.
+        arrays = [3 * x + 1, 1 + 0.1 * normal(n), normal(n)]
+    elif name == "row_sum":
+        arrays = [x - 1]
+    else:
+        raise AssertionError(name)
+    return tuple(jnp.asarray(a, dtype) for a in arrays)
+
+
+def tolerance(name: str, dtype: Any) -> tuple[float, float]:
+    """(rtol, atol), comparing in float32."""
+    if dtype == BF16:
+        # row_sum casts to f32 before summing, so only the summation order differs.
+        return (1e-2, 1e-2) if name == "row_sum" else (2e-2, 2e-2)
+    # A sum of up to 256 terms in another order.
+    return (1e-5, 1e-4) if name == "row_sum" else (1e-5, 1e-5)
+
+
+def check_against_reference(name: str, args: tuple[jax.Array, ...]) -> None:
+    kernel = KERNELS[name]
+    assert kernel.reference is not None
+    out = kernel(*args)
+    ref = kernel.reference(*args)
+    assert out.shape == ref.shape
+    assert out.dtype == ref.dtype
+    got = np.asarray(out, np.float32)
+    assert np.isfinite(got).all(), "a value past the edge leaked into the result"
+    rtol, atol = tolerance(name, args[0].dtype)
+    np.testing.assert_allclose(got, np.asarray(ref, np.float32), rtol=rtol, atol=atol)
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for name in KERNELS:
+        extra = TILED_N_SHAPES if name in TILED_N else WHOLE_N_SHAPES
+        for label, shape in {**SHAPES, **extra}.items():
+            for dtype in (F32, BF16):
+                cases.append(pytest.param(name, shape, dtype, id=f"{name}-{dtype.name}-{label}"))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "shape", "dtype"), _cases())
+def test_matches_reference(name: str, shape: tuple[int, int], dtype: Any) -> None:
+    check_against_reference(name, make_args(name, *shape, dtype))
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_declares_a_reference(name: str) -> None:
+    kernel = KERNELS[name]
+    assert isinstance(kernel, sk.Kernel)
+    assert callable(kernel.reference)
+    assert kernel.__name__ == name
+
+
+def test_row_sum_of_bf16_is_f32() -> None:
+    (x,) = make_args("row_sum", 70, 100, BF16)
+    out = row_sum(x)
+    assert out.dtype == F32
+    assert out.shape == (70,)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+def test_wider_than_one_column_block_needs_no_whole_n(dtype: Any) -> None:
+    """Kernels that tile N take N past the 256-element TMA box."""
+    check_against_reference("add", make_args("add", 3, 1000, dtype))
+
+
+@pytest.mark.parametrize("n", [257, 300, 777])
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+@pytest.mark.parametrize("name", WHOLE_N)
+def test_whole_n_over_one_tma_box_is_a_plan_error(name: str, dtype: Any, n: int) -> None:
+    args = make_args(name, 70, n, dtype)
+    kernel = KERNELS[name]
+    cached = len(kernel._cache)
+    with pytest.raises(sk.PlanError) as info:
+        kernel(*args)
+    err = info.value
+    assert err.kernel == name
+    assert err.dim == "N"
+    assert err.bindings == {"M": 70, "N": n}
+    assert "TMA box" in err.what
+    assert "256" in str(err.expected)
+    assert err.fix
+    # The same error from the plan, and no half-built specialization left behind.
+    with pytest.raises(sk.PlanError):
+        kernel.plan(*args)
+    assert len(kernel._cache) == cached
+
+
+# --- any shape ---------------------------------------------------------------------------------
+
+M_SIZES = st.integers(1, 300)
+# Whole-N kernels need N <= 256; add takes any N, but the same range keeps compiles cheap.
+N_SIZES = st.integers(1, 256)
+
+
+@given(m=M_SIZES, n=N_SIZES)
+def test_softmax_any_shape(m: int, n: int) -> None:
+    check_against_reference("softmax", make_args("softmax", m, n, F32))
+
+
+@given(m=M_SIZES, n=N_SIZES)
+def test_layernorm_any_shape(m: int, n: int) -> None:
+    check_against_reference("layernorm", make_args("layernorm", m, n, F32))
+
+
+@given(m=M_SIZES, n=N_SIZES)
+def test_add_any_shape(m: int, n: int) -> None:
+    check_against_reference("add", make_args("add", m, n, F32))

@@ -1,0 +1,132 @@
+"""Every gallery kernel cross-lowers for CUDA on this CPU-only machine.
+
+`kernel.lower(*args)` takes arrays or `jax.ShapeDtypeStruct`s, plans the specialization for the
+mosaic_gpu backend and lowers the generated module with `lowering_platforms=("cuda",)`.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+from add import add
+from layernorm import layernorm
+from rmsnorm import rmsnorm
+from row_sum import row_sum
+from scale_bias import scale_bias
+from softmax import softmax
+
+import statickernel as sk
+
+F32 = jnp.dtype(jnp.float32)
+BF16 = jnp.dtype(jnp.bfloat16)
+
+KERNELS: dict[str, sk.Kernel[..., Any]] = {
+    "add": add,
+    "scale_bias": scale_bias,
+    "softmax": softmax,
+    "rmsnorm": rmsnorm,
+    "layernorm": layernorm,
+    "row_sum": row_sum,
+}
+SHAPES = {
+    "aligned": (128, 256),
+    "ragged": (1000, 130),  # 1000 % 64 != 0; f32 rows of 520 B need host padding
+    "ragged-small": (65, 100),  # bf16 rows of 200 B need host padding
+}
+
+
+def specs(name: str, m: int, n: int, dtype: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
+    """Abstract operands of a gallery kernel: shapes and dtypes, no data."""
+    x = jax.ShapeDtypeStruct((m, n), dtype)
+    v = jax.ShapeDtypeStruct((n,), dtype)
+    return {
+        "add": (x, x),
+        "scale_bias": (x, v),
+        "softmax": (x,),
+        "rmsnorm": (x, v),
+        "layernorm": (x, v, v),
+        "row_sum": (x,),
+    }[name]
+
+
+def assert_mosaic_gpu(lowered: Any) -> str:
+    text = lowered.as_text()
+    assert isinstance(text, str)
+    assert "mosaic_gpu" in text
+    return text
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize("name", KERNELS)
+def test_cross_lowers(name: str, shape: tuple[int, int], dtype: Any) -> None:
+    kernel = KERNELS[name]
+    args = specs(name, *shape, dtype)
+    assert_mosaic_gpu(kernel.lower(*args))
+    # The lowered specialization is the mosaic_gpu one, whatever the default backend.
+    plan = kernel.plan(*args, backend="mosaic_gpu")
+    assert plan.backend == "mosaic_gpu"
+    assert plan.bindings == {"M": shape[0], "N": shape[1]}
+
+
+def test_lower_takes_concrete_arrays() -> None:
+    x = jnp.ones((100, 100), jnp.float32)
+    assert_mosaic_gpu(softmax.lower(x))
+
+
+def test_lowering_is_traced_for_the_given_shape() -> None:
+    lowered = softmax.lower(jax.ShapeDtypeStruct((1000, 100), jnp.float32))
+    assert lowered.out_info.shape == (1000, 100)
+    assert lowered.out_info.dtype == jnp.float32
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "overrides"),
+    [
+        pytest.param("add", (1000, 777), {"BM": 128, "BN": 64}, id="add-BM128-BN64"),
+        pytest.param("add", (300, 1000), {"BN": 256}, id="add-BN256"),
+        pytest.param("softmax", (1000, 100), {"BM": 128}, id="softmax-BM128"),
+        pytest.param("scale_bias", (300, 1000), {"BN": 64, "scale": 0.5}, id="scale_bias"),
+        pytest.param("layernorm", (1000, 130), {"BM": 128, "eps": 1e-3}, id="layernorm"),
+        pytest.param("rmsnorm", (517, 200), {"BM": 128}, id="rmsnorm-BM128"),
+        pytest.param("row_sum", (999, 100), {"BM": 256}, id="row_sum-BM256"),
+    ],
+)
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+def test_cross_lowers_with_non_default_constants(
+    name: str, shape: tuple[int, int], overrides: dict[str, Any], dtype: Any
+) -> None:
+    kernel = KERNELS[name]
+    args = specs(name, *shape, dtype)
+    assert_mosaic_gpu(kernel.lower(*args, **overrides))
+    plan = kernel.plan(*args, backend="mosaic_gpu", **overrides)
+    constants = dict(plan.constants)
+    for const, value in overrides.items():
+        assert constants[const] == value
+    for d in plan.dims:
+        if d.tiled_by in overrides:
+            assert d.block == overrides[d.tiled_by]
+
+
+def test_lowering_with_different_constants_differs() -> None:
+    x = jax.ShapeDtypeStruct((1000, 100), jnp.float32)
+    default = softmax.lower(x).as_text()
+    wide = softmax.lower(x, BM=128).as_text()
+    assert default != wide
+
+
+def test_lower_refuses_a_plan_over_shared_memory() -> None:
+    """BM=128 with 256 f32 columns needs 2 x 128 KiB of blocks: checked before lowering."""
+    x = jax.ShapeDtypeStruct((1000, 256), jnp.float32)
+    with pytest.raises(sk.PlanError) as info:
+        softmax.lower(x, BM=128)
+    assert "shared memory" in info.value.what
+    assert info.value.fix
+
+
+def test_lower_refuses_whole_n_over_one_tma_box() -> None:
+    x = jax.ShapeDtypeStruct((1000, 300), jnp.float32)
+    with pytest.raises(sk.PlanError) as info:
+        softmax.lower(x)
+    assert info.value.dim == "N"
