@@ -16,9 +16,7 @@ if str(EXAMPLES_DIR) not in sys.path:
 
 # Every new (M, N) compiles a new specialization, so no example meets hypothesis' default
 # 200 ms deadline on the interpreter.
-settings.register_profile(
-    "ci", derandomize=True, max_examples=25, deadline=None, print_blob=True
-)
+settings.register_profile("ci", derandomize=True, max_examples=25, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=25, deadline=None)
 settings.register_profile("thorough", max_examples=300, deadline=None)
 settings.load_profile(

@@ -302,11 +302,6 @@ def test_grid_over_cuda_limit():
     assert "BM" in str(exc.fix)
 
 
-@pytest.mark.xfail(
-    reason="BUG: call-time PlanErrors (a bad override, a whole dim too wide) point `where` at the "
-    "kernel's decorator, not at the call that bound the shapes",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("shape", "overrides"),
     [((64, 128), {"BM": 100}), ((64, 4096), {})],
@@ -451,10 +446,6 @@ def test_bind_constant_of_wrong_type():
     assert info.value.actual == "1.5 (float)"
 
 
-@pytest.mark.xfail(
-    reason="BUG: errors from kernel.bind(...) point `where` at the decorator, not at the bind call",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("overrides", "cls"),
     [({"FOO": 1}, sk.OverrideError), ({"BM": 100}, sk.PlanError)],
@@ -476,10 +467,6 @@ def test_unknown_backend_in_a_call():
     assert "interpret" in info.value.expected
 
 
-@pytest.mark.xfail(
-    reason="BUG: BackendError from a call carries neither the kernel's name nor `where`",
-    strict=True,
-)
 def test_unknown_backend_names_kernel_and_call():
     with pytest.raises(sk.BackendError) as info:
         softmax(X, backend="cuda")  # @backend-call

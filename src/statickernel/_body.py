@@ -133,6 +133,8 @@ class Tile:
 
     def load(self, *, fill: float | int | bool = 0) -> jax.Array:
         """This block of the operand; elements past the array's edge read as `fill`."""
+        if isinstance(fill, np.generic):
+            fill = fill.item()
         if isinstance(fill, jax.Array | np.ndarray):
             if getattr(fill, "shape", None) != ():
                 raise BodyError(
@@ -147,7 +149,9 @@ class Tile:
                 raise BodyError(
                     f"the fill of `{self.name}.load` is a traced value",
                     operand=self.name,
-                    fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
+                    actual=repr(fill),
+                    fix="pass a Python or NumPy number, e.g. fill=0.0, fill=-jnp.inf or "
+                    "fill=float(jnp.finfo(jnp.float32).min)",
                 ) from None
         if not isinstance(fill, bool | int | float):
             raise BodyError(
@@ -286,7 +290,7 @@ class _Flattener:
                 env[var] = Atom(name)
                 self.avals[name] = _aval(var.aval)
             inputs.append(name if loaded else None)
-        self._bind_consts(closed.jaxpr.constvars, closed.consts, env, None)
+        self._bind_consts(closed.jaxpr.constvars, closed.consts, env, _first_use_line(closed.jaxpr))
         self._eqns(closed.jaxpr.eqns, env)
         outputs = tuple(self._read(env, v) for v in closed.jaxpr.outvars)
         return BodyTrace(
@@ -300,11 +304,12 @@ class _Flattener:
     def _bind_consts(self, constvars: Any, consts: Any, env: dict[Any, Atom], line: Any) -> None:
         for var, value in zip(constvars, consts, strict=True):
             arr = np.asarray(value)
+            where = line.get(var) if isinstance(line, dict) else line
             if arr.shape != ():
                 raise BodyError(
                     f"the body captures an array of shape {arr.shape} from outside the kernel",
                     kernel=self.spec.name,
-                    where=line or self.spec.location,
+                    where=where or self.spec.location,
                     expected="only scalars captured from the enclosing scope",
                     actual=f"{arr.dtype}{list(arr.shape)}",
                     fix="pass the array as an operand of the kernel instead",
@@ -318,10 +323,15 @@ class _Flattener:
             return Atom(None, arr.item(), str(aval.dtype), bool(getattr(aval, "weak_type", 0)))
         return env[v]
 
-    def _eqns(self, eqns: Any, env: dict[Any, Atom]) -> None:
+    def _eqns(
+        self, eqns: Any, env: dict[Any, Atom], outer: tuple[str | None, str] = (None, "")
+    ) -> None:
         for eqn in eqns:
             name = eqn.primitive.name
             line, source = _user_line(eqn)
+            if line is None:
+                # Inside a jnp function that is itself jitted: the user's line is the call's.
+                line, source = outer
             if name in _CALL_PARAMS and _CALL_PARAMS[name] in eqn.params:
                 inner = eqn.params[_CALL_PARAMS[name]]
                 jaxpr = getattr(inner, "jaxpr", inner)
@@ -330,7 +340,7 @@ class _Flattener:
                 self._bind_consts(jaxpr.constvars, consts, inner_env, line)
                 for iv, ov in zip(jaxpr.invars, eqn.invars, strict=False):
                     inner_env[iv] = self._read(env, ov)
-                self._eqns(jaxpr.eqns, inner_env)
+                self._eqns(jaxpr.eqns, inner_env, (line, source))
                 for outer, inner_out in zip(eqn.outvars, jaxpr.outvars, strict=True):
                     env[outer] = self._read(inner_env, inner_out)
                 continue
@@ -344,6 +354,16 @@ class _Flattener:
                 outputs.append(new)
             params = tuple(sorted(eqn.params.items()))
             self.eqns.append(Eqn(name, inputs, tuple(outputs), params, line, source))
+
+
+def _first_use_line(jaxpr: Any) -> dict[Any, str | None]:
+    """The user's line of the first equation that reads each constant of a jaxpr."""
+    lines: dict[Any, str | None] = {}
+    for eqn in jaxpr.eqns:
+        for var in eqn.invars:
+            if var in jaxpr.constvars and var not in lines:
+                lines[var] = _user_line(eqn)[0]
+    return lines
 
 
 def _used_vars(jaxpr: Any) -> set[Any]:

@@ -16,10 +16,16 @@ import jax
 
 from . import _hardware as hw
 from ._backend import default_backend, resolve_backend
-from ._binding import Binding, bind, bind_consts
+from ._binding import Binding, bind, bind_consts, call_site
 from ._body import BodyTrace, check_outputs, trace_body
 from ._codegen import generate_source
-from ._errors import HardwareLimitError, PlanError, SharedMemoryError, StaticKernelError
+from ._errors import (
+    BackendError,
+    HardwareLimitError,
+    PlanError,
+    SharedMemoryError,
+    StaticKernelError,
+)
 from ._plan import (
     LaunchPlan,
     block_extents,
@@ -120,11 +126,12 @@ class Kernel[**P, R]:
 
     def bind(self, **overrides: Any) -> "Kernel[P, R]":
         """A new kernel with other constant defaults, checked now as the declaration was."""
+        where = call_site()
         consts = bind_consts(
-            self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=self.spec.location)
+            self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=where)
         )
         new = Kernel(self.spec, consts, self.backend)
-        check_declaration(self.spec, consts, error=PlanError)
+        check_declaration(self.spec, consts, error=PlanError, where=where)
         return new  # pyright: ignore[reportReturnType]
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
@@ -137,7 +144,18 @@ class Kernel[**P, R]:
         self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None
     ) -> Specialization:
         spec = self.spec
-        chosen = resolve_backend(backend, self.backend)
+        where = call_site()
+        try:
+            chosen = resolve_backend(backend, self.backend)
+        except BackendError as exc:
+            raise BackendError(
+                exc.what,
+                kernel=spec.name,
+                where=where,
+                expected=exc.expected,
+                actual=exc.actual,
+                fix=exc.fix,
+            ) from None
         binding = bind(spec, args, self.consts, overrides)
         sizes = binding.size_map
         consts = dict(binding.consts)
@@ -160,7 +178,7 @@ class Kernel[**P, R]:
         )
         dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
         extents = block_extents(spec, sizes, consts, dtypes)
-        err: dict[str, Any] = dict(kernel=spec.name, where=spec.location, bindings=sizes)
+        err: dict[str, Any] = dict(kernel=spec.name, where=where, bindings=sizes)
         check_blocks(spec, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err)
         fills = {
             n: f
@@ -168,7 +186,9 @@ class Kernel[**P, R]:
             if f is not None
         }
         translation = _translate(spec, trace, sizes, extents, ragged_everywhere=False)
-        plan = make_plan(spec, sizes, dtypes, consts, chosen, extents, fills, translation.masks)
+        plan = make_plan(
+            spec, sizes, dtypes, consts, chosen, extents, fills, translation.masks, where
+        )
         source = generate_source(plan, translation)
         fn = _execute(source, spec.name, binding)
         return Specialization(plan, source, fn, trace)
@@ -234,10 +254,13 @@ def _execute(source: str, name: str, binding: Binding) -> Callable[..., Any]:
 
 
 def check_declaration(
-    spec: KernelSpec, consts: Mapping[str, Any], error: type[StaticKernelError] = HardwareLimitError
+    spec: KernelSpec,
+    consts: Mapping[str, Any],
+    error: type[StaticKernelError] = HardwareLimitError,
+    where: str | None = None,
 ) -> None:
     """Checks hardware rules for `consts` and traces the body once, with no data."""
-    err: dict[str, Any] = dict(kernel=spec.name, where=spec.location)
+    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location)
     tile = spec.tile_map
     options = {o.name: o.dtypes for o in spec.operands + spec.results}
     widest = {n: max(opts, key=hw.itemsize) for n, opts in options.items()}
@@ -314,7 +337,7 @@ def kernel[**P, R](
     """
 
     def decorate(f: Callable[P, R]) -> Kernel[P, R]:
-        spec = build_spec(f, dict(tile or {}), reference, name)
+        spec = build_spec(f, tile if tile is not None else {}, reference, name)
         chosen = resolve_backend(backend, None) if backend else None
         check_declaration(spec, spec.const_defaults)
         return Kernel(spec, spec.const_defaults, chosen)

@@ -326,9 +326,10 @@ def make_plan(
     extents: Mapping[str, tuple[int, int]],
     fills: Mapping[str, Any],
     masked_reductions: frozenset[str] = frozenset(),
+    where: str | None = None,
 ) -> LaunchPlan:
     tile = spec.tile_map
-    err: dict[str, Any] = dict(kernel=spec.name, where=spec.location, bindings=dict(sizes))
+    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location, bindings=dict(sizes))
     tiled = [name for name in spec.dim_names() if name in tile]
     grid = tuple(hw.cdiv(sizes[n], extents[n][0]) for n in tiled) or (1,)
     grid_names = tuple(tiled) or ("_",)

@@ -121,6 +121,16 @@ def build_spec(
     kname = name or getattr(fn, "__name__", "kernel")
     where = source_location(fn)
     err: dict[str, Any] = dict(kernel=kname, where=where)
+    if not isinstance(tile, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in tile.items()
+    ):
+        raise TilingError(
+            "tile= must map dim names to constant names",
+            **err,
+            expected='a dict such as {"M": "BM"}, with BM a keyword-only sk.Const[int] parameter',
+            actual=repr(tile),
+            fix='write tile={"M": "BM"} and declare `BM: sk.Const[int] = 64`',
+        )
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:  # unresolvable forward references and the like
@@ -168,6 +178,7 @@ def build_spec(
             fix='add at least one operand, e.g. `x: Float[Array, "M N"]`',
         )
     results, result_is_tuple = _result_specs(hints.get("return"), err)
+    _check_derivable(operands, results, err)
     rows, cols = _frame(operands, results, err)
     _check_tiling(tile, operands, results, consts, err)
     return KernelSpec(
@@ -243,6 +254,10 @@ def check_const_value(
 def _type_name(hint: Any) -> str:
     if hint is None:
         return "no annotation"
+    if typing.get_origin(hint) is Annotated:
+        base, *marks = typing.get_args(hint)
+        if any(isinstance(m, _ConstMarker) for m in marks):
+            return f"sk.Const[{_type_name(base)}]"
     return getattr(hint, "__name__", None) or repr(hint)
 
 
@@ -321,6 +336,24 @@ def _result_specs(hint: Any, err: dict[str, Any]) -> tuple[list[OperandSpec], bo
     return [_array_spec("result", hint, err, role="result")], False
 
 
+def _check_derivable(
+    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
+) -> None:
+    operand_dims = {d for o in operands for d in o.dims}
+    for result in results:
+        for dim in result.dims:
+            if dim not in operand_dims:
+                raise AnnotationError(
+                    f"{result.name} dim {dim} cannot be derived from the operands",
+                    **err,
+                    operand=result.name,
+                    dim=dim,
+                    expected=f"a dim among {', '.join(sorted(operand_dims))}",
+                    actual=repr(dim),
+                    fix="every result dim must be an operand dim, so its size is known at the call",
+                )
+
+
 def _frame(
     operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
 ) -> tuple[str, str | None]:
@@ -397,17 +430,6 @@ def _check_tiling(
                 fix=f"annotate `{const_name}: sk.Const[int]`",
             )
     for result in results:
-        for dim in result.dims:
-            if dim not in operand_dims:
-                raise AnnotationError(
-                    f"{result.name} dim {dim} cannot be derived from the operands",
-                    **err,
-                    operand=result.name,
-                    dim=dim,
-                    expected=f"a dim among {', '.join(sorted(operand_dims))}",
-                    actual=repr(dim),
-                    fix="every result dim must be an operand dim, so its size is known at the call",
-                )
         missing = [d for d in tile if d not in result.dims]
         if missing:
             raise TilingError(

@@ -68,7 +68,7 @@ REDUCTIONS = {
     "reduce_min": "lax.reduce_min",
 }
 SHAPE_ONLY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p"}
-OTHER = {"integer_pow", "square", "convert_element_type", "select_n", "clamp"}
+OTHER = {"integer_pow", "square", "convert_element_type", "select_n", "clamp", "round"}
 SUPPORTED = frozenset(UNARY) | frozenset(BINARY) | frozenset(REDUCTIONS) | SHAPE_ONLY | OTHER
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
@@ -84,9 +84,14 @@ _HINTS: dict[str, tuple[str, str]] = {
     "argmax": ("jnp.argmax", "compute the index outside the kernel, or compare with a max"),
     "argmin": ("jnp.argmin", "compute the index outside the kernel, or compare with a min"),
     "pow": ("x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"),
-    "floor": ("jnp.floor", "use x - lax.rem(x, 1.0) with a sign correction, or cast to int"),
-    "ceil": ("jnp.ceil", "compute it outside the kernel"),
-    "round": ("jnp.round", "compute it outside the kernel"),
+    "floor": (
+        "jnp.floor",
+        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
+    ),
+    "ceil": (
+        "jnp.ceil",
+        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
+    ),
     "log1p": ("jnp.log1p", "use jnp.log(1 + x)"),
     "expm1": ("jnp.expm1", "use jnp.exp(x) - 1"),
     "iota": ("jnp.arange / lax.iota", "use sk.dim for sizes; position masks are built for you"),
@@ -269,7 +274,7 @@ class _Translator:
                 eqn,
                 "the body takes a floating-point remainder (%, jnp.mod, jnp.fmod, lax.rem), "
                 "which Mosaic GPU cannot lower",
-                "use x - y * jnp.round(x / y) or take the remainder of integers",
+                "compute it outside the kernel, or take the remainder of integers",
             )
         args = [
             self._as_kind(a, kind) if self._kind(a) != SCALAR else self._src(a) for a in eqn.inputs
@@ -285,6 +290,9 @@ class _Translator:
             expr = f"lax.mul({args[0]}, {args[0]})"
         elif prim == "convert_element_type":
             expr = f"lax.convert_element_type({args[0]}, {dtype_source(str(np.dtype(eqn.param('new_dtype'))))})"
+        elif prim == "round":
+            method = int(eqn.param("rounding_method"))
+            expr = f"lax.round({args[0]}, lax.RoundingMethod({method}))"
         elif prim == "select_n":
             expr = f"lax.select_n({', '.join(args)})"
         else:  # clamp(lo, x, hi)

@@ -1,2 +1,0 @@
-import os
-x: int = "a"
