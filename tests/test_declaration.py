@@ -1145,6 +1145,7 @@ _CALL_ERRORS = [
     sk.PlanError,
     sk.OverrideError,
     sk.BackendError,
+    sk.NotDifferentiableError,
 ]
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "DeclarationError",
     "DtypeError",
     "HardwareLimitError",
+    "NotDifferentiableError",
     "OperandError",
     "OverrideError",
     "PlanError",
@@ -147,6 +148,10 @@ class PlanError(CallError):
 
 class OverrideError(CallError):
     """A per-call or bound constant override is unknown, mistyped or breaks a hardware rule."""
+
+
+class NotDifferentiableError(CallError):
+    """A kernel was differentiated; generated kernels have no derivative rule."""
 
 
 class BackendError(CallError):

@@ -16,12 +16,13 @@ import jax
 
 from . import _hardware as hw
 from ._backend import default_backend, resolve_backend
-from ._binding import Binding, bind, bind_consts, call_site
+from ._binding import bind, bind_consts, call_site
 from ._body import BodyTrace, check_outputs, trace_body
 from ._codegen import generate_source
 from ._errors import (
     BackendError,
     HardwareLimitError,
+    NotDifferentiableError,
     PlanError,
     SharedMemoryError,
     StaticKernelError,
@@ -190,7 +191,7 @@ class Kernel[**P, R]:
             spec, sizes, dtypes, consts, chosen, extents, fills, translation.masks, where
         )
         source = generate_source(plan, translation)
-        fn = _execute(source, spec.name, binding)
+        fn = _execute(source, spec.name, spec.location)
         return Specialization(plan, source, fn, trace)
 
 
@@ -240,14 +241,36 @@ def _translate(
 _SOURCE_COUNTER = iter(range(1 << 62))
 
 
-def _execute(source: str, name: str, binding: Binding) -> Callable[..., Any]:
-    """Runs the generated module and returns its kernel function."""
+def _execute(source: str, name: str, where: str) -> Callable[..., Any]:
+    """Runs the generated module and returns its kernel function, guarded against autodiff.
+
+    The guard adds no computation: it only turns JAX's "no differentiation rule" failure into
+    a statickernel error, and the outer jit keeps the call on JAX's fast dispatch path.
+    """
     filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
     # Registering the text lets tracebacks and JAX's source info show the generated lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {"__name__": f"statickernel_generated_{name}"}
     exec(compile(source, filename, "exec"), namespace)
-    return namespace[name]
+    generated = namespace[name]
+
+    @jax.custom_jvp
+    def guarded(*args: Any) -> Any:
+        return generated(*args)
+
+    @guarded.defjvp
+    def _no_derivative(primals: Any, tangents: Any) -> Any:
+        raise NotDifferentiableError(
+            "it was differentiated, but Mosaic GPU kernels have no derivative rule",
+            kernel=name,
+            where=call_site() or where,
+            expected="a kernel used outside jax.grad, jax.jvp and jax.vjp",
+            actual="a differentiation transform",
+            fix="differentiate the kernel's reference (kernel.reference) instead, or wrap the "
+            "kernel in jax.custom_vjp with a backward pass of your own",
+        )
+
+    return jax.jit(guarded)
 
 
 # --- the declaration-time check ---------------------------------------------------------------

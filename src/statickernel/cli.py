@@ -1,0 +1,528 @@
+"""The `statickernel` command line: check, plan, emit and test kernels from the shell.
+
+    statickernel check examples --lower
+    statickernel plan examples/softmax.py:softmax --arg x=float32[1000,100]
+    statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] -o softmax_pallas.py
+    statickernel test examples
+
+Exit codes: 0 when everything passed, 1 when a check or test failed (or statickernel refused a
+kernel or its operands), 2 for a usage error. A statickernel error prints as its message; pass
+`--traceback` for the full traceback.
+"""
+
+import argparse
+import ast
+import dataclasses
+import pathlib
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from . import testing
+from ._backend import BACKENDS, default_backend
+from ._discover import FoundKernel, ModuleResult, TargetError, discover, load_target
+from ._errors import StaticKernelError
+from ._kernel import Kernel, Specialization
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+PROG = "statickernel"
+# Non-statickernel errors (from jax, say) can be pages long; show their head only.
+_MAX_ERROR_LINES = 20
+_DTYPE_ALIASES = {
+    "f32": "float32",
+    "bf16": "bfloat16",
+    "f16": "float16",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+}
+_ARG_PATTERN = re.compile(
+    r"^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>\s*\d+\s*(?:,\s*\d+\s*)*)\]\s*$"
+)
+_CONST_PATTERN = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*=(?P<value>.+)$")
+
+
+class UsageError(Exception):
+    """The command line asks for something malformed or missing; exits with code 2."""
+
+
+# --- parsing operands and constants -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandArg:
+    """One `--arg NAME=DTYPE[D0,D1,...]`."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def struct(self) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(self.shape, jnp.dtype(self.dtype))
+
+
+def parse_operand(text: str) -> OperandArg:
+    match = _ARG_PATTERN.match(text)
+    if match is None:
+        raise UsageError(
+            f"--arg {text!r} is not NAME=DTYPE[D0,D1,...]; for example --arg x=float32[1000,100]"
+        )
+    dtype = _DTYPE_ALIASES.get(match["dtype"], match["dtype"])
+    try:
+        dtype = jnp.dtype(dtype).name
+    except TypeError:
+        raise UsageError(
+            f"--arg {text!r}: {match['dtype']!r} is not a dtype; use e.g. float32, bfloat16, "
+            "float16 or int32"
+        ) from None
+    shape = tuple(int(n) for n in match["dims"].split(","))
+    return OperandArg(match["name"], dtype, shape)
+
+
+def parse_const(text: str) -> tuple[str, Any]:
+    match = _CONST_PATTERN.match(text)
+    try:
+        value = ast.literal_eval(match["value"].strip()) if match else None
+    except (ValueError, SyntaxError):
+        value = None
+    if match is None or value is None:
+        raise UsageError(
+            f"--const {text!r} is not NAME=VALUE with a Python literal value; for example "
+            "--const BM=128 or --const eps=1e-6"
+        )
+    return match["name"], value
+
+
+def operand_structs(kernel: Kernel, texts: Sequence[str]) -> tuple[jax.ShapeDtypeStruct, ...]:
+    """The `--arg`s as one ShapeDtypeStruct per operand, in the kernel's order."""
+    spec = kernel.spec
+    names = [o.name for o in spec.operands]
+    given: dict[str, OperandArg] = {}
+    for text in texts:
+        arg = parse_operand(text)
+        if arg.name not in names:
+            raise UsageError(
+                f"--arg {arg.name}: `{spec.name}` has no operand {arg.name!r}; its operands are "
+                + ", ".join(names)
+            )
+        if arg.name in given:
+            raise UsageError(f"--arg {arg.name} is given twice")
+        given[arg.name] = arg
+    missing = [o for o in spec.operands if o.name not in given]
+    if missing:
+        examples = " ".join(f"--arg {o.name}={o.dtypes[0]}[{','.join(o.dims)}]" for o in missing)
+        raise UsageError(
+            f"`{spec.name}` needs every operand: missing {', '.join(o.name for o in missing)} "
+            f"(give e.g. {examples}, with sizes for the dims)"
+        )
+    return tuple(given[n].struct for n in names)
+
+
+def _consts(texts: Sequence[str]) -> dict[str, Any]:
+    return dict(parse_const(t) for t in texts)
+
+
+def _target(text: str) -> tuple[str, Kernel]:
+    try:
+        return load_target(text)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+# --- output helpers ---------------------------------------------------------------------------
+
+
+def _error_text(exc: BaseException, full: bool) -> str:
+    """A statickernel error's own message; otherwise the exception, shortened unless `full`."""
+    if full:
+        return "".join(traceback.format_exception(exc)).rstrip()
+    if isinstance(exc, StaticKernelError):
+        return str(exc)
+    lines = f"{type(exc).__name__}: {exc}".rstrip().splitlines()
+    if len(lines) > _MAX_ERROR_LINES:
+        hidden = len(lines) - _MAX_ERROR_LINES
+        lines = [*lines[:_MAX_ERROR_LINES], f"... ({hidden} more lines; see --traceback)"]
+    return "\n".join(lines)
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return prefix + text.replace("\n", "\n" + prefix)
+
+
+def _progress(text: str) -> None:
+    print(text, end="", file=sys.stderr, flush=True)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def _discover(paths: Sequence[str]) -> list[ModuleResult]:
+    try:
+        return discover(paths)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    modules = _discover(args.paths)
+    ok = failed = kernels = 0
+    for module in modules:
+        if module.error is not None:
+            failed += 1
+            print(f"✗ {module.source}: import failed", flush=True)
+            print(_indent(_error_text(module.error, args.traceback)), flush=True)
+            continue
+        if not module.kernels:
+            print(f"- {module.source}: no kernels", flush=True)
+        for found in module.kernels:
+            kernels += 1
+            passed, detail = _check_kernel(found, args.lower, args.traceback)
+            ok += passed
+            failed += not passed
+            print(f"{'✓' if passed else '✗'} {found.location}  {found.name}{detail}", flush=True)
+    if not modules:
+        print(f"no Python modules found under {', '.join(args.paths)}")
+        return EXIT_FAILED
+    summary = f"{ok} ✓, {failed} ✗ ({_plural(kernels, 'kernel')} in {_plural(len(modules), 'module')})"
+    print(summary)
+    return EXIT_OK if failed == 0 and kernels else EXIT_FAILED
+
+
+def _check_kernel(found: FoundKernel, lower: bool, full: bool) -> tuple[bool, str]:
+    """(passed, text after the kernel's name). Declaring it ran the import-time checks."""
+    if not lower:
+        return True, ""
+    cases = testing.probe_cases(found.kernel)
+    for case in cases:
+        try:
+            found.kernel.lower(*case.structs())
+        except Exception as exc:  # reported against the probe, then the next kernel runs
+            return False, f": lowering failed at {case.describe()}\n" + _indent(
+                _error_text(exc, full)
+            )
+    return True, f"  (lowers for Mosaic GPU at {_plural(len(cases), 'probe')})"
+
+
+def _specialize(args: argparse.Namespace) -> tuple[Kernel, Specialization]:
+    _, kernel = _target(args.target)
+    structs = operand_structs(kernel, args.arg)
+    try:
+        return kernel, kernel.specialize(*structs, backend=args.backend, **_consts(args.const))
+    except StaticKernelError as exc:
+        _point_at_declaration(exc, kernel)
+        raise
+
+
+def _point_at_declaration(exc: StaticKernelError, kernel: Kernel) -> None:
+    """A call from the command line has no user line; say where the kernel is declared."""
+    where = exc.where or ""
+    launcher = pathlib.Path(sys.argv[0]).name if sys.argv else ""
+    if not where or where.startswith("<") or (launcher and launcher in where):
+        exc.where = f"{kernel.spec.location} (the kernel; its operands came from --arg)"
+        exc.args = (exc._render(),)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    _, entry = _specialize(args)
+    print(entry.plan)
+    return EXIT_OK
+
+
+def cmd_emit(args: argparse.Namespace) -> int:
+    _, entry = _specialize(args)
+    source = entry.source
+    if args.output is None:
+        sys.stdout.write(source)
+        return EXIT_OK
+    output = pathlib.Path(args.output)
+    try:
+        output.write_text(source, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"-o {args.output}: cannot write it ({exc.strerror})") from None
+    print(f"wrote {output} ({_plural(source.count(chr(10)), 'line')})", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    found: list[FoundKernel] = []
+    failed_imports: list[ModuleResult] = []
+    for item in args.targets:
+        if ":" in item and not pathlib.Path(item).exists():
+            name, kernel = _target(item)
+            found.append(FoundKernel(name.rpartition(":")[2], kernel))
+            continue
+        for module in _discover([item]):
+            if module.error is not None:
+                failed_imports.append(module)
+            found.extend(module.kernels)
+    for module in failed_imports:
+        assert module.error is not None
+        print(f"✗ {module.source}: import failed", flush=True)
+        print(_indent(_error_text(module.error, args.traceback)), flush=True)
+    runnable = [f for f in found if f.kernel.reference is not None]
+    for f in found:
+        if f.kernel.reference is None:
+            print(f"- {f.location}  {f.name}: no reference declared, skipped", flush=True)
+    if args.dtype:
+        for f in runnable:  # fail early, before minutes of running, on a dtype no kernel allows
+            _probe_dtypes(f.kernel, args.dtype)
+    backend = args.backend or default_backend()
+    results: list[testing.CheckResult] = []
+    start = time.perf_counter()
+    for index, f in enumerate(runnable, 1):
+        results += _test_kernel(f, index, len(runnable), args, backend)
+    if results:
+        print(testing.format_results(results))
+    bad = sum(not r.passed for r in results)
+    print(
+        f"{len(results) - bad} ✓, {bad} ✗ ({_plural(len(results), 'case')} of "
+        f"{_plural(len(runnable), 'kernel')}, {time.perf_counter() - start:.1f} s)"
+        + (f"; {_plural(len(failed_imports), 'module')} failed to import" if failed_imports else "")
+    )
+    if not runnable and not failed_imports:
+        print("nothing to test: no kernel with a reference was found")
+        return EXIT_FAILED
+    return EXIT_OK if bad == 0 and not failed_imports else EXIT_FAILED
+
+
+def _probe_dtypes(kernel: Kernel, dtypes: Sequence[str]) -> list[tuple[str, ...]]:
+    try:
+        return testing.probe_dtypes(kernel, [_DTYPE_ALIASES.get(d, d) for d in dtypes])
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"--dtype: {exc}") from None
+
+
+def _test_kernel(
+    found: FoundKernel, index: int, total: int, args: argparse.Namespace, backend: str
+) -> list[testing.CheckResult]:
+    dtypes = [_DTYPE_ALIASES.get(d, d) for d in args.dtype] if args.dtype else None
+    cases = len(testing.probe_cases(found.kernel, dtypes=dtypes))
+    _progress(f"[{index}/{total}] {found.name} ({found.location}): {_plural(cases, 'case')} ")
+    start = time.perf_counter()
+
+    def report(result: testing.CheckResult) -> None:
+        _progress("." if result.passed else "F")
+
+    results = testing.run_checks(
+        found.kernel, dtypes=dtypes, backend=backend, seed=args.seed, on_result=report
+    )
+    _progress(f" {time.perf_counter() - start:.1f} s\n")
+    return results
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+_EPILOG = """\
+exit codes: 0 success, 1 a check or test failed (or statickernel refused the kernel),
+2 a usage error. Run `statickernel COMMAND --help` for each command's options.
+
+examples:
+  statickernel check examples --lower
+  statickernel plan examples/softmax.py:softmax --arg x=float32[1000,100]
+  statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] -o softmax_pallas.py
+  statickernel test examples
+"""
+
+_TARGET_HELP = (
+    "the kernel: path/to/file.py:NAME or package.module:NAME, "
+    "e.g. examples/softmax.py:softmax"
+)
+_ARG_HELP = (
+    "an operand's dtype and shape, NAME=DTYPE[D0,D1,...]; repeat it for every operand, "
+    "e.g. --arg x=float32[1000,100] --arg w=bfloat16[777]"
+)
+_CONST_HELP = "override a constant for this specialization, e.g. --const BM=128 --const eps=1e-6"
+_BACKEND_HELP = (
+    f"{' or '.join(BACKENDS)}; by default the kernel's, else mosaic_gpu on a machine with a "
+    "CUDA GPU and interpret elsewhere (or $STATICKERNEL_BACKEND), e.g. --backend interpret"
+)
+_TRACEBACK_HELP = "print the full traceback of an error instead of its message alone"
+
+
+def _command(
+    subparsers: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    summary: str,
+    examples: str,
+    common: argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _specialization_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    parser.add_argument(
+        "--arg", action="append", default=[], metavar="NAME=DTYPE[D0,...]", help=_ARG_HELP
+    )
+    parser.add_argument(
+        "--const", action="append", default=[], metavar="NAME=VALUE", help=_CONST_HELP
+    )
+    parser.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Check, plan, emit and test statickernel kernels (Pallas Mosaic GPU).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__} (jax {jax.__version__})"
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--traceback", action="store_true", help=_TRACEBACK_HELP)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    check = _command(
+        subparsers,
+        "check",
+        cmd_check,
+        "Import every module under the paths and list each kernel with ✓, or ✗ and its "
+        "declaration error at your line.",
+        "  statickernel check examples\n"
+        "  statickernel check examples/softmax.py mypkg.kernels --lower\n",
+        common,
+    )
+    check.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a Python file, a folder (searched recursively; files named _*.py or test_*.py "
+        "are skipped) or a module name, e.g. examples",
+    )
+    check.add_argument(
+        "--lower",
+        action="store_true",
+        help="also cross-lower each kernel for Mosaic GPU (CUDA) at probe shapes generated "
+        "from its tiling: aligned, ragged on each dim, smaller than one block; e.g. "
+        "statickernel check examples --lower",
+    )
+
+    plan = _command(
+        subparsers,
+        "plan",
+        cmd_plan,
+        "Print the launch plan of one specialization: grid, blocks, per-dim edge handling, "
+        "shared memory and fallbacks.",
+        "  statickernel plan examples/softmax.py:softmax --arg x=float32[1000,100]\n"
+        "  statickernel plan examples.add:add --arg x=bf16[300,1000] --arg y=bf16[300,1000] "
+        "--const BN=256\n",
+        common,
+    )
+    _specialization_options(plan)
+
+    emit = _command(
+        subparsers,
+        "emit",
+        cmd_emit,
+        "Print or write the standalone Pallas module of one specialization; it imports only "
+        "jax and numpy.",
+        "  statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100]\n"
+        "  statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] "
+        "--backend mosaic_gpu -o softmax_pallas.py\n",
+        common,
+    )
+    _specialization_options(emit)
+    emit.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="write the module to FILE instead of standard output, e.g. -o softmax_pallas.py",
+    )
+
+    test = _command(
+        subparsers,
+        "test",
+        cmd_test,
+        "Run each kernel that declares a reference against it, on random data at generated "
+        "probe shapes, and print a table of the errors.",
+        "  statickernel test examples\n"
+        "  statickernel test examples/softmax.py:softmax --dtype float16 --seed 1\n",
+        common,
+    )
+    test.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TARGET|PATH",
+        help="a kernel (path/to/file.py:NAME or package.module:NAME), a Python file, a folder "
+        "or a module name, e.g. examples or examples/softmax.py:softmax",
+    )
+    test.add_argument(
+        "--dtype",
+        action="append",
+        default=[],
+        metavar="DTYPE",
+        help="check in this dtype instead of float32 and bfloat16; repeatable, e.g. "
+        "--dtype float16",
+    )
+    test.add_argument(
+        "--seed", type=int, default=0, help="the random data's seed (default 0), e.g. --seed 1"
+    )
+    test.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
+    return parser
+
+
+def _robust_output() -> None:
+    # A terminal or pipe that cannot encode ✓ and ✗ gets a replacement, not a crash.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line and returns its exit code."""
+    _robust_output()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    where = f"{PROG} {args.command}"
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        print(f"{where}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StaticKernelError as exc:
+        print(f"{where}: {_error_text(exc, args.traceback)}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # e.g. the user's module raising on import
+        print(f"{where}: {_error_text(exc, args.traceback)}", file=sys.stderr)
+        if not args.traceback:
+            print("(run with --traceback for the full traceback)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
