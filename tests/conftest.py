@@ -15,10 +15,14 @@ if str(EXAMPLES_DIR) not in sys.path:
     sys.path.insert(0, str(EXAMPLES_DIR))
 
 # Every new (M, N) compiles a new specialization, so no example meets hypothesis' default
-# 200 ms deadline on the interpreter.
-settings.register_profile("ci", derandomize=True, max_examples=25, deadline=None, print_blob=True)
-settings.register_profile("dev", max_examples=25, deadline=None)
-settings.register_profile("thorough", max_examples=300, deadline=None)
+# 200 ms deadline on the interpreter. The profiles start from hypothesis' plain defaults, not
+# from the "ci" profile hypothesis itself loads when CI is set.
+_BASE = settings.get_profile("default")
+settings.register_profile(
+    "ci", _BASE, derandomize=True, max_examples=25, deadline=None, print_blob=True
+)
+settings.register_profile("dev", _BASE, max_examples=25, deadline=None)
+settings.register_profile("thorough", _BASE, max_examples=300, deadline=None)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 )

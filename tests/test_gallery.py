@@ -12,16 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from add import add
 from hypothesis import given
 from hypothesis import strategies as st
+
+import statickernel as sk
+from add import add
 from layernorm import layernorm
 from rmsnorm import rmsnorm
 from row_sum import row_sum
 from scale_bias import scale_bias
 from softmax import softmax
-
-import statickernel as sk
 
 F32 = jnp.dtype(jnp.float32)
 BF16 = jnp.dtype(jnp.bfloat16)
@@ -132,7 +132,7 @@ def test_declares_a_reference(name: str) -> None:
     kernel = KERNELS[name]
     assert isinstance(kernel, sk.Kernel)
     assert callable(kernel.reference)
-    assert kernel.__name__ == name
+    assert kernel.spec.name == name
 
 
 def test_row_sum_of_bf16_is_f32() -> None:

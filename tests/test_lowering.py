@@ -9,14 +9,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
+
+import statickernel as sk
 from add import add
 from layernorm import layernorm
 from rmsnorm import rmsnorm
 from row_sum import row_sum
 from scale_bias import scale_bias
 from softmax import softmax
-
-import statickernel as sk
 
 F32 = jnp.dtype(jnp.float32)
 BF16 = jnp.dtype(jnp.bfloat16)
@@ -136,6 +136,7 @@ def test_lower_refuses_whole_n_too_wide_for_shared_memory() -> None:
 
 @pytest.mark.xfail(
     strict=True,
+    raises=ValueError,
     reason="BUG: LaunchPlan.smem_bytes leaves out Mosaic GPU's 2 KiB reduction scratch and its "
     "1 KiB alignment of each SMEM buffer, so a plan under 227 KiB can fail to lower with a raw "
     "ValueError instead of sk.PlanError",

@@ -10,14 +10,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
+
+import statickernel as sk
 from add import add
 from layernorm import layernorm
 from rmsnorm import rmsnorm
 from row_sum import row_sum
 from scale_bias import scale_bias
 from softmax import softmax
-
-import statickernel as sk
 
 F32 = jnp.dtype(jnp.float32)
 BF16 = jnp.dtype(jnp.bfloat16)

@@ -11,7 +11,7 @@ import os
 
 from ._errors import BackendError
 
-__all__ = ["BACKENDS", "default_backend", "resolve_backend", "set_backend"]
+__all__ = ["BACKENDS", "default_backend", "has_cuda", "resolve_backend", "set_backend"]
 
 BACKENDS = ("mosaic_gpu", "interpret")
 ENV_VAR = "STATICKERNEL_BACKEND"
@@ -36,7 +36,7 @@ def set_backend(name: str | None) -> None:
 
 
 @functools.cache
-def _has_cuda() -> bool:
+def has_cuda() -> bool:
     import jax
 
     try:
@@ -52,7 +52,7 @@ def default_backend() -> str:
     env = os.environ.get(ENV_VAR)
     if env:
         return _check(env, f"environment variable {ENV_VAR}")
-    return "mosaic_gpu" if _has_cuda() else "interpret"
+    return "mosaic_gpu" if has_cuda() else "interpret"
 
 
 def resolve_backend(call: str | None, kernel: str | None) -> str:

@@ -14,6 +14,10 @@ WGMMA_COLS = 8
 # CUDA caps grid y and z at 65535; Pallas maps every grid axis but the last onto those.
 CUDA_GRID_YZ_MAX = 65535
 BARRIER_BYTES = 8
+# Mosaic GPU starts every shared-memory buffer on a 1 KiB boundary, and reserves 2 KiB of
+# scratch for cross-lane reductions.
+SMEM_BUFFER_ALIGN = 1024
+SMEM_RESERVED_BYTES = 2048
 # A copy moves a whole number of 128-byte chunks: one byte per thread of the warpgroup.
 COPY_BYTES_QUANTUM = 128
 

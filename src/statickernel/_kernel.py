@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 import jax
+from jax import core as jax_core
 
 from . import _hardware as hw
-from ._backend import default_backend, resolve_backend
+from ._backend import default_backend, has_cuda, resolve_backend
 from ._binding import bind, bind_consts, call_site
 from ._body import BodyTrace, check_outputs, trace_body
 from ._codegen import generate_source
@@ -51,6 +52,10 @@ class Specialization:
     fn: Callable[..., Any]
     trace: BodyTrace
 
+    @property
+    def interpreted(self) -> bool:
+        return self.plan.backend == "interpret"
+
 
 class Kernel[**P, R]:
     """A checked kernel declaration. Call it like the function it decorates."""
@@ -61,6 +66,7 @@ class Kernel[**P, R]:
         self.backend = backend
         self.reference = spec.reference
         self._cache: dict[Any, Specialization] = {}
+        self._by_consts: dict[Any, Specialization] = {}
         self._lock = threading.Lock()
         functools.update_wrapper(self, spec.fn)
 
@@ -82,7 +88,22 @@ class Kernel[**P, R]:
             key, entry = None, None
         if entry is None:
             entry = self._specialize(args, overrides, backend, key)
-        return entry.fn(*args)
+        if entry.interpreted:
+            return _run_interpreted(entry, args)
+        try:
+            return entry.fn(*args)
+        except ValueError:
+            if not has_cuda():
+                raise BackendError(
+                    "the mosaic_gpu backend needs a CUDA device, and this machine has none",
+                    kernel=self.spec.name,
+                    where=call_site(),
+                    expected="a machine with an NVIDIA Hopper GPU",
+                    actual=f"jax devices: {', '.join(d.platform for d in jax.devices())}",
+                    fix="use backend='interpret' here, or kernel.lower(...) to check that the "
+                    "kernel compiles for CUDA",
+                ) from None
+            raise
 
     def _specialize(
         self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None, key: Any
@@ -90,10 +111,28 @@ class Kernel[**P, R]:
         with self._lock:
             entry = self._cache.get(key) if key is not None else None
             if entry is None:
-                entry = self._build(args, overrides, backend)
+                # Overrides spelled differently (another order, an explicit default) share one
+                # specialization.
+                canonical = self._canonical_key(key, overrides, backend)
+                entry = self._by_consts.get(canonical) if canonical is not None else None
+                if entry is None:
+                    entry = self._build(args, overrides, backend)
                 if key is not None:
                     self._cache[key] = entry
+                if canonical is not None:
+                    self._by_consts[canonical] = entry
         return entry
+
+    def _canonical_key(self, key: Any, overrides: Mapping[str, Any], backend: str | None) -> Any:
+        if key is None:
+            return None
+        try:
+            consts = tuple(sorted({**self.consts, **overrides}.items()))
+            canonical = (key[0], consts, resolve_backend(backend, self.backend))
+            hash(canonical)
+        except (BackendError, TypeError):
+            return None
+        return canonical
 
     def specialize(
         self, *args: Any, backend: str | None = None, **overrides: Any
@@ -103,11 +142,11 @@ class Kernel[**P, R]:
             key = (
                 tuple((a.shape, a.dtype) for a in args),
                 tuple(overrides.items()),
-                resolve_backend(backend, self.backend),
+                backend or self.backend or default_backend(),
             )
+            entry = self._cache.get(key)
         except (AttributeError, TypeError):
-            key = None
-        entry = self._cache.get(key) if key is not None else None
+            key, entry = None, None
         return entry or self._specialize(args, overrides, backend, key)
 
     def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> LaunchPlan:
@@ -239,6 +278,16 @@ def _translate(
 
 
 _SOURCE_COUNTER = iter(range(1 << 62))
+# The Mosaic GPU interpreter keeps process-wide simulated memory, so two interpreted launches
+# must not overlap; compiled launches need no such lock.
+_INTERPRETER_LOCK = threading.Lock()
+
+
+def _run_interpreted(entry: Specialization, args: tuple[Any, ...]) -> Any:
+    if any(isinstance(a, jax_core.Tracer) for a in args):
+        return entry.fn(*args)  # inside jax.jit: this only traces, nothing runs yet
+    with _INTERPRETER_LOCK:
+        return jax.block_until_ready(entry.fn(*args))
 
 
 def _execute(source: str, name: str, where: str) -> Callable[..., Any]:

@@ -287,8 +287,8 @@ def smem_bytes(
         count = 1
         for d in op.dims:
             count *= extents[d][1]
-        total += count * hw.itemsize(dtypes[op.name])
-    return total + hw.BARRIER_BYTES * len(loaded)
+        total += hw.round_up(count * hw.itemsize(dtypes[op.name]), hw.SMEM_BUFFER_ALIGN)
+    return total + hw.BARRIER_BYTES * len(loaded) + hw.SMEM_RESERVED_BYTES
 
 
 def _smem_fix(
