@@ -134,13 +134,6 @@ def test_lower_refuses_whole_n_too_wide_for_shared_memory() -> None:
     assert info.value.bindings == {"M": 1000, "N": 2000}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="BUG: LaunchPlan.smem_bytes leaves out Mosaic GPU's 2 KiB reduction scratch and its "
-    "1 KiB alignment of each SMEM buffer, so a plan under 227 KiB can fail to lower with a raw "
-    "ValueError instead of sk.PlanError",
-)
 @pytest.mark.parametrize(
     ("name", "overrides"),
     [

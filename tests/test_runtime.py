@@ -293,13 +293,6 @@ def test_unhashable_override_in_a_call_is_an_override_error() -> None:
         softmax(rand(100, 100), BM=[64])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="BUG: Kernel.specialize (behind plan/emit/lower) looks the key up in the cache "
-    "outside its try block, so an unhashable override raises a bare TypeError instead of "
-    "the OverrideError a call raises",
-)
 @pytest.mark.parametrize("method", ["plan", "emit", "specialize", "lower"])
 def test_unhashable_override_in_plan_is_an_override_error(method: str) -> None:
     x = jax.ShapeDtypeStruct((100, 100), jnp.float32)
@@ -447,13 +440,6 @@ def test_unknown_backend_is_a_backend_error(call: Callable[[], Any]) -> None:
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="needs a machine without a CUDA device")
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="BUG: running on backend 'mosaic_gpu' without a CUDA device raises JAX's bare "
-    "ValueError('Only interpret mode is supported on CPU backend.') instead of "
-    "sk.BackendError ('the backend cannot run here')",
-)
 def test_mosaic_gpu_without_a_gpu_is_a_backend_error() -> None:
     with pytest.raises(sk.BackendError):
         softmax(rand(100, 100), backend="mosaic_gpu")
@@ -604,13 +590,6 @@ def test_concurrent_first_calls_build_each_specialization_once(builds: list[str]
     assert len(builds) == len(jobs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=jax.errors.JaxRuntimeError,
-    reason="BUG: concurrent calls on the interpret backend crash: the Mosaic GPU interpreter "
-    "keeps one global simulated shared memory, and statickernel does not serialize "
-    "interpreted launches (JaxRuntimeError: AssertionError in _allocate_buffer_for_all_threads)",
-)
 def test_concurrent_calls_in_the_interpreter() -> None:
     jobs = _thread_jobs()
     for kernel, args in jobs:  # build first: only the launches run at once
