@@ -91,8 +91,13 @@ pytest: $(STAMP)
 test: lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# The main job, through the command line: check and cross-lower the gallery, show the plan and
+# the generated Pallas source of softmax at a ragged shape, run every kernel against its reference.
 demo: $(STAMP)
-	$(PY) -m statickernel.demo
+	$(VENV)/bin/statickernel check examples --lower
+	$(VENV)/bin/statickernel plan examples/softmax.py:softmax --arg 'x=float32[1000,100]'
+	$(VENV)/bin/statickernel emit examples/softmax.py:softmax --arg 'x=float32[1000,100]'
+	$(VENV)/bin/statickernel test examples
 
 test-all:
 	$(MAKE) --no-print-directory test VENV=.venv JAX_VERSION=0.11.2

@@ -1,5 +1,6 @@
 """statickernel: typed Pallas Mosaic GPU kernels with static launches and exact edges."""
 
+from . import testing
 from ._backend import BACKENDS, default_backend, set_backend
 from ._body import Tile, dim, load
 from ._errors import (
@@ -66,4 +67,5 @@ __all__ = [
     "min",
     "set_backend",
     "sum",
+    "testing",
 ]

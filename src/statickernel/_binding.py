@@ -47,7 +47,12 @@ def call_site() -> str | None:
     package = __file__.rsplit("/", 1)[0]
     while frame is not None:
         path = frame.f_code.co_filename
-        if not path.startswith(package) and "/jax/" not in path and "/jaxtyping/" not in path:
+        if (
+            not path.startswith(package)
+            and not path.startswith("<frozen")
+            and "/jax/" not in path
+            and "/jaxtyping/" not in path
+        ):
             return f"{display_path(path)}:{frame.f_lineno}"
         frame = frame.f_back
     return None

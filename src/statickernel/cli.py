@@ -13,6 +13,7 @@ kernel or its operands), 2 for a usage error. A statickernel error prints as its
 import argparse
 import ast
 import dataclasses
+import os
 import pathlib
 import re
 import sys
@@ -77,7 +78,7 @@ def parse_operand(text: str) -> OperandArg:
     match = _ARG_PATTERN.match(text)
     if match is None:
         raise UsageError(
-            f"--arg {text!r} is not NAME=DTYPE[D0,D1,...]; for example --arg x=float32[1000,100]"
+            f"--arg {text!r} is not NAME=DTYPE[D0,D1,...]; for example --arg x=float32[1000,777]"
         )
     dtype = _DTYPE_ALIASES.get(match["dtype"], match["dtype"])
     try:
@@ -161,6 +162,12 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return prefix + text.replace("\n", "\n" + prefix)
 
 
+def _print_import_failure(source: str, error: BaseException, full: bool) -> None:
+    what = "declaration error" if isinstance(error, StaticKernelError) else "import failed"
+    print(f"✗ {source}: {what}", flush=True)
+    print(_indent(_error_text(error, full)), flush=True)
+
+
 def _progress(text: str) -> None:
     print(text, end="", file=sys.stderr, flush=True)
 
@@ -185,8 +192,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for module in modules:
         if module.error is not None:
             failed += 1
-            print(f"✗ {module.source}: import failed", flush=True)
-            print(_indent(_error_text(module.error, args.traceback)), flush=True)
+            _print_import_failure(module.source, module.error, args.traceback)
             continue
         if not module.kernels:
             print(f"- {module.source}: no kernels", flush=True)
@@ -196,12 +202,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             ok += passed
             failed += not passed
             print(f"{'✓' if passed else '✗'} {found.location}  {found.name}{detail}", flush=True)
-    if not modules:
-        print(f"no Python modules found under {', '.join(args.paths)}")
+    if not kernels and not failed:
+        print(f"no kernels found under {', '.join(args.paths)}")
         return EXIT_FAILED
-    summary = f"{ok} ✓, {failed} ✗ ({_plural(kernels, 'kernel')} in {_plural(len(modules), 'module')})"
-    print(summary)
-    return EXIT_OK if failed == 0 and kernels else EXIT_FAILED
+    kernel_count = f"{_plural(kernels, 'kernel')} in {_plural(len(modules), 'module')}"
+    print(f"{ok} ✓, {failed} ✗ ({kernel_count})")
+    return EXIT_OK if failed == 0 else EXIT_FAILED
 
 
 def _check_kernel(found: FoundKernel, lower: bool, full: bool) -> tuple[bool, str]:
@@ -216,37 +222,39 @@ def _check_kernel(found: FoundKernel, lower: bool, full: bool) -> tuple[bool, st
             return False, f": lowering failed at {case.describe()}\n" + _indent(
                 _error_text(exc, full)
             )
-    return True, f"  (lowers for Mosaic GPU at {_plural(len(cases), 'probe')})"
+    shapes = len({c.shapes for c in cases})
+    dtypes = ", ".join(dict.fromkeys(d for c in cases for d in c.dtypes))
+    return True, f"  (lowered for Mosaic GPU at {_plural(shapes, 'probe shape')} in {dtypes})"
 
 
-def _specialize(args: argparse.Namespace) -> tuple[Kernel, Specialization]:
+def _specialize(args: argparse.Namespace) -> Specialization:
     _, kernel = _target(args.target)
     structs = operand_structs(kernel, args.arg)
+    consts = _consts(args.const)
     try:
-        return kernel, kernel.specialize(*structs, backend=args.backend, **_consts(args.const))
+        return kernel.specialize(*structs, backend=args.backend, **consts)
     except StaticKernelError as exc:
         _point_at_declaration(exc, kernel)
         raise
 
 
 def _point_at_declaration(exc: StaticKernelError, kernel: Kernel) -> None:
-    """A call from the command line has no user line; say where the kernel is declared."""
-    where = exc.where or ""
-    launcher = pathlib.Path(sys.argv[0]).name if sys.argv else ""
-    if not where or where.startswith("<") or (launcher and launcher in where):
+    """A call from the command line has no line of the user's to show: the frame that called
+    statickernel is the launcher. Unless the error names a line of the kernel's own file (its
+    body), point at the declaration."""
+    kernel_file = kernel.spec.location.rpartition(":")[0]
+    if not (exc.where or "").startswith(f"{kernel_file}:"):
         exc.where = f"{kernel.spec.location} (the kernel; its operands came from --arg)"
-        exc.args = (exc._render(),)
+        exc.args = (exc._render(),)  # the message is rendered once, when the error is made
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    _, entry = _specialize(args)
-    print(entry.plan)
+    print(_specialize(args).plan)
     return EXIT_OK
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    _, entry = _specialize(args)
-    source = entry.source
+    source = _specialize(args).source
     if args.output is None:
         sys.stdout.write(source)
         return EXIT_OK
@@ -255,72 +263,98 @@ def cmd_emit(args: argparse.Namespace) -> int:
         output.write_text(source, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"-o {args.output}: cannot write it ({exc.strerror})") from None
-    print(f"wrote {output} ({_plural(source.count(chr(10)), 'line')})", file=sys.stderr)
+    print(f"wrote {output} ({_plural(len(source.splitlines()), 'line')})", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    found, failed_imports = _collect(args.targets)
+    for module in failed_imports:
+        assert module.error is not None
+        _print_import_failure(module.source, module.error, args.traceback)
+    runs = _runs(found, _dtype_names(args.dtype))
+    backend = args.backend or default_backend()
+    results: list[testing.CheckResult] = []
+    start = time.perf_counter()
+    for index, (f, dtypes) in enumerate(runs, 1):
+        results += _test_kernel(f, dtypes, f"[{index}/{len(runs)}]", args.seed, backend)
+    if results:
+        print(testing.format_results(results))
+    bad = sum(not r.passed for r in results)
+    print(
+        f"{len(results) - bad} ✓, {bad} ✗ ({_plural(len(results), 'case')} of "
+        f"{_plural(len(runs), 'kernel')}, {time.perf_counter() - start:.1f} s)"
+        + (f"; {_plural(len(failed_imports), 'module')} failed to import" if failed_imports else "")
+    )
+    if not runs and not failed_imports:
+        print("nothing to test: no kernel with a reference was found")
+        return EXIT_FAILED
+    return EXIT_OK if bad == 0 and not failed_imports else EXIT_FAILED
+
+
+def _collect(items: Sequence[str]) -> tuple[list[FoundKernel], list[ModuleResult]]:
+    """The kernels named by TARGETs or found under PATHs, and the modules that failed."""
     found: list[FoundKernel] = []
-    failed_imports: list[ModuleResult] = []
-    for item in args.targets:
+    failed: list[ModuleResult] = []
+    for item in items:
         if ":" in item and not pathlib.Path(item).exists():
             name, kernel = _target(item)
             found.append(FoundKernel(name.rpartition(":")[2], kernel))
             continue
         for module in _discover([item]):
             if module.error is not None:
-                failed_imports.append(module)
+                failed.append(module)
             found.extend(module.kernels)
-    for module in failed_imports:
-        assert module.error is not None
-        print(f"✗ {module.source}: import failed", flush=True)
-        print(_indent(_error_text(module.error, args.traceback)), flush=True)
-    runnable = [f for f in found if f.kernel.reference is not None]
+    return found, failed
+
+
+def _dtype_names(texts: Sequence[str]) -> list[str]:
+    names = []
+    for text in texts:
+        try:
+            names.append(jnp.dtype(_DTYPE_ALIASES.get(text, text)).name)
+        except TypeError:
+            raise UsageError(
+                f"--dtype {text!r} is not a dtype; use e.g. float32, bfloat16 or float16"
+            ) from None
+    return names
+
+
+def _runs(
+    found: Sequence[FoundKernel], dtypes: Sequence[str]
+) -> list[tuple[FoundKernel, list[str] | None]]:
+    """Each kernel to test with the --dtype values it allows (None: the default dtypes);
+    kernels with no reference, or allowing none of the --dtype values, are skipped."""
+    runs: list[tuple[FoundKernel, list[str] | None]] = []
     for f in found:
         if f.kernel.reference is None:
             print(f"- {f.location}  {f.name}: no reference declared, skipped", flush=True)
-    if args.dtype:
-        for f in runnable:  # fail early, before minutes of running, on a dtype no kernel allows
-            _probe_dtypes(f.kernel, args.dtype)
-    backend = args.backend or default_backend()
-    results: list[testing.CheckResult] = []
-    start = time.perf_counter()
-    for index, f in enumerate(runnable, 1):
-        results += _test_kernel(f, index, len(runnable), args, backend)
-    if results:
-        print(testing.format_results(results))
-    bad = sum(not r.passed for r in results)
-    print(
-        f"{len(results) - bad} ✓, {bad} ✗ ({_plural(len(results), 'case')} of "
-        f"{_plural(len(runnable), 'kernel')}, {time.perf_counter() - start:.1f} s)"
-        + (f"; {_plural(len(failed_imports), 'module')} failed to import" if failed_imports else "")
-    )
-    if not runnable and not failed_imports:
-        print("nothing to test: no kernel with a reference was found")
-        return EXIT_FAILED
-    return EXIT_OK if bad == 0 and not failed_imports else EXIT_FAILED
-
-
-def _probe_dtypes(kernel: Kernel, dtypes: Sequence[str]) -> list[tuple[str, ...]]:
-    try:
-        return testing.probe_dtypes(kernel, [_DTYPE_ALIASES.get(d, d) for d in dtypes])
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"--dtype: {exc}") from None
+            continue
+        allowed = {d for o in f.kernel.spec.operands for d in o.dtypes}
+        wanted = [d for d in dtypes if d in allowed]
+        if dtypes and not wanted:
+            print(
+                f"- {f.location}  {f.name}: allows none of {', '.join(dtypes)}, skipped", flush=True
+            )
+            continue
+        runs.append((f, wanted or None))
+    if dtypes and not runs and any(f.kernel.reference is not None for f in found):
+        raise UsageError(f"--dtype: no kernel found allows {', '.join(dtypes)}")
+    return runs
 
 
 def _test_kernel(
-    found: FoundKernel, index: int, total: int, args: argparse.Namespace, backend: str
+    found: FoundKernel, dtypes: list[str] | None, counter: str, seed: int, backend: str
 ) -> list[testing.CheckResult]:
-    dtypes = [_DTYPE_ALIASES.get(d, d) for d in args.dtype] if args.dtype else None
     cases = len(testing.probe_cases(found.kernel, dtypes=dtypes))
-    _progress(f"[{index}/{total}] {found.name} ({found.location}): {_plural(cases, 'case')} ")
+    _progress(f"{counter} {found.name} ({found.location}): {_plural(cases, 'case')} ")
     start = time.perf_counter()
 
     def report(result: testing.CheckResult) -> None:
         _progress("." if result.passed else "F")
 
     results = testing.run_checks(
-        found.kernel, dtypes=dtypes, backend=backend, seed=args.seed, on_result=report
+        found.kernel, dtypes=dtypes, backend=backend, seed=seed, on_result=report
     )
     _progress(f" {time.perf_counter() - start:.1f} s\n")
     return results
@@ -340,12 +374,11 @@ examples:
 """
 
 _TARGET_HELP = (
-    "the kernel: path/to/file.py:NAME or package.module:NAME, "
-    "e.g. examples/softmax.py:softmax"
+    "the kernel: path/to/file.py:NAME or package.module:NAME, e.g. examples/softmax.py:softmax"
 )
 _ARG_HELP = (
     "an operand's dtype and shape, NAME=DTYPE[D0,D1,...]; repeat it for every operand, "
-    "e.g. --arg x=float32[1000,100] --arg w=bfloat16[777]"
+    "e.g. --arg x=float32[1000,777] --arg w=bfloat16[777]"
 )
 _CONST_HELP = "override a constant for this specialization, e.g. --const BM=128 --const eps=1e-6"
 _BACKEND_HELP = (
@@ -513,6 +546,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except StaticKernelError as exc:
         print(f"{where}: {_error_text(exc, args.traceback)}", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, and keep the interpreter's final
+        # flush from failing on the same pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)

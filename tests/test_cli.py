@@ -1,0 +1,348 @@
+"""The `statickernel` command line, run as the real console script in a subprocess.
+
+Exit codes: 0 success, 1 check or test failures (and errors statickernel raises), 2 usage
+errors. The slower paths (a full `test` of a folder) are left to `make demo`; the cheap usage
+errors are also checked in-process through `cli.main`, which the console script calls.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from add import add
+from softmax import softmax
+from statickernel import cli
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+_SCRIPT = shutil.which("statickernel", path=os.path.dirname(sys.executable))
+# The console script of this interpreter's environment; `python -m statickernel` otherwise.
+COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "statickernel"]
+
+GOOD_KERNEL = '''\
+"""A kernel that declares fine."""
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+import statickernel as sk
+
+
+@sk.kernel(tile={"M": "BM"}, reference=lambda x: x * 2)
+def double(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return sk.load(x) * 2
+'''
+
+BAD_KERNEL = '''\
+"""A kernel whose row block is not a multiple of 64."""
+
+from jaxtyping import Array, Float
+
+import statickernel as sk
+
+
+@sk.kernel(tile={"M": "BM"})
+def bad_block(x: Float[Array, "M N"], *, BM: sk.Const[int] = 100) -> Float[Array, "M N"]:
+    return sk.load(x)
+'''
+BAD_KERNEL_LINE = 8
+
+WRONG_REFERENCE = '''\
+"""A kernel whose reference computes something else."""
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+import statickernel as sk
+
+
+@sk.kernel(tile={"M": "BM"}, reference=lambda x: jnp.max(x, axis=1) + 1)
+def row_max(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " M"]:
+    return sk.max(sk.load(x), axis=1)
+'''
+
+
+def run(*args: str, cwd: pathlib.Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    return subprocess.run(
+        [*COMMAND, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def kernel_folder(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A folder with a good kernel module, a bad one in a subfolder, and files to skip."""
+    (tmp_path / "good.py").write_text(GOOD_KERNEL)
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "bad.py").write_text(BAD_KERNEL)
+    (tmp_path / "_private.py").write_text("raise RuntimeError('private modules are skipped')\n")
+    (tmp_path / "test_things.py").write_text("raise RuntimeError('test modules are skipped')\n")
+    return tmp_path
+
+
+# --- check ------------------------------------------------------------------------------------
+
+
+def test_check_examples_lists_every_kernel() -> None:
+    done = run("check", "examples")
+    assert done.returncode == 0, done.stderr
+    for name, line in [("add", 14), ("softmax", 14), ("layernorm", 20), ("row_sum", 14)]:
+        assert f"✓ examples/{name}.py:{line}  {name}" in done.stdout
+    assert "6 ✓, 0 ✗" in done.stdout
+
+
+def test_check_reports_a_bad_module_and_goes_on(kernel_folder: pathlib.Path) -> None:
+    done = run("check", ".", cwd=kernel_folder)
+    assert done.returncode == 1
+    assert "✓ good.py:9  double" in done.stdout
+    assert "✗ nested/bad.py: declaration error" in done.stdout
+    assert f"at:       nested/bad.py:{BAD_KERNEL_LINE}" in done.stdout
+    assert "not a multiple of 64" in done.stdout
+    assert "private modules" not in done.stdout + done.stderr
+    assert "test modules" not in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_check_lower_cross_lowers_at_probe_shapes(kernel_folder: pathlib.Path) -> None:
+    done = run("check", "good.py", "--lower", cwd=kernel_folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # aligned, ragged M, ragged N (whole), smaller than one block; in float32 and bfloat16
+    lowered = "(lowered for Mosaic GPU at 4 probe shapes in float32, bfloat16)"
+    assert f"✓ good.py:9  double  {lowered}" in done.stdout
+
+
+def test_check_missing_path_is_a_usage_error() -> None:
+    assert cli.main(["check", "no/such/folder"]) == cli.EXIT_USAGE
+
+
+# --- plan -------------------------------------------------------------------------------------
+
+
+def test_plan_prints_edges_per_dim() -> None:
+    done = run(
+        "plan", "examples/add.py:add", "--arg", "x=float32[1000,777]", "--arg", "y=f32[1000,777]"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "grid: (16, 7) over (M, N)" in done.stdout
+    assert "N=777" in done.stdout and "ragged (777 % 128 = 9): masked" in done.stdout
+    assert "fallback" in done.stdout  # 777 f32 columns are not TMA-addressable
+    assert "smem:" in done.stdout
+
+
+def test_plan_takes_a_module_target_and_constants(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(
+        ["plan", "softmax:softmax", "--arg", "x=bfloat16[1000,100]", "--const", "BM=128"]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "BM=128" in out and "grid: (8,)" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--arg", "x=float32(10,10)"], "is not NAME=DTYPE[D0,D1,...]"),
+        (["--arg", "x=floaty[10,10]"], "is not a dtype"),
+        (["--arg", "x=float32[10,10]", "--arg", "z=float32[3]"], "has no operand 'z'"),
+        (["--arg", "x=float32[10,10]", "--arg", "x=float32[10,10]"], "given twice"),
+        ([], "missing x"),
+        (["--arg", "x=float32[10,10]", "--const", "BM=64.0.0"], "is not NAME=VALUE"),
+    ],
+)
+def test_plan_usage_errors(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["plan", "examples/softmax.py:softmax", *args]) == cli.EXIT_USAGE
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("examples/softmax.py", "not a kernel target"),
+        ("examples/nothing.py:softmax", "no such file"),
+        ("examples/softmax.py:nope", "no attribute 'nope' (its kernels: softmax)"),
+        ("examples/softmax.py:softmax_reference", "not a statickernel kernel"),
+        ("no_such_module_here:k", "no module named"),
+    ],
+)
+def test_bad_targets_are_usage_errors(
+    target: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["plan", target, "--arg", "x=float32[8,8]"]) == cli.EXIT_USAGE
+    assert message in capsys.readouterr().err
+
+
+def test_usage_error_exit_code_from_the_script() -> None:
+    done = run("plan", "examples/softmax.py:softmax", "--arg", "x=float32[10;10]")
+    assert done.returncode == 2
+    assert "statickernel plan: error: --arg" in done.stderr
+    assert run("frobnicate").returncode == 2  # argparse's own usage errors
+
+
+def test_statickernel_error_is_a_message_unless_traceback(kernel_folder: pathlib.Path) -> None:
+    args = ["plan", "nested/bad.py:bad_block", "--arg", "x=float32[64,64]"]
+    short = run(*args, cwd=kernel_folder)
+    assert short.returncode == 1
+    assert "not a multiple of 64" in short.stderr
+    assert f"nested/bad.py:{BAD_KERNEL_LINE}" in short.stderr
+    assert "Traceback" not in short.stderr
+    full = run(*args, "--traceback", cwd=kernel_folder)
+    assert full.returncode == 1
+    assert "Traceback (most recent call last)" in full.stderr
+    assert "HardwareLimitError" in full.stderr
+
+
+def test_call_errors_point_at_the_kernel(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["plan", "examples/softmax.py:softmax", "--arg", "x=float32[64,2000]"])
+    assert code == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "shared memory" in err
+    assert "at:       examples/softmax.py:14 (the kernel; its operands came from --arg)" in err
+
+
+# --- emit -------------------------------------------------------------------------------------
+
+
+def test_emit_prints_the_source_statickernel_runs() -> None:
+    done = run("emit", "examples/softmax.py:softmax", "--arg", "x=float32[1000,100]")
+    assert done.returncode == 0, done.stderr
+    x = jax.ShapeDtypeStruct((1000, 100), jnp.float32)
+    assert done.stdout == softmax.emit(x)
+
+
+def test_emit_writes_a_file(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "add_pallas.py"
+    done = run(
+        "emit",
+        "examples/add.py:add",
+        "--arg",
+        "x=bfloat16[300,1000]",
+        "--arg",
+        "y=bfloat16[300,1000]",
+        "--backend",
+        "mosaic_gpu",
+        "-o",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert f"wrote {out}" in done.stderr
+    x = jax.ShapeDtypeStruct((300, 1000), jnp.bfloat16)
+    assert out.read_text() == add.emit(x, x, backend="mosaic_gpu")
+    assert "INTERPRET = False" in out.read_text()
+
+
+def test_emit_to_an_unwritable_place_is_a_usage_error(tmp_path: pathlib.Path) -> None:
+    target = str(tmp_path / "missing" / "dir" / "k.py")
+    args = ["emit", "examples/softmax.py:softmax", "--arg", "x=float32[8,8]", "-o", target]
+    assert cli.main(args) == cli.EXIT_USAGE
+
+
+# --- test -------------------------------------------------------------------------------------
+
+
+def test_test_runs_a_kernel_against_its_reference() -> None:
+    done = run("test", "examples/softmax.py:softmax")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[1/1] softmax (examples/softmax.py:14): 8 cases" in done.stderr  # progress
+    header = done.stdout.splitlines()[0].split()
+    assert header[:3] == ["kernel", "probe", "shapes"]
+    assert "max abs error" in done.stdout and "tolerance" in done.stdout
+    for probe in ("aligned", "ragged M", "ragged N (whole)", "smaller than one block"):
+        assert probe in done.stdout
+    assert done.stdout.count("✓") == 8 + 1  # 8 rows and the summary
+    assert "8 ✓, 0 ✗" in done.stdout
+
+
+def test_test_fails_on_a_wrong_reference(kernel_folder: pathlib.Path) -> None:
+    (kernel_folder / "wrong.py").write_text(WRONG_REFERENCE)
+    done = run("test", ".", "--dtype", "float32", cwd=kernel_folder)
+    assert done.returncode == 1
+    assert "✗ nested/bad.py: declaration error" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("double", "row_max"))]
+    assert len(rows) == 8  # 4 probes each, float32 only
+    assert all(r.endswith("✓") for r in rows if r.startswith("double"))
+    assert all(r.endswith("✗") for r in rows if r.startswith("row_max"))
+    assert "4 ✓, 4 ✗" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("dtype", "message"),
+    [("int8", "no kernel found allows int8"), ("floaty", "'floaty' is not a dtype")],
+)
+def test_test_with_an_unusable_dtype_is_a_usage_error(
+    dtype: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["test", "examples/row_sum.py:row_sum", "--dtype", dtype]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_check_a_folder_without_kernels_fails(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "helpers.py").write_text("HELP = 1\n")
+    assert cli.main(["check", str(tmp_path)]) == cli.EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "helpers.py: no kernels" in out and "no kernels found" in out
+
+
+# --- help and entry points --------------------------------------------------------------------
+
+
+def test_help_documents_every_command_with_examples() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    for command in ("check", "plan", "emit", "test"):
+        assert command in done.stdout
+    assert "exit codes" in done.stdout and "examples:" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [
+        ("check", ["--lower", "--traceback", "PATH"]),
+        ("plan", ["--arg", "--const", "--backend", "--traceback", "TARGET"]),
+        ("emit", ["--arg", "--const", "--backend", "-o", "--traceback", "TARGET"]),
+        ("test", ["--dtype", "--seed", "--backend", "--traceback", "TARGET|PATH"]),
+    ],
+)
+def test_subcommand_help(
+    command: str, options: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "examples:" in text
+    for option in options:
+        assert option in text
+    # Every option's help carries an example.
+    helps = textwrap.dedent(text.split("options:", 1)[1].split("examples:", 1)[0])
+    for option in options:
+        if option.startswith("-") and option not in ("--traceback",):
+            assert "e.g." in helps.split(option, 1)[1].split("\n  -", 1)[0], option
+
+
+def test_python_dash_m_works() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "statickernel", "--version"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert done.stdout.startswith("statickernel ")
