@@ -51,10 +51,8 @@ class Specialization:
     source: str
     fn: Callable[..., Any]
     trace: BodyTrace
-
-    @property
-    def interpreted(self) -> bool:
-        return self.plan.backend == "interpret"
+    # Read on every call, so stored rather than derived from the plan each time.
+    interpreted: bool = False
 
 
 class Kernel[**P, R]:
@@ -231,7 +229,7 @@ class Kernel[**P, R]:
         )
         source = generate_source(plan, translation)
         fn = _execute(source, spec.name, spec.location)
-        return Specialization(plan, source, fn, trace)
+        return Specialization(plan, source, fn, trace, interpreted=chosen == "interpret")
 
 
 def _logical_blocks(
