@@ -343,3 +343,20 @@ def test_golden_files_cover_the_gallery() -> None:
     if not GOLDEN_DIR.is_dir():
         pytest.skip(f"no golden files for jax {jax.__version__}")
     assert sorted(p.stem for p in GOLDEN_DIR.glob("*.py")) == sorted(KERNELS)
+
+
+def test_emitted_source_is_already_formatted() -> None:
+    """The generated modules are a fixed point of the formatter: readable as written."""
+    ruff = pathlib.Path(sys.executable).with_name("ruff")
+    if not ruff.exists():
+        pytest.skip("ruff is not installed next to this interpreter")
+    if not GOLDEN_DIR.is_dir():
+        pytest.skip(f"no golden files for jax {jax.__version__}")
+    files = sorted(str(p) for p in GOLDEN_DIR.glob("*.py"))
+    result = subprocess.run(
+        [str(ruff), "format", "--check", "--isolated", "--line-length", "100", *files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -36,6 +36,63 @@ def generate_source(plan: LaunchPlan, translation: Translation) -> str:
     return gen.module()
 
 
+LINE_LIMIT = 100
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Splits a call's argument text at the commas that are not nested in brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _wrap(line: str) -> list[str]:
+    """Wraps a long generated line the way a formatter would: one argument per line for a
+    call or a def, and parentheses around any other long right-hand side."""
+    if len(line) <= LINE_LIMIT or line.lstrip().startswith("#"):
+        return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    body = line.strip()
+    comment = ""
+    if "  # " in body:
+        body, comment = body.split("  # ", 1)
+        comment = "  # " + comment
+    open_at = body.find("(")
+    head = body[: open_at + 1]
+    if open_at > 0 and body.endswith(("):", ")")) and _closes_at_end(body, open_at):
+        closing = "):" if body.endswith("):") else ")"
+        args = _split_top_level(body[open_at + 1 : len(body) - len(closing)])
+        inner = indent + "    "
+        return [indent + head, *[f"{inner}{a}," for a in args], indent + closing + comment]
+    if " = " in body:
+        target, value = body.split(" = ", 1)
+        return [f"{indent}{target} = (", f"{indent}    {value}", f"{indent}){comment}"]
+    return [line]
+
+
+def _closes_at_end(text: str, open_at: int) -> bool:
+    """True when the bracket opened at `open_at` closes at the end of the statement."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] in "([{":
+            depth += 1
+        elif text[i] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 :] in ("", ":")
+    return False
+
+
 class _Generator:
     def __init__(self, plan: LaunchPlan, translation: Translation):
         self.plan = plan
@@ -126,7 +183,9 @@ class _Generator:
             assert dim is not None
             offset = f" + {self._block_var(dim.name)} * {dim.extent}" if dim.tiled_by else ""
             iota = f"plgpu.broadcasted_iota(jnp.int32, {mshape}, {axis}, layout={_LAYOUT[kind]})"
-            lines.append(f"{name} = {iota}{offset} < {dim.size}")
+            index = name.replace("_ok", "_index")
+            lines.append(f"{index} = {iota}")
+            lines.append(f"{name} = {index}{offset} < {dim.size}")
         return lines
 
     def _fill_masks(self, op: OperandPlan) -> set[str]:
@@ -244,7 +303,7 @@ class _Generator:
             f"    _{plan.kernel}_block,",
             f"    out_type={out_type},",
             f"    grid={plan.grid},",
-            f"    grid_names=({names},),",
+            f"    grid_names=({names}{',' if len(plan.grid_names) == 1 else ''}),",
             "    scratch_types=[",
             *[f"        {s}," for s in scratch],
             "    ],",
@@ -315,7 +374,7 @@ class _Generator:
             "",
             *self.wrapper(),
         ]
-        return "\n".join(parts) + "\n"
+        return "\n".join(wrapped for line in parts for wrapped in _wrap(line)) + "\n"
 
 
 def _is_inf(value: object) -> bool:

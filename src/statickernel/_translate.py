@@ -145,8 +145,11 @@ def literal_source(value: object, dtype: str, weak_type: bool) -> str:
             text = "jnp.nan"
         elif math.isinf(number):
             text = "jnp.inf" if number > 0 else "-jnp.inf"
-        else:
+        elif weak_type:
             text = repr(number)
+        else:
+            # The shortest text that parses back to the same value in the literal's own dtype.
+            text = str(np.dtype(dtype).type(number))
     else:
         text = repr(number)
     return text if weak_type else f"{dtype_source(dtype)}({text})"

@@ -21,13 +21,23 @@ def _add_block(x_gmem, y_gmem, result_gmem, x_smem, y_smem, result_smem, x_barri
     block_M = lax.axis_index("M")
     block_N = lax.axis_index("N")
     # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)], x_smem, x_barrier)
-    plgpu.copy_gmem_to_smem(y_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)], y_smem, y_barrier)
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)],
+        x_smem,
+        x_barrier,
+    )
+    plgpu.copy_gmem_to_smem(
+        y_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)],
+        y_smem,
+        y_barrier,
+    )
     plgpu.barrier_wait(x_barrier)
     plgpu.barrier_wait(y_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    row_ok = plgpu.broadcasted_iota(jnp.int32, (64, 128), 0, layout=plgpu.Layout.WGMMA) + block_M * 64 < 100
-    col_ok = plgpu.broadcasted_iota(jnp.int32, (64, 128), 1, layout=plgpu.Layout.WGMMA) + block_N * 128 < 300
+    row_index = plgpu.broadcasted_iota(jnp.int32, (64, 128), 0, layout=plgpu.Layout.WGMMA)
+    row_ok = row_index + block_M * 64 < 100
+    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 128), 1, layout=plgpu.Layout.WGMMA)
+    col_ok = col_index + block_N * 128 < 300
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     x = jnp.where(row_ok & col_ok, x, jnp.float32(0))  # past the edge reads the fill
     y = plgpu.load(y_smem, layout=plgpu.Layout.WGMMA, optimized=False)
@@ -38,7 +48,10 @@ def _add_block(x_gmem, y_gmem, result_gmem, x_smem, y_smem, result_smem, x_barri
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
     result_smem[...] = v0
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(result_smem, result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)])
+    plgpu.copy_smem_to_gmem(
+        result_smem,
+        result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)],
+    )
     plgpu.wait_smem_to_gmem(0)
 
 
@@ -46,7 +59,7 @@ _launch = plgpu.kernel(
     _add_block,
     out_type=jax.ShapeDtypeStruct((100, 300), jnp.float32),
     grid=(2, 3),
-    grid_names=("M", "N",),
+    grid_names=("M", "N"),
     scratch_types=[
         plgpu.SMEM((64, 128), jnp.float32),
         plgpu.SMEM((64, 128), jnp.float32),

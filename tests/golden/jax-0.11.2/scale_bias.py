@@ -17,30 +17,54 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _scale_bias_block(x_gmem, bias_gmem, result_gmem, x_smem, bias_smem, result_smem, x_barrier, bias_barrier):
+def _scale_bias_block(
+    x_gmem,
+    bias_gmem,
+    result_gmem,
+    x_smem,
+    bias_smem,
+    result_smem,
+    x_barrier,
+    bias_barrier,
+):
     block_M = lax.axis_index("M")
     block_N = lax.axis_index("N")
     # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)], x_smem, x_barrier)
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)],
+        x_smem,
+        x_barrier,
+    )
     plgpu.copy_gmem_to_smem(bias_gmem.at[pl.ds(block_N * 128, 128)], bias_smem, bias_barrier)
     plgpu.barrier_wait(x_barrier)
     plgpu.barrier_wait(bias_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    row_ok = plgpu.broadcasted_iota(jnp.int32, (64, 128), 0, layout=plgpu.Layout.WGMMA) + block_M * 64 < 100
-    col_ok = plgpu.broadcasted_iota(jnp.int32, (64, 128), 1, layout=plgpu.Layout.WGMMA) + block_N * 128 < 300
-    col_ok_vec = plgpu.broadcasted_iota(jnp.int32, (128,), 0, layout=plgpu.Layout.WGMMA.reduce(0)) + block_N * 128 < 300
+    row_index = plgpu.broadcasted_iota(jnp.int32, (64, 128), 0, layout=plgpu.Layout.WGMMA)
+    row_ok = row_index + block_M * 64 < 100
+    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 128), 1, layout=plgpu.Layout.WGMMA)
+    col_ok = col_index + block_N * 128 < 300
+    col_index_vec = plgpu.broadcasted_iota(
+        jnp.int32,
+        (128,),
+        0,
+        layout=plgpu.Layout.WGMMA.reduce(0),
+    )
+    col_ok_vec = col_index_vec + block_N * 128 < 300
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     x = jnp.where(row_ok & col_ok, x, jnp.bfloat16(0))  # past the edge reads the fill
     bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
     bias = jnp.where(col_ok_vec, bias, jnp.bfloat16(0))  # past the edge reads the fill
     # The kernel body, one statement per traced op.
     # examples/scale_bias.py:23: return sk.load(x) * scale + sk.load(bias)
-    v0 = lax.mul(x, jnp.bfloat16(2.0))
+    v0 = lax.mul(x, jnp.bfloat16(2))
     v2 = lax.add(v0, lax.broadcast_in_dim(bias, (64, 128), (1,)))
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
     result_smem[...] = v2
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(result_smem, result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)])
+    plgpu.copy_smem_to_gmem(
+        result_smem,
+        result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)],
+    )
     plgpu.wait_smem_to_gmem(0)
 
 
@@ -48,7 +72,7 @@ _launch = plgpu.kernel(
     _scale_bias_block,
     out_type=jax.ShapeDtypeStruct((100, 304), jnp.bfloat16),
     grid=(2, 3),
-    grid_names=("M", "N",),
+    grid_names=("M", "N"),
     scratch_types=[
         plgpu.SMEM((64, 128), jnp.bfloat16),
         plgpu.SMEM((128,), jnp.bfloat16),

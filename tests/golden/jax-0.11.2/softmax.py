@@ -23,11 +23,17 @@ def _softmax_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
     # the array's edge, where TMA reads zeros and drops writes.
     edge_start = lax.axis_index("M") * 0
     # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 104)], x_smem, x_barrier)
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 104)],
+        x_smem,
+        x_barrier,
+    )
     plgpu.barrier_wait(x_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    row_ok = plgpu.broadcasted_iota(jnp.int32, (64, 104), 0, layout=plgpu.Layout.WGMMA) + block_M * 64 < 100
-    col_ok = plgpu.broadcasted_iota(jnp.int32, (64, 104), 1, layout=plgpu.Layout.WGMMA) < 100
+    row_index = plgpu.broadcasted_iota(jnp.int32, (64, 104), 0, layout=plgpu.Layout.WGMMA)
+    row_ok = row_index + block_M * 64 < 100
+    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 104), 1, layout=plgpu.Layout.WGMMA)
+    col_ok = col_index < 100
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     x = jnp.where(row_ok & col_ok, x, jnp.float32(-jnp.inf))  # past the edge reads the fill
     # The kernel body, one statement per traced op.
@@ -41,7 +47,10 @@ def _softmax_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
     result_smem[...] = v6
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(result_smem, result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 104)])
+    plgpu.copy_smem_to_gmem(
+        result_smem,
+        result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 104)],
+    )
     plgpu.wait_smem_to_gmem(0)
 
 

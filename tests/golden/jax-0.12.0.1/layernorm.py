@@ -17,22 +17,46 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _layernorm_block(x_gmem, weight_gmem, bias_gmem, result_gmem, x_smem, weight_smem, bias_smem, result_smem, x_barrier, weight_barrier, bias_barrier):
+def _layernorm_block(
+    x_gmem,
+    weight_gmem,
+    bias_gmem,
+    result_gmem,
+    x_smem,
+    weight_smem,
+    bias_smem,
+    result_smem,
+    x_barrier,
+    weight_barrier,
+    bias_barrier,
+):
     block_M = lax.axis_index("M")
     # Blocks wider than a whole dim start at a traced zero: the box may extend past
     # the array's edge, where TMA reads zeros and drops writes.
     edge_start = lax.axis_index("M") * 0
     # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 160)], x_smem, x_barrier)
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 160)],
+        x_smem,
+        x_barrier,
+    )
     plgpu.copy_gmem_to_smem(weight_gmem.at[pl.ds(edge_start, 160)], weight_smem, weight_barrier)
     plgpu.copy_gmem_to_smem(bias_gmem.at[pl.ds(edge_start, 160)], bias_smem, bias_barrier)
     plgpu.barrier_wait(x_barrier)
     plgpu.barrier_wait(weight_barrier)
     plgpu.barrier_wait(bias_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    row_ok = plgpu.broadcasted_iota(jnp.int32, (64, 160), 0, layout=plgpu.Layout.WGMMA) + block_M * 64 < 100
-    col_ok = plgpu.broadcasted_iota(jnp.int32, (64, 160), 1, layout=plgpu.Layout.WGMMA) < 130
-    col_ok_vec = plgpu.broadcasted_iota(jnp.int32, (160,), 0, layout=plgpu.Layout.WGMMA.reduce(0)) < 130
+    row_index = plgpu.broadcasted_iota(jnp.int32, (64, 160), 0, layout=plgpu.Layout.WGMMA)
+    row_ok = row_index + block_M * 64 < 100
+    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 160), 1, layout=plgpu.Layout.WGMMA)
+    col_ok = col_index < 130
+    col_index_vec = plgpu.broadcasted_iota(
+        jnp.int32,
+        (160,),
+        0,
+        layout=plgpu.Layout.WGMMA.reduce(0),
+    )
+    col_ok_vec = col_index_vec < 130
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     x = jnp.where(row_ok & col_ok, x, jnp.float32(0))  # past the edge reads the fill
     weight = plgpu.load(weight_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
@@ -50,7 +74,7 @@ def _layernorm_block(x_gmem, weight_gmem, bias_gmem, result_gmem, x_smem, weight
     v7 = lax.div(v5, jnp.float32(130.0))
     # examples/layernorm.py:33: y = (v - mean) * jax.lax.rsqrt(var + eps)
     v8 = lax.sub(x, lax.broadcast_in_dim(v2, (64, 160), (0,)))
-    v9 = lax.add(v7, jnp.float32(9.999999747378752e-06))
+    v9 = lax.add(v7, jnp.float32(1e-05))
     v10 = lax.rsqrt(v9)
     v11 = lax.mul(v8, lax.broadcast_in_dim(v10, (64, 160), (0,)))
     # examples/layernorm.py:36: return (y * w + b).astype(x.dtype)
@@ -59,7 +83,10 @@ def _layernorm_block(x_gmem, weight_gmem, bias_gmem, result_gmem, x_smem, weight
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
     plgpu.store(result_smem, v15, optimized=False)
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(result_smem, result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 160)])
+    plgpu.copy_smem_to_gmem(
+        result_smem,
+        result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 160)],
+    )
     plgpu.wait_smem_to_gmem(0)
 
 

@@ -17,20 +17,41 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _rmsnorm_block(x_gmem, weight_gmem, result_gmem, x_smem, weight_smem, result_smem, x_barrier, weight_barrier):
+def _rmsnorm_block(
+    x_gmem,
+    weight_gmem,
+    result_gmem,
+    x_smem,
+    weight_smem,
+    result_smem,
+    x_barrier,
+    weight_barrier,
+):
     block_M = lax.axis_index("M")
     # Blocks wider than a whole dim start at a traced zero: the box may extend past
     # the array's edge, where TMA reads zeros and drops writes.
     edge_start = lax.axis_index("M") * 0
     # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 256)], x_smem, x_barrier)
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 256)],
+        x_smem,
+        x_barrier,
+    )
     plgpu.copy_gmem_to_smem(weight_gmem.at[pl.ds(edge_start, 256)], weight_smem, weight_barrier)
     plgpu.barrier_wait(x_barrier)
     plgpu.barrier_wait(weight_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    row_ok = plgpu.broadcasted_iota(jnp.int32, (64, 256), 0, layout=plgpu.Layout.WGMMA) + block_M * 64 < 100
-    col_ok = plgpu.broadcasted_iota(jnp.int32, (64, 256), 1, layout=plgpu.Layout.WGMMA) < 200
-    col_ok_vec = plgpu.broadcasted_iota(jnp.int32, (256,), 0, layout=plgpu.Layout.WGMMA.reduce(0)) < 200
+    row_index = plgpu.broadcasted_iota(jnp.int32, (64, 256), 0, layout=plgpu.Layout.WGMMA)
+    row_ok = row_index + block_M * 64 < 100
+    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 256), 1, layout=plgpu.Layout.WGMMA)
+    col_ok = col_index < 200
+    col_index_vec = plgpu.broadcasted_iota(
+        jnp.int32,
+        (256,),
+        0,
+        layout=plgpu.Layout.WGMMA.reduce(0),
+    )
+    col_ok_vec = col_index_vec < 200
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     x = jnp.where(row_ok & col_ok, x, jnp.bfloat16(0))  # past the edge reads the fill
     weight = plgpu.load(weight_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
@@ -42,7 +63,7 @@ def _rmsnorm_block(x_gmem, weight_gmem, result_gmem, x_smem, weight_smem, result
     v1 = lax.mul(v0, v0)
     v2 = lax.reduce_sum(jnp.where(col_ok, v1, 0.0), (1,))
     v4 = lax.div(v2, jnp.float32(200.0))
-    v5 = lax.add(v4, jnp.float32(9.999999974752427e-07))
+    v5 = lax.add(v4, jnp.float32(1e-06))
     v6 = lax.rsqrt(v5)
     # examples/rmsnorm.py:26: return (v * rms * sk.load(weight).astype(jnp.float32)).astype(x.dtype)
     v7 = lax.mul(v0, lax.broadcast_in_dim(v6, (64, 256), (0,)))
@@ -52,7 +73,10 @@ def _rmsnorm_block(x_gmem, weight_gmem, result_gmem, x_smem, weight_smem, result
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
     plgpu.store(result_smem, v11, optimized=False)
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(result_smem, result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 256)])
+    plgpu.copy_smem_to_gmem(
+        result_smem,
+        result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 256)],
+    )
     plgpu.wait_smem_to_gmem(0)
 
 
