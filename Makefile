@@ -20,7 +20,7 @@ PYTHON312 ?=
 CONSTRAINTS := constraints/jax-$(JAX_VERSION).txt
 STAMP := $(VENV)/.installed-$(JAX_VERSION)
 PY := $(VENV)/bin/python
-LINT_PATHS := $(wildcard src tests examples)
+LINT_PATHS := $(wildcard src tests examples bench)
 PIP_FLAGS := --disable-pip-version-check $(if $(CI),--progress-bar off,)
 
 # pyright (from PyPI) ships its own pyright JS bundle; it only needs a `node` binary.
@@ -52,7 +52,7 @@ if [ -z "$$py" ]; then \
 fi
 endef
 
-.PHONY: venv test pytest lint format demo test-all clean distclean
+.PHONY: venv test pytest lint format demo bench gpu-check-dry-run test-all clean distclean
 
 venv: $(STAMP)
 
@@ -98,6 +98,12 @@ demo: $(STAMP)
 	$(VENV)/bin/statickernel plan examples/softmax.py:softmax --arg 'x=float32[1000,100]'
 	$(VENV)/bin/statickernel emit examples/softmax.py:softmax --arg 'x=float32[1000,100]'
 	$(VENV)/bin/statickernel test examples
+
+bench: $(STAMP)
+	$(PY) bench/cpu_bench.py
+
+gpu-check-dry-run: $(STAMP)
+	PYTHON=$(PY) bash bench/gpu_check.sh --dry-run
 
 test-all:
 	$(MAKE) --no-print-directory test VENV=.venv JAX_VERSION=0.11.2

@@ -1,0 +1,248 @@
+"""The GPU check: the gallery on real hardware, for correctness and for speed.
+
+1. Correctness: every gallery kernel, and its hand-written twin, against the jnp reference at
+   aligned and ragged shapes, in float32 and bfloat16.
+2. Speed, as ratios taken in this run: each kernel against the jnp/XLA version and against the
+   hand-written Pallas kernel with the same blocks; memory-bound kernels as a fraction of the
+   device-to-device copy bandwidth measured here; ragged shapes (one row short of aligned)
+   against aligned ones. Matmul is pending: only the jnp.dot baseline is measured.
+
+Each time is the median of at least 10 timed runs after a warm-up; a run batches back-to-back
+calls to last about 20 ms and ends with block_until_ready.
+
+    python bench/gpu_check.py              # needs a CUDA device; exits 2 without one
+    python bench/gpu_check.py --dry-run    # the same code paths on the interpreter, tiny shapes
+
+Writes gpu_check.json and gpu_check.md (gpu_check-dry-run.* for a dry run) under the
+directory in GPU_CHECK_OUT, or the current directory. Exits 1 if a correctness case fails.
+"""
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+from gallery import select
+from gpu_correctness import check_correctness, lower_gpu_shapes
+from gpu_settings import (
+    BEATS_XLA,
+    DRY_RUN,
+    GOAL_COPY_FRACTION,
+    GOAL_MATMUL_FRACTION,
+    GOAL_RAGGED,
+    GOAL_VS_HANDWRITTEN,
+    GPU,
+    Budget,
+    Settings,
+)
+from gpu_speed import measure_copy, measure_matmul_baseline, measure_speed
+from report import Table, environment, write_json
+
+EXIT_FAILED = 1
+EXIT_NO_DEVICE = 2
+
+
+# --- the device -------------------------------------------------------------------------------
+
+
+def cuda_devices() -> list[Any]:
+    try:
+        return list(jax.devices("cuda"))
+    except RuntimeError:  # no CUDA plugin, or no device it can use
+        return []
+
+
+def describe_device(settings: Settings) -> dict[str, Any]:
+    if settings.dry_run:
+        return {"kind": "dry run: the Mosaic GPU interpreter on the CPU", "platform": "cpu"}
+    device = cuda_devices()[0]
+    return {
+        "kind": device.device_kind,
+        "platform": device.platform,
+        "compute_capability": getattr(device, "compute_capability", None),
+        "count": len(cuda_devices()),
+    }
+
+
+# --- goals and output -------------------------------------------------------------------------
+
+
+def goals(results: dict[str, Any]) -> dict[str, Any]:
+    """Each goal with the measured figures it is judged on; None where nothing was measured."""
+    speed = [r for r in results.get("speed", []) if "median_us" in r]  # measured rows
+    aligned = [r for r in speed if r["case"] == "aligned"]
+    ragged = [r for r in speed if r.get("ragged_cost") is not None]
+    memory_bound = ("add", "softmax", "rmsnorm", "layernorm")
+
+    def judged(values: dict[str, Any], ok: Callable[[Any], bool]) -> dict[str, Any]:
+        measured = {k: v for k, v in values.items() if v is not None}
+        return {
+            "measured": measured,
+            "met": all(ok(v) for v in measured.values()) if measured else None,
+        }
+
+    return {
+        "copy_fraction_at_least": GOAL_COPY_FRACTION,
+        "copy_fraction": judged(
+            {r["kernel"]: r["sk_copy_fraction"] for r in aligned if r["kernel"] in memory_bound},
+            lambda v: v >= GOAL_COPY_FRACTION,
+        ),
+        "faster_than_xla": judged(
+            {r["kernel"]: r["xla_over_sk"] for r in aligned if r["kernel"] in BEATS_XLA},
+            lambda v: v > 1.0,
+        ),
+        "sk_over_handwritten_at_most": GOAL_VS_HANDWRITTEN,
+        "sk_over_handwritten": judged(
+            {f"{r['kernel']} {r['case']}": r["sk_over_handwritten"] for r in speed},
+            lambda v: v <= GOAL_VS_HANDWRITTEN,
+        ),
+        "ragged_cost_at_most": GOAL_RAGGED,
+        "ragged_cost": judged(
+            {r["kernel"]: r["ragged_cost"] for r in ragged}, lambda v: v <= GOAL_RAGGED
+        ),
+        "matmul_fraction_at_least": GOAL_MATMUL_FRACTION,
+        "matmul": "pending: statickernel has no matmul yet",
+    }
+
+
+def markdown(results: dict[str, Any], tables: Sequence[Table]) -> str:
+    env, device = results["environment"], results["device"]
+    title = "GPU check" + (
+        " (dry run on the interpreter: not GPU figures)" if results["dry_run"] else ""
+    )
+    lines = [
+        f"## {title}",
+        "",
+        f"- date: {env['time_utc']}",
+        f"- device: {device['kind']}",
+        f"- jax {env['jax']}, jaxlib {env['jaxlib']}, Python {env['python']}",
+        f"- copy bandwidth: {results['copy']['gb_per_s']:.0f} GB/s"
+        if results.get("copy")
+        else "- copy bandwidth: not measured",
+        f"- correctness: {results['correctness_summary']}",
+        "",
+    ]
+    for table in tables:
+        lines += [table.markdown(), ""]
+    return "\n".join(lines)
+
+
+def output_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("GPU_CHECK_OUT") or ".")
+
+
+def write_outputs(results: dict[str, Any], tables: Sequence[Table]) -> list[pathlib.Path]:
+    stem = "gpu_check-dry-run" if results["dry_run"] else "gpu_check"
+    out = output_dir()
+    json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
+    write_json(json_path, results)
+    md_path.write_text(markdown(results, tables))
+    return [json_path, md_path]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run the same code paths on the Mosaic GPU interpreter at tiny shapes (no GPU)",
+    )
+    parser.add_argument("--kernels", help="comma-separated gallery kernels (default: all)")
+    parser.add_argument("--budget-s", type=float, help="seconds after which to skip what is left")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = DRY_RUN if args.dry_run else GPU
+    if args.budget_s is not None:
+        settings = dataclasses.replace(settings, budget_s=args.budget_s)
+    if settings.dry_run:
+        jax.config.update("jax_platforms", "cpu")
+    elif not cuda_devices():
+        print(
+            "gpu_check: no CUDA device is visible to JAX, so there is nothing to measure.\n"
+            "  It needs an NVIDIA Hopper GPU (H100/H200) and the jax CUDA plugin.\n"
+            "  To check the script itself on this machine: python bench/gpu_check.py --dry-run",
+            file=sys.stderr,
+        )
+        return EXIT_NO_DEVICE
+    subjects = select(args.kernels)
+    budget = Budget(settings.budget_s)
+    results: dict[str, Any] = {
+        "benchmark": "gpu_check",
+        "dry_run": settings.dry_run,
+        "environment": environment(),
+        "device": describe_device(settings),
+        "settings": dataclasses.asdict(settings),
+        "kernels": [s.name for s in subjects],
+        "correctness_summary": "not run",
+    }
+    print(f"GPU check on {results['device']['kind']}, jax {results['environment']['jax']}")
+    tables: list[Table] = []
+
+    def checkpoint(*new: Table) -> None:
+        for table in new:
+            print()
+            print(table.text(), flush=True)
+        tables.extend(new)
+        write_outputs(results, tables)
+
+    started = time.monotonic()
+    rows, table = check_correctness(subjects, settings, budget)
+    results["correctness"] = rows
+    checked = [r for r in rows if "skipped" not in r]
+    failed = [r for r in checked if not r["passed"]]
+    results["correctness_summary"] = (
+        f"{len(checked) - len(failed)} of {len(checked)} cases passed"
+        + (
+            f", {len(rows) - len(checked)} skipped (time budget)"
+            if len(checked) < len(rows)
+            else ""
+        )
+    )
+    checkpoint(table)
+
+    if settings.dry_run:
+        rows, table = lower_gpu_shapes(subjects, budget)
+        results["gpu_shapes_lowered"] = rows
+        failed += [r for r in rows if not r.get("passed", True)]
+        checkpoint(table)
+
+    results["copy"] = measure_copy(settings)
+    copy_table = Table(
+        "Device-to-device copy",
+        ["shape", "us", "GB/s"],
+        "jax.jit(jnp.copy) of a float32 array; bytes read + written.",
+    )
+    copy_table.add(
+        "x".join(map(str, settings.copy_shape)),
+        results["copy"]["median_us"],
+        results["copy"]["gb_per_s"],
+    )
+    checkpoint(copy_table)
+
+    rows, speed_table, ragged_table = measure_speed(subjects, settings, budget, results["copy"])
+    results["speed"] = rows
+    checkpoint(speed_table, ragged_table)
+
+    rows, matmul_table = measure_matmul_baseline(settings, budget)
+    results["matmul"] = rows
+    results["goals"] = goals(results)
+    results["wall_s"] = time.monotonic() - started
+    checkpoint(matmul_table)
+
+    paths = write_outputs(results, tables)
+    print(f"\ncorrectness: {results['correctness_summary']}")
+    print(f"wrote {', '.join(str(p) for p in paths)} ({results['wall_s']:.0f} s)")
+    return EXIT_FAILED if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
