@@ -52,7 +52,7 @@ if [ -z "$$py" ]; then \
 fi
 endef
 
-.PHONY: venv test pytest lint format demo bench gpu-check-dry-run test-all clean distclean
+.PHONY: venv test pytest lint format demo bench docs gpu-check-dry-run test-all clean distclean
 
 venv: $(STAMP)
 
@@ -98,6 +98,10 @@ demo: $(STAMP)
 	$(VENV)/bin/statickernel plan examples/softmax.py:softmax --arg 'x=float32[1000,100]'
 	$(VENV)/bin/statickernel emit examples/softmax.py:softmax --arg 'x=float32[1000,100]'
 	$(VENV)/bin/statickernel test examples
+
+# Build the documentation site into site/; --strict fails on any broken link or reference.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: $(STAMP)
 	$(PY) bench/cpu_bench.py
