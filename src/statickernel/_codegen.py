@@ -5,6 +5,7 @@ and is what statickernel itself executes for that specialization.
 """
 
 import itertools
+import math
 
 import jax
 
@@ -189,6 +190,9 @@ class _Generator:
         return lines
 
     def _fill_masks(self, op: OperandPlan) -> set[str]:
+        if _reads_zero(op.fill):
+            # TMA, the interpreter and host padding all read +0 past the edge already.
+            return set()
         masks = set()
         for dim_name in op.dims:
             if not self.plan.dim(dim_name).ragged:
@@ -375,6 +379,11 @@ class _Generator:
             *self.wrapper(),
         ]
         return "\n".join(wrapped for line in parts for wrapped in _wrap(line)) + "\n"
+
+
+def _reads_zero(fill: object) -> bool:
+    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
+    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
 
 
 def _is_inf(value: object) -> bool:
