@@ -7,6 +7,7 @@ values; jaxtyping with beartype then checks the same call against the declared a
 import dataclasses
 import functools
 import sys
+import sysconfig
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,6 +42,15 @@ class Binding:
         return dict(self.sizes)
 
 
+# The standard library's own files. JAX's tracing runs through some of them (contextlib's
+# decorator wrappers), and they are never the user's call site.
+_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+
+
+def _in_stdlib(path: str) -> bool:
+    return path.startswith(_STDLIB_DIRS) and "-packages" not in path
+
+
 def call_site() -> str | None:
     """The innermost frame outside statickernel and jax: where the user called the kernel."""
     frame = sys._getframe(1)
@@ -52,6 +62,7 @@ def call_site() -> str | None:
             and not path.startswith("<frozen")
             and "/jax/" not in path
             and "/jaxtyping/" not in path
+            and not _in_stdlib(path)
         ):
             return f"{display_path(path)}:{frame.f_lineno}"
         frame = frame.f_back

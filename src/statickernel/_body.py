@@ -203,8 +203,15 @@ def trace_body(
     true_shapes: Mapping[str, tuple[int, ...]],
     consts: Mapping[str, Any],
     dims: Mapping[str, int],
+    *,
+    dims_are_bound: bool = True,
 ) -> BodyTrace:
-    """Traces the body once on logical block shapes and flattens the result."""
+    """Traces the body once on logical block shapes and flattens the result.
+
+    At declaration the dims are probe sizes, not the user's: `dims_are_bound=False` keeps them
+    out of the error messages.
+    """
+    bindings = dict(dims) if dims_are_bound else {}
     names = [o.name for o in spec.operands]
     fills: dict[str, Any] = {}
 
@@ -230,7 +237,7 @@ def trace_body(
             dim=exc.dim,
             expected=exc.expected,
             actual=exc.actual,
-            bindings=exc.bindings or dict(dims),
+            bindings=exc.bindings or bindings,
             fix=exc.fix,
         ) from None
     except Exception as exc:
@@ -242,7 +249,7 @@ def trace_body(
             where=where,
             expected="a body that maps the loaded tiles to result tiles",
             actual=", ".join(f"{n}: {dtypes[n]}{list(block_shapes[n])}" for n in names),
-            bindings=dims,
+            bindings=bindings,
             fix="check the line above; the body sees one block, with tiled dims at their block "
             "size and whole dims at their full size",
         ) from None
@@ -341,8 +348,8 @@ class _Flattener:
                 for iv, ov in zip(jaxpr.invars, eqn.invars, strict=False):
                     inner_env[iv] = self._read(env, ov)
                 self._eqns(jaxpr.eqns, inner_env, (line, source))
-                for outer, inner_out in zip(eqn.outvars, jaxpr.outvars, strict=True):
-                    env[outer] = self._read(inner_env, inner_out)
+                for outer_out, inner_out in zip(eqn.outvars, jaxpr.outvars, strict=True):
+                    env[outer_out] = self._read(inner_env, inner_out)
                 continue
             inputs = tuple(self._read(env, v) for v in eqn.invars)
             outputs = []

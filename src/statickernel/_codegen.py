@@ -10,7 +10,7 @@ import math
 import jax
 
 from ._plan import LaunchPlan, OperandPlan
-from ._translate import COL, ROW, TILE, Translation, dtype_source
+from ._translate import COL, ROW, TILE, Translation, dtype_source, select_source
 
 __all__ = ["generate_source"]
 
@@ -257,10 +257,9 @@ class _Generator:
                 fill_src = (
                     repr(fill) if not _is_inf(fill) else ("jnp.inf" if fill > 0 else "-jnp.inf")
                 )
-                body.append(
-                    f"{op.name} = jnp.where({' & '.join(masks)}, {op.name}, "
-                    f"{dtype_source(op.dtype)}({fill_src}))  # past the edge reads the fill"
-                )
+                fill_value = f"{dtype_source(op.dtype)}({fill_src})"
+                select = select_source(" & ".join(masks), op.name, fill_value, op.dtype)
+                body.append(f"{op.name} = {select}  # past the edge reads the fill")
         body.append("# The kernel body, one statement per traced op.")
         body += list(self.t.lines)
         body.append(

@@ -32,7 +32,22 @@ __all__ = [
 
 
 class StaticKernelError(Exception):
-    """Root of every error statickernel raises on purpose."""
+    """Root of every error statickernel raises on purpose.
+
+    The message is rendered from the attributes, one fact per line; catch a subclass to handle
+    one kind of failure, or this class for all of them.
+
+    Attributes:
+      what: what failed, in one sentence.
+      kernel: the kernel's name, when the error concerns one kernel.
+      where: `path:line` in the user's code: the declaration, the body line or the call.
+      operand: the operand (or result) concerned, if any.
+      dim: the dim concerned, if any.
+      expected: the value or form that would have been accepted.
+      actual: the value or form that was given.
+      bindings: the dim sizes known when the error was raised.
+      fix: one concrete change that resolves the error.
+    """
 
     def __init__(
         self,

@@ -76,32 +76,35 @@ class Kernel[**P, R]:
 
     def __call__(self, *args: Any, backend: str | None = None, **overrides: Any) -> Any:
         try:
-            key = (
-                tuple((a.shape, a.dtype) for a in args),
-                tuple(overrides.items()),
-                backend or self.backend or default_backend(),
-            )
-            entry = self._cache.get(key)
-        except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
-            key, entry = None, None
-        if entry is None:
-            entry = self._specialize(args, overrides, backend, key)
-        if entry.interpreted:
-            return _run_interpreted(entry, args)
-        try:
-            return entry.fn(*args)
-        except ValueError:
-            if not has_cuda():
-                raise BackendError(
-                    "the mosaic_gpu backend needs a CUDA device, and this machine has none",
-                    kernel=self.spec.name,
-                    where=call_site(),
-                    expected="a machine with an NVIDIA Hopper GPU",
-                    actual=f"jax devices: {', '.join(d.platform for d in jax.devices())}",
-                    fix="use backend='interpret' here, or kernel.lower(...) to check that the "
-                    "kernel compiles for CUDA",
-                ) from None
-            raise
+            try:
+                key = (
+                    tuple((a.shape, a.dtype) for a in args),
+                    _overrides_key(overrides),
+                    backend or self.backend or default_backend(),
+                )
+                entry = self._cache.get(key)
+            except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
+                key, entry = None, None
+            if entry is None:
+                entry = self._specialize(args, overrides, backend, key)
+            if entry.interpreted:
+                return _run_interpreted(entry, args)
+            try:
+                return entry.fn(*args)
+            except ValueError:
+                if not has_cuda():
+                    raise BackendError(
+                        "the mosaic_gpu backend needs a CUDA device, and this machine has none",
+                        kernel=self.spec.name,
+                        where=call_site(),
+                        expected="a machine with an NVIDIA Hopper GPU",
+                        actual=f"jax devices: {', '.join(d.platform for d in jax.devices())}",
+                        fix="use backend='interpret' here, or kernel.lower(...) to check that the "
+                        "kernel compiles for CUDA",
+                    ) from None
+                raise
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
 
     def _specialize(
         self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None, key: Any
@@ -125,7 +128,7 @@ class Kernel[**P, R]:
         if key is None:
             return None
         try:
-            consts = tuple(sorted({**self.consts, **overrides}.items()))
+            consts = _overrides_key(dict(sorted({**self.consts, **overrides}.items())))
             canonical = (key[0], consts, resolve_backend(backend, self.backend))
             hash(canonical)
         except (BackendError, TypeError):
@@ -137,9 +140,17 @@ class Kernel[**P, R]:
     ) -> Specialization:
         """The cached specialization for these arguments (arrays or jax.ShapeDtypeStruct)."""
         try:
+            return self._specialization(args, overrides, backend)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def _specialization(
+        self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None
+    ) -> Specialization:
+        try:
             key = (
                 tuple((a.shape, a.dtype) for a in args),
-                tuple(overrides.items()),
+                _overrides_key(overrides),
                 backend or self.backend or default_backend(),
             )
             entry = self._cache.get(key)
@@ -149,27 +160,39 @@ class Kernel[**P, R]:
 
     def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> LaunchPlan:
         """The frozen launch plan for these arguments (arrays or jax.ShapeDtypeStruct)."""
-        return self.specialize(*args, backend=backend, **overrides).plan
+        try:
+            return self._specialization(args, overrides, backend).plan
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
 
     def emit(self, *args: Any, backend: str | None = None, **overrides: Any) -> str:
         """The standalone Pallas source this specialization runs."""
-        return self.specialize(*args, backend=backend, **overrides).source
+        try:
+            return self._specialization(args, overrides, backend).source
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
 
     def lower(self, *args: Any, **overrides: Any) -> Any:
         """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine."""
-        entry = self.specialize(*args, backend="mosaic_gpu", **overrides)
-        return entry.fn.trace(*args).lower(lowering_platforms=("cuda",))  # pyright: ignore[reportFunctionMemberAccess]
+        try:
+            entry = self._specialization(args, overrides, "mosaic_gpu")
+            return entry.fn.trace(*args).lower(lowering_platforms=("cuda",))  # pyright: ignore[reportFunctionMemberAccess]
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
 
     # --- variants ----------------------------------------------------------------------------
 
     def bind(self, **overrides: Any) -> "Kernel[P, R]":
         """A new kernel with other constant defaults, checked now as the declaration was."""
         where = call_site()
-        consts = bind_consts(
-            self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=where)
-        )
-        new = Kernel(self.spec, consts, self.backend)
-        check_declaration(self.spec, consts, error=PlanError, where=where)
+        try:
+            consts = bind_consts(
+                self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=where)
+            )
+            new = Kernel(self.spec, consts, self.backend)
+            check_declaration(self.spec, consts, error=PlanError, where=where)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
         return new  # pyright: ignore[reportReturnType]
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
@@ -230,6 +253,24 @@ class Kernel[**P, R]:
         source = generate_source(plan, translation)
         fn = _execute(source, spec.name, spec.location)
         return Specialization(plan, source, fn, trace, interpreted=chosen == "interpret")
+
+
+def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
+    """Overrides as a cache key. The type is part of it because equal values of different types
+    are different overrides: `BM=64.0` is an error where `BM=64` is valid, and `flag=1` is not
+    `flag=True`."""
+    if not overrides:  # the common call: keep it as cheap as the key it replaces
+        return ()
+    return tuple((name, type(value), value) for name, value in overrides.items())
+
+
+def _at_entry_point(exc: StaticKernelError) -> StaticKernelError:
+    """The error, to be re-raised from a public entry point with the frames below it dropped.
+
+    Its message already names the user's line, the operand and the fix; statickernel's own
+    frames would only bury that. Errors that are not statickernel's keep their full traceback.
+    """
+    return exc.with_traceback(None)
 
 
 def _logical_blocks(
@@ -370,6 +411,7 @@ def check_declaration(
         {o.name: tuple(probe_sizes[d] for d in o.dims) for o in spec.operands},
         consts,
         probe_sizes,
+        dims_are_bound=False,
     )
     check_outputs(
         spec, trace, [tuple(logical[d] for d in r.dims) for r in spec.results], spec.location, {}
@@ -407,12 +449,20 @@ def kernel[**P, R](
     """
 
     def decorate(f: Callable[P, R]) -> Kernel[P, R]:
-        spec = build_spec(f, tile if tile is not None else {}, reference, name)
-        chosen = resolve_backend(backend, None) if backend else None
-        check_declaration(spec, spec.const_defaults)
+        try:
+            spec = build_spec(f, tile if tile is not None else {}, reference, name)
+            chosen = resolve_backend(backend, None) if backend else None
+            check_declaration(spec, spec.const_defaults)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
         return Kernel(spec, spec.const_defaults, chosen)
 
-    return decorate(fn) if fn is not None else decorate
+    if fn is None:
+        return decorate
+    try:
+        return decorate(fn)
+    except StaticKernelError as exc:  # `@sk.kernel` without arguments: one entry frame, not two
+        raise _at_entry_point(exc) from None
 
 
 _ = jax

@@ -37,11 +37,18 @@ class DimPlan:
     """How one dim is split: tiled across the grid by `block`, or whole inside every block."""
 
     name: str
+    """The dim's name, as in the annotations."""
     size: int
-    tiled_by: str | None  # the constant that tiles it; None when whole
-    block: int  # logical block: the constant's value, or `size` when whole
-    extent: int  # physical block extent in registers and shared memory
+    """The size the dim is bound to in this specialization."""
+    tiled_by: str | None
+    """The constant that tiles the dim; None when the dim is whole in every block."""
+    block: int
+    """The logical block: the tiling constant's value, or `size` when whole."""
+    extent: int
+    """The physical block extent in registers and shared memory: `block`, or a whole dim
+    padded to what the hardware needs."""
     grid_axis: int | None
+    """The grid axis that walks the dim's blocks; None when whole."""
 
     @property
     def boxes(self) -> int:
@@ -55,6 +62,7 @@ class DimPlan:
 
     @property
     def status(self) -> str:
+        """The dim's edge in words, e.g. `ragged (777 % 128 = 9)` or `whole, padded 100 -> 104`."""
         if self.tiled_by:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"
@@ -71,23 +79,39 @@ class DimPlan:
 
 @dataclasses.dataclass(frozen=True)
 class OperandPlan:
+    """One operand or result of a specialization: its array, its block and its edge fill."""
+
     name: str
-    role: str  # "input" or "output"
+    """The parameter's name; results are named `result`, or `result0`, `result1`, ..."""
+    role: str
+    """"input" for an operand, "output" for a result."""
     dims: tuple[str, ...]
+    """The names of its dims, as in the annotation."""
     shape: tuple[int, ...]
+    """The array's shape in this specialization."""
     dtype: str
-    kind: str  # register form: tile, row or col
-    block_shape: tuple[int, ...]  # physical block
-    gmem_shape: tuple[int, ...]  # the array the kernel addresses (after any host padding)
-    fill: Any  # what loads past the edge read; None for outputs and unloaded inputs
+    """The array's dtype name, e.g. "float32"."""
+    kind: str
+    """Its register form: "tile" for 2-D blocks, "row" or "col" for 1-D blocks along the rows
+    or the columns."""
+    block_shape: tuple[int, ...]
+    """The physical block held in shared memory and registers."""
+    gmem_shape: tuple[int, ...]
+    """The shape of the array the kernel addresses: `shape`, or larger when the array is padded
+    on the host because TMA cannot address its rows."""
+    fill: Any
+    """What loads past the array's edge read; None for results and operands never loaded."""
     loaded: bool
+    """Whether the body loads it (results are always stored, and count as loaded)."""
 
     @property
     def host_padded(self) -> bool:
+        """True when the array is padded on the host before the launch (one extra copy)."""
         return self.gmem_shape != self.shape
 
     @property
     def smem_bytes(self) -> int:
+        """The bytes its block takes in shared memory, before alignment; 0 if never loaded."""
         count = 1
         for extent in self.block_shape:
             count *= extent
@@ -96,28 +120,48 @@ class OperandPlan:
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
-    """Everything a specialization launches with, as plain ints and strings."""
+    """Everything a specialization launches with, as plain ints and strings.
+
+    `str(plan)` renders it for people; `statickernel plan` prints the same text.
+    """
 
     kernel: str
+    """The kernel's name."""
     location: str
+    """Where the kernel was declared, as `path:line`."""
     backend: str
+    """The backend this specialization runs on: "mosaic_gpu" or "interpret"."""
     grid: tuple[int, ...]
+    """Blocks along each grid axis, `cdiv(size, block)` for each tiled dim; `(1,)` when no dim
+    is tiled."""
     grid_names: tuple[str, ...]
+    """The tiled dim each grid axis walks; `("_",)` for the one-block grid."""
     dims: tuple[DimPlan, ...]
+    """One plan per dim, in the order of the annotations."""
     operands: tuple[OperandPlan, ...]
+    """One plan per operand, in parameter order."""
     results: tuple[OperandPlan, ...]
+    """One plan per result."""
     constants: tuple[tuple[str, Any], ...]
+    """The constants' values, defaults and overrides, as `(name, value)` pairs."""
     rows: str
+    """The dim that runs along the rows of 2-D blocks."""
     cols: str | None
+    """The dim that runs along the columns of 2-D blocks; None when every operand is 1-D."""
     smem_bytes: int
+    """The shared memory one block uses: buffers, barriers and Mosaic GPU's reserve."""
     notes: tuple[str, ...]
+    """What you should know about this launch: host-padding fallbacks and masked reductions."""
     tuple_result: bool = False
+    """Whether the kernel returns a tuple of results."""
 
     def dim(self, name: str) -> DimPlan:
+        """The plan of the dim called `name`."""
         return next(d for d in self.dims if d.name == name)
 
     @property
     def bindings(self) -> dict[str, int]:
+        """The dims' sizes by name, e.g. `{"M": 1000, "N": 777}`."""
         return {d.name: d.size for d in self.dims}
 
     def check_invariants(self) -> None:

@@ -20,7 +20,14 @@ import numpy as np
 from ._body import Atom, BodyTrace, Eqn
 from ._errors import UnsupportedOpError
 
-__all__ = ["Geometry", "Translation", "dtype_source", "literal_source", "translate"]
+__all__ = [
+    "Geometry",
+    "Translation",
+    "dtype_source",
+    "literal_source",
+    "select_source",
+    "translate",
+]
 
 TILE, ROW, COL, SCALAR = "tile", "row", "col", "scalar"
 
@@ -70,6 +77,12 @@ REDUCTIONS = {
 SHAPE_ONLY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p"}
 OTHER = {"integer_pow", "square", "convert_element_type", "select_n", "clamp", "round"}
 SUPPORTED = frozenset(UNARY) | frozenset(BINARY) | frozenset(REDUCTIONS) | SHAPE_ONLY | OTHER
+# Mosaic GPU computes on 8-bit integers only with bitwise ops and equality tests; the rest
+# (arithmetic, order comparisons, selects) needs a 16- or 32-bit type.
+EIGHT_BIT_OPS = frozenset({"and", "or", "xor", "not", "eq", "ne", "convert_element_type"})
+_WRITTEN_AS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "neg": "-x"}
+_WRITTEN_AS |= {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "select_n": "jnp.where"}
+_WRITTEN_AS |= {"max": "jnp.maximum", "min": "jnp.minimum", "clamp": "jnp.clip"}
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
 _HINTS: dict[str, tuple[str, str]] = {
@@ -134,6 +147,19 @@ class Translation:
 
 def dtype_source(dtype: str) -> str:
     return "jnp.bool_" if dtype == "bool" else f"jnp.{dtype}"
+
+
+def is_8bit(dtype: str) -> bool:
+    return dtype != "bool" and np.dtype(dtype).itemsize == 1
+
+
+def select_source(mask: str, value: str, other: str, dtype: str) -> str:
+    """`jnp.where(mask, value, other)` for a `value` of `dtype`. Mosaic GPU cannot select
+    between 8-bit integers, so those are selected as int32 and cast back."""
+    if not is_8bit(dtype):
+        return f"jnp.where({mask}, {value}, {other})"
+    wide = f"lax.convert_element_type({value}, jnp.int32)"
+    return f"lax.convert_element_type(jnp.where({mask}, {wide}, {other}), {dtype_source(dtype)})"
 
 
 def literal_source(value: object, dtype: str, weak_type: bool) -> str:
@@ -265,6 +291,10 @@ class _Translator:
 
     def _elementwise(self, eqn: Eqn) -> None:
         kinds = {self._kind(a) for a in eqn.inputs} - {SCALAR}
+        if kinds == {ROW, COL} and len(self.trace.aval(eqn.outputs[0])[0]) == 2:
+            # A (rows, 1) and a (1, cols) vector, as jnp writes an outer sum or product: lax
+            # broadcasts both to the block, and so do the statements below.
+            kinds = {TILE}
         if kinds == {ROW, COL}:
             raise self._fail(
                 eqn,
@@ -272,6 +302,17 @@ class _Translator:
                 "broadcast one of them to the block shape first",
             )
         kind = TILE if TILE in kinds else (kinds.pop() if kinds else SCALAR)
+        narrow = [self._dtype(a) for a in eqn.inputs if a.var is not None]
+        narrow = [d for d in narrow if is_8bit(d)]
+        if narrow and eqn.prim not in EIGHT_BIT_OPS:
+            raise self._fail(
+                eqn,
+                f"the body computes {_WRITTEN_AS.get(eqn.prim, eqn.prim)} (`{eqn.prim}`) on "
+                f"{narrow[0]} values; Mosaic GPU computes on 8-bit integers only with &, |, ^, "
+                "~, == and !=",
+                f"cast to int32 after loading, e.g. sk.load(x).astype(jnp.int32), and cast the "
+                f"result back with .astype(jnp.{narrow[0]})",
+            )
         if eqn.prim == "rem" and "int" not in self._dtype(eqn.inputs[0]):
             raise self._fail(
                 eqn,
@@ -320,7 +361,7 @@ class _Translator:
                 mask = "col_ok" if axis == 1 else "row_ok"
                 self.masks.add(mask)
                 ident = _identity(eqn.prim, self._dtype(atom))
-                src = f"jnp.where({mask}, {src}, {ident})"
+                src = select_source(mask, src, ident, self._dtype(atom))
             vector = ROW if axis == 1 else COL
             return self._assign(eqn, vector, f"{REDUCTIONS[eqn.prim]}({src}, ({axis},))")
         if kind in (ROW, COL) and self._unit_axes_only(atom, kind, axes):

@@ -1,0 +1,177 @@
+"""Bugs found by the fuzzer and by running the error catalog, each pinned by its smallest case.
+
+Each test names the symptom that was seen before the fix.
+"""
+
+import pathlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Float, Int, Int32
+
+import statickernel as sk
+
+THIS_FILE = pathlib.Path(__file__).name
+_LINES = pathlib.Path(__file__).read_text().splitlines()
+
+
+def _line(tag: str) -> int:
+    """The line of this file that carries the marker comment `# @tag`."""
+    return next(n for n, text in enumerate(_LINES, 1) if text.endswith(f"# @{tag}"))
+
+
+@sk.kernel(tile={"M": "BM"}, backend="interpret")
+def scaled(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, flag: sk.Const[bool] = True
+) -> Float[Array, "M N"]:
+    v = sk.load(x)
+    return 2 * v if flag else v
+
+
+def test_integer_remainder_traces() -> None:
+    """`%` on integers is jnp.remainder, a jitted function whose inner jaxpr holds another call.
+
+    Before: TypeError "cannot unpack non-iterable Var object" at import, because the loop over
+    a call's outputs reused the name of the (line, source) of the enclosing call.
+    """
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def remainder(x: Int32[Array, "M N"], *, BM: sk.Const[int] = 64) -> Int32[Array, "M N"]:
+        return sk.load(x) % 5
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def clipped_remainder(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Int32[Array, "M N"]:
+        return (jnp.clip(sk.load(x), -100, 100).astype(jnp.int32) << 1) % 5
+
+    x = jnp.arange(100 * 16, dtype=jnp.int32).reshape(100, 16) - 700
+    np.testing.assert_array_equal(remainder(x), x % 5)
+    y = jnp.linspace(-150, 150, 100 * 16, dtype=jnp.float32).reshape(100, 16)
+    expected = (jnp.clip(y, -100, 100).astype(jnp.int32) << 1) % 5
+    np.testing.assert_array_equal(clipped_remainder(y), expected)
+
+
+@pytest.mark.parametrize(
+    ("valid", "invalid"),
+    [({"BM": 64}, {"BM": 64.0}), ({"flag": True}, {"flag": 1}), ({}, {"BM": 64.0})],
+    ids=["int-then-float", "bool-then-int", "default-then-float"],
+)
+def test_an_override_of_another_type_is_not_served_from_the_cache(
+    valid: dict[str, Any], invalid: dict[str, Any]
+) -> None:
+    """Before: once `BM=64` (or the default) was cached, `BM=64.0` hit the same cache entry,
+    since 64.0 == 64 and hash(64.0) == hash(64), and ran instead of raising."""
+    kernel = scaled.bind()  # an empty cache
+    x = jnp.ones((100, 8), jnp.float32)
+    kernel(x, **valid)
+    with pytest.raises(sk.OverrideError) as info:
+        kernel(x, **invalid)
+    assert info.value.operand == next(iter(invalid))
+    np.testing.assert_array_equal(kernel(x, **valid), 2 * x)
+
+
+def test_a_differentiated_kernel_points_at_the_user_line() -> None:
+    """Before: `at:` named contextlib.py, a frame of JAX's tracing in the standard library."""
+    x = jnp.ones((100, 8), jnp.float32)
+    with pytest.raises(sk.NotDifferentiableError) as info:
+        jax.grad(lambda x: scaled(x).sum())(x)
+    assert info.value.where is not None
+    assert info.value.where.startswith(f"tests/{THIS_FILE}:") or THIS_FILE in info.value.where
+
+
+def test_a_declaration_body_error_shows_no_probe_bindings() -> None:
+    """Before: `bindings: M=129, N=8`, the sizes the declaration traces with, which the user
+    never bound."""
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM"})
+        def add_per_row(
+            x: Float[Array, "M N"], b: Float[Array, " M"], *, BM: sk.Const[int] = 64
+        ) -> Float[Array, "M N"]:
+            return sk.load(x) + sk.load(b)
+
+    assert info.value.bindings == {}
+    assert "bindings:" not in str(info.value)
+
+
+def test_a_per_row_and_a_per_column_vector_make_a_block() -> None:
+    """`a[:, None] * b[None, :]` and `rows + cols` of two keepdims reductions: lax broadcasts
+    a (rows, 1) and a (1, cols) operand to the block without a broadcast of its own.
+
+    Before: UnsupportedOpError "the body combines a per-row and a per-column vector without
+    broadcasting", for bodies jnp runs fine.
+    """
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def outer(
+        a: Float[Array, " M"], b: Float[Array, " N"], *, BM: sk.Const[int] = 64
+    ) -> Float[Array, "M N"]:
+        return sk.load(a)[:, None] * sk.load(b)[None, :]
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def row_plus_column(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        v = sk.load(x)
+        return sk.sum(v, axis=1, keepdims=True) + jnp.max(v, axis=0, keepdims=True)
+
+    a, b = jnp.arange(100.0), jnp.arange(64.0) - 7
+    np.testing.assert_array_equal(outer(a, b), a[:, None] * b[None, :])
+    x = jnp.arange(60.0 * 30).reshape(60, 30) - 900  # one block: column maxima are exact
+    expected = x.sum(axis=1, keepdims=True) + x.max(axis=0, keepdims=True)
+    np.testing.assert_allclose(row_plus_column(x), expected, rtol=1e-6)
+
+
+def test_a_per_row_and_a_per_column_vector_of_one_length_stay_refused() -> None:
+    """Two 1-D vectors of equal length, one per row and one per column, have no block shape:
+    jnp would pair element i with element i, which the register layouts cannot do."""
+    with pytest.raises(sk.UnsupportedOpError):
+
+        @sk.kernel(backend="interpret")
+        def mixed(
+            x: Float[Array, "M N"], a: Float[Array, " M"], b: Float[Array, " N"]
+        ) -> Float[Array, " M"]:
+            return sk.load(a) + sk.load(b) + 0 * sk.sum(sk.load(x), axis=1)
+
+
+def test_arithmetic_on_8_bit_integers_is_an_unsupported_op() -> None:
+    """Mosaic GPU computes on 8-bit integers only with bitwise ops and ==/!=.
+
+    Before: the interpreter ran `x + x` on int8, and `kernel.lower` (and a GPU) failed with
+    NotImplementedError "Pointwise operations on 8-bit types are unsupported".
+    """
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def double(x: Int[Array, "M N"], *, BM: sk.Const[int] = 64) -> Int[Array, "M N"]:
+        v = sk.load(x)
+        return v + v  # @int8-add
+
+    x = jnp.ones((100, 128), jnp.int8)
+    with pytest.raises(sk.UnsupportedOpError) as info:
+        double(x)  # int32, the first dtype `Int` allows, passed at import; int8 does not
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('int8-add')}")
+    assert "int8" in info.value.what and "astype(jnp.int32)" in str(info.value.fix)
+    np.testing.assert_array_equal(double(x.astype(jnp.int32)), 2 * x.astype(jnp.int32))
+
+
+@pytest.mark.parametrize("shape", [(128, 256), (100, 200)], ids=["aligned", "ragged"])
+def test_8_bit_fills_and_reductions_lower(shape: tuple[int, int]) -> None:
+    """statickernel's own selects (a load's fill, a reduction's mask past a ragged edge) on
+    8-bit integers are made in int32.
+
+    Before: NotImplementedError from `kernel.lower` for a ragged int8 operand with a fill
+    other than 0, or a max over a ragged int8 axis.
+    """
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def row_max_and_copy(
+        x: Int[Array, "M N"], *, BM: sk.Const[int] = 128
+    ) -> tuple[Int[Array, "M N"], Int[Array, " M"]]:
+        v = sk.load(x, fill=7)
+        return v, sk.max(v, axis=1)
+
+    x = (jnp.arange(shape[0] * shape[1]) % 200 - 150).astype(jnp.int8).reshape(shape)
+    copy, row_max = row_max_and_copy(x)
+    np.testing.assert_array_equal(copy, x)
+    np.testing.assert_array_equal(row_max, x.max(axis=1))
+    row_max_and_copy.lower(x)  # the check that failed
