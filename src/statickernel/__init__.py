@@ -25,7 +25,9 @@ from ._errors import (
     UnsupportedOpError,
 )
 from ._kernel import Kernel, Specialization, kernel
+from ._loops import dot, loop, map_blocks
 from ._ops import max, min, sum
+from ._pipeline import LoopPlan
 from ._plan import DimPlan, LaunchPlan, OperandPlan
 from ._spec import Const
 
@@ -45,6 +47,7 @@ __all__ = [
     "HardwareLimitError",
     "Kernel",
     "LaunchPlan",
+    "LoopPlan",
     "NotDifferentiableError",
     "OperandError",
     "OperandPlan",
@@ -61,8 +64,11 @@ __all__ = [
     "UnsupportedOpError",
     "default_backend",
     "dim",
+    "dot",
     "kernel",
     "load",
+    "loop",
+    "map_blocks",
     "max",
     "min",
     "set_backend",

@@ -19,9 +19,10 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from ._errors import BodyError, ResultMismatchError
+from ._loops import LOOP_DIMS, active_loops
 from ._spec import KernelSpec, display_path
 
-__all__ = ["Atom", "BodyTrace", "Eqn", "Tile", "dim", "load", "trace_body"]
+__all__ = ["Atom", "BodyTrace", "Eqn", "Step", "Tile", "dim", "load", "trace_body"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _DIMS: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar(
@@ -104,6 +105,21 @@ class Eqn:
 
 
 @dataclasses.dataclass(frozen=True)
+class Step:
+    """The traced step of a loop over `axis`: its carry variables, equations and results.
+
+    The step reads the enclosing body's variables and operands by their names directly."""
+
+    axis: str
+    carries: tuple[str, ...]
+    eqns: tuple[Eqn, ...]
+    outputs: tuple[Atom, ...]
+
+
+LOOP_PRIMITIVES = {"sk_loop", "sk_map_blocks"}
+
+
+@dataclasses.dataclass(frozen=True)
 class BodyTrace:
     """A flattened body: operand tile variables, their fills, the equations and the results."""
 
@@ -123,8 +139,16 @@ class Tile:
     `shape` is the operand's true shape and `block_shape` the shape of the value `load` returns.
     """
 
-    def __init__(self, name: str, value: Any, shape: tuple[int, ...], fills: dict[str, Any]):
+    def __init__(
+        self,
+        name: str,
+        value: Any,
+        shape: tuple[int, ...],
+        fills: dict[str, Any],
+        dims: tuple[str, ...] = (),
+    ):
         self.name = name
+        self.dims = dims
         self._value = value
         self.shape = shape
         self.block_shape: tuple[int, ...] = tuple(value.shape)
@@ -133,6 +157,7 @@ class Tile:
 
     def load(self, *, fill: float | int | bool = 0) -> jax.Array:
         """This block of the operand; elements past the array's edge read as `fill`."""
+        self._check_loop_context()
         if isinstance(fill, np.generic):
             fill = fill.item()
         if isinstance(fill, jax.Array | np.ndarray):
@@ -172,6 +197,22 @@ class Tile:
             )
         self._fills[self.name] = fill
         return self._value
+
+    def _check_loop_context(self) -> None:
+        looped = [d for d in self.dims if d in (LOOP_DIMS.get() or {})]
+        active = active_loops()
+        if looped and looped[0] not in active:
+            where = f"a loop over {active[-1]!r}" if active else "the body outside any loop"
+            raise BodyError(
+                f"`{self.name}` has the loop dim {looped[0]}, but it is loaded in {where}",
+                operand=self.name,
+                dim=looped[0],
+                expected=f"a load inside sk.loop({looped[0]!r}, ...) or "
+                f"sk.map_blocks({looped[0]!r}, ...)",
+                actual=f"`{self.name}` ('{' '.join(self.dims)}') loaded there",
+                fix=f"move the load into the step of a loop over {looped[0]}, which sees one block "
+                "of it at a time",
+            )
 
     def __repr__(self) -> str:
         return f"Tile({self.name}, block_shape={self.block_shape}, dtype={self.dtype})"
@@ -213,14 +254,21 @@ def trace_body(
     """
     bindings = dict(dims) if dims_are_bound else {}
     names = [o.name for o in spec.operands]
+    op_dims = {o.name: o.dims for o in spec.operands}
     fills: dict[str, Any] = {}
+    loop_dims = {d: (dims[d], int(consts[c])) for d, c in spec.loop}
 
     def body(*values: Any) -> Any:
-        tiles = {n: Tile(n, v, true_shapes[n], fills) for n, v in zip(names, values, strict=True)}
+        tiles = {
+            n: Tile(n, v, true_shapes[n], fills, op_dims[n])
+            for n, v in zip(names, values, strict=True)
+        }
         token = _DIMS.set(dict(dims))
+        loops_token = LOOP_DIMS.set(loop_dims)
         try:
             return spec.fn(**tiles, **consts)
         finally:
+            LOOP_DIMS.reset(loops_token)
             _DIMS.reset(token)
 
     avals = [jax.ShapeDtypeStruct(block_shapes[n], dtypes[n]) for n in names]
@@ -323,6 +371,15 @@ class _Flattener:
                 )
             env[var] = Atom(None, arr.item(), str(arr.dtype), False)
 
+    def _fresh(self, aval: Any) -> str:
+        new = f"v{self.count}"
+        self.count += 1
+        self.avals[new] = _aval(aval)
+        return new
+
+    def _loop(self, eqn: Any, env: dict[Any, Atom], where: tuple[str | None, str]) -> None:
+        _flatten_loop(self, eqn, env, where)
+
     def _read(self, env: dict[Any, Atom], v: Any) -> Atom:
         if isinstance(v, jex_core.Literal):
             arr = np.asarray(v.val)
@@ -339,6 +396,9 @@ class _Flattener:
             if line is None:
                 # Inside a jnp function that is itself jitted: the user's line is the call's.
                 line, source = outer
+            if name in LOOP_PRIMITIVES:
+                self._loop(eqn, env, (line, source))
+                continue
             if name in _CALL_PARAMS and _CALL_PARAMS[name] in eqn.params:
                 inner = eqn.params[_CALL_PARAMS[name]]
                 jaxpr = getattr(inner, "jaxpr", inner)
@@ -354,13 +414,51 @@ class _Flattener:
             inputs = tuple(self._read(env, v) for v in eqn.invars)
             outputs = []
             for out in eqn.outvars:
-                new = f"v{self.count}"
-                self.count += 1
+                new = self._fresh(out.aval)
                 env[out] = Atom(new)
-                self.avals[new] = _aval(out.aval)
                 outputs.append(new)
             params = tuple(sorted(eqn.params.items()))
             self.eqns.append(Eqn(name, inputs, tuple(outputs), params, line, source))
+
+
+def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any) -> None:
+    """A loop becomes one equation whose `step` holds the step's own flattened equations."""
+    closed = eqn.params["jaxpr"]
+    jaxpr = closed.jaxpr
+    n_consts = eqn.params["num_consts"]
+    inner_env: dict[Any, Atom] = {}
+    for iv, ov in zip(jaxpr.invars[:n_consts], eqn.invars[:n_consts], strict=True):
+        inner_env[iv] = self._read(env, ov)
+    carries = []
+    for iv in jaxpr.invars[n_consts:]:
+        new = self._fresh(iv.aval)
+        inner_env[iv] = Atom(new)
+        carries.append(new)
+    outer_eqns, self.eqns = self.eqns, []
+    try:
+        self._eqns(jaxpr.eqns, inner_env, where)
+        step_eqns = tuple(self.eqns)
+    finally:
+        self.eqns = outer_eqns
+    step = Step(
+        axis=eqn.params["axis"],
+        carries=tuple(carries),
+        eqns=step_eqns,
+        outputs=tuple(self._read(inner_env, v) for v in jaxpr.outvars),
+    )
+    inputs = tuple(self._read(env, v) for v in eqn.invars[n_consts:])
+    outputs = []
+    for out in eqn.outvars:
+        new = self._fresh(out.aval)
+        env[out] = Atom(new)
+        outputs.append(new)
+    params: dict[str, Any] = {"axis": step.axis, "step": step}
+    if "axis_sizes" in eqn.params:
+        params["axis_sizes"] = eqn.params["axis_sizes"]
+    line, source = where
+    self.eqns.append(
+        Eqn(eqn.primitive.name, inputs, tuple(outputs), tuple(sorted(params.items())), line, source)
+    )
 
 
 def _first_use_line(jaxpr: Any) -> dict[Any, str | None]:

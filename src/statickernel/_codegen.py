@@ -10,15 +10,12 @@ import math
 import jax
 
 from ._plan import LaunchPlan, OperandPlan
-from ._translate import COL, ROW, TILE, Translation, dtype_source, select_source
+from ._loopgen import loop_lines
+from ._translate import COL, LAYOUTS, ROW, TILE, LoopBlock, Translation, dtype_source, select_source
 
 __all__ = ["generate_source"]
 
-_LAYOUT = {
-    TILE: "plgpu.Layout.WGMMA",
-    ROW: "plgpu.Layout.WGMMA.reduce(1)",
-    COL: "plgpu.Layout.WGMMA.reduce(0)",
-}
+_LAYOUT = LAYOUTS
 _BACKEND_TEXT = {
     "interpret": "interpret (the Mosaic GPU interpreter; runs on any machine)",
     "mosaic_gpu": "mosaic_gpu (compiled for an NVIDIA Hopper GPU)",
@@ -98,7 +95,11 @@ class _Generator:
     def __init__(self, plan: LaunchPlan, translation: Translation):
         self.plan = plan
         self.t = translation
-        self.loaded = [op for op in plan.operands if op.loaded]
+        # Operands copied once per block; those with a loop dim are copied by their pipeline.
+        self.loaded = [op for op in plan.operands if op.loaded and op.loop_dim is None]
+        self.inputs = [op for op in plan.operands if op.loaded]
+        written = {plan.results[r].name for r, _, _ in translation.streamed}
+        self.stored = [op for op in plan.results if op.name not in written]
 
     # --- pieces ------------------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ class _Generator:
         return lines
 
     def _fill_masks(self, op: OperandPlan) -> set[str]:
-        if _reads_zero(op.fill):
+        if reads_zero(op.fill):
             # TMA, the interpreter and host padding all read +0 past the edge already.
             return set()
         masks = set()
@@ -201,7 +202,7 @@ class _Generator:
             masks.add(f"{axis}_ok" if op.kind == TILE else f"{axis}_ok_vec")
         return masks
 
-    def _store(self, ref: str, value: str) -> str:
+    def store(self, ref: str, value: str) -> str:
         if _new_store_api():
             return f"plgpu.store({ref}, {value}, optimized=False)"
         return f"{ref}[...] = {value}"
@@ -210,7 +211,7 @@ class _Generator:
 
     def block_function(self) -> list[str]:
         plan = self.plan
-        params = [f"{op.name}_gmem" for op in self.loaded]
+        params = [f"{op.name}_gmem" for op in self.inputs]
         params += [f"{op.name}_gmem" for op in plan.results]
         params += [f"{op.name}_smem" for op in self.loaded]
         params += [f"{op.name}_smem" for op in plan.results]
@@ -220,7 +221,7 @@ class _Generator:
             if d.tiled_by:
                 body.append(f'{self._block_var(d.name)} = lax.axis_index("{d.name}")')
         if any(
-            "edge_start" in g for op in [*self.loaded, *plan.results] for g, _ in self._boxes(op)
+            "edge_start" in g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)
         ):
             body.append(
                 "# Blocks wider than a whole dim start at a traced zero: the box may extend past"
@@ -261,23 +262,32 @@ class _Generator:
                 select = select_source(" & ".join(masks), op.name, fill_value, op.dtype)
                 body.append(f"{op.name} = {select}  # past the edge reads the fill")
         body.append("# The kernel body, one statement per traced op.")
-        body += list(self.t.lines)
+        for line in self.t.lines:
+            if isinstance(line, LoopBlock):
+                body += loop_lines(self, line)
+            else:
+                body.append(line)
+        if not self.stored:
+            head = f"def _{plan.kernel}_block({', '.join(params)}):"
+            return [head] + ["    " + line for line in body]
         body.append(
             "# Store: registers to shared memory, then TMA to global memory, clipped at the edge."
         )
         for op, value in zip(plan.results, self.t.outputs, strict=True):
+            if op not in self.stored:
+                continue
             boxes = self._column_boxes(op)
             if boxes == 1:
-                body.append(self._store(f"{op.name}_smem", value))
+                body.append(self.store(f"{op.name}_smem", value))
                 continue
             body.append(f"{op.name} = {value}")
             width = op.block_shape[-1] // boxes
             lead = ":, " if len(op.dims) == 2 else ""
             for k in range(boxes):
                 piece = f"{op.name}[{lead}{k * width}:{(k + 1) * width}]"
-                body.append(self._store(f"{op.name}_smem.at[{k}]", piece))
+                body.append(self.store(f"{op.name}_smem.at[{k}]", piece))
         body.append("plgpu.commit_smem()")
-        for op in plan.results:
+        for op in self.stored:
             for gmem_ref, smem_ref in self._boxes(op):
                 body.append(f"plgpu.copy_smem_to_gmem({smem_ref}, {gmem_ref})")
         body.append("plgpu.wait_smem_to_gmem(0)")
@@ -320,19 +330,20 @@ class _Generator:
         plan = self.plan
         args = ", ".join(op.name for op in plan.operands)
         body: list[str] = []
-        for op in self.loaded:
+        for op in self.inputs:
             if op.host_padded:
-                pad = op.gmem_shape[1] - op.shape[1]
-                body.append(
-                    f"# `{op.name}` rows are not a multiple of 16 bytes: pad for TMA (extra copy)."
+                pads = ", ".join(f"(0, {g - s})" for s, g in zip(op.shape, op.gmem_shape))
+                why = (
+                    "pad for WGMMA's tiled shared memory"
+                    if op.swizzle
+                    else "rows are not a multiple of 16 bytes: pad for TMA"
                 )
-                body.append(f"{op.name} = jnp.pad({op.name}, ((0, 0), (0, {pad})))")
-        loaded = ", ".join(op.name for op in self.loaded)
+                body.append(f"# `{op.name}` {why} (extra copy).")
+                body.append(f"{op.name} = jnp.pad({op.name}, ({pads}))")
+        loaded = ", ".join(op.name for op in self.inputs)
         results = [op.name for op in plan.results]
         body.append(f"{', '.join(results)} = _launch({loaded})")
-        outs = [
-            f"{op.name}[:, :{op.shape[1]}]" if op.host_padded else op.name for op in plan.results
-        ]
+        outs = [_unpadded(op) for op in plan.results]
         if plan.tuple_result:
             body.append(f"return ({', '.join(outs)},)")
         else:
@@ -380,7 +391,15 @@ class _Generator:
         return "\n".join(wrapped for line in parts for wrapped in _wrap(line)) + "\n"
 
 
-def _reads_zero(fill: object) -> bool:
+def _unpadded(op: OperandPlan) -> str:
+    if not op.host_padded:
+        return op.name
+    if op.gmem_shape[:-1] == op.shape[:-1]:
+        return f"{op.name}[{':, ' * (len(op.shape) - 1)}:{op.shape[-1]}]"
+    return f"{op.name}[{', '.join(f':{s}' for s in op.shape)}]"
+
+
+def reads_zero(fill: object) -> bool:
     """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
     return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
 

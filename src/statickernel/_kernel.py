@@ -22,6 +22,7 @@ from ._body import BodyTrace, check_outputs, trace_body
 from ._codegen import generate_source
 from ._errors import (
     BackendError,
+    ResultMismatchError,
     HardwareLimitError,
     NotDifferentiableError,
     PlanError,
@@ -37,6 +38,7 @@ from ._plan import (
     quantum,
     smem_bytes,
 )
+from ._pipeline import check_dots
 from ._spec import KernelSpec, build_spec
 from ._translate import COL, ROW, TILE, Geometry, Translation, translate
 
@@ -233,7 +235,7 @@ class Kernel[**P, R]:
         result_dtypes = check_outputs(
             spec,
             trace,
-            [tuple(logical[d] for d in r.dims) for r in spec.results],
+            _result_blocks(spec, logical, sizes),
             spec.location,
             sizes,
         )
@@ -247,8 +249,18 @@ class Kernel[**P, R]:
             if f is not None
         }
         translation = _translate(spec, trace, sizes, extents, ragged_everywhere=False)
+        _check_loops(spec, translation, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err)
         plan = make_plan(
-            spec, sizes, dtypes, consts, chosen, extents, fills, translation.masks, where
+            spec,
+            sizes,
+            dtypes,
+            consts,
+            chosen,
+            extents,
+            fills,
+            translation.masks,
+            where,
+            loops=translation.loops,
         )
         source = generate_source(plan, translation)
         fn = _execute(source, spec.name, spec.location)
@@ -276,8 +288,62 @@ def _at_entry_point(exc: StaticKernelError) -> StaticKernelError:
 def _logical_blocks(
     spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any]
 ) -> dict[str, int]:
-    tile = spec.tile_map
+    """The block the body sees along each dim; a loop dim is seen one loop block at a time."""
+    tile = spec.block_map
     return {d: int(consts[tile[d]]) if d in tile else size for d, size in sizes.items()}
+
+
+def _result_blocks(
+    spec: KernelSpec, logical: Mapping[str, int], sizes: Mapping[str, int]
+) -> list[tuple[int, ...]]:
+    """What the body returns for each result: a loop dim is whole, written by sk.map_blocks."""
+    loops = spec.loop_map
+    return [
+        tuple(sizes[d] if d in loops else logical[d] for d in r.dims) for r in spec.results
+    ]
+
+
+def _check_loops(
+    spec: KernelSpec,
+    translation: Translation,
+    extents: Mapping[str, tuple[int, int]],
+    dtypes: Mapping[str, tuple[str, ...]],
+    error: type[StaticKernelError],
+    err: Mapping[str, Any],
+) -> None:
+    """The rules of pipelined operands and of sk.dot, for these constants."""
+    if not spec.loop:
+        return
+    dims = {o.name: o.dims for o in spec.operands + spec.results}
+    for block in translation.loops:
+        for name in block.operands:
+            for d in dims[name]:
+                if d != block.axis and d not in spec.tile_map:
+                    raise error(
+                        f"`{name}` is read block by block in the loop over {block.axis}, but its "
+                        f"dim {d} is neither tiled nor that loop dim",
+                        **err,
+                        operand=name,
+                        dim=d,
+                        expected=f"every dim of `{name}` in tile= or the loop dim {block.axis}",
+                        actual=f"'{' '.join(dims[name])}' with {d} whole",
+                        fix=f'tile {d}, e.g. tile={{..., "{d}": "B{d}"}}',
+                    )
+    for i, result in enumerate(spec.results):
+        looped = [d for d in result.dims if d in spec.loop_map]
+        if looped and i not in {r for r, _, _ in translation.streamed}:
+            raise ResultMismatchError(
+                f"{result.name} has the loop dim {looped[0]}, but the body does not return it "
+                "from sk.map_blocks",
+                **err,
+                operand=result.name,
+                dim=looped[0],
+                expected=f"the value of sk.map_blocks({looped[0]!r}, ...)",
+                actual="a value computed outside a loop",
+                fix=f"write the result block by block: return sk.map_blocks({looped[0]!r}, fn), "
+                "with fn computing one block",
+            )
+    check_dots(translation.loops, dims, extents, dtypes, spec.block_map, error, err)
 
 
 def _kind(spec: KernelSpec, dims: tuple[str, ...]) -> str:
@@ -312,6 +378,32 @@ def _translate(
             if fill is not None
         ),
     )
+    loops = spec.loop_map
+    if loops:
+
+        def looped_ragged(dim: str) -> bool:
+            return ragged_everywhere or sizes[dim] % extents[dim][0] != 0
+
+        steps = tuple(
+            (
+                axis,
+                dataclasses.replace(
+                    geometry,
+                    cols=extents[axis][1] if axis == spec.cols else geometry.cols,
+                    ragged_cols=looped_ragged(axis) if axis == spec.cols else geometry.ragged_cols,
+                ),
+            )
+            for axis in loops
+        )
+        geometry = dataclasses.replace(
+            geometry,
+            steps=steps,
+            looped_operands=tuple(
+                (o.name, next(d for d in o.dims if d in loops))
+                for o in spec.operands
+                if any(d in loops for d in o.dims)
+            ),
+        )
     result_kinds = tuple(_kind(spec, r.dims) for r in spec.results)
     return translate(trace, geometry, result_kinds, spec.name, spec.location)
 
@@ -377,13 +469,17 @@ def check_declaration(
     widest = {n: max(opts, key=hw.itemsize) for n, opts in options.items()}
     # Whole dims take their smallest block here; their real size is only known at the call.
     extents: dict[str, tuple[int, int]] = {}
+    blocks = spec.block_map
     for d in spec.dim_names():
-        block = int(consts[tile[d]]) if d in tile else quantum(spec, d, options)[0]
+        block = int(consts[blocks[d]]) if d in blocks else quantum(spec, d, options)[0]
         extents[d] = (block, block)
     check_blocks(spec, extents, options, error, err)
     probe_sizes = {d: 2 * b + 1 if d in tile else b for d, (b, _) in extents.items()}
+    for d, const in spec.loop_map.items():
+        # Enough steps that every declared stage is in use.
+        probe_sizes[d] = int(consts[const]) * max(2, spec.stage_count(consts)) + 1
     smem = smem_bytes(spec, extents, widest, {o.name for o in spec.operands})
-    if smem > hw.SMEM_BYTES:
+    if smem > hw.SMEM_BYTES and not spec.loop:
         cls = SharedMemoryError if error is HardwareLimitError else error
         raise cls(
             f"the blocks need {smem:,} B of shared memory with the widest dtypes allowed, over "
@@ -413,10 +509,33 @@ def check_declaration(
         probe_sizes,
         dims_are_bound=False,
     )
-    check_outputs(
-        spec, trace, [tuple(logical[d] for d in r.dims) for r in spec.results], spec.location, {}
+    result_dtypes = check_outputs(
+        spec, trace, _result_blocks(spec, logical, probe_sizes), spec.location, {}
     )
-    _translate(spec, trace, probe_sizes, extents, ragged_everywhere=True)
+    translation = _translate(spec, trace, probe_sizes, extents, ragged_everywhere=True)
+    if spec.loop:
+        _check_loops(spec, translation, extents, options, error, err)
+        dtypes = dict(widest)
+        dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+        fills = {
+            n: f
+            for n, f in zip([o.name for o in spec.operands], trace.fills, strict=True)
+            if f is not None
+        }
+        cls = SharedMemoryError if error is HardwareLimitError else error
+        make_plan(
+            spec,
+            probe_sizes,
+            dtypes,
+            consts,
+            "interpret",
+            extents,
+            fills,
+            translation.masks,
+            where,
+            loops=translation.loops,
+            error=cls,
+        )
 
 
 @overload
@@ -425,6 +544,8 @@ def kernel[**P, R](fn: Callable[P, R], /) -> Kernel[P, R]: ...
 def kernel[**P, R](
     *,
     tile: Mapping[str, str] | None = None,
+    loop: Mapping[str, str] | None = None,
+    stages: str | int | None = None,
     reference: Callable[..., Any] | None = None,
     backend: str | None = None,
     name: str | None = None,
@@ -434,6 +555,8 @@ def kernel[**P, R](
     /,
     *,
     tile: Mapping[str, str] | None = None,
+    loop: Mapping[str, str] | None = None,
+    stages: str | int | None = None,
     reference: Callable[..., Any] | None = None,
     backend: str | None = None,
     name: str | None = None,
@@ -443,6 +566,10 @@ def kernel[**P, R](
     Args:
       tile: which dims are split across the grid, and by which int constant, e.g.
         `{"M": "BM"}`. Dims not tiled are whole inside every block.
+      loop: which dims each block walks in sequence, and by which int constant, e.g.
+        `{"K": "BK"}`. The body walks them with `sk.loop` and `sk.map_blocks`.
+      stages: the pipeline's stage count for loops: the name of an int constant, or an int.
+        By default the constant named `stages` if there is one, else 2.
       reference: a plain jnp function computing the same result, for tests and tools.
       backend: "mosaic_gpu" or "interpret"; by default the process-wide choice.
       name: the kernel's name in plans and generated code; the function's name by default.
@@ -450,7 +577,9 @@ def kernel[**P, R](
 
     def decorate(f: Callable[P, R]) -> Kernel[P, R]:
         try:
-            spec = build_spec(f, tile if tile is not None else {}, reference, name)
+            spec = build_spec(
+                f, tile if tile is not None else {}, reference, name, loop=loop, stages=stages
+            )
             chosen = resolve_backend(backend, None) if backend else None
             check_declaration(spec, spec.const_defaults)
         except StaticKernelError as exc:

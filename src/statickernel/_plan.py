@@ -11,8 +11,9 @@ from typing import Any
 
 from . import _hardware as hw
 from ._errors import PlanError, StaticKernelError
+from ._pipeline import LoopPlan, dot_gmem_shape, dot_operands, pipeline_bytes, swizzle_elements
 from ._spec import KernelSpec
-from ._translate import COL, ROW, TILE
+from ._translate import COL, ROW, TILE, LoopBlock
 
 __all__ = [
     "DimPlan",
@@ -49,6 +50,8 @@ class DimPlan:
     padded to what the hardware needs."""
     grid_axis: int | None
     """The grid axis that walks the dim's blocks; None when whole."""
+    looped_by: str | None = None
+    """The constant a loop dim is walked in blocks of; None for tiled and whole dims."""
 
     @property
     def boxes(self) -> int:
@@ -58,12 +61,13 @@ class DimPlan:
     @property
     def ragged(self) -> bool:
         """True when some block holds elements past the array's edge."""
-        return is_ragged(self.size, self.block, self.extent, self.tiled_by is not None)
+        split = self.tiled_by is not None or self.looped_by is not None
+        return is_ragged(self.size, self.block, self.extent, split)
 
     @property
     def status(self) -> str:
         """The dim's edge in words, e.g. `ragged (777 % 128 = 9)` or `whole, padded 100 -> 104`."""
-        if self.tiled_by:
+        if self.tiled_by or self.looped_by:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"
             return f"ragged ({self.size} % {self.block} = {self.size % self.block})"
@@ -103,6 +107,10 @@ class OperandPlan:
     """What loads past the array's edge read; None for results and operands never loaded."""
     loaded: bool
     """Whether the body loads it (results are always stored, and count as loaded)."""
+    loop_dim: str | None = None
+    """The loop dim whose pipeline copies its blocks; None when copied once per block."""
+    swizzle: int = 0
+    """For an operand of `sk.dot`: elements per 128-byte swizzle row of its tiled SMEM; else 0."""
 
     @property
     def host_padded(self) -> bool:
@@ -154,10 +162,16 @@ class LaunchPlan:
     """What you should know about this launch: host-padding fallbacks and masked reductions."""
     tuple_result: bool = False
     """Whether the kernel returns a tuple of results."""
+    loops: tuple[LoopPlan, ...] = ()
+    """The body's loops, in order: one software pipeline each."""
 
     def dim(self, name: str) -> DimPlan:
         """The plan of the dim called `name`."""
         return next(d for d in self.dims if d.name == name)
+
+    def operand(self, name: str) -> OperandPlan:
+        """The plan of the operand or result called `name`."""
+        return next(op for op in self.operands + self.results if op.name == name)
 
     @property
     def bindings(self) -> dict[str, int]:
@@ -173,11 +187,17 @@ class LaunchPlan:
         assert all(g <= hw.CUDA_GRID_YZ_MAX for g in self.grid[:-1])
         assert self.smem_bytes <= hw.SMEM_BYTES
         for d in self.dims:
-            assert d.extent >= (d.block if d.tiled_by else d.size)
+            assert d.extent >= (d.block if d.tiled_by or d.looped_by else d.size)
             assert d.extent % d.boxes == 0 and d.extent // d.boxes <= hw.TMA_BOX_MAX
-            assert d.boxes == 1 or not d.tiled_by
+            assert d.boxes == 1 or not (d.tiled_by or d.looped_by)
+        for loop in self.loops:
+            assert loop.steps == hw.cdiv(loop.size, loop.block)
+            assert 1 <= loop.stages <= loop.steps
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
+            if op.swizzle:
+                assert all(r <= t or r % t == 0 for r, t in zip(op.gmem_shape, (8, op.swizzle)))
+                continue
             last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
             assert last_bytes % hw.TMA_ALIGN_BYTES == 0
             if len(op.gmem_shape) == 2:
@@ -200,7 +220,11 @@ class LaunchPlan:
         lines.append("  dims:")
         width = max(len(f"{d.name}={d.size}") for d in self.dims)
         for d in self.dims:
-            split = f"tiled by {d.tiled_by}={d.block}" if d.tiled_by else "whole"
+            split = (
+                f"tiled by {d.tiled_by}={d.block}"
+                if d.tiled_by
+                else (f"looped by {d.looped_by}={d.block}" if d.looped_by else "whole")
+            )
             edge = self._edge(d)
             lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {d.status}{edge}")
         for title, group in (("operands", self.operands), ("results", self.results)):
@@ -214,6 +238,16 @@ class LaunchPlan:
                 if op.host_padded:
                     text += f"  host-padded to {list(op.gmem_shape)}"
                 lines.append(text)
+        for i, loop in enumerate(self.loops):
+            what = "fold into a carry" if loop.mode == "fold" else "write a block per step"
+            dots = "".join(
+                f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots
+            )
+            lines.append(
+                f"  loop {i}: {loop.axis} in {loop.steps} step(s) of {loop.block}, "
+                f"{loop.stages} stage(s), {what}; pipelines {', '.join(loop.operands) or '-'}"
+                f"{dots}; {loop.smem_bytes:,} B while it runs"
+            )
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
         if self.notes:
             lines.append("  notes:")
@@ -251,7 +285,7 @@ def block_extents(
     spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any], dtypes: Mapping[str, str]
 ) -> dict[str, tuple[int, int]]:
     """(logical block, physical extent) of every dim."""
-    tile = spec.tile_map
+    tile = spec.block_map
     options = {name: (dtype,) for name, dtype in dtypes.items()}
     out: dict[str, tuple[int, int]] = {}
     for name, size in sizes.items():
@@ -283,7 +317,7 @@ def check_blocks(
 ) -> None:
     """The TMA and register-layout rules for every block; `dtype_options` lists the dtypes each
     operand may take (all the annotation allows at import, the bound one at the call)."""
-    tile = spec.tile_map
+    tile = spec.block_map
     for name, (_, extent) in extents.items():
         const = tile.get(name)
         fix_const = f"set {const} to" if const else f"tile {name} with a constant of"
@@ -371,15 +405,18 @@ def make_plan(
     fills: Mapping[str, Any],
     masked_reductions: frozenset[str] = frozenset(),
     where: str | None = None,
+    loops: tuple[LoopBlock, ...] = (),
+    error: type[StaticKernelError] = PlanError,
 ) -> LaunchPlan:
     tile = spec.tile_map
+    looped = spec.loop_map
     err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location, bindings=dict(sizes))
     tiled = [name for name in spec.dim_names() if name in tile]
     grid = tuple(hw.cdiv(sizes[n], extents[n][0]) for n in tiled) or (1,)
     grid_names = tuple(tiled) or ("_",)
     for axis, (name, count) in enumerate(zip(grid_names, grid, strict=True)):
         if axis < len(grid) - 1 and count > hw.CUDA_GRID_YZ_MAX:
-            raise PlanError(
+            raise error(
                 f"the grid has {count} blocks along {name}, over CUDA's limit for grid y/z",
                 **err,
                 dim=name,
@@ -395,17 +432,29 @@ def make_plan(
             block=extents[n][0],
             extent=extents[n][1],
             grid_axis=tiled.index(n) if n in tile else None,
+            looped_by=looped.get(n),
         )
         for n in spec.dim_names()
     )
     notes: list[str] = []
+    dot_roles = dot_operands(loops)
 
     def operand_plan(op: Any, role: str) -> OperandPlan:
         shape = tuple(sizes[d] for d in op.dims)
         dtype = dtypes[op.name]
         kind = TILE if len(op.dims) == 2 else (ROW if op.dims[0] == spec.rows else COL)
         gmem = shape
-        if len(shape) == 2 and shape[1] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
+        swizzle = swizzle_elements(dtype) if op.name in dot_roles else 0
+        loop_dim = next((d for d in op.dims if d in looped), None)
+        if swizzle:
+            gmem = dot_gmem_shape(shape, dtype)
+            if gmem != shape:
+                notes.append(
+                    f"fallback: `{op.name}` {list(shape)} is padded with zeros on the host to "
+                    f"{list(gmem)}, so that TMA can copy it into WGMMA's tiled shared memory "
+                    f"(rows a multiple of 8, columns of {swizzle} x {dtype}; one extra copy)"
+                )
+        elif len(shape) == 2 and shape[1] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
             padded = hw.round_up(shape[1], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype))
             gmem = (shape[0], padded)
             row_bytes = shape[1] * hw.itemsize(dtype)
@@ -427,6 +476,8 @@ def make_plan(
             gmem_shape=gmem,
             fill=fills.get(op.name) if role == "input" else None,
             loaded=loaded,
+            loop_dim=loop_dim if role == "input" and loaded else None,
+            swizzle=swizzle,
         )
 
     operands = tuple(operand_plan(op, "input") for op in spec.operands)
@@ -437,9 +488,28 @@ def make_plan(
                 f"reductions over {dim_name} are masked: elements past {sizes[dim_name]} take "
                 "the reduction's identity, whatever the fill"
             )
-    smem = smem_bytes(spec, extents, dtypes, set(fills))
+    streamed_once = {n for n in fills if not any(d in looped for d in _dims_of(spec, n))}
+    loop_plans = _loop_plans(spec, loops, sizes, extents, dtypes, consts)
+    smem = smem_bytes(spec, extents, dtypes, streamed_once if loops else set(fills))
+    if loop_plans:
+        smem += max(lp.smem_bytes for lp in loop_plans)
+    if smem > hw.SMEM_BYTES and loop_plans:
+        raise error(
+            f"the blocks and pipeline stages need {smem:,} B of shared memory, over the "
+            f"{hw.SMEM_BYTES:,} B a block has",
+            **err,
+            expected=f"<= {hw.SMEM_BYTES:,} B",
+            actual=f"{smem:,} B ("
+            + "; ".join(
+                f"loop over {lp.axis}: {lp.stages} stage(s) x {lp.smem_bytes // lp.stages:,} B"
+                for lp in loop_plans
+            )
+            + ")",
+            fix=_stages_fix(spec, consts, smem - max(lp.smem_bytes for lp in loop_plans),
+                            loops, extents, dtypes, sizes),
+        )
     if smem > hw.SMEM_BYTES:
-        raise PlanError(
+        raise error(
             f"the blocks need {smem:,} B of shared memory, over the {hw.SMEM_BYTES:,} B a block has",
             **err,
             expected=f"<= {hw.SMEM_BYTES:,} B",
@@ -461,6 +531,74 @@ def make_plan(
         smem_bytes=smem,
         notes=tuple(notes),
         tuple_result=spec.result_is_tuple,
+        loops=loop_plans,
     )
     plan.check_invariants()
     return plan
+
+
+def _dims_of(spec: KernelSpec, name: str) -> tuple[str, ...]:
+    return next(o.dims for o in spec.operands + spec.results if o.name == name)
+
+
+def _block_bytes(spec: KernelSpec, name: str, extents: Mapping[str, tuple[int, int]],
+                 dtypes: Mapping[str, str]) -> int:
+    count = 1
+    for d in _dims_of(spec, name):
+        count *= extents[d][1]
+    return count * hw.itemsize(dtypes[name])
+
+
+def _loop_plans(
+    spec: KernelSpec,
+    loops: tuple[LoopBlock, ...],
+    sizes: Mapping[str, int],
+    extents: Mapping[str, tuple[int, int]],
+    dtypes: Mapping[str, str],
+    consts: Mapping[str, Any],
+    stages: int | None = None,
+) -> tuple[LoopPlan, ...]:
+    declared = stages if stages is not None else spec.stage_count(consts)
+    out = []
+    for block in loops:
+        size, step = sizes[block.axis], extents[block.axis][0]
+        steps = hw.cdiv(size, step)
+        eff = min(declared, steps)
+        out.append(
+            LoopPlan(
+                axis=block.axis,
+                constant=spec.loop_map[block.axis],
+                block=step,
+                size=size,
+                steps=steps,
+                stages=eff,
+                mode=block.mode,
+                operands=block.operands,
+                dots=tuple((d.a, d.b, d.transpose_b) for d in block.dots),
+                smem_bytes=pipeline_bytes(
+                    [_block_bytes(spec, n, extents, dtypes) for n in block.operands], eff
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _stages_fix(
+    spec: KernelSpec,
+    consts: Mapping[str, Any],
+    fixed_bytes: int,
+    loops: tuple[LoopBlock, ...],
+    extents: Mapping[str, tuple[int, int]],
+    dtypes: Mapping[str, str],
+    sizes: Mapping[str, int],
+) -> str:
+    """Proposes the largest stage count whose pipelines fit, else smaller loop blocks."""
+    declared = spec.stage_count(consts)
+    for stages in range(declared - 1, 0, -1):
+        plans = _loop_plans(spec, loops, sizes, extents, dtypes, consts, stages)
+        if fixed_bytes + max(lp.smem_bytes for lp in plans) <= hw.SMEM_BYTES:
+            name = spec.stages if isinstance(spec.stages, str) else "stages="
+            sep = "=" if isinstance(spec.stages, str) else ""
+            return f"set {name}{sep}{stages} (the largest stage count that fits)"
+    consts_text = ", ".join(f"{c}" for c in spec.block_map.values())
+    return f"even one stage does not fit: lower the block constants ({consts_text})"

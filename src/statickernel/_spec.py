@@ -79,10 +79,26 @@ class KernelSpec:
     rows: str
     cols: str | None
     reference: Callable[..., Any] | None
+    loop: tuple[tuple[str, str], ...] = ()
+    """Loop dims, walked in sequence inside each block, and the constants that block them."""
+    stages: str | int = 2
+    """The constant holding the pipeline's stage count, or a fixed count."""
 
     @property
     def tile_map(self) -> dict[str, str]:
         return dict(self.tile)
+
+    @property
+    def loop_map(self) -> dict[str, str]:
+        return dict(self.loop)
+
+    @property
+    def block_map(self) -> dict[str, str]:
+        """Every dim split into blocks, across the grid or along a loop, and its constant."""
+        return {**dict(self.tile), **dict(self.loop)}
+
+    def stage_count(self, consts: Mapping[str, Any]) -> int:
+        return int(consts[self.stages]) if isinstance(self.stages, str) else self.stages
 
     @property
     def const_defaults(self) -> dict[str, Any]:
@@ -117,6 +133,8 @@ def build_spec(
     tile: Mapping[str, str],
     reference: Callable[..., Any] | None,
     name: str | None,
+    loop: Mapping[str, str] | None = None,
+    stages: str | int | None = None,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     where = source_location(fn)
@@ -179,8 +197,12 @@ def build_spec(
         )
     results, result_is_tuple = _result_specs(hints.get("return"), err)
     _check_derivable(operands, results, err)
-    rows, cols = _frame(operands, results, err)
+    loop = dict(loop or {})
+    rows, cols = _frame(operands, results, err, loop)
     _check_tiling(tile, operands, results, consts, err)
+    if loop:
+        _check_loops(loop, tile, operands, consts, rows, err)
+    stage_spec = _stage_spec(stages, consts, err)
     return KernelSpec(
         name=kname,
         fn=fn,
@@ -193,6 +215,8 @@ def build_spec(
         rows=rows,
         cols=cols,
         reference=reference,
+        loop=tuple(loop.items()),
+        stages=stage_spec,
     )
 
 
@@ -355,11 +379,23 @@ def _check_derivable(
 
 
 def _frame(
-    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+    loop: Mapping[str, str] | None = None,
 ) -> tuple[str, str | None]:
-    """Picks the (rows, cols) dim order every 2-D block of the kernel shares."""
+    """Picks the (rows, cols) dim order every 2-D block of the kernel shares.
+
+    With loop dims, the results set the frame, and a 2-D operand with a loop dim outside the
+    frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there."""
     everything = operands + results
     two_d = [o for o in everything if o.rank == 2]
+    if loop:
+        framed = [r for r in results if r.rank == 2] + two_d
+        frame = framed[0].dims if framed else ()
+        outside = set(loop) - set(frame)
+        everything = [o for o in everything if not (o.rank == 2 and outside & set(o.dims))]
+        two_d = [r for r in results if r.rank == 2] + [o for o in everything if o.rank == 2]
     if not two_d:
         raise AnnotationError(
             "it has no 2-D operand or result; blocks are laid out as 2-D register tiles",
@@ -390,6 +426,101 @@ def _frame(
                 fix=f"use the dim name {rows} or {cols}",
             )
     return rows, cols
+
+
+def _check_loops(
+    loop: Mapping[str, str],
+    tile: Mapping[str, str],
+    operands: list[OperandSpec],
+    consts: list[ConstSpec],
+    rows: str,
+    err: dict[str, Any],
+) -> None:
+    operand_dims = {d for o in operands for d in o.dims}
+    const_by_name = {c.name: c for c in consts}
+    if not isinstance(loop, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in loop.items()
+    ):
+        raise TilingError(
+            "loop= must map dim names to constant names",
+            **err,
+            expected='a dict such as {"K": "BK"}, with BK a keyword-only sk.Const[int] parameter',
+            actual=repr(loop),
+            fix='write loop={"K": "BK"} and declare `BK: sk.Const[int] = 64`',
+        )
+    for dim, const_name in loop.items():
+        if dim not in operand_dims:
+            raise TilingError(
+                f"loop= names dim {dim}, which no operand declares",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(sorted(operand_dims))}",
+                actual=repr(dim),
+                fix="loop over a declared dim",
+            )
+        if dim in tile:
+            raise TilingError(
+                f"dim {dim} is both tiled across the grid and looped over",
+                **err,
+                dim=dim,
+                expected="each dim in at most one of tile= and loop=",
+                actual=f"tile[{dim!r}]={tile[dim]!r}, loop[{dim!r}]={const_name!r}",
+                fix=f"drop {dim} from tile= to walk it in a loop, or from loop= to spread it over "
+                "the grid",
+            )
+        const = const_by_name.get(const_name)
+        if const is None or const.type is not int:
+            raise TilingError(
+                f"dim {dim} is looped over in blocks of {const_name!r}, which is not an int "
+                "constant of the kernel",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(c.name for c in consts if c.type is int) or '(none)'}",
+                actual=repr(const_name),
+                fix=f"add a keyword-only parameter `{const_name}: sk.Const[int] = 64`",
+            )
+    if rows not in tile:
+        raise TilingError(
+            f"the row dim {rows} of a kernel with loop dims is not tiled",
+            **err,
+            dim=rows,
+            expected=f"{rows} in tile=",
+            actual=f"tile={dict(tile)!r}",
+            fix=f'tile it, e.g. tile={{"{rows}": "B{rows}", ...}} with `B{rows}: sk.Const[int] = 64`',
+        )
+
+
+def _stage_spec(stages: str | int | None, consts: list[ConstSpec], err: dict[str, Any]) -> str | int:
+    """The pipeline's stage count: a named int constant, a fixed int, or `stages` if declared."""
+    names = {c.name: c for c in consts}
+    if stages is None:
+        return "stages" if "stages" in names and names["stages"].type is int else 2
+    if isinstance(stages, bool) or not isinstance(stages, int | str):
+        raise ConstantError(
+            "stages= must name an int constant or be a positive int",
+            **err,
+            actual=repr(stages),
+            fix='write stages="stages" and declare `stages: sk.Const[int] = 3`',
+        )
+    if isinstance(stages, int):
+        if stages < 1:
+            raise ConstantError(
+                "stages= must be at least 1",
+                **err,
+                actual=stages,
+                fix="use stages=2 or more to overlap copies with compute",
+            )
+        return stages
+    if stages not in names or names[stages].type is not int:
+        raise ConstantError(
+            f"stages= names {stages!r}, which is not an int constant of the kernel",
+            **err,
+            operand=stages,
+            expected=f"one of {', '.join(c.name for c in consts if c.type is int) or '(none)'}",
+            actual=repr(stages),
+            fix=f"add a keyword-only parameter `{stages}: sk.Const[int] = 3`",
+        )
+    return stages
 
 
 def _check_tiling(

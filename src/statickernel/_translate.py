@@ -21,7 +21,10 @@ from ._body import Atom, BodyTrace, Eqn
 from ._errors import UnsupportedOpError
 
 __all__ = [
+    "Carry",
+    "DotUpdate",
     "Geometry",
+    "LoopBlock",
     "Translation",
     "dtype_source",
     "literal_source",
@@ -30,6 +33,12 @@ __all__ = [
 ]
 
 TILE, ROW, COL, SCALAR = "tile", "row", "col", "scalar"
+LOOP_PRIMS = frozenset({"sk_loop", "sk_map_blocks"})
+LAYOUTS = {
+    TILE: "plgpu.Layout.WGMMA",
+    ROW: "plgpu.Layout.WGMMA.reduce(1)",
+    COL: "plgpu.Layout.WGMMA.reduce(0)",
+}
 
 UNARY = {
     "neg": "lax.neg",
@@ -88,7 +97,9 @@ _WRITTEN_AS |= {"max": "jnp.maximum", "min": "jnp.minimum", "clamp": "jnp.clip"}
 _HINTS: dict[str, tuple[str, str]] = {
     "dot_general": (
         "jnp.dot / @ / jnp.einsum",
-        "matrix products need WGMMA and a loop over K; compute them outside the kernel for now",
+        'use sk.dot(a, b) on the operands inside a loop over the contracted dim: declare loop={"K": '
+        '"BK"} and write acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), '
+        "init=jnp.zeros((BM, BN), jnp.float32))",
     ),
     "transpose": ("transpose / .T", "pass a transposed operand from outside the kernel"),
     "cumsum": ("jnp.cumsum", "compute the prefix sum outside the kernel"),
@@ -131,6 +142,11 @@ class Geometry:
     ragged_cols: bool
     input_kinds: tuple[tuple[str, str], ...]  # operand name -> kind
     input_fills: tuple[tuple[str, float | int | bool], ...] = ()  # loaded operand -> its fill
+    steps: tuple[tuple[str, "Geometry"], ...] = ()  # loop dim -> the geometry inside its steps
+    looped_operands: tuple[tuple[str, str], ...] = ()  # operand -> the loop dim it has
+
+    def step(self, axis: str) -> "Geometry":
+        return dict(self.steps)[axis]
 
     def shape(self, kind: str) -> tuple[int, ...]:
         return {TILE: (self.rows, self.cols), ROW: (self.rows,), COL: (self.cols,), SCALAR: ()}[
@@ -139,10 +155,52 @@ class Geometry:
 
 
 @dataclasses.dataclass(frozen=True)
-class Translation:
+class Carry:
+    """One carry of a folding loop: its variable inside the step, its first and last value."""
+
+    var: str
+    kind: str
+    dtype: str
+    init: str  # source of the initial value, in the carry's kind and layout
+    update: str  # source of the step's new value; "" for an accumulator
+    accumulator: bool  # updated only by WGMMA, held in an accumulator ref
+
+
+@dataclasses.dataclass(frozen=True)
+class DotUpdate:
+    carry: str  # the accumulator carry's variable
+    a: str
+    b: str
+    transpose_b: bool  # b is stored (N, K)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopBlock:
+    """A loop of the body, translated: the step's statements and what flows in and out."""
+
+    index: int
+    axis: str
+    mode: str  # "fold" (sk.loop) or "map" (sk.map_blocks)
+    operands: tuple[str, ...]  # operands whose blocks the step reads, in order of first use
+    loads: tuple[str, ...]  # of those, the ones loaded into registers
+    masks: frozenset[str]
     lines: tuple[str, ...]
+    carries: tuple[Carry, ...]
+    dots: tuple[DotUpdate, ...]
+    finals: tuple[str, ...]  # the body's variables for the final carries
+    blocks: tuple[str, ...]  # map: source of each output block, per step
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+    lines: tuple["str | LoopBlock", ...]
     outputs: tuple[str, ...]  # source expressions of the results, in their declared kinds
     masks: frozenset[str]  # mask names the statements use: row_ok, col_ok
+    streamed: tuple[tuple[int, int, int], ...] = ()  # (result, loop, block) written by a map
+
+    @property
+    def loops(self) -> tuple[LoopBlock, ...]:
+        return tuple(line for line in self.lines if isinstance(line, LoopBlock))
 
 
 def dtype_source(dtype: str) -> str:
@@ -202,23 +260,33 @@ class _Translator:
         self.masks: set[str] = set()
         self.aliases: dict[str, str] = {}
         self.dtypes: dict[str, str] = {}
+        self.literals: dict[str, object] = {}
+        self.loop_outputs: dict[str, tuple[int, int]] = {}  # map output var -> (loop, block)
+        self.loop_count = 0
 
     def run(self, result_kinds: tuple[str, ...]) -> Translation:
         input_kinds = dict(self.g.input_kinds)
         for name in trace_inputs(self.trace):
             self.kinds[name] = input_kinds[name]
             self.dtypes[name] = self.trace.aval(name)[1]
+        self._eqns(self.trace.eqns)
+        outputs: list[str] = []
+        streamed: list[tuple[int, int, int]] = []
+        for i, (atom, kind) in enumerate(zip(self.trace.outputs, result_kinds, strict=True)):
+            if atom.var in self.loop_outputs:
+                streamed.append((i, *self.loop_outputs[atom.var]))
+                outputs.append("")
+            else:
+                outputs.append(self._as_kind(atom, kind))
+        return Translation(tuple(self.lines), tuple(outputs), frozenset(self.masks), tuple(streamed))
+
+    def _eqns(self, eqns: tuple[Eqn, ...]) -> None:
         last_line = None
-        for eqn in self.trace.eqns:
-            if eqn.line != last_line and eqn.line:
+        for eqn in eqns:
+            if eqn.line != last_line and eqn.line and eqn.prim not in LOOP_PRIMS:
                 self.lines.append(f"# {eqn.line}: {eqn.source}" if eqn.source else f"# {eqn.line}")
                 last_line = eqn.line
             self._eqn(eqn)
-        outputs = tuple(
-            self._as_kind(atom, kind)
-            for atom, kind in zip(self.trace.outputs, result_kinds, strict=True)
-        )
-        return Translation(tuple(self.lines), outputs, frozenset(self.masks))
 
     # --- helpers -----------------------------------------------------------------------------
 
@@ -238,6 +306,8 @@ class _Translator:
         return self.aliases.get(atom.var, atom.var)
 
     def _kind(self, atom: Atom) -> str:
+        if atom.var in self.loop_outputs:
+            raise AssertionError("a map output is used")  # guarded in _check_map_use
         return SCALAR if atom.var is None else self.kinds[atom.var]
 
     def _dtype(self, atom: Atom) -> str:
@@ -267,13 +337,36 @@ class _Translator:
         self.dtypes[out] = self.trace.aval(out)[1]
         if atom.var is None:
             self.lines.append(f"{out} = {self._src(atom)}")
+            self.literals[out] = atom.value
         else:
+            if atom.var in self.literals:
+                self.literals[out] = self.literals[atom.var]
             self.aliases[out] = self._src(atom)
 
     # --- equations ---------------------------------------------------------------------------
 
     def _eqn(self, eqn: Eqn) -> None:
         prim = eqn.prim
+        for atom in eqn.inputs:
+            if atom.var in self.loop_outputs:
+                raise self._fail(
+                    eqn,
+                    "the body computes with the value sk.map_blocks returns, which stands for "
+                    "blocks already written",
+                    "do the computation inside the function given to sk.map_blocks, and return "
+                    "its value from the body as it is",
+                )
+        if prim in LOOP_PRIMS:
+            from ._steps import translate_loop
+
+            return translate_loop(self, eqn)
+        if prim == "sk_dot":
+            raise self._fail(
+                eqn,
+                "sk.dot's product is not added to the loop's carry",
+                "write the step as `return acc + sk.dot(a, b)`, with acc the carry (init "
+                "jnp.zeros((BM, BN), jnp.float32)), and use the product after the loop",
+            )
         if prim not in SUPPORTED:
             user, fix = _HINTS.get(
                 prim, (f"`{prim}`", "express it with elementwise ops and reductions")

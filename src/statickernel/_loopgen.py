@@ -1,0 +1,213 @@
+"""Code generation for one loop of a body: a `plgpu.emit_pipeline` and its step function.
+
+The pipeline copies one block of every operand the step reads per step, `stages` blocks
+ahead, with TMA filling zeros past the array's edge. The step loads what it computes on,
+masks the last block with each load's fill, and either folds into the carry (WGMMA into an
+accumulator ref, or register values threaded through the pipeline) or writes its output block.
+"""
+
+from typing import TYPE_CHECKING
+
+from ._plan import OperandPlan
+from ._translate import LAYOUTS, ROW, TILE, LoopBlock, dtype_source, select_source
+
+if TYPE_CHECKING:
+    from ._codegen import _Generator  # pyright: ignore[reportPrivateUsage]
+
+__all__ = ["loop_lines"]
+
+
+def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
+    plan = gen.plan
+    loop = plan.loops[block.index]
+    name = f"loop{block.index}"
+    index = f"{name}_index"
+    ops = [plan.operand(n) for n in block.operands]
+    specs = [_block_spec(gen, op, block.axis) for op in ops]
+    views = [_gmem_view(gen, op, block.axis) for op in ops]
+    registers = [c for c in block.carries if not c.accumulator]
+    accumulators = [c for c in block.carries if c.accumulator]
+
+    step: list[str] = []
+    masks = set(block.masks)
+    for op_name in block.loads:
+        masks |= _fill_masks(gen, plan.operand(op_name), block.axis)
+    streamed = [
+        (plan.results[r], block.blocks[b])
+        for r, loop_index, b in gen.t.streamed
+        if loop_index == block.index
+    ]
+    if masks or streamed:
+        step.append(f"({index},) = {name}_indices")
+    if registers:
+        targets = ", ".join(c.var for c in registers)
+        step.append(f"{targets}{',' if len(registers) == 1 else ''} = {name}_carry")
+    for op_name in block.loads:
+        op = plan.operand(op_name)
+        step.append(
+            f"{op_name} = plgpu.load({op_name}_smem, layout={LAYOUTS[op.kind]}, optimized=False)"
+        )
+    step += _mask_lines(gen, masks, block.axis, index)
+    for op_name in block.loads:
+        op = plan.operand(op_name)
+        op_masks = sorted(_fill_masks(gen, op, block.axis), key=lambda m: not m.startswith("row"))
+        if op_masks:
+            fill = f"{dtype_source(op.dtype)}({_number(op.fill)})"
+            select = select_source(" & ".join(op_masks), op_name, fill, op.dtype)
+            step.append(f"{op_name} = {select}  # past the edge reads the fill")
+    step += list(block.lines)
+    for dot in block.dots:
+        b_ref = f"{dot.b}_smem.T" if dot.transpose_b else f"{dot.b}_smem"
+        step.append(f"plgpu.wgmma({dot.carry}_acc, {dot.a}_smem, {b_ref})")
+    if block.dots:
+        # The pipeline refills this step's slots as soon as the step returns.
+        step.append("plgpu.wgmma_wait(0)")
+    for result, value in streamed:
+        step.append("plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last block is read")
+        step.append(gen.store(f"{result.name}_smem", value))
+        step.append("plgpu.commit_smem()")
+        step.append(
+            f"plgpu.copy_smem_to_gmem({result.name}_smem, "
+            f"{_output_view(gen, result, block.axis, index, loop.block)})"
+        )
+    if registers:
+        step.append(f"return ({', '.join(c.update for c in registers)},)")
+    if not step:
+        step.append("pass")
+
+    params = [f"{name}_indices", *[f"{n}_smem" for n in block.operands]]
+    if registers:
+        params.append(f"{name}_carry")
+    lines = [f"def {name}_step({', '.join(params)}):"] + ["    " + s for s in step]
+    call = [
+        "plgpu.emit_pipeline(",
+        f"    {name}_step,",
+        f"    grid=({loop.steps},),",
+        "    in_specs=[",
+        *[f"        {s}," for s in specs],
+        "    ],",
+        f"    max_concurrent_steps={loop.stages},",
+    ]
+    if registers:
+        inits = ", ".join(c.init for c in registers)
+        call.append(f"    init_carry=({inits},),")
+    call.append(f")({', '.join(views)})")
+    if block.mode == "map":
+        return [*lines, *call, "plgpu.wait_smem_to_gmem(0)"]
+    finals = ", ".join(block.finals) + ("," if len(block.finals) == 1 else "")
+    if not accumulators:
+        return [*lines, f"{finals} = {call[0]}", *call[1:]]
+    acc_params = ", ".join(f"{c.var}_acc" for c in accumulators)
+    scope = [f"def {name}({acc_params}):"] + ["    " + line for line in lines]
+    carry_target = f"{name}_carry = " if registers else ""
+    scope += ["    " + carry_target + call[0]] + ["    " + c for c in call[1:]]
+    position = {c.var: i for i, c in enumerate(registers)}
+    outs = [
+        f"{c.var}_acc[...]" if c.accumulator else f"{name}_carry[{position[c.var]}]"
+        for c in block.carries
+    ]
+    scope.append(f"    return ({', '.join(outs)},)")
+    shape = (plan.dim(plan.rows).extent, plan.dim(plan.cols).extent if plan.cols else 0)
+    accs = ", ".join(f"plgpu.ACC({shape}, jnp.float32)" for _ in accumulators)
+    return [*scope, f"{finals} = pl.run_scoped({name}, {accs})"]
+
+
+def _block_spec(gen: "_Generator", op: OperandPlan, axis: str) -> str:
+    shape, index = [], []
+    for d in op.dims:
+        dim = gen.plan.dim(d)
+        shape.append(dim.extent)
+        index.append("step" if d == axis else "0")
+    transforms = ""
+    if op.swizzle:
+        transforms = (
+            f", transforms=(plgpu.TilingTransform((8, {op.swizzle})), "
+            "plgpu.SwizzleTransform(128))"
+        )
+    block_shape = f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
+    block_index = f"({', '.join(index)}{',' if len(index) == 1 else ''})"
+    return f"plgpu.BlockSpec({block_shape}, lambda step: {block_index}{transforms})"
+
+
+def _gmem_view(gen: "_Generator", op: OperandPlan, axis: str) -> str:
+    """The operand's part for this block: tiled dims sliced at the block, the loop dim whole."""
+    slices = []
+    for d in op.dims:
+        dim = gen.plan.dim(d)
+        if d != axis and dim.tiled_by:
+            slices.append(f"pl.ds(block_{d} * {dim.block}, {dim.block})")
+        else:
+            slices.append(":")
+    if all(s == ":" for s in slices):
+        return f"{op.name}_gmem"
+    return f"{op.name}_gmem.at[{', '.join(slices)}]"
+
+
+def _output_view(gen: "_Generator", op: OperandPlan, axis: str, index: str, step: int) -> str:
+    slices = []
+    for d in op.dims:
+        dim = gen.plan.dim(d)
+        if d == axis:
+            slices.append(f"pl.ds({index} * {step}, {step})")
+        elif dim.tiled_by:
+            slices.append(f"pl.ds(block_{d} * {dim.block}, {dim.block})")
+        else:
+            slices.append(":")
+    return f"{op.name}_gmem.at[{', '.join(slices)}]"
+
+
+def _fill_masks(gen: "_Generator", op: OperandPlan, axis: str) -> set[str]:
+    from ._codegen import reads_zero
+
+    if reads_zero(op.fill):
+        return set()
+    masks = set()
+    for d in op.dims:
+        if not gen.plan.dim(d).ragged:
+            continue
+        along = "row" if d == gen.plan.rows else "col"
+        masks.add(f"{along}_ok" if op.kind == TILE else f"{along}_ok_vec")
+    _ = axis
+    return masks
+
+
+def _mask_lines(gen: "_Generator", needed: set[str], axis: str, index: str) -> list[str]:
+    """Edge masks for one step: the loop dim's positions start at the step's block."""
+    if not needed:
+        return []
+    plan = gen.plan
+    rows = plan.dim(plan.rows)
+    cols = plan.dim(plan.cols) if plan.cols else None
+    rows_extent = rows.extent
+    cols_extent = cols.extent if cols else 1
+    lines = []
+    for mask in ("row_ok", "col_ok", "row_ok_vec", "col_ok_vec"):
+        if mask not in needed:
+            continue
+        dim = rows if mask.startswith("row") else cols
+        assert dim is not None
+        vector = mask.endswith("_vec")
+        shape = ((rows_extent,) if mask.startswith("row") else (cols_extent,)) if vector else (
+            rows_extent,
+            cols_extent,
+        )
+        iota_axis = 0 if vector or mask.startswith("row") else 1
+        layout = LAYOUTS[(ROW if mask.startswith("row") else "col") if vector else TILE]
+        if dim.name == axis:
+            offset = f" + {index} * {dim.block}"
+        elif dim.tiled_by:
+            offset = f" + block_{dim.name} * {dim.block}"
+        else:
+            offset = ""
+        position = mask.replace("_ok", "_index")
+        lines.append(
+            f"{position} = plgpu.broadcasted_iota(jnp.int32, {shape}, {iota_axis}, layout={layout})"
+        )
+        lines.append(f"{mask} = {position}{offset} < {dim.size}")
+    return lines
+
+
+def _number(value: object) -> str:
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "jnp.inf" if value > 0 else "-jnp.inf"
+    return repr(value)

@@ -1,0 +1,259 @@
+"""Sequential loop axes inside a kernel body: `sk.loop`, `sk.map_blocks` and `sk.dot`.
+
+A dim declared in `loop=` is not split across the grid: each block walks it in blocks of its
+constant, one step after another, through a software pipeline. The body says what a step does:
+
+- `sk.loop(axis, step, init)` folds the steps into a carry and returns the final carry;
+- `sk.map_blocks(axis, fn)` computes one output block per step and writes it as it goes;
+- `sk.dot(a, b)` inside a step multiplies the current blocks of two operands on the tensor cores.
+
+Each is recorded in the traced body as one primitive whose parameters hold the step's own traced
+equations, so the import-time checks and the code generator see the loop as the user wrote it.
+"""
+
+import contextvars
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.extend import core as jex_core
+from jax.interpreters import partial_eval as pe
+
+from ._errors import BodyError
+
+__all__ = ["active_loops", "dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
+
+# The loop axes a step is being traced in, innermost last; loop sizes are read from the body's
+# dims.
+_ACTIVE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "statickernel_loops", default=()
+)
+# Set while a body is traced: loop dim -> (size, block).
+LOOP_DIMS: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = contextvars.ContextVar(
+    "statickernel_loop_dims", default=None
+)
+
+
+def active_loops() -> tuple[str, ...]:
+    return _ACTIVE.get()
+
+
+def _abstract_loop(*args: Any, jaxpr: Any, num_consts: int, **_: Any) -> list[Any]:
+    return [v.aval for v in jaxpr.jaxpr.outvars]
+
+
+loop_p = jex_core.Primitive("sk_loop")
+loop_p.multiple_results = True
+loop_p.def_abstract_eval(_abstract_loop)
+
+
+def _abstract_map(*args: Any, jaxpr: Any, num_consts: int, axis_sizes: Any, **_: Any) -> list[Any]:
+    outs = []
+    for var, full in zip(jaxpr.jaxpr.outvars, axis_sizes, strict=True):
+        shape = list(var.aval.shape)
+        shape[full[0]] = full[1]
+        outs.append(jax.core.ShapedArray(tuple(shape), var.aval.dtype))
+    return outs
+
+
+map_p = jex_core.Primitive("sk_map_blocks")
+map_p.multiple_results = True
+map_p.def_abstract_eval(_abstract_map)
+
+
+def _abstract_dot(lhs: Any, rhs: Any, *, contract: tuple[int, int], **_: Any) -> Any:
+    rows = lhs.shape[1 - contract[0]]
+    cols = rhs.shape[1 - contract[1]]
+    return jax.core.ShapedArray((rows, cols), jnp.float32)
+
+
+dot_p = jex_core.Primitive("sk_dot")
+dot_p.def_abstract_eval(_abstract_dot)
+
+
+def _loop_dims(what: str) -> dict[str, tuple[int, int]]:
+    dims = LOOP_DIMS.get()
+    if dims is None:
+        raise BodyError(
+            f"{what} was called outside a kernel body",
+            fix=f"call {what} inside the body of an @sk.kernel function that declares loop=",
+        )
+    return dims
+
+
+def _check_axis(what: str, axis: Any) -> tuple[int, int]:
+    dims = _loop_dims(what)
+    if axis not in dims:
+        raise BodyError(
+            f"{what} walks {axis!r}, which is not a loop dim of the kernel",
+            dim=str(axis),
+            expected=f"one of {', '.join(dims) or '(no loop dims declared)'}",
+            actual=repr(axis),
+            fix=f'declare it in the decorator, e.g. loop={{"{axis}": "B{axis}"}}, with a '
+            f"constant `B{axis}: sk.Const[int]`",
+        )
+    if axis in _ACTIVE.get():
+        raise BodyError(
+            f"{what} walks {axis!r} inside a step that already walks it",
+            dim=str(axis),
+            fix="walk each loop dim in its own loop, one after another",
+        )
+    if _ACTIVE.get():
+        raise BodyError(
+            f"{what}({axis!r}) is nested in a loop over {_ACTIVE.get()[-1]!r}",
+            dim=str(axis),
+            fix="write the loops one after another; nested loops are not supported",
+        )
+    return dims[axis]
+
+
+def _trace_step(what: str, axis: str, fn: Callable[..., Any], leaves: list[Any], tree: Any) -> Any:
+    token = _ACTIVE.set((*_ACTIVE.get(), axis))
+    try:
+
+        def flat(*carry: Any) -> list[Any]:
+            out = fn(jax.tree.unflatten(tree, carry)) if tree is not None else fn()
+            return jax.tree.leaves(out)
+
+        avals = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
+        closed = jax.make_jaxpr(flat)(*avals)
+    finally:
+        _ACTIVE.reset(token)
+    return closed
+
+
+def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
+    """Walks the loop dim `axis` block by block, folding each step into a carry.
+
+    `step(carry)` runs once per block and returns the next carry; inside it, `sk.load(x)` on an
+    operand with dim `axis` gives that operand's current block, and `sk.dot(a, b)` multiplies
+    the current blocks of two operands. `init` is the first carry: any pytree of arrays, e.g.
+    `jnp.zeros((BM, BN), jnp.float32)` for a matmul accumulator or a tuple of per-row vectors.
+    Returns the carry after the last block. Blocks past the dim's edge read each load's fill.
+    """
+    _check_axis("sk.loop", axis)
+    leaves, tree = jax.tree.flatten(init)
+    if not leaves:
+        raise BodyError(
+            "sk.loop was given an empty carry",
+            dim=axis,
+            fix="pass init=, e.g. init=jnp.zeros((BM, BN), jnp.float32); use sk.map_blocks for a "
+            "loop that only writes output blocks",
+        )
+    leaves = [jnp.asarray(x) for x in leaves]
+    closed = _trace_step("sk.loop", axis, step, leaves, tree)
+    out_tree = jax.tree.structure(
+        jax.tree.unflatten(tree, [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves])
+    )
+    outs = closed.jaxpr.outvars
+    if len(outs) != len(leaves) or any(
+        (tuple(o.aval.shape), o.aval.dtype) != (tuple(x.shape), x.dtype)
+        for o, x in zip(outs, leaves, strict=False)
+    ):
+        got = ", ".join(f"{o.aval.dtype}{list(o.aval.shape)}" for o in outs)
+        want = ", ".join(f"{x.dtype}{list(x.shape)}" for x in leaves)
+        raise BodyError(
+            f"the step of sk.loop({axis!r}) returns a carry unlike its init",
+            dim=axis,
+            expected=f"({want})",
+            actual=f"({got})",
+            fix="return the carry with the structure, shapes and dtypes of init=; cast with "
+            ".astype(...) where a dtype changed",
+        )
+    jaxpr = pe.convert_constvars_jaxpr(closed.jaxpr)
+    flat_out = loop_p.bind(
+        *closed.consts,
+        *leaves,
+        jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
+        num_consts=len(closed.consts),
+        axis=axis,
+    )
+    return jax.tree.unflatten(out_tree, flat_out)
+
+
+def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
+    """Computes one output block per block of the loop dim `axis` and writes it at once.
+
+    `fn()` runs once per block; inside it, `sk.load(x)` on an operand with dim `axis` gives that
+    operand's current block. It returns the result block (or a tuple of them) for that step.
+    The value `map_blocks` returns stands for the whole result along `axis`: return it from the
+    body as the kernel's result.
+    """
+    size, block = _check_axis("sk.map_blocks", axis)
+    closed = _trace_step("sk.map_blocks", axis, fn, [], None)
+    axis_sizes = []
+    for var in closed.jaxpr.outvars:
+        shape = tuple(var.aval.shape)
+        if block not in shape:
+            raise BodyError(
+                f"a block returned by the function of sk.map_blocks({axis!r}) has no axis of "
+                f"the loop block size",
+                dim=axis,
+                expected=f"a block with an axis of {block} (one block of {axis})",
+                actual=f"{var.aval.dtype}{list(shape)}",
+                fix=f"return a block computed from the current blocks of the operands along {axis}",
+            )
+        axis_sizes.append((len(shape) - 1 - shape[::-1].index(block), size))
+    jaxpr = pe.convert_constvars_jaxpr(closed.jaxpr)
+    outs = map_p.bind(
+        *closed.consts,
+        jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
+        num_consts=len(closed.consts),
+        axis=axis,
+        axis_sizes=tuple(axis_sizes),
+    )
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def dot(a: Any, b: Any) -> jax.Array:
+    """The product of the current blocks of operands `a` and `b`, on the tensor cores (WGMMA).
+
+    Call it inside a `sk.loop` step, on two operands (not loaded values) that share the loop dim,
+    which is contracted: `a` is `"M K"`, and `b` is `"K N"` or `"N K"`. The product is float32;
+    add it to the loop's carry, `return acc + sk.dot(a, b)`, which becomes a WGMMA accumulating
+    in registers. Operands past the edge of K read zeros, so ragged K is exact.
+    """
+    from ._body import Tile
+
+    loops = _ACTIVE.get()
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, Tile):
+            raise BodyError(
+                f"sk.dot's `{name}` is not an operand of the kernel",
+                actual=type(value).__name__,
+                fix="pass the operands themselves, e.g. sk.dot(a, b): the tensor cores read the "
+                "blocks straight from shared memory, so scale or cast the product instead",
+            )
+    if not loops:
+        raise BodyError(
+            f"sk.dot({a.name}, {b.name}) was called outside a loop step",
+            operand=a.name,
+            fix='call it inside the step of sk.loop over the contracted dim, e.g. sk.loop("K", '
+            "lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))",
+        )
+    axis = loops[-1]
+    contract = []
+    for value in (a, b):
+        if len(value.dims) != 2 or axis not in value.dims:
+            raise BodyError(
+                f"sk.dot's operand `{value.name}` is not a 2-D operand with the loop dim {axis}",
+                operand=value.name,
+                dim=axis,
+                expected=f"'M {axis}' for a and '{axis} N' or 'N {axis}' for b",
+                actual=f"'{' '.join(value.dims)}'",
+                fix=f"annotate the operands of sk.dot with the loop dim {axis} they contract",
+            )
+        contract.append(value.dims.index(axis))
+    if contract[0] != 1:
+        raise BodyError(
+            f"sk.dot's `{a.name}` has the contracted dim {axis} first",
+            operand=a.name,
+            dim=axis,
+            expected=f"'M {axis}'",
+            actual=f"'{' '.join(a.dims)}'",
+            fix=f"pass {a.name}.T from outside the kernel and annotate it 'M {axis}'",
+        )
+    return dot_p.bind(
+        a.load(fill=0), b.load(fill=0), contract=(1, contract[1]), a=a.name, b=b.name
+    )

@@ -1,0 +1,190 @@
+"""Planning for loop dims: pipeline stages, shared memory, WGMMA rules and TMA tiling of `sk.dot`.
+
+Each loop of a body becomes one software pipeline (`plgpu.emit_pipeline`) that holds
+`stages` blocks of every operand it reads in shared memory. The operands of `sk.dot` are
+copied into tiled, swizzled shared memory that WGMMA reads directly; that tiling also
+constrains the global arrays, which are padded on the host only as far as TMA needs.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from . import _hardware as hw
+from ._errors import StaticKernelError
+from ._translate import LoopBlock
+
+__all__ = [
+    "LoopPlan",
+    "check_dots",
+    "dot_gmem_shape",
+    "dot_operands",
+    "pipeline_bytes",
+    "swizzle_elements",
+]
+
+SWIZZLE_BYTES = 128
+WGMMA_N_MAX = 256
+WGMMA_DTYPES = ("bfloat16", "float16", "float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopPlan:
+    """One loop of the body: a software pipeline over the blocks of one loop dim."""
+
+    axis: str
+    """The loop dim."""
+    constant: str
+    """The constant that sets its block."""
+    block: int
+    """Elements of the loop dim per step."""
+    size: int
+    """The loop dim's bound size."""
+    steps: int
+    """Pipeline steps, `cdiv(size, block)`; the last one is masked when `size % block`."""
+    stages: int
+    """Blocks in flight: the declared stage count, capped at `steps`."""
+    mode: str
+    """"fold" for `sk.loop` (a carry), "map" for `sk.map_blocks` (an output block per step)."""
+    operands: tuple[str, ...]
+    """The operands whose blocks the pipeline copies, in order."""
+    dots: tuple[tuple[str, str, bool], ...]
+    """(a, b, b stored as (N, K)) of every `sk.dot` in the step."""
+    smem_bytes: int
+    """Shared memory of the pipeline's buffers while it runs."""
+
+    @property
+    def ragged(self) -> bool:
+        return self.size % self.block != 0
+
+
+def swizzle_elements(dtype: str) -> int:
+    """Elements in one 128-byte swizzle row: the minor tile of a WGMMA operand in SMEM."""
+    return SWIZZLE_BYTES // hw.itemsize(dtype)
+
+
+def dot_operands(loops: tuple[LoopBlock, ...]) -> dict[str, bool]:
+    """Operand name -> True for the `b` of an `sk.dot` (False for an `a`)."""
+    roles: dict[str, bool] = {}
+    for block in loops:
+        for dot in block.dots:
+            roles[dot.a] = False
+            roles[dot.b] = True
+    return roles
+
+
+def dot_gmem_shape(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
+    """The smallest padded shape whose last two dims TMA can copy into WGMMA's tiled SMEM.
+
+    Tiled SMEM requires each of the last two global dims to be at most its tile, (8, S), or a
+    multiple of it; TMA needs 16-byte rows. Past that, TMA's zero fill covers the blocks.
+    """
+    rows, cols = shape[-2:]
+    swizzle = swizzle_elements(dtype)
+    row_unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+    padded_cols = hw.round_up(cols, swizzle) if cols > swizzle else hw.round_up(cols, row_unit)
+    padded_rows = hw.round_up(rows, 8) if rows > 8 else rows
+    return (*shape[:-2], padded_rows, padded_cols)
+
+
+def pipeline_bytes(block_bytes: list[int], stages: int) -> int:
+    """Shared memory of one pipeline: each operand's `stages` blocks, 1 KiB aligned, and one
+    barrier per stage."""
+    total = sum(hw.round_up(stages * b, hw.SMEM_BUFFER_ALIGN) for b in block_bytes)
+    return total + hw.BARRIER_BYTES * stages
+
+
+def check_dots(
+    loops: tuple[LoopBlock, ...],
+    dims: Mapping[str, tuple[str, ...]],
+    extents: Mapping[str, tuple[int, int]],
+    dtypes: Mapping[str, tuple[str, ...]],
+    block_consts: Mapping[str, str],
+    error: type[StaticKernelError],
+    err: Mapping[str, Any],
+) -> None:
+    """WGMMA's shape, dtype and layout rules for every `sk.dot`, before anything is lowered."""
+    for block in loops:
+        for dot in block.dots:
+            a_dims, b_dims = dims[dot.a], dims[dot.b]
+            k = block.axis
+            m_dim = a_dims[0]
+            n_dim = b_dims[0] if dot.transpose_b else b_dims[1]
+            bm, bk, bn = extents[m_dim][1], extents[k][1], extents[n_dim][1]
+            for a_dtype in dtypes[dot.a]:
+                for b_dtype in dtypes[dot.b]:
+                    _check_dot(dot, block, (m_dim, k, n_dim), (bm, bk, bn), a_dtype, b_dtype,
+                               block_consts, error, err)
+
+
+def _check_dot(
+    dot: Any,
+    block: LoopBlock,
+    names: tuple[str, str, str],
+    sizes: tuple[int, int, int],
+    a_dtype: str,
+    b_dtype: str,
+    consts: Mapping[str, str],
+    error: type[StaticKernelError],
+    err: Mapping[str, Any],
+) -> None:
+    m_dim, k_dim, n_dim = names
+    bm, bk, bn = sizes
+    what = f"sk.dot({dot.a}, {dot.b})"
+    if a_dtype != b_dtype:
+        raise error(
+            f"{what} multiplies {a_dtype} by {b_dtype}",
+            **err,
+            operand=dot.b,
+            expected=f"{dot.b} of the same dtype as {dot.a}",
+            actual=f"{dot.a}: {a_dtype}, {dot.b}: {b_dtype}",
+            fix=f"cast {dot.b} to {a_dtype} outside the kernel",
+        )
+    if a_dtype not in WGMMA_DTYPES:
+        raise error(
+            f"{what} has {a_dtype} operands, which WGMMA does not take here",
+            **err,
+            operand=dot.a,
+            expected="bfloat16, float16 or float32 (tf32) operands",
+            actual=a_dtype,
+            fix="cast the operands to bfloat16 outside the kernel",
+        )
+    if a_dtype == "float32" and not dot.transpose_b:
+        raise error(
+            f"{what} takes float32 (tf32) operands with {dot.b} laid out '{k_dim} {n_dim}'; WGMMA "
+            "reads a float32 b only as (N, K)",
+            **err,
+            operand=dot.b,
+            dim=k_dim,
+            expected=f"{dot.b} annotated '{n_dim} {k_dim}' for float32",
+            actual=f"'{k_dim} {n_dim}'",
+            fix=f"pass {dot.b}.T from outside the kernel and annotate it '{n_dim} {k_dim}' (sk.dot "
+            "contracts the shared loop dim either way), or cast both operands to bfloat16",
+        )
+    swizzle = swizzle_elements(a_dtype)
+
+    def fail(dim: str, extent: int, expected: str, fixed: int) -> StaticKernelError:
+        const = consts.get(dim, dim)
+        return error(
+            f"{what}: the block along {dim} is {extent}, which WGMMA cannot take",
+            **err,
+            dim=dim,
+            expected=expected,
+            actual=f"{const}={extent}",
+            fix=f"set {const}={fixed}",
+        )
+
+    if bm % hw.WGMMA_ROWS:
+        raise fail(m_dim, bm, f"a multiple of {hw.WGMMA_ROWS} (WGMMA's M)",
+                   max(hw.WGMMA_ROWS, hw.round_up(bm, hw.WGMMA_ROWS)))
+    if bn > WGMMA_N_MAX:
+        raise fail(n_dim, bn, f"at most {WGMMA_N_MAX} (WGMMA's N)", WGMMA_N_MAX)
+    n_unit = 8 if dot.transpose_b else swizzle
+    if bn % n_unit:
+        why = "WGMMA's N" if dot.transpose_b else f"the {SWIZZLE_BYTES}-byte swizzle of {a_dtype}"
+        raise fail(n_dim, bn, f"a multiple of {n_unit} ({why})",
+                   min(WGMMA_N_MAX, hw.round_up(bn, n_unit)))
+    if bk % swizzle:
+        raise fail(k_dim, bk, f"a multiple of {swizzle} (the {SWIZZLE_BYTES}-byte swizzle of "
+                   f"{a_dtype})", hw.round_up(bk, swizzle))
+    _ = block

@@ -1,0 +1,236 @@
+"""Translation of a loop's step: its statements, its carries and its tensor-core products.
+
+A carry that the step only ever updates as `carry + sk.dot(a, b)` becomes a WGMMA accumulator:
+it lives in an accumulator ref for the whole loop and each step issues one WGMMA into it. Every
+other carry is a register value threaded through the pipeline. The step's other equations are
+translated like the body's, with the geometry of one step (the loop dim at its block size).
+"""
+
+from typing import TYPE_CHECKING
+
+from ._body import Atom, Eqn, Step
+from ._translate import COL, LAYOUTS, ROW, SCALAR, TILE, Carry, DotUpdate, LoopBlock, dtype_source
+
+if TYPE_CHECKING:
+    from ._translate import _Translator  # pyright: ignore[reportPrivateUsage]
+
+__all__ = ["translate_loop"]
+
+
+def translate_loop(tr: "_Translator", eqn: Eqn) -> None:
+    step: Step = eqn.param("step")
+    mode = "fold" if eqn.prim == "sk_loop" else "map"
+    index = tr.loop_count
+    tr.loop_count += 1
+    if eqn.line:
+        tr.lines.append(f"# {eqn.line}: {eqn.source}" if eqn.source else f"# {eqn.line}")
+    accumulators, skipped = _accumulators(tr, eqn, step)
+    looped = dict(tr.g.looped_operands)
+    used: list[str] = []
+    for inner in step.eqns:
+        for atom in inner.inputs:
+            if atom.var in looped and atom.var not in used:
+                used.append(atom.var)
+    loads = tuple(
+        name
+        for name in used
+        if any(
+            atom.var == name
+            for inner in step.eqns
+            if id(inner) not in skipped and inner.prim != "sk_dot"
+            for atom in inner.inputs
+        )
+        or any(atom.var == name for atom in step.outputs)
+    )
+    for atom in step.outputs:
+        if atom.var in looped and atom.var not in used:
+            used.append(atom.var)
+    kinds = [_initial_kind(tr, atom) for atom in eqn.inputs]
+    for _attempt in range(2):
+        block, out_kinds = _translate_step(
+            tr, eqn, step, index, mode, accumulators, skipped, kinds, tuple(used), loads
+        )
+        if mode == "map" or out_kinds == kinds:
+            break
+        kinds = out_kinds
+    else:
+        raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+            eqn,
+            f"the step of sk.loop({step.axis!r}) returns carries in other register forms than "
+            "it receives",
+            "keep each carry a per-row vector, a per-column vector or a block throughout",
+        )
+    tr.lines.append(block)
+    if mode == "map":
+        for i, out in enumerate(eqn.outputs):
+            tr.loop_outputs[out] = (index, i)
+        return
+    for out, carry in zip(eqn.outputs, block.carries, strict=True):
+        tr.kinds[out] = carry.kind
+        tr.dtypes[out] = carry.dtype
+
+
+def _initial_kind(tr: "_Translator", atom: Atom) -> str:
+    kind = tr._kind(atom)  # pyright: ignore[reportPrivateUsage]
+    if kind != SCALAR or atom.var is None:
+        return kind
+    shape = tr.trace.aval(atom.var)[0]
+    if len(shape) == 2:
+        return TILE
+    if len(shape) == 1:
+        return ROW if shape[0] == tr.g.rows else COL
+    return SCALAR
+
+
+def _accumulators(
+    tr: "_Translator", eqn: Eqn, step: Step
+) -> tuple[dict[int, DotUpdate], set[int]]:
+    """Carries updated only as `carry + sk.dot(a, b)`, and the equations that form them."""
+    uses: dict[str, list[Eqn | None]] = {}
+    for inner in step.eqns:
+        for atom in inner.inputs:
+            if atom.var is not None:
+                uses.setdefault(atom.var, []).append(inner)
+    for atom in step.outputs:
+        if atom.var is not None:
+            uses.setdefault(atom.var, []).append(None)
+    found: dict[int, DotUpdate] = {}
+    skipped: set[int] = set()
+    for dot in (e for e in step.eqns if e.prim == "sk_dot"):
+        fix = (
+            "write the step as `return acc + sk.dot(a, b)` with acc the carry, starting from "
+            "jnp.zeros((BM, BN), jnp.float32), and transform the product after the loop"
+        )
+        if eqn.prim != "sk_loop":
+            raise tr._fail(dot, "sk.dot is used in sk.map_blocks", fix)  # pyright: ignore[reportPrivateUsage]
+        product = dot.outputs[0]
+        users = uses.get(product, [])
+        add = users[0] if len(users) == 1 else None
+        position = None
+        if add is not None and add.prim == "add":
+            others = [a.var for a in add.inputs if a.var != product]
+            if len(others) == 1 and others[0] in step.carries:
+                position = step.carries.index(others[0])
+        if add is None or position is None:
+            raise tr._fail(dot, "sk.dot's product is not added straight to a carry of the loop", fix)  # pyright: ignore[reportPrivateUsage]
+        carry = step.carries[position]
+        if (
+            step.outputs[position].var != add.outputs[0]
+            or len(uses.get(carry, [])) != 1
+            or len(uses.get(add.outputs[0], [])) != 1
+        ):
+            raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+                dot,
+                "the carry that sk.dot accumulates into is also read or changed another way in "
+                "the step",
+                fix,
+            )
+        init = eqn.inputs[position]
+        value = init.value if init.var is None else tr.literals.get(init.var)
+        if value is None or value != 0:
+            raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+                dot,
+                "the carry that sk.dot accumulates into does not start at zero",
+                "start it from jnp.zeros((BM, BN), jnp.float32) and add the initial value after "
+                "the loop",
+            )
+        shape, dtype = tr.trace.aval(carry)
+        if dtype != "float32" or len(shape) != 2:
+            raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+                dot,
+                f"the carry that sk.dot accumulates into is {dtype}{list(shape)}",
+                "accumulate in a float32 block: init=jnp.zeros((BM, BN), jnp.float32)",
+            )
+        a, b = (atom.var or "" for atom in dot.inputs)
+        found[position] = DotUpdate(carry, a, b, transpose_b=dict(dot.params)["contract"][1] == 1)
+        skipped |= {id(dot), id(add)}
+    return found, skipped
+
+
+def _translate_step(
+    tr: "_Translator",
+    eqn: Eqn,
+    step: Step,
+    index: int,
+    mode: str,
+    accumulators: dict[int, DotUpdate],
+    skipped: set[int],
+    kinds: list[str],
+    used: tuple[str, ...],
+    loads: tuple[str, ...],
+) -> tuple[LoopBlock, list[str]]:
+    saved = (tr.lines, tr.masks, tr.g)
+    tr.lines, tr.masks, tr.g = [], set(), tr.g.step(step.axis)
+    try:
+        for carry, kind in zip(step.carries, kinds, strict=True):
+            tr.kinds[carry] = kind
+            tr.dtypes[carry] = tr.trace.aval(carry)[1]
+        tr._eqns(tuple(e for e in step.eqns if id(e) not in skipped))  # pyright: ignore[reportPrivateUsage]
+        carries: list[Carry] = []
+        out_kinds: list[str] = []
+        blocks: list[str] = []
+        if mode == "fold":
+            for i, (var, atom, init) in enumerate(
+                zip(step.carries, step.outputs, eqn.inputs, strict=True)
+            ):
+                kind, dtype = kinds[i], tr.trace.aval(var)[1]
+                if i in accumulators:
+                    carries.append(Carry(var, TILE, dtype, "", "", True))
+                    out_kinds.append(kind)
+                    continue
+                got = tr._kind(atom)  # pyright: ignore[reportPrivateUsage]
+                out_kinds.append(got if got != SCALAR or kind == SCALAR else kind)
+                update = _in_kind(tr, atom, kind) if _convertible(got, kind) else ""
+                carries.append(
+                    Carry(var, kind, dtype, _init_source(tr, init, kind, saved[2]), update, False)
+                )
+        else:
+            for atom in step.outputs:
+                if tr._kind(atom) not in (TILE, SCALAR):  # pyright: ignore[reportPrivateUsage]
+                    raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+                        eqn,
+                        f"the function of sk.map_blocks({step.axis!r}) returns a vector, not a "
+                        "block",
+                        "return a 2-D block of the result: broadcast the vector to the block",
+                    )
+                blocks.append(tr._as_kind(atom, TILE))  # pyright: ignore[reportPrivateUsage]
+        block = LoopBlock(
+            index=index,
+            axis=step.axis,
+            mode=mode,
+            operands=used,
+            loads=loads,
+            masks=frozenset(tr.masks),
+            lines=tuple(line for line in tr.lines if isinstance(line, str)),
+            carries=tuple(carries),
+            dots=tuple(accumulators[i] for i in sorted(accumulators)),
+            finals=tuple(eqn.outputs),
+            blocks=tuple(blocks),
+        )
+        return block, out_kinds
+    finally:
+        tr.lines, tr.masks, tr.g = saved
+
+
+def _convertible(have: str, want: str) -> bool:
+    return have == want or have == SCALAR
+
+
+def _in_kind(tr: "_Translator", atom: Atom, kind: str) -> str:
+    if tr._kind(atom) == SCALAR and kind != SCALAR:  # pyright: ignore[reportPrivateUsage]
+        return _full(tr, tr._src(atom), kind, tr._dtype(atom), tr.g)  # pyright: ignore[reportPrivateUsage]
+    return tr._src(atom)  # pyright: ignore[reportPrivateUsage]
+
+
+def _init_source(tr: "_Translator", atom: Atom, kind: str, geometry: object) -> str:
+    if tr._kind(atom) == kind:  # pyright: ignore[reportPrivateUsage]
+        return tr._src(atom)  # pyright: ignore[reportPrivateUsage]
+    return _full(tr, tr._src(atom), kind, tr._dtype(atom), geometry)  # pyright: ignore[reportPrivateUsage]
+
+
+def _full(tr: "_Translator", value: str, kind: str, dtype: str, geometry: object) -> str:
+    shape = geometry.shape(kind)  # type: ignore[attr-defined]
+    return f"plgpu.layout_cast(jnp.full({shape}, {value}, {dtype_source(dtype)}), {LAYOUTS[kind]})"
+
+
+_ = COL
