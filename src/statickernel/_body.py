@@ -19,7 +19,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from ._errors import BodyError, ResultMismatchError
-from ._loops import LOOP_DIMS, active_loops
+from ._loops import LOOP_DIMS, active_loop_id, active_loops
 from ._spec import KernelSpec, display_path
 
 __all__ = ["Atom", "BodyTrace", "Eqn", "Step", "Tile", "dim", "load", "trace_body"]
@@ -114,6 +114,7 @@ class Step:
     carries: tuple[str, ...]
     eqns: tuple[Eqn, ...]
     outputs: tuple[Atom, ...]
+    fills: tuple[tuple[str, Any], ...] = ()  # operand -> the fill of its loads in this step
 
 
 LOOP_PRIMITIVES = {"sk_loop", "sk_map_blocks"}
@@ -186,7 +187,11 @@ class Tile:
                 fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
             )
         _check_fill_fits(self.name, fill, np.dtype(self.dtype))
-        previous = self._fills.get(self.name)
+        loop_id = active_loop_id()
+        looped = any(d in (LOOP_DIMS.get() or {}) for d in self.dims)
+        # Each loop reads its own copy of a looped operand, so each may choose its fill.
+        key: Any = (self.name, loop_id) if looped else self.name
+        previous = self._fills.get(key)
         if previous is not None and not _same_fill(previous, fill):
             raise BodyError(
                 f"`{self.name}` is loaded twice with different fills",
@@ -195,7 +200,9 @@ class Tile:
                 actual=repr(fill),
                 fix="load each operand once and reuse the value",
             )
-        self._fills[self.name] = fill
+        self._fills[key] = fill
+        if looped:
+            self._fills.setdefault(self.name, fill)
         return self._value
 
     def _check_loop_context(self) -> None:
@@ -255,7 +262,7 @@ def trace_body(
     bindings = dict(dims) if dims_are_bound else {}
     names = [o.name for o in spec.operands]
     op_dims = {o.name: o.dims for o in spec.operands}
-    fills: dict[str, Any] = {}
+    fills: dict[Any, Any] = {}
     loop_dims = {d: (dims[d], int(consts[c])) for d, c in spec.loop}
 
     def body(*values: Any) -> Any:
@@ -334,8 +341,10 @@ class _Flattener:
         self.eqns: list[Eqn] = []
         self.avals: dict[str, tuple[tuple[int, ...], str]] = {}
         self.count = 0
+        self.fills: dict[Any, Any] = {}
 
-    def run(self, closed: Any, names: list[str], fills: dict[str, Any]) -> BodyTrace:
+    def run(self, closed: Any, names: list[str], fills: dict[Any, Any]) -> BodyTrace:
+        self.fills = fills
         env: dict[Any, Atom] = {}
         inputs: list[str | None] = []
         used = _used_vars(closed.jaxpr)
@@ -445,6 +454,11 @@ def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any
         carries=tuple(carries),
         eqns=step_eqns,
         outputs=tuple(self._read(inner_env, v) for v in jaxpr.outvars),
+        fills=tuple(
+            (key[0], fill)
+            for key, fill in self.fills.items()
+            if isinstance(key, tuple) and key[1] == eqn.params["loop_id"]
+        ),
     )
     inputs = tuple(self._read(env, v) for v in eqn.invars[n_consts:])
     outputs = []

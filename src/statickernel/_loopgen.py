@@ -30,8 +30,9 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
 
     step: list[str] = []
     masks = set(block.masks)
+    fills = dict(block.fills)
     for op_name in block.loads:
-        masks |= _fill_masks(gen, plan.operand(op_name), block.axis)
+        masks |= _fill_masks(gen, plan.operand(op_name), fills.get(op_name))
     streamed = [
         (plan.results[r], block.blocks[b])
         for r, loop_index, b in gen.t.streamed
@@ -50,9 +51,10 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     step += _mask_lines(gen, masks, block.axis, index)
     for op_name in block.loads:
         op = plan.operand(op_name)
-        op_masks = sorted(_fill_masks(gen, op, block.axis), key=lambda m: not m.startswith("row"))
+        fill_value = fills.get(op_name)
+        op_masks = sorted(_fill_masks(gen, op, fill_value), key=lambda m: not m.startswith("row"))
         if op_masks:
-            fill = f"{dtype_source(op.dtype)}({_number(op.fill)})"
+            fill = f"{dtype_source(op.dtype)}({_number(fill_value)})"
             select = select_source(" & ".join(op_masks), op_name, fill, op.dtype)
             step.append(f"{op_name} = {select}  # past the edge reads the fill")
     step += list(block.lines)
@@ -156,10 +158,10 @@ def _output_view(gen: "_Generator", op: OperandPlan, axis: str, index: str, step
     return f"{op.name}_gmem.at[{', '.join(slices)}]"
 
 
-def _fill_masks(gen: "_Generator", op: OperandPlan, axis: str) -> set[str]:
+def _fill_masks(gen: "_Generator", op: OperandPlan, fill: object) -> set[str]:
     from ._codegen import reads_zero
 
-    if reads_zero(op.fill):
+    if fill is None or reads_zero(fill):
         return set()
     masks = set()
     for d in op.dims:
@@ -167,7 +169,6 @@ def _fill_masks(gen: "_Generator", op: OperandPlan, axis: str) -> set[str]:
             continue
         along = "row" if d == gen.plan.rows else "col"
         masks.add(f"{along}_ok" if op.kind == TILE else f"{along}_ok_vec")
-    _ = axis
     return masks
 
 

@@ -35,8 +35,19 @@ LOOP_DIMS: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = contextva
 )
 
 
+_LOOP_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "statickernel_loop_id", default=None
+)
+_LOOP_IDS = iter(range(1 << 62))
+
+
 def active_loops() -> tuple[str, ...]:
     return _ACTIVE.get()
+
+
+def active_loop_id() -> int | None:
+    """The loop whose step is being traced; loads inside it record their fill under it."""
+    return _LOOP_ID.get()
 
 
 def _abstract_loop(*args: Any, jaxpr: Any, num_consts: int, **_: Any) -> list[Any]:
@@ -108,8 +119,12 @@ def _check_axis(what: str, axis: Any) -> tuple[int, int]:
     return dims[axis]
 
 
-def _trace_step(what: str, axis: str, fn: Callable[..., Any], leaves: list[Any], tree: Any) -> Any:
+def _trace_step(
+    what: str, axis: str, fn: Callable[..., Any], leaves: list[Any], tree: Any
+) -> tuple[Any, int]:
     token = _ACTIVE.set((*_ACTIVE.get(), axis))
+    loop_id = next(_LOOP_IDS)
+    id_token = _LOOP_ID.set(loop_id)
     try:
 
         def flat(*carry: Any) -> list[Any]:
@@ -119,8 +134,9 @@ def _trace_step(what: str, axis: str, fn: Callable[..., Any], leaves: list[Any],
         avals = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
         closed = jax.make_jaxpr(flat)(*avals)
     finally:
+        _LOOP_ID.reset(id_token)
         _ACTIVE.reset(token)
-    return closed
+    return closed, loop_id
 
 
 def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
@@ -142,7 +158,7 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
             "loop that only writes output blocks",
         )
     leaves = [jnp.asarray(x) for x in leaves]
-    closed = _trace_step("sk.loop", axis, step, leaves, tree)
+    closed, loop_id = _trace_step("sk.loop", axis, step, leaves, tree)
     out_tree = jax.tree.structure(
         jax.tree.unflatten(tree, [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves])
     )
@@ -168,6 +184,7 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
         jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
         num_consts=len(closed.consts),
         axis=axis,
+        loop_id=loop_id,
     )
     return jax.tree.unflatten(out_tree, flat_out)
 
@@ -181,7 +198,7 @@ def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
     body as the kernel's result.
     """
     size, block = _check_axis("sk.map_blocks", axis)
-    closed = _trace_step("sk.map_blocks", axis, fn, [], None)
+    closed, loop_id = _trace_step("sk.map_blocks", axis, fn, [], None)
     axis_sizes = []
     for var in closed.jaxpr.outvars:
         shape = tuple(var.aval.shape)
@@ -202,6 +219,7 @@ def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
         num_consts=len(closed.consts),
         axis=axis,
         axis_sizes=tuple(axis_sizes),
+        loop_id=loop_id,
     )
     return outs[0] if len(outs) == 1 else tuple(outs)
 

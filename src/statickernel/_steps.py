@@ -6,6 +6,7 @@ other carry is a register value threaded through the pipeline. The step's other 
 translated like the body's, with the geometry of one step (the loop dim at its block size).
 """
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from ._body import Atom, Eqn, Step
@@ -160,7 +161,10 @@ def _translate_step(
     loads: tuple[str, ...],
 ) -> tuple[LoopBlock, list[str]]:
     saved = (tr.lines, tr.masks, tr.g)
-    tr.lines, tr.masks, tr.g = [], set(), tr.g.step(step.axis)
+    geometry = tr.g.step(step.axis)
+    fills = dict(geometry.input_fills) | dict(step.fills)
+    geometry = dataclasses.replace(geometry, input_fills=tuple(fills.items()))
+    tr.lines, tr.masks, tr.g = [], set(), geometry
     try:
         for carry, kind in zip(step.carries, kinds, strict=True):
             tr.kinds[carry] = kind
@@ -200,6 +204,7 @@ def _translate_step(
             mode=mode,
             operands=used,
             loads=loads,
+            fills=tuple((n, f) for n, f in step.fills if n in loads),
             masks=frozenset(tr.masks),
             lines=tuple(line for line in tr.lines if isinstance(line, str)),
             carries=tuple(carries),

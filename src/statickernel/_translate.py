@@ -183,6 +183,7 @@ class LoopBlock:
     mode: str  # "fold" (sk.loop) or "map" (sk.map_blocks)
     operands: tuple[str, ...]  # operands whose blocks the step reads, in order of first use
     loads: tuple[str, ...]  # of those, the ones loaded into registers
+    fills: tuple[tuple[str, object], ...]  # what each load reads past the edge
     masks: frozenset[str]
     lines: tuple[str, ...]
     carries: tuple[Carry, ...]
