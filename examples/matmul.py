@@ -2,13 +2,14 @@
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, BFloat16, Float32
+from jaxtyping import Array, BFloat16, Float
 
 import statickernel as sk
 
 
-def matmul_reference(a: jax.Array, b: jax.Array) -> jax.Array:
-    return jnp.dot(a, b, preferred_element_type=jnp.float32)
+def matmul_reference(a: jax.Array, b: jax.Array, bf16_out: bool = False) -> jax.Array:
+    product = jnp.dot(a, b, preferred_element_type=jnp.float32)
+    return product.astype(jnp.bfloat16) if bf16_out else product
 
 
 @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"}, reference=matmul_reference)
@@ -20,10 +21,13 @@ def matmul(
     BN: sk.Const[int] = 128,
     BK: sk.Const[int] = 64,
     stages: sk.Const[int] = 4,
-) -> Float32[Array, "M N"]:
+    bf16_out: sk.Const[bool] = False,
+) -> Float[Array, "M N"]:
     # Each step multiplies one (BM, BK) block of a by one (BK, BN) block of b; K past its
     # edge reads zeros, so a ragged K adds nothing.
-    return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+    acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+    # The accumulator is float32; a bfloat16 result halves the bytes written.
+    return acc.astype(jnp.bfloat16) if bf16_out else acc
 
 
 if __name__ == "__main__":

@@ -261,7 +261,7 @@ def trace_body(
     """
     bindings = dict(dims) if dims_are_bound else {}
     names = [o.name for o in spec.operands]
-    op_dims = {o.name: o.dims for o in spec.operands}
+    op_dims = {o.name: o.block_dims for o in spec.operands}
     fills: dict[Any, Any] = {}
     loop_dims = {d: (dims[d], int(consts[c])) for d, c in spec.loop}
 

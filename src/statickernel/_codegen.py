@@ -78,6 +78,35 @@ def _wrap(line: str) -> list[str]:
     return [line]
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _space_nested_functions(lines: list[str]) -> list[str]:
+    """One blank line around each nested function, as a formatter puts it; comments just above
+    a function stay with it."""
+    out: list[str] = []
+    closing: list[int] = []  # indents of nested functions whose bodies are still open
+    for line in lines:
+        stripped = line.strip()
+        depth = _indent(line)
+        if stripped and closing and depth <= closing[-1]:
+            while closing and depth <= closing[-1]:
+                closing.pop()
+            if out and out[-1].strip():
+                out.append("")
+        if stripped.startswith("def ") and depth > 0:
+            start = len(out)
+            while start > 0 and out[start - 1].strip().startswith("#"):
+                start -= 1
+            before = out[start - 1].rstrip() if start > 0 else ""
+            if before and not before.endswith(":"):
+                out.insert(start, "")
+            closing.append(depth)
+        out.append(line)
+    return out
+
+
 def _closes_at_end(text: str, open_at: int) -> bool:
     """True when the bracket opened at `open_at` closes at the end of the statement."""
     depth = 0
@@ -114,7 +143,9 @@ class _Generator:
         index, because a TMA destination must be contiguous.
         """
         per_dim: list[list[tuple[str, int | None, str | None]]] = []
-        for dim_name, extent, gmem in zip(op.dims, op.block_shape, op.gmem_shape, strict=True):
+        for dim_name, extent, gmem in zip(
+            op.dims, op.block_shape, op.block_gmem_shape, strict=True
+        ):
             d = self.plan.dim(dim_name)
             if d.tiled_by:
                 per_dim.append(
@@ -218,8 +249,12 @@ class _Generator:
         params += [f"{op.name}_barrier" for op in self.loaded]
         body: list[str] = []
         for d in plan.dims:
-            if d.tiled_by:
+            if d.tiled_by or d.batched:
                 body.append(f'{self._block_var(d.name)} = lax.axis_index("{d.name}")')
+        for op in [*self.inputs, *plan.results]:
+            if op.batch:
+                index = ", ".join(self._block_var(d) for d in op.batch)
+                body.append(f"{op.name}_gmem = {op.name}_gmem.at[{index}]  # this grid step's entry")
         if any(
             "edge_start" in g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)
         ):
@@ -388,7 +423,8 @@ class _Generator:
             "",
             *self.wrapper(),
         ]
-        return "\n".join(wrapped for line in parts for wrapped in _wrap(line)) + "\n"
+        wrapped = [w for line in parts for w in _wrap(line)]
+        return "\n".join(_space_nested_functions(wrapped)) + "\n"
 
 
 def _unpadded(op: OperandPlan) -> str:

@@ -226,7 +226,7 @@ class Kernel[**P, R]:
         logical = _logical_blocks(spec, sizes, consts)
         trace = trace_body(
             spec,
-            {o.name: tuple(logical[d] for d in o.dims) for o in spec.operands},
+            {o.name: tuple(logical[d] for d in o.block_dims) for o in spec.operands},
             dtypes,
             dict(binding.shapes),
             consts,
@@ -299,7 +299,7 @@ def _result_blocks(
     """What the body returns for each result: a loop dim is whole, written by sk.map_blocks."""
     loops = spec.loop_map
     return [
-        tuple(sizes[d] if d in loops else logical[d] for d in r.dims) for r in spec.results
+        tuple(sizes[d] if d in loops else logical[d] for d in r.block_dims) for r in spec.results
     ]
 
 
@@ -314,7 +314,7 @@ def _check_loops(
     """The rules of pipelined operands and of sk.dot, for these constants."""
     if not spec.loop:
         return
-    dims = {o.name: o.dims for o in spec.operands + spec.results}
+    dims = {o.name: o.block_dims for o in spec.operands + spec.results}
     for block in translation.loops:
         for name in block.operands:
             for d in dims[name]:
@@ -371,7 +371,7 @@ def _translate(
         cols=extents[spec.cols][1] if spec.cols else hw.WGMMA_COLS,
         ragged_rows=ragged(spec.rows),
         ragged_cols=ragged(spec.cols),
-        input_kinds=tuple((o.name, _kind(spec, o.dims)) for o in spec.operands),
+        input_kinds=tuple((o.name, _kind(spec, o.block_dims)) for o in spec.operands),
         input_fills=tuple(
             (o.name, fill)
             for o, fill in zip(spec.operands, trace.fills, strict=True)
@@ -404,7 +404,7 @@ def _translate(
                 if any(d in loops for d in o.dims)
             ),
         )
-    result_kinds = tuple(_kind(spec, r.dims) for r in spec.results)
+    result_kinds = tuple(_kind(spec, r.block_dims) for r in spec.results)
     return translate(trace, geometry, result_kinds, spec.name, spec.location)
 
 
@@ -471,10 +471,14 @@ def check_declaration(
     extents: dict[str, tuple[int, int]] = {}
     blocks = spec.block_map
     for d in spec.dim_names():
+        if d in spec.batch:
+            extents[d] = (1, 1)
+            continue
         block = int(consts[blocks[d]]) if d in blocks else quantum(spec, d, options)[0]
         extents[d] = (block, block)
     check_blocks(spec, extents, options, error, err)
     probe_sizes = {d: 2 * b + 1 if d in tile else b for d, (b, _) in extents.items()}
+    probe_sizes.update({d: 2 for d in spec.batch})
     for d, const in spec.loop_map.items():
         # Enough steps that every declared stage is in use.
         probe_sizes[d] = int(consts[const]) * max(2, spec.stage_count(consts)) + 1
@@ -502,9 +506,9 @@ def check_declaration(
     logical = _logical_blocks(spec, probe_sizes, consts)
     trace = trace_body(
         spec,
-        {o.name: tuple(logical[d] for d in o.dims) for o in spec.operands},
+        {o.name: tuple(logical[d] for d in o.block_dims) for o in spec.operands},
         preferred,
-        {o.name: tuple(probe_sizes[d] for d in o.dims) for o in spec.operands},
+        {o.name: tuple(probe_sizes[d] for d in o.block_dims) for o in spec.operands},
         consts,
         probe_sizes,
         dims_are_bound=False,
@@ -546,6 +550,7 @@ def kernel[**P, R](
     tile: Mapping[str, str] | None = None,
     loop: Mapping[str, str] | None = None,
     stages: str | int | None = None,
+    batch: str | tuple[str, ...] = (),
     reference: Callable[..., Any] | None = None,
     backend: str | None = None,
     name: str | None = None,
@@ -557,6 +562,7 @@ def kernel[**P, R](
     tile: Mapping[str, str] | None = None,
     loop: Mapping[str, str] | None = None,
     stages: str | int | None = None,
+    batch: str | tuple[str, ...] = (),
     reference: Callable[..., Any] | None = None,
     backend: str | None = None,
     name: str | None = None,
@@ -570,6 +576,8 @@ def kernel[**P, R](
         `{"K": "BK"}`. The body walks them with `sk.loop` and `sk.map_blocks`.
       stages: the pipeline's stage count for loops: the name of an int constant, or an int.
         By default the constant named `stages` if there is one, else 2.
+      batch: leading dims of the operands that the grid walks one index at a time, e.g. "B";
+        the body sees each operand without them.
       reference: a plain jnp function computing the same result, for tests and tools.
       backend: "mosaic_gpu" or "interpret"; by default the process-wide choice.
       name: the kernel's name in plans and generated code; the function's name by default.
@@ -578,7 +586,13 @@ def kernel[**P, R](
     def decorate(f: Callable[P, R]) -> Kernel[P, R]:
         try:
             spec = build_spec(
-                f, tile if tile is not None else {}, reference, name, loop=loop, stages=stages
+                f,
+                tile if tile is not None else {},
+                reference,
+                name,
+                loop=loop,
+                stages=stages,
+                batch=(batch,) if isinstance(batch, str) else tuple(batch),
             )
             chosen = resolve_backend(backend, None) if backend else None
             check_declaration(spec, spec.const_defaults)

@@ -41,8 +41,7 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     if masks or streamed:
         step.append(f"({index},) = {name}_indices")
     if registers:
-        targets = ", ".join(c.var for c in registers)
-        step.append(f"{targets}{',' if len(registers) == 1 else ''} = {name}_carry")
+        step.append(f"{_tuple([c.var for c in registers])} = {name}_carry")
     for op_name in block.loads:
         op = plan.operand(op_name)
         step.append(
@@ -73,7 +72,7 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
             f"{_output_view(gen, result, block.axis, index, loop.block)})"
         )
     if registers:
-        step.append(f"return ({', '.join(c.update for c in registers)},)")
+        step.append(f"return {_tuple([c.update for c in registers])}")
     if not step:
         step.append("pass")
 
@@ -81,22 +80,23 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     if registers:
         params.append(f"{name}_carry")
     lines = [f"def {name}_step({', '.join(params)}):"] + ["    " + s for s in step]
+    spec_names = [f"{name}_{n}_spec" for n in block.operands]
+    lines += [f"{n} = {s}" for n, s in zip(spec_names, specs, strict=True)]
     call = [
         "plgpu.emit_pipeline(",
         f"    {name}_step,",
         f"    grid=({loop.steps},),",
-        "    in_specs=[",
-        *[f"        {s}," for s in specs],
-        "    ],",
+        f"    in_specs=[{', '.join(spec_names)}],",
         f"    max_concurrent_steps={loop.stages},",
     ]
     if registers:
-        inits = ", ".join(c.init for c in registers)
-        call.append(f"    init_carry=({inits},),")
+        init_names = [f"{name}_init{i}" for i in range(len(registers))]
+        lines += [f"{n} = {c.init}" for n, c in zip(init_names, registers, strict=True)]
+        call.append(f"    init_carry={_tuple(init_names)},")
     call.append(f")({', '.join(views)})")
     if block.mode == "map":
         return [*lines, *call, "plgpu.wait_smem_to_gmem(0)"]
-    finals = ", ".join(block.finals) + ("," if len(block.finals) == 1 else "")
+    finals = _tuple(list(block.finals))
     if not accumulators:
         return [*lines, f"{finals} = {call[0]}", *call[1:]]
     acc_params = ", ".join(f"{c.var}_acc" for c in accumulators)
@@ -108,7 +108,7 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
         f"{c.var}_acc[...]" if c.accumulator else f"{name}_carry[{position[c.var]}]"
         for c in block.carries
     ]
-    scope.append(f"    return ({', '.join(outs)},)")
+    scope.append(f"    return {_tuple(outs)}")
     shape = (plan.dim(plan.rows).extent, plan.dim(plan.cols).extent if plan.cols else 0)
     accs = ", ".join(f"plgpu.ACC({shape}, jnp.float32)" for _ in accumulators)
     return [*scope, f"{finals} = pl.run_scoped({name}, {accs})"]
@@ -206,6 +206,11 @@ def _mask_lines(gen: "_Generator", needed: set[str], axis: str, index: str) -> l
         )
         lines.append(f"{mask} = {position}{offset} < {dim.size}")
     return lines
+
+
+def _tuple(items: list[str]) -> str:
+    """A tuple display as a formatter writes it: no trailing comma unless it has one item."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
 def _number(value: object) -> str:

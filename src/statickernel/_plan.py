@@ -52,6 +52,8 @@ class DimPlan:
     """The grid axis that walks the dim's blocks; None when whole."""
     looped_by: str | None = None
     """The constant a loop dim is walked in blocks of; None for tiled and whole dims."""
+    batched: bool = False
+    """True for a batch dim: one index per grid step, dropped from the blocks."""
 
     @property
     def boxes(self) -> int:
@@ -61,12 +63,16 @@ class DimPlan:
     @property
     def ragged(self) -> bool:
         """True when some block holds elements past the array's edge."""
+        if self.batched:
+            return False
         split = self.tiled_by is not None or self.looped_by is not None
         return is_ragged(self.size, self.block, self.extent, split)
 
     @property
     def status(self) -> str:
         """The dim's edge in words, e.g. `ragged (777 % 128 = 9)` or `whole, padded 100 -> 104`."""
+        if self.batched:
+            return "one index per grid step"
         if self.tiled_by or self.looped_by:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"
@@ -111,6 +117,13 @@ class OperandPlan:
     """The loop dim whose pipeline copies its blocks; None when copied once per block."""
     swizzle: int = 0
     """For an operand of `sk.dot`: elements per 128-byte swizzle row of its tiled SMEM; else 0."""
+    batch: tuple[str, ...] = ()
+    """Its leading batch dims, which `shape` and `gmem_shape` include and `dims` does not."""
+
+    @property
+    def block_gmem_shape(self) -> tuple[int, ...]:
+        """`gmem_shape` without the batch dims: the array one grid step addresses."""
+        return self.gmem_shape[len(self.batch) :]
 
     @property
     def host_padded(self) -> bool:
@@ -181,12 +194,16 @@ class LaunchPlan:
     def check_invariants(self) -> None:
         """Asserts the facts the generated code relies on; raises AssertionError if one breaks."""
         tiled = [d for d in self.dims if d.tiled_by]
-        assert self.grid == (tuple(hw.cdiv(d.size, d.block) for d in tiled) or (1,))
+        batched = tuple(d.size for d in self.dims if d.batched)
+        assert self.grid == (batched + tuple(hw.cdiv(d.size, d.block) for d in tiled) or (1,))
         assert all(isinstance(g, int) and g > 0 for g in self.grid)
         assert len(self.grid) == len(self.grid_names)
         assert all(g <= hw.CUDA_GRID_YZ_MAX for g in self.grid[:-1])
         assert self.smem_bytes <= hw.SMEM_BYTES
         for d in self.dims:
+            if d.batched:
+                assert d.block == d.extent == 1 and d.grid_axis is not None
+                continue
             assert d.extent >= (d.block if d.tiled_by or d.looped_by else d.size)
             assert d.extent % d.boxes == 0 and d.extent // d.boxes <= hw.TMA_BOX_MAX
             assert d.boxes == 1 or not (d.tiled_by or d.looped_by)
@@ -196,12 +213,13 @@ class LaunchPlan:
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
             if op.swizzle:
-                assert all(r <= t or r % t == 0 for r, t in zip(op.gmem_shape, (8, op.swizzle)))
+                tiles = (8, op.swizzle)
+                assert all(r <= t or r % t == 0 for r, t in zip(op.block_gmem_shape, tiles))
                 continue
             last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
             assert last_bytes % hw.TMA_ALIGN_BYTES == 0
-            if len(op.gmem_shape) == 2:
-                assert op.gmem_shape[1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
+            if len(op.block_gmem_shape) == 2:
+                assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
             if op.kind == TILE or op.kind == ROW:
                 assert op.block_shape[0] % hw.WGMMA_ROWS == 0
             if op.kind == TILE or op.kind == COL:
@@ -225,6 +243,7 @@ class LaunchPlan:
                 if d.tiled_by
                 else (f"looped by {d.looped_by}={d.block}" if d.looped_by else "whole")
             )
+            split = "batch" if d.batched else split
             edge = self._edge(d)
             lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {d.status}{edge}")
         for title, group in (("operands", self.operands), ("results", self.results)):
@@ -255,10 +274,14 @@ class LaunchPlan:
         return "\n".join(lines)
 
     def _edge(self, d: DimPlan) -> str:
+        if d.batched:
+            return ""
         if not d.ragged:
             return ": no mask, in bounds"
         fills = sorted({repr(op.fill) for op in self.operands if d.name in op.dims and op.loaded})
         fill_text = f", fill {' / '.join(fills)}" if fills else ""
+        if d.looped_by:
+            return f": the last step is masked{fill_text}"
         return f": masked{fill_text}; stores past the edge dropped"
 
 
@@ -289,7 +312,9 @@ def block_extents(
     options = {name: (dtype,) for name, dtype in dtypes.items()}
     out: dict[str, tuple[int, int]] = {}
     for name, size in sizes.items():
-        if name in tile:
+        if name in spec.batch:
+            out[name] = (1, 1)
+        elif name in tile:
             block = int(consts[tile[name]])
             out[name] = (block, block)
         else:
@@ -319,6 +344,8 @@ def check_blocks(
     operand may take (all the annotation allows at import, the bound one at the call)."""
     tile = spec.block_map
     for name, (_, extent) in extents.items():
+        if name in spec.batch:
+            continue
         const = tile.get(name)
         fix_const = f"set {const} to" if const else f"tile {name} with a constant of"
         if const and extent > hw.TMA_BOX_MAX:
@@ -412,8 +439,11 @@ def make_plan(
     looped = spec.loop_map
     err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location, bindings=dict(sizes))
     tiled = [name for name in spec.dim_names() if name in tile]
-    grid = tuple(hw.cdiv(sizes[n], extents[n][0]) for n in tiled) or (1,)
-    grid_names = tuple(tiled) or ("_",)
+    batch = list(spec.batch)
+    grid = tuple(sizes[n] for n in batch) + tuple(
+        hw.cdiv(sizes[n], extents[n][0]) for n in tiled
+    ) or (1,)
+    grid_names = tuple(batch + tiled) or ("_",)
     for axis, (name, count) in enumerate(zip(grid_names, grid, strict=True)):
         if axis < len(grid) - 1 and count > hw.CUDA_GRID_YZ_MAX:
             raise error(
@@ -431,8 +461,9 @@ def make_plan(
             tiled_by=tile.get(n),
             block=extents[n][0],
             extent=extents[n][1],
-            grid_axis=tiled.index(n) if n in tile else None,
+            grid_axis=grid_names.index(n) if n in tile or n in batch else None,
             looped_by=looped.get(n),
+            batched=n in batch,
         )
         for n in spec.dim_names()
     )
@@ -440,12 +471,15 @@ def make_plan(
     dot_roles = dot_operands(loops)
 
     def operand_plan(op: Any, role: str) -> OperandPlan:
-        shape = tuple(sizes[d] for d in op.dims)
+        full_shape = tuple(sizes[d] for d in op.dims)
+        lead = full_shape[: len(op.batch)]
+        shape = full_shape[len(op.batch) :]
+        dims_seen = op.block_dims
         dtype = dtypes[op.name]
-        kind = TILE if len(op.dims) == 2 else (ROW if op.dims[0] == spec.rows else COL)
+        kind = TILE if len(dims_seen) == 2 else (ROW if dims_seen[0] == spec.rows else COL)
         gmem = shape
         swizzle = swizzle_elements(dtype) if op.name in dot_roles else 0
-        loop_dim = next((d for d in op.dims if d in looped), None)
+        loop_dim = next((d for d in dims_seen if d in looped), None)
         if swizzle:
             gmem = dot_gmem_shape(shape, dtype)
             if gmem != shape:
@@ -468,12 +502,13 @@ def make_plan(
         return OperandPlan(
             name=op.name,
             role=role,
-            dims=op.dims,
-            shape=shape,
+            dims=dims_seen,
+            shape=lead + shape,
             dtype=dtype,
             kind=kind,
-            block_shape=tuple(extents[d][1] for d in op.dims),
-            gmem_shape=gmem,
+            block_shape=tuple(extents[d][1] for d in dims_seen),
+            gmem_shape=lead + gmem,
+            batch=op.batch,
             fill=fills.get(op.name) if role == "input" else None,
             loaded=loaded,
             loop_dim=loop_dim if role == "input" and loaded else None,

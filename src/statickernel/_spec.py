@@ -45,10 +45,17 @@ class OperandSpec:
     dims: tuple[str, ...]
     dtypes: tuple[str, ...]
     annotation: str
+    batch: tuple[str, ...] = ()
+    """Its leading batch dims: one index of each per grid step, unseen by the body."""
 
     @property
     def rank(self) -> int:
         return len(self.dims)
+
+    @property
+    def block_dims(self) -> tuple[str, ...]:
+        """The dims the body sees: all but the leading batch dims."""
+        return self.dims[len(self.batch) :]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +88,8 @@ class KernelSpec:
     reference: Callable[..., Any] | None
     loop: tuple[tuple[str, str], ...] = ()
     """Loop dims, walked in sequence inside each block, and the constants that block them."""
+    batch: tuple[str, ...] = ()
+    """Batch dims: leading dims of the operands, one index per grid step."""
     stages: str | int = 2
     """The constant holding the pipeline's stage count, or a fixed count."""
 
@@ -135,6 +144,7 @@ def build_spec(
     name: str | None,
     loop: Mapping[str, str] | None = None,
     stages: str | int | None = None,
+    batch: tuple[str, ...] = (),
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     where = source_location(fn)
@@ -188,17 +198,30 @@ def build_spec(
                     fix=f"make `{param.name}` keyword-only after `*` and annotate it "
                     "`sk.Const[int]` if it is a constant",
                 )
-            operands.append(_array_spec(param.name, hints.get(param.name), err, role="operand"))
+            operands.append(
+                _array_spec(param.name, hints.get(param.name), err, role="operand", batch=batch)
+            )
     if not operands:
         raise AnnotationError(
             "it declares no operands",
             **err,
             fix='add at least one operand, e.g. `x: Float[Array, "M N"]`',
         )
-    results, result_is_tuple = _result_specs(hints.get("return"), err)
+    results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
+    _check_batch(batch, operands, results, err)
     _check_derivable(operands, results, err)
     loop = dict(loop or {})
     rows, cols = _frame(operands, results, err, loop)
+    for dim in batch:
+        if dim in tile or dim in loop:
+            raise TilingError(
+                f"batch dim {dim} is also in {'tile=' if dim in tile else 'loop='}",
+                **err,
+                dim=dim,
+                expected="a batch dim in batch= only: each grid step takes one index of it",
+                actual=f"batch={batch!r}",
+                fix=f"drop {dim} from {'tile=' if dim in tile else 'loop='}",
+            )
     _check_tiling(tile, operands, results, consts, err)
     if loop:
         _check_loops(loop, tile, operands, consts, rows, err)
@@ -217,6 +240,7 @@ def build_spec(
         reference=reference,
         loop=tuple(loop.items()),
         stages=stage_spec,
+        batch=batch,
     )
 
 
@@ -285,7 +309,9 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or repr(hint)
 
 
-def _array_spec(name: str, hint: Any, err: dict[str, Any], *, role: str) -> OperandSpec:
+def _array_spec(
+    name: str, hint: Any, err: dict[str, Any], *, role: str, batch: tuple[str, ...] = ()
+) -> OperandSpec:
     example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
     if not isinstance(hint, _MetaAbstractArray):
         raise AnnotationError(
@@ -309,14 +335,20 @@ def _array_spec(name: str, hint: Any, err: dict[str, Any], *, role: str) -> Oper
                 "supported in kernel signatures",
             )
         dims.append(dim.name)
-    if len(dims) not in (1, 2):
+    leading = 0
+    while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
+        leading += 1
+    if len(dims) - leading not in (1, 2):
+        batch_text = f" after its batch dims ({' '.join(batch)})" if leading else ""
         raise AnnotationError(
-            f"{role} `{name}` has rank {len(dims)}; kernels take rank 1 and 2 arrays",
+            f"{role} `{name}` has rank {len(dims) - leading}{batch_text}; kernels take rank 1 "
+            "and 2 arrays",
             **err,
             operand=name,
-            expected="rank 1 or 2",
+            expected="rank 1 or 2" + (", after leading batch dims" if batch else ""),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",  # pyright: ignore[reportAttributeAccessIssue]
-            fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])",
+            fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
+            + (", or declare its leading dims in batch=" if not batch else ""),
         )
     if len(set(dims)) != len(dims):
         raise AnnotationError(
@@ -337,10 +369,12 @@ def _array_spec(name: str, hint: Any, err: dict[str, Any], *, role: str) -> Oper
             fix="use Float, Float32, BFloat16, Float16, Int or Int32 (float64 and bool are not "
             "supported by Mosaic GPU)",
         )
-    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__))
+    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__), tuple(dims[:leading]))
 
 
-def _result_specs(hint: Any, err: dict[str, Any]) -> tuple[list[OperandSpec], bool]:
+def _result_specs(
+    hint: Any, err: dict[str, Any], batch: tuple[str, ...] = ()
+) -> tuple[list[OperandSpec], bool]:
     if hint is None:
         raise AnnotationError(
             "it has no result annotation",
@@ -356,8 +390,52 @@ def _result_specs(hint: Any, err: dict[str, Any]) -> tuple[list[OperandSpec], bo
                 actual=_type_name(hint),
                 fix='write e.g. `-> tuple[Float[Array, "M N"], Float[Array, "M"]]`',
             )
-        return [_array_spec(f"result{i}", p, err, role="result") for i, p in enumerate(parts)], True
-    return [_array_spec("result", hint, err, role="result")], False
+        return [
+            _array_spec(f"result{i}", p, err, role="result", batch=batch)
+            for i, p in enumerate(parts)
+        ], True
+    return [_array_spec("result", hint, err, role="result", batch=batch)], False
+
+
+def _check_batch(
+    batch: tuple[str, ...],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+) -> None:
+    """Batch dims lead every result, and appear nowhere but in the leading dims."""
+    for op in operands + results:
+        stray = [d for d in op.block_dims if d in batch]
+        if stray:
+            raise AnnotationError(
+                f"`{op.name}` has the batch dim {stray[0]} after its leading dims",
+                **err,
+                operand=op.name,
+                dim=stray[0],
+                expected=f"batch dims first, in the order of batch= ({' '.join(batch)})",
+                actual=f"'{' '.join(op.dims)}'",
+                fix=f"move {stray[0]} to the front with jnp.moveaxis outside the kernel",
+            )
+    if not batch:
+        return
+    if not any(op.batch for op in operands):
+        raise AnnotationError(
+            f"batch= names {', '.join(batch)}, but no operand leads with it",
+            **err,
+            dim=batch[0],
+            fix=f"annotate the batched operands with {batch[0]} first, e.g. '{batch[0]} M K'",
+        )
+    for result in results:
+        if result.batch != batch:
+            raise AnnotationError(
+                f"{result.name} does not lead with every batch dim",
+                **err,
+                operand=result.name,
+                expected=f"'{' '.join(batch)} ...'",
+                actual=f"'{' '.join(result.dims)}'",
+                fix="each grid step writes one batch entry, so the result must have them all, "
+                "in the order of batch=",
+            )
 
 
 def _check_derivable(
@@ -388,7 +466,8 @@ def _frame(
 
     With loop dims, the results set the frame, and a 2-D operand with a loop dim outside the
     frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there."""
-    everything = operands + results
+    everything = [_body_view(o) for o in operands + results]
+    results = [_body_view(r) for r in results]
     two_d = [o for o in everything if o.rank == 2]
     if loop:
         framed = [r for r in results if r.rank == 2] + two_d
@@ -426,6 +505,11 @@ def _frame(
                 fix=f"use the dim name {rows} or {cols}",
             )
     return rows, cols
+
+
+def _body_view(op: OperandSpec) -> OperandSpec:
+    """The operand as the body sees it: without its batch dims."""
+    return dataclasses.replace(op, dims=op.block_dims, batch=())
 
 
 def _check_loops(

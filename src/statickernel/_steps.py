@@ -23,8 +23,10 @@ def translate_loop(tr: "_Translator", eqn: Eqn) -> None:
     mode = "fold" if eqn.prim == "sk_loop" else "map"
     index = tr.loop_count
     tr.loop_count += 1
-    if eqn.line:
-        tr.lines.append(f"# {eqn.line}: {eqn.source}" if eqn.source else f"# {eqn.line}")
+    comment = f"# {eqn.line}: {eqn.source}" if eqn.source else f"# {eqn.line}"
+    previous = [line for line in tr.lines if isinstance(line, str) and line.startswith("# ")]
+    if eqn.line and (not previous or previous[-1] != comment):
+        tr.lines.append(comment)
     accumulators, skipped = _accumulators(tr, eqn, step)
     looped = dict(tr.g.looped_operands)
     used: list[str] = []
