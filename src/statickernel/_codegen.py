@@ -9,8 +9,8 @@ import math
 
 import jax
 
-from ._plan import LaunchPlan, OperandPlan
 from ._loopgen import loop_lines
+from ._plan import LaunchPlan, OperandPlan
 from ._translate import COL, LAYOUTS, ROW, TILE, LoopBlock, Translation, dtype_source, select_source
 
 __all__ = ["generate_source"]
@@ -254,7 +254,9 @@ class _Generator:
         for op in [*self.inputs, *plan.results]:
             if op.batch:
                 index = ", ".join(self._block_var(d) for d in op.batch)
-                body.append(f"{op.name}_gmem = {op.name}_gmem.at[{index}]  # this grid step's entry")
+                body.append(
+                    f"{op.name}_gmem = {op.name}_gmem.at[{index}]  # this grid step's entry"
+                )
         if any(
             "edge_start" in g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)
         ):
@@ -367,7 +369,9 @@ class _Generator:
         body: list[str] = []
         for op in self.inputs:
             if op.host_padded:
-                pads = ", ".join(f"(0, {g - s})" for s, g in zip(op.shape, op.gmem_shape))
+                pads = ", ".join(
+                    f"(0, {g - s})" for s, g in zip(op.shape, op.gmem_shape, strict=False)
+                )
                 why = (
                     "pad for WGMMA's tiled shared memory"
                     if op.swizzle

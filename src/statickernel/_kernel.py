@@ -22,13 +22,14 @@ from ._body import BodyTrace, check_outputs, trace_body
 from ._codegen import generate_source
 from ._errors import (
     BackendError,
-    ResultMismatchError,
     HardwareLimitError,
     NotDifferentiableError,
     PlanError,
+    ResultMismatchError,
     SharedMemoryError,
     StaticKernelError,
 )
+from ._pipeline import check_dots
 from ._plan import (
     LaunchPlan,
     block_extents,
@@ -38,7 +39,6 @@ from ._plan import (
     quantum,
     smem_bytes,
 )
-from ._pipeline import check_dots
 from ._spec import KernelSpec, build_spec
 from ._translate import COL, ROW, TILE, Geometry, Translation, translate
 
@@ -249,7 +249,9 @@ class Kernel[**P, R]:
             if f is not None
         }
         translation = _translate(spec, trace, sizes, extents, ragged_everywhere=False)
-        _check_loops(spec, translation, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err)
+        _check_loops(
+            spec, translation, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err
+        )
         plan = make_plan(
             spec,
             sizes,

@@ -123,8 +123,7 @@ def _block_spec(gen: "_Generator", op: OperandPlan, axis: str) -> str:
     transforms = ""
     if op.swizzle:
         transforms = (
-            f", transforms=(plgpu.TilingTransform((8, {op.swizzle})), "
-            "plgpu.SwizzleTransform(128))"
+            f", transforms=(plgpu.TilingTransform((8, {op.swizzle})), plgpu.SwizzleTransform(128))"
         )
     block_shape = f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
     block_index = f"({', '.join(index)}{',' if len(index) == 1 else ''})"
@@ -188,9 +187,13 @@ def _mask_lines(gen: "_Generator", needed: set[str], axis: str, index: str) -> l
         dim = rows if mask.startswith("row") else cols
         assert dim is not None
         vector = mask.endswith("_vec")
-        shape = ((rows_extent,) if mask.startswith("row") else (cols_extent,)) if vector else (
-            rows_extent,
-            cols_extent,
+        shape = (
+            ((rows_extent,) if mask.startswith("row") else (cols_extent,))
+            if vector
+            else (
+                rows_extent,
+                cols_extent,
+            )
         )
         iota_axis = 0 if vector or mask.startswith("row") else 1
         layout = LAYOUTS[(ROW if mask.startswith("row") else "col") if vector else TILE]

@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import core as jax_core
 from jax.extend import core as jex_core
 from jax.interpreters import partial_eval as pe
 
@@ -64,7 +65,7 @@ def _abstract_map(*args: Any, jaxpr: Any, num_consts: int, axis_sizes: Any, **_:
     for var, full in zip(jaxpr.jaxpr.outvars, axis_sizes, strict=True):
         shape = list(var.aval.shape)
         shape[full[0]] = full[1]
-        outs.append(jax.core.ShapedArray(tuple(shape), var.aval.dtype))
+        outs.append(jax_core.ShapedArray(tuple(shape), var.aval.dtype))
     return outs
 
 
@@ -76,7 +77,7 @@ map_p.def_abstract_eval(_abstract_map)
 def _abstract_dot(lhs: Any, rhs: Any, *, contract: tuple[int, int], **_: Any) -> Any:
     rows = lhs.shape[1 - contract[0]]
     cols = rhs.shape[1 - contract[1]]
-    return jax.core.ShapedArray((rows, cols), jnp.float32)
+    return jax_core.ShapedArray((rows, cols), jnp.float32)
 
 
 dot_p = jex_core.Primitive("sk_dot")
@@ -272,6 +273,4 @@ def dot(a: Any, b: Any) -> jax.Array:
             actual=f"'{' '.join(a.dims)}'",
             fix=f"pass {a.name}.T from outside the kernel and annotate it 'M {axis}'",
         )
-    return dot_p.bind(
-        a.load(fill=0), b.load(fill=0), contract=(1, contract[1]), a=a.name, b=b.name
-    )
+    return dot_p.bind(a.load(fill=0), b.load(fill=0), contract=(1, contract[1]), a=a.name, b=b.name)

@@ -113,8 +113,17 @@ def check_dots(
             bm, bk, bn = extents[m_dim][1], extents[k][1], extents[n_dim][1]
             for a_dtype in dtypes[dot.a]:
                 for b_dtype in dtypes[dot.b]:
-                    _check_dot(dot, block, (m_dim, k, n_dim), (bm, bk, bn), a_dtype, b_dtype,
-                               block_consts, error, err)
+                    _check_dot(
+                        dot,
+                        block,
+                        (m_dim, k, n_dim),
+                        (bm, bk, bn),
+                        a_dtype,
+                        b_dtype,
+                        block_consts,
+                        error,
+                        err,
+                    )
 
 
 def _check_dot(
@@ -175,16 +184,25 @@ def _check_dot(
         )
 
     if bm % hw.WGMMA_ROWS:
-        raise fail(m_dim, bm, f"a multiple of {hw.WGMMA_ROWS} (WGMMA's M)",
-                   max(hw.WGMMA_ROWS, hw.round_up(bm, hw.WGMMA_ROWS)))
+        raise fail(
+            m_dim,
+            bm,
+            f"a multiple of {hw.WGMMA_ROWS} (WGMMA's M)",
+            max(hw.WGMMA_ROWS, hw.round_up(bm, hw.WGMMA_ROWS)),
+        )
     if bn > WGMMA_N_MAX:
         raise fail(n_dim, bn, f"at most {WGMMA_N_MAX} (WGMMA's N)", WGMMA_N_MAX)
     n_unit = 8 if dot.transpose_b else swizzle
     if bn % n_unit:
         why = "WGMMA's N" if dot.transpose_b else f"the {SWIZZLE_BYTES}-byte swizzle of {a_dtype}"
-        raise fail(n_dim, bn, f"a multiple of {n_unit} ({why})",
-                   min(WGMMA_N_MAX, hw.round_up(bn, n_unit)))
+        raise fail(
+            n_dim, bn, f"a multiple of {n_unit} ({why})", min(WGMMA_N_MAX, hw.round_up(bn, n_unit))
+        )
     if bk % swizzle:
-        raise fail(k_dim, bk, f"a multiple of {swizzle} (the {SWIZZLE_BYTES}-byte swizzle of "
-                   f"{a_dtype})", hw.round_up(bk, swizzle))
+        raise fail(
+            k_dim,
+            bk,
+            f"a multiple of {swizzle} (the {SWIZZLE_BYTES}-byte swizzle of {a_dtype})",
+            hw.round_up(bk, swizzle),
+        )
     _ = block

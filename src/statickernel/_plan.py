@@ -214,7 +214,9 @@ class LaunchPlan:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
             if op.swizzle:
                 tiles = (8, op.swizzle)
-                assert all(r <= t or r % t == 0 for r, t in zip(op.block_gmem_shape, tiles))
+                assert all(
+                    r <= t or r % t == 0 for r, t in zip(op.block_gmem_shape, tiles, strict=False)
+                )
                 continue
             last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
             assert last_bytes % hw.TMA_ALIGN_BYTES == 0
@@ -259,9 +261,7 @@ class LaunchPlan:
                 lines.append(text)
         for i, loop in enumerate(self.loops):
             what = "fold into a carry" if loop.mode == "fold" else "write a block per step"
-            dots = "".join(
-                f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots
-            )
+            dots = "".join(f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)
             lines.append(
                 f"  loop {i}: {loop.axis} in {loop.steps} step(s) of {loop.block}, "
                 f"{loop.stages} stage(s), {what}; pipelines {', '.join(loop.operands) or '-'}"
@@ -540,8 +540,15 @@ def make_plan(
                 for lp in loop_plans
             )
             + ")",
-            fix=_stages_fix(spec, consts, smem - max(lp.smem_bytes for lp in loop_plans),
-                            loops, extents, dtypes, sizes),
+            fix=_stages_fix(
+                spec,
+                consts,
+                smem - max(lp.smem_bytes for lp in loop_plans),
+                loops,
+                extents,
+                dtypes,
+                sizes,
+            ),
         )
     if smem > hw.SMEM_BYTES:
         raise error(
@@ -576,8 +583,9 @@ def _dims_of(spec: KernelSpec, name: str) -> tuple[str, ...]:
     return next(o.dims for o in spec.operands + spec.results if o.name == name)
 
 
-def _block_bytes(spec: KernelSpec, name: str, extents: Mapping[str, tuple[int, int]],
-                 dtypes: Mapping[str, str]) -> int:
+def _block_bytes(
+    spec: KernelSpec, name: str, extents: Mapping[str, tuple[int, int]], dtypes: Mapping[str, str]
+) -> int:
     count = 1
     for d in _dims_of(spec, name):
         count *= extents[d][1]

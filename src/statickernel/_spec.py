@@ -574,7 +574,9 @@ def _check_loops(
         )
 
 
-def _stage_spec(stages: str | int | None, consts: list[ConstSpec], err: dict[str, Any]) -> str | int:
+def _stage_spec(
+    stages: str | int | None, consts: list[ConstSpec], err: dict[str, Any]
+) -> str | int:
     """The pipeline's stage count: a named int constant, a fixed int, or `stages` if declared."""
     names = {c.name: c for c in consts}
     if stages is None:

@@ -85,9 +85,7 @@ def _initial_kind(tr: "_Translator", atom: Atom) -> str:
     return SCALAR
 
 
-def _accumulators(
-    tr: "_Translator", eqn: Eqn, step: Step
-) -> tuple[dict[int, DotUpdate], set[int]]:
+def _accumulators(tr: "_Translator", eqn: Eqn, step: Step) -> tuple[dict[int, DotUpdate], set[int]]:
     """Carries updated only as `carry + sk.dot(a, b)`, and the equations that form them."""
     uses: dict[str, list[Eqn | None]] = {}
     for inner in step.eqns:
@@ -115,7 +113,9 @@ def _accumulators(
             if len(others) == 1 and others[0] in step.carries:
                 position = step.carries.index(others[0])
         if add is None or position is None:
-            raise tr._fail(dot, "sk.dot's product is not added straight to a carry of the loop", fix)  # pyright: ignore[reportPrivateUsage]
+            raise tr._fail(
+                dot, "sk.dot's product is not added straight to a carry of the loop", fix
+            )  # pyright: ignore[reportPrivateUsage]
         carry = step.carries[position]
         if (
             step.outputs[position].var != add.outputs[0]
@@ -220,7 +220,7 @@ def _translate_step(
 
 
 def _convertible(have: str, want: str) -> bool:
-    return have == want or have == SCALAR
+    return have in (want, SCALAR)
 
 
 def _in_kind(tr: "_Translator", atom: Atom, kind: str) -> str:

@@ -257,7 +257,7 @@ class _Translator:
         self.kernel = kernel
         self.where = where
         self.kinds: dict[str, str] = {}
-        self.lines: list[str] = []
+        self.lines: list[str | LoopBlock] = []
         self.masks: set[str] = set()
         self.aliases: dict[str, str] = {}
         self.dtypes: dict[str, str] = {}
@@ -279,7 +279,9 @@ class _Translator:
                 outputs.append("")
             else:
                 outputs.append(self._as_kind(atom, kind))
-        return Translation(tuple(self.lines), tuple(outputs), frozenset(self.masks), tuple(streamed))
+        return Translation(
+            tuple(self.lines), tuple(outputs), frozenset(self.masks), tuple(streamed)
+        )
 
     def _eqns(self, eqns: tuple[Eqn, ...]) -> None:
         last_line = None
