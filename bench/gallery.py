@@ -15,7 +15,7 @@ import numpy as np
 import handwritten
 import statickernel as sk
 
-__all__ = ["EXAMPLES_DIR", "GALLERY", "Subject", "select"]
+__all__ = ["EXAMPLES_DIR", "GALLERY", "Subject", "example_module", "select"]
 
 EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
@@ -41,7 +41,7 @@ class Subject:
 
     @property
     def kernel(self) -> sk.Kernel[..., Any]:
-        return getattr(_example_module(self.module), self.name)
+        return getattr(example_module(self.module), self.name)
 
     @property
     def reference(self) -> Callable[..., Any]:
@@ -94,7 +94,7 @@ def _size(form: str, m: int, n: int) -> int:
     return int(np.prod(_shape(form, m, n)))
 
 
-def _example_module(name: str) -> Any:
+def example_module(name: str) -> Any:
     # The gallery is a folder of scripts, not a package.
     if str(EXAMPLES_DIR) not in sys.path:
         sys.path.insert(0, str(EXAMPLES_DIR))

@@ -59,9 +59,11 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
         assert row["median_us"].keys() == {"statickernel", "handwritten", "xla"}
         assert row["shape"][0] % 64 == (0 if row["case"] == "aligned" else 63)
     assert all("ragged_cost" in r for r in speed if r["case"] == "ragged")
-    assert [r["statickernel"] for r in data["matmul"]] == [
-        "pending: no matmul yet (loop-axis feature)"
-    ] * 2
+    assert [r["size"] for r in data["matmul"]] == [128, 127]
+    for row in data["matmul"]:
+        assert row["passed"], row
+        assert row["sk_fraction_of_dot"] > 0
+    assert "ragged_cost" in data["matmul"][1]
     assert {"copy_fraction", "faster_than_xla", "sk_over_handwritten", "ragged_cost"} <= data[
         "goals"
     ].keys()
