@@ -23,7 +23,10 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     name = f"loop{block.index}"
     index = f"{name}_index"
     ops = [plan.operand(n) for n in block.operands]
-    specs = [_block_spec(gen, op, block.axis) for op in ops]
+    # With two or more stages, one WGMMA stays in flight across steps: each step waits only for
+    # the previous one, and the pipeline releases a step's blocks one step later to match.
+    overlap = bool(block.dots) and loop.stages >= 2
+    specs = [_block_spec(gen, op, block.axis, delay_release=int(overlap)) for op in ops]
     views = [_gmem_view(gen, op, block.axis) for op in ops]
     registers = [c for c in block.carries if not c.accumulator]
     accumulators = [c for c in block.carries if c.accumulator]
@@ -60,7 +63,9 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     for dot in block.dots:
         b_ref = f"{dot.b}_smem.T" if dot.transpose_b else f"{dot.b}_smem"
         step.append(f"plgpu.wgmma({dot.carry}_acc, {dot.a}_smem, {b_ref})")
-    if block.dots:
+    if block.dots and overlap:
+        step.append("plgpu.wgmma_wait(1)  # the previous step's WGMMA is done; its blocks can go")
+    elif block.dots:
         # The pipeline refills this step's slots as soon as the step returns.
         step.append("plgpu.wgmma_wait(0)")
     for result, value in streamed:
@@ -103,6 +108,8 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     scope = [f"def {name}({acc_params}):"] + ["    " + line for line in lines]
     carry_target = f"{name}_carry = " if registers else ""
     scope += ["    " + carry_target + call[0]] + ["    " + c for c in call[1:]]
+    if overlap:
+        scope.append("    plgpu.wgmma_wait(0)  # the last step's WGMMA")
     position = {c.var: i for i, c in enumerate(registers)}
     outs = [
         f"{c.var}_acc[...]" if c.accumulator else f"{name}_carry[{position[c.var]}]"
@@ -114,7 +121,7 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     return [*scope, f"{finals} = pl.run_scoped({name}, {accs})"]
 
 
-def _block_spec(gen: "_Generator", op: OperandPlan, axis: str) -> str:
+def _block_spec(gen: "_Generator", op: OperandPlan, axis: str, delay_release: int = 0) -> str:
     shape, index = [], []
     for d in op.dims:
         dim = gen.plan.dim(d)
@@ -125,6 +132,8 @@ def _block_spec(gen: "_Generator", op: OperandPlan, axis: str) -> str:
         transforms = (
             f", transforms=(plgpu.TilingTransform((8, {op.swizzle})), plgpu.SwizzleTransform(128))"
         )
+    if delay_release:
+        transforms += f", delay_release={delay_release}"
     block_shape = f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
     block_index = f"({', '.join(index)}{',' if len(index) == 1 else ''})"
     return f"plgpu.BlockSpec({block_shape}, lambda step: {block_index}{transforms})"

@@ -31,17 +31,19 @@ def _batched_matmul_block(a_gmem, b_gmem, result_gmem, result_smem):
     def loop0(v1_acc):
         def loop0_step(loop0_indices, a_smem, b_smem):
             plgpu.wgmma(v1_acc, a_smem, b_smem)
-            plgpu.wgmma_wait(0)
+            plgpu.wgmma_wait(1)  # the previous step's WGMMA is done; its blocks can go
 
         loop0_a_spec = plgpu.BlockSpec(
             (128, 64),
             lambda step: (0, step),
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+            delay_release=1,
         )
         loop0_b_spec = plgpu.BlockSpec(
             (64, 128),
             lambda step: (step, 0),
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+            delay_release=1,
         )
         plgpu.emit_pipeline(
             loop0_step,
@@ -49,6 +51,7 @@ def _batched_matmul_block(a_gmem, b_gmem, result_gmem, result_smem):
             in_specs=[loop0_a_spec, loop0_b_spec],
             max_concurrent_steps=2,
         )(a_gmem.at[pl.ds(block_M * 128, 128), :], b_gmem.at[:, pl.ds(block_N * 128, 128)])
+        plgpu.wgmma_wait(0)  # the last step's WGMMA
         return (v1_acc[...],)
 
     (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))

@@ -33,23 +33,25 @@ def _matmul_bias_gelu_block(
     plgpu.barrier_wait(bias_barrier)
     bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
     # The kernel body, one statement per traced op.
-    # examples/matmul_bias_gelu.py:29: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+    # examples/matmul_bias_gelu.py:27: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
     v0 = jnp.float32(0.0)
 
     def loop0(v1_acc):
         def loop0_step(loop0_indices, a_smem, b_smem):
             plgpu.wgmma(v1_acc, a_smem, b_smem)
-            plgpu.wgmma_wait(0)
+            plgpu.wgmma_wait(1)  # the previous step's WGMMA is done; its blocks can go
 
         loop0_a_spec = plgpu.BlockSpec(
             (128, 64),
             lambda step: (0, step),
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+            delay_release=1,
         )
         loop0_b_spec = plgpu.BlockSpec(
             (64, 128),
             lambda step: (step, 0),
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+            delay_release=1,
         )
         plgpu.emit_pipeline(
             loop0_step,
@@ -57,12 +59,13 @@ def _matmul_bias_gelu_block(
             in_specs=[loop0_a_spec, loop0_b_spec],
             max_concurrent_steps=2,
         )(a_gmem.at[pl.ds(block_M * 128, 128), :], b_gmem.at[:, pl.ds(block_N * 128, 128)])
+        plgpu.wgmma_wait(0)  # the last step's WGMMA
         return (v1_acc[...],)
 
     (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))
-    # examples/matmul_bias_gelu.py:30: y = acc + sk.load(bias).astype(jnp.float32)
+    # examples/matmul_bias_gelu.py:28: y = acc + sk.load(bias).astype(jnp.float32)
     v6 = lax.add(v4, lax.broadcast_in_dim(bias, (128, 128), (1,)))
-    # examples/matmul_bias_gelu.py:31: return jax.nn.gelu(y, approximate=True).astype(jnp.bfloat16)
+    # examples/matmul_bias_gelu.py:29: return jax.nn.gelu(y, approximate=True).astype(jnp.bfloat16)
     v7 = lax.integer_pow(v6, 3)
     v8 = lax.mul(jnp.float32(0.044715), v7)
     v9 = lax.add(v6, v8)
