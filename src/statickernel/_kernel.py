@@ -541,6 +541,7 @@ def check_declaration(
             where,
             loops=translation.loops,
             error=cls,
+            dims_are_bound=False,
         )
 
 

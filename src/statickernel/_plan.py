@@ -434,10 +434,13 @@ def make_plan(
     where: str | None = None,
     loops: tuple[LoopBlock, ...] = (),
     error: type[StaticKernelError] = PlanError,
+    dims_are_bound: bool = True,
 ) -> LaunchPlan:
     tile = spec.tile_map
     looped = spec.loop_map
-    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location, bindings=dict(sizes))
+    # At declaration the sizes are probes, not the user's: they stay out of the messages.
+    bindings = dict(sizes) if dims_are_bound else {}
+    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location, bindings=bindings)
     tiled = [name for name in spec.dim_names() if name in tile]
     batch = list(spec.batch)
     grid = tuple(sizes[n] for n in batch) + tuple(

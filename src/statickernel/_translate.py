@@ -97,9 +97,9 @@ _WRITTEN_AS |= {"max": "jnp.maximum", "min": "jnp.minimum", "clamp": "jnp.clip"}
 _HINTS: dict[str, tuple[str, str]] = {
     "dot_general": (
         "jnp.dot / @ / jnp.einsum",
-        'use sk.dot(a, b) on the operands inside a loop over the contracted dim: declare loop={"K": '
-        '"BK"} and write acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), '
-        "init=jnp.zeros((BM, BN), jnp.float32))",
+        "multiply the operands themselves with sk.dot(a, b) in the step of a loop over the "
+        'contracted dim: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), '
+        'init=jnp.zeros((BM, BN), jnp.float32)), with loop={"K": "BK"} in the decorator',
     ),
     "transpose": ("transpose / .T", "pass a transposed operand from outside the kernel"),
     "cumsum": ("jnp.cumsum", "compute the prefix sum outside the kernel"),

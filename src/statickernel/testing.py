@@ -115,16 +115,21 @@ class CheckResult:
 def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     """Dim sizes that exercise each edge case of the kernel's tiling, at its current constants.
 
-    Tiled dims are 2 blocks (aligned), 2 blocks + 1 (ragged) and half a block + 1 (smaller
-    than one block); whole dims are 128 columns or 64 rows (aligned), three quarters of that
+    Tiled and loop dims are 2 blocks (aligned), 2 blocks + 1 (ragged) and half a block + 1
+    (smaller than one block); batch dims are 2, and 1 in the smallest case; whole dims are 128 columns or 64 rows (aligned), three quarters of that
     minus one (ragged), and 5 columns or 3 rows (small).
     """
     spec = kernel.spec
-    tile = spec.tile_map
+    # Loop dims have edges like tiled ones: the last step of the loop is partly past the edge.
+    tile = spec.block_map
     blocks = {d: int(kernel.consts[c]) for d, c in tile.items()}
-    whole = [d for d in spec.dim_names() if d not in tile]
+    batch = set(spec.batch)
+    whole = [d for d in spec.dim_names() if d not in tile and d not in batch]
     aligned_whole = _fitting_whole_sizes(kernel, blocks, whole)
-    aligned = {d: 2 * blocks[d] if d in tile else aligned_whole[d] for d in spec.dim_names()}
+    aligned = {
+        d: 2 if d in batch else (2 * blocks[d] if d in tile else aligned_whole[d])
+        for d in spec.dim_names()
+    }
     candidates = [ProbeShape("aligned", tuple(aligned.items()))]
     for d in tile:
         candidates.append(
@@ -135,7 +140,7 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
         label = f"ragged {' '.join(whole)} (whole)"
         candidates.append(ProbeShape(label, tuple((aligned | ragged).items())))
     small = {
-        d: blocks[d] // 2 + 1 if d in tile else _WHOLE_SMALL[_axis(spec, d)]
+        d: 1 if d in batch else (blocks[d] // 2 + 1 if d in tile else _WHOLE_SMALL[_axis(spec, d)])
         for d in spec.dim_names()
     }
     candidates.append(ProbeShape("smaller than one block", tuple(small.items())))
@@ -159,7 +164,8 @@ def _fitting_whole_sizes(
     widest = {o.name: max(o.dtypes, key=hw.itemsize) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
     while True:
-        extents = block_extents(spec, {**blocks, **sizes}, kernel.consts, widest)
+        batch = {d: 1 for d in spec.batch}
+        extents = block_extents(spec, {**batch, **blocks, **sizes}, kernel.consts, widest)
         if smem_bytes(spec, extents, widest, loaded) <= hw.SMEM_BYTES:
             return sizes
         largest = max(sizes, key=lambda d: sizes[d], default=None)
