@@ -137,7 +137,7 @@ def test_matmul_bias_gelu_matches_reference(shape: tuple[int, int, int]) -> None
     [
         pytest.param({"BN": 256, "stages": 2}, id="BN256-stages2"),
         pytest.param({"BM": 64, "BN": 64, "stages": 1}, id="BM64-BN64-stages1"),
-        pytest.param({"BK": 128}, id="BK128"),
+        pytest.param({"BK": 128, "stages": 2}, id="BK128-stages2"),
         pytest.param({"bf16_out": True}, id="bf16_out"),
     ],
 )
