@@ -76,15 +76,14 @@ def dot_operands(loops: tuple[LoopBlock, ...]) -> dict[str, bool]:
 def dot_gmem_shape(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
     """The smallest padded shape whose last two dims TMA can copy into WGMMA's tiled SMEM.
 
-    Tiled SMEM requires each of the last two global dims to be at most its tile, (8, S), or a
-    multiple of it; TMA needs 16-byte rows. Past that, TMA's zero fill covers the blocks.
+    Tiled SMEM requires each of the last two global dims to be a multiple of its tile, (8, S).
+    (Mosaic GPU also accepts a dim smaller than its tile, but then TMA fills a partial tile,
+    which has not been verified on a device; a small dim is padded too, at little cost.) Past
+    the padded edge, TMA's zero fill covers the blocks.
     """
     rows, cols = shape[-2:]
     swizzle = swizzle_elements(dtype)
-    row_unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
-    padded_cols = hw.round_up(cols, swizzle) if cols > swizzle else hw.round_up(cols, row_unit)
-    padded_rows = hw.round_up(rows, 8) if rows > 8 else rows
-    return (*shape[:-2], padded_rows, padded_cols)
+    return (*shape[:-2], hw.round_up(rows, 8), hw.round_up(cols, swizzle))
 
 
 def pipeline_bytes(block_bytes: list[int], stages: int) -> int:

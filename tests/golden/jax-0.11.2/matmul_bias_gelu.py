@@ -105,6 +105,6 @@ def matmul_bias_gelu(a, b, bias):
     # `a` pad for WGMMA's tiled shared memory (extra copy).
     a = jnp.pad(a, ((0, 6), (0, 28)))
     # `b` pad for WGMMA's tiled shared memory (extra copy).
-    b = jnp.pad(b, ((0, 4), (0, 4)))
+    b = jnp.pad(b, ((0, 4), (0, 44)))
     result = _launch(a, b, bias)
     return result[:, :20]
