@@ -145,11 +145,13 @@ class Tile:
         name: str,
         value: Any,
         shape: tuple[int, ...],
-        fills: dict[str, Any],
+        fills: dict[Any, Any],
         dims: tuple[str, ...] = (),
+        frame: tuple[str, str | None] = ("", None),
     ):
         self.name = name
         self.dims = dims
+        self._frame = frame
         self._value = value
         self.shape = shape
         self.block_shape: tuple[int, ...] = tuple(value.shape)
@@ -158,6 +160,11 @@ class Tile:
 
     def load(self, *, fill: float | int | bool = 0) -> jax.Array:
         """This block of the operand; elements past the array's edge read as `fill`."""
+        self._check_frame()
+        return self.block_for_dot(fill=fill)
+
+    def block_for_dot(self, *, fill: float | int | bool = 0) -> jax.Array:
+        """The block as `sk.dot` reads it: from shared memory, in any layout."""
         self._check_loop_context()
         if isinstance(fill, np.generic):
             fill = fill.item()
@@ -204,6 +211,21 @@ class Tile:
         if looped:
             self._fills.setdefault(self.name, fill)
         return self._value
+
+    def _check_frame(self) -> None:
+        rows, cols = self._frame
+        laid_out = self.dims == (rows, cols) if len(self.dims) == 2 else self.dims[0] in self._frame
+        if self.dims and rows and not laid_out:
+            frame = f"'{rows} {cols}'" if cols else f"'{rows}'"
+            raise BodyError(
+                f"`{self.name}` ('{' '.join(self.dims)}') is not laid out like the kernel's "
+                f"blocks ({frame}), so it cannot be loaded into registers",
+                operand=self.name,
+                expected=f"an operand with the dims {frame}, or 1-D along one of them",
+                actual=f"'{' '.join(self.dims)}'",
+                fix=f"multiply it with sk.dot({self.name}, ...) inside the loop step, or pass it "
+                "transposed from outside the kernel",
+            )
 
     def _check_loop_context(self) -> None:
         looped = [d for d in self.dims if d in (LOOP_DIMS.get() or {})]
@@ -267,7 +289,7 @@ def trace_body(
 
     def body(*values: Any) -> Any:
         tiles = {
-            n: Tile(n, v, true_shapes[n], fills, op_dims[n])
+            n: Tile(n, v, true_shapes[n], fills, op_dims[n], (spec.rows, spec.cols))
             for n, v in zip(names, values, strict=True)
         }
         token = _DIMS.set(dict(dims))

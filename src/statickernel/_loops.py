@@ -273,4 +273,10 @@ def dot(a: Any, b: Any) -> jax.Array:
             actual=f"'{' '.join(a.dims)}'",
             fix=f"pass {a.name}.T from outside the kernel and annotate it 'M {axis}'",
         )
-    return dot_p.bind(a.load(fill=0), b.load(fill=0), contract=(1, contract[1]), a=a.name, b=b.name)
+    return dot_p.bind(
+        a.block_for_dot(fill=0),
+        b.block_for_dot(fill=0),
+        contract=(1, contract[1]),
+        a=a.name,
+        b=b.name,
+    )
