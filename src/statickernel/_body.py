@@ -11,6 +11,7 @@ import contextvars
 import dataclasses
 import linecache
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -129,6 +130,7 @@ class BodyTrace:
     eqns: tuple[Eqn, ...]
     outputs: tuple[Atom, ...]
     avals: tuple[tuple[str, tuple[tuple[int, ...], str]], ...]  # variable -> (shape, dtype)
+    misplaced: tuple[tuple[str, str | None], ...] = ()  # (operand, line) loaded off the frame
 
     def aval(self, var: str) -> tuple[tuple[int, ...], str]:
         return dict(self.avals)[var]
@@ -213,19 +215,12 @@ class Tile:
         return self._value
 
     def _check_frame(self) -> None:
+        """Records a load of an operand laid out unlike the blocks. It is reported after the
+        body is translated, so that a `jnp.dot` of it is reported as what it is."""
         rows, cols = self._frame
         laid_out = self.dims == (rows, cols) if len(self.dims) == 2 else self.dims[0] in self._frame
         if self.dims and rows and not laid_out:
-            frame = f"'{rows} {cols}'" if cols else f"'{rows}'"
-            raise BodyError(
-                f"`{self.name}` ('{' '.join(self.dims)}') is not laid out like the kernel's "
-                f"blocks ({frame}), so it cannot be loaded into registers",
-                operand=self.name,
-                expected=f"an operand with the dims {frame}, or 1-D along one of them",
-                actual=f"'{' '.join(self.dims)}'",
-                fix=f"multiply it with sk.dot({self.name}, ...) inside the loop step, or pass it "
-                "transposed from outside the kernel",
-            )
+            self._fills.setdefault(_MISPLACED, []).append((self.name, _caller_user_line()))
 
     def _check_loop_context(self) -> None:
         looped = [d for d in self.dims if d in (LOOP_DIMS.get() or {})]
@@ -245,6 +240,36 @@ class Tile:
 
     def __repr__(self) -> str:
         return f"Tile({self.name}, block_shape={self.block_shape}, dtype={self.dtype})"
+
+
+_MISPLACED = ("", "misplaced loads")  # a key of the fills dict no operand can take
+
+
+def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
+    """The error for the first operand loaded into registers though laid out unlike the blocks."""
+    name, line = trace.misplaced[0]
+    dims = next(o.block_dims for o in spec.operands if o.name == name)
+    frame = f"'{spec.rows} {spec.cols}'" if spec.cols else f"'{spec.rows}'"
+    return BodyError(
+        f"`{name}` ('{' '.join(dims)}') is not laid out like the kernel's blocks ({frame}), so "
+        "it cannot be loaded into registers",
+        kernel=spec.name,
+        where=line or spec.location,
+        operand=name,
+        expected=f"an operand with the dims {frame}, or 1-D along one of them",
+        actual=f"'{' '.join(dims)}'",
+        fix=f"multiply it with sk.dot({name}, ...) inside the loop step, or pass it transposed "
+        "from outside the kernel",
+    )
+
+
+def _caller_user_line() -> str | None:
+    frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        if _is_user_file(frame.f_code.co_filename):
+            return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
 
 
 def _same_fill(a: Any, b: Any) -> bool:
@@ -366,6 +391,7 @@ class _Flattener:
         self.fills: dict[Any, Any] = {}
 
     def run(self, closed: Any, names: list[str], fills: dict[Any, Any]) -> BodyTrace:
+        misplaced = tuple(fills.pop(_MISPLACED, ()))
         self.fills = fills
         env: dict[Any, Atom] = {}
         inputs: list[str | None] = []
@@ -385,6 +411,7 @@ class _Flattener:
             eqns=tuple(self.eqns),
             outputs=outputs,
             avals=tuple(self.avals.items()),
+            misplaced=misplaced,
         )
 
     def _bind_consts(self, constvars: Any, consts: Any, env: dict[Any, Atom], line: Any) -> None:

@@ -18,7 +18,7 @@ from jax import core as jax_core
 from . import _hardware as hw
 from ._backend import default_backend, has_cuda, resolve_backend
 from ._binding import bind, bind_consts, call_site
-from ._body import BodyTrace, check_outputs, trace_body
+from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
 from ._errors import (
     BackendError,
@@ -355,6 +355,26 @@ def _kind(spec: KernelSpec, dims: tuple[str, ...]) -> str:
 
 
 def _translate(
+    spec: KernelSpec,
+    trace: BodyTrace,
+    sizes: Mapping[str, int],
+    extents: Mapping[str, tuple[int, int]],
+    ragged_everywhere: bool,
+) -> Translation:
+    try:
+        translation = _translate_body(spec, trace, sizes, extents, ragged_everywhere)
+    except StaticKernelError:
+        raise
+    except Exception:
+        if trace.misplaced:  # the misplaced load is the cause; say so
+            raise misplaced_load_error(spec, trace) from None
+        raise
+    if trace.misplaced:
+        raise misplaced_load_error(spec, trace)
+    return translation
+
+
+def _translate_body(
     spec: KernelSpec,
     trace: BodyTrace,
     sizes: Mapping[str, int],
