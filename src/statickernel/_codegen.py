@@ -129,6 +129,10 @@ class _Generator:
         self.inputs = [op for op in plan.operands if op.loaded]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
         self.stored = [op for op in plan.results if op.name not in written]
+        # With loops, results stored after them take scoped shared memory, which reuses the
+        # pipelines' buffers; results written by a loop keep theirs for the whole kernel.
+        self.scoped = bool(plan.loops)
+        self.kernel_results = [op for op in plan.results if not (self.scoped and op in self.stored)]
 
     # --- pieces ------------------------------------------------------------------------------
 
@@ -245,7 +249,7 @@ class _Generator:
         params = [f"{op.name}_gmem" for op in self.inputs]
         params += [f"{op.name}_gmem" for op in plan.results]
         params += [f"{op.name}_smem" for op in self.loaded]
-        params += [f"{op.name}_smem" for op in plan.results]
+        params += [f"{op.name}_smem" for op in self.kernel_results]
         params += [f"{op.name}_barrier" for op in self.loaded]
         body: list[str] = []
         for d in plan.dims:
@@ -307,27 +311,45 @@ class _Generator:
         if not self.stored:
             head = f"def _{plan.kernel}_block({', '.join(params)}):"
             return [head] + ["    " + line for line in body]
-        body.append(
-            "# Store: registers to shared memory, then TMA to global memory, clipped at the edge."
-        )
+        store: list[str] = []
         for op, value in zip(plan.results, self.t.outputs, strict=True):
             if op not in self.stored:
                 continue
             boxes = self._column_boxes(op)
             if boxes == 1:
-                body.append(self.store(f"{op.name}_smem", value))
+                store.append(self.store(f"{op.name}_smem", value))
                 continue
-            body.append(f"{op.name} = {value}")
+            store.append(f"{op.name} = {value}")
             width = op.block_shape[-1] // boxes
             lead = ":, " if len(op.dims) == 2 else ""
             for k in range(boxes):
                 piece = f"{op.name}[{lead}{k * width}:{(k + 1) * width}]"
-                body.append(self.store(f"{op.name}_smem.at[{k}]", piece))
-        body.append("plgpu.commit_smem()")
+                store.append(self.store(f"{op.name}_smem.at[{k}]", piece))
+        store.append("plgpu.commit_smem()")
         for op in self.stored:
             for gmem_ref, smem_ref in self._boxes(op):
-                body.append(f"plgpu.copy_smem_to_gmem({smem_ref}, {gmem_ref})")
-        body.append("plgpu.wait_smem_to_gmem(0)")
+                store.append(f"plgpu.copy_smem_to_gmem({smem_ref}, {gmem_ref})")
+        store.append("plgpu.wait_smem_to_gmem(0)")
+        if self.scoped:
+            body.append(
+                "# Store: registers to shared memory scoped after the loops (it reuses the "
+                "pipelines'),"
+            )
+            body.append("# then TMA to global memory, clipped at the edge.")
+            refs = ", ".join(f"{op.name}_smem" for op in self.stored)
+            body.append(f"def store_results({refs}):")
+            body += ["    " + line for line in store]
+            buffers = ", ".join(
+                f"plgpu.SMEM({self._smem_shape(op)}, {dtype_source(op.dtype)})"
+                for op in self.stored
+            )
+            body.append(f"pl.run_scoped(store_results, {buffers})")
+        else:
+            body.append(
+                "# Store: registers to shared memory, then TMA to global memory, clipped at the "
+                "edge."
+            )
+            body += store
         head = f"def _{plan.kernel}_block({', '.join(params)}):"
         return [head] + ["    " + line for line in body]
 
@@ -340,7 +362,7 @@ class _Generator:
         out_type = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
         scratch = [
             f"plgpu.SMEM({self._smem_shape(op)}, {dtype_source(op.dtype)})"
-            for op in [*self.loaded, *plan.results]
+            for op in [*self.loaded, *self.kernel_results]
         ]
         for op in self.loaded:
             boxes = len(self._boxes(op))
@@ -354,9 +376,11 @@ class _Generator:
             f"    out_type={out_type},",
             f"    grid={plan.grid},",
             f"    grid_names=({names}{',' if len(plan.grid_names) == 1 else ''}),",
-            "    scratch_types=[",
-            *[f"        {s}," for s in scratch],
-            "    ],",
+            *(
+                ["    scratch_types=[", *[f"        {s}," for s in scratch], "    ],"]
+                if scratch
+                else ["    scratch_types=[],"]
+            ),
             "    compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),",
             "    interpret=plgpu.InterpretGPUParams() if INTERPRET else None,",
             ")",

@@ -384,10 +384,16 @@ def smem_bytes(
     extents: Mapping[str, tuple[int, int]],
     dtypes: Mapping[str, str],
     loaded: set[str],
+    results: set[str] | None = None,
 ) -> int:
+    """Shared memory of the kernel-wide buffers: the loaded operands' blocks and the results'
+    (`results` names the results held there; all of them by default), their barriers, and
+    Mosaic GPU's reserve."""
     total = 0
     for op in spec.operands + spec.results:
         if op in spec.operands and op.name not in loaded:
+            continue
+        if op in spec.results and results is not None and op.name not in results:
             continue
         count = 1
         for d in op.dims:
@@ -526,11 +532,17 @@ def make_plan(
                 f"reductions over {dim_name} are masked: elements past {sizes[dim_name]} take "
                 "the reduction's identity, whatever the fill"
             )
-    streamed_once = {n for n in fills if not any(d in looped for d in _dims_of(spec, n))}
     loop_plans = _loop_plans(spec, loops, sizes, extents, dtypes, consts)
-    smem = smem_bytes(spec, extents, dtypes, streamed_once if loops else set(fills))
     if loop_plans:
-        smem += max(lp.smem_bytes for lp in loop_plans)
+        # Results written after the loops take scoped shared memory that reuses the pipelines'.
+        streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
+        once = {n for n in fills if not any(d in looped for d in _dims_of(spec, n))}
+        base = smem_bytes(spec, extents, dtypes, once, results=streamed)
+        epilogue = _epilogue_bytes(spec, extents, dtypes, streamed)
+        smem = base + max(epilogue, *(lp.smem_bytes for lp in loop_plans))
+    else:
+        base = epilogue = 0
+        smem = smem_bytes(spec, extents, dtypes, set(fills))
     if smem > hw.SMEM_BYTES and loop_plans:
         raise error(
             f"the blocks and pipeline stages need {smem:,} B of shared memory, over the "
@@ -542,16 +554,9 @@ def make_plan(
                 f"loop over {lp.axis}: {lp.stages} stage(s) x {lp.smem_bytes // lp.stages:,} B"
                 for lp in loop_plans
             )
+            + (f"; results after the loops: {epilogue:,} B" if epilogue else "")
             + ")",
-            fix=_stages_fix(
-                spec,
-                consts,
-                smem - max(lp.smem_bytes for lp in loop_plans),
-                loops,
-                extents,
-                dtypes,
-                sizes,
-            ),
+            fix=_stages_fix(spec, consts, base, epilogue, loops, extents, dtypes, sizes),
         )
     if smem > hw.SMEM_BYTES:
         raise error(
@@ -629,10 +634,24 @@ def _loop_plans(
     return tuple(out)
 
 
+def _epilogue_bytes(
+    spec: KernelSpec,
+    extents: Mapping[str, tuple[int, int]],
+    dtypes: Mapping[str, str],
+    streamed: set[str],
+) -> int:
+    return sum(
+        hw.round_up(_block_bytes(spec, r.name, extents, dtypes), hw.SMEM_BUFFER_ALIGN)
+        for r in spec.results
+        if r.name not in streamed
+    )
+
+
 def _stages_fix(
     spec: KernelSpec,
     consts: Mapping[str, Any],
     fixed_bytes: int,
+    epilogue: int,
     loops: tuple[LoopBlock, ...],
     extents: Mapping[str, tuple[int, int]],
     dtypes: Mapping[str, str],
@@ -642,7 +661,7 @@ def _stages_fix(
     declared = spec.stage_count(consts)
     for stages in range(declared - 1, 0, -1):
         plans = _loop_plans(spec, loops, sizes, extents, dtypes, consts, stages)
-        if fixed_bytes + max(lp.smem_bytes for lp in plans) <= hw.SMEM_BYTES:
+        if fixed_bytes + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
             name = spec.stages if isinstance(spec.stages, str) else "stages="
             sep = "=" if isinstance(spec.stages, str) else ""
             return f"set {name}{sep}{stages} (the largest stage count that fits)"

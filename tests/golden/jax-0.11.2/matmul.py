@@ -17,7 +17,7 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _matmul_block(a_gmem, b_gmem, result_gmem, result_smem):
+def _matmul_block(a_gmem, b_gmem, result_gmem):
     block_M = lax.axis_index("M")
     block_N = lax.axis_index("N")
     # The kernel body, one statement per traced op.
@@ -51,14 +51,19 @@ def _matmul_block(a_gmem, b_gmem, result_gmem, result_smem):
         return (v1_acc[...],)
 
     (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))
-    # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
-    result_smem[...] = v4
-    plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(
-        result_smem,
-        result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
-    )
-    plgpu.wait_smem_to_gmem(0)
+
+    # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
+    # then TMA to global memory, clipped at the edge.
+    def store_results(result_smem):
+        result_smem[...] = v4
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(
+            result_smem,
+            result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
+        )
+        plgpu.wait_smem_to_gmem(0)
+
+    pl.run_scoped(store_results, plgpu.SMEM((128, 128), jnp.float32))
 
 
 _launch = plgpu.kernel(
@@ -66,9 +71,7 @@ _launch = plgpu.kernel(
     out_type=jax.ShapeDtypeStruct((130, 260), jnp.float32),
     grid=(2, 3),
     grid_names=("M", "N"),
-    scratch_types=[
-        plgpu.SMEM((128, 128), jnp.float32),
-    ],
+    scratch_types=[],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,
 )

@@ -17,15 +17,7 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _matmul_bias_gelu_block(
-    a_gmem,
-    b_gmem,
-    bias_gmem,
-    result_gmem,
-    bias_smem,
-    result_smem,
-    bias_barrier,
-):
+def _matmul_bias_gelu_block(a_gmem, b_gmem, bias_gmem, result_gmem, bias_smem, bias_barrier):
     block_M = lax.axis_index("M")
     block_N = lax.axis_index("N")
     # Load: start every TMA copy first so they overlap, then wait for each.
@@ -75,14 +67,19 @@ def _matmul_bias_gelu_block(
     v13 = lax.mul(jnp.float32(0.5), v12)
     v14 = lax.mul(v6, v13)
     v15 = lax.convert_element_type(v14, jnp.bfloat16)
-    # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
-    result_smem[...] = v15
-    plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(
-        result_smem,
-        result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
-    )
-    plgpu.wait_smem_to_gmem(0)
+
+    # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
+    # then TMA to global memory, clipped at the edge.
+    def store_results(result_smem):
+        result_smem[...] = v15
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(
+            result_smem,
+            result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
+        )
+        plgpu.wait_smem_to_gmem(0)
+
+    pl.run_scoped(store_results, plgpu.SMEM((128, 128), jnp.bfloat16))
 
 
 _launch = plgpu.kernel(
@@ -92,7 +89,6 @@ _launch = plgpu.kernel(
     grid_names=("M", "N"),
     scratch_types=[
         plgpu.SMEM((128,), jnp.float32),
-        plgpu.SMEM((128, 128), jnp.bfloat16),
         plgpu.Barrier(),
     ],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
