@@ -210,7 +210,10 @@ def bind_consts(
                 fix="compute block sizes from static shapes (x.shape) with Python ints, or mark "
                 "the argument static in jax.jit (static_argnames)",
             )
-        check_const_value(name, by_name[name].type, value, err, OverrideError)
+        # The declared default is a value known to suit this constant.
+        check_const_value(
+            name, by_name[name].type, value, err, OverrideError, example=by_name[name].default
+        )
     return {**defaults, **overrides}
 
 

@@ -218,8 +218,10 @@ class Tile:
         """Records a load of an operand laid out unlike the blocks. It is reported after the
         body is translated, so that a `jnp.dot` of it is reported as what it is."""
         rows, cols = self._frame
+        if not self.dims or not rows:  # a Tile built without its dims has no frame to check
+            return
         laid_out = self.dims == (rows, cols) if len(self.dims) == 2 else self.dims[0] in self._frame
-        if self.dims and rows and not laid_out:
+        if not laid_out:
             self._fills.setdefault(_MISPLACED, []).append((self.name, _caller_user_line()))
 
     def _check_loop_context(self) -> None:

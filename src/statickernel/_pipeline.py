@@ -50,6 +50,8 @@ class LoopPlan:
     """The operands whose blocks the pipeline copies, in order."""
     dots: tuple[tuple[str, str, bool], ...]
     """(a, b, b stored as (N, K)) of every `sk.dot` in the step."""
+    fills: tuple[tuple[str, Any], ...]
+    """What each operand the step loads reads past the edge, in this loop."""
     smem_bytes: int
     """Shared memory of the pipeline's buffers while it runs."""
 

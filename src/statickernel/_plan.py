@@ -254,6 +254,8 @@ class LaunchPlan:
                 text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
                 if op.role == "input" and not op.loaded:
                     text += "  (not loaded)"
+                elif op.loop_dim is not None:
+                    text += "  fill per loop (below)"
                 elif op.fill is not None:
                     text += f"  fill {op.fill!r}"
                 if op.host_padded:
@@ -262,9 +264,13 @@ class LaunchPlan:
         for i, loop in enumerate(self.loops):
             what = "fold into a carry" if loop.mode == "fold" else "write a block per step"
             dots = "".join(f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)
+            reads = ", ".join(
+                f"{n} (fill {dict(loop.fills)[n]!r})" if n in dict(loop.fills) else n
+                for n in loop.operands
+            )
             lines.append(
                 f"  loop {i}: {loop.axis} in {loop.steps} step(s) of {loop.block}, "
-                f"{loop.stages} stage(s), {what}; pipelines {', '.join(loop.operands) or '-'}"
+                f"{loop.stages} stage(s), {what}; pipelines {reads or '-'}"
                 f"{dots}; {loop.smem_bytes:,} B while it runs"
             )
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
@@ -278,7 +284,20 @@ class LaunchPlan:
             return ""
         if not d.ragged:
             return ": no mask, in bounds"
-        fills = sorted({repr(op.fill) for op in self.operands if d.name in op.dims and op.loaded})
+        fills = {
+            repr(op.fill)
+            for op in self.operands
+            if d.name in op.dims and op.loaded and op.loop_dim is None
+        }
+        for loop in self.loops:
+            fills |= {repr(fill) for name, fill in loop.fills if d.name in self.operand(name).dims}
+        for loop in self.loops:  # sk.dot operands read zeros past the edge
+            fills |= {
+                "0"
+                for a, b, _ in loop.dots
+                if d.name in self.operand(a).dims + self.operand(b).dims
+            }
+        fills = sorted(fills)
         fill_text = f", fill {' / '.join(fills)}" if fills else ""
         if d.looped_by:
             return f": the last step is masked{fill_text}"
@@ -626,6 +645,11 @@ def _loop_plans(
                 mode=block.mode,
                 operands=block.operands,
                 dots=tuple((d.a, d.b, d.transpose_b) for d in block.dots),
+                # sk.dot reads its operands as TMA fills them: zeros past the edge.
+                fills=block.fills
+                + tuple(
+                    (n, 0) for d in block.dots for n in (d.a, d.b) if n not in dict(block.fills)
+                ),
                 smem_bytes=pipeline_bytes(
                     [_block_bytes(spec, n, extents, dtypes) for n in block.operands], eff
                 ),

@@ -272,7 +272,12 @@ def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> Con
 
 
 def check_const_value(
-    name: str, base: type, value: Any, err: Mapping[str, Any], error: type[StaticKernelError]
+    name: str,
+    base: type,
+    value: Any,
+    err: Mapping[str, Any],
+    error: type[StaticKernelError],
+    example: Any = 64,
 ) -> None:
     """Checks a constant's default or override value against its declared type."""
     ok = isinstance(value, base) and (base is bool or not isinstance(value, bool))
@@ -295,7 +300,7 @@ def check_const_value(
             operand=name,
             expected="> 0",
             actual=value,
-            fix=f"use a positive value such as `{name}=64`",
+            fix=f"use a positive value such as `{name}={example}`",
         )
 
 
