@@ -193,7 +193,7 @@ def bind_consts(
             raise OverrideError(
                 f"`{name}` is not a constant of the kernel",
                 **err,
-                operand=name,
+                constant=name,
                 expected=f"one of {', '.join(by_name) or '(no constants)'}",
                 actual=repr(name),
                 fix="override a declared constant, e.g. "
@@ -204,7 +204,7 @@ def bind_consts(
             raise OverrideError(
                 f"constant `{name}` is a {'traced value' if traced else 'jax array'}",
                 **err,
-                operand=name,
+                constant=name,
                 expected=f"a Python {by_name[name].type.__name__}",
                 actual=f"{type(value).__name__}",
                 fix="compute block sizes from static shapes (x.shape) with Python ints, or mark "

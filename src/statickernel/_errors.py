@@ -41,7 +41,8 @@ class StaticKernelError(Exception):
       what: what failed, in one sentence.
       kernel: the kernel's name, when the error concerns one kernel.
       where: `path:line` in the user's code: the declaration, the body line or the call.
-      operand: the operand (or result) concerned, if any.
+      operand: the operand (or result) concerned, if any; for a constant, its name.
+      constant: the constant concerned, if any.
       dim: the dim concerned, if any.
       expected: the value or form that would have been accepted.
       actual: the value or form that was given.
@@ -61,11 +62,13 @@ class StaticKernelError(Exception):
         actual: Any = None,
         bindings: Mapping[str, int] | None = None,
         fix: str | None = None,
+        constant: str | None = None,
     ) -> None:
         self.what = what
         self.kernel = kernel
         self.where = where
-        self.operand = operand
+        self.constant = constant
+        self.operand = operand if operand is not None else constant
         self.dim = dim
         self.expected = expected
         self.actual = actual
@@ -79,7 +82,9 @@ class StaticKernelError(Exception):
         if self.where:
             lines.append(f"  at:       {self.where}")
         subject = [
-            f"operand `{self.operand}`" if self.operand else "",
+            f"constant `{self.constant}`"
+            if self.constant
+            else (f"operand `{self.operand}`" if self.operand else ""),
             f"dim {self.dim}" if self.dim else "",
         ]
         if any(subject):

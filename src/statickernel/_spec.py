@@ -254,7 +254,7 @@ def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> Con
         raise ConstantError(
             f"constant `{param.name}` is not annotated as an int, float or bool constant",
             **err,
-            operand=param.name,
+            constant=param.name,
             expected="sk.Const[int], sk.Const[float] or sk.Const[bool]",
             actual=_type_name(hint),
             fix=f"annotate it `{param.name}: sk.Const[int] = ...`",
@@ -264,7 +264,7 @@ def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> Con
         raise ConstantError(
             f"constant `{param.name}` has no default value",
             **err,
-            operand=param.name,
+            constant=param.name,
             fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
         )
     check_const_value(param.name, base, param.default, err, ConstantError)
@@ -287,7 +287,7 @@ def check_const_value(
         raise error(
             f"constant `{name}` must be a Python {base.__name__}",
             **err,
-            operand=name,
+            constant=name,
             expected=base.__name__,
             actual=f"{value!r} ({type(value).__name__})",
             fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
@@ -297,7 +297,7 @@ def check_const_value(
         raise error(
             f"constant `{name}` must be positive",
             **err,
-            operand=name,
+            constant=name,
             expected="> 0",
             actual=value,
             fix=f"use a positive value such as `{name}={example}`",
@@ -606,7 +606,7 @@ def _stage_spec(
         raise ConstantError(
             f"stages= names {stages!r}, which is not an int constant of the kernel",
             **err,
-            operand=stages,
+            constant=stages,
             expected=f"one of {', '.join(c.name for c in consts if c.type is int) or '(none)'}",
             actual=repr(stages),
             fix=f"add a keyword-only parameter `{stages}: sk.Const[int] = 3`",
