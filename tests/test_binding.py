@@ -6,7 +6,6 @@ both values, points `where` at the user's call line, and offers a fix. Lines are
 """
 
 import pathlib
-import re
 from typing import Any
 
 import jax
@@ -16,18 +15,12 @@ import pytest
 from jaxtyping import Array, Float, Float32
 
 import statickernel as sk
+from markers import line_finder
 
 _FILE = pathlib.Path(__file__)
-_LINES = _FILE.read_text().splitlines()
 S = jax.ShapeDtypeStruct
 
-
-def line_of(tag: str) -> int:
-    """The 1-based line of this file that carries the marker comment `# @tag`."""
-    marker = re.compile(rf"#\s@{re.escape(tag)}(\s|$)")
-    hits = [n for n, text in enumerate(_LINES, 1) if marker.search(text)]
-    assert len(hits) == 1, f"marker @{tag} is on {len(hits)} lines"
-    return hits[0]
+line_of = line_finder(__file__)
 
 
 def check(

@@ -9,7 +9,6 @@ depend on how the formatter lays the file out.
 """
 
 import pathlib
-import re
 from typing import Any
 
 import jax
@@ -20,18 +19,12 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Float32, Float64, Int, Int32
 
 import statickernel as sk
+from markers import line_finder
 from statickernel import _errors
 
 _FILE = pathlib.Path(__file__)
-_LINES = _FILE.read_text().splitlines()
 
-
-def line_of(tag: str) -> int:
-    """The 1-based line of this file that carries the marker comment `# @tag`."""
-    marker = re.compile(rf"#\s@{re.escape(tag)}(\s|$)")
-    hits = [n for n, text in enumerate(_LINES, 1) if marker.search(text)]
-    assert len(hits) == 1, f"marker @{tag} is on {len(hits)} lines"
-    return hits[0]
+line_of = line_finder(__file__)
 
 
 def check(

@@ -28,6 +28,7 @@ from jaxtyping import Array, BFloat16, Float32
 import statickernel as sk
 from batched_matmul import batched_matmul
 from layernorm_wide import layernorm_wide
+from markers import line_finder
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
 from softmax_online import softmax_online
@@ -37,15 +38,8 @@ BF16 = jnp.dtype(jnp.bfloat16)
 SMEM_BYTES = 232448  # 227 KiB: the shared memory of one block on Hopper
 
 _FILE = pathlib.Path(__file__)
-_LINES = _FILE.read_text().splitlines()
 
-
-def line_of(tag: str) -> int:
-    """The 1-based line of this file that carries the marker comment `# @tag`."""
-    marker = re.compile(rf"#\s@{re.escape(tag)}(\s|$)")
-    hits = [n for n, text in enumerate(_LINES, 1) if marker.search(text)]
-    assert len(hits) == 1, f"marker @{tag} is on {len(hits)} lines"
-    return hits[0]
+line_of = line_finder(__file__)
 
 
 def assert_at(exc: sk.StaticKernelError, tag: str) -> None:

@@ -150,10 +150,12 @@ class Tile:
         fills: dict[Any, Any],
         dims: tuple[str, ...] = (),
         frame: tuple[str, str | None] = ("", None),
+        misplaced: list[tuple[str, str | None]] | None = None,
     ):
         self.name = name
         self.dims = dims
         self._frame = frame
+        self._misplaced = misplaced if misplaced is not None else []
         self._value = value
         self.shape = shape
         self.block_shape: tuple[int, ...] = tuple(value.shape)
@@ -222,7 +224,7 @@ class Tile:
             return
         laid_out = self.dims == (rows, cols) if len(self.dims) == 2 else self.dims[0] in self._frame
         if not laid_out:
-            self._fills.setdefault(_MISPLACED, []).append((self.name, _caller_user_line()))
+            self._misplaced.append((self.name, _caller_user_line()))
 
     def _check_loop_context(self) -> None:
         looped = [d for d in self.dims if d in (LOOP_DIMS.get() or {})]
@@ -242,9 +244,6 @@ class Tile:
 
     def __repr__(self) -> str:
         return f"Tile({self.name}, block_shape={self.block_shape}, dtype={self.dtype})"
-
-
-_MISPLACED = ("", "misplaced loads")  # a key of the fills dict no operand can take
 
 
 def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
@@ -312,11 +311,12 @@ def trace_body(
     names = [o.name for o in spec.operands]
     op_dims = {o.name: o.block_dims for o in spec.operands}
     fills: dict[Any, Any] = {}
+    misplaced: list[tuple[str, str | None]] = []
     loop_dims = {d: (dims[d], int(consts[c])) for d, c in spec.loop}
 
     def body(*values: Any) -> Any:
         tiles = {
-            n: Tile(n, v, true_shapes[n], fills, op_dims[n], (spec.rows, spec.cols))
+            n: Tile(n, v, true_shapes[n], fills, op_dims[n], (spec.rows, spec.cols), misplaced)
             for n, v in zip(names, values, strict=True)
         }
         token = _DIMS.set(dict(dims))
@@ -359,7 +359,7 @@ def trace_body(
             "size and whole dims at their full size",
         ) from None
     flat = _Flattener(spec)
-    return flat.run(closed, names, fills)
+    return flat.run(closed, names, fills, tuple(misplaced))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -393,8 +393,13 @@ class _Flattener:
         self.count = 0
         self.fills: dict[Any, Any] = {}
 
-    def run(self, closed: Any, names: list[str], fills: dict[Any, Any]) -> BodyTrace:
-        misplaced = tuple(fills.pop(_MISPLACED, ()))
+    def run(
+        self,
+        closed: Any,
+        names: list[str],
+        fills: dict[Any, Any],
+        misplaced: tuple[tuple[str, str | None], ...] = (),
+    ) -> BodyTrace:
         self.fills = fills
         env: dict[Any, Atom] = {}
         inputs: list[str | None] = []

@@ -291,12 +291,6 @@ class LaunchPlan:
         }
         for loop in self.loops:
             fills |= {repr(fill) for name, fill in loop.fills if d.name in self.operand(name).dims}
-        for loop in self.loops:  # sk.dot operands read zeros past the edge
-            fills |= {
-                "0"
-                for a, b, _ in loop.dots
-                if d.name in self.operand(a).dims + self.operand(b).dims
-            }
         fills = sorted(fills)
         fill_text = f", fill {' / '.join(fills)}" if fills else ""
         if d.looped_by:
@@ -414,10 +408,7 @@ def smem_bytes(
             continue
         if op in spec.results and results is not None and op.name not in results:
             continue
-        count = 1
-        for d in op.dims:
-            count *= extents[d][1]
-        total += hw.round_up(count * hw.itemsize(dtypes[op.name]), hw.SMEM_BUFFER_ALIGN)
+        total += hw.round_up(_block_bytes(spec, op.name, extents, dtypes), hw.SMEM_BUFFER_ALIGN)
     return total + hw.BARRIER_BYTES * len(loaded) + hw.SMEM_RESERVED_BYTES
 
 

@@ -116,8 +116,9 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     """Dim sizes that exercise each edge case of the kernel's tiling, at its current constants.
 
     Tiled and loop dims are 2 blocks (aligned), 2 blocks + 1 (ragged) and half a block + 1
-    (smaller than one block); batch dims are 2, and 1 in the smallest case; whole dims are 128 columns or 64 rows (aligned), three quarters of that
-    minus one (ragged), and 5 columns or 3 rows (small).
+    (smaller than one block); batch dims are 2, and 1 in the smallest case; whole dims are 128
+    columns or 64 rows (aligned), three quarters of that minus one (ragged), and 5 columns or 3
+    rows (small).
     """
     spec = kernel.spec
     # Loop dims have edges like tiled ones: the last step of the loop is partly past the edge.
@@ -163,8 +164,8 @@ def _fitting_whole_sizes(
     sizes = {d: _WHOLE_ALIGNED[_axis(spec, d)] for d in whole}
     widest = {o.name: max(o.dtypes, key=hw.itemsize) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
+    batch = {d: 1 for d in spec.batch}
     while True:
-        batch = {d: 1 for d in spec.batch}
         extents = block_extents(spec, {**batch, **blocks, **sizes}, kernel.consts, widest)
         if smem_bytes(spec, extents, widest, loaded) <= hw.SMEM_BYTES:
             return sizes
