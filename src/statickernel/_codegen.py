@@ -11,7 +11,17 @@ import jax
 
 from ._loopgen import loop_lines
 from ._plan import LaunchPlan, OperandPlan
-from ._translate import COL, LAYOUTS, ROW, TILE, LoopBlock, Translation, dtype_source, select_source
+from ._translate import (
+    COL,
+    LAYOUTS,
+    ROW,
+    TILE,
+    LoopBlock,
+    Translation,
+    dtype_source,
+    literal_source,
+    select_source,
+)
 
 __all__ = ["generate_source"]
 
@@ -295,11 +305,7 @@ class _Generator:
                 body.append(f"{op.name} = jnp.concatenate([{parts}], axis={len(op.dims) - 1})")
             masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
             if masks:
-                fill = op.fill
-                fill_src = (
-                    repr(fill) if not _is_inf(fill) else ("jnp.inf" if fill > 0 else "-jnp.inf")
-                )
-                fill_value = f"{dtype_source(op.dtype)}({fill_src})"
+                fill_value = literal_source(op.fill, op.dtype, weak_type=False)
                 select = select_source(" & ".join(masks), op.name, fill_value, op.dtype)
                 body.append(f"{op.name} = {select}  # past the edge reads the fill")
         body.append("# The kernel body, one statement per traced op.")
@@ -466,7 +472,3 @@ def _unpadded(op: OperandPlan) -> str:
 def reads_zero(fill: object) -> bool:
     """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
     return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
-
-
-def _is_inf(value: object) -> bool:
-    return isinstance(value, float) and value in (float("inf"), float("-inf"))

@@ -9,7 +9,7 @@ accumulator ref, or register values threaded through the pipeline) or writes its
 from typing import TYPE_CHECKING
 
 from ._plan import OperandPlan
-from ._translate import LAYOUTS, ROW, TILE, LoopBlock, dtype_source, select_source
+from ._translate import LAYOUTS, ROW, TILE, LoopBlock, literal_source, select_source
 
 if TYPE_CHECKING:
     from ._codegen import _Generator  # pyright: ignore[reportPrivateUsage]
@@ -56,7 +56,7 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
         fill_value = fills.get(op_name)
         op_masks = sorted(_fill_masks(gen, op, fill_value), key=lambda m: not m.startswith("row"))
         if op_masks:
-            fill = f"{dtype_source(op.dtype)}({_number(fill_value)})"
+            fill = literal_source(fill_value, op.dtype, weak_type=False)
             select = select_source(" & ".join(op_masks), op_name, fill, op.dtype)
             step.append(f"{op_name} = {select}  # past the edge reads the fill")
     step += list(block.lines)
@@ -223,9 +223,3 @@ def _mask_lines(gen: "_Generator", needed: set[str], axis: str, index: str) -> l
 def _tuple(items: list[str]) -> str:
     """A tuple display as a formatter writes it: no trailing comma unless it has one item."""
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-
-
-def _number(value: object) -> str:
-    if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        return "jnp.inf" if value > 0 else "-jnp.inf"
-    return repr(value)

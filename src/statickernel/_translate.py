@@ -27,6 +27,7 @@ __all__ = [
     "LoopBlock",
     "Translation",
     "dtype_source",
+    "full_source",
     "literal_source",
     "select_source",
     "translate",
@@ -221,20 +222,31 @@ def select_source(mask: str, value: str, other: str, dtype: str) -> str:
     return f"lax.convert_element_type(jnp.where({mask}, {wide}, {other}), {dtype_source(dtype)})"
 
 
+def full_source(value: str, shape: tuple[int, ...], dtype: str, kind: str) -> str:
+    """A constant value of `kind`, in that kind's register layout. A bare `jnp.full` is a
+    splat, which reductions and carries do not take."""
+    return f"plgpu.layout_cast(jnp.full({shape}, {value}, {dtype_source(dtype)}), {LAYOUTS[kind]})"
+
+
 def literal_source(value: object, dtype: str, weak_type: bool) -> str:
     if dtype == "bool":
         return repr(bool(value))
     number = float(value) if isinstance(value, float) or "float" in dtype else int(value)  # type: ignore[arg-type]
     if isinstance(number, float):
-        if math.isnan(number):
+        with np.errstate(over="ignore"):  # a value past the dtype's range is its infinity
+            typed = number if weak_type else float(np.dtype(dtype).type(number))
+        if math.isnan(typed):
             text = "jnp.nan"
-        elif math.isinf(number):
-            text = "jnp.inf" if number > 0 else "-jnp.inf"
+        elif math.isinf(typed):
+            text = "jnp.inf" if typed > 0 else "-jnp.inf"
         elif weak_type:
             text = repr(number)
         else:
-            # The shortest text that parses back to the same value in the literal's own dtype.
+            # The shortest text that parses back to the same value in the literal's own dtype;
+            # numpy writes some bfloat16 values as integers, which would lose the sign of -0.
             text = str(np.dtype(dtype).type(number))
+            if text.lstrip("-").isdigit():
+                text += ".0"
     else:
         text = repr(number)
     return text if weak_type else f"{dtype_source(dtype)}({text})"
@@ -323,7 +335,7 @@ class _Translator:
             return src
         shape = self.g.shape(kind)
         if have == SCALAR:
-            return f"jnp.full({shape}, {src}, {dtype_source(self._dtype(atom))})"
+            return full_source(src, shape, self._dtype(atom), kind)
         if kind == TILE and have in (ROW, COL):
             return f"lax.broadcast_in_dim({src}, {shape}, ({0 if have == ROW else 1},))"
         raise AssertionError(f"cannot convert {have} to {kind}")
@@ -398,6 +410,7 @@ class _Translator:
                 "broadcast one of them to the block shape first",
             )
         kind = TILE if TILE in kinds else (kinds.pop() if kinds else SCALAR)
+        kind = self._widened(kind, self.trace.aval(eqn.outputs[0])[0])
         narrow = [self._dtype(a) for a in eqn.inputs if a.var is not None]
         narrow = [d for d in narrow if is_8bit(d)]
         if narrow and eqn.prim not in EIGHT_BIT_OPS:
@@ -416,9 +429,17 @@ class _Translator:
                 "which Mosaic GPU cannot lower",
                 "compute it outside the kernel, or take the remainder of integers",
             )
-        args = [
-            self._as_kind(a, kind) if self._kind(a) != SCALAR else self._src(a) for a in eqn.inputs
-        ]
+        if eqn.prim == "select_n" and kind != SCALAR:
+            # lax.select_n broadcasts nothing: every case, and a non-scalar predicate, must be a
+            # value of the result's shape (jnp.where(c, x, 0.0) gives it a scalar case).
+            args = [self._as_kind(a, kind) for a in eqn.inputs]
+            if self._kind(eqn.inputs[0]) == SCALAR:
+                args[0] = self._src(eqn.inputs[0])
+        else:
+            args = [
+                self._as_kind(a, kind) if self._kind(a) != SCALAR else self._src(a)
+                for a in eqn.inputs
+            ]
         prim = eqn.prim
         if prim in UNARY:
             expr = f"{UNARY[prim]}({args[0]})"
@@ -463,7 +484,17 @@ class _Translator:
         if kind in (ROW, COL) and self._unit_axes_only(atom, kind, axes):
             return self._alias(eqn, atom, kind)
         if kind == SCALAR:
-            return self._alias(eqn, atom, kind)
+            shape = tuple(self.trace.aval(atom.var)[0]) if atom.var else ()
+            if all(shape[a] == 1 for a in axes):
+                return self._alias(eqn, atom, kind)
+            if len(shape) == 2 and axes in ((0,), (1,)):
+                # A constant block (jnp.ones_like(v), jnp.full_like(v, c)) held as its scalar:
+                # its reduction counts every element inside the edge, so it needs the block.
+                block = Atom(f"{eqn.outputs[0]}_block")
+                self.kinds[block.var or ""] = TILE
+                self.dtypes[block.var or ""] = self._dtype(atom)
+                self.lines.append(f"{block.var} = {self._as_kind(atom, TILE)}")
+                return self._reduce(dataclasses.replace(eqn, inputs=(block,)))
         raise self._fail(
             eqn,
             "the body reduces a block or a vector to a scalar, which Mosaic GPU cannot lower",
@@ -471,6 +502,14 @@ class _Translator:
             actual=f"`{eqn.prim}` over axes {axes} of a {kind}"
             + (f" in: {eqn.source}" if eqn.source else ""),
         )
+
+    def _widened(self, kind: str, shape: tuple[int, ...]) -> str:
+        """The kind of an elementwise result of logical `shape`. jnp broadcasts a vector against
+        a constant block held as its scalar (`r[:, None] * jnp.ones_like(v)`): the result spans
+        the block, so it is a block, not the vector."""
+        if len(shape) == 2 and ((kind == ROW and shape[1] != 1) or (kind == COL and shape[0] != 1)):
+            return TILE
+        return kind
 
     def _vector_axis(self, atom: Atom, kind: str) -> int:
         """The axis of a vector value's logical shape that holds its elements."""
@@ -531,7 +570,4 @@ def _identity_value(prim: str, dtype: str) -> float | int:
 
 
 def _identity(prim: str, dtype: str) -> str:
-    value = _identity_value(prim, dtype)
-    if isinstance(value, float):
-        return "-jnp.inf" if value < 0 else "jnp.inf"
-    return "0.0" if prim == "reduce_sum" and "int" not in dtype else str(value)
+    return literal_source(_identity_value(prim, dtype), dtype, weak_type=True)
