@@ -13,6 +13,8 @@ __all__ = [
     "BackendError",
     "BodyError",
     "CallError",
+    "CompileError",
+    "CompileTargetError",
     "ConstantError",
     "DeclarationError",
     "DtypeError",
@@ -27,6 +29,7 @@ __all__ = [
     "StaticKernelError",
     "SymbolicDimError",
     "TilingError",
+    "ToolchainError",
     "UnsupportedOpError",
 ]
 
@@ -176,3 +179,18 @@ class NotDifferentiableError(CallError):
 
 class BackendError(CallError):
     """An unknown backend was requested, or the backend cannot run here."""
+
+
+# --- raised when a kernel is compiled for a GPU (kernel.compile) -------------------------------
+
+
+class CompileError(CallError):
+    """Compiling a specialization for a GPU failed, or the target cannot run the kernel."""
+
+
+class CompileTargetError(CompileError):
+    """A compile target is unknown."""
+
+
+class ToolchainError(CompileError):
+    """The compile toolchain (the CUDA plugin, ptxas) is missing or not usable here."""

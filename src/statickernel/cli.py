@@ -1,9 +1,10 @@
-"""The `statickernel` command line: check, plan, emit and test kernels from the shell.
+"""The `statickernel` command line: check, plan, emit, test and compile kernels from the shell.
 
     statickernel check examples --lower
     statickernel plan examples/softmax.py:softmax --arg x=float32[1000,100]
     statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] -o softmax_pallas.py
     statickernel test examples
+    statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]
 
 Exit codes: 0 when everything passed, 1 when a check or test failed (or statickernel refused a
 kernel or its operands), 2 for a usage error. A statickernel error prints as its message; pass
@@ -11,11 +12,8 @@ kernel or its operands), 2 for a usage error. A statickernel error prints as its
 """
 
 import argparse
-import ast
-import dataclasses
 import os
 import pathlib
-import re
 import sys
 import time
 import traceback
@@ -25,11 +23,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from . import testing
+from . import _compile_cli, testing
 from ._backend import BACKENDS, default_backend
-from ._discover import FoundKernel, ModuleResult, TargetError, discover, load_target
+from ._cli_args import (
+    DTYPE_ALIASES,
+    UsageError,
+    consts,
+    load_kernel,
+    operand_structs,
+    point_at_declaration,
+)
+from ._discover import FoundKernel, ModuleResult, TargetError, discover
 from ._errors import StaticKernelError
-from ._kernel import Kernel, Specialization
+from ._kernel import Specialization
 
 __all__ = ["main"]
 
@@ -37,111 +43,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROG = "statickernel"
 # Non-statickernel errors (from jax, say) can be pages long; show their head only.
 _MAX_ERROR_LINES = 20
-_DTYPE_ALIASES = {
-    "f32": "float32",
-    "bf16": "bfloat16",
-    "f16": "float16",
-    "i8": "int8",
-    "i16": "int16",
-    "i32": "int32",
-    "u8": "uint8",
-    "u16": "uint16",
-    "u32": "uint32",
-}
-_ARG_PATTERN = re.compile(
-    r"^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>\s*\d+\s*(?:,\s*\d+\s*)*)\]\s*$"
-)
-_CONST_PATTERN = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*=(?P<value>.+)$")
-
-
-class UsageError(Exception):
-    """The command line asks for something malformed or missing; exits with code 2."""
-
-
-# --- parsing operands and constants -----------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class OperandArg:
-    """One `--arg NAME=DTYPE[D0,D1,...]`."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-
-    @property
-    def struct(self) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct(self.shape, jnp.dtype(self.dtype))
-
-
-def parse_operand(text: str) -> OperandArg:
-    match = _ARG_PATTERN.match(text)
-    if match is None:
-        raise UsageError(
-            f"--arg {text!r} is not NAME=DTYPE[D0,D1,...]; for example --arg x=float32[1000,777]"
-        )
-    dtype = _DTYPE_ALIASES.get(match["dtype"], match["dtype"])
-    try:
-        dtype = jnp.dtype(dtype).name
-    except TypeError:
-        raise UsageError(
-            f"--arg {text!r}: {match['dtype']!r} is not a dtype; use e.g. float32, bfloat16, "
-            "float16 or int32"
-        ) from None
-    shape = tuple(int(n) for n in match["dims"].split(","))
-    return OperandArg(match["name"], dtype, shape)
-
-
-def parse_const(text: str) -> tuple[str, Any]:
-    match = _CONST_PATTERN.match(text)
-    try:
-        value = ast.literal_eval(match["value"].strip()) if match else None
-    except (ValueError, SyntaxError):
-        value = None
-    if match is None or value is None:
-        raise UsageError(
-            f"--const {text!r} is not NAME=VALUE with a Python literal value; for example "
-            "--const BM=128 or --const eps=1e-6"
-        )
-    return match["name"], value
-
-
-def operand_structs(kernel: Kernel, texts: Sequence[str]) -> tuple[jax.ShapeDtypeStruct, ...]:
-    """The `--arg`s as one ShapeDtypeStruct per operand, in the kernel's order."""
-    spec = kernel.spec
-    names = [o.name for o in spec.operands]
-    given: dict[str, OperandArg] = {}
-    for text in texts:
-        arg = parse_operand(text)
-        if arg.name not in names:
-            raise UsageError(
-                f"--arg {arg.name}: `{spec.name}` has no operand {arg.name!r}; its operands are "
-                + ", ".join(names)
-            )
-        if arg.name in given:
-            raise UsageError(f"--arg {arg.name} is given twice")
-        given[arg.name] = arg
-    missing = [o for o in spec.operands if o.name not in given]
-    if missing:
-        examples = " ".join(f"--arg {o.name}={o.dtypes[0]}[{','.join(o.dims)}]" for o in missing)
-        raise UsageError(
-            f"`{spec.name}` needs every operand: missing {', '.join(o.name for o in missing)} "
-            f"(give e.g. {examples}, with sizes for the dims)"
-        )
-    return tuple(given[n].struct for n in names)
-
-
-def _consts(texts: Sequence[str]) -> dict[str, Any]:
-    return dict(parse_const(t) for t in texts)
-
-
-def _target(text: str) -> tuple[str, Kernel]:
-    try:
-        return load_target(text)
-    except TargetError as exc:
-        raise UsageError(str(exc)) from None
-
-
 # --- output helpers ---------------------------------------------------------------------------
 
 
@@ -198,7 +99,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"- {module.source}: no kernels", flush=True)
         for found in module.kernels:
             kernels += 1
-            passed, detail = _check_kernel(found, args.lower, args.traceback)
+            passed, detail = _check_kernel(
+                found, args.lower, args.traceback, args.gpu_target if args.compile else None
+            )
             ok += passed
             failed += not passed
             print(f"{'✓' if passed else '✗'} {found.location}  {found.name}{detail}", flush=True)
@@ -210,8 +113,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if failed == 0 else EXIT_FAILED
 
 
-def _check_kernel(found: FoundKernel, lower: bool, full: bool) -> tuple[bool, str]:
+def _check_kernel(
+    found: FoundKernel, lower: bool, full: bool, compile_for: str | None = None
+) -> tuple[bool, str]:
     """(passed, text after the kernel's name). Declaring it ran the import-time checks."""
+    if compile_for is not None:
+        try:
+            return _compile_cli.check_compiles(found.kernel, compile_for)
+        except Exception as exc:  # reported against the kernel, then the next kernel runs
+            return False, ": compiling failed\n" + _indent(_error_text(exc, full))
     if not lower:
         return True, ""
     cases = testing.probe_cases(found.kernel)
@@ -228,24 +138,14 @@ def _check_kernel(found: FoundKernel, lower: bool, full: bool) -> tuple[bool, st
 
 
 def _specialize(args: argparse.Namespace) -> Specialization:
-    _, kernel = _target(args.target)
+    _, kernel = load_kernel(args.target)
     structs = operand_structs(kernel, args.arg)
-    consts = _consts(args.const)
+    overrides = consts(args.const)
     try:
-        return kernel.specialize(*structs, backend=args.backend, **consts)
+        return kernel.specialize(*structs, backend=args.backend, **overrides)
     except StaticKernelError as exc:
-        _point_at_declaration(exc, kernel)
+        point_at_declaration(exc, kernel)
         raise
-
-
-def _point_at_declaration(exc: StaticKernelError, kernel: Kernel) -> None:
-    """A call from the command line has no line of the user's to show: the frame that called
-    statickernel is the launcher. Unless the error names a line of the kernel's own file (its
-    body), point at the declaration."""
-    kernel_file = kernel.spec.location.rpartition(":")[0]
-    if not (exc.where or "").startswith(f"{kernel_file}:"):
-        exc.where = f"{kernel.spec.location} (the kernel; its operands came from --arg)"
-        exc.args = (exc._render(),)  # the message is rendered once, when the error is made
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -298,7 +198,7 @@ def _collect(items: Sequence[str]) -> tuple[list[FoundKernel], list[ModuleResult
     failed: list[ModuleResult] = []
     for item in items:
         if ":" in item and not pathlib.Path(item).exists():
-            name, kernel = _target(item)
+            name, kernel = load_kernel(item)
             found.append(FoundKernel(name.rpartition(":")[2], kernel))
             continue
         for module in _discover([item]):
@@ -312,7 +212,7 @@ def _dtype_names(texts: Sequence[str]) -> list[str]:
     names = []
     for text in texts:
         try:
-            names.append(jnp.dtype(_DTYPE_ALIASES.get(text, text)).name)
+            names.append(jnp.dtype(DTYPE_ALIASES.get(text, text)).name)
         except TypeError:
             raise UsageError(
                 f"--dtype {text!r} is not a dtype; use e.g. float32, bfloat16 or float16"
@@ -371,6 +271,7 @@ examples:
   statickernel plan examples/softmax.py:softmax --arg x=float32[1000,100]
   statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] -o softmax_pallas.py
   statickernel test examples
+  statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]
 """
 
 _TARGET_HELP = (
@@ -459,6 +360,39 @@ def build_parser() -> argparse.ArgumentParser:
         "from its tiling: aligned, ragged on each dim, smaller than one block; e.g. "
         "statickernel check examples --lower",
     )
+    check.add_argument(
+        "--compile",
+        action="store_true",
+        help="also compile each kernel for the GPU through ptxas at its probe shapes (no GPU "
+        "needed; needs statickernel[aot]) and fail on a compile error or a register spill",
+    )
+    check.add_argument(
+        "--target",
+        dest="gpu_target",
+        default="sm_90a",
+        metavar="ARCH",
+        help=_compile_cli.TARGET_HELP,
+    )
+
+    compile_ = _command(
+        subparsers,
+        "compile",
+        _compile_cli.cmd_compile,
+        "Compile one specialization for the GPU through ptxas, with or without a GPU, and "
+        "print its registers, spills, shared memory, occupancy and SASS mix.",
+        "  statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]\n"
+        "  statickernel compile examples/matmul.py:matmul --arg a=bf16[4096,4096] "
+        "--arg b=bf16[4096,4096] --json --dump build/matmul\n",
+        common,
+    )
+    compile_.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    compile_.add_argument(
+        "--arg", action="append", default=[], metavar="NAME=DTYPE[D0,...]", help=_ARG_HELP
+    )
+    compile_.add_argument(
+        "--const", action="append", default=[], metavar="NAME=VALUE", help=_CONST_HELP
+    )
+    _compile_cli.add_options(compile_)
 
     plan = _command(
         subparsers,
@@ -539,6 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     where = f"{PROG} {args.command}"
+    if args.command == "compile" or getattr(args, "compile", False):
+        _compile_cli.prepare_environment()
     try:
         return args.run(args)
     except UsageError as exc:

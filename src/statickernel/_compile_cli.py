@@ -1,0 +1,121 @@
+"""The command line's compile steps: `statickernel compile` and `statickernel check --compile`.
+
+Both compile kernels for a GPU through ptxas, on a machine with or without one (see
+`_compile`), and report registers, spills, shared memory, occupancy and the SASS mix.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import testing
+from ._cli_args import consts, load_kernel, operand_structs, point_at_declaration
+from ._compile import DEFAULT_TARGET, compile_kernel
+from ._compile_report import TARGETS, CompileReport
+from ._errors import StaticKernelError
+
+__all__ = [
+    "TARGET_HELP",
+    "add_options",
+    "check_compiles",
+    "cmd_compile",
+    "prepare_environment",
+    "run_compile",
+    "write_dump",
+]
+
+TARGET_HELP = (
+    f"the GPU architecture to compile for: {' or '.join(TARGETS)} (default {DEFAULT_TARGET}, "
+    "H100 and H200)"
+)
+
+
+def prepare_environment() -> None:
+    """Lets the CUDA plugin register on a machine without a CUDA driver. Its version check
+    otherwise drops it there, and a deviceless compile needs it; jax reads this when it
+    starts its backends, which the commands have not done yet."""
+    os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The options of `statickernel compile` after the kernel, its operands and constants."""
+    parser.add_argument(
+        "--target", dest="gpu_target", default=DEFAULT_TARGET, metavar="ARCH", help=TARGET_HELP
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the facts as one line of JSON instead"
+    )
+    parser.add_argument(
+        "--dump",
+        metavar="DIR",
+        default=None,
+        help="also write the PTX, SASS, ptxas log and JSON facts into DIR, e.g. --dump build/k",
+    )
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    _, kernel = load_kernel(args.target)
+    structs = operand_structs(kernel, args.arg)
+    try:
+        report = run_compile(kernel, structs, consts(args.const), args.gpu_target)
+    except StaticKernelError as exc:
+        point_at_declaration(exc, kernel)
+        raise
+    if args.dump:
+        for path in write_dump(report, args.dump):
+            print(f"wrote {path}", file=sys.stderr)
+    print(json.dumps(report.to_json()) if args.json else report)
+    return 0
+
+
+def run_compile(
+    kernel: Any, structs: Sequence[Any], consts: dict[str, Any], target: str
+) -> CompileReport:
+    return compile_kernel(kernel, structs, consts, target, kernel.spec.location)
+
+
+def write_dump(report: CompileReport, folder: str) -> list[pathlib.Path]:
+    """Writes the PTX, SASS, ptxas log and JSON facts of `report` into `folder`."""
+    out = pathlib.Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{report.kernel}.{report.target}"
+    files = {
+        f"{stem}.ptx": report.ptx,
+        f"{stem}.sass": report.sass,
+        f"{stem}.ptxas": report.ptxas_log,
+        f"{stem}.json": json.dumps(report.to_json(), indent=2) + "\n",
+    }
+    written = []
+    for name, text in files.items():
+        if text:
+            (out / name).write_text(text, encoding="utf-8")
+            written.append(out / name)
+    return written
+
+
+def check_compiles(kernel: Any, target: str) -> tuple[bool, str]:
+    """Compiles `kernel` at each probe shape, in its first dtype configuration; fails on a
+    compile error or on any spill. Returns (passed, the text after the kernel's name)."""
+    cases = testing.probe_cases(kernel)
+    first = cases[0].dtypes if cases else ()
+    worst: CompileReport | None = None
+    chosen = [c for c in cases if c.dtypes == first]
+    for case in chosen:
+        report = run_compile(kernel, case.structs(), {}, target)
+        if report.spill_store_bytes or report.spill_load_bytes:
+            return False, (
+                f": spills at {case.describe()}: {report.spill_store_bytes} B stored, "
+                f"{report.spill_load_bytes} B loaded ({report.registers} registers)"
+            )
+        if worst is None or report.registers > worst.registers:
+            worst = report
+    if worst is None:
+        return True, "  (no probe shapes)"
+    return True, (
+        f"  (compiled for {target} at {len(chosen)} probe shapes: up to {worst.registers} "
+        f"registers, no spills, {worst.ctas_per_sm} CTA/SM)"
+    )
