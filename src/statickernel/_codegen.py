@@ -6,6 +6,7 @@ and is what statickernel itself executes for that specialization.
 
 import itertools
 import math
+import re
 
 import jax
 
@@ -247,6 +248,46 @@ class _Generator:
             masks.add(f"{axis}_ok" if op.kind == TILE else f"{axis}_ok_vec")
         return masks
 
+    def _load_lines(self, op: OperandPlan) -> list[str]:
+        """Shared memory to registers, with the fill past the edge."""
+        lines = []
+        boxes = self._column_boxes(op)
+        load = f"plgpu.load({op.name}_smem{{}}, layout={_LAYOUT[op.kind]}, optimized=False)"
+        if boxes == 1:
+            lines.append(f"{op.name} = {load.format('')}")
+        else:
+            parts = ", ".join(load.format(f".at[{k}]") for k in range(boxes))
+            lines.append(f"{op.name} = jnp.concatenate([{parts}], axis={len(op.dims) - 1})")
+        masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
+        if masks:
+            fill_value = literal_source(op.fill, op.dtype, weak_type=False)
+            select = select_source(" & ".join(masks), op.name, fill_value, op.dtype)
+            lines.append(f"{op.name} = {select}  # past the edge reads the fill")
+        return lines
+
+    def _loaded_after_loops(self) -> dict[str, int]:
+        """Loaded operands whose first use comes after a loop, and the body line to load them
+        before. Loading them at the top would hold their registers through the loop, next to
+        its accumulators (a matmul's bias, say), and make the compiler spill."""
+        lines = self.t.lines
+        first_loop = next((i for i, line in enumerate(lines) if isinstance(line, LoopBlock)), None)
+        if first_loop is None:
+            return {}
+        deferred = {}
+        for op in self.loaded:
+            uses = re.compile(rf"(?<![\w.]){re.escape(op.name)}(?!\w)")
+            first = next(
+                (i for i, line in enumerate(lines) if uses.search(_line_text(line))),
+                len(lines) if any(uses.search(out) for out in self.t.outputs) else None,
+            )
+            if first is None or first <= first_loop:
+                continue
+            # Above the comment that names the user's line, when there is one.
+            while first > first_loop + 1 and str(lines[first - 1]).startswith("# "):
+                first -= 1
+            deferred[op.name] = first
+        return deferred
+
     def store(self, ref: str, value: str) -> str:
         if _new_store_api():
             return f"plgpu.store({ref}, {value}, optimized=False)"
@@ -295,25 +336,21 @@ class _Generator:
             for op in self.loaded:
                 body.append(f"plgpu.barrier_wait({op.name}_barrier)")
         body += self._masks()
+        deferred = self._loaded_after_loops()
         for op in self.loaded:
-            boxes = self._column_boxes(op)
-            load = f"plgpu.load({op.name}_smem{{}}, layout={_LAYOUT[op.kind]}, optimized=False)"
-            if boxes == 1:
-                body.append(f"{op.name} = {load.format('')}")
-            else:
-                parts = ", ".join(load.format(f".at[{k}]") for k in range(boxes))
-                body.append(f"{op.name} = jnp.concatenate([{parts}], axis={len(op.dims) - 1})")
-            masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
-            if masks:
-                fill_value = literal_source(op.fill, op.dtype, weak_type=False)
-                select = select_source(" & ".join(masks), op.name, fill_value, op.dtype)
-                body.append(f"{op.name} = {select}  # past the edge reads the fill")
+            if op.name not in deferred:
+                body += self._load_lines(op)
         body.append("# The kernel body, one statement per traced op.")
-        for line in self.t.lines:
+        for i, line in enumerate(self.t.lines):
+            for op in (op for op in self.loaded if deferred.get(op.name) == i):
+                body.append(f"# `{op.name}` is first read after a loop: not held through it.")
+                body += self._load_lines(op)
             if isinstance(line, LoopBlock):
                 body += loop_lines(self, line)
             else:
                 body.append(line)
+        for op in (op for op in self.loaded if deferred.get(op.name) == len(self.t.lines)):
+            body += self._load_lines(op)
         if not self.stored:
             head = f"def _{plan.kernel}_block({', '.join(params)}):"
             return [head] + ["    " + line for line in body]
@@ -467,6 +504,15 @@ def _unpadded(op: OperandPlan) -> str:
     if op.gmem_shape[:-1] == op.shape[:-1]:
         return f"{op.name}[{':, ' * (len(op.shape) - 1)}:{op.shape[-1]}]"
     return f"{op.name}[{', '.join(f':{s}' for s in op.shape)}]"
+
+
+def _line_text(line: "str | LoopBlock") -> str:
+    """The source a body line holds, for finding the names it reads."""
+    if isinstance(line, str):
+        return line
+    parts = [*line.lines, *line.blocks]
+    parts += [text for c in line.carries for text in (c.init, c.update)]
+    return "\n".join(parts)
 
 
 def reads_zero(fill: object) -> bool:

@@ -23,7 +23,6 @@ def _matmul_bias_gelu_block(a_gmem, b_gmem, bias_gmem, result_gmem, bias_smem, b
     # Load: start every TMA copy first so they overlap, then wait for each.
     plgpu.copy_gmem_to_smem(bias_gmem.at[pl.ds(block_N * 128, 128)], bias_smem, bias_barrier)
     plgpu.barrier_wait(bias_barrier)
-    bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
     # The kernel body, one statement per traced op.
     # examples/matmul_bias_gelu.py:27: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
     v0 = jnp.float32(0.0)
@@ -55,6 +54,8 @@ def _matmul_bias_gelu_block(a_gmem, b_gmem, bias_gmem, result_gmem, bias_smem, b
         return (v1_acc[...],)
 
     (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))
+    # `bias` is first read after a loop: not held through it.
+    bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
     # examples/matmul_bias_gelu.py:28: y = acc + sk.load(bias).astype(jnp.float32)
     v6 = lax.add(v4, lax.broadcast_in_dim(bias, (128, 128), (1,)))
     # examples/matmul_bias_gelu.py:29: return jax.nn.gelu(y, approximate=True).astype(jnp.bfloat16)

@@ -42,7 +42,7 @@ def _scale_bias_block(
     bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
     # The kernel body, one statement per traced op.
     # examples/scale_bias.py:23: return sk.load(x) * scale + sk.load(bias)
-    v0 = lax.mul(x, jnp.bfloat16(2))
+    v0 = lax.mul(x, jnp.bfloat16(2.0))
     v2 = lax.add(v0, lax.broadcast_in_dim(bias, (64, 128), (1,)))
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
     plgpu.store(result_smem, v2, optimized=False)

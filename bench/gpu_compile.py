@@ -1,0 +1,157 @@
+"""Compiles every gallery kernel for the GPU at the sizes the GPU check measures, with no GPU.
+
+    JAX_PLATFORMS=cpu .venv-aot/bin/python bench/gpu_compile.py   # what `make gpu-compile` runs
+
+Each row is one kernel at one shape, compiled through ptxas for sm_90a (H100/H200): its
+registers, spills, shared memory, CTAs per SM and SASS mix, written to
+bench/results/gpu-compile.json and as a Markdown table to bench/results/gpu-compile.md.
+A kernel that statickernel refuses at a shape (a whole row wider than shared memory holds)
+is listed as such. Exit status 1 when a kernel fails to compile or spills registers.
+"""
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+import statickernel as sk
+from gallery import example_module
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One kernel of the gallery at one set of operand shapes and dtypes."""
+
+    module: str
+    kernel: str
+    operands: tuple[tuple[tuple[int, ...], str], ...]
+
+    @property
+    def structs(self) -> tuple[jax.ShapeDtypeStruct, ...]:
+        return tuple(jax.ShapeDtypeStruct(s, jnp.dtype(d)) for s, d in self.operands)
+
+    @property
+    def shape(self) -> list[str]:
+        return [f"{d}[{','.join(map(str, s))}]" for s, d in self.operands]
+
+
+def _tile(m: int, n: int, dtype: str, count: int = 1) -> tuple[tuple[tuple[int, ...], str], ...]:
+    return tuple(((m, n), dtype) for _ in range(count))
+
+
+ROWS: tuple[Row, ...] = (
+    # Tiled both ways: the GPU check's speed shape, and one row and column fewer.
+    Row("add", "add", _tile(8192, 4096, "float32", 2)),
+    Row("add", "add", _tile(8191, 4095, "float32", 2)),
+    Row("scale_bias", "scale_bias", (((8192, 4096), "float32"), ((4096,), "float32"))),
+    Row("scale_bias", "scale_bias", (((8191, 4095), "float32"), ((4095,), "float32"))),
+    # Whole rows: the GPU check's shape, and the widths models use.
+    Row("softmax", "softmax", _tile(65536, 256, "float32")),
+    Row("softmax", "softmax", _tile(16384, 1024, "float32")),
+    Row("rmsnorm", "rmsnorm", (((65536, 256), "float32"), ((256,), "float32"))),
+    Row("rmsnorm", "rmsnorm", (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"))),
+    Row(
+        "layernorm",
+        "layernorm",
+        (((65536, 256), "float32"), ((256,), "float32"), ((256,), "float32")),
+    ),
+    Row(
+        "layernorm",
+        "layernorm",
+        (((16384, 1024), "float32"), ((1024,), "float32"), ((1024,), "float32")),
+    ),
+    Row("row_sum", "row_sum", _tile(65536, 256, "float32")),
+    Row("row_sum", "row_sum", _tile(16384, 1024, "float32")),
+    # Loops: rows streamed block by block, and the matmuls at the GPU check's sizes.
+    Row("softmax_online", "softmax_online", _tile(4096, 100_000, "float32")),
+    Row(
+        "layernorm_wide",
+        "layernorm_wide",
+        (((4096, 16384), "float32"), ((16384,), "float32"), ((16384,), "float32")),
+    ),
+    Row("matmul", "matmul", _tile(4096, 4096, "bfloat16", 2)),
+    Row("matmul", "matmul", _tile(4095, 4095, "bfloat16", 2)),
+    Row(
+        "matmul_bias_gelu",
+        "matmul_bias_gelu",
+        (((4096, 4096), "bfloat16"), ((4096, 4096), "bfloat16"), ((4096,), "float32")),
+    ),
+    Row("batched_matmul", "batched_matmul", (((8, 1024, 1024), "bfloat16"),) * 2),
+)
+
+
+def compile_row(row: Row, target: str) -> dict[str, Any]:
+    kernel: sk.Kernel[..., Any] = getattr(example_module(row.module), row.kernel)
+    base = {"kernel": row.kernel, "shape": row.shape, "target": target}
+    start = time.perf_counter()
+    try:
+        report = kernel.compile(*row.structs, target=target)
+    except (sk.PlanError, sk.SharedMemoryError) as exc:
+        return base | {"status": "not emitted", "reason": exc.what}
+    except sk.StaticKernelError as exc:
+        return base | {"status": "compile error", "reason": str(exc)}
+    facts = report.to_json()
+    facts.pop("target", None)
+    status = "spills" if report.spill_store_bytes or report.spill_load_bytes else "ok"
+    return base | facts | {"status": status, "compile_s": round(time.perf_counter() - start, 2)}
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    head = [
+        "| kernel | operands | registers | spills (B) | SMEM (B) | CTAs/SM | limited by "
+        "| HGMMA | TMA loads | TMA stores | LDS/STS | STSM | setmaxnreg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines = []
+    for r in rows:
+        shape = ", ".join(r["shape"])
+        if r["status"] in ("not emitted", "compile error"):
+            lines.append(f"| {r['kernel']} | {shape} | {r['status']}: {r['reason']} |" + " |" * 10)
+            continue
+        s = r["sass"]
+        lines.append(
+            f"| {r['kernel']} | {shape} | {r['registers']} | {r['spill_bytes']} | "
+            f"{r['smem_bytes']:,} | {r['ctas_per_sm']} | {r['limited_by']} | {s['HGMMA']} | "
+            f"{s['UTMALDG']} | {s['UTMASTG'] + s['UBLKCP']} | {s['LDS']}/{s['STS']} | "
+            f"{s['STSM']} | {s['USETMAXREG']} |"
+        )
+    return "\n".join(head + lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--target", default="sm_90a")
+    parser.add_argument("--out", default=str(RESULTS / "gpu-compile.json"))
+    parser.add_argument("--markdown", default=str(RESULTS / "gpu-compile.md"))
+    parser.add_argument("--only", action="append", default=[], help="kernels to compile")
+    args = parser.parse_args(argv)
+    rows = []
+    for row in ROWS:
+        if args.only and row.kernel not in args.only:
+            continue
+        result = compile_row(row, args.target)
+        rows.append(result)
+        detail = (
+            f"{result['registers']} registers, {result['spill_bytes']} B spilled, "
+            f"{result['ctas_per_sm']} CTA/SM"
+            if "registers" in result
+            else result["reason"].splitlines()[0]
+        )
+        print(f"{result['status']:>13}  {row.kernel} {', '.join(row.shape)}: {detail}", flush=True)
+    pathlib.Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+    pathlib.Path(args.markdown).write_text(markdown(rows))
+    failed = [r for r in rows if r["status"] in ("compile error", "spills")]
+    print(f"wrote {args.out} and {args.markdown}: {len(rows)} rows, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
