@@ -246,6 +246,39 @@ def test_float_constants_reach_the_body() -> None:
     assert_close(scale_bias(x, w, scale=-3), scale_bias_reference(x, w, scale=-3.0))
 
 
+@sk.kernel(tile={"M": "BM"})
+def divide(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, eps: sk.Const[float] = 1.0
+) -> Float[Array, "M N"]:
+    return sk.load(x) / eps
+
+
+def test_signed_zeros_are_two_specializations(builds: list[str]) -> None:
+    k = fresh(divide)
+    x = jnp.ones((70, 30), jnp.float32)
+    for eps, sign in [(0.0, 1), (-0.0, -1), (0.0, 1)]:
+        np.testing.assert_array_equal(np.asarray(k(x, eps=eps)), sign * np.inf)
+    assert len(builds) == 2
+    # A bound default and an override compare the same way.
+    negative = divide.bind(eps=-0.0)
+    np.testing.assert_array_equal(np.asarray(negative(x)), -np.inf)
+    np.testing.assert_array_equal(np.asarray(negative(x, eps=0.0)), np.inf)
+    assert negative.specialize(x, eps=-0.0) is negative.specialize(x)
+    assert dict(negative.plan(x, eps=0.0).constants)["eps"] == 0.0
+
+
+def test_a_nan_constant_is_one_specialization(builds: list[str]) -> None:
+    k = fresh(divide)
+    x = jnp.ones((70, 30), jnp.float32)
+    for _ in range(3):
+        assert np.isnan(np.asarray(k(x, eps=float("nan")))).all()
+    assert builds == ["divide"]
+    assert len(k._cache) == len(k._by_consts) == 1
+    bound = divide.bind(eps=float("nan"))
+    assert bound.specialize(x) is bound.specialize(x, eps=float("nan"))
+    assert len(bound._by_consts) == 1
+
+
 BAD_OVERRIDES = [
     pytest.param({"BM": 100}, id="BM=100-not-a-multiple-of-64"),
     pytest.param({"BM": 512}, id="BM=512-over-the-tma-box"),

@@ -8,6 +8,7 @@ shapes, translate it, generate the module source, and execute that source. `plan
 import dataclasses
 import functools
 import linecache
+import struct
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, overload
@@ -272,10 +273,14 @@ class Kernel[**P, R]:
 def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
     """Overrides as a cache key. The type is part of it because equal values of different types
     are different overrides: `BM=64.0` is an error where `BM=64` is valid, and `flag=1` is not
-    `flag=True`."""
+    `flag=True`. A float is keyed by its bits: -0.0 == 0.0 though `x / eps` tells them apart,
+    and a NaN equal to nothing would miss the cache, and add an entry, on every call."""
     if not overrides:  # the common call: keep it as cheap as the key it replaces
         return ()
-    return tuple((name, type(value), value) for name, value in overrides.items())
+    return tuple(
+        (name, type(value), struct.pack("<d", value) if isinstance(value, float) else value)
+        for name, value in overrides.items()
+    )
 
 
 def _at_entry_point(exc: StaticKernelError) -> StaticKernelError:
