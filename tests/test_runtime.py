@@ -20,6 +20,7 @@ from jaxtyping import Array, Float
 import statickernel as sk
 from add import add, add_reference
 from layernorm import layernorm, layernorm_reference
+from markers import line_finder
 from rmsnorm import rmsnorm, rmsnorm_reference
 from row_sum import row_sum, row_sum_reference
 from scale_bias import scale_bias, scale_bias_reference
@@ -36,6 +37,7 @@ def _has_cuda() -> bool:
 HAS_CUDA = _has_cuda()
 DEVICE_BACKEND = "mosaic_gpu" if HAS_CUDA else "interpret"
 OTHER_BACKEND = "interpret" if HAS_CUDA else "mosaic_gpu"
+line_of = line_finder(__file__)
 
 
 def rand(m: int, *rest: int, seed: int = 0, shift: float = 0.0, dtype: Any = jnp.float32) -> Any:
@@ -476,6 +478,52 @@ def test_unknown_backend_is_a_backend_error(call: Callable[[], Any]) -> None:
 def test_mosaic_gpu_without_a_gpu_is_a_backend_error() -> None:
     with pytest.raises(sk.BackendError):
         softmax(rand(100, 100), backend="mosaic_gpu")
+
+
+def _export_jitted(k: sk.Kernel[..., Any], x: Any) -> Any:
+    return jax.export.export(jax.jit(k))(x)  # @export
+
+
+def _export_kernel(k: sk.Kernel[..., Any], x: Any) -> Any:
+    return jax.export.export(k)(x)  # @export-kernel
+
+
+def _export_for_cuda(k: sk.Kernel[..., Any], x: Any) -> Any:
+    return jax.export.export(jax.jit(lambda v: k(v) * 2), platforms=("cuda",))(x)  # @export-cuda
+
+
+@pytest.mark.parametrize(
+    ("export", "marker"),
+    [
+        (_export_jitted, "export"),
+        (_export_kernel, "export-kernel"),
+        (_export_for_cuda, "export-cuda"),
+    ],
+    ids=["jitted", "kernel", "for-cuda"],
+)
+def test_exporting_the_interpreter_is_a_backend_error(
+    export: Callable[[sk.Kernel[..., Any], Any], Any], marker: str
+) -> None:
+    k = softmax.with_backend("interpret")
+    x = rand(100, 100, shift=-10)
+    with pytest.raises(sk.BackendError) as info:
+        export(k, x)
+    assert info.value.kernel == "softmax"
+    assert info.value.where is not None
+    assert info.value.where.endswith(f"test_runtime.py:{line_of(marker)}"), info.value.where
+    assert "cannot be exported" in info.value.what
+    assert info.value.fix is not None and "with_backend('mosaic_gpu')" in info.value.fix
+    assert_close(k(x), softmax_reference(x))  # the kernel still runs
+
+
+@pytest.mark.parametrize("jitted", [True, False], ids=["jitted", "kernel"])
+def test_export_for_cuda_with_the_mosaic_gpu_backend(jitted: bool) -> None:
+    k = softmax.with_backend("mosaic_gpu")
+    x = jax.ShapeDtypeStruct((300, 100), jnp.float32)
+    exported = jax.export.export(jax.jit(k) if jitted else k, platforms=("cuda",))(x)
+    assert exported.platforms == ("cuda",)
+    assert [(a.shape, a.dtype) for a in exported.in_avals] == [((300, 100), jnp.float32)]
+    assert "mosaic_gpu" in exported.mlir_module()
 
 
 # --- emitted source ----------------------------------------------------------------------------

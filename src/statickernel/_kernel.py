@@ -14,13 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 import jax
-from jax import core as jax_core
 
 from . import _hardware as hw
 from ._backend import default_backend, has_cuda, resolve_backend
 from ._binding import bind, bind_consts, call_site
 from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
+from ._compile import compile_kernel
+from ._compile_report import CompileReport
 from ._errors import (
     BackendError,
     HardwareLimitError,
@@ -40,6 +41,7 @@ from ._plan import (
     quantum,
     smem_bytes,
 )
+from ._runtime import interpreted_launch
 from ._spec import KernelSpec, build_spec
 from ._translate import COL, ROW, TILE, Geometry, Translation, translate
 
@@ -54,7 +56,7 @@ class Specialization:
     source: str
     fn: Callable[..., Any]
     trace: BodyTrace
-    # Read on every call, so stored rather than derived from the plan each time.
+    # Whether `fn` runs the interpreter; stored so that a failed call need not read the plan.
     interpreted: bool = False
 
 
@@ -90,12 +92,10 @@ class Kernel[**P, R]:
                 key, entry = None, None
             if entry is None:
                 entry = self._specialize(args, overrides, backend, key)
-            if entry.interpreted:
-                return _run_interpreted(entry, args)
             try:
                 return entry.fn(*args)
             except ValueError:
-                if not has_cuda():
+                if not entry.interpreted and not has_cuda():
                     raise BackendError(
                         "the mosaic_gpu backend needs a CUDA device, and this machine has none",
                         kernel=self.spec.name,
@@ -183,6 +183,23 @@ class Kernel[**P, R]:
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
+    def compile(self, *args: Any, target: str = "sm_90a", **overrides: Any) -> CompileReport:
+        """Compiles this specialization for the GPU named `target` through ptxas, on this
+        machine's GPU or, without one, from the GPU's description (deviceless), and reports
+        its registers, spills, shared memory, occupancy and SASS. Needs statickernel[aot]."""
+        try:
+            return compile_kernel(self, args, overrides, target, call_site())
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def trace(self, *args: Any, backend: str | None = None, **overrides: Any) -> Any:
+        """This specialization traced as `jax.jit(kernel).trace(...)` traces it; with it,
+        `jax.export.export(kernel)` works as it does for a jitted function."""
+        try:
+            return self._specialization(args, overrides, backend).fn.trace(*args)  # pyright: ignore[reportFunctionMemberAccess]
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
     # --- variants ----------------------------------------------------------------------------
 
     def bind(self, **overrides: Any) -> "Kernel[P, R]":
@@ -266,8 +283,9 @@ class Kernel[**P, R]:
             loops=translation.loops,
         )
         source = generate_source(plan, translation)
-        fn = _execute(source, spec.name, spec.location)
-        return Specialization(plan, source, fn, trace, interpreted=chosen == "interpret")
+        interpreted = chosen == "interpret"
+        fn = _execute(source, spec.name, spec.location, interpreted)
+        return Specialization(plan, source, fn, trace, interpreted=interpreted)
 
 
 def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
@@ -436,23 +454,14 @@ def _translate_body(
 
 
 _SOURCE_COUNTER = iter(range(1 << 62))
-# The Mosaic GPU interpreter keeps process-wide simulated memory, so two interpreted launches
-# must not overlap; compiled launches need no such lock.
-_INTERPRETER_LOCK = threading.Lock()
 
 
-def _run_interpreted(entry: Specialization, args: tuple[Any, ...]) -> Any:
-    if any(isinstance(a, jax_core.Tracer) for a in args):
-        return entry.fn(*args)  # inside jax.jit: this only traces, nothing runs yet
-    with _INTERPRETER_LOCK:
-        return jax.block_until_ready(entry.fn(*args))
-
-
-def _execute(source: str, name: str, where: str) -> Callable[..., Any]:
+def _execute(source: str, name: str, where: str, interpreted: bool) -> Callable[..., Any]:
     """Runs the generated module and returns its kernel function, guarded against autodiff.
 
     The guard adds no computation: it only turns JAX's "no differentiation rule" failure into
-    a statickernel error, and the outer jit keeps the call on JAX's fast dispatch path.
+    a statickernel error, and the outer jit keeps the call on JAX's fast dispatch path. An
+    interpreted kernel launches through `interpreted_launch`, one launch at a time.
     """
     filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
     # Registering the text lets tracebacks and JAX's source info show the generated lines.
@@ -460,10 +469,11 @@ def _execute(source: str, name: str, where: str) -> Callable[..., Any]:
     namespace: dict[str, Any] = {"__name__": f"statickernel_generated_{name}"}
     exec(compile(source, filename, "exec"), namespace)
     generated = namespace[name]
+    launch = interpreted_launch(generated, name) if interpreted else generated
 
     @jax.custom_jvp
     def guarded(*args: Any) -> Any:
-        return generated(*args)
+        return launch(*args)
 
     @guarded.defjvp
     def _no_derivative(primals: Any, tangents: Any) -> Any:

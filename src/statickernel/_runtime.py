@@ -1,0 +1,129 @@
+"""Interpreted launches: the Mosaic GPU interpreter, one launch at a time, however it is called.
+
+The interpreter keeps its simulated memory in process-wide state (`gpu_callbacks` in
+`jax._src.pallas.mosaic_gpu.interpret`): the first launch to start creates it, every launch
+allocates buffers and barriers in it, and the end of a launch discards it. Two launches that
+overlap corrupt each other, whichever threads or devices run them. The interpreter orders its
+own launches only through JAX's ordered effects, whose tokens are per Python thread, so
+launches from two threads, or from the devices of one shard_map, still overlap; and under a
+mesh it simulates every device in that one state, where a device that finishes first finds the
+others' barriers still allocated.
+
+So an interpreted kernel never puts the interpreter into the caller's computation. Its launch
+is one host callback that hands the arrays to a single thread of statickernel's, which runs
+the interpreter eagerly on them, one launch at a time and on one simulated device. A callback
+runs inside its caller's context (the axis names of a shard_map, the mesh), which the
+interpreter reads to size its device grid; the thread of its own keeps that context out. Eager
+calls, jax.jit from any thread, vmap (one launch per element), shard_map and pmap (one launch
+per device's block) and jit of a sharded array (one launch on the gathered array) all go
+through it. A launch that fails resets the interpreter's state, so later launches still run.
+"""
+
+import concurrent.futures
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
+
+from ._binding import call_site
+from ._errors import BackendError
+
+__all__ = ["interpreted_launch"]
+
+# Runs every interpreted launch in the process: one worker, so one launch at a time.
+_INTERPRETER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="statickernel-interpret")
+
+
+def interpreted_launch(generated: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """`generated` (an interpreted module's kernel function) launched as one host callback."""
+
+    def run_on_host(*arrays: np.ndarray) -> Any:
+        return _INTERPRETER.submit(_interpret, generated, arrays).result()
+
+    def launch(*args: Any) -> Any:
+        _check_mesh(name)
+        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+        results = jax.eval_shape(generated, *structs)
+        args = _not_exported_p.bind(*args, kernel=name)
+        # One launch per element under vmap: the specialization is for one element's shapes.
+        return jax.pure_callback(run_on_host, results, *args, vmap_method="sequential")
+
+    return launch
+
+
+def _interpret(generated: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> Any:
+    try:
+        return jax.tree.map(np.asarray, generated(*arrays))
+    except BaseException:
+        _reset_interpreter()
+        raise
+
+
+def _reset_interpreter() -> None:
+    """Discards the interpreter's state after a failed launch: one that stops before the
+    interpreter's own clean-up leaves it allocated, and the next launch would reuse it."""
+    try:
+        callbacks = importlib.import_module("jax._src.pallas.mosaic_gpu.interpret.gpu_callbacks")
+    except ImportError:
+        return
+    reset = getattr(callbacks, "reset_gpu_interpret_mode_state", None)
+    if reset is not None:
+        reset()
+
+
+def _check_mesh(name: str) -> None:
+    """Host callbacks run either once, on whole arrays, or once per device, on its block; a
+    shard_map that leaves some mesh axes automatic allows neither."""
+    mesh = jax.sharding.get_abstract_mesh()
+    manual = tuple(getattr(mesh, "manual_axes", ()))
+    if not manual or getattr(mesh, "are_all_axes_manual", True):
+        return
+    automatic = [a for a in mesh.axis_names if a not in manual]
+    raise BackendError(
+        "the interpreter cannot run inside a shard_map that leaves some mesh axes automatic",
+        kernel=name,
+        where=call_site(),
+        expected="a shard_map over every mesh axis, or a call outside shard_map",
+        actual=f"manual axes {', '.join(manual)}; automatic axes {', '.join(automatic)}",
+        fix="leave out axis_names so that shard_map maps every axis (each device then runs "
+        "the kernel on its block), or use kernel.with_backend('mosaic_gpu') on a GPU",
+    )
+
+
+# An identity on the launch's operands whose lowering refuses jax.export: the launch is a host
+# callback, which an exported artifact cannot carry, and JAX would say so only after lowering,
+# without naming the kernel.
+_not_exported_p = Primitive("statickernel_interpreted_launch")
+_not_exported_p.multiple_results = True
+_not_exported_p.def_impl(lambda *args, **_: args)
+_not_exported_p.def_abstract_eval(lambda *avals, **_: avals)
+
+
+def _lower_not_exported(ctx: Any, *operands: Any, kernel: str) -> Any:
+    params = getattr(ctx.module_context, "lowering_parameters", None)
+    if getattr(params, "for_export", False):
+        raise BackendError(
+            "a kernel on the interpret backend cannot be exported: the interpreter runs as a "
+            "host callback, which jax.export cannot serialize",
+            kernel=kernel,
+            where=call_site(),  # the export's line: the trace, and so the call, may be cached
+            expected="a kernel with the mosaic_gpu backend",
+            actual="backend 'interpret'",
+            fix=f"export {kernel}.with_backend('mosaic_gpu') with platforms=('cuda',); that "
+            "works on any machine, and the artifact runs on a Hopper GPU",
+        ).with_traceback(None)
+    return operands
+
+
+mlir.register_lowering(_not_exported_p, _lower_not_exported)
+
+
+def _batch_not_exported(args: Any, dims: Any, **params: Any) -> Any:
+    return _not_exported_p.bind(*args, **params), dims
+
+
+batching.primitive_batchers[_not_exported_p] = _batch_not_exported
