@@ -20,6 +20,7 @@ through it. A launch that fails resets the interpreter's state, so later launche
 """
 
 import concurrent.futures
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -57,10 +58,22 @@ def interpreted_launch(generated: Callable[..., Any], name: str) -> Callable[...
 
 def _interpret(generated: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> Any:
     try:
-        return jax.tree.map(np.asarray, generated(*arrays))
+        # On the host, wherever the callback came from: a callback from a GPU computation that
+        # launched another on the same GPU and waited for it could wait on its own stream.
+        with jax.default_device(_host_device()):
+            return jax.tree.map(np.asarray, generated(*arrays))
     except BaseException:
         _reset_interpreter()
         raise
+
+
+@functools.cache
+def _host_device() -> Any:
+    """The CPU device, or None (the default device) where JAX_PLATFORMS leaves it out."""
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:
+        return None
 
 
 def _reset_interpreter() -> None:
