@@ -1,0 +1,914 @@
+"""Random row-local kernel bodies for the differential fuzzer, and what it needs to run them.
+
+A case is the text of a whole module, with one `@sk.kernel(tile={"M": "BM"})` whose rows are
+whole in every block, a ragged shape to call it at, and seeded data. Its body is drawn from
+the ops statickernel supports: elementwise math, `jnp.where` with scalar and block branches,
+constants and `*_like` blocks, per-row vectors broadcast against blocks, row reductions with
+and without `keepdims`, casts, and loads with fills of 0, ±inf and nan.
+
+The reference is the same function, from the same file, run on the whole arrays with plain
+jnp: its globals see a stand-in for `sk` whose `load` returns the array and whose reductions
+are jnp's. For a row-local body over whole rows, the kernel must agree with it: the fill only
+reaches elements past the array's edge, and those must never show in a result.
+
+Body values carry what the generator knows about them:
+- a *kind*, their shape inside one block: "MN" a block, "M1" a per-row column kept with
+  `keepdims`, "M" a per-row vector, "N" a per-column vector;
+- their dtype (float32 or bfloat16);
+- whether they are *exact*: computed without rounding (loads, signs, selects, row max/min,
+  casts, constants), so that both sides hold the same bits and a comparison of them is safe
+  to branch on; comparisons only read exact values;
+- a bound on their magnitude, so that nothing overflows by accident, and whether they may
+  hold an infinity or a nan (only from a `-jnp.inf` branch or from infinite data); such
+  values are multiplied only by exact ones, so that no `0 * inf` appears on one side only.
+"""
+
+import builtins
+import contextvars
+import dataclasses
+import math
+import textwrap
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import strategies as st
+
+__all__ = [
+    "KERNEL_NAME",
+    "Case",
+    "Expected",
+    "Operand",
+    "Problem",
+    "cases",
+    "compare",
+    "expected_results",
+    "make_args",
+    "reference_function",
+]
+
+KERNEL_NAME = "fuzzed"
+ROWS = (1, 2, 3, 5, 7, 8, 31, 63, 64, 65, 100, 127, 128, 129, 130)
+COLS = (1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 100, 127, 128, 129, 255, 256, 257, 300)
+MAX_COLS = max(COLS)
+ROW_BLOCKS = (64, 128)
+FILLS = (
+    "",
+    "0.0",
+    "0",
+    "-0.0",
+    "-jnp.inf",
+    "jnp.inf",
+    "jnp.nan",
+    "float('nan')",
+    "-float('inf')",
+    "1.0",
+)
+# Bounds above this are refused for a new value: nothing reaches float32's overflow.
+LIMIT = 1e30
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    name: str
+    dims: str  # "M N", " M" or " N"
+    annotation: str  # "Float", "Float32" or "BFloat16"
+    dtype: str  # the dtype of the array passed
+    fill: str  # source text of the load's fill; "" for the default
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One kernel module, and the call to make with it."""
+
+    source: str
+    operands: tuple[Operand, ...]
+    results: tuple[str, ...]  # "MN" or "M", in order
+    consts: tuple[tuple[str, Any], ...]
+    m: int
+    n: int
+    seed: int
+    shift: float  # data are centred here: all negative or all positive rows expose padding
+    specials: bool  # the data hold some -inf and +inf
+    loose: bool  # bfloat16 takes part somewhere: compare with bfloat16's tolerance
+    ops: tuple[str, ...]  # the op forms used, for the coverage summary
+
+    def describe(self) -> str:
+        args = ", ".join(
+            f"{o.name}: {o.dtype}{[self.m, self.n] if o.dims == 'M N' else [self.m if o.dims == ' M' else self.n]}"
+            for o in self.operands
+        )
+        numbered = "\n".join(
+            f"{i:3d}  {line}" for i, line in enumerate(self.source.splitlines(), 1)
+        )
+        data = f"seed={self.seed}, shift={self.shift}" + (", with ±inf" if self.specials else "")
+        return f"{KERNEL_NAME}({args})   [{data}]\n{numbered}"
+
+
+class Value(NamedTuple):
+    name: str
+    kind: str  # "MN", "M1", "M" or "N"
+    dtype: str  # "float32" or "bfloat16"
+    exact: bool
+    bound: float  # a bound on the magnitude of its finite elements
+    special: bool  # may hold ±inf or nan
+
+
+def combine(*kinds: str) -> str | None:
+    """The kind of an elementwise op on these kinds under jnp broadcasting, or None when the
+    result would depend on the sizes (a per-row vector meeting a block, say)."""
+    found = set(kinds)
+    if len(found) == 1:
+        return kinds[0]
+    if "M" in found:
+        return None
+    return "MN"  # MN with M1 or N, or an outer M1 x N
+
+
+def promote(*dtypes: str) -> str:
+    return "float32" if "float32" in dtypes else "bfloat16"
+
+
+class Unary(NamedTuple):
+    form: str
+    exact: bool  # exact when its input is
+    bound: Callable[[float], float]  # math.inf: not for inputs this large
+    dtype: str | None = None  # the result's dtype; None: the input's
+    # Its output jumps where its input moves by a rounding error: it takes exact values only.
+    exact_input: bool = False
+
+
+_ONE = 1.0
+UNARY = (
+    Unary("-{a}", True, lambda b: b),
+    Unary("jnp.abs({a})", True, lambda b: b),
+    Unary("2.0 * {a}", True, lambda b: 2 * b),
+    Unary("{a} * 0.5", True, lambda b: b),
+    Unary("{a} + 1.0", False, lambda b: b + 1),
+    Unary("1.0 - {a}", False, lambda b: b + 1),
+    Unary("{a} / 3.0", False, lambda b: b),
+    Unary("jnp.exp({a})", False, lambda b: math.exp(b) if b < 60 else math.inf),
+    Unary("jnp.exp(-jnp.abs({a}))", False, lambda b: _ONE),
+    Unary("jnp.tanh({a})", False, lambda b: _ONE),
+    Unary("jax.nn.sigmoid({a})", False, lambda b: _ONE),
+    Unary("jax.lax.logistic({a})", False, lambda b: _ONE),
+    Unary("jnp.log(1.0 + {a} * {a})", False, lambda b: math.log1p(b * b) + 1),
+    Unary("jnp.log(jnp.abs({a}) + 1.0)", False, lambda b: math.log1p(b) + 1),
+    Unary("jnp.sqrt(jnp.abs({a}))", False, lambda b: math.sqrt(b) + 1),
+    Unary("jnp.sqrt(1.0 + {a} * {a})", False, lambda b: b + 1),
+    Unary("jax.lax.rsqrt(1.0 + {a} * {a})", False, lambda b: _ONE),
+    Unary("jax.lax.rsqrt(jnp.abs({a}) + 0.5)", False, lambda b: 2.0),
+    Unary("{a} ** 2", False, lambda b: b * b),
+    Unary("{a} ** 3", False, lambda b: b**3),
+    Unary("jnp.square({a})", False, lambda b: b * b),
+    Unary("jax.lax.integer_pow({a}, 4)", False, lambda b: b**4),
+    Unary("(1.0 + {a} * {a}) ** -1", False, lambda b: _ONE),
+    Unary("3.0 / (1.0 + {a} * {a})", False, lambda b: 3.0),
+    Unary("jnp.maximum({a}, 0.0)", True, lambda b: b),
+    Unary("jnp.minimum({a}, 1.0)", True, lambda b: max(b, 1.0)),
+    Unary("jnp.clip({a}, -1.0, 1.0)", True, lambda b: _ONE),
+    Unary("jnp.sign({a})", True, lambda b: _ONE, exact_input=True),
+    Unary("jnp.round({a})", True, lambda b: b + 1, exact_input=True),
+    Unary("({a} > 0).astype(jnp.float32)", True, lambda b: _ONE, "float32", exact_input=True),
+    Unary("jnp.sin({a})", False, lambda b: _ONE if b < 100 else math.inf),
+    Unary("jnp.cos({a})", False, lambda b: _ONE if b < 100 else math.inf),
+    Unary("jax.lax.erf({a})", False, lambda b: _ONE),
+    Unary("jnp.exp2(jnp.minimum({a}, 8.0))", False, lambda b: 256.0),
+    Unary("{a}.astype(jnp.float32)", True, lambda b: b, "float32"),
+    Unary("{a}.astype(jnp.bfloat16)", True, lambda b: 1.01 * b, "bfloat16"),
+    Unary("{a} * jnp.ones_like({a})", True, lambda b: b),
+    Unary("{a} + jnp.zeros_like({a})", True, lambda b: b),
+    # Literals that are not weakly typed: they promote a bfloat16 value to float32.
+    Unary("{a} * jnp.float32(0.5)", True, lambda b: b, "float32"),
+    Unary("jnp.float32(1.5) - {a}", False, lambda b: b + 2, "float32"),
+)
+# Blocks and vectors of one constant, from a value's shape.
+LIKE = (
+    ("jnp.ones_like({a})", 1.0, None),
+    ("jnp.zeros_like({a})", 1.0, None),
+    ("jnp.full_like({a}, 2.0)", 2.0, None),
+    ("jnp.full_like({a}, -0.5)", 0.5, None),
+    ("jnp.ones_like({a}, dtype=jnp.float32)", 1.0, "float32"),
+    ("jnp.full({a}.shape, 3.0, jnp.float32)", 3.0, "float32"),
+    ("jnp.zeros({a}.shape, {a}.dtype)", 1.0, None),
+)
+CONDITIONS = (
+    "{c} > 0",
+    "{c} < 0.5",
+    "{c} != 0",
+    "({c} > -1.0) & ({c} < 1.0)",
+    "{c} >= sk.max({c}, axis=1, keepdims=True)",  # only for a block
+    "{c} > {d}",  # two exact values
+)
+# Branches: {a} and {b} are values, the rest literals or blocks built from them.
+WHERE = (
+    ("{a}", "0.0"),
+    ("0.0", "{a}"),
+    ("{a}", "{b}"),
+    ("{a}", "-jnp.inf"),
+    ("{a}", "jnp.zeros_like({a})"),
+    ("{a}", "jnp.full_like({a}, 2.0)"),
+    ("1.0", "-1.0"),
+    ("{a}", "0.1 * {a}"),
+)
+BINARY = (
+    ("{a} + {b}", "add"),
+    ("{a} - {b}", "add"),
+    ("{a} * {b}", "mul"),
+    ("{a} / (1.0 + {b} * {b})", "div"),
+    ("{a} / (1.0 + jnp.abs({b}))", "div"),
+    ("jnp.maximum({a}, {b})", "max"),
+    ("jnp.minimum({a}, {b})", "max"),
+)
+# Row reductions: (function, whether the result is exact when its input is).
+REDUCTIONS = (
+    ("sk.sum", False),
+    ("sk.max", True),
+    ("sk.min", True),
+    ("jnp.sum", False),
+    ("jnp.max", True),
+    ("jnp.min", True),
+    ("jnp.mean", False),
+    ("mean by sk.dim", False),  # sk.sum(t, axis=1) / sk.dim("N")
+)
+
+
+def choose(draw: Any, options: Any) -> Any:
+    """One of `options`, close to uniformly: `st.sampled_from` favours the first ones strongly
+    when generating, and here the later ops matter as much. A shrink still moves to the first."""
+    options = list(options)
+    return options[draw(st.integers(0, 2**32 - 1)) % len(options)]
+
+
+def _format(form: str, **names: str) -> str:
+    return form.format(**names)
+
+
+class Body:
+    """Writes body statements, tracking each value's kind, dtype, exactness and bound."""
+
+    def __init__(self, draw: Any, scale: float | None):
+        self.draw = draw
+        self.scale = scale
+        self.values: list[Value] = []
+        self.lines: list[str] = []
+        self.ops: list[str] = []
+        self.bf16 = False
+        self.used: set[str] = set()
+
+    # --- values ---------------------------------------------------------------------------
+
+    def new(self, expr: str, kind: str, dtype: str, exact: bool, bound: float, special: bool):
+        value = Value(f"t{sum(v.name.startswith('t') for v in self.values)}", kind, dtype,
+                      exact, bound, special)  # fmt: skip
+        self.lines.append(f"{value.name} = {expr}")
+        self.values.append(value)
+        self.bf16 |= dtype == "bfloat16"
+        return value
+
+    def pick(self, ok: Callable[[Value], bool] = lambda v: True) -> Value | None:
+        options = [v for v in self.values if ok(v)]
+        if not options:
+            return None
+        # Mostly the latest value, else one not used yet, so that most values reach the result.
+        unused = [v for v in options if v.name not in self.used]
+        choice = self.draw(st.integers(0, 3))
+        if choice < 2 and options[-1] is self.values[-1]:
+            value = options[-1]
+        elif choice < 3 and unused:
+            value = choose(self.draw, unused)
+        else:
+            value = choose(self.draw, options)
+        self.used.add(value.name)
+        return value
+
+    def has(self, kind: str) -> bool:
+        return any(v.kind == kind for v in self.values)
+
+    # --- statements ---------------------------------------------------------------------------
+
+    def step(self) -> None:
+        category = choose(self.draw, (
+                ["unary"] * 4 + ["binary"] * 3 + ["where"] * 3 + ["reduce"] * 3 + ["like"] * 2
+                + ["broadcast"] * 2 + ["normalize"] * 2 + ["vector"]
+            )
+        )  # fmt: skip
+        done = getattr(self, category)()
+        if not done:
+            self.unary()
+
+    def unary(self) -> bool:
+        a = self.pick()
+        assert a is not None
+        ops = [
+            op
+            for op in UNARY
+            if op.bound(a.bound) <= LIMIT
+            and ("{a} * {a}" not in op.form or a.bound**2 <= LIMIT)
+            and (a.exact or not op.exact_input)
+        ]
+        if self.scale is not None:
+            ops.append(Unary("{a} * scale", False, lambda b: b * abs(self.scale or 1)))
+        op = choose(self.draw, ops)
+        self.ops.append(op.form)
+        self.new(
+            _format(op.form, a=a.name),
+            a.kind,
+            op.dtype or a.dtype,
+            a.exact and op.exact,
+            op.bound(a.bound),
+            a.special,
+        )
+        return True
+
+    def like(self) -> bool:
+        a = self.pick(lambda v: v.kind in ("MN", "M"))
+        if a is None:
+            return False
+        form, bound, dtype = choose(self.draw, LIKE)
+        self.ops.append(form)
+        self.new(_format(form, a=a.name), a.kind, dtype or a.dtype, True, bound, False)
+        return True
+
+    def binary(self) -> bool:
+        a = self.pick()
+        assert a is not None
+        partners = [v for v in self.values if combine(a.kind, v.kind) is not None]
+        b = choose(self.draw, partners)
+        self.used.add(b.name)
+        if self.draw(st.booleans()):
+            a, b = b, a
+        kind = combine(a.kind, b.kind)
+        assert kind is not None
+        ops = [
+            (form, what)
+            for form, what in BINARY
+            if _binary_bound(what, a.bound, b.bound) <= LIMIT
+            and ("{b} * {b}" not in form or b.bound**2 <= LIMIT)
+            # An infinity times a value that may be rounded to 0 on one side only.
+            and not (what == "mul" and ((a.special and not b.exact) or (b.special and not a.exact)))
+        ]
+        if not ops:
+            return False
+        form, what = choose(self.draw, ops)
+        self.ops.append(form)
+        self.new(
+            _format(form, a=a.name, b=b.name),
+            kind,
+            promote(a.dtype, b.dtype),
+            a.exact and b.exact and what == "max",
+            _binary_bound(what, a.bound, b.bound),
+            a.special or b.special,
+        )
+        return True
+
+    def condition(self, kinds: tuple[str, ...]) -> tuple[str, str] | None:
+        """A condition on exact values, and its kind, broadcastable with `kinds`."""
+        c = self.pick(lambda v: v.exact and combine(v.kind, *kinds) is not None)
+        if c is None:
+            return None
+        forms = [f for f in CONDITIONS if "sk.max" not in f or c.kind == "MN"]
+        form = choose(self.draw, forms)
+        if "{d}" in form:
+            others = [
+                v for v in self.values if v.exact and combine(v.kind, c.kind, *kinds) is not None
+            ]
+            d = choose(self.draw, others)
+            self.used.add(d.name)
+            kind = combine(c.kind, d.kind)
+            assert kind is not None
+            self.ops.append("where: " + form)
+            return _format(form, c=c.name, d=d.name), kind
+        self.ops.append("where: " + form)
+        return _format(form, c=c.name), c.kind
+
+    def where(self) -> bool:
+        a = self.pick()
+        assert a is not None
+        then, other = choose(self.draw, WHERE)
+        b = a
+        if "{b}" in other:
+            partners = [v for v in self.values if combine(a.kind, v.kind) is not None]
+            b = choose(self.draw, partners)
+            self.used.add(b.name)
+        uses = [v for v, used in ((a, "{a}" in then + other), (b, "{b}" in other)) if used]
+        found = self.condition(tuple(v.kind for v in uses))
+        if found is None:
+            return False
+        cond, cond_kind = found
+        kind = combine(cond_kind, *(v.kind for v in uses))
+        if kind is None:
+            return False
+        form = f"jnp.where({cond}, {then}, {other})"
+        self.ops.append(f"jnp.where(c, {then}, {other})")
+        dtype = promote(*(v.dtype for v in uses)) if uses else "float32"
+        bound = max([v.bound for v in uses] + [2.0])
+        special = other == "-jnp.inf" or any(v.special for v in uses)
+        exact = all(v.exact for v in uses) and "0.1" not in other
+        self.new(_format(form, a=a.name, b=b.name), kind, dtype, exact, bound, special)
+        return True
+
+    def reduce(self) -> bool:
+        a = self.pick(lambda v: v.kind == "MN")
+        if a is None:
+            return False
+        function, exact = choose(self.draw, REDUCTIONS)
+        keepdims = choose(self.draw, [None, False, True])
+        axis = choose(self.draw, [1, 1, -1])
+        if function == "jnp.mean" and a.special:
+            return False  # a mean of ±inf is a sum of them; kept simple
+        method = function.startswith("jnp") and self.draw(st.integers(0, 3)) == 0
+        expr = _reduction(function, a.name, axis, keepdims, method)
+        self.ops.append(f"{function}(keepdims={bool(keepdims)})")
+        bound = a.bound * (MAX_COLS if "sum" in function else 1)
+        self.new(expr, "M1" if keepdims else "M", a.dtype, a.exact and exact, bound, a.special)
+        return True
+
+    def broadcast(self) -> bool:
+        """A vector spread over a block, as `r[:, None] * jnp.ones_like(v)`."""
+        a = self.pick(lambda v: v.kind in ("M", "M1", "N"))
+        t = self.pick(lambda v: v.kind == "MN")
+        if a is None or t is None:
+            return False
+        col = {"M": f"{a.name}[:, None]", "M1": a.name, "N": a.name}[a.kind]
+        if a.kind == "N":
+            col = choose(self.draw, [a.name, f"{a.name}[None, :]", f"jnp.expand_dims({a.name}, 0)"])
+        forms = [
+            "{col} * jnp.ones_like({t})",
+            "{col} + jnp.zeros_like({t})",
+            "jnp.broadcast_to({col}, {t}.shape)",
+            "jnp.full_like({t}, 1.0) * {col}",
+        ]
+        form = choose(self.draw, forms)
+        self.ops.append(form.replace("{col}", "r" if a.kind != "N" else "w"))
+        dtype = a.dtype if "broadcast_to" in form else promote(a.dtype, t.dtype)
+        self.new(_format(form, col=col, t=t.name), "MN", dtype, a.exact, a.bound, a.special)
+        return True
+
+    def vector(self) -> bool:
+        """A per-row vector gets or loses its unit column."""
+        a = self.pick(lambda v: v.kind in ("M", "M1"))
+        if a is None:
+            return False
+        if a.kind == "M":
+            form = choose(self.draw, (["{a}[:, None]", "jnp.expand_dims({a}, 1)"]))
+            kind = "M1"
+        else:
+            form = choose(
+                self.draw,
+                [
+                    "jnp.squeeze({a}, axis=1)",
+                    "sk.max({a}, axis=1)",
+                    "sk.sum({a}, axis=1)",
+                    "jnp.mean({a}, axis=-1)",
+                    "sk.min({a}, axis=1, keepdims=True)",
+                    "{a}.reshape(-1)",
+                ],
+            )
+            kind = "M1" if "keepdims" in form else "M"
+        self.ops.append(form)
+        self.new(_format(form, a=a.name), kind, a.dtype, a.exact, a.bound, a.special)
+        return True
+
+    def normalize(self) -> bool:
+        """A block combined with its own row statistics, as softmax and the norms do."""
+        a = self.pick(lambda v: v.kind == "MN")
+        if a is None:
+            return False
+        forms = ["softmax", "logsumexp", "center", "rmsnorm", "layernorm", "max-shift"]
+        if a.special:
+            forms = ["softmax", "max-shift"]
+        if a.bound**2 > LIMIT:
+            forms = [f for f in forms if f not in ("rmsnorm", "layernorm")]
+        if not forms:
+            return False
+        which = choose(self.draw, forms)
+        self.ops.append("normalize: " + which)
+        n = a.name
+        red = choose(self.draw, ["sk", "jnp"])
+        if which == "softmax":
+            e = self.new(f"jnp.exp({n} - {red}.max({n}, axis=1, keepdims=True))", "MN",
+                         a.dtype, False, 1.0, a.special)  # fmt: skip
+            self.new(f"{e.name} / {red}.sum({e.name}, axis=1, keepdims=True)", "MN", a.dtype,
+                     False, 1.0, a.special)  # fmt: skip
+        elif which == "logsumexp":
+            m = self.new(f"sk.max({n}, axis=1, keepdims=True)", "M1", a.dtype, a.exact,
+                         a.bound, False)  # fmt: skip
+            self.new(f"{m.name} + jnp.log({red}.sum(jnp.exp({n} - {m.name}), axis=1, "
+                     "keepdims=True))", "M1", a.dtype, False, a.bound + 10, False)  # fmt: skip
+        elif which == "center":
+            self.new(f"{n} - jnp.mean({n}, axis=1, keepdims=True)", "MN", a.dtype, False,
+                     2 * a.bound, False)  # fmt: skip
+        elif which == "rmsnorm":
+            self.new(f"{n} * jax.lax.rsqrt(jnp.mean({n} * {n}, axis=1, keepdims=True) + eps)",
+                     "MN", a.dtype, False, 20.0, False)  # fmt: skip
+        elif which == "layernorm":
+            mean = self.new(f"jnp.mean({n}, axis=1, keepdims=True)", "M1", a.dtype, False,
+                            a.bound, False)  # fmt: skip
+            var = self.new(f"jnp.mean(jnp.square({n} - {mean.name}), axis=1, keepdims=True)",
+                           "M1", a.dtype, False, 4 * a.bound * a.bound, False)  # fmt: skip
+            self.new(f"({n} - {mean.name}) * jax.lax.rsqrt({var.name} + eps)", "MN", a.dtype,
+                     False, 20.0, False)  # fmt: skip
+        else:
+            self.new(f"{n} - {red}.max({n}, axis=1, keepdims=True)", "MN", a.dtype, False,
+                     2 * a.bound, a.special)  # fmt: skip
+        return True
+
+    # --- results ------------------------------------------------------------------------------
+
+    def result(self, kind: str) -> Value:
+        """A value of `kind` ("MN" or "M") to return, made from the latest values."""
+        fitting = [v for v in self.values if v.kind == kind]
+        last = self.values[-1]
+        if last.kind == kind:
+            return last
+        if kind == "M":
+            if last.kind == "M1":
+                form = choose(self.draw, ["jnp.squeeze({a}, axis=1)", "sk.max({a}, axis=1)"])
+                self.ops.append(form)
+                return self.new(_format(form, a=last.name), "M", last.dtype, last.exact,
+                                last.bound, last.special)  # fmt: skip
+            if last.kind == "MN":
+                function, exact = choose(self.draw, REDUCTIONS)
+                if function == "jnp.mean" and last.special:
+                    function, exact = "sk.max", True
+                self.ops.append(f"{function}(keepdims=False)")
+                bound = last.bound * (MAX_COLS if "sum" in function else 1)
+                expr = _reduction(function, last.name, 1, None, False)
+                return self.new(expr, "M", last.dtype,
+                                last.exact and exact, bound, last.special)  # fmt: skip
+            if fitting:
+                return fitting[-1]
+            t = next(v for v in reversed(self.values) if v.kind == "MN")
+            self.ops.append("sk.sum(keepdims=False)")
+            return self.new(f"sk.sum({t.name}, axis=1)", "M", t.dtype, False,
+                            t.bound * MAX_COLS, t.special)  # fmt: skip
+        # A block: the latest vector spread over the latest block.
+        t = fitting[-1]
+        col = {"M": f"{last.name}[:, None]", "M1": last.name, "N": last.name}[last.kind]
+        if last.special and t.special:
+            expr = f"jnp.maximum({t.name}, {col})"
+        else:
+            expr = (
+                f"{t.name} + {col}"
+                if self.draw(st.booleans())
+                else f"{col} * jnp.ones_like({t.name})"
+            )
+        self.ops.append("result: " + expr.replace(t.name, "t").replace(last.name, "r"))
+        return self.new(expr, "MN", promote(last.dtype, t.dtype), False,
+                        last.bound + t.bound, last.special or t.special)  # fmt: skip
+
+
+def _reduction(function: str, name: str, axis: int, keepdims: bool | None, method: bool) -> str:
+    args = f"axis={axis}" + ("" if keepdims is None else f", keepdims={keepdims}")
+    if function == "mean by sk.dim":
+        return f'sk.sum({name}, {args}) / sk.dim("N")'
+    if method:  # the array method: t.sum(axis=1)
+        return f"{name}.{function.split('.')[1]}({args})"
+    return f"{function}({name}, {args})"
+
+
+def _binary_bound(what: str, a: float, b: float) -> float:
+    if what == "add":
+        return a + b
+    if what == "mul":
+        return a * b
+    if what == "div":
+        return a
+    return max(a, b)
+
+
+def _sizes(fixed: tuple[int, ...]) -> st.SearchStrategy[int]:
+    return st.one_of(st.sampled_from(fixed), st.integers(1, max(fixed)))
+
+
+def _operand(draw: Any, name: str, dims: str, dtype: str) -> Operand:
+    if dtype == "float32":
+        annotation = choose(draw, ["Float", "Float", "Float32"])
+    else:
+        annotation = choose(draw, ["Float", "Float", "BFloat16"])
+    return Operand(name, dims, annotation, dtype, choose(draw, FILLS))
+
+
+@st.composite
+def cases(draw: Any) -> Case:
+    m = draw(_sizes(ROWS))
+    n = draw(_sizes(COLS))
+    # Blocks of 128 rows fit in shared memory next to each other for narrow rows only.
+    bm = choose(draw, ROW_BLOCKS) if n <= 100 else 64
+    dtype = choose(draw, ["float32", "float32", "bfloat16"])
+
+    def other_dtype() -> str:
+        return choose(draw, ([dtype] * 3 + ["float32", "bfloat16"]))
+
+    operands = [_operand(draw, "x", "M N", dtype)]
+    if draw(st.integers(0, 3)) == 0:
+        operands.append(_operand(draw, "y", "M N", other_dtype()))
+    if draw(st.integers(0, 2)) == 0:
+        operands.append(_operand(draw, "w", " N", other_dtype()))
+    if draw(st.integers(0, 4)) == 0:
+        operands.append(_operand(draw, "r", " M", other_dtype()))
+    # The blocks must fit in shared memory: the 2-D operands' and one 2-D result's.
+    blocks = 1 + sum(o.dims == "M N" for o in operands)
+    while blocks * bm * (-(-n // 8) * 8) * 4 > 200_000:
+        n -= 8
+    shift = choose(draw, [0.0, 0.0, -8.0, 8.0])
+    specials = draw(st.integers(0, 9)) == 0
+    consts: dict[str, Any] = {"BM": bm}
+    if draw(st.integers(0, 3)) == 0:
+        consts["scale"] = choose(draw, [0.5, -1.5, 3.0])
+    body = Body(draw, consts.get("scale"))
+
+    loads: list[str] = []
+    bound = abs(shift) + 8.0
+    for o in operands:
+        fill = f"fill={o.fill}" if o.fill else ""
+        if draw(st.integers(0, 5)) == 0:
+            loads.append(f"{o.name}v = {o.name}.load({fill})")
+        else:
+            loads.append(f"{o.name}v = sk.load({o.name}{', ' + fill if fill else ''})")
+        kind = {"M N": "MN", " M": "M", " N": "N"}[o.dims]
+        special = specials and o.name == "x"
+        body.values.append(Value(f"{o.name}v", kind, o.dtype, True, bound, special))
+        body.bf16 |= o.dtype == "bfloat16"
+    if draw(st.integers(0, 7)) == 0:  # the same operand loaded again, with the same fill
+        fill = f", fill={operands[0].fill}" if operands[0].fill else ""
+        loads.append(f"xv2 = sk.load(x{fill})")
+        body.values.append(Value("xv2", "MN", dtype, True, bound, specials))
+
+    steps = draw(st.integers(1, 5))
+    for _ in range(steps):
+        body.step()
+    if any("eps" in line for line in body.lines):
+        consts["eps"] = choose(draw, [1e-5, 1e-3])
+
+    results_kinds = choose(
+        draw,
+        [("MN",), ("MN",), ("M",), ("M",), ("MN", "M"), ("MN", "M"), ("M", "MN"), ("MN", "MN")],
+    )
+    returned: list[Value] = []
+    for kind in results_kinds:
+        returned.append(body.result(kind))
+    result_types = []
+    # The declaration traces a `Float` operand as float32: a result's dtype is known there only
+    # when every operand's annotation names one dtype.
+    concrete = all(o.annotation != "Float" for o in operands)
+    for value, kind in zip(returned, results_kinds, strict=True):
+        specific = "Float32" if value.dtype == "float32" else "BFloat16"
+        base = choose(draw, ["Float", "Float", specific]) if concrete else "Float"
+        cast = draw(st.integers(0, 7)) == 0
+        dims = "M N" if kind == "MN" else " M"
+        result_types.append(f'{base}[Array, "{dims}"]')
+        if cast and base == "Float":
+            # As the gallery does: compute in float32, return the input's dtype.
+            value_name = f"{value.name}.astype(x.dtype)"
+            body.lines.append(f"{value.name} = {value_name}")
+            body.bf16 |= dtype == "bfloat16"
+    annotation = result_types[0] if len(result_types) == 1 else f"tuple[{', '.join(result_types)}]"
+
+    params = [f'{o.name}: {o.annotation}[Array, "{o.dims}"],' for o in operands]
+    params.append("*,")
+    params.append(f"BM: sk.Const[int] = {bm},")
+    for name in ("scale", "eps"):
+        if name in consts:
+            params.append(f"{name}: sk.Const[float] = {consts[name]!r},")
+    statements = [*loads, *body.lines, f"return {', '.join(v.name for v in returned)}"]
+    source = "\n".join(
+        [
+            "import jax",
+            "import jax.numpy as jnp",
+            "from jaxtyping import Array, BFloat16, Float, Float32",
+            "",
+            "import statickernel as sk",
+            "",
+            "",
+            '@sk.kernel(tile={"M": "BM"})',
+            f"def {KERNEL_NAME}(",
+            *[f"    {p}" for p in params],
+            f") -> {annotation}:",
+            textwrap.indent("\n".join(statements), "    "),
+            "",
+        ]
+    )
+    return Case(
+        source=source,
+        operands=tuple(operands),
+        results=tuple(results_kinds),
+        consts=tuple(consts.items()),
+        m=m,
+        n=n,
+        seed=draw(st.integers(0, 2**32 - 1)),
+        shift=shift,
+        specials=specials,
+        loose=body.bf16,
+        ops=tuple(body.ops),
+    )
+
+
+# --- running a case ----------------------------------------------------------------------------
+
+
+def make_args(case: Case) -> tuple[jax.Array, ...]:
+    rng = np.random.default_rng(case.seed)
+    args = []
+    for o in case.operands:
+        shape = {"M N": (case.m, case.n), " M": (case.m,), " N": (case.n,)}[o.dims]
+        values = np.clip(2 * rng.standard_normal(shape), -8, 8) + case.shift
+        if case.specials and o.name == "x":
+            spots = rng.random(shape)
+            values[spots < 0.03] = -np.inf
+            values[spots > 0.99] = np.inf
+        args.append(jnp.asarray(values.astype(np.float32), o.dtype))
+    return tuple(args)
+
+
+class _Whole:
+    """An operand as the reference sees it: the whole array, loaded as it is."""
+
+    def __init__(self, array: jax.Array):
+        self.array = array
+        self.shape = array.shape
+        self.dtype = array.dtype
+
+    def load(self, *, fill: Any = 0) -> jax.Array:
+        del fill  # the whole array has no elements past its edge
+        return self.array
+
+
+_REFERENCE_DIMS: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar(
+    "reference_dims", default=None
+)
+
+
+def _reference_load(operand: _Whole, *, fill: Any = 0) -> jax.Array:
+    return operand.load(fill=fill)
+
+
+def _reference_dim(name: str) -> int:
+    dims = _REFERENCE_DIMS.get()
+    assert dims is not None, "sk.dim outside the reference"
+    return dims[name]
+
+
+# What `sk` is to the reference: loads return the array, reductions are jnp's.
+REFERENCE_SK = types.SimpleNamespace(
+    load=_reference_load,
+    sum=jnp.sum,
+    max=jnp.max,
+    min=jnp.min,
+    dim=_reference_dim,
+)
+
+
+def reference_function(source: str, filename: str) -> Callable[..., Any]:
+    """The kernel's body from `source`, as a plain function whose `sk` is REFERENCE_SK.
+
+    It is the same code object the decorator received (compiled from the same text under the
+    same file name), so its lines are the kernel's lines."""
+    module = compile(source, filename, "exec")
+    code = next(
+        c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == KERNEL_NAME
+    )
+    namespace = {"__builtins__": builtins, "jax": jax, "jnp": jnp, "np": np, "sk": REFERENCE_SK}
+    function = types.FunctionType(code, namespace, KERNEL_NAME)
+
+    def run(*args: jax.Array, **consts: Any) -> Any:
+        dims = {"M": int(args[0].shape[0]), "N": int(args[0].shape[1])}
+        token = _REFERENCE_DIMS.set(dims)
+        try:
+            return function(*(_Whole(a) for a in args), **consts)
+        finally:
+            _REFERENCE_DIMS.reset(token)
+
+    return run
+
+
+def permuted(case: Case, args: tuple[jax.Array, ...], perm: np.ndarray) -> tuple[jax.Array, ...]:
+    """The arguments with their columns in the order `perm`; per-row vectors are unchanged."""
+    # In NumPy: a gather in jnp would compile anew for every shape.
+    return tuple(
+        jnp.asarray(np.asarray(a)[:, perm] if o.dims == "M N" else np.asarray(a)[perm])
+        if o.dims != " M"
+        else a
+        for o, a in zip(case.operands, args, strict=True)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """A reference result, with how much rounding alone moves it."""
+
+    value: np.ndarray
+    noise: np.ndarray  # how far the reference moves when its columns come in another order
+    unstable: np.ndarray  # where a nan or infinity comes and goes with that order
+
+
+def expected_results(case: Case, run: Callable[..., Any], args: tuple[jax.Array, ...]):
+    """The reference's results, and how far rounding alone moves them.
+
+    Besides the reference itself (plain jnp, op by op), the same body is evaluated in ways that
+    only round differently: on permuted columns, with the blocks permuted back (a row-local body
+    is equivariant under a permutation of the columns, so only the order of the reductions
+    changes), and under `jax.jit`, where XLA fuses the ops and may keep bfloat16 intermediates
+    in float32, as the kernel's compiled body may. The kernel may differ from the reference by
+    a few times as much as these differ from it."""
+    consts = dict(case.consts)
+    first = _parts(run(*args, **consts))
+    jitted = jax.jit(lambda *a: run(*a, **consts))
+    rng = np.random.default_rng([case.seed, 1])
+    others = [_parts(jitted(*args))]
+    for perm, how in ((np.arange(case.n)[::-1], run), (rng.permutation(case.n), jitted)):
+        back = np.argsort(perm)
+        parts = _parts(how(*permuted(case, args, perm), **({} if how is jitted else consts)))
+        others.append([p[:, back] if p.ndim == 2 else p for p in parts])
+    expected = []
+    with np.errstate(invalid="ignore"):  # inf - inf where both are infinite: not compared
+        for i, value in enumerate(first):
+            expected.append(_expected(value, [other[i] for other in others]))
+    return expected
+
+
+def _expected(value: np.ndarray, others: list[np.ndarray]) -> Expected:
+    """`value` with its noise: how far the other evaluations are from it."""
+    noise = np.zeros(value.shape, np.float32)
+    unstable = np.zeros(value.shape, bool)
+    for other in others:
+        a, b = np.asarray(value, np.float32), np.asarray(other, np.float32)
+        both = np.isfinite(a) & np.isfinite(b)
+        noise = np.maximum(noise, np.where(both, np.abs(a - b), 0.0))
+        unstable |= (np.isnan(a) != np.isnan(b)) | (np.isposinf(a) != np.isposinf(b))
+        unstable |= np.isneginf(a) != np.isneginf(b)
+    return Expected(value, noise, unstable)
+
+
+def _parts(result: Any) -> list[np.ndarray]:
+    return [np.asarray(p) for p in (result if isinstance(result, tuple) else (result,))]
+
+
+# Tolerances, relative to the largest magnitude in the same row of the result (at least 1), on
+# top of a few times the rounding noise measured in that row.
+TOLERANCE = {"float32": 2e-5, "bfloat16": 2e-2}
+NOISE_FACTOR = 4.0
+
+
+def _classes(a: np.ndarray) -> np.ndarray:
+    return np.select(
+        [np.isnan(a), np.isposinf(a), np.isneginf(a)], ["nan", "+inf", "-inf"], "finite"
+    )
+
+
+class Problem(NamedTuple):
+    symptom: str  # what groups it with others: "values", "shape", "expected nan, got +inf", ...
+    text: str
+
+
+def compare(got: Any, want: Expected, loose: bool) -> list[Problem]:
+    """The differences between a kernel's result and the reference's."""
+    problems: list[Problem] = []
+    got = np.asarray(got)
+    if got.shape != want.value.shape:
+        return [Problem("shape", f"shape {got.shape}, expected {want.value.shape}")]
+    if np.dtype(got.dtype) != np.dtype(want.value.dtype):
+        problems.append(Problem("dtype", f"dtype {got.dtype}, expected {want.value.dtype}"))
+    g = np.asarray(got, np.float32)
+    w = np.asarray(want.value, np.float32)
+    got_classes, want_classes = _classes(g), _classes(w)
+    differ = (got_classes != want_classes) & ~want.unstable
+    for expected, found in sorted(
+        {(str(a), str(b)) for a, b in zip(want_classes[differ], got_classes[differ], strict=True)}
+    ):
+        where = np.argwhere(differ & (want_classes == expected) & (got_classes == found))
+        problems.append(
+            Problem(
+                f"expected {expected}, got {found}",
+                f"{len(where)} of {g.size} values are {found} where the reference has "
+                f"{expected}, e.g. at {where[:4].tolist()}: got "
+                f"{[float(g[tuple(i)]) for i in where[:4]]}",
+            )
+        )
+    finite = np.isfinite(g) & np.isfinite(w)
+    tol = TOLERANCE["bfloat16" if loose else "float32"]
+    magnitude = np.where(np.isfinite(w), np.abs(w), 0.0)
+    if w.ndim == 2:
+        scale = np.maximum(1.0, magnitude.max(axis=1, keepdims=True, initial=0.0))
+        noise = want.noise.max(axis=1, keepdims=True, initial=0.0)
+    else:
+        scale = np.maximum(1.0, magnitude)
+        noise = want.noise
+    error = np.where(finite, np.abs(g - w), 0.0)
+    bad = error > tol * scale + NOISE_FACTOR * noise
+    if bad.any():
+        where = np.argwhere(bad)[:4].tolist()
+        problems.append(
+            Problem(
+                "values",
+                f"{int(bad.sum())} of {g.size} values differ beyond {tol} of the row's scale "
+                f"(+ {NOISE_FACTOR}x the rounding noise), e.g. at {where}: got "
+                f"{[float(g[tuple(i)]) for i in where]}, expected "
+                f"{[float(w[tuple(i)]) for i in where]}",
+            )
+        )
+    return problems
