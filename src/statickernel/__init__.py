@@ -3,11 +3,14 @@
 from . import testing
 from ._backend import BACKENDS, default_backend, set_backend
 from ._body import Tile, dim, load
+from ._compile_report import CompileReport, Occupancy, OccupancyLimit
 from ._errors import (
     AnnotationError,
     BackendError,
     BodyError,
     CallError,
+    CompileError,
+    CompileTargetError,
     ConstantError,
     DeclarationError,
     DtypeError,
@@ -22,6 +25,7 @@ from ._errors import (
     StaticKernelError,
     SymbolicDimError,
     TilingError,
+    ToolchainError,
     UnsupportedOpError,
 )
 from ._kernel import Kernel, Specialization, kernel
@@ -39,6 +43,9 @@ __all__ = [
     "BackendError",
     "BodyError",
     "CallError",
+    "CompileError",
+    "CompileReport",
+    "CompileTargetError",
     "Const",
     "ConstantError",
     "DeclarationError",
@@ -49,6 +56,8 @@ __all__ = [
     "LaunchPlan",
     "LoopPlan",
     "NotDifferentiableError",
+    "Occupancy",
+    "OccupancyLimit",
     "OperandError",
     "OperandPlan",
     "OverrideError",
@@ -61,6 +70,7 @@ __all__ = [
     "SymbolicDimError",
     "Tile",
     "TilingError",
+    "ToolchainError",
     "UnsupportedOpError",
     "default_backend",
     "dim",

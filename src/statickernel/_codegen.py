@@ -11,11 +11,10 @@ import re
 import jax
 
 from ._loopgen import loop_lines
-from ._plan import LaunchPlan, OperandPlan
+from ._masks import MaskAxis, edge_mask_lines
+from ._plan import DimPlan, LaunchPlan, OperandPlan
 from ._translate import (
-    COL,
     LAYOUTS,
-    ROW,
     TILE,
     LoopBlock,
     Translation,
@@ -214,27 +213,21 @@ class _Generator:
             needed |= self._fill_masks(op)
         if not needed:
             return []
-        lines = ["# Edge masks: positions inside the array, from iota and the true dims."]
         g_rows = self.plan.dim(self.plan.rows)
         g_cols = self.plan.dim(self.plan.cols) if self.plan.cols else None
-        shape = (g_rows.extent, g_cols.extent if g_cols else 1)
-        specs = {
-            "row_ok": (g_rows, TILE, shape, 0),
-            "col_ok": (g_cols, TILE, shape, 1),
-            "row_ok_vec": (g_rows, ROW, (g_rows.extent,), 0),
-            "col_ok_vec": (g_cols, COL, (g_cols.extent if g_cols else 1,), 0),
-        }
-        for name in ("row_ok", "col_ok", "row_ok_vec", "col_ok_vec"):
-            if name not in needed:
-                continue
-            dim, kind, mshape, axis = specs[name]
-            assert dim is not None
-            offset = f" + {self._block_var(dim.name)} * {dim.extent}" if dim.tiled_by else ""
-            iota = f"plgpu.broadcasted_iota(jnp.int32, {mshape}, {axis}, layout={_LAYOUT[kind]})"
-            index = name.replace("_ok", "_index")
-            lines.append(f"{index} = {iota}")
-            lines.append(f"{name} = {index}{offset} < {dim.size}")
-        return lines
+
+        def axis(dim: DimPlan | None) -> MaskAxis | None:
+            if dim is None:
+                return None
+            start = f"{self._block_var(dim.name)} * {dim.extent}" if dim.tiled_by else ""
+            return MaskAxis(dim.extent, dim.size, start)
+
+        rows = axis(g_rows)
+        assert rows is not None
+        return [
+            "# Edge masks: positions inside the array, from iota and the true dims.",
+            *edge_mask_lines(needed, rows, axis(g_cols)),
+        ]
 
     def _fill_masks(self, op: OperandPlan) -> set[str]:
         if reads_zero(op.fill):

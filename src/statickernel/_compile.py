@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -51,6 +52,7 @@ INSTALL_HINT = "pip install 'statickernel[aot]'"
 # that change the environment must not overlap.
 _COMPILE_LOCK = threading.Lock()
 _REPORTS: dict[tuple[Any, str], CompileReport] = {}
+_architectures: list[str] = []  # the one this process compiles for, once it has compiled
 _PLUGINS = ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12")
 # Packages whose bin/ holds the pinned ptxas (and nvdisasm), most preferred first.
 _TOOL_PACKAGES = ("nvidia.cu13", "nvidia.cuda_nvcc")
@@ -189,6 +191,33 @@ def _compile_environment(dump: pathlib.Path, tools: Toolchain) -> Iterator[None]
                 os.environ[key] = value
 
 
+@contextmanager
+def _stderr_copied_to(sink: list[str]) -> Iterator[None]:
+    """Mosaic GPU and ptxas report a failure's cause on the process' stderr (file descriptor 2),
+    not in the exception: keep a copy of what they write, and pass it on unchanged."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode(errors="replace")
+            sink.append(text)
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+
+def _diagnostics(stderr: str) -> list[str]:
+    """The compiler's error lines, without the plugin's own log lines."""
+    lines = [line.strip() for line in stderr.splitlines()]
+    return [line for line in lines if "error" in line and not line.startswith(("I0", "W0"))]
+
+
 def _read(folder: pathlib.Path, suffix: str) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob(f"*{suffix}")))
 
@@ -239,29 +268,47 @@ def _compile(
             fix="compile it with target='sm_90a'",
         )
     tools = toolchain()
+    if _architectures and target.name not in _architectures:
+        # Measured with jax 0.11.2: after a compile for sm_90a, ptxas is run for sm_100a PTX
+        # without its architecture and refuses it ("SM version specified by .target is higher
+        # than default SM version assumed"); each architecture compiles in a fresh process.
+        raise CompileError(
+            f"this process has compiled for {_architectures[0]}, and the CUDA plugin compiles "
+            "for one GPU architecture per process",
+            kernel=kernel,
+            where=where,
+            expected=f"target={_architectures[0]!r} in this process",
+            actual=repr(target.name),
+            fix=f"compile for {target.name} in another process, e.g. statickernel compile "
+            f"FILE.py:KERNEL --arg ... --target {target.name}",
+        )
     device, compiled_on = _device(target)
     sharding = jax.sharding.SingleDeviceSharding(device)
     shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in args]
     with _COMPILE_LOCK, tempfile.TemporaryDirectory(prefix="statickernel-compile-") as tmp:
         dump = pathlib.Path(tmp)
+        stderr: list[str] = []
         try:
-            with _compile_environment(dump, tools):
+            with _compile_environment(dump, tools), _stderr_copied_to(stderr):
                 fn.trace(*shapes).lower().compile()
         except Exception as exc:  # Mosaic GPU's and ptxas' own errors, kept in the message
             text = str(exc)
             missing = "No PTX compilation provider" in text
             cls = ToolchainError if missing else CompileError
+            causes = _diagnostics("".join(stderr))[-4:] + text.strip().splitlines()[-3:]
             raise cls(
-                f"compiling for {target.name} failed",
+                f"compiling for {target.name} failed (ptxas {tools.ptxas_version})",
                 kernel=kernel,
                 where=where,
                 expected="a kernel that Mosaic GPU and ptxas compile",
-                actual="\n            ".join(text.strip().splitlines()[-6:]),
+                actual="\n            ".join(causes),
                 fix=INSTALL_HINT
                 if missing
                 else "read the compiler's message above; cross-lowering (kernel.lower) shows "
                 "the same failure with its MLIR when it comes from Mosaic GPU",
             ) from None
+        if target.name not in _architectures:
+            _architectures.append(target.name)
         ptxas_log = _read(dump, ".ptxas")
         if not ptxas_log:
             raise CompileError(

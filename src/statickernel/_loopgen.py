@@ -8,8 +8,9 @@ accumulator ref, or register values threaded through the pipeline) or writes its
 
 from typing import TYPE_CHECKING
 
-from ._plan import OperandPlan
-from ._translate import LAYOUTS, ROW, TILE, LoopBlock, literal_source, select_source
+from ._masks import MaskAxis, edge_mask_lines
+from ._plan import DimPlan, OperandPlan
+from ._translate import LAYOUTS, TILE, LoopBlock, literal_source, select_source
 
 if TYPE_CHECKING:
     from ._codegen import _Generator  # pyright: ignore[reportPrivateUsage]
@@ -185,39 +186,21 @@ def _mask_lines(gen: "_Generator", needed: set[str], axis: str, index: str) -> l
     if not needed:
         return []
     plan = gen.plan
-    rows = plan.dim(plan.rows)
-    cols = plan.dim(plan.cols) if plan.cols else None
-    rows_extent = rows.extent
-    cols_extent = cols.extent if cols else 1
-    lines = []
-    for mask in ("row_ok", "col_ok", "row_ok_vec", "col_ok_vec"):
-        if mask not in needed:
-            continue
-        dim = rows if mask.startswith("row") else cols
-        assert dim is not None
-        vector = mask.endswith("_vec")
-        shape = (
-            ((rows_extent,) if mask.startswith("row") else (cols_extent,))
-            if vector
-            else (
-                rows_extent,
-                cols_extent,
-            )
-        )
-        iota_axis = 0 if vector or mask.startswith("row") else 1
-        layout = LAYOUTS[(ROW if mask.startswith("row") else "col") if vector else TILE]
+
+    def mask_axis(dim: DimPlan | None) -> MaskAxis | None:
+        if dim is None:
+            return None
         if dim.name == axis:
-            offset = f" + {index} * {dim.block}"
+            start = f"{index} * {dim.block}"
         elif dim.tiled_by:
-            offset = f" + block_{dim.name} * {dim.block}"
+            start = f"block_{dim.name} * {dim.block}"
         else:
-            offset = ""
-        position = mask.replace("_ok", "_index")
-        lines.append(
-            f"{position} = plgpu.broadcasted_iota(jnp.int32, {shape}, {iota_axis}, layout={layout})"
-        )
-        lines.append(f"{mask} = {position}{offset} < {dim.size}")
-    return lines
+            start = ""
+        return MaskAxis(dim.extent, dim.size, start)
+
+    rows = mask_axis(plan.dim(plan.rows))
+    assert rows is not None
+    return edge_mask_lines(needed, rows, mask_axis(plan.dim(plan.cols) if plan.cols else None))
 
 
 def _tuple(items: list[str]) -> str:

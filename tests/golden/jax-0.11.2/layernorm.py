@@ -46,8 +46,9 @@ def _layernorm_block(
     plgpu.barrier_wait(weight_barrier)
     plgpu.barrier_wait(bias_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 160), 1, layout=plgpu.Layout.WGMMA)
-    col_ok = col_index < 130
+    col_index = plgpu.broadcasted_iota(jnp.int32, (160,), 0, layout=plgpu.Layout.WGMMA.reduce(0))
+    col_ok_vec = col_index < 130
+    col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 160), (1,))
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     weight = plgpu.load(weight_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
     bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)

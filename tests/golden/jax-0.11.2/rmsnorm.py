@@ -41,8 +41,9 @@ def _rmsnorm_block(
     plgpu.barrier_wait(x_barrier)
     plgpu.barrier_wait(weight_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 256), 1, layout=plgpu.Layout.WGMMA)
-    col_ok = col_index < 200
+    col_index = plgpu.broadcasted_iota(jnp.int32, (256,), 0, layout=plgpu.Layout.WGMMA.reduce(0))
+    col_ok_vec = col_index < 200
+    col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 256), (1,))
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     weight = plgpu.load(weight_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
     # The kernel body, one statement per traced op.

@@ -50,8 +50,14 @@ def _layernorm_wide_block(x_gmem, weight_gmem, bias_gmem, result_gmem, result_sm
         (loop1_index,) = loop1_indices
         (v7,) = loop1_carry
         x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-        col_index = plgpu.broadcasted_iota(jnp.int32, (64, 256), 1, layout=plgpu.Layout.WGMMA)
-        col_ok = col_index + loop1_index * 256 < 1000
+        col_index = plgpu.broadcasted_iota(
+            jnp.int32,
+            (256,),
+            0,
+            layout=plgpu.Layout.WGMMA.reduce(0),
+        )
+        col_ok_vec = col_index + loop1_index * 256 < 1000
+        col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 256), (1,))
         # examples/layernorm_wide.py:44: centered = sk.load(x).astype(jnp.float32) - mean[:, None]
         v9 = lax.sub(x, lax.broadcast_in_dim(v5, (64, 256), (0,)))
         # examples/layernorm_wide.py:46: return (acc + sk.sum(centered * centered, axis=1),)

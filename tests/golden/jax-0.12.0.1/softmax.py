@@ -30,10 +30,12 @@ def _softmax_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
     )
     plgpu.barrier_wait(x_barrier)
     # Edge masks: positions inside the array, from iota and the true dims.
-    row_index = plgpu.broadcasted_iota(jnp.int32, (64, 104), 0, layout=plgpu.Layout.WGMMA)
-    row_ok = row_index + block_M * 64 < 100
-    col_index = plgpu.broadcasted_iota(jnp.int32, (64, 104), 1, layout=plgpu.Layout.WGMMA)
-    col_ok = col_index < 100
+    row_index = plgpu.broadcasted_iota(jnp.int32, (64,), 0, layout=plgpu.Layout.WGMMA.reduce(1))
+    row_ok_vec = row_index + block_M * 64 < 100
+    row_ok = lax.broadcast_in_dim(row_ok_vec, (64, 104), (0,))
+    col_index = plgpu.broadcasted_iota(jnp.int32, (104,), 0, layout=plgpu.Layout.WGMMA.reduce(0))
+    col_ok_vec = col_index < 100
+    col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 104), (1,))
     x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
     x = jnp.where(row_ok & col_ok, x, jnp.float32(-jnp.inf))  # past the edge reads the fill
     # The kernel body, one statement per traced op.

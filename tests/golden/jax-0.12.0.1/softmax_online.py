@@ -29,10 +29,17 @@ def _softmax_online_block(x_gmem, result_gmem, result_smem):
         (loop0_index,) = loop0_indices
         (v2, v3) = loop0_carry
         x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-        row_index = plgpu.broadcasted_iota(jnp.int32, (64, 256), 0, layout=plgpu.Layout.WGMMA)
-        row_ok = row_index + block_M * 64 < 100
-        col_index = plgpu.broadcasted_iota(jnp.int32, (64, 256), 1, layout=plgpu.Layout.WGMMA)
-        col_ok = col_index + loop0_index * 256 < 1000
+        row_index = plgpu.broadcasted_iota(jnp.int32, (64,), 0, layout=plgpu.Layout.WGMMA.reduce(1))
+        row_ok_vec = row_index + block_M * 64 < 100
+        row_ok = lax.broadcast_in_dim(row_ok_vec, (64, 256), (0,))
+        col_index = plgpu.broadcasted_iota(
+            jnp.int32,
+            (256,),
+            0,
+            layout=plgpu.Layout.WGMMA.reduce(0),
+        )
+        col_ok_vec = col_index + loop0_index * 256 < 1000
+        col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 256), (1,))
         x = jnp.where(row_ok & col_ok, x, jnp.float32(-jnp.inf))  # past the edge reads the fill
         # examples/softmax_online.py:26: new_max = jnp.maximum(running_max, sk.max(v, axis=1))
         v4 = lax.reduce_max(x, (1,))

@@ -1,0 +1,55 @@
+"""The gallery kernels at one ragged shape each: the shapes the golden files pin, shared by
+the emitted-source tests and the compile-budget tests."""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+import statickernel as sk
+from add import add
+from batched_matmul import batched_matmul
+from layernorm import layernorm
+from layernorm_wide import layernorm_wide
+from matmul import matmul
+from matmul_bias_gelu import matmul_bias_gelu
+from rmsnorm import rmsnorm
+from row_sum import row_sum
+from scale_bias import scale_bias
+from softmax import softmax
+from softmax_online import softmax_online
+
+KERNELS: dict[str, sk.Kernel[..., Any]] = {
+    "add": add,
+    "scale_bias": scale_bias,
+    "softmax": softmax,
+    "rmsnorm": rmsnorm,
+    "layernorm": layernorm,
+    "row_sum": row_sum,
+    "matmul": matmul,
+    "matmul_bias_gelu": matmul_bias_gelu,
+    "batched_matmul": batched_matmul,
+    "softmax_online": softmax_online,
+    "layernorm_wide": layernorm_wide,
+}
+# One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
+# whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
+# the host-padding fallback.
+SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
+    "add": [((100, 300), "float32"), ((100, 300), "float32")],
+    "scale_bias": [((100, 300), "bfloat16"), ((300,), "bfloat16")],
+    "softmax": [((100, 100), "float32")],
+    "rmsnorm": [((100, 200), "bfloat16"), ((200,), "bfloat16")],
+    "layernorm": [((100, 130), "float32"), ((130,), "float32"), ((130,), "float32")],
+    "row_sum": [((100, 250), "float32")],
+    # Loop kernels: ragged M, K and N, with WGMMA operands padded on the host.
+    "matmul": [((130, 100), "bfloat16"), ((100, 260), "bfloat16")],
+    "matmul_bias_gelu": [((130, 100), "bfloat16"), ((100, 20), "bfloat16"), ((20,), "float32")],
+    "batched_matmul": [((2, 130, 100), "bfloat16"), ((2, 100, 260), "bfloat16")],
+    "softmax_online": [((100, 1000), "float32")],
+    "layernorm_wide": [((100, 1000), "float32"), ((1000,), "float32"), ((1000,), "float32")],
+}
+
+
+def structs(name: str) -> list[jax.ShapeDtypeStruct]:
+    return [jax.ShapeDtypeStruct(shape, jnp.dtype(dt)) for shape, dt in SHAPES[name]]

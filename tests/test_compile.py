@@ -1,0 +1,329 @@
+"""Compiling for the GPU without one: the report's facts, occupancy, errors, and budgets.
+
+Most of this file reads saved compiler output (tests/data/compile/) and runs anywhere. The
+tests marked `toolchain` compile for real through the CUDA plugin and ptxas; they skip in an
+environment without them and run in .venv-aot (`make gpu-compile`, which CI runs). There the
+gallery's register and spill budgets (tests/golden/compile-budgets.json) are checked against
+the one pinned ptxas version they were measured with.
+"""
+
+import dataclasses
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import statickernel as sk
+from gallery_cases import KERNELS, structs
+from statickernel._compile_report import (
+    KEY_SASS,
+    TARGETS,
+    CompileReport,
+    OccupancyLimit,
+    occupancy,
+    parse_ptxas,
+    parse_smem_scratch,
+    parse_threads,
+    sass_counts,
+)
+from statickernel.cli import main
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "compile"
+BUDGETS = REPO / "tests" / "golden" / "compile-budgets.json"
+H100 = TARGETS["sm_90a"]
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # its parent package is missing
+        return False
+
+
+HAS_TOOLCHAIN = any(_installed(m) for m in ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"))
+toolchain = pytest.mark.skipif(
+    not HAS_TOOLCHAIN, reason="needs the CUDA plugin and ptxas (make gpu-compile)"
+)
+no_toolchain = pytest.mark.skipif(HAS_TOOLCHAIN, reason="the toolchain is installed here")
+
+SOFTMAX_PTXAS = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_softmax_block_mosaic_gpu_kernel' for 'sm_90a'
+ptxas info    : Function properties for _softmax_block_mosaic_gpu_kernel
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 117 registers, used 2 barriers, 1 bytes smem
+ptxas info    : Compile time = 27.373 ms
+"""
+SPILLING_PTXAS = """\
+ptxas info    : Function properties for _k_block_mosaic_gpu_kernel
+    144 bytes stack frame, 140 bytes spill stores, 136 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 1 bytes smem
+"""
+
+
+def softmax_kernel() -> sk.Kernel[..., Any]:
+    return KERNELS["softmax"]
+
+
+# --- reading the compiler's output -------------------------------------------------------------
+
+
+def test_ptxas_log_facts() -> None:
+    facts = parse_ptxas(SOFTMAX_PTXAS)
+    assert (facts.registers, facts.spill_store_bytes, facts.spill_load_bytes) == (117, 0, 0)
+    assert facts.static_smem_bytes == 1
+    spilling = parse_ptxas(SPILLING_PTXAS)
+    assert (spilling.registers, spilling.spill_store_bytes, spilling.spill_load_bytes) == (
+        255,
+        140,
+        136,
+    )
+    assert spilling.stack_bytes == 144
+
+
+def test_ptxas_log_with_info_lines_from_a_real_matmul() -> None:
+    facts = parse_ptxas((DATA / "matmul.ptxas").read_text())
+    assert (facts.registers, facts.spill_store_bytes) == (154, 0)
+
+
+def test_a_log_without_registers_is_refused() -> None:
+    with pytest.raises(ValueError, match="Used N registers"):
+        parse_ptxas("ptxas info    : 0 bytes gmem\n")
+
+
+def test_resources_and_threads() -> None:
+    assert parse_smem_scratch((DATA / "matmul.resources.txt").read_text()) == 131072
+    assert parse_smem_scratch("Resources()") is None
+    assert parse_threads((DATA / "matmul_head.ptx").read_text()) == 128
+    assert parse_threads(".entry k()\n.reqntid 128, 3, 1\n{") == 384
+    assert parse_threads(".entry k()\n{") is None
+
+
+def test_sass_mix_of_a_real_listing() -> None:
+    counts = sass_counts((DATA / "matmul_excerpt.sass").read_text())
+    # Counted by hand in the excerpt; predicated instructions (@UP0 UTMALDG) count too.
+    assert {op: counts.get(op, 0) for op in ("HGMMA", "UTMALDG", "UTMASTG", "STS", "BAR")} == {
+        "HGMMA": 3,
+        "UTMALDG": 3,
+        "UTMASTG": 1,
+        "STS": 3,
+        "BAR": 3,
+    }
+    assert counts.get("USETMAXREG", 0) == 0
+    assert "HGMMA.64x128x16" not in counts  # modifiers are not part of the opcode
+
+
+# --- occupancy ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("registers", "smem", "threads", "ctas", "limit"),
+    [
+        # 117 registers: 15 units of 256 per warp, 17 warps fit, 4 CTAs of 4 warps; 55 KiB
+        # of shared memory (+1 KiB reserved) also fits 4.
+        (117, 55297, 128, 4, OccupancyLimit.REGISTERS),
+        (154, 131073, 128, 1, OccupancyLimit.SHARED_MEMORY),
+        (32, 0, 128, 16, OccupancyLimit.REGISTERS),  # registers and threads both allow 16
+        (16, 0, 1024, 2, OccupancyLimit.THREADS),
+        (16, 0, 32, 32, OccupancyLimit.CTA_SLOTS),
+        (168, 65537, 384, 1, OccupancyLimit.REGISTERS),
+    ],
+)
+def test_occupancy(registers: int, smem: int, threads: int, ctas: int, limit: Any) -> None:
+    result = occupancy(H100, registers, smem, threads)
+    assert (result.ctas_per_sm, result.limited_by) == (ctas, limit)
+    assert f"limited by {limit.value}" in str(result)
+
+
+def test_targets_ship_their_description() -> None:
+    for target in TARGETS.values():
+        target.check_invariants()
+        path = REPO / "src" / "statickernel" / "targets" / target.description_file
+        text = path.read_text()
+        assert f"core_count: {target.sms}\n" in text
+        assert f"major: {target.compute_capability[0]}\n" in text
+
+
+def _report() -> CompileReport:
+    return CompileReport(
+        kernel="softmax",
+        target="sm_90a",
+        gpu=H100.gpus,
+        compiled_on="deviceless",
+        shapes=("float32[1000, 100]",),
+        registers=117,
+        spill_store_bytes=0,
+        spill_load_bytes=0,
+        smem_bytes=55297,
+        threads=128,
+        occupancy=occupancy(H100, 117, 55297, 128),
+        sass_mix=tuple((op, 1 if op == "UTMALDG" else 0) for op in KEY_SASS),
+        ptxas_version="13.5, V13.5.37",
+        ptx=".version 9.0",
+        sass="UTMALDG",
+        ptxas_log=SOFTMAX_PTXAS,
+    )
+
+
+def test_report_summary_and_json() -> None:
+    report = _report()
+    report.check_invariants()
+    text = str(report)
+    for expected in ("117 per thread", "spills:         none", "55,297 B", "1 warpgroup"):
+        assert expected in text
+    assert "4 CTAs/SM, limited by registers" in text
+    facts = report.to_json()
+    assert {
+        "kernel",
+        "shape",
+        "registers",
+        "spill_bytes",
+        "smem_bytes",
+        "ctas_per_sm",
+        "sass",
+    } <= set(facts)
+    assert facts["sass"]["UTMALDG"] == 1 and facts["spill_bytes"] == 0
+    json.dumps(facts)
+    spilled = dataclasses.replace(report, spill_store_bytes=8, spill_load_bytes=8)
+    assert spilled.spill_bytes == 8 and "8 B stored, 8 B loaded" in str(spilled)
+
+
+# --- errors before any compile ----------------------------------------------------------------
+
+
+def test_an_unknown_target_names_the_known_ones() -> None:
+    with pytest.raises(sk.CompileTargetError) as info:
+        softmax_kernel().compile(*structs("softmax"), target="sm_80")
+    assert "'sm_90a' or 'sm_100a'" in str(info.value)
+    assert info.value.where and "test_compile.py" in info.value.where
+
+
+def test_wgmma_kernels_need_hopper() -> None:
+    with pytest.raises(sk.CompileError, match="only Hopper has") as info:
+        KERNELS["matmul"].compile(*structs("matmul"), target="sm_100a")
+    assert info.value.fix == "compile it with target='sm_90a'"
+
+
+@no_toolchain
+def test_a_missing_toolchain_says_what_to_install() -> None:
+    with pytest.raises(sk.ToolchainError) as info:
+        softmax_kernel().compile(*structs("softmax"))
+    assert "statickernel[aot]" in str(info.value.fix)
+
+
+@no_toolchain
+def test_the_command_line_reports_a_missing_toolchain(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["compile", "examples/softmax.py:softmax", "--arg", "x=float32[1000,100]"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "ToolchainError" not in err and "statickernel[aot]" in err
+
+
+# --- with the toolchain -------------------------------------------------------------------------
+
+
+@toolchain
+def test_compile_a_row_kernel() -> None:
+    report = softmax_kernel().compile(jax.ShapeDtypeStruct((1000, 100), jnp.float32))
+    report.check_invariants()
+    assert report.compiled_on in ("deviceless", *(d.device_kind for d in jax.devices()))
+    assert report.spill_bytes == 0 and 0 < report.registers <= 255
+    mix = dict(report.sass_mix)
+    assert mix["UTMALDG"] >= 1 and mix["HGMMA"] == 0
+    assert ".target sm_90a" in report.ptx.replace("\t", " ")
+    assert (
+        report.smem_bytes
+        >= softmax_kernel().plan(jax.ShapeDtypeStruct((1000, 100), jnp.float32)).smem_bytes - 1024
+    )
+    again = softmax_kernel().compile(jax.ShapeDtypeStruct((1000, 100), jnp.float32))
+    assert again is report  # one compile per specialization and target
+
+
+def _statickernel(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command line in a fresh process (one GPU architecture per process)."""
+    return subprocess.run(
+        [sys.executable, "-m", "statickernel", *args],
+        cwd=REPO,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@toolchain
+def test_compile_for_blackwell_without_wgmma() -> None:
+    done = _statickernel(
+        "compile",
+        "examples/softmax.py:softmax",
+        "--arg",
+        "x=float32[100,100]",
+        "--target",
+        "sm_100a",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["target"] == "sm_100a"
+
+
+@toolchain
+def test_one_architecture_per_process() -> None:
+    softmax_kernel().compile(*structs("softmax"))
+    with pytest.raises(sk.CompileError, match="one GPU architecture per process") as info:
+        KERNELS["row_sum"].compile(*structs("row_sum"), target="sm_100a")
+    assert "--target sm_100a" in str(info.value.fix)
+
+
+@toolchain
+def test_a_matmul_uses_the_tensor_cores() -> None:
+    report = KERNELS["matmul"].compile(*structs("matmul"))
+    assert dict(report.sass_mix)["HGMMA"] > 0
+
+
+@toolchain
+def test_the_command_line_prints_json_last(tmp_path: pathlib.Path) -> None:
+    done = _statickernel(
+        "compile",
+        "examples/softmax.py:softmax",
+        "--arg",
+        "x=float32[100,100]",
+        "--json",
+        "--dump",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts["kernel"] == "softmax" and facts["spill_bytes"] == 0
+    assert {p.suffix for p in tmp_path.iterdir()} == {".ptx", ".sass", ".ptxas", ".json"}
+
+
+def _budgets() -> dict[str, Any]:
+    return json.loads(BUDGETS.read_text())
+
+
+@toolchain
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_gallery_register_budget(name: str) -> None:
+    """Registers within the budget and no spills, at the golden file's shape, with the pinned
+    ptxas. A kernel under budget passes; lower its budget in the file to keep the gain."""
+    budgets = _budgets()
+    report = KERNELS[name].compile(*structs(name), target=budgets["target"])
+    pinned = budgets["ptxas"]
+    if not report.ptxas_version.startswith(pinned):
+        pytest.skip(f"the budgets hold for ptxas {pinned}; this is ptxas {report.ptxas_version}")
+    budget = budgets["registers"][name]
+    measured = f"{name}: {report.registers} registers, {report.spill_bytes} B spilled"
+    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, f"spills: {measured}"
+    assert report.registers <= budget, f"over its budget of {budget} registers: {measured}"
+
+
+def test_budgets_cover_the_gallery() -> None:
+    assert set(_budgets()["registers"]) == set(KERNELS)
