@@ -16,6 +16,7 @@ from jaxtyping import Array, Float, Float32
 
 import statickernel as sk
 from markers import line_finder
+from statickernel._binding import bind, check_arguments
 
 _FILE = pathlib.Path(__file__)
 S = jax.ShapeDtypeStruct
@@ -121,6 +122,68 @@ def test_non_array_operand(arg: Any):
     assert "'M N'" in info.value.expected
 
 
+class _Duck:
+    """Has the `.shape` and `.dtype` of an array, and nothing else of one."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any = jnp.float32):
+        self.shape, self.dtype = shape, jnp.dtype(dtype)
+
+
+@pytest.mark.parametrize("method", ["call", "plan", "emit", "lower"])
+def test_duck_typed_operand(method: str):
+    run = softmax if method == "call" else getattr(softmax, method)
+    # A shape no other test uses, so that no cached specialization answers first.
+    with pytest.raises(sk.OperandError) as info:
+        run(_Duck((192, 72)))  # @call-duck
+    check(info.value, "call-duck", operand="x")
+    assert "_Duck" in info.value.what and "not an array" in info.value.what
+    assert "jnp.asarray(x)" in str(info.value.fix)
+
+
+def test_numpy_and_jax_arrays_and_shape_structs_are_operands():
+    x = np.ones((64, 40), np.float32)
+    np.testing.assert_allclose(softmax(x), np.full((64, 40), 1 / 40), rtol=1e-6)
+    assert softmax.plan(S((64, 40), jnp.float32)).grid == (1,)
+    assert softmax.plan(jnp.asarray(x)).grid == (1,)
+
+
+def test_shape_struct_is_refused_where_a_call_needs_data():
+    structs = (S((64, 128), jnp.float32),)
+    with pytest.raises(sk.OperandError) as info:
+        bind(softmax.spec, structs, softmax.consts, {}, call=True)  # @bind-struct
+    check(info.value, "bind-struct", operand="x")
+    assert "ShapeDtypeStruct" in info.value.what
+    assert info.value.actual == "ShapeDtypeStruct(shape=(64, 128), dtype=float32)"
+    assert "kernel.plan" in str(info.value.fix)
+    # plan, emit and lower take one.
+    assert bind(softmax.spec, structs, softmax.consts, {}).size_map == {"M": 64, "N": 128}
+
+
+def test_cached_arguments_get_the_same_check():
+    # For arguments that meet a cached specialization, which bind never sees.
+    check_arguments(softmax.spec, (X,), call=True)
+    check_arguments(softmax.spec, (S((64, 128), jnp.float32),), call=False)
+    with pytest.raises(sk.OperandError) as info:
+        check_arguments(softmax.spec, (_Duck((64, 128)),), call=False)  # @check-cached
+    check(info.value, "check-cached", operand="x")
+    with pytest.raises(sk.OperandError, match="ShapeDtypeStruct"):
+        check_arguments(softmax.spec, (S((64, 128), jnp.float32),), call=True)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="Kernel.__call__ does not yet pass call=True to bind, nor check cached arguments",
+)
+@pytest.mark.parametrize(
+    "arg", [S((64, 128), jnp.float32), _Duck((64, 128))], ids=["struct", "duck"]
+)
+def test_call_with_a_cached_shape_refuses_what_is_not_an_array(arg: Any):
+    softmax.plan(S((64, 128), jnp.float32))
+    with pytest.raises(sk.OperandError):
+        softmax(arg)
+
+
 @pytest.mark.parametrize("shape", [(), (64,), (2, 64, 128)], ids=["rank0", "rank1", "rank3"])
 def test_wrong_rank(shape: tuple[int, ...]):
     with pytest.raises(sk.ShapeError) as info:
@@ -197,6 +260,30 @@ def test_zero_size_dim(shape: tuple[int, int], dim: str):
     assert info.value.actual == 0
 
 
+@pytest.mark.parametrize(("shape", "dim"), [((-3, 128), "M"), ((64, -1), "N")], ids=["M", "N"])
+def test_negative_dim_in_a_shape_struct(shape: tuple[int, int], dim: str):
+    with pytest.raises(sk.ShapeError) as info:
+        softmax.plan(S(shape, jnp.float32))  # @call-negative
+    check(info.value, "call-negative", operand="x", dim=dim)
+    assert "negative" in info.value.what
+    assert str(min(shape)) in info.value.actual
+
+
+@pytest.mark.parametrize("method", ["plan", "emit", "lower"])
+@pytest.mark.parametrize(
+    ("shape", "dim"),
+    [((2**31 + 5, 128), "M"), ((2**40, 128), "M"), ((64, 2**31), "N")],
+    ids=["M=2**31+5", "M=2**40", "N=2**31"],
+)
+def test_dim_past_int32(method: str, shape: tuple[int, int], dim: str):
+    with pytest.raises(sk.PlanError) as info:
+        getattr(softmax, method)(S(shape, jnp.float32))  # @call-int32
+    check(info.value, "call-int32", operand="x", dim=dim)
+    assert "int32" in info.value.what
+    assert "2,147,483,647 (2**31 - 1)" in info.value.expected
+    assert f"{max(shape):,}" in info.value.actual
+
+
 # --- constant overrides -------------------------------------------------------------------------
 
 
@@ -227,6 +314,22 @@ def test_override_not_positive(value: int):
         softmax(X, BM=value)  # @call-bm-nonpositive
     check(info.value, "call-bm-nonpositive", operand="BM")
     assert info.value.actual == value
+
+
+@pytest.mark.parametrize("value", [np.int64(128), np.int32(128), np.uint16(128)], ids=repr)
+def test_override_of_a_numpy_int_becomes_a_python_int(value: Any):
+    plan = softmax.plan(S((300, 128), jnp.float32), BM=value)
+    assert plan.grid == (3,)
+    assert dict(plan.constants) == {"BM": 128} and type(dict(plan.constants)["BM"]) is int
+    bound = softmax.bind(BM=value)
+    assert bound.consts == {"BM": 128} and type(bound.consts["BM"]) is int
+
+
+def test_override_of_a_numpy_float_for_an_int_is_refused():
+    with pytest.raises(sk.OverrideError) as info:
+        softmax.plan(S((300, 128), jnp.float32), BM=np.float64(128.0))  # @call-bm-np-float
+    check(info.value, "call-bm-np-float", operand="BM")
+    assert info.value.actual == "np.float64(128.0) (float64)"
 
 
 def test_override_concrete_jax_array():

@@ -16,11 +16,24 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from jaxtyping import Array, Bool, Float, Float32, Float64, Int, Int32
+from jaxtyping import (
+    Array,
+    BFloat16,
+    Bool,
+    Float,
+    Float8e4m3fn,
+    Float8e5m2,
+    Float32,
+    Float64,
+    Int,
+    Int32,
+    Shaped,
+)
 
 import statickernel as sk
 from markers import line_finder
 from statickernel import _errors
+from statickernel import _hardware as hw
 
 _FILE = pathlib.Path(__file__)
 
@@ -202,6 +215,51 @@ def test_operands_order_dims_differently():
     assert info.value.actual == "'N M'"
 
 
+@pytest.mark.parametrize(
+    ("dims", "same"),
+    [("M K", "if K always has the size of N, name it N"), ("K N", "name it M"), ("K L", None)],
+)
+def test_2d_operands_with_other_dims(dims: str, same: str | None):
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel(tile={"M": "BM"})  # @other-dims
+        def k(
+            x: Float[Array, "M N"], y: Float[Array, dims], *, BM: sk.Const[int] = 64
+        ) -> Float[Array, "M N"]:
+            return sk.load(x)
+
+    check(info.value, "other-dims", operand="y")
+    exc = info.value
+    assert "orders" not in exc.what and "transpose" not in str(exc.fix)
+    assert f"'{dims}'" in exc.what and "'M N'" in exc.what
+    assert exc.expected == "'M N'"
+    assert exc.actual == f"'{dims}'"
+    assert (same in str(exc.fix)) if same else ("name it" not in str(exc.fix))
+    extra = dims.split()[0] if dims != "M K" else "K"
+    assert f'loop={{"{extra}": "B{extra}"}}' in str(exc.fix) and "sk.dot" in str(exc.fix)
+
+
+def test_2d_operand_with_another_dim_reduces_to_a_vector():
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel(tile={"M": "BM"})
+        def k(
+            x: Float[Array, "M N"], y: Float[Array, "M K"], *, BM: sk.Const[int] = 64
+        ) -> Float[Array, "M N"]:
+            return sk.load(x)
+
+    # The per-row vector it proposes is an operand this kernel takes.
+    assert 'Float[Array, " M"]' in str(info.value.fix)
+
+    @sk.kernel(tile={"M": "BM"})
+    def fixed(
+        x: Float[Array, "M N"], y_sum: Float[Array, " M"], *, BM: sk.Const[int] = 64
+    ) -> Float[Array, "M N"]:
+        return sk.load(x) + sk.load(y_sum)[:, None]
+
+    assert fixed.spec.cols == "N"
+
+
 def test_1d_operand_along_foreign_dim():
     with pytest.raises(sk.AnnotationError) as info:
 
@@ -253,6 +311,38 @@ def test_dtype_category_without_supported_dtype(annotation: Any):
     assert "Mosaic GPU" in info.value.what
     assert "float32" in info.value.expected
     assert info.value.actual.split(",")[0] in ("float64", "bool")
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [Float8e4m3fn[Array, "M N"], Float8e5m2[Array, "M N"]],
+    ids=["e4m3fn", "e5m2"],
+)
+def test_fp8_annotation_says_what_is_unsupported(annotation: Any):
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel  # @fp8
+        def k(x: annotation) -> Float[Array, "M N"]:  # pyright: ignore[reportInvalidTypeForm]
+            return sk.load(x).astype(jnp.float32)
+
+    check(info.value, "fp8", operand="x")
+    exc = info.value
+    assert "fp8" in exc.what and "statickernel" in exc.what
+    assert "no dtype that Mosaic GPU supports" not in exc.what
+    assert exc.actual.startswith("float8_")
+    assert "BFloat16" in str(exc.fix) and "astype(jnp.bfloat16)" in str(exc.fix)
+
+
+def test_shaped_annotation_allows_every_supported_dtype():
+    @sk.kernel(tile={"M": "BM"})
+    def k(x: Shaped[Array, "M N"], *, BM: sk.Const[int] = 64) -> Shaped[Array, "M N"]:
+        return sk.load(x)
+
+    assert k.spec.operands[0].dtypes == hw.SUPPORTED_DTYPES
+    assert k.spec.results[0].dtypes == hw.SUPPORTED_DTYPES
+    for dtype in (jnp.float32, jnp.bfloat16, jnp.int8):
+        plan = k.plan(jax.ShapeDtypeStruct((100, 128), dtype))
+        assert plan.operand("x").dtype == jnp.dtype(dtype).name
 
 
 def test_result_with_unsupported_dtype():
@@ -319,6 +409,134 @@ def test_unresolvable_annotation():
 
     check(info.value, "unresolvable")
     assert "Undefined" in info.value.what
+
+
+# --- names the generated module uses ------------------------------------------------------------
+
+# One name of each kind the generated module gives its own objects: imports, the interpreter
+# switch and the launch at module level; masks, offsets and scoped stores in the block function;
+# and the families of traced values, loop pipelines and results.
+_GENERATED_NAMES = [
+    *("jax", "jnp", "lax", "pl", "plgpu", "np", "INTERPRET", "_launch"),
+    *("edge_start", "row_ok", "col_ok", "row_index", "col_ok_vec", "store_results"),
+    *("v0", "v12", "v3_block", "v2_acc", "loop0", "loop1_step", "loop0_index"),
+    *("result", "result0"),
+]
+
+
+def _declare_operand(name: str) -> sk.Kernel:
+    """A kernel whose one operand is called `name`, declared in a generated file `named.py`."""
+    source = (
+        '@sk.kernel(tile={"M": "BM"}, backend="interpret")\n'
+        f'def k({name}: Float32[Array, "M N"], *, BM: sk.Const[int] = 64) -> '
+        'Float32[Array, "M N"]:\n'
+        f"    return sk.load({name}, fill=1.0) * 2\n"
+    )
+    namespace: dict[str, Any] = {"sk": sk, "Float32": Float32, "Array": Array}
+    exec(compile(source, "named.py", "exec"), namespace)
+    return namespace["k"]
+
+
+@pytest.mark.parametrize("name", _GENERATED_NAMES)
+def test_operand_named_like_a_generated_name(name: str):
+    with pytest.raises(sk.AnnotationError) as info:
+        _declare_operand(name)
+    exc = info.value
+    assert exc.where == "named.py:1"
+    assert exc.operand == name
+    assert "generated" in exc.what
+    assert exc.actual.startswith(f"`{name}`: ")
+    suggested = str(exc.fix).split("e.g. to `")[1].rstrip("`")
+    assert name in suggested
+    assert _declare_operand(suggested).spec.operands[0].name == suggested
+
+
+@pytest.mark.parametrize("name", ["v", "value", "loop", "results", "x_s", "block", "pl_x"])
+def test_names_near_generated_ones_are_fine(name: str):
+    assert _declare_operand(name).spec.operands[0].name == name
+
+
+def test_the_suggested_rename_runs():
+    k = _declare_operand("jnp_")
+    x = jnp.arange(100 * 40, dtype=jnp.float32).reshape(100, 40)  # ragged: the masks are used
+    np.testing.assert_array_equal(k(x), 2 * x)
+
+
+def test_operand_named_like_another_operands_buffer():
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel(tile={"M": "BM"})  # @derived-smem
+        def k(
+            x: Float[Array, "M N"], x_smem: Float[Array, "M N"], *, BM: sk.Const[int] = 64
+        ) -> Float[Array, "M N"]:
+            return sk.load(x) + sk.load(x_smem)
+
+    check(info.value, "derived-smem", operand="x_smem")
+    assert "shared-memory block of `x`" in info.value.what
+    assert "`x_smem_`" in str(info.value.fix)
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [("block_M", "block index along dim M"), ("result_gmem", "`result` in global memory")],
+)
+def test_operand_named_like_a_derived_name(name: str, what: str):
+    with pytest.raises(sk.AnnotationError) as info:
+        _declare_operand(name)
+    assert info.value.operand == name
+    assert what in info.value.what
+
+
+def test_constants_may_use_generated_names():
+    # Constants are inlined into the generated module as values, so their names never appear.
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def k(
+        x: Float32[Array, "M N"], *, BM: sk.Const[int] = 64, pl: sk.Const[float] = 3.0
+    ) -> Float32[Array, "M N"]:
+        return sk.load(x, fill=1.0) * pl
+
+    x = jnp.ones((100, 40), jnp.float32)
+    np.testing.assert_array_equal(k(x), 3 * x)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("jnp", "jax.numpy"),
+        ("_launch", "launch"),
+        ("my-kernel", "not a Python identifier"),
+        ("class", "keyword"),
+    ],
+)
+def test_kernel_name_the_generated_module_cannot_use(name: str, why: str):
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel(name=name)  # @kernel-name
+        def k(x: Float[Array, "M N"]) -> Float[Array, "M N"]:
+            return sk.load(x)
+
+    check(info.value, "kernel-name", kernel=name)
+    assert why in info.value.what
+    assert "name=" in str(info.value.fix)
+
+
+@pytest.mark.parametrize("target", [42, "softmax", jax.jit(jnp.exp)], ids=["int", "str", "jit"])
+def test_kernel_applied_to_a_non_function(target: Any):
+    with pytest.raises(sk.AnnotationError) as info:
+        sk.kernel(tile={"M": "BM"})(target)  # @non-function
+    exc = info.value
+    assert exc.where is not None and exc.where.endswith(f"{_FILE.name}:{line_of('non-function')}")
+    assert "decorates a function" in exc.what
+    assert type(target).__name__ in exc.actual
+    assert "def" in str(exc.fix)
+
+
+def test_bare_kernel_applied_to_a_non_function():
+    with pytest.raises(sk.AnnotationError) as info:
+        sk.kernel(42)  # @bare-non-function  # pyright: ignore[reportArgumentType]
+    assert info.value.where is not None
+    assert info.value.where.endswith(f"{_FILE.name}:{line_of('bare-non-function')}")
+    assert info.value.actual == "int: 42"
 
 
 # --- tiling -------------------------------------------------------------------------------------
@@ -488,7 +706,7 @@ def test_const_not_positive(value: int):
     assert info.value.expected == "> 0"
 
 
-@pytest.mark.parametrize("value", [64.0, True, "64", np.int64(64)], ids=repr)
+@pytest.mark.parametrize("value", [64.0, True, "64", np.float64(64.0), np.bool_(True)], ids=repr)
 def test_int_const_default_of_wrong_type(value: Any):
     with pytest.raises(sk.ConstantError) as info:
 
@@ -499,6 +717,37 @@ def test_int_const_default_of_wrong_type(value: Any):
     check(info.value, "const-wrong-type", operand="BM")
     assert info.value.expected == "int"
     assert repr(value) in info.value.actual
+
+
+@pytest.mark.parametrize(
+    ("value", "python"),
+    [(np.int64(64), 64), (np.int32(128), 128), (np.uint8(64), 64)],
+    ids=repr,
+)
+def test_numpy_int_const_default_becomes_a_python_int(value: Any, python: int):
+    @sk.kernel(tile={"M": "BM"})
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = value) -> Float[Array, "M N"]:
+        return sk.load(x)
+
+    assert k.consts == {"BM": python} and type(k.consts["BM"]) is int
+    assert type(k.spec.const_defaults["BM"]) is int
+
+
+def test_numpy_float_and_bool_const_defaults_become_python_values():
+    half, two, yes = np.float32(0.5), np.int64(2), np.bool_(True)
+
+    @sk.kernel
+    def k(
+        x: Float[Array, "M N"],
+        *,
+        s: sk.Const[float] = half,  # pyright: ignore[reportArgumentType]
+        t: sk.Const[float] = two,  # pyright: ignore[reportArgumentType]
+        flag: sk.Const[bool] = yes,  # pyright: ignore[reportArgumentType]
+    ) -> Float[Array, "M N"]:
+        return sk.load(x) * s * t if flag else sk.load(x)
+
+    assert k.consts == {"s": 0.5, "t": 2, "flag": True}
+    assert [type(v) for v in k.consts.values()] == [float, int, bool]
 
 
 def test_float_const_default_of_wrong_type():
@@ -1106,6 +1355,27 @@ def test_dim_unknown_inside_body():
     assert "M" in info.value.expected and "N" in info.value.expected
 
 
+def test_dot_operand_error_names_distinct_dims():
+    # With the loop dim called N, the expected layouts must not read 'N N'.
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+        def k(
+            a: BFloat16[Array, "M N"],
+            b: BFloat16[Array, " N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+        ) -> Float32[Array, " M"]:
+            def step(acc: jax.Array) -> jax.Array:
+                return acc + sk.dot(a, b)  # @dot-1d
+
+            return sk.sum(sk.loop("N", step, init=jnp.zeros((BM, BN), jnp.float32)), axis=1)
+
+    check(info.value, "dot-1d", operand="b", dim="N")
+    assert info.value.expected == "'M N' for a and 'N P' or 'P N' for b"
+
+
 def test_dim_outside_body():
     with pytest.raises(sk.BodyError) as info:
         sk.dim("M")
@@ -1142,6 +1412,9 @@ _CALL_ERRORS = [
     sk.OverrideError,
     sk.BackendError,
     sk.NotDifferentiableError,
+    sk.CompileError,
+    sk.CompileTargetError,
+    sk.ToolchainError,
 ]
 
 

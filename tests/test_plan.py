@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
+from jaxtyping import Array, Float32
 
 import statickernel as sk
 from add import add
@@ -338,6 +339,89 @@ def test_grid_over_cuda_y_limit_is_a_plan_error() -> None:
     assert info.value.fix
     # A bigger block brings the grid back under the limit.
     assert plan_of("add", m, 128, BM=128).grid == (32768, 1)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, batch="B")
+def batched_scale(
+    x: Float32[Array, "B M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+) -> Float32[Array, "B M N"]:
+    return sk.load(x) * 2.0
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, batch=("B", "H"))
+def heads_scale(
+    x: Float32[Array, "B H M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+) -> Float32[Array, "B H M N"]:
+    return sk.load(x) * 2.0
+
+
+def _struct(*shape: int) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def test_grid_y_is_the_second_to_last_axis() -> None:
+    """(B, M, N) launches as CUDA (x, y, z) = (N blocks, M blocks, B): M is on y."""
+    with pytest.raises(sk.PlanError) as info:
+        batched_scale.plan(_struct(2, 64 * 65536, 64))
+    exc = info.value
+    assert exc.dim == "M" and exc.actual == 65536
+    assert "grid y" in exc.what and "65,535" in exc.what
+    assert exc.fix == "set BM=128 (the smallest BM that fits M=4,194,304 in 65535 blocks)"
+    assert batched_scale.plan(_struct(2, 64 * 65536, 64), BM=128).grid == (2, 32768, 1)
+
+
+def test_grid_z_is_the_third_to_last_axis() -> None:
+    with pytest.raises(sk.PlanError) as info:
+        batched_scale.plan(_struct(65536, 64, 64))
+    exc = info.value
+    assert exc.dim == "B" and exc.actual == 65536
+    assert "grid z" in exc.what
+    assert "batch dim B" in str(exc.fix)
+    assert batched_scale.plan(_struct(65535, 64, 64)).grid == (65535, 1, 1)
+
+
+def test_more_than_three_grid_axes_fold_into_grid_z() -> None:
+    # 300 x 300 = 90,000 blocks on z, though each axis alone is under 65535.
+    with pytest.raises(sk.PlanError) as info:
+        heads_scale.plan(_struct(300, 300, 64, 64))
+    exc = info.value
+    assert exc.dim == "B"
+    assert "(B, H)" in exc.what and "grid z" in exc.what and "90,000" in exc.what
+    assert exc.actual == "300 x 300 = 90,000"
+    assert heads_scale.plan(_struct(200, 300, 64, 64)).grid == (200, 300, 1, 1)
+
+
+def test_grid_x_takes_far_more_than_65535_blocks() -> None:
+    # The last grid axis is CUDA x: 2**31 - 1 blocks.
+    plan = plan_of("row_sum", 64 * 2**20, 64)
+    assert plan.grid == (2**20,)
+
+
+def test_last_block_past_int32_is_a_plan_error() -> None:
+    # 2**31 - 1 rows fit int32, but 192-row blocks end 65 rows past it.
+    with pytest.raises(sk.PlanError) as info:
+        plan_of("row_sum", 2**31 - 1, 64, BM=192)
+    exc = info.value
+    assert exc.dim == "M"
+    assert "int32" in exc.what and "2,147,483,711" in exc.what
+    assert str(exc.fix).startswith("set BM=128")
+    assert plan_of("row_sum", 2**31 - 1, 64, BM=128).grid == (2**24,)
+
+
+def test_dims_up_to_int32_plan_and_lower() -> None:
+    plan = plan_of("softmax", 2**31 - 1, 64)
+    assert plan.grid == (2**25,)
+    assert softmax.lower(*specs("softmax", 2**31 - 1, 64)) is not None
+
+
+def test_whole_row_over_shared_memory_proposes_a_loop_dim() -> None:
+    with pytest.raises(sk.PlanError) as info:
+        plan_of("softmax", 64, 20_000)
+    fix = str(info.value.fix)
+    assert 'loop={"N": "BN"}' in fix and "`BN: sk.Const[int] = 256`" in fix
+    assert 'sk.loop("N", step, init)' in fix and 'sk.map_blocks("N", fn)' in fix
+    assert "examples/softmax_online.py" in fix
+    assert "outside the kernel" not in fix
 
 
 def test_blocks_over_shared_memory_are_a_plan_error() -> None:

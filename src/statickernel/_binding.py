@@ -6,8 +6,6 @@ values; jaxtyping with beartype then checks the same call against the declared a
 
 import dataclasses
 import functools
-import sys
-import sysconfig
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,10 +13,19 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._errors import DtypeError, OperandError, OverrideError, ShapeError, SymbolicDimError
-from ._spec import KernelSpec, check_const_value, display_path
+from ._errors import (
+    DtypeError,
+    OperandError,
+    OverrideError,
+    PlanError,
+    ShapeError,
+    SymbolicDimError,
+)
+from ._limits import check_dim_size
+from ._spec import KernelSpec, check_const_value
+from ._where import call_site
 
-__all__ = ["Binding", "bind", "call_site"]
+__all__ = ["Binding", "bind", "call_site", "check_argument", "check_arguments"]
 
 _UNSUPPORTED_DTYPES = {
     "float64": "use float32 (cast with x.astype(jnp.float32))",
@@ -42,39 +49,16 @@ class Binding:
         return dict(self.sizes)
 
 
-# The standard library's own files. JAX's tracing runs through some of them (contextlib's
-# decorator wrappers), and they are never the user's call site.
-_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
-
-
-def _in_stdlib(path: str) -> bool:
-    return path.startswith(_STDLIB_DIRS) and "-packages" not in path
-
-
-def call_site() -> str | None:
-    """The innermost frame outside statickernel and jax: where the user called the kernel."""
-    frame = sys._getframe(1)
-    package = __file__.rsplit("/", 1)[0]
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if (
-            not path.startswith(package)
-            and not path.startswith("<frozen")
-            and "/jax/" not in path
-            and "/jaxtyping/" not in path
-            and not _in_stdlib(path)
-        ):
-            return f"{display_path(path)}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
-
-
 def bind(
     spec: KernelSpec,
     args: Sequence[Any],
     defaults: Mapping[str, Any],
     overrides: Mapping[str, Any],
+    *,
+    call: bool = False,
 ) -> Binding:
+    """Checks the arguments and binds the dims; `call` is True for a call that will run, which
+    needs arrays, where plan, emit and lower also take a `jax.ShapeDtypeStruct`."""
     where = call_site()
     err: dict[str, Any] = dict(kernel=spec.name, where=where)
     names = [o.name for o in spec.operands]
@@ -91,17 +75,8 @@ def bind(
     dtypes: dict[str, str] = {}
     shapes: dict[str, tuple[int, ...]] = {}
     for op, arg in zip(spec.operands, args, strict=True):
-        shape = getattr(arg, "shape", None)
-        dtype = getattr(arg, "dtype", None)
-        if shape is None or dtype is None or isinstance(arg, int | float | complex | bool):
-            raise OperandError(
-                f"operand `{op.name}` is not an array",
-                **err,
-                operand=op.name,
-                expected=f"an array of shape '{' '.join(op.dims)}'",
-                actual=f"{type(arg).__name__}: {arg!r}"[:120],
-                fix="pass a jax.Array (jnp.asarray(...)) or a jax.ShapeDtypeStruct",
-            )
+        check_argument(op.name, op.dims, arg, err, call=call)
+        shape, dtype = arg.shape, arg.dtype
         dtype_name = str(np.dtype(dtype))
         if len(shape) != op.rank:
             raise ShapeError(
@@ -145,17 +120,20 @@ def bind(
                     "polymorphism",
                 )
             size = int(size)
-            if size == 0:
+            if size <= 0:
                 raise ShapeError(
-                    f"dim {dim} of operand `{op.name}` is zero",
+                    f"dim {dim} of operand `{op.name}` is {'zero' if size == 0 else 'negative'}",
                     **err,
                     operand=op.name,
                     dim=dim,
                     expected="a size >= 1",
-                    actual=0,
+                    actual=size if size == 0 else f"{size} (axis {axis}, shape {tuple(shape)})",
                     bindings=sizes,
-                    fix="skip the kernel call for empty arrays",
+                    fix="skip the kernel call for empty arrays"
+                    if size == 0
+                    else f"give the jax.ShapeDtypeStruct the array's true shape, with {dim} >= 1",
                 )
+            check_dim_size(dim, size, op.name, axis, PlanError, err | {"bindings": sizes})
             if dim in sizes and sizes[dim] != size:
                 raise ShapeError(
                     f"dim {dim} is {sizes[dim]} in `{origin[dim]}` but {size} in `{op.name}`",
@@ -181,6 +159,59 @@ def bind(
     )
 
 
+def check_arguments(spec: KernelSpec, args: Sequence[Any], *, call: bool) -> None:
+    """Refuses an argument that is not an array (nor, outside a call, a ShapeDtypeStruct).
+
+    `bind` runs the same check; this one is for arguments that meet a cached specialization,
+    which `bind` never sees."""
+    err: dict[str, Any] = dict(kernel=spec.name, where=call_site())
+    for op, arg in zip(spec.operands, args, strict=False):
+        check_argument(op.name, op.dims, arg, err, call=call)
+
+
+def check_argument(
+    name: str, dims: Sequence[str], arg: Any, err: Mapping[str, Any], *, call: bool
+) -> None:
+    """An operand's argument is a jax or numpy array; outside a call, also a ShapeDtypeStruct."""
+    if isinstance(arg, jax.Array | np.ndarray | np.generic):
+        return
+    shape_text = f"an array of shape '{' '.join(dims)}'"
+    if isinstance(arg, jax.ShapeDtypeStruct):
+        if not call:
+            return
+        raise OperandError(
+            f"operand `{name}` is a jax.ShapeDtypeStruct, which has no data to run on",
+            **err,
+            operand=name,
+            expected=f"{shape_text}: a jax.Array or a numpy array",
+            actual=f"ShapeDtypeStruct(shape={tuple(arg.shape)}, dtype={arg.dtype})",
+            fix="pass an array, e.g. jnp.zeros(s.shape, s.dtype); kernel.plan, kernel.emit and "
+            "kernel.lower take a ShapeDtypeStruct",
+        )
+    ducked = hasattr(arg, "shape") and hasattr(arg, "dtype")
+    raise OperandError(
+        f"operand `{name}` is a {type(arg).__name__}, which has .shape and .dtype but is not an "
+        "array"
+        if ducked
+        else f"operand `{name}` is not an array",
+        **err,
+        operand=name,
+        expected=f"{shape_text}: a jax.Array or a numpy array"
+        + ("" if call else ", or a jax.ShapeDtypeStruct"),
+        actual=f"{type(arg).__name__}: {arg!r}"[:120],
+        fix=(
+            f"convert it first: jnp.asarray({name})"
+            if ducked
+            else "pass a jax.Array, e.g. jnp.asarray(...)"
+        )
+        + (
+            ""
+            if call
+            else "; kernel.plan, kernel.emit and kernel.lower also take a jax.ShapeDtypeStruct"
+        ),
+    )
+
+
 def bind_consts(
     spec: KernelSpec,
     defaults: Mapping[str, Any],
@@ -188,6 +219,7 @@ def bind_consts(
     err: Mapping[str, Any],
 ) -> dict[str, Any]:
     by_name = {c.name: c for c in spec.consts}
+    checked: dict[str, Any] = {}
     for name, value in overrides.items():
         if name not in by_name:
             raise OverrideError(
@@ -211,10 +243,10 @@ def bind_consts(
                 "the argument static in jax.jit (static_argnames)",
             )
         # The declared default is a value known to suit this constant.
-        check_const_value(
+        checked[name] = check_const_value(
             name, by_name[name].type, value, err, OverrideError, example=by_name[name].default
         )
-    return {**defaults, **overrides}
+    return {**defaults, **checked}
 
 
 @functools.cache

@@ -1,5 +1,7 @@
 """Hopper and Mosaic GPU limits that statickernel checks before anything is lowered."""
 
+import math
+
 import numpy as np
 
 # Shared memory available to one block on H100/H200 (227 KiB).
@@ -11,8 +13,13 @@ TMA_ALIGN_BYTES = 16
 # The WGMMA register layout tiles a 2-D value in (64, 8) units.
 WGMMA_ROWS = 64
 WGMMA_COLS = 8
-# CUDA caps grid y and z at 65535; Pallas maps every grid axis but the last onto those.
+# CUDA caps grid x at 2**31 - 1 blocks and grid y and z at 65535. Pallas launches its grid
+# reversed: the last axis is CUDA x, the one before it y, the one before that z; with more than
+# three axes, all but the last two fold into z.
+CUDA_GRID_X_MAX = 2**31 - 1
 CUDA_GRID_YZ_MAX = 65535
+# Mosaic GPU computes positions, block offsets and TMA coordinates in int32.
+INT32_MAX = 2**31 - 1
 BARRIER_BYTES = 8
 # Mosaic GPU starts every shared-memory buffer on a 1 KiB boundary, and reserves 2 KiB of
 # scratch for cross-lane reductions.
@@ -34,6 +41,15 @@ SUPPORTED_DTYPES: tuple[str, ...] = (
     "uint16",
     "uint8",
 )
+
+
+def cuda_grid(grid: tuple[int, ...]) -> tuple[int, int, int]:
+    """The CUDA grid (x, y, z) that Mosaic GPU launches for a Pallas grid."""
+    if len(grid) <= 3:
+        z, y, x = (1,) * (3 - len(grid)) + tuple(grid)
+    else:
+        z, y, x = math.prod(grid[:-2]), grid[-2], grid[-1]
+    return x, y, z
 
 
 def itemsize(dtype_name: str) -> int:

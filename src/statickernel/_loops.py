@@ -225,6 +225,18 @@ def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+def _product_dims(a_dims: tuple[str, ...], b_dims: tuple[str, ...], axis: str) -> tuple[str, str]:
+    """Names for the rows of `a` and the columns of `b` in a message: their own dims where they
+    have them, else placeholders distinct from the loop dim and from each other."""
+    taken = {axis, *a_dims, *b_dims}
+    spare = (d for d in ("M", "N", "P", "Q", "R", "S") if d not in taken)
+    m = next((d for d in a_dims if d != axis), None) if len(a_dims) == 2 else None
+    n = next((d for d in b_dims if d != axis), None) if len(b_dims) == 2 else None
+    m = m if m is not None and m != n else next(spare)
+    n = n if n is not None and n != m else next(spare)
+    return m, n
+
+
 def dot(a: Any, b: Any) -> jax.Array:
     """The product of the current blocks of operands `a` and `b`, on the tensor cores (WGMMA).
 
@@ -253,13 +265,14 @@ def dot(a: Any, b: Any) -> jax.Array:
         )
     axis = loops[-1]
     contract = []
+    m, n = _product_dims(a.dims, b.dims, axis)
     for value in (a, b):
         if len(value.dims) != 2 or axis not in value.dims:
             raise BodyError(
                 f"sk.dot's operand `{value.name}` is not a 2-D operand with the loop dim {axis}",
                 operand=value.name,
                 dim=axis,
-                expected=f"'M {axis}' for a and '{axis} N' or 'N {axis}' for b",
+                expected=f"'{m} {axis}' for a and '{axis} {n}' or '{n} {axis}' for b",
                 actual=f"'{' '.join(value.dims)}'",
                 fix=f"annotate the operands of sk.dot with the loop dim {axis} they contract",
             )
@@ -269,9 +282,9 @@ def dot(a: Any, b: Any) -> jax.Array:
             f"sk.dot's `{a.name}` has the contracted dim {axis} first",
             operand=a.name,
             dim=axis,
-            expected=f"'M {axis}'",
+            expected=f"'{m} {axis}'",
             actual=f"'{' '.join(a.dims)}'",
-            fix=f"pass {a.name}.T from outside the kernel and annotate it 'M {axis}'",
+            fix=f"pass {a.name}.T from outside the kernel and annotate it '{m} {axis}'",
         )
     return dot_p.bind(
         a.block_for_dot(fill=0),

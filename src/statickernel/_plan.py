@@ -11,6 +11,7 @@ from typing import Any
 
 from . import _hardware as hw
 from ._errors import PlanError, StaticKernelError
+from ._limits import check_grid, check_offsets
 from ._pipeline import LoopPlan, dot_gmem_shape, dot_operands, pipeline_bytes, swizzle_elements
 from ._spec import KernelSpec
 from ._translate import COL, ROW, TILE, LoopBlock
@@ -26,6 +27,7 @@ __all__ = [
     "make_plan",
     "quantum",
     "smem_bytes",
+    "smem_fix",
 ]
 
 
@@ -198,7 +200,9 @@ class LaunchPlan:
         assert self.grid == (batched + tuple(hw.cdiv(d.size, d.block) for d in tiled) or (1,))
         assert all(isinstance(g, int) and g > 0 for g in self.grid)
         assert len(self.grid) == len(self.grid_names)
-        assert all(g <= hw.CUDA_GRID_YZ_MAX for g in self.grid[:-1])
+        x, y, z = hw.cuda_grid(self.grid)
+        assert x <= hw.CUDA_GRID_X_MAX and max(y, z) <= hw.CUDA_GRID_YZ_MAX
+        assert all(d.size <= hw.INT32_MAX for d in self.dims)
         assert self.smem_bytes <= hw.SMEM_BYTES
         for d in self.dims:
             if d.batched:
@@ -367,9 +371,8 @@ def check_blocks(
                 **err,
                 dim=name,
                 expected=f"<= {hw.TMA_BOX_MAX} elements per block dim",
-                actual=f"{extent}" + ("" if const else f" (dim {name} is whole in each block)"),
-                fix=f"{fix_const} at most {hw.TMA_BOX_MAX}"
-                + ("" if const else ", or split rows wider than one block outside the kernel"),
+                actual=f"{extent}",
+                fix=f"{fix_const} at most {hw.TMA_BOX_MAX}",
             )
         unit, operand, dtype = quantum(spec, name, dtype_options)
         if extent % unit:
@@ -412,13 +415,13 @@ def smem_bytes(
     return total + hw.BARRIER_BYTES * len(loaded) + hw.SMEM_RESERVED_BYTES
 
 
-def _smem_fix(
+def smem_fix(
     spec: KernelSpec,
     extents: Mapping[str, tuple[int, int]],
     dtypes: Mapping[str, str],
     loaded: set[str],
 ) -> str:
-    """Proposes the largest smaller tiled block that fits, or says which whole dim is too wide."""
+    """Proposes the largest smaller tiled block that fits, or a loop over the widest whole dim."""
     tile = spec.tile_map
     for dim, const in tile.items():
         block, _ = extents[dim]
@@ -429,13 +432,22 @@ def _smem_fix(
             if smem_bytes(spec, trial, dtypes, loaded) <= hw.SMEM_BYTES and candidate % unit == 0:
                 return f"set {const}={candidate} (the largest {const} whose blocks fit)"
             candidate -= unit
-    wide = [d for d in extents if d not in tile and extents[d][1] > hw.TMA_BOX_MAX]
-    if wide:
+    whole = [d for d in extents if d not in tile and d not in spec.batch]
+    if not whole:
+        return "use smaller block constants or fewer operands"
+    wide = max(whole, key=lambda d: extents[d][1])
+    if wide == spec.rows:
         return (
-            f"dim {wide[0]} is whole in each block and too wide for shared memory; split the "
-            "array along it outside the kernel, or use a narrower dtype"
+            f"dim {wide} is whole in each block and too long for shared memory: tile it, e.g. "
+            f'tile={{"{wide}": "B{wide}"}} with `B{wide}: sk.Const[int] = 64`'
         )
-    return "use smaller block constants or fewer operands"
+    return (
+        f"dim {wide} is whole in each block and too wide for shared memory: walk it in blocks "
+        f'instead, with loop={{"{wide}": "B{wide}"}} and `B{wide}: sk.Const[int] = 256` in the '
+        f'decorator; in the body, sk.loop("{wide}", step, init) folds its blocks into per-row '
+        f'values and sk.map_blocks("{wide}", fn) writes each result block (see '
+        "examples/softmax_online.py)"
+    )
 
 
 def make_plan(
@@ -463,16 +475,11 @@ def make_plan(
         hw.cdiv(sizes[n], extents[n][0]) for n in tiled
     ) or (1,)
     grid_names = tuple(batch + tiled) or ("_",)
-    for axis, (name, count) in enumerate(zip(grid_names, grid, strict=True)):
-        if axis < len(grid) - 1 and count > hw.CUDA_GRID_YZ_MAX:
-            raise error(
-                f"the grid has {count} blocks along {name}, over CUDA's limit for grid y/z",
-                **err,
-                dim=name,
-                expected=f"<= {hw.CUDA_GRID_YZ_MAX} blocks on every grid axis but the last",
-                actual=count,
-                fix=f"raise {tile[name]} or list {name} last in tile=",
-            )
+    blocks = {n: extents[n][0] for n in spec.block_map}
+    options = {name: (dtype,) for name, dtype in dtypes.items()}
+    units = {n: quantum(spec, n, options)[0] for n in tiled}
+    check_grid(grid, grid_names, sizes, blocks, spec.block_map, units, error, err)
+    check_offsets(sizes, blocks, spec.block_map, error, err)
     dims = tuple(
         DimPlan(
             name=n,
@@ -574,7 +581,7 @@ def make_plan(
             **err,
             expected=f"<= {hw.SMEM_BYTES:,} B",
             actual=f"{smem:,} B",
-            fix=_smem_fix(spec, extents, dtypes, set(fills)),
+            fix=smem_fix(spec, extents, dtypes, set(fills)),
         )
     plan = LaunchPlan(
         kernel=spec.name,

@@ -6,17 +6,28 @@ Everything here runs when the decorator runs, before any data exists. Each check
 
 import dataclasses
 import inspect
-import os
 import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
+import numpy as np
 from jaxtyping._array_types import _MetaAbstractArray, _NamedDim  # pyright: ignore[reportPrivateUsage]
 
 from . import _hardware as hw
 from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
+from ._layout import check_batch, check_derivable, frame
+from ._names import check_names
+from ._where import call_site, display_path, source_location
 
-__all__ = ["Const", "ConstSpec", "KernelSpec", "OperandSpec", "build_spec", "source_location"]
+__all__ = [
+    "Const",
+    "ConstSpec",
+    "KernelSpec",
+    "OperandSpec",
+    "build_spec",
+    "display_path",
+    "source_location",
+]
 
 T = TypeVar("T")
 
@@ -121,22 +132,6 @@ class KernelSpec:
         return tuple(seen)
 
 
-def source_location(fn: Callable[..., Any]) -> str:
-    """`path:line` of a function's first decorator, relative to the working directory if inside it."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return "<unknown>"
-    return f"{display_path(code.co_filename)}:{code.co_firstlineno}"
-
-
-def display_path(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
 def build_spec(
     fn: Callable[..., Any],
     tile: Mapping[str, str],
@@ -147,6 +142,17 @@ def build_spec(
     batch: tuple[str, ...] = (),
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
+    if not inspect.isfunction(fn):
+        raise AnnotationError(
+            "sk.kernel decorates a function, and was applied to something else",
+            kernel=name,
+            where=call_site(),
+            expected="a function defined with `def`, its operands annotated with jaxtyping "
+            "array types",
+            actual=f"{type(fn).__name__}: {fn!r}"[:120],
+            fix='write @sk.kernel(...) on the line above `def my_kernel(x: Float[Array, "M N"], '
+            "...)`; apply it to the plain function, not to a jitted or wrapped one",
+        )
     where = source_location(fn)
     err: dict[str, Any] = dict(kernel=kname, where=where)
     if not isinstance(tile, Mapping) or not all(
@@ -208,10 +214,12 @@ def build_spec(
             fix='add at least one operand, e.g. `x: Float[Array, "M N"]`',
         )
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
-    _check_batch(batch, operands, results, err)
-    _check_derivable(operands, results, err)
+    dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
+    check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
+    check_batch(batch, operands, results, err)
+    check_derivable(operands, results, err)
     loop = dict(loop or {})
-    rows, cols = _frame(operands, results, err, loop)
+    rows, cols = frame(operands, results, err, loop)
     for dim in batch:
         if dim in tile or dim in loop:
             raise TilingError(
@@ -267,8 +275,8 @@ def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> Con
             constant=param.name,
             fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
         )
-    check_const_value(param.name, base, param.default, err, ConstantError)
-    return ConstSpec(param.name, base, param.default)
+    default = check_const_value(param.name, base, param.default, err, ConstantError)
+    return ConstSpec(param.name, base, default)
 
 
 def check_const_value(
@@ -278,8 +286,12 @@ def check_const_value(
     err: Mapping[str, Any],
     error: type[StaticKernelError],
     example: Any = 64,
-) -> None:
-    """Checks a constant's default or override value against its declared type."""
+) -> Any:
+    """Checks a constant's default or override value against its declared type, and returns it
+    as a Python value: a numpy scalar such as np.int64(64) becomes the int, float or bool."""
+    shown = f"{value!r} ({type(value).__name__})"
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        value = value.item()
     ok = isinstance(value, base) and (base is bool or not isinstance(value, bool))
     if base is float and isinstance(value, int) and not isinstance(value, bool):
         ok = True
@@ -289,7 +301,7 @@ def check_const_value(
             **err,
             constant=name,
             expected=base.__name__,
-            actual=f"{value!r} ({type(value).__name__})",
+            actual=shown,
             fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
             "be traced",
         )
@@ -302,6 +314,7 @@ def check_const_value(
             actual=value,
             fix=f"use a positive value such as `{name}={example}`",
         )
+    return value
 
 
 def _type_name(hint: Any) -> str:
@@ -363,18 +376,39 @@ def _array_spec(
             actual=repr(hint.dim_str),  # pyright: ignore[reportAttributeAccessIssue]
             fix="give each axis its own dim name",
         )
-    allowed = tuple(d for d in hw.SUPPORTED_DTYPES if d in hint.dtypes)  # pyright: ignore[reportAttributeAccessIssue]
-    if not allowed:
+    allowed = _allowed_dtypes(name, hint, err, role)
+    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__), tuple(dims[:leading]))
+
+
+def _allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tuple[str, ...]:
+    """The dtypes of an annotation that statickernel supports; `Shaped` allows all of them."""
+    dtypes = hint.dtypes
+    if not isinstance(dtypes, list | tuple):  # jaxtyping's marker for any dtype
+        return hw.SUPPORTED_DTYPES
+    allowed = tuple(d for d in hw.SUPPORTED_DTYPES if d in dtypes)
+    if allowed:
+        return allowed
+    shown = ", ".join(str(d) for d in dtypes)
+    if any(str(d).startswith("float8") for d in dtypes):
         raise AnnotationError(
-            f"{role} `{name}` allows no dtype that Mosaic GPU supports",
+            f"{role} `{name}` allows only fp8 dtypes, which statickernel does not support yet",
             **err,
             operand=name,
             expected=f"one of {', '.join(hw.SUPPORTED_DTYPES)}",
-            actual=", ".join(hint.dtypes),  # pyright: ignore[reportAttributeAccessIssue]
-            fix="use Float, Float32, BFloat16, Float16, Int or Int32 (float64 and bool are not "
-            "supported by Mosaic GPU)",
+            actual=shown,
+            fix="annotate it BFloat16 and cast outside the kernel, x.astype(jnp.bfloat16): "
+            "Mosaic GPU's WGMMA takes fp8 operands, but sk.dot multiplies bfloat16, float16 and "
+            "float32 (tf32) blocks only, and loads have no fp8 path",
         )
-    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__), tuple(dims[:leading]))
+    raise AnnotationError(
+        f"{role} `{name}` allows no dtype that Mosaic GPU supports",
+        **err,
+        operand=name,
+        expected=f"one of {', '.join(hw.SUPPORTED_DTYPES)}",
+        actual=shown,
+        fix="use Float, Float32, BFloat16, Float16, Int or Int32 (float64 and bool are not "
+        "supported by Mosaic GPU)",
+    )
 
 
 def _result_specs(
@@ -400,121 +434,6 @@ def _result_specs(
             for i, p in enumerate(parts)
         ], True
     return [_array_spec("result", hint, err, role="result", batch=batch)], False
-
-
-def _check_batch(
-    batch: tuple[str, ...],
-    operands: list[OperandSpec],
-    results: list[OperandSpec],
-    err: dict[str, Any],
-) -> None:
-    """Batch dims lead every result, and appear nowhere but in the leading dims."""
-    for op in operands + results:
-        stray = [d for d in op.block_dims if d in batch]
-        if stray:
-            raise AnnotationError(
-                f"`{op.name}` has the batch dim {stray[0]} after its leading dims",
-                **err,
-                operand=op.name,
-                dim=stray[0],
-                expected=f"batch dims first, in the order of batch= ({' '.join(batch)})",
-                actual=f"'{' '.join(op.dims)}'",
-                fix=f"move {stray[0]} to the front with jnp.moveaxis outside the kernel",
-            )
-    if not batch:
-        return
-    if not any(op.batch for op in operands):
-        raise AnnotationError(
-            f"batch= names {', '.join(batch)}, but no operand leads with it",
-            **err,
-            dim=batch[0],
-            fix=f"annotate the batched operands with {batch[0]} first, e.g. '{batch[0]} M K'",
-        )
-    for result in results:
-        if result.batch != batch:
-            raise AnnotationError(
-                f"{result.name} does not lead with every batch dim",
-                **err,
-                operand=result.name,
-                expected=f"'{' '.join(batch)} ...'",
-                actual=f"'{' '.join(result.dims)}'",
-                fix="each grid step writes one batch entry, so the result must have them all, "
-                "in the order of batch=",
-            )
-
-
-def _check_derivable(
-    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
-) -> None:
-    operand_dims = {d for o in operands for d in o.dims}
-    for result in results:
-        for dim in result.dims:
-            if dim not in operand_dims:
-                raise AnnotationError(
-                    f"{result.name} dim {dim} cannot be derived from the operands",
-                    **err,
-                    operand=result.name,
-                    dim=dim,
-                    expected=f"a dim among {', '.join(sorted(operand_dims))}",
-                    actual=repr(dim),
-                    fix="every result dim must be an operand dim, so its size is known at the call",
-                )
-
-
-def _frame(
-    operands: list[OperandSpec],
-    results: list[OperandSpec],
-    err: dict[str, Any],
-    loop: Mapping[str, str] | None = None,
-) -> tuple[str, str | None]:
-    """Picks the (rows, cols) dim order every 2-D block of the kernel shares.
-
-    With loop dims, the results set the frame, and a 2-D operand with a loop dim outside the
-    frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there."""
-    everything = [_body_view(o) for o in operands + results]
-    results = [_body_view(r) for r in results]
-    two_d = [o for o in everything if o.rank == 2]
-    if loop:
-        framed = [r for r in results if r.rank == 2] + two_d
-        frame = framed[0].dims if framed else ()
-        outside = set(loop) - set(frame)
-        everything = [o for o in everything if not (o.rank == 2 and outside & set(o.dims))]
-        two_d = [r for r in results if r.rank == 2] + [o for o in everything if o.rank == 2]
-    if not two_d:
-        raise AnnotationError(
-            "it has no 2-D operand or result; blocks are laid out as 2-D register tiles",
-            **err,
-            fix='declare the data as 2-D, e.g. `x: Float[Array, "M N"]`, reshaping 1-D arrays '
-            "to (rows, cols) outside the kernel",
-        )
-    rows, cols = two_d[0].dims
-    for other in everything:
-        if other.rank == 2 and other.dims != (rows, cols):
-            raise AnnotationError(
-                f"`{other.name}` orders its dims differently from `{two_d[0].name}`",
-                **err,
-                operand=other.name,
-                expected=f"'{rows} {cols}'",
-                actual=f"'{' '.join(other.dims)}'",
-                fix="pass a transposed array (x.T) from outside the kernel; blocks are not "
-                "transposed inside it",
-            )
-        if other.rank == 1 and other.dims[0] not in (rows, cols):
-            raise AnnotationError(
-                f"1-D `{other.name}` runs along dim {other.dims[0]}, which is neither the row "
-                f"dim {rows} nor the column dim {cols}",
-                **err,
-                operand=other.name,
-                expected=f"'{rows}' or '{cols}'",
-                actual=f"'{other.dims[0]}'",
-                fix=f"use the dim name {rows} or {cols}",
-            )
-    return rows, cols
-
-
-def _body_view(op: OperandSpec) -> OperandSpec:
-    """The operand as the body sees it: without its batch dims."""
-    return dataclasses.replace(op, dims=op.block_dims, batch=())
 
 
 def _check_loops(

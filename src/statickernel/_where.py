@@ -1,0 +1,51 @@
+"""Where an error points: the user's file and line, never statickernel's or jax's."""
+
+import os
+import sys
+import sysconfig
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["call_site", "display_path", "source_location"]
+
+# The standard library's own files. JAX's tracing runs through some of them (contextlib's
+# decorator wrappers), and they are never the user's call site.
+_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+_PACKAGE = os.path.dirname(__file__)
+
+
+def _in_stdlib(path: str) -> bool:
+    return path.startswith(_STDLIB_DIRS) and "-packages" not in path
+
+
+def call_site() -> str | None:
+    """The innermost frame outside statickernel and jax: where the user called the kernel."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if (
+            not path.startswith(_PACKAGE)
+            and not path.startswith("<frozen")
+            and "/jax/" not in path
+            and "/jaxtyping/" not in path
+            and not _in_stdlib(path)
+        ):
+            return f"{display_path(path)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def source_location(fn: Callable[..., Any]) -> str:
+    """`path:line` of a function's first decorator, relative to the working directory if inside it."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{display_path(code.co_filename)}:{code.co_firstlineno}"
+
+
+def display_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
