@@ -2,7 +2,9 @@
 # The prepared GPU check, in under 5 minutes on one H200:
 #   1. bench/gpu_check.py: the gallery on hardware, for correctness (aligned and ragged shapes,
 #      float32 and bfloat16) and speed (against XLA, hand-written Pallas and the copy bandwidth);
-#   2. the GPU test subset (`pytest -m gpu`), when pytest is installed.
+#   2. the GPU test subset (`pytest -m gpu`), when pytest is installed;
+#   3. bench/gpu_compile.py on the device: the gallery's registers, spills and SASS mix as the
+#      device's own compile gives them, to compare with the deviceless `make gpu-compile`.
 #
 #   bash bench/gpu_check.sh              # from the repository root
 #   bash bench/gpu_check.sh --dry-run    # the same code paths on the interpreter, no GPU needed
@@ -24,8 +26,9 @@ PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
 
 # Hard limits, so the whole script stays inside its 5 minutes even if a compile hangs: the
 # Python check skips what is left past its own budget, and `timeout` backs that up.
-CHECK_LIMIT_S=250
+CHECK_LIMIT_S=225
 TESTS_LIMIT_S=30
+COMPILE_LIMIT_S=45
 
 dry_run=0
 for arg in "$@"; do
@@ -58,8 +61,18 @@ else
   echo "==> pytest is not installed: skipping the GPU test subset"
 fi
 
+# The gallery compiled on the device itself, as `make gpu-compile` does without one: the same
+# rows, so that bench/results/gpu-compile.json (deviceless) can be compared with the device's
+# own compile (same ptxas version: both files say which). Skipped when no ptxas is found.
+if [ "$dry_run" = 0 ]; then
+  echo "==> the gallery compiled on the device (registers, spills, occupancy, SASS mix)"
+  timeout "$COMPILE_LIMIT_S" "$PYTHON" bench/gpu_compile.py \
+    --out "$OUT/gpu_compile_device.json" --markdown "$OUT/gpu_compile_device.md" 2>&1 |
+    tee "$OUT/gpu_compile_device.log"
+fi
+
 echo "==> results in $OUT:"
-ls -l "$OUT"/gpu_check$suffix.* "$OUT"/gpu_tests$suffix.log 2>/dev/null
+ls -l "$OUT"/gpu_check$suffix.* "$OUT"/gpu_tests$suffix.log "$OUT"/gpu_compile_device.* 2>/dev/null
 if [ "$check_rc" != 0 ] || [ "$tests_rc" != 0 ]; then
   exit 1
 fi

@@ -158,7 +158,7 @@ def _report() -> CompileReport:
         target="sm_90a",
         gpu=H100.gpus,
         compiled_on="deviceless",
-        shapes=("float32[1000, 100]",),
+        shapes=("float32[1000,100]",),
         registers=117,
         spill_store_bytes=0,
         spill_load_bytes=0,

@@ -111,7 +111,7 @@ def toolchain() -> Toolchain:
         raise ToolchainError(
             "compiling for a GPU needs the CUDA PJRT plugin, which this environment lacks",
             expected="jax-cuda13-plugin and jax-cuda13-pjrt, of the installed jax's version",
-            actual=f"jax {jax.__version__} without a CUDA plugin",
+            actual="no jax_plugins.xla_cuda13 (or xla_cuda12) in this environment",
             fix=f"{INSTALL_HINT} (or `make gpu-compile`, which sets up .venv-aot)",
         )
     for package in _TOOL_PACKAGES:
@@ -267,7 +267,17 @@ def _compile(
             actual=repr(target.name),
             fix="compile it with target='sm_90a'",
         )
-    tools = toolchain()
+    try:
+        tools = toolchain()
+    except ToolchainError as exc:  # the same facts, about this kernel and this call
+        raise ToolchainError(
+            exc.what,
+            kernel=kernel,
+            where=where,
+            expected=exc.expected,
+            actual=exc.actual,
+            fix=exc.fix,
+        ) from None
     if _architectures and target.name not in _architectures:
         # Measured with jax 0.11.2: after a compile for sm_90a, ptxas is run for sm_100a PTX
         # without its architecture and refuses it ("SM version specified by .target is higher
@@ -331,7 +341,9 @@ def _compile(
         target=target.name,
         gpu=target.gpus,
         compiled_on=compiled_on,
-        shapes=tuple(f"{jax.numpy.dtype(a.dtype).name}{list(a.shape)}" for a in args),
+        shapes=tuple(
+            f"{jax.numpy.dtype(a.dtype).name}[{','.join(map(str, a.shape))}]" for a in args
+        ),
         registers=facts.registers,
         spill_store_bytes=facts.spill_store_bytes,
         spill_load_bytes=facts.spill_load_bytes,

@@ -374,26 +374,6 @@ def build_parser() -> argparse.ArgumentParser:
         help=_compile_cli.TARGET_HELP,
     )
 
-    compile_ = _command(
-        subparsers,
-        "compile",
-        _compile_cli.cmd_compile,
-        "Compile one specialization for the GPU through ptxas, with or without a GPU, and "
-        "print its registers, spills, shared memory, occupancy and SASS mix.",
-        "  statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]\n"
-        "  statickernel compile examples/matmul.py:matmul --arg a=bf16[4096,4096] "
-        "--arg b=bf16[4096,4096] --json --dump build/matmul\n",
-        common,
-    )
-    compile_.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
-    compile_.add_argument(
-        "--arg", action="append", default=[], metavar="NAME=DTYPE[D0,...]", help=_ARG_HELP
-    )
-    compile_.add_argument(
-        "--const", action="append", default=[], metavar="NAME=VALUE", help=_CONST_HELP
-    )
-    _compile_cli.add_options(compile_)
-
     plan = _command(
         subparsers,
         "plan",
@@ -456,6 +436,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, help="the random data's seed (default 0), e.g. --seed 1"
     )
     test.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
+
+    compile_ = _command(
+        subparsers,
+        "compile",
+        _compile_cli.cmd_compile,
+        "Compile one specialization for the GPU through ptxas, with or without a GPU, and "
+        "print its registers, spills, shared memory, occupancy and SASS mix.",
+        "  statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]\n"
+        "  statickernel compile examples/matmul.py:matmul --arg a=bf16[4096,4096] "
+        "--arg b=bf16[4096,4096] --json --dump build/matmul\n",
+        common,
+    )
+    compile_.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    compile_.add_argument(
+        "--arg", action="append", default=[], metavar="NAME=DTYPE[D0,...]", help=_ARG_HELP
+    )
+    compile_.add_argument(
+        "--const", action="append", default=[], metavar="NAME=VALUE", help=_CONST_HELP
+    )
+    _compile_cli.add_options(compile_)
     return parser
 
 
