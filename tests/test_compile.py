@@ -227,7 +227,28 @@ def test_the_command_line_reports_a_missing_toolchain(capsys: pytest.CaptureFixt
     assert "ToolchainError" not in err and "statickernel[aot]" in err
 
 
+@no_toolchain
+def test_check_and_plan_with_compile_report_a_missing_toolchain(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check", "examples/softmax.py", "--compile"]) == 1
+    out = capsys.readouterr().out
+    assert "✗" in out and "compiling failed" in out and "statickernel[aot]" in out
+    plan = ["plan", "examples/softmax.py:softmax", "--arg", "x=float32[100,100]", "--compile"]
+    assert main(plan) == 1
+    captured = capsys.readouterr()
+    assert "grid" in captured.out and "statickernel[aot]" in captured.err
+
+
 # --- with the toolchain -------------------------------------------------------------------------
+
+
+@toolchain
+def test_plan_with_compile_prints_both(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = ["plan", "examples/softmax.py:softmax", "--arg", "x=float32[100,100]", "--compile"]
+    assert main(plan) == 0
+    out = capsys.readouterr().out
+    assert out.index("grid") < out.index("CompileReport for `softmax` on sm_90a")
 
 
 @toolchain

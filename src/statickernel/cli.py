@@ -150,6 +150,15 @@ def _specialize(args: argparse.Namespace) -> Specialization:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     print(_specialize(args).plan)
+    if args.compile:
+        _, kernel = load_kernel(args.target)
+        structs = operand_structs(kernel, args.arg)
+        try:
+            report = _compile_cli.run_compile(kernel, structs, consts(args.const), args.gpu_target)
+        except StaticKernelError as exc:
+            point_at_declaration(exc, kernel)
+            raise
+        print(report)
     return EXIT_OK
 
 
@@ -386,6 +395,19 @@ def build_parser() -> argparse.ArgumentParser:
         common,
     )
     _specialization_options(plan)
+    plan.add_argument(
+        "--compile",
+        action="store_true",
+        help="also compile it for the GPU through ptxas (no GPU needed; needs "
+        "statickernel[aot]) and print its registers, spills, occupancy and SASS mix",
+    )
+    plan.add_argument(
+        "--target",
+        dest="gpu_target",
+        default="sm_90a",
+        metavar="ARCH",
+        help=_compile_cli.TARGET_HELP,
+    )
 
     emit = _command(
         subparsers,
