@@ -177,10 +177,11 @@ def check_names(
         f"operand `{name}` has a name that the generated Pallas module gives {what}",
         **err,
         operand=name,
-        expected="a name the generated module does not use: none of "
-        + ", ".join([*MODULE_NAMES, *BLOCK_NAMES])
-        + ", v<N>, loop<N>..., result<N>, and no <array>_gmem, <array>_smem, <array>_barrier "
-        "or block_<dim> of this kernel's arrays and dims",
+        expected="a name the generated module does not use: not "
+        + ", ".join(MODULE_NAMES)
+        + ", a mask or offset (row_ok, col_ok, row_index, edge_start, ...), store_results, "
+        "v<N>, loop<N>... or result<N>, nor another array's <name>_gmem, <name>_smem or "
+        "<name>_barrier, nor a dim's block_<dim>",
         actual=f"`{name}`: {what}",
         fix=f"rename `{name}` in the signature and the body, e.g. to "
         f"`{suggest(name, operands, results, dims)}`",
