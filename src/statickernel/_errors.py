@@ -111,7 +111,8 @@ class DeclarationError(StaticKernelError):
 
 
 class AnnotationError(DeclarationError):
-    """An operand or result annotation is not a usable jaxtyping array type."""
+    """An operand or result annotation is not a usable jaxtyping array type, the annotations
+    disagree, or an operand or the kernel has a name the generated module uses."""
 
 
 class TilingError(DeclarationError):
@@ -150,7 +151,8 @@ class CallError(StaticKernelError):
 
 
 class OperandError(CallError):
-    """An argument is not an array, or the argument count is wrong."""
+    """An argument is not a jax or numpy array (plan, emit and lower also take a
+    `jax.ShapeDtypeStruct`), or the argument count is wrong."""
 
 
 class ShapeError(CallError):
