@@ -16,7 +16,7 @@ from jaxtyping._array_types import _MetaAbstractArray, _NamedDim  # pyright: ign
 from . import _hardware as hw
 from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
 from ._layout import check_batch, check_derivable, frame
-from ._names import check_names
+from ._names import check_names, result_name
 from ._where import call_site, display_path, source_location
 
 __all__ = [
@@ -430,10 +430,10 @@ def _result_specs(
                 fix='write e.g. `-> tuple[Float[Array, "M N"], Float[Array, "M"]]`',
             )
         return [
-            _array_spec(f"result{i}", p, err, role="result", batch=batch)
+            _array_spec(result_name(i, True), p, err, role="result", batch=batch)
             for i, p in enumerate(parts)
         ], True
-    return [_array_spec("result", hint, err, role="result", batch=batch)], False
+    return [_array_spec(result_name(0, False), hint, err, role="result", batch=batch)], False
 
 
 def _check_loops(
