@@ -170,18 +170,28 @@ def test_cached_arguments_get_the_same_check():
         check_arguments(softmax.spec, (S((64, 128), jnp.float32),), call=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="Kernel.__call__ does not yet pass call=True to bind, nor check cached arguments",
-)
 @pytest.mark.parametrize(
     "arg", [S((64, 128), jnp.float32), _Duck((64, 128))], ids=["struct", "duck"]
 )
 def test_call_with_a_cached_shape_refuses_what_is_not_an_array(arg: Any):
     softmax.plan(S((64, 128), jnp.float32))
-    with pytest.raises(sk.OperandError):
+    with pytest.raises(sk.OperandError) as info:
         softmax(arg)
+    assert info.value.operand == "x" and info.value.__suppress_context__
+
+
+@pytest.mark.parametrize(
+    "arg", [S((64, 128), jnp.float32), _Duck((64, 128))], ids=["struct", "duck"]
+)
+def test_a_first_call_with_what_is_not_an_array_is_refused(arg: Any):
+    with pytest.raises(sk.OperandError, match="x"):
+        softmax.bind()(arg)
+
+
+def test_plan_with_a_cached_shape_refuses_a_duck():
+    softmax.plan(S((64, 128), jnp.float32))
+    with pytest.raises(sk.OperandError, match="not an array"):
+        softmax.plan(_Duck((64, 128)))
 
 
 @pytest.mark.parametrize("shape", [(), (64,), (2, 64, 128)], ids=["rank0", "rank1", "rank3"])

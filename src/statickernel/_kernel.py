@@ -17,7 +17,7 @@ import jax
 
 from . import _hardware as hw
 from ._backend import default_backend, has_cuda, resolve_backend
-from ._binding import bind, bind_consts, call_site
+from ._binding import bind, bind_consts, call_site, check_arguments
 from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
 from ._compile import compile_kernel
@@ -40,6 +40,7 @@ from ._plan import (
     make_plan,
     quantum,
     smem_bytes,
+    smem_fix,
 )
 from ._runtime import interpreted_launch
 from ._spec import KernelSpec, build_spec
@@ -91,9 +92,17 @@ class Kernel[**P, R]:
             except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
                 key, entry = None, None
             if entry is None:
-                entry = self._specialize(args, overrides, backend, key)
+                entry = self._specialize(args, overrides, backend, key, call=True)
             try:
                 return entry.fn(*args)
+            except TypeError:
+                # A cached specialization meets what bind never saw: say what is wrong with it,
+                # without jax's TypeError as its context.
+                try:
+                    check_arguments(self.spec, args, call=True)
+                except StaticKernelError as refused:
+                    raise refused from None
+                raise
             except ValueError:
                 if not entry.interpreted and not has_cuda():
                     raise BackendError(
@@ -110,7 +119,12 @@ class Kernel[**P, R]:
             raise _at_entry_point(exc) from None
 
     def _specialize(
-        self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None, key: Any
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        backend: str | None,
+        key: Any,
+        call: bool = False,
     ) -> Specialization:
         with self._lock:
             entry = self._cache.get(key) if key is not None else None
@@ -120,7 +134,7 @@ class Kernel[**P, R]:
                 canonical = self._canonical_key(key, overrides, backend)
                 entry = self._by_consts.get(canonical) if canonical is not None else None
                 if entry is None:
-                    entry = self._build(args, overrides, backend)
+                    entry = self._build(args, overrides, backend, call)
                 if key is not None:
                     self._cache[key] = entry
                 if canonical is not None:
@@ -159,7 +173,10 @@ class Kernel[**P, R]:
             entry = self._cache.get(key)
         except (AttributeError, TypeError):
             key, entry = None, None
-        return entry or self._specialize(args, overrides, backend, key)
+        if entry is not None:
+            check_arguments(self.spec, args, call=False)  # a duck with a cached shape
+            return entry
+        return self._specialize(args, overrides, backend, key)
 
     def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> LaunchPlan:
         """The frozen launch plan for these arguments (arrays or jax.ShapeDtypeStruct)."""
@@ -222,7 +239,11 @@ class Kernel[**P, R]:
     # --- the one path ------------------------------------------------------------------------
 
     def _build(
-        self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        backend: str | None,
+        call: bool = False,
     ) -> Specialization:
         spec = self.spec
         where = call_site()
@@ -237,7 +258,7 @@ class Kernel[**P, R]:
                 actual=exc.actual,
                 fix=exc.fix,
             ) from None
-        binding = bind(spec, args, self.consts, overrides)
+        binding = bind(spec, args, self.consts, overrides, call=call)
         sizes = binding.size_map
         consts = dict(binding.consts)
         dtypes = dict(binding.dtypes)
@@ -532,12 +553,7 @@ def check_declaration(
             + ", "
             + ", ".join(f"{k}={consts[k]}" for k in tile.values())
             + ")",
-            fix="lower the block constants"
-            + (
-                f", e.g. {next(iter(tile.values()))}={max(64, consts[next(iter(tile.values()))] // 2)}"
-                if tile
-                else ""
-            ),
+            fix=smem_fix(spec, extents, widest, {o.name for o in spec.operands}),
         )
     preferred = {n: opts[0] for n, opts in options.items()}
     logical = _logical_blocks(spec, probe_sizes, consts)
