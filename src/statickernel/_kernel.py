@@ -287,7 +287,9 @@ class Kernel[**P, R]:
             for n, f in zip([o.name for o in spec.operands], trace.fills, strict=True)
             if f is not None
         }
-        translation = _translate(spec, trace, sizes, extents, ragged_everywhere=False)
+        translation = _translate(
+            spec, trace, sizes, extents, ragged_everywhere=False, interpreted=chosen == "interpret"
+        )
         _check_loops(
             spec, translation, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err
         )
@@ -404,9 +406,10 @@ def _translate(
     sizes: Mapping[str, int],
     extents: Mapping[str, tuple[int, int]],
     ragged_everywhere: bool,
+    interpreted: bool = False,
 ) -> Translation:
     try:
-        translation = _translate_body(spec, trace, sizes, extents, ragged_everywhere)
+        translation = _translate_body(spec, trace, sizes, extents, ragged_everywhere, interpreted)
     except StaticKernelError:
         raise
     except Exception:
@@ -424,6 +427,7 @@ def _translate_body(
     sizes: Mapping[str, int],
     extents: Mapping[str, tuple[int, int]],
     ragged_everywhere: bool,
+    interpreted: bool = False,
 ) -> Translation:
     tile = spec.tile_map
 
@@ -433,6 +437,7 @@ def _translate_body(
         return ragged_everywhere or is_ragged(sizes[dim], *extents[dim], dim in tile)
 
     geometry = Geometry(
+        interpreted=interpreted,
         rows=extents[spec.rows][1],
         cols=extents[spec.cols][1] if spec.cols else hw.WGMMA_COLS,
         ragged_rows=ragged(spec.rows),

@@ -145,6 +145,9 @@ class Geometry:
     input_fills: tuple[tuple[str, float | int | bool], ...] = ()  # loaded operand -> its fill
     steps: tuple[tuple[str, "Geometry"], ...] = ()  # loop dim -> the geometry inside its steps
     looped_operands: tuple[tuple[str, str], ...] = ()  # operand -> the loop dim it has
+    # For the interpreter: its reductions run on the CPU, where a row max or min can skip NaN;
+    # Mosaic GPU's (max.NaN, min.NaN) carry it, as jnp's do. The interpreter's carry it too.
+    interpreted: bool = False
 
     def step(self, axis: str) -> "Geometry":
         return dict(self.steps)[axis]
@@ -480,7 +483,24 @@ class _Translator:
                 ident = _identity(eqn.prim, self._dtype(atom))
                 src = select_source(mask, src, ident, self._dtype(atom))
             vector = ROW if axis == 1 else COL
-            return self._assign(eqn, vector, f"{REDUCTIONS[eqn.prim]}({src}, ({axis},))")
+            reduced = f"{REDUCTIONS[eqn.prim]}({src}, ({axis},))"
+            dtype = self._dtype(atom)
+            if self.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:
+                # A sum of the NaNs alone is NaN exactly where the vector holds one.
+                if not src.isidentifier():
+                    self.lines.append(f"{eqn.outputs[0]}_in = {src}")
+                    src = f"{eqn.outputs[0]}_in"
+                    reduced = f"{REDUCTIONS[eqn.prim]}({src}, ({axis},))"
+                nans = f"{eqn.outputs[0]}_nans"
+                zero = literal_source(0.0, dtype, weak_type=True)
+                self.lines.append(
+                    "# NaN where a NaN is reduced: the interpreter's max and min skip it."
+                )
+                self.lines.append(
+                    f"{nans} = lax.reduce_sum(jnp.where({src} != {src}, {src}, {zero}), ({axis},))"
+                )
+                reduced = f"jnp.where({nans} != {nans}, {nans}, {reduced})"
+            return self._assign(eqn, vector, reduced)
         if kind in (ROW, COL) and self._unit_axes_only(atom, kind, axes):
             return self._alias(eqn, atom, kind)
         if kind == SCALAR:

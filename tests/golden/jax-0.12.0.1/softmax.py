@@ -40,7 +40,9 @@ def _softmax_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
     x = jnp.where(row_ok & col_ok, x, jnp.float32(-jnp.inf))  # past the edge reads the fill
     # The kernel body, one statement per traced op.
     # examples/softmax.py:17: e = jnp.exp(v - sk.max(v, axis=1, keepdims=True))
-    v0 = lax.reduce_max(x, (1,))
+    # NaN where a NaN is reduced: the interpreter's max and min skip it.
+    v0_nans = lax.reduce_sum(jnp.where(x != x, x, 0.0), (1,))
+    v0 = jnp.where(v0_nans != v0_nans, v0_nans, lax.reduce_max(x, (1,)))
     v2 = lax.sub(x, lax.broadcast_in_dim(v0, (64, 104), (0,)))
     v3 = lax.exp(v2)
     # examples/softmax.py:18: return (e / sk.sum(e, axis=1, keepdims=True)).astype(x.dtype)

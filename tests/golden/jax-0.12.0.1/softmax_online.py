@@ -42,7 +42,9 @@ def _softmax_online_block(x_gmem, result_gmem, result_smem):
         col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 256), (1,))
         x = jnp.where(row_ok & col_ok, x, jnp.float32(-jnp.inf))  # past the edge reads the fill
         # examples/softmax_online.py:26: new_max = jnp.maximum(running_max, sk.max(v, axis=1))
-        v4 = lax.reduce_max(x, (1,))
+        # NaN where a NaN is reduced: the interpreter's max and min skip it.
+        v4_nans = lax.reduce_sum(jnp.where(x != x, x, 0.0), (1,))
+        v4 = jnp.where(v4_nans != v4_nans, v4_nans, lax.reduce_max(x, (1,)))
         v5 = lax.max(v2, v4)
         # examples/softmax_online.py:27: rescale = jnp.exp(running_max - new_max)
         v6 = lax.sub(v2, v5)
