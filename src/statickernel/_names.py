@@ -56,7 +56,7 @@ BLOCK_NAMES: Mapping[str, str] = {
 }
 # Families of generated locals.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"v\d+(?:_block|_acc)?"), "a value the body computes (v0, v1, ...)"),
+    (re.compile(r"v\d+(?:_block|_acc|_nans|_in)?"), "a value the body computes (v0, v1, ...)"),
     (re.compile(r"loop\d+(?:_\w*)?"), "a loop's pipeline (loop0, loop0_step, loop0_carry, ...)"),
     (re.compile(r"result\d*"), "a result (the results are named result, or result0, result1, ...)"),
 )
