@@ -47,6 +47,8 @@ __all__ = [
     "compare",
     "expected_results",
     "make_args",
+    "nan_max",
+    "nan_min",
     "reference_function",
 ]
 
@@ -54,7 +56,7 @@ KERNEL_NAME = "fuzzed"
 ROWS = (1, 2, 3, 5, 7, 8, 31, 63, 64, 65, 100, 127, 128, 129, 130)
 COLS = (1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 100, 127, 128, 129, 255, 256, 257, 300)
 MAX_COLS = max(COLS)
-ROW_BLOCKS = (64, 128)
+ROW_BLOCKS = (64, 64, 128, 192, 256)
 FILLS = (
     "",
     "0.0",
@@ -67,8 +69,9 @@ FILLS = (
     "-float('inf')",
     "1.0",
 )
-# Bounds above this are refused for a new value: nothing reaches float32's overflow.
-LIMIT = 1e30
+# Bounds above these are refused for a new value: nothing reaches its dtype's overflow.
+LIMITS = {"float32": 1e30, "bfloat16": 1e30, "float16": 3e4}
+LIMIT = LIMITS["float32"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +96,8 @@ class Case:
     seed: int
     shift: float  # data are centred here: all negative or all positive rows expose padding
     specials: bool  # the data hold some -inf and +inf
-    loose: bool  # bfloat16 takes part somewhere: compare with bfloat16's tolerance
+    precision: str  # the narrowest float that takes part: its tolerance applies
+    how: str  # "direct", "jit" (inside jax.jit) or "vmap" (jax.vmap over two sets of data)
     ops: tuple[str, ...]  # the op forms used, for the coverage summary
 
     def describe(self) -> str:
@@ -105,6 +109,8 @@ class Case:
             f"{i:3d}  {line}" for i, line in enumerate(self.source.splitlines(), 1)
         )
         data = f"seed={self.seed}, shift={self.shift}" + (", with ±inf" if self.specials else "")
+        if self.how != "direct":
+            data += f", called {'inside jax.jit' if self.how == 'jit' else 'by jax.vmap'}"
         return f"{KERNEL_NAME}({args})   [{data}]\n{numbered}"
 
 
@@ -115,6 +121,9 @@ class Value(NamedTuple):
     exact: bool
     bound: float  # a bound on the magnitude of its finite elements
     special: bool  # may hold ±inf or nan
+    # Its rows sum to about 0 (a centred block): their sum is all rounding error, and the
+    # reference's and the kernel's differ by more than any tolerance; it is not summed.
+    centered: bool = False
 
 
 def combine(*kinds: str) -> str | None:
@@ -129,7 +138,10 @@ def combine(*kinds: str) -> str | None:
 
 
 def promote(*dtypes: str) -> str:
-    return "float32" if "float32" in dtypes else "bfloat16"
+    found = set(dtypes)
+    if len(found) == 1:
+        return dtypes[0]
+    return "float32"  # float32 with anything, or bfloat16 with float16
 
 
 class Unary(NamedTuple):
@@ -183,6 +195,9 @@ UNARY = (
     Unary("{a} + jnp.zeros_like({a})", True, lambda b: b),
     # Literals that are not weakly typed: they promote a bfloat16 value to float32.
     Unary("{a} * jnp.float32(0.5)", True, lambda b: b, "float32"),
+    # The bound sizes, as Python ints: a body may compute with them.
+    Unary('{a} * (1.0 / sk.dim("N"))', False, lambda b: b),
+    Unary('{a} + sk.dim("M")', False, lambda b: b + 200),
     Unary("jnp.float32(1.5) - {a}", False, lambda b: b + 2, "float32"),
 )
 # Blocks and vectors of one constant, from a value's shape.
@@ -256,17 +271,26 @@ class Body:
         self.values: list[Value] = []
         self.lines: list[str] = []
         self.ops: list[str] = []
-        self.bf16 = False
+        self.dtypes: set[str] = set()
         self.used: set[str] = set()
 
     # --- values ---------------------------------------------------------------------------
 
-    def new(self, expr: str, kind: str, dtype: str, exact: bool, bound: float, special: bool):
-        value = Value(f"t{sum(v.name.startswith('t') for v in self.values)}", kind, dtype,
-                      exact, bound, special)  # fmt: skip
+    def new(
+        self,
+        expr: str,
+        kind: str,
+        dtype: str,
+        exact: bool,
+        bound: float,
+        special: bool,
+        centered: bool = False,
+    ) -> Value:
+        name = f"t{sum(v.name.startswith('t') for v in self.values)}"
+        value = Value(name, kind, dtype, exact, bound, special, centered)
         self.lines.append(f"{value.name} = {expr}")
         self.values.append(value)
-        self.bf16 |= dtype == "bfloat16"
+        self.dtypes.add(dtype)
         return value
 
     def pick(self, ok: Callable[[Value], bool] = lambda v: True) -> Value | None:
@@ -306,8 +330,8 @@ class Body:
         ops = [
             op
             for op in UNARY
-            if op.bound(a.bound) <= LIMIT
-            and ("{a} * {a}" not in op.form or a.bound**2 <= LIMIT)
+            if op.bound(a.bound) <= LIMITS[op.dtype or a.dtype]
+            and ("{a} * {a}" not in op.form or a.bound**2 <= LIMITS[a.dtype])
             and (a.exact or not op.exact_input)
         ]
         if self.scale is not None:
@@ -321,6 +345,7 @@ class Body:
             a.exact and op.exact,
             op.bound(a.bound),
             a.special,
+            a.centered,
         )
         return True
 
@@ -346,8 +371,8 @@ class Body:
         ops = [
             (form, what)
             for form, what in BINARY
-            if _binary_bound(what, a.bound, b.bound) <= LIMIT
-            and ("{b} * {b}" not in form or b.bound**2 <= LIMIT)
+            if _binary_bound(what, a.bound, b.bound) <= LIMITS[promote(a.dtype, b.dtype)]
+            and ("{b} * {b}" not in form or b.bound**2 <= LIMITS[b.dtype])
             # An infinity times a value that may be rounded to 0 on one side only.
             and not (what == "mul" and ((a.special and not b.exact) or (b.special and not a.exact)))
         ]
@@ -420,7 +445,13 @@ class Body:
         axis = choose(self.draw, [1, 1, -1])
         if function == "jnp.mean" and a.special:
             return False  # a mean of ±inf is a sum of them; kept simple
-        method = function.startswith("jnp") and self.draw(st.integers(0, 3)) == 0
+        if a.centered and ("sum" in function or "mean" in function):
+            function, exact = "sk.max", True
+        if "sum" in function and a.bound * MAX_COLS > LIMITS[a.dtype]:
+            function, exact = "sk.max", True
+        # The array methods (t.sum(axis=1)); not max and min, which the reference could not
+        # make carry NaN (see nan_max).
+        method = function in ("jnp.sum", "jnp.mean") and self.draw(st.integers(0, 3)) == 0
         expr = _reduction(function, a.name, axis, keepdims, method)
         self.ops.append(f"{function}(keepdims={bool(keepdims)})")
         bound = a.bound * (MAX_COLS if "sum" in function else 1)
@@ -481,7 +512,7 @@ class Body:
         forms = ["softmax", "logsumexp", "center", "rmsnorm", "layernorm", "max-shift"]
         if a.special:
             forms = ["softmax", "max-shift"]
-        if a.bound**2 > LIMIT:
+        if a.bound**2 * MAX_COLS > LIMITS[a.dtype]:
             forms = [f for f in forms if f not in ("rmsnorm", "layernorm")]
         if not forms:
             return False
@@ -501,7 +532,7 @@ class Body:
                      "keepdims=True))", "M1", a.dtype, False, a.bound + 10, False)  # fmt: skip
         elif which == "center":
             self.new(f"{n} - jnp.mean({n}, axis=1, keepdims=True)", "MN", a.dtype, False,
-                     2 * a.bound, False)  # fmt: skip
+                     2 * a.bound, False, centered=True)  # fmt: skip
         elif which == "rmsnorm":
             self.new(f"{n} * jax.lax.rsqrt(jnp.mean({n} * {n}, axis=1, keepdims=True) + eps)",
                      "MN", a.dtype, False, 20.0, False)  # fmt: skip
@@ -511,7 +542,7 @@ class Body:
             var = self.new(f"jnp.mean(jnp.square({n} - {mean.name}), axis=1, keepdims=True)",
                            "M1", a.dtype, False, 4 * a.bound * a.bound, False)  # fmt: skip
             self.new(f"({n} - {mean.name}) * jax.lax.rsqrt({var.name} + eps)", "MN", a.dtype,
-                     False, 20.0, False)  # fmt: skip
+                     False, 20.0, False, centered=True)  # fmt: skip
         else:
             self.new(f"{n} - {red}.max({n}, axis=1, keepdims=True)", "MN", a.dtype, False,
                      2 * a.bound, a.special)  # fmt: skip
@@ -535,6 +566,10 @@ class Body:
                 function, exact = choose(self.draw, REDUCTIONS)
                 if function == "jnp.mean" and last.special:
                     function, exact = "sk.max", True
+                if last.centered and ("sum" in function or "mean" in function):
+                    function, exact = "sk.max", True
+                if "sum" in function and last.bound * MAX_COLS > LIMITS[last.dtype]:
+                    function, exact = "sk.max", True
                 self.ops.append(f"{function}(keepdims=False)")
                 bound = last.bound * (MAX_COLS if "sum" in function else 1)
                 expr = _reduction(function, last.name, 1, None, False)
@@ -543,8 +578,10 @@ class Body:
             if fitting:
                 return fitting[-1]
             t = next(v for v in reversed(self.values) if v.kind == "MN")
-            self.ops.append("sk.sum(keepdims=False)")
-            return self.new(f"sk.sum({t.name}, axis=1)", "M", t.dtype, False,
+            tame = not t.centered and t.bound * MAX_COLS <= LIMITS[t.dtype]
+            function = "sk.sum" if tame else "sk.max"
+            self.ops.append(f"{function}(keepdims=False)")
+            return self.new(f"{function}({t.name}, axis=1)", "M", t.dtype, False,
                             t.bound * MAX_COLS, t.special)  # fmt: skip
         # A block: the latest vector spread over the latest block.
         t = fitting[-1]
@@ -581,15 +618,23 @@ def _binary_bound(what: str, a: float, b: float) -> float:
     return max(a, b)
 
 
+def _smem_bytes(bm: int, n: int, blocks: int, columns: bool) -> int:
+    """About what `blocks` float32 blocks of `bm` rows take in shared memory: rows wider than
+    one TMA box (256) are copied in equal boxes of a multiple of 8 columns, or of 128 bytes of
+    a per-column operand (`columns`); vectors add a little."""
+    boxes = math.ceil(n / 256)
+    step = 64 if columns else 8
+    width = boxes * math.ceil(math.ceil(n / boxes) / step) * step
+    return blocks * bm * width * 4 + 12_288
+
+
 def _sizes(fixed: tuple[int, ...]) -> st.SearchStrategy[int]:
     return st.one_of(st.sampled_from(fixed), st.integers(1, max(fixed)))
 
 
 def _operand(draw: Any, name: str, dims: str, dtype: str) -> Operand:
-    if dtype == "float32":
-        annotation = choose(draw, ["Float", "Float", "Float32"])
-    else:
-        annotation = choose(draw, ["Float", "Float", "BFloat16"])
+    specific = {"float32": "Float32", "bfloat16": "BFloat16", "float16": "Float16"}[dtype]
+    annotation = choose(draw, ["Float", "Float", specific])
     return Operand(name, dims, annotation, dtype, choose(draw, FILLS))
 
 
@@ -597,9 +642,9 @@ def _operand(draw: Any, name: str, dims: str, dtype: str) -> Operand:
 def cases(draw: Any) -> Case:
     m = draw(_sizes(ROWS))
     n = draw(_sizes(COLS))
-    # Blocks of 128 rows fit in shared memory next to each other for narrow rows only.
+    # Blocks of more than 64 rows fit in shared memory next to each other for narrow rows only.
     bm = choose(draw, ROW_BLOCKS) if n <= 100 else 64
-    dtype = choose(draw, ["float32", "float32", "bfloat16"])
+    dtype = choose(draw, ["float32"] * 4 + ["bfloat16"] * 3 + ["float16"])
 
     def other_dtype() -> str:
         return choose(draw, ([dtype] * 3 + ["float32", "bfloat16"]))
@@ -611,10 +656,6 @@ def cases(draw: Any) -> Case:
         operands.append(_operand(draw, "w", " N", other_dtype()))
     if draw(st.integers(0, 4)) == 0:
         operands.append(_operand(draw, "r", " M", other_dtype()))
-    # The blocks must fit in shared memory: the 2-D operands' and one 2-D result's.
-    blocks = 1 + sum(o.dims == "M N" for o in operands)
-    while blocks * bm * (-(-n // 8) * 8) * 4 > 200_000:
-        n -= 8
     shift = choose(draw, [0.0, 0.0, -8.0, 8.0])
     specials = draw(st.integers(0, 9)) == 0
     consts: dict[str, Any] = {"BM": bm}
@@ -633,7 +674,7 @@ def cases(draw: Any) -> Case:
         kind = {"M N": "MN", " M": "M", " N": "N"}[o.dims]
         special = specials and o.name == "x"
         body.values.append(Value(f"{o.name}v", kind, o.dtype, True, bound, special))
-        body.bf16 |= o.dtype == "bfloat16"
+        body.dtypes.add(o.dtype)
     if draw(st.integers(0, 7)) == 0:  # the same operand loaded again, with the same fill
         fill = f", fill={operands[0].fill}" if operands[0].fill else ""
         loads.append(f"xv2 = sk.load(x{fill})")
@@ -657,7 +698,7 @@ def cases(draw: Any) -> Case:
     # when every operand's annotation names one dtype.
     concrete = all(o.annotation != "Float" for o in operands)
     for value, kind in zip(returned, results_kinds, strict=True):
-        specific = "Float32" if value.dtype == "float32" else "BFloat16"
+        specific = {"float32": "Float32", "bfloat16": "BFloat16", "float16": "Float16"}[value.dtype]
         base = choose(draw, ["Float", "Float", specific]) if concrete else "Float"
         cast = draw(st.integers(0, 7)) == 0
         dims = "M N" if kind == "MN" else " M"
@@ -666,8 +707,13 @@ def cases(draw: Any) -> Case:
             # As the gallery does: compute in float32, return the input's dtype.
             value_name = f"{value.name}.astype(x.dtype)"
             body.lines.append(f"{value.name} = {value_name}")
-            body.bf16 |= dtype == "bfloat16"
+            body.dtypes.add(dtype)
     annotation = result_types[0] if len(result_types) == 1 else f"tuple[{', '.join(result_types)}]"
+    # The blocks must fit in shared memory: the 2-D operands' and the 2-D results'.
+    blocks = sum(o.dims == "M N" for o in operands) + results_kinds.count("MN")
+    columns = any(o.dims == " N" for o in operands)
+    while _smem_bytes(bm, n, blocks, columns) > 232_448 and n > 8:
+        n -= 8
 
     params = [f'{o.name}: {o.annotation}[Array, "{o.dims}"],' for o in operands]
     params.append("*,")
@@ -680,7 +726,7 @@ def cases(draw: Any) -> Case:
         [
             "import jax",
             "import jax.numpy as jnp",
-            "from jaxtyping import Array, BFloat16, Float, Float32",
+            "from jaxtyping import Array, BFloat16, Float, Float16, Float32",
             "",
             "import statickernel as sk",
             "",
@@ -703,16 +749,17 @@ def cases(draw: Any) -> Case:
         seed=draw(st.integers(0, 2**32 - 1)),
         shift=shift,
         specials=specials,
-        loose=body.bf16,
+        precision=next(d for d in ("bfloat16", "float16", "float32") if d in body.dtypes),
         ops=tuple(body.ops),
+        how=choose(draw, ["direct"] * 8 + ["jit", "vmap"]),
     )
 
 
 # --- running a case ----------------------------------------------------------------------------
 
 
-def make_args(case: Case) -> tuple[jax.Array, ...]:
-    rng = np.random.default_rng(case.seed)
+def make_args(case: Case, salt: int = 0) -> tuple[jax.Array, ...]:
+    rng = np.random.default_rng([case.seed, salt])
     args = []
     for o in case.operands:
         shape = {"M N": (case.m, case.n), " M": (case.m,), " N": (case.n,)}[o.dims]
@@ -753,12 +800,39 @@ def _reference_dim(name: str) -> int:
     return dims[name]
 
 
+def nan_max(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:
+    """jnp.max as jnp documents it, NaN wherever a NaN is reduced. On the CPU, XLA's max over
+    rows skips NaN for some shapes (64 rows or more) and not for others."""
+    return _nan_carrying(jnp.max, x, axis, keepdims)
+
+
+def nan_min(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:
+    """jnp.min as jnp documents it; see nan_max."""
+    return _nan_carrying(jnp.min, x, axis, keepdims)
+
+
+def _nan_carrying(reduce: Any, x: Any, axis: int, keepdims: bool) -> jax.Array:
+    x = jnp.asarray(x)
+    nans = jnp.any(jnp.isnan(x), axis=axis, keepdims=keepdims)
+    return jnp.where(nans, jnp.nan, reduce(x, axis=axis, keepdims=keepdims)).astype(x.dtype)
+
+
+class _ReferenceNumpy:
+    """jax.numpy for the reference, with its row max and min carrying NaN (see nan_max)."""
+
+    max = amax = staticmethod(nan_max)
+    min = amin = staticmethod(nan_min)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(jnp, name)
+
+
 # What `sk` is to the reference: loads return the array, reductions are jnp's.
 REFERENCE_SK = types.SimpleNamespace(
     load=_reference_load,
     sum=jnp.sum,
-    max=jnp.max,
-    min=jnp.min,
+    max=nan_max,
+    min=nan_min,
     dim=_reference_dim,
 )
 
@@ -772,7 +846,13 @@ def reference_function(source: str, filename: str) -> Callable[..., Any]:
     code = next(
         c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == KERNEL_NAME
     )
-    namespace = {"__builtins__": builtins, "jax": jax, "jnp": jnp, "np": np, "sk": REFERENCE_SK}
+    namespace = {
+        "__builtins__": builtins,
+        "jax": jax,
+        "jnp": _ReferenceNumpy(),
+        "np": np,
+        "sk": REFERENCE_SK,
+    }
     function = types.FunctionType(code, namespace, KERNEL_NAME)
 
     def run(*args: jax.Array, **consts: Any) -> Any:
@@ -850,7 +930,7 @@ def _parts(result: Any) -> list[np.ndarray]:
 
 # Tolerances, relative to the largest magnitude in the same row of the result (at least 1), on
 # top of a few times the rounding noise measured in that row.
-TOLERANCE = {"float32": 2e-5, "bfloat16": 2e-2}
+TOLERANCE = {"float32": 2e-5, "bfloat16": 2e-2, "float16": 4e-3}
 NOISE_FACTOR = 4.0
 
 
@@ -865,7 +945,7 @@ class Problem(NamedTuple):
     text: str
 
 
-def compare(got: Any, want: Expected, loose: bool) -> list[Problem]:
+def compare(got: Any, want: Expected, precision: str) -> list[Problem]:
     """The differences between a kernel's result and the reference's."""
     problems: list[Problem] = []
     got = np.asarray(got)
@@ -890,7 +970,7 @@ def compare(got: Any, want: Expected, loose: bool) -> list[Problem]:
             )
         )
     finite = np.isfinite(g) & np.isfinite(w)
-    tol = TOLERANCE["bfloat16" if loose else "float32"]
+    tol = TOLERANCE[precision]
     magnitude = np.where(np.isfinite(w), np.abs(w), 0.0)
     if w.ndim == 2:
         scale = np.maximum(1.0, magnitude.max(axis=1, keepdims=True, initial=0.0))
