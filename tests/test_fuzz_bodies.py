@@ -1,22 +1,25 @@
 """The differential fuzzer for kernel bodies: random row-local bodies, run as kernels on ragged
 shapes, must compute what the same body computes with plain jnp on the whole arrays.
 
-Each case is a real module (tests/body_fuzz.py writes it) imported from a temporary file, so
-the decorator reads real annotations and errors point at real lines. The kernel runs in the
-Mosaic GPU interpreter at a shape that is not a multiple of its blocks; the reference is the
-same function from the same file, run on the whole arrays with `sk.load` returning the array
-and the reductions jnp's. The results must agree: NaN and infinity at the same positions, and
-the finite values within float32's or bfloat16's tolerance of the row's scale.
+Each case (tests/body_fuzz.py draws it) is a real module imported from a temporary file, so the
+decorator reads real annotations and errors point at real lines; a failure prints the module
+with its line numbers. The kernel runs in the Mosaic GPU interpreter at a shape that is not a
+multiple of its blocks, called directly, inside `jax.jit` or under `jax.vmap`. The reference is
+the same function from the same file, run on the whole arrays with `sk.load` returning the
+array and the reductions jnp's. The results must agree: NaN and infinities at the same
+positions, and the finite values within the tolerance of the narrowest float taking part,
+relative to the row's scale, plus a few times the rounding noise measured by evaluating the
+reference in other orders (see `body_fuzz.expected_results`).
 
 A case fails on a wrong value, a wrong shape or dtype, any exception that is not a
-`sk.StaticKernelError`, or a StaticKernelError that does not point at the module. A body that
-statickernel refuses with a StaticKernelError is skipped and counted, and the refusals are
-listed in the summary: every body here only uses documented ops, so a refusal is a bug too,
-pinned by its own test below once seen.
+`sk.StaticKernelError`, a StaticKernelError that does not point at the module or the call, or
+a crash of the process. A body statickernel refuses with a StaticKernelError is skipped and
+counted, and the summary lists each refusal: the bodies use only documented ops, so a refusal
+is a bug too, pinned by its own test below once seen.
 
 The run does not stop at the first failing case: failures are grouped by their symptom and the
-summary shows the shortest body of each group, with its source. Settings come from the
-environment:
+report shows the shortest bodies of each group. The cases run in a child process, so that a
+case which kills the process is reported with its source. Settings come from the environment:
 - BODY_FUZZ_EXAMPLES: the number of cases (default 300);
 - BODY_FUZZ_SEED: a seed, instead of the fixed derandomized sequence;
 - BODY_FUZZ_SHRINK=1: raise at the first failure and let hypothesis shrink it (in this
@@ -564,6 +567,20 @@ def test_row_max_and_min_carry_nan() -> None:
         high, low = extremes(jnp.asarray(y))
         _check(high, want_high)
         _check(low, want_low)
+
+
+def test_jax_nn_softmax_in_a_body() -> None:
+    """Still: UnsupportedOpError at the declaration, "the body uses `stop_gradient` (primitive
+    `stop_gradient`), which Mosaic GPU cannot lower". jax.nn.softmax is the gallery's softmax
+    with a stop_gradient on the row max, an identity in the forward pass."""
+
+    @sk.kernel(tile={"M": "BM"})
+    def fuzzed(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        xv = sk.load(x, fill=-jnp.inf)
+        return jax.nn.softmax(xv, axis=1)
+
+    x = _rows(70, 100, shift=-8.0)
+    _check(fuzzed(x), jax.nn.softmax(x, axis=1))
 
 
 if __name__ == "__main__":  # a child of fuzz_isolated: RECORDS EXAMPLES SEED
