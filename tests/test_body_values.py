@@ -103,6 +103,7 @@ SELECTS: dict[str, tuple[Body, str]] = {
         lambda v: jnp.where(v > 0, sk.max(v, axis=1, keepdims=True), 0.0),
         "M N",
     ),
+    "jax_nn_softmax_stops_gradients": (lambda v: jax.nn.softmax(v, axis=1), "M N"),
     "select_of_vectors": (lambda v: jnp.where(sk.sum(v, axis=1) > 0, 1.0, sk.min(v, axis=1)), "M"),
 }
 

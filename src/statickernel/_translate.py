@@ -84,7 +84,16 @@ REDUCTIONS = {
     "reduce_max": "lax.reduce_max",
     "reduce_min": "lax.reduce_min",
 }
-SHAPE_ONLY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p"}
+# stop_gradient is the identity in a forward pass (jax.nn.softmax calls it).
+SHAPE_ONLY = {
+    "broadcast_in_dim",
+    "reshape",
+    "squeeze",
+    "expand_dims",
+    "copy",
+    "copy_p",
+    "stop_gradient",
+}
 OTHER = {"integer_pow", "square", "convert_element_type", "select_n", "clamp", "round"}
 SUPPORTED = frozenset(UNARY) | frozenset(BINARY) | frozenset(REDUCTIONS) | SHAPE_ONLY | OTHER
 # Mosaic GPU computes on 8-bit integers only with bitwise ops and equality tests; the rest
