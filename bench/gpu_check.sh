@@ -63,11 +63,13 @@ fi
 
 # The gallery compiled on the device itself, as `make gpu-compile` does without one: the same
 # rows, so that bench/results/gpu-compile.json (deviceless) can be compared with the device's
-# own compile (same ptxas version: both files say which). Skipped when no ptxas is found.
+# own compile (same ptxas version: both files say which), with each row's PTX, SASS and ptxas
+# log under gpu_compile_device/. Rows fail with a ToolchainError when no ptxas is found.
 if [ "$dry_run" = 0 ]; then
   echo "==> the gallery compiled on the device (registers, spills, occupancy, SASS mix)"
   timeout "$COMPILE_LIMIT_S" "$PYTHON" bench/gpu_compile.py \
-    --out "$OUT/gpu_compile_device.json" --markdown "$OUT/gpu_compile_device.md" 2>&1 |
+    --out "$OUT/gpu_compile_device.json" --markdown "$OUT/gpu_compile_device.md" \
+    --dump "$OUT/gpu_compile_device" 2>&1 |
     tee "$OUT/gpu_compile_device.log"
 fi
 

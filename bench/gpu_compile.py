@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import pathlib
+import re
 import sys
 import time
 from typing import Any
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 
 import statickernel as sk
 from gallery import example_module
+from statickernel._compile_cli import write_dump
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -88,7 +90,7 @@ ROWS: tuple[Row, ...] = (
 )
 
 
-def compile_row(row: Row, target: str) -> dict[str, Any]:
+def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any]:
     kernel: sk.Kernel[..., Any] = getattr(example_module(row.module), row.kernel)
     base = {"kernel": row.kernel, "shape": row.shape, "target": target}
     start = time.perf_counter()
@@ -98,6 +100,11 @@ def compile_row(row: Row, target: str) -> dict[str, Any]:
         return base | {"status": "not emitted", "reason": exc.what}
     except sk.StaticKernelError as exc:
         return base | {"status": "compile error", "reason": str(exc)}
+    if dump:
+        # Plain names: float32_65536x256, not float32[65536,256].
+        label = re.sub(r"[^\w.-]+", "_", "-".join(row.shape).replace(",", "x")).strip("_")
+        folder = pathlib.Path(dump) / f"{row.kernel}-{label}"
+        write_dump(report, str(folder))
     facts = report.to_json()
     facts.pop("target", None)
     status = "spills" if report.spill_store_bytes or report.spill_load_bytes else "ok"
@@ -132,12 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULTS / "gpu-compile.json"))
     parser.add_argument("--markdown", default=str(RESULTS / "gpu-compile.md"))
     parser.add_argument("--only", action="append", default=[], help="kernels to compile")
+    parser.add_argument(
+        "--dump", default=None, help="also write each row's PTX, SASS and ptxas log under DUMP"
+    )
     args = parser.parse_args(argv)
     rows = []
     for row in ROWS:
         if args.only and row.kernel not in args.only:
             continue
-        result = compile_row(row, args.target)
+        result = compile_row(row, args.target, args.dump)
         rows.append(result)
         detail = (
             f"{result['registers']} registers, {result['spill_bytes']} B spilled, "
