@@ -729,7 +729,7 @@ def cases(draw: Any) -> Case:
     # The declaration traces a `Float` operand as float32: a result's dtype is known there only
     # when every operand's annotation names one dtype.
     concrete = all(o.annotation != "Float" for o in operands) and not body.weak
-    for value, kind in zip(returned, results_kinds, strict=True):
+    for i, (value, kind) in enumerate(zip(returned, results_kinds, strict=True)):
         specific = {"float32": "Float32", "bfloat16": "BFloat16", "float16": "Float16"}[value.dtype]
         base = choose(draw, ["Float", "Float", specific]) if concrete else "Float"
         cast = draw(st.integers(0, 7)) == 0
@@ -737,9 +737,8 @@ def cases(draw: Any) -> Case:
         result_types.append(f'{base}[Array, "{dims}"]')
         if cast and base == "Float":
             # As the gallery does: compute in float32, return the input's dtype.
-            value_name = f"{value.name}.astype(x.dtype)"
-            body.lines.append(f"{value.name} = {value_name}")
-            body.dtypes.add(dtype)
+            returned[i] = body.new(f"{value.name}.astype(x.dtype)", value.kind, dtype,
+                                   value.exact, value.bound, value.special)  # fmt: skip
     annotation = result_types[0] if len(result_types) == 1 else f"tuple[{', '.join(result_types)}]"
     # The blocks must fit in shared memory: the 2-D operands' and the 2-D results'.
     blocks = sum(o.dims == "M N" for o in operands) + results_kinds.count("MN")
