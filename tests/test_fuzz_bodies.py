@@ -366,7 +366,8 @@ def test_bodies_compute_what_jnp_computes(capsys: pytest.CaptureFixture[str]) ->
 # --- regression cases --------------------------------------------------------------------------
 #
 # Each is the smallest body the fuzzer found for one bug, written out as a user writes it, with
-# the symptom seen before the fix. The expected values are plain jnp on the whole array.
+# the symptom seen before the fix. The expected values are plain jnp on the whole array, or
+# spelled out where jnp on the CPU is not a reliable reference.
 
 
 def _rows(m: int, n: int, dtype: Any = jnp.float32, shift: float = 0.0, key: int = 0) -> jax.Array:
@@ -570,7 +571,7 @@ def test_row_max_and_min_carry_nan() -> None:
 
 
 def test_jax_nn_softmax_in_a_body() -> None:
-    """Still: UnsupportedOpError at the declaration, "the body uses `stop_gradient` (primitive
+    """Before: UnsupportedOpError at the declaration, "the body uses `stop_gradient` (primitive
     `stop_gradient`), which Mosaic GPU cannot lower". jax.nn.softmax is the gallery's softmax
     with a stop_gradient on the row max, an identity in the forward pass."""
 
