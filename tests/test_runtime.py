@@ -2,7 +2,6 @@
 results and `sk.dim`."""
 
 import concurrent.futures
-import importlib
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from rmsnorm import rmsnorm, rmsnorm_reference
 from row_sum import row_sum, row_sum_reference
 from scale_bias import scale_bias, scale_bias_reference
 from softmax import softmax, softmax_reference
+from statickernel._runtime import _reset_interpreter as reset_interpreter
 
 
 def _has_cuda() -> bool:
@@ -640,17 +640,6 @@ def _thread_jobs() -> list[tuple[sk.Kernel[..., Any], tuple[Any, ...]]]:
     return jobs
 
 
-def _reset_interpreter() -> None:
-    """Clears the Mosaic GPU interpreter's global state after a failed interpretation."""
-    try:
-        callbacks = importlib.import_module("jax._src.pallas.mosaic_gpu.interpret.gpu_callbacks")
-    except ImportError:
-        return
-    reset = getattr(callbacks, "reset_gpu_interpret_mode_state", None)
-    if reset is not None:
-        reset()
-
-
 def test_concurrent_first_calls_build_each_specialization_once(builds: list[str]) -> None:
     jobs = [(fresh(k), args) for k, args in _thread_jobs()]
     tasks = jobs + jobs  # two threads race for every specialization
@@ -690,7 +679,7 @@ def test_concurrent_calls_in_the_interpreter() -> None:
             for (kernel, args), out in zip(jobs, outs, strict=True):
                 assert_close(out, expected(kernel, *args), rtol=1e-5, atol=1e-4)
     finally:
-        _reset_interpreter()
+        reset_interpreter()
 
 
 # --- several results ---------------------------------------------------------------------------

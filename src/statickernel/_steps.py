@@ -10,7 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from ._body import Atom, Eqn, Step
-from ._translate import COL, LAYOUTS, ROW, SCALAR, TILE, Carry, DotUpdate, LoopBlock, dtype_source
+from ._translate import COL, ROW, SCALAR, TILE, Carry, DotUpdate, LoopBlock, full_source
 
 if TYPE_CHECKING:
     from ._translate import _Translator  # pyright: ignore[reportPrivateUsage]
@@ -236,8 +236,7 @@ def _init_source(tr: "_Translator", atom: Atom, kind: str, geometry: object) -> 
 
 
 def _full(tr: "_Translator", value: str, kind: str, dtype: str, geometry: object) -> str:
-    shape = geometry.shape(kind)  # type: ignore[attr-defined]
-    return f"plgpu.layout_cast(jnp.full({shape}, {value}, {dtype_source(dtype)}), {LAYOUTS[kind]})"
+    return full_source(value, geometry.shape(kind), dtype, kind)  # type: ignore[attr-defined]
 
 
 _ = COL
