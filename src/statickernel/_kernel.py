@@ -1,8 +1,10 @@
 """The `@sk.kernel` decorator and the `Kernel` object it returns.
 
-One path runs every call: bind the arguments, plan the launch, trace the body at the block
-shapes, translate it, generate the module source, and execute that source. `plan`, `emit` and
-`lower` read the same cached specialization, so what `emit` prints is what runs.
+Every call binds its arguments and runs the one compile path (`_build.py`) once per
+specialization; the decorator runs the same path on probe sizes. This module holds what is
+left: the cache, the entry points, the `exec` of the generated source, and the guard against
+autodiff. `plan`, `emit` and `lower` read the same cached specialization, so what `emit`
+prints is what runs.
 """
 
 import dataclasses
@@ -15,36 +17,15 @@ from typing import Any, overload
 
 import jax
 
-from . import _hardware as hw
 from ._backend import default_backend, has_cuda, resolve_backend
 from ._binding import bind, bind_consts, call_site, check_arguments
-from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
-from ._codegen import generate_source
+from ._build import compile_call, compile_declaration
 from ._compile import compile_kernel
 from ._compile_report import CompileReport
-from ._errors import (
-    BackendError,
-    HardwareLimitError,
-    NotDifferentiableError,
-    PlanError,
-    ResultMismatchError,
-    SharedMemoryError,
-    StaticKernelError,
-)
-from ._pipeline import check_dots
-from ._plan import (
-    LaunchPlan,
-    block_extents,
-    check_blocks,
-    is_ragged,
-    make_plan,
-    quantum,
-    smem_bytes,
-    smem_fix,
-)
+from ._errors import BackendError, NotDifferentiableError, PlanError, StaticKernelError
+from ._plan import LaunchPlan
 from ._runtime import interpreted_launch
 from ._spec import KernelSpec, build_spec
-from ._translate import COL, ROW, TILE, Geometry, Translation, translate
 
 __all__ = ["Kernel", "Specialization", "kernel"]
 
@@ -56,7 +37,6 @@ class Specialization:
     plan: LaunchPlan
     source: str
     fn: Callable[..., Any]
-    trace: BodyTrace
     # Whether `fn` runs the interpreter; stored so that a failed call need not read the plan.
     interpreted: bool = False
 
@@ -227,7 +207,7 @@ class Kernel[**P, R]:
                 self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=where)
             )
             new = Kernel(self.spec, consts, self.backend)
-            check_declaration(self.spec, consts, error=PlanError, where=where)
+            compile_declaration(self.spec, consts, PlanError, where)
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
         return new  # pyright: ignore[reportReturnType]
@@ -259,56 +239,11 @@ class Kernel[**P, R]:
                 fix=exc.fix,
             ) from None
         binding = bind(spec, args, self.consts, overrides, call=call)
-        sizes = binding.size_map
-        consts = dict(binding.consts)
-        dtypes = dict(binding.dtypes)
-        logical = _logical_blocks(spec, sizes, consts)
-        trace = trace_body(
-            spec,
-            {o.name: tuple(logical[d] for d in o.block_dims) for o in spec.operands},
-            dtypes,
-            dict(binding.shapes),
-            consts,
-            sizes,
-        )
-        result_dtypes = check_outputs(
-            spec,
-            trace,
-            _result_blocks(spec, logical, sizes),
-            spec.location,
-            sizes,
-        )
-        dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
-        extents = block_extents(spec, sizes, consts, dtypes)
-        err: dict[str, Any] = dict(kernel=spec.name, where=where, bindings=sizes)
-        check_blocks(spec, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err)
-        fills = {
-            n: f
-            for n, f in zip([o.name for o in spec.operands], trace.fills, strict=True)
-            if f is not None
-        }
-        translation = _translate(
-            spec, trace, sizes, extents, ragged_everywhere=False, interpreted=chosen == "interpret"
-        )
-        _check_loops(
-            spec, translation, extents, {k: (v,) for k, v in dtypes.items()}, PlanError, err
-        )
-        plan = make_plan(
-            spec,
-            sizes,
-            dtypes,
-            consts,
-            chosen,
-            extents,
-            fills,
-            translation.masks,
-            where,
-            loops=translation.loops,
-        )
-        source = generate_source(plan, translation)
+        compiled = compile_call(spec, binding, chosen, where)
+        assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"
-        fn = _execute(source, spec.name, spec.location, interpreted)
-        return Specialization(plan, source, fn, trace, interpreted=interpreted)
+        fn = _execute(compiled.source, spec.name, spec.location, interpreted)
+        return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
 
 
 def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
@@ -331,152 +266,6 @@ def _at_entry_point(exc: StaticKernelError) -> StaticKernelError:
     frames would only bury that. Errors that are not statickernel's keep their full traceback.
     """
     return exc.with_traceback(None)
-
-
-def _logical_blocks(
-    spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any]
-) -> dict[str, int]:
-    """The block the body sees along each dim; a loop dim is seen one loop block at a time."""
-    tile = spec.block_map
-    return {d: int(consts[tile[d]]) if d in tile else size for d, size in sizes.items()}
-
-
-def _result_blocks(
-    spec: KernelSpec, logical: Mapping[str, int], sizes: Mapping[str, int]
-) -> list[tuple[int, ...]]:
-    """What the body returns for each result: a loop dim is whole, written by sk.map_blocks."""
-    loops = spec.loop_map
-    return [
-        tuple(sizes[d] if d in loops else logical[d] for d in r.block_dims) for r in spec.results
-    ]
-
-
-def _check_loops(
-    spec: KernelSpec,
-    translation: Translation,
-    extents: Mapping[str, tuple[int, int]],
-    dtypes: Mapping[str, tuple[str, ...]],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
-) -> None:
-    """The rules of pipelined operands and of sk.dot, for these constants."""
-    if not spec.loop:
-        return
-    dims = {o.name: o.block_dims for o in spec.operands + spec.results}
-    for block in translation.loops:
-        for name in block.operands:
-            for d in dims[name]:
-                if d != block.axis and d not in spec.tile_map:
-                    raise error(
-                        f"`{name}` is read block by block in the loop over {block.axis}, but its "
-                        f"dim {d} is neither tiled nor that loop dim",
-                        **err,
-                        operand=name,
-                        dim=d,
-                        expected=f"every dim of `{name}` in tile= or the loop dim {block.axis}",
-                        actual=f"'{' '.join(dims[name])}' with {d} whole",
-                        fix=f'tile {d}, e.g. tile={{..., "{d}": "B{d}"}}',
-                    )
-    for i, result in enumerate(spec.results):
-        looped = [d for d in result.dims if d in spec.loop_map]
-        if looped and i not in {r for r, _, _ in translation.streamed}:
-            raise ResultMismatchError(
-                f"{result.name} has the loop dim {looped[0]}, but the body does not return it "
-                "from sk.map_blocks",
-                **err,
-                operand=result.name,
-                dim=looped[0],
-                expected=f"the value of sk.map_blocks({looped[0]!r}, ...)",
-                actual="a value computed outside a loop",
-                fix=f"write the result block by block: return sk.map_blocks({looped[0]!r}, fn), "
-                "with fn computing one block",
-            )
-    check_dots(translation.loops, dims, extents, dtypes, spec.block_map, error, err)
-
-
-def _kind(spec: KernelSpec, dims: tuple[str, ...]) -> str:
-    if len(dims) == 2:
-        return TILE
-    return ROW if dims[0] == spec.rows else COL
-
-
-def _translate(
-    spec: KernelSpec,
-    trace: BodyTrace,
-    sizes: Mapping[str, int],
-    extents: Mapping[str, tuple[int, int]],
-    ragged_everywhere: bool,
-    interpreted: bool = False,
-) -> Translation:
-    try:
-        translation = _translate_body(spec, trace, sizes, extents, ragged_everywhere, interpreted)
-    except StaticKernelError:
-        raise
-    except Exception:
-        if trace.misplaced:  # the misplaced load is the cause; say so
-            raise misplaced_load_error(spec, trace) from None
-        raise
-    if trace.misplaced:
-        raise misplaced_load_error(spec, trace)
-    return translation
-
-
-def _translate_body(
-    spec: KernelSpec,
-    trace: BodyTrace,
-    sizes: Mapping[str, int],
-    extents: Mapping[str, tuple[int, int]],
-    ragged_everywhere: bool,
-    interpreted: bool = False,
-) -> Translation:
-    tile = spec.tile_map
-
-    def ragged(dim: str | None) -> bool:
-        if dim is None:
-            return False
-        return ragged_everywhere or is_ragged(sizes[dim], *extents[dim], dim in tile)
-
-    geometry = Geometry(
-        interpreted=interpreted,
-        rows=extents[spec.rows][1],
-        cols=extents[spec.cols][1] if spec.cols else hw.WGMMA_COLS,
-        ragged_rows=ragged(spec.rows),
-        ragged_cols=ragged(spec.cols),
-        input_kinds=tuple((o.name, _kind(spec, o.block_dims)) for o in spec.operands),
-        input_fills=tuple(
-            (o.name, fill)
-            for o, fill in zip(spec.operands, trace.fills, strict=True)
-            if fill is not None
-        ),
-    )
-    loops = spec.loop_map
-    if loops:
-
-        def looped_ragged(dim: str) -> bool:
-            return ragged_everywhere or sizes[dim] % extents[dim][0] != 0
-
-        steps = tuple(
-            (
-                axis,
-                dataclasses.replace(
-                    geometry,
-                    cols=extents[axis][1] if axis == spec.cols else geometry.cols,
-                    ragged_cols=looped_ragged(axis) if axis == spec.cols else geometry.ragged_cols,
-                ),
-            )
-            for axis in loops
-        )
-        geometry = dataclasses.replace(
-            geometry,
-            steps=steps,
-            looped_operands=tuple(
-                (o.name, next(d for d in o.dims if d in loops))
-                for o in spec.operands
-                if any(d in loops for d in o.dims)
-            ),
-        )
-    result_kinds = tuple(_kind(spec, r.block_dims) for r in spec.results)
-    return translate(trace, geometry, result_kinds, spec.name, spec.location)
 
 
 _SOURCE_COUNTER = iter(range(1 << 62))
@@ -514,91 +303,6 @@ def _execute(source: str, name: str, where: str, interpreted: bool) -> Callable[
         )
 
     return jax.jit(guarded)
-
-
-# --- the declaration-time check ---------------------------------------------------------------
-
-
-def check_declaration(
-    spec: KernelSpec,
-    consts: Mapping[str, Any],
-    error: type[StaticKernelError] = HardwareLimitError,
-    where: str | None = None,
-) -> None:
-    """Checks hardware rules for `consts` and traces the body once, with no data."""
-    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location)
-    tile = spec.tile_map
-    options = {o.name: o.dtypes for o in spec.operands + spec.results}
-    widest = {n: max(opts, key=hw.itemsize) for n, opts in options.items()}
-    # Whole dims take their smallest block here; their real size is only known at the call.
-    extents: dict[str, tuple[int, int]] = {}
-    blocks = spec.block_map
-    for d in spec.dim_names():
-        if d in spec.batch:
-            extents[d] = (1, 1)
-            continue
-        block = int(consts[blocks[d]]) if d in blocks else quantum(spec, d, options)[0]
-        extents[d] = (block, block)
-    check_blocks(spec, extents, options, error, err)
-    probe_sizes = {d: 2 * b + 1 if d in tile else b for d, (b, _) in extents.items()}
-    probe_sizes.update({d: 2 for d in spec.batch})
-    for d, const in spec.loop_map.items():
-        # Enough steps that every declared stage is in use.
-        probe_sizes[d] = int(consts[const]) * max(2, spec.stage_count(consts)) + 1
-    smem = smem_bytes(spec, extents, widest, {o.name for o in spec.operands})
-    if smem > hw.SMEM_BYTES and not spec.loop:
-        cls = SharedMemoryError if error is HardwareLimitError else error
-        raise cls(
-            f"the blocks need {smem:,} B of shared memory with the widest dtypes allowed, over "
-            f"the {hw.SMEM_BYTES:,} B a block has",
-            **err,
-            expected=f"<= {hw.SMEM_BYTES:,} B",
-            actual=f"{smem:,} B ("
-            + ", ".join(f"{n}: {widest[n]}" for n in widest)
-            + ", "
-            + ", ".join(f"{k}={consts[k]}" for k in tile.values())
-            + ")",
-            fix=smem_fix(spec, extents, widest, {o.name for o in spec.operands}),
-        )
-    preferred = {n: opts[0] for n, opts in options.items()}
-    logical = _logical_blocks(spec, probe_sizes, consts)
-    trace = trace_body(
-        spec,
-        {o.name: tuple(logical[d] for d in o.block_dims) for o in spec.operands},
-        preferred,
-        {o.name: tuple(probe_sizes[d] for d in o.block_dims) for o in spec.operands},
-        consts,
-        probe_sizes,
-        dims_are_bound=False,
-    )
-    result_dtypes = check_outputs(
-        spec, trace, _result_blocks(spec, logical, probe_sizes), spec.location, {}
-    )
-    translation = _translate(spec, trace, probe_sizes, extents, ragged_everywhere=True)
-    if spec.loop:
-        _check_loops(spec, translation, extents, options, error, err)
-        dtypes = dict(widest)
-        dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
-        fills = {
-            n: f
-            for n, f in zip([o.name for o in spec.operands], trace.fills, strict=True)
-            if f is not None
-        }
-        cls = SharedMemoryError if error is HardwareLimitError else error
-        make_plan(
-            spec,
-            probe_sizes,
-            dtypes,
-            consts,
-            "interpret",
-            extents,
-            fills,
-            translation.masks,
-            where,
-            loops=translation.loops,
-            error=cls,
-            dims_are_bound=False,
-        )
 
 
 @overload
@@ -654,7 +358,7 @@ def kernel[**P, R](
                 batch=(batch,) if isinstance(batch, str) else tuple(batch),
             )
             chosen = resolve_backend(backend, None) if backend else None
-            check_declaration(spec, spec.const_defaults)
+            compile_declaration(spec, spec.const_defaults)
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
         return Kernel(spec, spec.const_defaults, chosen)
@@ -665,6 +369,3 @@ def kernel[**P, R](
         return decorate(fn)
     except StaticKernelError as exc:  # `@sk.kernel` without arguments: one entry frame, not two
         raise _at_entry_point(exc) from None
-
-
-_ = jax

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import _hardware as hw
 from ._errors import StaticKernelError
+from ._layout import BlockLayout
 from ._translate import LoopBlock
 
 __all__ = [
@@ -98,7 +99,7 @@ def pipeline_bytes(block_bytes: list[int], stages: int) -> int:
 def check_dots(
     loops: tuple[LoopBlock, ...],
     dims: Mapping[str, tuple[str, ...]],
-    extents: Mapping[str, tuple[int, int]],
+    layout: BlockLayout,
     dtypes: Mapping[str, tuple[str, ...]],
     block_consts: Mapping[str, str],
     error: type[StaticKernelError],
@@ -111,7 +112,7 @@ def check_dots(
             k = block.axis
             m_dim = a_dims[0]
             n_dim = b_dims[0] if dot.transpose_b else b_dims[1]
-            bm, bk, bn = extents[m_dim][1], extents[k][1], extents[n_dim][1]
+            bm, bk, bn = (layout.dim(d).extent for d in (m_dim, k, n_dim))
             for a_dtype in dtypes[dot.a]:
                 for b_dtype in dtypes[dot.b]:
                     _check_dot(

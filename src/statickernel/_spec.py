@@ -15,7 +15,7 @@ from jaxtyping._array_types import _MetaAbstractArray, _NamedDim  # pyright: ign
 
 from . import _hardware as hw
 from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
-from ._layout import check_batch, check_derivable, frame
+from ._frame import check_batch, check_derivable, frame
 from ._names import check_names, result_name
 from ._where import call_site, display_path, source_location
 

@@ -27,7 +27,8 @@ from . import _hardware as hw
 from ._backend import default_backend
 from ._errors import StaticKernelError
 from ._kernel import Kernel
-from ._plan import block_extents, smem_bytes
+from ._layout import call_layout
+from ._smem import smem_bytes
 from ._spec import KernelSpec
 
 __all__ = [
@@ -166,8 +167,8 @@ def _fitting_whole_sizes(
     loaded = {o.name for o in spec.operands}
     batch = {d: 1 for d in spec.batch}
     while True:
-        extents = block_extents(spec, {**batch, **blocks, **sizes}, kernel.consts, widest)
-        if smem_bytes(spec, extents, widest, loaded) <= hw.SMEM_BYTES:
+        layout = call_layout(spec, {**batch, **blocks, **sizes}, kernel.consts, widest)
+        if smem_bytes(spec, layout, widest, loaded) <= hw.SMEM_BYTES:
             return sizes
         largest = max(sizes, key=lambda d: sizes[d], default=None)
         if largest is None or sizes[largest] <= hw.WGMMA_COLS:

@@ -1,0 +1,316 @@
+"""The one compile path: a spec, sizes, dtypes and constants become a plan and its source.
+
+The decorator runs it on probe sizes (`Phase.DECLARATION`), so that the hardware rules and the
+body are checked at import; every call runs it on the bound arguments (`Phase.CALL`). The
+stages, in order:
+
+  layout     the blocks of every dim (`_layout.py`); checked against TMA and the register
+             layout. At the call the layout waits for the trace, since a whole dim's padding
+             depends on the results' dtypes, which the trace gives.
+  trace      the body on abstract blocks (`_body.py`), and its results checked
+  translate  the body's equations as Pallas statements on the layout's registers
+  check      the rules of pipelined operands and of sk.dot
+  plan       the frozen `LaunchPlan` (`_plan.py`); at the declaration only for loop kernels,
+             whose pipelines' shared memory depends on the body
+  emit       the module's source (`_codegen.py`), at the call only
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from . import _hardware as hw
+from ._binding import Binding
+from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
+from ._codegen import generate_source
+from ._errors import (
+    HardwareLimitError,
+    PlanError,
+    ResultMismatchError,
+    SharedMemoryError,
+    StaticKernelError,
+)
+from ._layout import (
+    BlockLayout,
+    Phase,
+    call_layout,
+    check_blocks,
+    declaration_layout,
+    logical_blocks,
+)
+from ._pipeline import check_dots
+from ._plan import LaunchPlan, make_plan
+from ._smem import smem_bytes, smem_fix
+from ._spec import KernelSpec
+from ._translate import COL, ROW, TILE, Geometry, Translation, translate
+
+__all__ = ["Compiled", "compile_call", "compile_declaration"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    """What the compile path produced: every stage's result, for the stages that ran."""
+
+    layout: BlockLayout
+    trace: BodyTrace
+    translation: Translation
+    plan: LaunchPlan | None
+    """None at a declaration without loops: nothing there depends on a plan."""
+    source: str | None
+    """The generated module; only at a call."""
+
+
+def compile_call(spec: KernelSpec, binding: Binding, backend: str, where: str | None) -> Compiled:
+    """Compiles the specialization `binding` calls for, to run on `backend`."""
+    dtypes = dict(binding.dtypes)
+    return _compile(
+        spec,
+        Phase.CALL,
+        binding.size_map,
+        dict(binding.consts),
+        {name: (dtype,) for name, dtype in dtypes.items()},
+        dict(binding.shapes),
+        backend,
+        where,
+        PlanError,
+    )
+
+
+def compile_declaration(
+    spec: KernelSpec,
+    consts: Mapping[str, Any],
+    error: type[StaticKernelError] = HardwareLimitError,
+    where: str | None = None,
+) -> Compiled:
+    """Checks a declaration with `consts`: its blocks for every dtype the annotations allow,
+    and its body, traced once on probe sizes with no data."""
+    options = {o.name: o.dtypes for o in spec.operands + spec.results}
+    return _compile(spec, Phase.DECLARATION, None, consts, options, None, "interpret", where, error)
+
+
+def _compile(
+    spec: KernelSpec,
+    phase: Phase,
+    sizes: Mapping[str, int] | None,
+    consts: Mapping[str, Any],
+    options: Mapping[str, tuple[str, ...]],
+    shapes: Mapping[str, tuple[int, ...]] | None,
+    backend: str,
+    where: str | None,
+    error: type[StaticKernelError],
+) -> Compiled:
+    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location)
+    declared: BlockLayout | None = None
+    if phase is Phase.DECLARATION:
+        declared = declaration_layout(spec, consts, options)
+        check_blocks(spec, declared, options, error, err)
+        _check_declared_smem(spec, declared, consts, options, error, err)
+        sizes = declared.sizes
+        shapes = {o.name: tuple(sizes[d] for d in o.block_dims) for o in spec.operands}
+    assert sizes is not None and shapes is not None
+    logical = logical_blocks(spec, sizes, consts)
+    # The body is traced with each operand's first allowed dtype at the declaration.
+    trace = trace_body(
+        spec,
+        {o.name: tuple(logical[d] for d in o.block_dims) for o in spec.operands},
+        {name: dtypes[0] for name, dtypes in options.items()},
+        shapes,
+        consts,
+        sizes,
+        dims_are_bound=phase is Phase.CALL,
+    )
+    loops = spec.loop_map
+    result_blocks = [
+        tuple(sizes[d] if d in loops else logical[d] for d in r.block_dims) for r in spec.results
+    ]
+    result_dtypes = check_outputs(
+        spec, trace, result_blocks, spec.location, sizes if phase is Phase.CALL else {}
+    )
+    if declared is None:
+        bound = {name: dtypes[0] for name, dtypes in options.items()}
+        bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+        layout = call_layout(spec, sizes, consts, bound)
+        err["bindings"] = dict(sizes)
+        options = {name: (dtype,) for name, dtype in bound.items()}
+        check_blocks(spec, layout, options, error, err)
+    else:
+        layout = declared
+        # Shared memory is counted with the widest dtypes allowed.
+        bound = {name: max(dtypes, key=hw.itemsize) for name, dtypes in options.items()}
+        bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+    # The declaration checks the body as Mosaic GPU would take it.
+    interpreted = phase is Phase.CALL and backend == "interpret"
+    translation = _translate(spec, trace, layout, interpreted)
+    _check_loops(spec, translation, layout, options, error, err)
+    plan = source = None
+    if phase is Phase.CALL or spec.loop:
+        fills = {
+            op.name: fill
+            for op, fill in zip(spec.operands, trace.fills, strict=True)
+            if fill is not None
+        }
+        plan = make_plan(
+            spec,
+            layout,
+            bound,
+            consts,
+            backend,
+            fills,
+            translation.masks,
+            where,
+            loops=translation.loops,
+            error=error if phase is Phase.CALL else _smem_error(error),
+        )
+    if phase is Phase.CALL:
+        assert plan is not None
+        source = generate_source(plan, translation)
+    return Compiled(layout, trace, translation, plan, source)
+
+
+def _smem_error(error: type[StaticKernelError]) -> type[StaticKernelError]:
+    return SharedMemoryError if error is HardwareLimitError else error
+
+
+def _check_declared_smem(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    consts: Mapping[str, Any],
+    options: Mapping[str, tuple[str, ...]],
+    error: type[StaticKernelError],
+    err: Mapping[str, Any],
+) -> None:
+    """The blocks of a kernel without loops fit in shared memory with the widest dtypes the
+    annotations allow. (A loop kernel's pipelines are counted by its plan, after the trace.)"""
+    if spec.loop:
+        return
+    widest = {n: max(opts, key=hw.itemsize) for n, opts in options.items()}
+    loaded = {o.name for o in spec.operands}
+    smem = smem_bytes(spec, layout, widest, loaded)
+    if smem <= hw.SMEM_BYTES:
+        return
+    raise _smem_error(error)(
+        f"the blocks need {smem:,} B of shared memory with the widest dtypes allowed, over "
+        f"the {hw.SMEM_BYTES:,} B a block has",
+        **err,
+        expected=f"<= {hw.SMEM_BYTES:,} B",
+        actual=f"{smem:,} B ("
+        + ", ".join(f"{n}: {widest[n]}" for n in widest)
+        + ", "
+        + ", ".join(f"{k}={consts[k]}" for k in spec.tile_map.values())
+        + ")",
+        fix=smem_fix(spec, layout, widest, loaded),
+    )
+
+
+def _check_loops(
+    spec: KernelSpec,
+    translation: Translation,
+    layout: BlockLayout,
+    dtypes: Mapping[str, tuple[str, ...]],
+    error: type[StaticKernelError],
+    err: Mapping[str, Any],
+) -> None:
+    """The rules of pipelined operands and of sk.dot, for these constants."""
+    if not spec.loop:
+        return
+    dims = {o.name: o.block_dims for o in spec.operands + spec.results}
+    for block in translation.loops:
+        for name in block.operands:
+            for d in dims[name]:
+                if d != block.axis and d not in spec.tile_map:
+                    raise error(
+                        f"`{name}` is read block by block in the loop over {block.axis}, but its "
+                        f"dim {d} is neither tiled nor that loop dim",
+                        **err,
+                        operand=name,
+                        dim=d,
+                        expected=f"every dim of `{name}` in tile= or the loop dim {block.axis}",
+                        actual=f"'{' '.join(dims[name])}' with {d} whole",
+                        fix=f'tile {d}, e.g. tile={{..., "{d}": "B{d}"}}',
+                    )
+    for i, result in enumerate(spec.results):
+        looped = [d for d in result.dims if d in spec.loop_map]
+        if looped and i not in {r for r, _, _ in translation.streamed}:
+            raise ResultMismatchError(
+                f"{result.name} has the loop dim {looped[0]}, but the body does not return it "
+                "from sk.map_blocks",
+                **err,
+                operand=result.name,
+                dim=looped[0],
+                expected=f"the value of sk.map_blocks({looped[0]!r}, ...)",
+                actual="a value computed outside a loop",
+                fix=f"write the result block by block: return sk.map_blocks({looped[0]!r}, fn), "
+                "with fn computing one block",
+            )
+    check_dots(translation.loops, dims, layout, dtypes, spec.block_map, error, err)
+
+
+def _kind(spec: KernelSpec, dims: tuple[str, ...]) -> str:
+    if len(dims) == 2:
+        return TILE
+    return ROW if dims[0] == spec.rows else COL
+
+
+def _translate(
+    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, interpreted: bool
+) -> Translation:
+    try:
+        translation = translate(
+            trace,
+            _geometry(spec, trace, layout, interpreted),
+            tuple(_kind(spec, r.block_dims) for r in spec.results),
+            spec.name,
+            spec.location,
+        )
+    except StaticKernelError:
+        raise
+    except Exception:
+        if trace.misplaced:  # the misplaced load is the cause; say so
+            raise misplaced_load_error(spec, trace) from None
+        raise
+    if trace.misplaced:
+        raise misplaced_load_error(spec, trace)
+    return translation
+
+
+def _geometry(
+    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, interpreted: bool
+) -> Geometry:
+    """The registers the body's values live in, and which of their edges are masked."""
+    geometry = Geometry(
+        interpreted=interpreted,
+        rows=layout.dim(spec.rows).extent,
+        cols=layout.dim(spec.cols).extent if spec.cols else hw.WGMMA_COLS,
+        ragged_rows=layout.edge_masked(spec.rows),
+        ragged_cols=layout.edge_masked(spec.cols),
+        input_kinds=tuple((o.name, _kind(spec, o.block_dims)) for o in spec.operands),
+        input_fills=tuple(
+            (o.name, fill)
+            for o, fill in zip(spec.operands, trace.fills, strict=True)
+            if fill is not None
+        ),
+    )
+    loops = spec.loop_map
+    if not loops:
+        return geometry
+    # Inside a loop's steps, the loop dim has its block, and only the last step can be ragged.
+    steps = tuple(
+        (
+            axis,
+            dataclasses.replace(
+                geometry,
+                cols=layout.dim(axis).extent if axis == spec.cols else geometry.cols,
+                ragged_cols=layout.step_masked(axis) if axis == spec.cols else geometry.ragged_cols,
+            ),
+        )
+        for axis in loops
+    )
+    return dataclasses.replace(
+        geometry,
+        steps=steps,
+        looped_operands=tuple(
+            (o.name, next(d for d in o.dims if d in loops))
+            for o in spec.operands
+            if any(d in loops for d in o.dims)
+        ),
+    )

@@ -1,0 +1,167 @@
+"""The dims' frame: how the dims of a declaration's operands and results must agree.
+
+Batch dims lead every result; every result dim is an operand dim; and every 2-D block of a
+kernel shares one (rows, cols) frame, since blocks are not transposed or re-laid out inside it.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._errors import AnnotationError
+
+if TYPE_CHECKING:
+    from ._spec import OperandSpec
+
+__all__ = ["check_batch", "check_derivable", "frame"]
+
+
+def check_batch(
+    batch: tuple[str, ...],
+    operands: list["OperandSpec"],
+    results: list["OperandSpec"],
+    err: dict[str, Any],
+) -> None:
+    """Batch dims lead every result, and appear nowhere but in the leading dims."""
+    for op in operands + results:
+        stray = [d for d in op.block_dims if d in batch]
+        if stray:
+            raise AnnotationError(
+                f"`{op.name}` has the batch dim {stray[0]} after its leading dims",
+                **err,
+                operand=op.name,
+                dim=stray[0],
+                expected=f"batch dims first, in the order of batch= ({' '.join(batch)})",
+                actual=f"'{' '.join(op.dims)}'",
+                fix=f"move {stray[0]} to the front with jnp.moveaxis outside the kernel",
+            )
+    if not batch:
+        return
+    if not any(op.batch for op in operands):
+        raise AnnotationError(
+            f"batch= names {', '.join(batch)}, but no operand leads with it",
+            **err,
+            dim=batch[0],
+            fix=f"annotate the batched operands with {batch[0]} first, e.g. '{batch[0]} M K'",
+        )
+    for result in results:
+        if result.batch != batch:
+            raise AnnotationError(
+                f"{result.name} does not lead with every batch dim",
+                **err,
+                operand=result.name,
+                expected=f"'{' '.join(batch)} ...'",
+                actual=f"'{' '.join(result.dims)}'",
+                fix="each grid step writes one batch entry, so the result must have them all, "
+                "in the order of batch=",
+            )
+
+
+def check_derivable(
+    operands: list["OperandSpec"], results: list["OperandSpec"], err: dict[str, Any]
+) -> None:
+    operand_dims = {d for o in operands for d in o.dims}
+    for result in results:
+        for dim in result.dims:
+            if dim not in operand_dims:
+                raise AnnotationError(
+                    f"{result.name} dim {dim} cannot be derived from the operands",
+                    **err,
+                    operand=result.name,
+                    dim=dim,
+                    expected=f"a dim among {', '.join(sorted(operand_dims))}",
+                    actual=repr(dim),
+                    fix="every result dim must be an operand dim, so its size is known at the call",
+                )
+
+
+def frame(
+    operands: list["OperandSpec"],
+    results: list["OperandSpec"],
+    err: dict[str, Any],
+    loop: Mapping[str, str] | None = None,
+) -> tuple[str, str | None]:
+    """Picks the (rows, cols) dim order every 2-D block of the kernel shares.
+
+    With loop dims, the results set the frame, and a 2-D operand with a loop dim outside the
+    frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there."""
+    everything = [_body_view(o) for o in operands + results]
+    results = [_body_view(r) for r in results]
+    two_d = [o for o in everything if o.rank == 2]
+    if loop:
+        framed = [r for r in results if r.rank == 2] + two_d
+        frame = framed[0].dims if framed else ()
+        outside = set(loop) - set(frame)
+        everything = [o for o in everything if not (o.rank == 2 and outside & set(o.dims))]
+        two_d = [r for r in results if r.rank == 2] + [o for o in everything if o.rank == 2]
+    if not two_d:
+        raise AnnotationError(
+            "it has no 2-D operand or result; blocks are laid out as 2-D register tiles",
+            **err,
+            fix='declare the data as 2-D, e.g. `x: Float[Array, "M N"]`, reshaping 1-D arrays '
+            "to (rows, cols) outside the kernel",
+        )
+    rows, cols = two_d[0].dims
+    for other in everything:
+        if other.rank == 2 and other.dims != (rows, cols):
+            raise _layout_error(other, two_d[0], bool(loop), err)
+        if other.rank == 1 and other.dims[0] not in (rows, cols):
+            raise AnnotationError(
+                f"1-D `{other.name}` runs along dim {other.dims[0]}, which is neither the row "
+                f"dim {rows} nor the column dim {cols}",
+                **err,
+                operand=other.name,
+                expected=f"'{rows}' or '{cols}'",
+                actual=f"'{other.dims[0]}'",
+                fix=f"use the dim name {rows} or {cols}",
+            )
+    return rows, cols
+
+
+def _layout_error(
+    other: "OperandSpec", first: "OperandSpec", has_loops: bool, err: dict[str, Any]
+) -> AnnotationError:
+    """`other` is 2-D but not laid out like the kernel's blocks, (rows, cols) of `first`."""
+    rows, cols = first.dims
+    actual = f"'{' '.join(other.dims)}'"
+    if set(other.dims) == {rows, cols}:
+        return AnnotationError(
+            f"`{other.name}` orders its dims differently from `{first.name}`",
+            **err,
+            operand=other.name,
+            expected=f"'{rows} {cols}'",
+            actual=actual,
+            fix=f"pass a transposed array ({other.name}.T) from outside the kernel and annotate it "
+            f"'{rows} {cols}'; blocks are not transposed inside it",
+        )
+    extra = [d for d in other.dims if d not in (rows, cols)]
+    shared = [d for d in other.dims if d in (rows, cols)]
+    if len(shared) == 1 and other.dims.index(shared[0]) == first.dims.index(shared[0]):
+        missing = cols if shared[0] == rows else rows
+        same = f"if {extra[0]} always has the size of {missing}, name it {missing}; otherwise "
+    else:
+        same = ""
+    reduce = (
+        f"reduce `{other.name}` over {extra[0]} in a kernel of its own (returning "
+        f'Float[Array, " {shared[0]}"]) and pass that vector here'
+        if len(shared) == 1
+        else f"compute what you need of `{other.name}` in a kernel of its own"
+    )
+    return AnnotationError(
+        f"2-D `{other.name}` is laid out '{' '.join(other.dims)}', but the kernel's 2-D blocks "
+        f"are '{rows} {cols}', like `{first.name}`: every 2-D operand and result shares them",
+        **err,
+        operand=other.name,
+        expected=f"'{rows} {cols}'"
+        + (
+            " (or a loop dim outside them, for an operand read only by sk.dot)" if has_loops else ""
+        ),
+        actual=actual,
+        fix=f"{same}{reduce}; for a matrix product over {extra[0]}, declare "
+        f'loop={{"{extra[0]}": "B{extra[0]}"}} and multiply with sk.dot',
+    )
+
+
+def _body_view(op: "OperandSpec") -> "OperandSpec":
+    """The operand as the body sees it: without its batch dims."""
+    return dataclasses.replace(op, dims=op.block_dims, batch=())
