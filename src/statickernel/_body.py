@@ -12,13 +12,14 @@ import dataclasses
 import linecache
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import numpy as np
 from jax.extend import core as jex_core
 
+from ._compat import user_frames
 from ._errors import BodyError, ResultMismatchError
 from ._loops import LOOP_DIMS, active_loop_id, active_loops
 from ._spec import KernelSpec, display_path
@@ -555,20 +556,11 @@ def _aval(aval: Any) -> tuple[tuple[int, ...], str]:
 
 
 def _user_line(eqn: Any) -> tuple[str | None, str]:
-    for frame in _frames(eqn):
+    for frame in user_frames(eqn):
         if _is_user_file(frame.file_name):
             text = linecache.getline(frame.file_name, frame.start_line).strip()
             return f"{display_path(frame.file_name)}:{frame.start_line}", text
     return None, ""
-
-
-def _frames(eqn: Any) -> Iterator[Any]:
-    from jax._src import source_info_util
-
-    tb = getattr(eqn.source_info, "traceback", None)
-    if tb is None:
-        return iter(())
-    return iter(source_info_util.user_frames(tb))
 
 
 def check_outputs(

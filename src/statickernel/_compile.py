@@ -24,6 +24,7 @@ from typing import Any
 import jax
 
 from ._backend import has_cuda
+from ._compat import cuda_plugin_installed
 from ._compile_report import (
     KEY_SASS,
     TARGETS,
@@ -53,7 +54,6 @@ INSTALL_HINT = "pip install 'statickernel[aot]'"
 _COMPILE_LOCK = threading.Lock()
 _REPORTS: dict[tuple[Any, str], CompileReport] = {}
 _architectures: list[str] = []  # the one this process compiles for, once it has compiled
-_PLUGINS = ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12")
 # Packages whose bin/ holds the pinned ptxas (and nvdisasm), most preferred first.
 _TOOL_PACKAGES = ("nvidia.cu13", "nvidia.cuda_nvcc")
 
@@ -107,7 +107,7 @@ def _package_bin(package: str) -> pathlib.Path | None:
 @functools.cache
 def toolchain() -> Toolchain:
     """The compile toolchain of this environment, or a ToolchainError saying what to install."""
-    if not any(_find_spec(p) for p in _PLUGINS):
+    if not cuda_plugin_installed():
         raise ToolchainError(
             "compiling for a GPU needs the CUDA PJRT plugin, which this environment lacks",
             expected="jax-cuda13-plugin and jax-cuda13-pjrt, of the installed jax's version",
@@ -126,13 +126,6 @@ def toolchain() -> Toolchain:
             fix=INSTALL_HINT,
         )
     return Toolchain(None, pathlib.Path(on_path))
-
-
-def _find_spec(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 @functools.cache

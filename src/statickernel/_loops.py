@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 from jax import core as jax_core
 from jax.extend import core as jex_core
-from jax.interpreters import partial_eval as pe
 
+from ._compat import convert_constvars_jaxpr
 from ._errors import BodyError
 
 __all__ = ["active_loops", "dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
@@ -178,7 +178,7 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
             fix="return the carry with the structure, shapes and dtypes of init=; cast with "
             ".astype(...) where a dtype changed",
         )
-    jaxpr = pe.convert_constvars_jaxpr(closed.jaxpr)
+    jaxpr = convert_constvars_jaxpr(closed.jaxpr)
     flat_out = loop_p.bind(
         *closed.consts,
         *leaves,
@@ -213,7 +213,7 @@ def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
                 fix=f"return a block computed from the current blocks of the operands along {axis}",
             )
         axis_sizes.append((len(shape) - 1 - shape[::-1].index(block), size))
-    jaxpr = pe.convert_constvars_jaxpr(closed.jaxpr)
+    jaxpr = convert_constvars_jaxpr(closed.jaxpr)
     outs = map_p.bind(
         *closed.consts,
         jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),

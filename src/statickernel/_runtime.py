@@ -1,13 +1,13 @@
 """Interpreted launches: the Mosaic GPU interpreter, one launch at a time, however it is called.
 
-The interpreter keeps its simulated memory in process-wide state (`gpu_callbacks` in
-`jax._src.pallas.mosaic_gpu.interpret`): the first launch to start creates it, every launch
-allocates buffers and barriers in it, and the end of a launch discards it. Two launches that
-overlap corrupt each other, whichever threads or devices run them. The interpreter orders its
-own launches only through JAX's ordered effects, whose tokens are per Python thread, so
-launches from two threads, or from the devices of one shard_map, still overlap; and under a
-mesh it simulates every device in that one state, where a device that finishes first finds the
-others' barriers still allocated.
+The interpreter keeps its simulated memory in process-wide state (in its private module
+`gpu_callbacks`): the first launch to start creates it, every launch allocates buffers and
+barriers in it, and the end of a launch discards it. Two launches that overlap corrupt each
+other, whichever threads or devices run them. The interpreter orders its own launches only
+through JAX's ordered effects, whose tokens are per Python thread, so launches from two
+threads, or from the devices of one shard_map, still overlap; and under a mesh it simulates
+every device in that one state, where a device that finishes first finds the others' barriers
+still allocated.
 
 So an interpreted kernel never puts the interpreter into the caller's computation. Its launch
 is one host callback that hands the arrays to a single thread of statickernel's, which runs
@@ -21,16 +21,21 @@ through it. A launch that fails resets the interpreter's state, so later launche
 
 import concurrent.futures
 import functools
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 from jax.extend.core import Primitive
-from jax.interpreters import batching, mlir
 
 from ._binding import call_site
+from ._compat import (
+    lowering_for_export,
+    mesh_manual_axes,
+    register_batching_rule,
+    register_lowering,
+    reset_mosaic_gpu_interpreter,
+)
 from ._errors import BackendError
 
 __all__ = ["interpreted_launch"]
@@ -79,23 +84,16 @@ def _host_device() -> Any:
 def _reset_interpreter() -> None:
     """Discards the interpreter's state after a failed launch: one that stops before the
     interpreter's own clean-up leaves it allocated, and the next launch would reuse it."""
-    try:
-        callbacks = importlib.import_module("jax._src.pallas.mosaic_gpu.interpret.gpu_callbacks")
-    except ImportError:
-        return
-    reset = getattr(callbacks, "reset_gpu_interpret_mode_state", None)
-    if reset is not None:
-        reset()
+    reset_mosaic_gpu_interpreter()
 
 
 def _check_mesh(name: str) -> None:
     """Host callbacks run either once, on whole arrays, or once per device, on its block; a
     shard_map that leaves some mesh axes automatic allows neither."""
-    mesh = jax.sharding.get_abstract_mesh()
-    manual = tuple(getattr(mesh, "manual_axes", ()))
-    if not manual or getattr(mesh, "are_all_axes_manual", True):
+    axes = mesh_manual_axes()
+    if axes is None:
         return
-    automatic = [a for a in mesh.axis_names if a not in manual]
+    manual, automatic = axes
     raise BackendError(
         "the interpreter cannot run inside a shard_map that leaves some mesh axes automatic",
         kernel=name,
@@ -117,8 +115,7 @@ _not_exported_p.def_abstract_eval(lambda *avals, **_: avals)
 
 
 def _lower_not_exported(ctx: Any, *operands: Any, kernel: str) -> Any:
-    params = getattr(ctx.module_context, "lowering_parameters", None)
-    if getattr(params, "for_export", False):
+    if lowering_for_export(ctx):
         raise BackendError(
             "a kernel on the interpret backend cannot be exported: the interpreter runs as a "
             "host callback, which jax.export cannot serialize",
@@ -132,11 +129,11 @@ def _lower_not_exported(ctx: Any, *operands: Any, kernel: str) -> Any:
     return operands
 
 
-mlir.register_lowering(_not_exported_p, _lower_not_exported)
+register_lowering(_not_exported_p, _lower_not_exported)
 
 
 def _batch_not_exported(args: Any, dims: Any, **params: Any) -> Any:
     return _not_exported_p.bind(*args, **params), dims
 
 
-batching.primitive_batchers[_not_exported_p] = _batch_not_exported
+register_batching_rule(_not_exported_p, _batch_not_exported)

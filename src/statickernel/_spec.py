@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
 import numpy as np
-from jaxtyping._array_types import _MetaAbstractArray, _NamedDim  # pyright: ignore[reportPrivateUsage]
+from jaxtyping import AbstractArray
 
 from . import _hardware as hw
+from ._compat import annotation_dtypes, plain_dim_names
 from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
 from ._frame import check_batch, check_derivable, frame
 from ._names import check_names, result_name
@@ -331,7 +332,7 @@ def _array_spec(
     name: str, hint: Any, err: dict[str, Any], *, role: str, batch: tuple[str, ...] = ()
 ) -> OperandSpec:
     example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
-    if not isinstance(hint, _MetaAbstractArray):
+    if not (isinstance(hint, type) and issubclass(hint, AbstractArray)):
         raise AnnotationError(
             f"{role} `{name}` is not annotated with a jaxtyping array type",
             **err,
@@ -340,19 +341,18 @@ def _array_spec(
             actual=_type_name(hint),
             fix=f"annotate it like {example}",
         )
-    dims: list[str] = []
-    for dim in hint.dims:  # pyright: ignore[reportAttributeAccessIssue]
-        if not isinstance(dim, _NamedDim) or dim.broadcastable:
-            raise AnnotationError(
-                f"{role} `{name}` has a dim that is not a plain name",
-                **err,
-                operand=name,
-                expected="named dims such as 'M N'",
-                actual=repr(hint.dim_str),  # pyright: ignore[reportAttributeAccessIssue]
-                fix="name every dim; fixed sizes, '*', '...', '#' and expressions are not "
-                "supported in kernel signatures",
-            )
-        dims.append(dim.name)
+    names = plain_dim_names(hint)
+    if names is None:
+        raise AnnotationError(
+            f"{role} `{name}` has a dim that is not a plain name",
+            **err,
+            operand=name,
+            expected="named dims such as 'M N'",
+            actual=repr(hint.dim_str),
+            fix="name every dim; fixed sizes, '*', '...', '#' and expressions are not "
+            "supported in kernel signatures",
+        )
+    dims = list(names)
     leading = 0
     while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
         leading += 1
@@ -364,7 +364,7 @@ def _array_spec(
             **err,
             operand=name,
             expected="rank 1 or 2" + (", after leading batch dims" if batch else ""),
-            actual=f"rank {len(dims)} ({hint.dim_str!r})",  # pyright: ignore[reportAttributeAccessIssue]
+            actual=f"rank {len(dims)} ({hint.dim_str!r})",
             fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
             + (", or declare its leading dims in batch=" if not batch else ""),
         )
@@ -373,7 +373,7 @@ def _array_spec(
             f"{role} `{name}` repeats a dim name",
             **err,
             operand=name,
-            actual=repr(hint.dim_str),  # pyright: ignore[reportAttributeAccessIssue]
+            actual=repr(hint.dim_str),
             fix="give each axis its own dim name",
         )
     allowed = _allowed_dtypes(name, hint, err, role)
@@ -382,8 +382,8 @@ def _array_spec(
 
 def _allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tuple[str, ...]:
     """The dtypes of an annotation that statickernel supports; `Shaped` allows all of them."""
-    dtypes = hint.dtypes
-    if not isinstance(dtypes, list | tuple):  # jaxtyping's marker for any dtype
+    dtypes = annotation_dtypes(hint)
+    if dtypes is None:
         return hw.SUPPORTED_DTYPES
     allowed = tuple(d for d in hw.SUPPORTED_DTYPES if d in dtypes)
     if allowed:

@@ -1,0 +1,192 @@
+"""The one place that reaches into jax's and jaxtyping's internals, or asks what the installed
+jax has.
+
+statickernel supports more than one jax release (see pyproject.toml and `constraints/`). Every
+use of a non-public name (`jax._src...`, `jax.interpreters...`, the objects behind a jaxtyping
+annotation) and every probe for a feature that differs between releases is a function here,
+with a note of why it is needed and what it was checked on, so that a new jax or jaxtyping
+release is ported by reading this module and running tests/test_compat.py. No other module of
+the package imports these internals; that test enforces it.
+
+Checked on jax 0.11.2 and 0.12.0.1, with jaxtyping 0.3.11.
+"""
+
+import importlib
+import importlib.util
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+from jax.interpreters import batching, mlir, partial_eval
+
+__all__ = [
+    "CUDA_PLUGINS",
+    "annotation_dtypes",
+    "convert_constvars_jaxpr",
+    "cuda_plugin_installed",
+    "has_plgpu_store",
+    "lowering_for_export",
+    "mesh_manual_axes",
+    "plain_dim_names",
+    "register_batching_rule",
+    "register_lowering",
+    "reset_mosaic_gpu_interpreter",
+    "user_frames",
+]
+
+# --------------------------------------------------------------------------------- jaxtyping
+
+
+def plain_dim_names(hint: Any) -> tuple[str, ...] | None:
+    """The dim names of a jaxtyping array annotation (a subclass of `jaxtyping.AbstractArray`)
+    when every dim is a plain name, like "M N"; None when any is not: a fixed size ("4",
+    "M=4"), an expression ("M+1"), anonymous ("_", "_M"), broadcastable ("#M") or variadic
+    ("*batch", "...").
+
+    `AbstractArray.dims` and `.index_variadic` are declared attributes of jaxtyping's public
+    base class, but the objects in `dims` are private (`jaxtyping._array_types._NamedDim`,
+    `_FixedDim`, `_SymbolicDim`, `_NamedVariadicDim` and sentinels for "_" and "..."). They are
+    read by their fields instead of their classes: only `_NamedDim` and `_NamedVariadicDim` have
+    a `name`, and the variadic one sits at `index_variadic`. Checked on jaxtyping 0.3.11.
+    """
+    variadic = getattr(hint, "index_variadic", None)
+    names: list[str] = []
+    for index, dim in enumerate(hint.dims):
+        name = getattr(dim, "name", None)
+        if index == variadic or not isinstance(name, str) or getattr(dim, "broadcastable", True):
+            return None
+        names.append(name)
+    return tuple(names)
+
+
+def annotation_dtypes(hint: Any) -> tuple[Any, ...] | None:
+    """The dtypes a jaxtyping array annotation allows (`AbstractArray.dtypes`: names, or the
+    regular expressions of a custom `AbstractDtype`); None when it allows any (`Shaped`).
+
+    jaxtyping marks "any dtype" with a private sentinel in place of the list
+    (`jaxtyping._array_types._any_dtype`), so anything but a list or tuple reads as that.
+    Checked on jaxtyping 0.3.11.
+    """
+    dtypes = hint.dtypes
+    if not isinstance(dtypes, list | tuple):
+        return None
+    return tuple(dtypes)
+
+
+# ------------------------------------------------------------------------- tracing and jaxprs
+
+
+def user_frames(eqn: Any) -> Iterator[Any]:
+    """The frames of the Python stack that recorded a traced equation, innermost first, less
+    jax's own frames; each has `file_name` and `start_line`.
+
+    jax keeps the stack in `eqn.source_info.traceback` and filters its own frames out with
+    `source_info_util.user_frames`, which jax.extend.source_info_util does not re-export.
+    """
+    from jax._src import source_info_util
+
+    tb = getattr(eqn.source_info, "traceback", None)
+    if tb is None:
+        return iter(())
+    return iter(source_info_util.user_frames(tb))
+
+
+def convert_constvars_jaxpr(jaxpr: Any) -> Any:
+    """`jaxpr` with its constants turned into leading inputs, for a primitive that holds a traced
+    step as a parameter and takes the step's constants as operands.
+
+    From `jax.interpreters.partial_eval`, which has no counterpart in jax.extend; the way
+    constants are attached to a jaxpr changes between releases, and this follows it.
+    """
+    return partial_eval.convert_constvars_jaxpr(jaxpr)
+
+
+# ----------------------------------------------------------------- primitives of statickernel
+
+
+def register_lowering(primitive: Any, rule: Callable[..., Any]) -> None:
+    """Registers the MLIR lowering of a primitive of statickernel's own, for every platform.
+
+    `jax.interpreters.mlir.register_lowering` is what jax's guide to new primitives uses; jax
+    .extend has no equivalent yet.
+    """
+    mlir.register_lowering(primitive, rule)
+
+
+def register_batching_rule(primitive: Any, rule: Callable[..., Any]) -> None:
+    """Registers the vmap rule of a primitive: `rule(args, dims, **params)` returns the outputs
+    and their batch dims. Through `jax.interpreters.batching.primitive_batchers`, as jax's guide
+    to new primitives does."""
+    batching.primitive_batchers[primitive] = rule
+
+
+def lowering_for_export(ctx: Any) -> bool:
+    """Whether the lowering that called a rule with context `ctx` is for jax.export.
+
+    Read from `ctx.module_context.lowering_parameters.for_export`, which jax does not document;
+    an older or newer layout reads as False, so the check it guards is skipped, not failed.
+    """
+    params = getattr(ctx.module_context, "lowering_parameters", None)
+    return bool(getattr(params, "for_export", False))
+
+
+def mesh_manual_axes() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The manual and the automatic axes of the current abstract mesh when it has both (a
+    shard_map with `axis_names=` naming only some axes); None otherwise.
+
+    `manual_axes` and `are_all_axes_manual` of `jax.sharding.AbstractMesh` are undocumented; a
+    jax without them reads as a mesh with no manual axes.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    manual = tuple(getattr(mesh, "manual_axes", ()))
+    if not manual or getattr(mesh, "are_all_axes_manual", True):
+        return None
+    return manual, tuple(a for a in mesh.axis_names if a not in manual)
+
+
+# ------------------------------------------------------------------------------ Mosaic GPU
+
+_GPU_CALLBACKS = "jax._src.pallas.mosaic_gpu.interpret.gpu_callbacks"
+
+
+def reset_mosaic_gpu_interpreter() -> bool:
+    """Discards the Mosaic GPU interpreter's process-wide simulated memory; False where this jax
+    has no way to.
+
+    The interpreter keeps its buffers and barriers in module state of `gpu_callbacks`, private
+    to jax (`reset_gpu_interpret_mode_state`, present in jax 0.11.2 and 0.12.0.1); a launch that
+    fails before the interpreter's own clean-up leaves them allocated.
+    """
+    try:
+        callbacks = importlib.import_module(_GPU_CALLBACKS)
+    except ImportError:
+        return False
+    reset = getattr(callbacks, "reset_gpu_interpret_mode_state", None)
+    if reset is None:
+        return False
+    reset()
+    return True
+
+
+def has_plgpu_store() -> bool:
+    """Whether this jax's Pallas Mosaic GPU stores through `plgpu.store`: jax 0.12.0.1 has it,
+    and its default no longer suits untiled refs; jax 0.11.2 has not."""
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+
+    return hasattr(plgpu, "store")
+
+
+# The CUDA PJRT plugin's modules, newest CUDA first: deviceless compiles need one of them.
+CUDA_PLUGINS = ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12")
+
+
+def cuda_plugin_installed() -> bool:
+    """Whether jax's CUDA PJRT plugin is installed (it is looked up, not imported: importing it
+    starts CUDA)."""
+    for name in CUDA_PLUGINS:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
