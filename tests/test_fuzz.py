@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 import statickernel as sk
 from fuzz_kernels import COL_BLOCKS, KERNEL_NAME, ROW_BLOCKS, Declaration, declarations
-from statickernel._body import _DIMS as _BOUND_DIMS
+from statickernel._trace_context import TraceContext, tracing
 
 settings.register_profile(
     "fuzz-ci",
@@ -295,11 +295,8 @@ def reference(kernel: sk.Kernel[..., Any], args: tuple[Any, ...], consts: dict[s
             )
             for o, a in zip(spec.operands, args, strict=True)
         }
-        token = _BOUND_DIMS.set(sizes)  # what sk.dim reads: the bound sizes
-        try:
+        with tracing(TraceContext(sizes, {})):  # what sk.dim reads: the bound sizes
             blocks = spec.fn(**tiles, **consts)
-        finally:
-            _BOUND_DIMS.reset(token)
         blocks = blocks if spec.result_is_tuple else (blocks,)
         if outputs is None:
             outputs = [

@@ -2,7 +2,6 @@
 
 from . import testing
 from ._backend import BACKENDS, default_backend, set_backend
-from ._body import Tile, dim, load
 from ._compile_report import CompileReport, Occupancy, OccupancyLimit
 from ._errors import (
     AnnotationError,
@@ -34,6 +33,7 @@ from ._ops import max, min, sum
 from ._pipeline import LoopPlan
 from ._plan import DimPlan, LaunchPlan, OperandPlan
 from ._spec import Const
+from ._tile import Tile, dim, load
 
 __version__ = "0.1.0"
 

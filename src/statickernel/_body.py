@@ -7,11 +7,8 @@ here at import time (ops, result shapes and dtypes) and the code that later runs
 the same trace.
 """
 
-import contextvars
 import dataclasses
 import linecache
-import os
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,15 +18,22 @@ from jax.extend import core as jex_core
 
 from ._compat import user_frames
 from ._errors import BodyError, ResultMismatchError
-from ._loops import LOOP_DIMS, active_loop_id, active_loops
-from ._spec import KernelSpec, display_path
+from ._layout import split_blocks
+from ._spec import KernelSpec
+from ._tile import Tile
+from ._trace_context import LoopDim, TraceContext, tracing
+from ._where import display_path, is_user_file
 
-__all__ = ["Atom", "BodyTrace", "Eqn", "Step", "Tile", "dim", "load", "trace_body"]
+__all__ = [
+    "Atom",
+    "BodyTrace",
+    "Eqn",
+    "Step",
+    "check_outputs",
+    "misplaced_load_error",
+    "trace_body",
+]
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_DIMS: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar(
-    "statickernel_dims", default=None
-)
 
 # Primitives that only wrap another jaxpr; their bodies are inlined.
 _CALL_PARAMS = {
@@ -43,44 +47,6 @@ _CALL_PARAMS = {
     "remat": "jaxpr",
     "checkpoint": "jaxpr",
 }
-
-
-def dim(name: str) -> int:
-    """The size a dim is bound to, as a Python int; call it inside a kernel body.
-
-    Whole dims are already the true size of the tile the body sees; use this for the size of a
-    tiled dim, or for any dim in scalar arithmetic.
-    """
-    dims = _DIMS.get()
-    if dims is None:
-        raise BodyError(
-            f"sk.dim({name!r}) was called outside a kernel body",
-            fix="call sk.dim inside the body of an @sk.kernel function",
-        )
-    if name not in dims:
-        raise BodyError(
-            f"sk.dim({name!r}) names a dim the kernel does not declare",
-            dim=name,
-            expected=f"one of {', '.join(dims)}",
-            actual=repr(name),
-            fix="use a dim name from the operand annotations",
-        )
-    return dims[name]
-
-
-def load(operand: Any, *, fill: float | int | bool = 0) -> jax.Array:
-    """Loads an operand's block inside a kernel body; elements past the array's edge read `fill`.
-
-    The same as `operand.load(fill=...)`, spelled so that type checkers accept it on operands
-    annotated as jaxtyping arrays.
-    """
-    if not isinstance(operand, Tile):
-        raise BodyError(
-            "sk.load was given something that is not an operand of the kernel body",
-            actual=f"{type(operand).__name__}",
-            fix="call sk.load(x) on a parameter of the @sk.kernel function, inside its body",
-        )
-    return operand.load(fill=fill)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,116 +103,6 @@ class BodyTrace:
         return dict(self.avals)[var]
 
 
-class Tile:
-    """What a kernel body receives for each operand: the operand's block, ready to load.
-
-    `shape` is the operand's true shape and `block_shape` the shape of the value `load` returns.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        value: Any,
-        shape: tuple[int, ...],
-        fills: dict[Any, Any],
-        dims: tuple[str, ...] = (),
-        frame: tuple[str, str | None] = ("", None),
-        misplaced: list[tuple[str, str | None]] | None = None,
-    ):
-        self.name = name
-        self.dims = dims
-        self._frame = frame
-        self._misplaced = misplaced if misplaced is not None else []
-        self._value = value
-        self.shape = shape
-        self.block_shape: tuple[int, ...] = tuple(value.shape)
-        self.dtype = value.dtype
-        self._fills = fills
-
-    def load(self, *, fill: float | int | bool = 0) -> jax.Array:
-        """This block of the operand; elements past the array's edge read as `fill`."""
-        self._check_frame()
-        return self.block_for_dot(fill=fill)
-
-    def block_for_dot(self, *, fill: float | int | bool = 0) -> jax.Array:
-        """The block as `sk.dot` reads it: from shared memory, in any layout."""
-        self._check_loop_context()
-        if isinstance(fill, np.generic):
-            fill = fill.item()
-        if isinstance(fill, jax.Array | np.ndarray):
-            if getattr(fill, "shape", None) != ():
-                raise BodyError(
-                    f"the fill of `{self.name}.load` must be a scalar",
-                    operand=self.name,
-                    actual=f"an array of shape {fill.shape}",
-                    fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
-                )
-            try:
-                fill = fill.item()
-            except Exception:
-                raise BodyError(
-                    f"the fill of `{self.name}.load` is a traced value",
-                    operand=self.name,
-                    actual=repr(fill),
-                    fix="pass a Python or NumPy number, e.g. fill=0.0, fill=-jnp.inf or "
-                    "fill=float(jnp.finfo(jnp.float32).min)",
-                ) from None
-        if not isinstance(fill, bool | int | float):
-            raise BodyError(
-                f"the fill of `{self.name}.load` is not a number",
-                operand=self.name,
-                actual=repr(fill),
-                fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
-            )
-        _check_fill_fits(self.name, fill, np.dtype(self.dtype))
-        loop_id = active_loop_id()
-        looped = any(d in (LOOP_DIMS.get() or {}) for d in self.dims)
-        # Each loop reads its own copy of a looped operand, so each may choose its fill.
-        key: Any = (self.name, loop_id) if looped else self.name
-        previous = self._fills.get(key)
-        if previous is not None and not _same_fill(previous, fill):
-            raise BodyError(
-                f"`{self.name}` is loaded twice with different fills",
-                operand=self.name,
-                expected=repr(previous),
-                actual=repr(fill),
-                fix="load each operand once and reuse the value",
-            )
-        self._fills[key] = fill
-        if looped:
-            self._fills.setdefault(self.name, fill)
-        return self._value
-
-    def _check_frame(self) -> None:
-        """Records a load of an operand laid out unlike the blocks. It is reported after the
-        body is translated, so that a `jnp.dot` of it is reported as what it is."""
-        rows, cols = self._frame
-        if not self.dims or not rows:  # a Tile built without its dims has no frame to check
-            return
-        laid_out = self.dims == (rows, cols) if len(self.dims) == 2 else self.dims[0] in self._frame
-        if not laid_out:
-            self._misplaced.append((self.name, _caller_user_line()))
-
-    def _check_loop_context(self) -> None:
-        looped = [d for d in self.dims if d in (LOOP_DIMS.get() or {})]
-        active = active_loops()
-        if looped and looped[0] not in active:
-            where = f"a loop over {active[-1]!r}" if active else "the body outside any loop"
-            raise BodyError(
-                f"`{self.name}` has the loop dim {looped[0]}, but it is loaded in {where}",
-                operand=self.name,
-                dim=looped[0],
-                expected=f"a load inside sk.loop({looped[0]!r}, ...) or "
-                f"sk.map_blocks({looped[0]!r}, ...)",
-                actual=f"`{self.name}` ('{' '.join(self.dims)}') loaded there",
-                fix=f"move the load into the step of a loop over {looped[0]}, which sees one block "
-                "of it at a time",
-            )
-
-    def __repr__(self) -> str:
-        return f"Tile({self.name}, block_shape={self.block_shape}, dtype={self.dtype})"
-
-
 def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
     """The error for the first operand loaded into registers though laid out unlike the blocks."""
     name, line = trace.misplaced[0]
@@ -263,34 +119,6 @@ def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
         fix=f"multiply it with sk.dot({name}, ...) inside the loop step, or pass it transposed "
         "from outside the kernel",
     )
-
-
-def _caller_user_line() -> str | None:
-    frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
-    while frame is not None:
-        if _is_user_file(frame.f_code.co_filename):
-            return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
-
-
-def _same_fill(a: Any, b: Any) -> bool:
-    return bool(np.asarray(a) == np.asarray(b)) or bool(np.isnan(a) and np.isnan(b))
-
-
-def _check_fill_fits(name: str, fill: Any, dtype: np.dtype) -> None:
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        if (isinstance(fill, float) and not float(fill).is_integer()) or not (
-            info.min <= fill <= info.max
-        ):
-            raise BodyError(
-                f"the fill of `{name}.load` cannot be represented in {dtype}",
-                operand=name,
-                expected=f"an integer in [{info.min}, {info.max}]",
-                actual=repr(fill),
-                fix=f"use e.g. fill={info.min} for a running max over {dtype}",
-            )
 
 
 def trace_body(
@@ -313,20 +141,16 @@ def trace_body(
     op_dims = {o.name: o.block_dims for o in spec.operands}
     fills: dict[Any, Any] = {}
     misplaced: list[tuple[str, str | None]] = []
-    loop_dims = {d: (dims[d], int(consts[c])) for d, c in spec.loop}
+    blocks = split_blocks(spec, consts)
+    context = TraceContext(dict(dims), {d: LoopDim(dims[d], blocks[d]) for d in spec.loop_map})
 
     def body(*values: Any) -> Any:
         tiles = {
             n: Tile(n, v, true_shapes[n], fills, op_dims[n], (spec.rows, spec.cols), misplaced)
             for n, v in zip(names, values, strict=True)
         }
-        token = _DIMS.set(dict(dims))
-        loops_token = LOOP_DIMS.set(loop_dims)
-        try:
+        with tracing(context):
             return spec.fn(**tiles, **consts)
-        finally:
-            LOOP_DIMS.reset(loops_token)
-            _DIMS.reset(token)
 
     avals = [jax.ShapeDtypeStruct(block_shapes[n], dtypes[n]) for n in names]
     try:
@@ -372,16 +196,10 @@ def _innermost_user_line(tb: Any) -> str | None:
     found = None
     while tb is not None:
         path = tb.tb_frame.f_code.co_filename
-        if _is_user_file(path):
+        if is_user_file(path):
             found = f"{display_path(path)}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
-
-
-def _is_user_file(path: str) -> bool:
-    if path.startswith(_PACKAGE_DIR) or path.startswith("<"):
-        return False
-    return not any(f"{os.sep}{pkg}{os.sep}" in path for pkg in ("jax", "jaxlib", "jaxtyping"))
 
 
 class _Flattener:
@@ -557,7 +375,7 @@ def _aval(aval: Any) -> tuple[tuple[int, ...], str]:
 
 def _user_line(eqn: Any) -> tuple[str | None, str]:
     for frame in user_frames(eqn):
-        if _is_user_file(frame.file_name):
+        if is_user_file(frame.file_name):
             text = linecache.getline(frame.file_name, frame.start_line).strip()
             return f"{display_path(frame.file_name)}:{frame.start_line}", text
     return None, ""

@@ -6,20 +6,18 @@ kernel shares one (rows, cols) frame, since blocks are not transposed or re-laid
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._errors import AnnotationError
-
-if TYPE_CHECKING:
-    from ._spec import OperandSpec
+from ._operand import OperandSpec
 
 __all__ = ["check_batch", "check_derivable", "frame"]
 
 
 def check_batch(
     batch: tuple[str, ...],
-    operands: list["OperandSpec"],
-    results: list["OperandSpec"],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
     err: dict[str, Any],
 ) -> None:
     """Batch dims lead every result, and appear nowhere but in the leading dims."""
@@ -58,7 +56,7 @@ def check_batch(
 
 
 def check_derivable(
-    operands: list["OperandSpec"], results: list["OperandSpec"], err: dict[str, Any]
+    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
 ) -> None:
     operand_dims = {d for o in operands for d in o.dims}
     for result in results:
@@ -76,8 +74,8 @@ def check_derivable(
 
 
 def frame(
-    operands: list["OperandSpec"],
-    results: list["OperandSpec"],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
     err: dict[str, Any],
     loop: Mapping[str, str] | None = None,
 ) -> tuple[str, str | None]:
@@ -119,7 +117,7 @@ def frame(
 
 
 def _layout_error(
-    other: "OperandSpec", first: "OperandSpec", has_loops: bool, err: dict[str, Any]
+    other: OperandSpec, first: OperandSpec, has_loops: bool, err: dict[str, Any]
 ) -> AnnotationError:
     """`other` is 2-D but not laid out like the kernel's blocks, (rows, cols) of `first`."""
     rows, cols = first.dims
@@ -162,6 +160,6 @@ def _layout_error(
     )
 
 
-def _body_view(op: "OperandSpec") -> "OperandSpec":
+def _body_view(op: OperandSpec) -> OperandSpec:
     """The operand as the body sees it: without its batch dims."""
     return dataclasses.replace(op, dims=op.block_dims, batch=())

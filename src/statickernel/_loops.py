@@ -11,8 +11,7 @@ Each is recorded in the traced body as one primitive whose parameters hold the s
 equations, so the import-time checks and the code generator see the loop as the user wrote it.
 """
 
-import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -20,35 +19,18 @@ import jax.numpy as jnp
 from jax import core as jax_core
 from jax.extend import core as jex_core
 
+from . import _trace_context
 from ._compat import convert_constvars_jaxpr
 from ._errors import BodyError
+from ._tile import Tile
+from ._trace_context import LoopDim
 
-__all__ = ["active_loops", "dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
-
-# The loop axes a step is being traced in, innermost last; loop sizes are read from the body's
-# dims.
-_ACTIVE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
-    "statickernel_loops", default=()
-)
-# Set while a body is traced: loop dim -> (size, block).
-LOOP_DIMS: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = contextvars.ContextVar(
-    "statickernel_loop_dims", default=None
-)
+__all__ = ["dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
 
 
-_LOOP_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "statickernel_loop_id", default=None
-)
-_LOOP_IDS = iter(range(1 << 62))
-
-
-def active_loops() -> tuple[str, ...]:
-    return _ACTIVE.get()
-
-
-def active_loop_id() -> int | None:
-    """The loop whose step is being traced; loads inside it record their fill under it."""
-    return _LOOP_ID.get()
+def _active_loops() -> tuple[str, ...]:
+    context = _trace_context.current()
+    return context.loops if context else ()
 
 
 def _abstract_loop(*args: Any, jaxpr: Any, num_consts: int, **_: Any) -> list[Any]:
@@ -84,18 +66,19 @@ dot_p = jex_core.Primitive("sk_dot")
 dot_p.def_abstract_eval(_abstract_dot)
 
 
-def _loop_dims(what: str) -> dict[str, tuple[int, int]]:
-    dims = LOOP_DIMS.get()
-    if dims is None:
+def _loop_dims(what: str) -> Mapping[str, LoopDim]:
+    context = _trace_context.current()
+    if context is None:
         raise BodyError(
             f"{what} was called outside a kernel body",
             fix=f"call {what} inside the body of an @sk.kernel function that declares loop=",
         )
-    return dims
+    return context.loop_dims
 
 
-def _check_axis(what: str, axis: Any) -> tuple[int, int]:
+def _check_axis(what: str, axis: Any) -> LoopDim:
     dims = _loop_dims(what)
+    active = _active_loops()
     if axis not in dims:
         raise BodyError(
             f"{what} walks {axis!r}, which is not a loop dim of the kernel",
@@ -105,15 +88,15 @@ def _check_axis(what: str, axis: Any) -> tuple[int, int]:
             fix=f'declare it in the decorator, e.g. loop={{"{axis}": "B{axis}"}}, with a '
             f"constant `B{axis}: sk.Const[int]`",
         )
-    if axis in _ACTIVE.get():
+    if axis in active:
         raise BodyError(
             f"{what} walks {axis!r} inside a step that already walks it",
             dim=str(axis),
             fix="walk each loop dim in its own loop, one after another",
         )
-    if _ACTIVE.get():
+    if active:
         raise BodyError(
-            f"{what}({axis!r}) is nested in a loop over {_ACTIVE.get()[-1]!r}",
+            f"{what}({axis!r}) is nested in a loop over {active[-1]!r}",
             dim=str(axis),
             fix="write the loops one after another; nested loops are not supported",
         )
@@ -123,10 +106,7 @@ def _check_axis(what: str, axis: Any) -> tuple[int, int]:
 def _trace_step(
     what: str, axis: str, fn: Callable[..., Any], leaves: list[Any], tree: Any
 ) -> tuple[Any, int]:
-    token = _ACTIVE.set((*_ACTIVE.get(), axis))
-    loop_id = next(_LOOP_IDS)
-    id_token = _LOOP_ID.set(loop_id)
-    try:
+    with _trace_context.in_loop(axis) as step:
 
         def flat(*carry: Any) -> list[Any]:
             out = fn(jax.tree.unflatten(tree, carry)) if tree is not None else fn()
@@ -134,10 +114,8 @@ def _trace_step(
 
         avals = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
         closed = jax.make_jaxpr(flat)(*avals)
-    finally:
-        _LOOP_ID.reset(id_token)
-        _ACTIVE.reset(token)
-    return closed, loop_id
+    assert step.loop_id is not None
+    return closed, step.loop_id
 
 
 def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
@@ -198,7 +176,8 @@ def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
     The value `map_blocks` returns stands for the whole result along `axis`: return it from the
     body as the kernel's result.
     """
-    size, block = _check_axis("sk.map_blocks", axis)
+    loop_dim = _check_axis("sk.map_blocks", axis)
+    size, block = loop_dim.size, loop_dim.block
     closed, loop_id = _trace_step("sk.map_blocks", axis, fn, [], None)
     axis_sizes = []
     for var in closed.jaxpr.outvars:
@@ -245,9 +224,7 @@ def dot(a: Any, b: Any) -> jax.Array:
     add it to the loop's carry, `return acc + sk.dot(a, b)`, which becomes a WGMMA accumulating
     in registers. Operands past the edge of K read zeros, so ragged K is exact.
     """
-    from ._body import Tile
-
-    loops = _ACTIVE.get()
+    loops = _active_loops()
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, Tile):
             raise BodyError(

@@ -18,6 +18,7 @@ from ._compat import annotation_dtypes, plain_dim_names
 from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
 from ._frame import check_batch, check_derivable, frame
 from ._names import check_names, result_name
+from ._operand import OperandSpec
 from ._where import call_site, display_path, source_location
 
 __all__ = [
@@ -47,27 +48,6 @@ Const = Annotated[T, CONST]
 # Parameter names the call path reserves for itself.
 RESERVED_NAMES = frozenset({"backend"})
 CONST_TYPES: tuple[type, ...] = (int, float, bool)
-
-
-@dataclasses.dataclass(frozen=True)
-class OperandSpec:
-    """One operand or result: its name, its named dims and the dtypes its annotation allows."""
-
-    name: str
-    dims: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    annotation: str
-    batch: tuple[str, ...] = ()
-    """Its leading batch dims: one index of each per grid step, unseen by the body."""
-
-    @property
-    def rank(self) -> int:
-        return len(self.dims)
-
-    @property
-    def block_dims(self) -> tuple[str, ...]:
-        """The dims the body sees: all but the leading batch dims."""
-        return self.dims[len(self.batch) :]
 
 
 @dataclasses.dataclass(frozen=True)

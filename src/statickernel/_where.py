@@ -6,7 +6,7 @@ import sysconfig
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["call_site", "display_path", "source_location"]
+__all__ = ["call_site", "caller_user_line", "display_path", "is_user_file", "source_location"]
 
 # The standard library's own files. JAX's tracing runs through some of them (contextlib's
 # decorator wrappers), and they are never the user's call site.
@@ -49,3 +49,20 @@ def display_path(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def is_user_file(path: str) -> bool:
+    """Whether a traceback's file is the user's: not statickernel's, jax's or jaxtyping's."""
+    if path.startswith(_PACKAGE) or path.startswith("<"):
+        return False
+    return not any(f"{os.sep}{pkg}{os.sep}" in path for pkg in ("jax", "jaxlib", "jaxtyping"))
+
+
+def caller_user_line() -> str | None:
+    """`path:line` of the innermost user frame calling this function's caller."""
+    frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None

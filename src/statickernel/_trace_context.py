@@ -1,0 +1,66 @@
+"""The state of a body's trace: one frozen context, set while the body is traced.
+
+`sk.dim`, `sk.load`, `sk.loop`, `sk.map_blocks` and `sk.dot` are plain functions the body
+calls; what they need to know of the trace (the bound dims, the loop dims' blocks, which
+loop's step is being traced) is read from here. A step's trace runs in a context of its own,
+entered with `in_loop`, and the enclosing one is back when it returns.
+"""
+
+import contextlib
+import contextvars
+import dataclasses
+import itertools
+from collections.abc import Iterator, Mapping
+
+__all__ = ["LoopDim", "TraceContext", "current", "in_loop", "tracing"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopDim:
+    """A loop dim as the body's trace sees it: its bound size and its loop block."""
+
+    size: int
+    block: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceContext:
+    dims: Mapping[str, int]
+    """Every dim's size; at the declaration, probe sizes."""
+    loop_dims: Mapping[str, LoopDim]
+    """The kernel's loop dims."""
+    loops: tuple[str, ...] = ()
+    """The loop dims whose steps are being traced, innermost last."""
+    loop_id: int | None = None
+    """The loop whose step is being traced; loads inside it record their fill under it."""
+
+
+_CONTEXT: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(
+    "statickernel_trace", default=None
+)
+_LOOP_IDS = itertools.count()
+
+
+def current() -> TraceContext | None:
+    """The context of the body being traced, or None outside a body."""
+    return _CONTEXT.get()
+
+
+@contextlib.contextmanager
+def tracing(context: TraceContext) -> Iterator[TraceContext]:
+    """Sets `context` while a body (or, in tests, its reference) runs."""
+    token = _CONTEXT.set(context)
+    try:
+        yield context
+    finally:
+        _CONTEXT.reset(token)
+
+
+@contextlib.contextmanager
+def in_loop(axis: str) -> Iterator[TraceContext]:
+    """The context of a step of the loop over `axis`, with an id of its own."""
+    outer = _CONTEXT.get()
+    assert outer is not None, "a loop's step is traced inside a body"
+    step = dataclasses.replace(outer, loops=(*outer.loops, axis), loop_id=next(_LOOP_IDS))
+    with tracing(step):
+        yield step
