@@ -96,7 +96,7 @@ def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any
     start = time.perf_counter()
     try:
         report = kernel.compile(*row.structs, target=target)
-    except (sk.PlanError, sk.SharedMemoryError) as exc:
+    except sk.HardwareRuleError as exc:
         return base | {"status": "not emitted", "reason": exc.what}
     except sk.StaticKernelError as exc:
         return base | {"status": "compile error", "reason": str(exc)}

@@ -202,7 +202,7 @@ def test_statickernel_error_is_a_message_unless_traceback(kernel_folder: pathlib
     full = run(*args, "--traceback", cwd=kernel_folder)
     assert full.returncode == 1
     assert "Traceback (most recent call last)" in full.stderr
-    assert "HardwareLimitError" in full.stderr
+    assert "BlockAlignmentError" in full.stderr
 
 
 def test_call_errors_point_at_the_kernel(capsys: pytest.CaptureFixture[str]) -> None:

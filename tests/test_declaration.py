@@ -785,13 +785,13 @@ def test_float_const_accepts_int_default():
 
 @pytest.mark.parametrize("bm", [100, 32, 96])
 def test_row_block_not_multiple_of_64(bm: int):
-    with pytest.raises(sk.HardwareLimitError) as info:
+    with pytest.raises(sk.BlockAlignmentError) as info:
 
         @sk.kernel(tile={"M": "BM"})  # @bm-not-64
         def k(x: Float32[Array, "M N"], *, BM: sk.Const[int] = bm) -> Float32[Array, "M N"]:
             return sk.load(x)
 
-    assert not isinstance(info.value, sk.SharedMemoryError)
+    assert info.value.phase is sk.Phase.DECLARATION
     check(info.value, "bm-not-64", operand="x", dim="M")
     assert "multiple of 64" in info.value.expected
     assert str(bm) in info.value.actual
@@ -799,7 +799,7 @@ def test_row_block_not_multiple_of_64(bm: int):
 
 
 def test_row_block_over_tma_box():
-    with pytest.raises(sk.HardwareLimitError) as info:
+    with pytest.raises(sk.TmaBoxError) as info:
 
         @sk.kernel(tile={"M": "BM"})  # @bm-512
         def k(x: Float32[Array, "M N"], *, BM: sk.Const[int] = 512) -> Float32[Array, "M N"]:
@@ -812,7 +812,7 @@ def test_row_block_over_tma_box():
 
 
 def test_column_block_too_narrow():
-    with pytest.raises(sk.HardwareLimitError) as info:
+    with pytest.raises(sk.BlockAlignmentError) as info:
 
         @sk.kernel(tile={"M": "BM", "N": "BN"})  # @bn-4
         def k(
@@ -828,7 +828,7 @@ def test_column_block_too_narrow():
 
 def test_column_block_too_narrow_for_int8():
     # `Int` allows int8, whose 16-byte TMA rows need 16 elements.
-    with pytest.raises(sk.HardwareLimitError) as info:
+    with pytest.raises(sk.BlockAlignmentError) as info:
 
         @sk.kernel(tile={"M": "BM", "N": "BN"})  # @bn-int8
         def k(
@@ -842,7 +842,7 @@ def test_column_block_too_narrow_for_int8():
 
 
 def test_1d_block_needs_128_bytes():
-    with pytest.raises(sk.HardwareLimitError) as info:
+    with pytest.raises(sk.BlockAlignmentError) as info:
 
         @sk.kernel(tile={"M": "BM", "N": "BN"})  # @bias-bn-8
         def k(
@@ -1398,7 +1398,6 @@ _DECLARATION_ERRORS = [
     sk.TilingError,
     sk.ConstantError,
     sk.HardwareLimitError,
-    sk.SharedMemoryError,
     sk.BodyError,
     sk.ResultMismatchError,
     sk.UnsupportedOpError,
@@ -1416,6 +1415,19 @@ _CALL_ERRORS = [
     sk.CompileTargetError,
     sk.ToolchainError,
 ]
+# One class per hardware rule, raised by the declaration and by a call alike.
+_RULE_ERRORS = [
+    sk.HardwareRuleError,
+    sk.TmaBoxError,
+    sk.BlockAlignmentError,
+    sk.SharedMemoryError,
+    sk.Int32LimitError,
+    sk.GridLimitError,
+    sk.DotShapeError,
+    sk.DotDtypeError,
+    sk.DotLayoutError,
+    sk.LoopOperandError,
+]
 
 
 @pytest.mark.parametrize("cls", _DECLARATION_ERRORS, ids=lambda c: c.__name__)
@@ -1432,6 +1444,14 @@ def test_call_errors_are_static_kernel_errors(cls: type):
     assert not issubclass(cls, sk.DeclarationError)
 
 
+@pytest.mark.parametrize("cls", _RULE_ERRORS, ids=lambda c: c.__name__)
+def test_rule_errors_are_caught_by_the_deprecated_phase_classes(cls: type):
+    assert issubclass(cls, sk.HardwareRuleError)
+    # For one release: what `except HardwareLimitError` and `except PlanError` caught.
+    assert issubclass(cls, sk.HardwareLimitError) and issubclass(cls, sk.DeclarationError)
+    assert issubclass(cls, sk.PlanError) and issubclass(cls, sk.CallError)
+
+
 def test_subclass_relations():
     assert issubclass(sk.SharedMemoryError, sk.HardwareLimitError)
     assert issubclass(sk.ResultMismatchError, sk.BodyError)
@@ -1440,14 +1460,16 @@ def test_subclass_relations():
 
 
 def test_every_error_class_is_exported():
-    for name in _errors.__all__:
-        cls = getattr(_errors, name)
-        assert getattr(sk, name) is cls, name
-        assert name in sk.__all__, name
-        assert issubclass(cls, sk.StaticKernelError)
-    listed = set(_DECLARATION_ERRORS) | set(_CALL_ERRORS)
+    classes = [getattr(_errors, n) for n in _errors.__all__]
+    errors = [c for c in classes if isinstance(c, type) and issubclass(c, BaseException)]
+    for cls in classes:
+        assert getattr(sk, cls.__name__) is cls, cls.__name__
+        assert cls.__name__ in sk.__all__, cls.__name__
+    assert all(issubclass(cls, sk.StaticKernelError) for cls in errors)
+    assert set(classes) - set(errors) == {sk.Phase}
+    listed = set(_DECLARATION_ERRORS) | set(_CALL_ERRORS) | set(_RULE_ERRORS)
     listed |= {sk.StaticKernelError, sk.DeclarationError, sk.CallError}
-    assert {getattr(_errors, n) for n in _errors.__all__} == listed
+    assert set(errors) == listed
 
 
 def test_error_renders_every_fact():

@@ -31,8 +31,16 @@ ERROR_CLASSES = {
     for name in sk.__all__
     if isinstance(cls := getattr(sk, name), type) and issubclass(cls, sk.StaticKernelError)
 }
-# Never raised on their own: their examples raise one of their subclasses.
-BRANCHES = {"StaticKernelError", "DeclarationError", "CallError"}
+# Never raised on their own: their examples raise one of their subclasses. HardwareLimitError
+# and PlanError are deprecated: every hardware rule's class subclasses them, for one release.
+BRANCHES = {
+    "StaticKernelError",
+    "DeclarationError",
+    "CallError",
+    "HardwareRuleError",
+    "HardwareLimitError",
+    "PlanError",
+}
 
 _HEADING = re.compile(r"^#{2,3} (?P<name>\w+)\s*$")
 _RAISES = re.compile(r"^<!--\s*raises\s+(?P<name>\w+)\s*-->\s*$")

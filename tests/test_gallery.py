@@ -150,12 +150,12 @@ def test_tiled_n_has_no_width_limit(dtype: Any) -> None:
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
 @pytest.mark.parametrize("name", WHOLE_N)
-def test_whole_n_too_wide_for_shared_memory_is_a_plan_error(name: str, dtype: Any) -> None:
+def test_whole_n_too_wide_for_shared_memory(name: str, dtype: Any) -> None:
     """A whole N wider than one TMA box is copied in several, until the blocks overflow SMEM."""
     args = make_args(name, 70, 2000, dtype)
     kernel = KERNELS[name]
     cached = len(kernel._cache)
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         kernel(*args)
     err = info.value
     assert err.kernel == name
@@ -164,7 +164,7 @@ def test_whole_n_too_wide_for_shared_memory_is_a_plan_error(name: str, dtype: An
     assert "232,448" in str(err.expected)
     assert err.fix
     # The same error from the plan, and no half-built specialization left behind.
-    with pytest.raises(sk.PlanError):
+    with pytest.raises(sk.SharedMemoryError):
         kernel.plan(*args)
     assert len(kernel._cache) == cached
 

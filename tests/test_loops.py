@@ -478,7 +478,7 @@ def test_stages_are_capped_at_the_step_count(k: int, steps: int, stages: int) ->
 
 def test_a_stage_count_too_big_for_a_long_k_fits_a_short_one() -> None:
     long_k = specs("matmul", (256, 1024, 256))
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         matmul.plan(*long_k, BN=256, stages=8)
     assert "stages=" in str(info.value.fix)
     # With one step, one stage is all the pipeline holds.
@@ -681,10 +681,10 @@ def proposed(fix: str | None) -> tuple[str, int]:
 )
 def test_wgmma_rules_are_checked_at_import(declarer: str, consts: dict[str, int], dim: str) -> None:
     declare = DECLARERS[declarer]
-    with pytest.raises(sk.HardwareLimitError) as info:
+    with pytest.raises(sk.HardwareRuleError) as info:
         declare(**consts)
     err = info.value
-    assert not isinstance(err, sk.SharedMemoryError)
+    assert err.phase is sk.Phase.DECLARATION
     assert_at(err, declarer)
     assert err.kernel == "k"
     assert err.dim == dim
@@ -704,9 +704,10 @@ def test_wgmma_rules_are_checked_at_import(declarer: str, consts: dict[str, int]
 def test_wgmma_rules_are_checked_for_overrides(overrides: dict[str, Any]) -> None:
     # K=128 takes two stages, so that even BN=256 fits in shared memory.
     args = specs("matmul", (1024, 128, 1024))
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.HardwareRuleError) as info:
         matmul.plan(*args, **overrides)  # @override-plan
     err = info.value
+    assert err.phase is sk.Phase.CALL
     assert_at(err, "override-plan")
     assert err.kernel == "matmul"
     assert err.bindings == {"M": 1024, "K": 128, "N": 1024}
@@ -714,14 +715,14 @@ def test_wgmma_rules_are_checked_for_overrides(overrides: dict[str, Any]) -> Non
     assert const in overrides
     assert matmul.plan(*args, **{**overrides, const: value}).loops
     # A call and a rebinding are checked the same way.
-    with pytest.raises(sk.PlanError):
+    with pytest.raises(sk.HardwareRuleError):
         matmul(jnp.zeros((64, 128), BF16), jnp.zeros((128, 64), BF16), **overrides)
-    with pytest.raises(sk.PlanError):
+    with pytest.raises(sk.HardwareRuleError):
         matmul.bind(**overrides)
 
 
 def test_float32_operands_need_b_as_n_k() -> None:
-    with pytest.raises(sk.HardwareLimitError) as info:
+    with pytest.raises(sk.DotLayoutError) as info:
 
         @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})  # @f32-k-n
         def k(
@@ -790,12 +791,12 @@ def test_stages_over_shared_memory_propose_a_count_that_fits() -> None:
 
 def test_stages_over_shared_memory_when_rebound_or_overridden() -> None:
     kernel = declare_wide_matmul(1)
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         kernel.bind(stages=5)
     fitting = proposed_stages(info.value.fix)
     long_k = specs("matmul", (256, 1024, 512))
     assert kernel.bind(stages=fitting).plan(*long_k).loops[0].stages == fitting
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         kernel.plan(*long_k, stages=5)
     assert proposed_stages(info.value.fix) == fitting
 
@@ -806,7 +807,7 @@ def test_declaration_errors_bind_no_dims() -> None:
         declare_wide_matmul(5)
     assert info.value.bindings == {}
     assert "bindings" not in str(info.value)
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         declare_wide_matmul(1).bind(stages=5)
     assert info.value.bindings == {}
 

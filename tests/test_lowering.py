@@ -120,7 +120,7 @@ def test_lowering_with_different_constants_differs() -> None:
 def test_lower_refuses_a_plan_over_shared_memory() -> None:
     """BM=128 with 256 f32 columns needs 2 x 128 KiB of blocks: checked before lowering."""
     x = jax.ShapeDtypeStruct((1000, 256), jnp.float32)
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         softmax.lower(x, BM=128)
     assert "shared memory" in info.value.what
     assert info.value.fix
@@ -128,7 +128,7 @@ def test_lower_refuses_a_plan_over_shared_memory() -> None:
 
 def test_lower_refuses_whole_n_too_wide_for_shared_memory() -> None:
     x = jax.ShapeDtypeStruct((1000, 2000), jnp.float32)
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         softmax.lower(x)
     assert "shared memory" in info.value.what
     assert info.value.bindings == {"M": 1000, "N": 2000}

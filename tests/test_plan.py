@@ -329,10 +329,10 @@ def test_check_invariants_catches_a_broken_plan() -> None:
         dataclasses.replace(plan, smem_bytes=SMEM_BYTES + 1).check_invariants()
 
 
-def test_grid_over_cuda_y_limit_is_a_plan_error() -> None:
+def test_grid_over_cuda_y_limit() -> None:
     """Every grid axis but the last maps onto CUDA y/z, which stop at 65535 blocks."""
     m = 64 * 65535 + 1
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.GridLimitError) as info:
         plan_of("add", m, 128)
     assert info.value.dim == "M"
     assert "65535" in str(info.value.expected)
@@ -361,7 +361,7 @@ def _struct(*shape: int) -> jax.ShapeDtypeStruct:
 
 def test_grid_y_is_the_second_to_last_axis() -> None:
     """(B, M, N) launches as CUDA (x, y, z) = (N blocks, M blocks, B): M is on y."""
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.GridLimitError) as info:
         batched_scale.plan(_struct(2, 64 * 65536, 64))
     exc = info.value
     assert exc.dim == "M" and exc.actual == 65536
@@ -371,7 +371,7 @@ def test_grid_y_is_the_second_to_last_axis() -> None:
 
 
 def test_grid_z_is_the_third_to_last_axis() -> None:
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.GridLimitError) as info:
         batched_scale.plan(_struct(65536, 64, 64))
     exc = info.value
     assert exc.dim == "B" and exc.actual == 65536
@@ -382,7 +382,7 @@ def test_grid_z_is_the_third_to_last_axis() -> None:
 
 def test_more_than_three_grid_axes_fold_into_grid_z() -> None:
     # 300 x 300 = 90,000 blocks on z, though each axis alone is under 65535.
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.GridLimitError) as info:
         heads_scale.plan(_struct(300, 300, 64, 64))
     exc = info.value
     assert exc.dim == "B"
@@ -397,9 +397,9 @@ def test_grid_x_takes_far_more_than_65535_blocks() -> None:
     assert plan.grid == (2**20,)
 
 
-def test_last_block_past_int32_is_a_plan_error() -> None:
+def test_last_block_past_int32() -> None:
     # 2**31 - 1 rows fit int32, but 192-row blocks end 65 rows past it.
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.Int32LimitError) as info:
         plan_of("row_sum", 2**31 - 1, 64, BM=192)
     exc = info.value
     assert exc.dim == "M"
@@ -415,7 +415,7 @@ def test_dims_up_to_int32_plan_and_lower() -> None:
 
 
 def test_whole_row_over_shared_memory_proposes_a_loop_dim() -> None:
-    with pytest.raises(sk.PlanError) as info:
+    with pytest.raises(sk.SharedMemoryError) as info:
         plan_of("softmax", 64, 20_000)
     fix = str(info.value.fix)
     assert 'loop={"N": "BN"}' in fix and "`BN: sk.Const[int] = 256`" in fix
@@ -424,8 +424,8 @@ def test_whole_row_over_shared_memory_proposes_a_loop_dim() -> None:
     assert "outside the kernel" not in fix
 
 
-def test_blocks_over_shared_memory_are_a_plan_error() -> None:
-    with pytest.raises(sk.PlanError) as info:
+def test_blocks_over_shared_memory() -> None:
+    with pytest.raises(sk.SharedMemoryError) as info:
         plan_of("softmax", 1000, 256, BM=128)
     err = info.value
     assert "shared memory" in err.what

@@ -175,15 +175,15 @@ def _too_wide(k: sk.Kernel[..., Any]) -> None:
         (_two_operands, sk.OperandError),
         (_not_an_array, sk.OperandError),
         (_zero_rows, sk.ShapeError),
-        (_bad_block, sk.PlanError),
+        (_bad_block, sk.BlockAlignmentError),
         (_unknown_constant, sk.OverrideError),
         (_unknown_backend, sk.BackendError),
-        (_too_wide, sk.PlanError),
+        (_too_wide, sk.SharedMemoryError),
     ],
     ids=lambda v: getattr(v, "__name__", "").lstrip("_"),
 )
 def test_a_failing_call_leaves_no_cache_entry(
-    call: Callable[[sk.Kernel[..., Any]], None], error: type[sk.CallError]
+    call: Callable[[sk.Kernel[..., Any]], None], error: type[sk.StaticKernelError]
 ) -> None:
     k = fresh(softmax)
     with pytest.raises(error) as info:

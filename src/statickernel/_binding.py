@@ -15,9 +15,10 @@ import numpy as np
 
 from ._errors import (
     DtypeError,
+    ErrorContext,
     OperandError,
     OverrideError,
-    PlanError,
+    Phase,
     ShapeError,
     SymbolicDimError,
 )
@@ -59,13 +60,12 @@ def bind(
 ) -> Binding:
     """Checks the arguments and binds the dims; `call` is True for a call that will run, which
     needs arrays, where plan, emit and lower also take a `jax.ShapeDtypeStruct`."""
-    where = call_site()
-    err: dict[str, Any] = dict(kernel=spec.name, where=where)
+    ctx = ErrorContext(spec.name, call_site(), Phase.CALL)
     names = [o.name for o in spec.operands]
     if len(args) != len(spec.operands):
-        raise OperandError(
+        raise ctx.error(
+            OperandError,
             f"it takes {len(spec.operands)} operand(s) but was called with {len(args)}",
-            **err,
             expected=f"{len(spec.operands)}: {', '.join(names)}",
             actual=len(args),
             fix=f"call {spec.name}({', '.join(names)}); pass constants by keyword",
@@ -75,17 +75,16 @@ def bind(
     dtypes: dict[str, str] = {}
     shapes: dict[str, tuple[int, ...]] = {}
     for op, arg in zip(spec.operands, args, strict=True):
-        check_argument(op.name, op.dims, arg, err, call=call)
+        check_argument(op.name, op.dims, arg, ctx, call=call)
         shape, dtype = arg.shape, arg.dtype
         dtype_name = str(np.dtype(dtype))
         if len(shape) != op.rank:
-            raise ShapeError(
+            raise ctx.bound(sizes).error(
+                ShapeError,
                 f"operand `{op.name}` has rank {len(shape)}, but its annotation has rank {op.rank}",
-                **err,
                 operand=op.name,
                 expected=f"rank {op.rank} ('{' '.join(op.dims)}')",
                 actual=f"shape {tuple(shape)}",
-                bindings=sizes,
                 fix=f"pass a {op.rank}-D array for `{op.name}`",
             )
         if dtype_name in _UNSUPPORTED_DTYPES or dtype_name not in op.dtypes:
@@ -95,62 +94,58 @@ def bind(
                 if dtype_name in _UNSUPPORTED_DTYPES
                 else f"operand `{op.name}` is {dtype_name}, which its annotation does not allow"
             )
-            raise DtypeError(
+            raise ctx.bound(sizes).error(
+                DtypeError,
                 what,
-                **err,
                 operand=op.name,
                 expected=" or ".join(op.dtypes),
                 actual=dtype_name,
-                bindings=sizes,
                 fix=fix,
             )
         for axis, (dim, size) in enumerate(zip(op.dims, shape, strict=True)):
             if not isinstance(size, int | np.integer):
-                raise SymbolicDimError(
+                raise ctx.bound(sizes).error(
+                    SymbolicDimError,
                     f"dim {dim} of operand `{op.name}` is symbolic ({size}); a Mosaic GPU grid "
                     "must be static",
-                    **err,
                     operand=op.name,
                     dim=dim,
                     expected="a Python int",
                     actual=f"{size!r} ({type(size).__name__})",
-                    bindings=sizes,
                     fix=f"export or trace with a concrete size for {dim} (axis {axis} of "
                     f"`{op.name}`), e.g. one export per batch size; Mosaic GPU has no shape "
                     "polymorphism",
                 )
             size = int(size)
             if size <= 0:
-                raise ShapeError(
+                raise ctx.bound(sizes).error(
+                    ShapeError,
                     f"dim {dim} of operand `{op.name}` is {'zero' if size == 0 else 'negative'}",
-                    **err,
                     operand=op.name,
                     dim=dim,
                     expected="a size >= 1",
                     actual=size if size == 0 else f"{size} (axis {axis}, shape {tuple(shape)})",
-                    bindings=sizes,
                     fix="skip the kernel call for empty arrays"
                     if size == 0
                     else f"give the jax.ShapeDtypeStruct the array's true shape, with {dim} >= 1",
                 )
-            check_dim_size(dim, size, op.name, axis, PlanError, err | {"bindings": sizes})
+            check_dim_size(dim, size, op.name, axis, ctx.bound(sizes))
             if dim in sizes and sizes[dim] != size:
-                raise ShapeError(
+                raise ctx.bound(sizes).error(
+                    ShapeError,
                     f"dim {dim} is {sizes[dim]} in `{origin[dim]}` but {size} in `{op.name}`",
-                    **err,
                     operand=op.name,
                     dim=dim,
                     expected=f"{dim}={sizes[dim]} (bound by `{origin[dim]}`)",
                     actual=f"{dim}={size} (axis {axis} of `{op.name}`, shape {tuple(shape)})",
-                    bindings=sizes,
                     fix=f"make axis {axis} of `{op.name}` match, or give it its own dim name",
                 )
             sizes.setdefault(dim, size)
             origin.setdefault(dim, op.name)
         dtypes[op.name] = dtype_name
         shapes[op.name] = tuple(int(s) for s in shape)
-    consts = bind_consts(spec, defaults, overrides, err | {"bindings": sizes})
-    _typecheck(spec, args, err, sizes)
+    consts = bind_consts(spec, defaults, overrides, ctx.bound(sizes))
+    _typecheck(spec, args, ctx.bound(sizes))
     return Binding(
         sizes=tuple(sizes.items()),
         dtypes=tuple(dtypes.items()),
@@ -164,13 +159,13 @@ def check_arguments(spec: KernelSpec, args: Sequence[Any], *, call: bool) -> Non
 
     `bind` runs the same check; this one is for arguments that meet a cached specialization,
     which `bind` never sees."""
-    err: dict[str, Any] = dict(kernel=spec.name, where=call_site())
+    ctx = ErrorContext(spec.name, call_site(), Phase.CALL)
     for op, arg in zip(spec.operands, args, strict=False):
-        check_argument(op.name, op.dims, arg, err, call=call)
+        check_argument(op.name, op.dims, arg, ctx, call=call)
 
 
 def check_argument(
-    name: str, dims: Sequence[str], arg: Any, err: Mapping[str, Any], *, call: bool
+    name: str, dims: Sequence[str], arg: Any, ctx: ErrorContext, *, call: bool
 ) -> None:
     """An operand's argument is a jax or numpy array; outside a call, also a ShapeDtypeStruct."""
     if isinstance(arg, jax.Array | np.ndarray | np.generic):
@@ -179,9 +174,9 @@ def check_argument(
     if isinstance(arg, jax.ShapeDtypeStruct):
         if not call:
             return
-        raise OperandError(
+        raise ctx.error(
+            OperandError,
             f"operand `{name}` is a jax.ShapeDtypeStruct, which has no data to run on",
-            **err,
             operand=name,
             expected=f"{shape_text}: a jax.Array or a numpy array",
             actual=f"ShapeDtypeStruct(shape={tuple(arg.shape)}, dtype={arg.dtype})",
@@ -189,12 +184,12 @@ def check_argument(
             "kernel.lower take a ShapeDtypeStruct",
         )
     ducked = hasattr(arg, "shape") and hasattr(arg, "dtype")
-    raise OperandError(
+    raise ctx.error(
+        OperandError,
         f"operand `{name}` is a {type(arg).__name__}, which has .shape and .dtype but is not an "
         "array"
         if ducked
         else f"operand `{name}` is not an array",
-        **err,
         operand=name,
         expected=f"{shape_text}: a jax.Array or a numpy array"
         + ("" if call else ", or a jax.ShapeDtypeStruct"),
@@ -216,15 +211,15 @@ def bind_consts(
     spec: KernelSpec,
     defaults: Mapping[str, Any],
     overrides: Mapping[str, Any],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> dict[str, Any]:
     by_name = {c.name: c for c in spec.consts}
     checked: dict[str, Any] = {}
     for name, value in overrides.items():
         if name not in by_name:
-            raise OverrideError(
+            raise ctx.error(
+                OverrideError,
                 f"`{name}` is not a constant of the kernel",
-                **err,
                 constant=name,
                 expected=f"one of {', '.join(by_name) or '(no constants)'}",
                 actual=repr(name),
@@ -233,9 +228,9 @@ def bind_consts(
             )
         if isinstance(value, jax.Array):
             traced = "Tracer" in type(value).__name__
-            raise OverrideError(
+            raise ctx.error(
+                OverrideError,
                 f"constant `{name}` is a {'traced value' if traced else 'jax array'}",
-                **err,
                 constant=name,
                 expected=f"a Python {by_name[name].type.__name__}",
                 actual=f"{type(value).__name__}",
@@ -244,7 +239,12 @@ def bind_consts(
             )
         # The declared default is a value known to suit this constant.
         checked[name] = check_const_value(
-            name, by_name[name].type, value, err, OverrideError, example=by_name[name].default
+            name,
+            by_name[name].type,
+            value,
+            ctx.facts(),
+            OverrideError,
+            example=by_name[name].default,
         )
     return {**defaults, **checked}
 
@@ -273,18 +273,15 @@ def _checker(spec: KernelSpec) -> Any:
     return jaxtyped(typechecker=beartype)(check)
 
 
-def _typecheck(
-    spec: KernelSpec, args: Sequence[Any], err: Mapping[str, Any], sizes: Mapping[str, int]
-) -> None:
+def _typecheck(spec: KernelSpec, args: Sequence[Any], ctx: ErrorContext) -> None:
     checker = _checker(spec)
     try:
         jax.eval_shape(checker, *args)
     except Exception as exc:
-        raise ShapeError(
+        raise ctx.error(
+            ShapeError,
             "the call does not match the kernel's annotations",
-            **err,
             expected=", ".join(f"{o.name}: '{' '.join(o.dims)}'" for o in spec.operands),
             actual=str(exc).strip().splitlines()[0][:300],
-            bindings=sizes,
             fix="pass arrays whose shapes and dtypes match the annotations",
         ) from None

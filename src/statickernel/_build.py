@@ -24,15 +24,15 @@ from ._binding import Binding
 from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
 from ._errors import (
-    HardwareLimitError,
-    PlanError,
+    ErrorContext,
+    LoopOperandError,
+    Phase,
     ResultMismatchError,
     SharedMemoryError,
     StaticKernelError,
 )
 from ._layout import (
     BlockLayout,
-    Phase,
     call_layout,
     check_blocks,
     declaration_layout,
@@ -72,20 +72,17 @@ def compile_call(spec: KernelSpec, binding: Binding, backend: str, where: str | 
         dict(binding.shapes),
         backend,
         where,
-        PlanError,
     )
 
 
 def compile_declaration(
-    spec: KernelSpec,
-    consts: Mapping[str, Any],
-    error: type[StaticKernelError] = HardwareLimitError,
-    where: str | None = None,
+    spec: KernelSpec, consts: Mapping[str, Any], where: str | None = None
 ) -> Compiled:
     """Checks a declaration with `consts`: its blocks for every dtype the annotations allow,
-    and its body, traced once on probe sizes with no data."""
+    and its body, traced once on probe sizes with no data. `where` is the line the errors
+    point at: the decorator's by default, the call's for `kernel.bind`."""
     options = {o.name: o.dtypes for o in spec.operands + spec.results}
-    return _compile(spec, Phase.DECLARATION, None, consts, options, None, "interpret", where, error)
+    return _compile(spec, Phase.DECLARATION, None, consts, options, None, "interpret", where)
 
 
 def _compile(
@@ -97,14 +94,16 @@ def _compile(
     shapes: Mapping[str, tuple[int, ...]] | None,
     backend: str,
     where: str | None,
-    error: type[StaticKernelError],
 ) -> Compiled:
-    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location)
+    # At the declaration the sizes are probes, not the user's: they stay out of the messages.
+    ctx = ErrorContext(spec.name, where or spec.location, phase)
+    if sizes is not None:
+        ctx = ctx.bound(sizes)
     declared: BlockLayout | None = None
     if phase is Phase.DECLARATION:
         declared = declaration_layout(spec, consts, options)
-        check_blocks(spec, declared, options, error, err)
-        _check_declared_smem(spec, declared, consts, options, error, err)
+        check_blocks(spec, declared, options, ctx)
+        _check_declared_smem(spec, declared, consts, options, ctx)
         sizes = declared.sizes
         shapes = {o.name: tuple(sizes[d] for d in o.block_dims) for o in spec.operands}
     assert sizes is not None and shapes is not None
@@ -130,9 +129,8 @@ def _compile(
         bound = {name: dtypes[0] for name, dtypes in options.items()}
         bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
         layout = call_layout(spec, sizes, consts, bound)
-        err["bindings"] = dict(sizes)
         options = {name: (dtype,) for name, dtype in bound.items()}
-        check_blocks(spec, layout, options, error, err)
+        check_blocks(spec, layout, options, ctx)
     else:
         layout = declared
         # Shared memory is counted with the widest dtypes allowed.
@@ -141,7 +139,7 @@ def _compile(
     # The declaration checks the body as Mosaic GPU would take it.
     interpreted = phase is Phase.CALL and backend == "interpret"
     translation = _translate(spec, trace, layout, interpreted)
-    _check_loops(spec, translation, layout, options, error, err)
+    _check_loops(spec, translation, layout, options, ctx)
     plan = source = None
     if phase is Phase.CALL or spec.loop:
         fills = {
@@ -156,10 +154,9 @@ def _compile(
             consts,
             backend,
             fills,
+            ctx,
             translation.masks,
-            where,
             loops=translation.loops,
-            error=error if phase is Phase.CALL else _smem_error(error),
         )
     if phase is Phase.CALL:
         assert plan is not None
@@ -167,17 +164,12 @@ def _compile(
     return Compiled(layout, trace, translation, plan, source)
 
 
-def _smem_error(error: type[StaticKernelError]) -> type[StaticKernelError]:
-    return SharedMemoryError if error is HardwareLimitError else error
-
-
 def _check_declared_smem(
     spec: KernelSpec,
     layout: BlockLayout,
     consts: Mapping[str, Any],
     options: Mapping[str, tuple[str, ...]],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     """The blocks of a kernel without loops fit in shared memory with the widest dtypes the
     annotations allow. (A loop kernel's pipelines are counted by its plan, after the trace.)"""
@@ -188,10 +180,10 @@ def _check_declared_smem(
     smem = smem_bytes(spec, layout, widest, loaded)
     if smem <= hw.SMEM_BYTES:
         return
-    raise _smem_error(error)(
+    raise ctx.error(
+        SharedMemoryError,
         f"the blocks need {smem:,} B of shared memory with the widest dtypes allowed, over "
         f"the {hw.SMEM_BYTES:,} B a block has",
-        **err,
         expected=f"<= {hw.SMEM_BYTES:,} B",
         actual=f"{smem:,} B ("
         + ", ".join(f"{n}: {widest[n]}" for n in widest)
@@ -207,8 +199,7 @@ def _check_loops(
     translation: Translation,
     layout: BlockLayout,
     dtypes: Mapping[str, tuple[str, ...]],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     """The rules of pipelined operands and of sk.dot, for these constants."""
     if not spec.loop:
@@ -218,10 +209,10 @@ def _check_loops(
         for name in block.operands:
             for d in dims[name]:
                 if d != block.axis and d not in spec.tile_map:
-                    raise error(
+                    raise ctx.error(
+                        LoopOperandError,
                         f"`{name}` is read block by block in the loop over {block.axis}, but its "
                         f"dim {d} is neither tiled nor that loop dim",
-                        **err,
                         operand=name,
                         dim=d,
                         expected=f"every dim of `{name}` in tile= or the loop dim {block.axis}",
@@ -231,10 +222,10 @@ def _check_loops(
     for i, result in enumerate(spec.results):
         looped = [d for d in result.dims if d in spec.loop_map]
         if looped and i not in {r for r, _, _ in translation.streamed}:
-            raise ResultMismatchError(
+            raise ctx.error(
+                ResultMismatchError,
                 f"{result.name} has the loop dim {looped[0]}, but the body does not return it "
                 "from sk.map_blocks",
-                **err,
                 operand=result.name,
                 dim=looped[0],
                 expected=f"the value of sk.map_blocks({looped[0]!r}, ...)",
@@ -242,7 +233,7 @@ def _check_loops(
                 fix=f"write the result block by block: return sk.map_blocks({looped[0]!r}, fn), "
                 "with fn computing one block",
             )
-    check_dots(translation.loops, dims, layout, dtypes, spec.block_map, error, err)
+    check_dots(translation.loops, dims, layout, dtypes, spec.block_map, ctx)
 
 
 def _kind(spec: KernelSpec, dims: tuple[str, ...]) -> str:

@@ -3,25 +3,40 @@
 Every error carries the same facts so that a user can act on it without reading a traceback:
 what failed, where (the user's file:line and the operand or dim), the actual and expected
 values, the dim bindings known at that point, and one concrete fix.
+
+A hardware rule has one class, whichever phase finds it: the declaration, on probe sizes, or
+a call, on the bound dims; `exc.phase` says which. The checks build their errors through an
+`ErrorContext`, which holds the kernel, the location, the bindings and the phase.
 """
 
+import dataclasses
+import enum
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "AnnotationError",
     "BackendError",
+    "BlockAlignmentError",
     "BodyError",
     "CallError",
     "CompileError",
     "CompileTargetError",
     "ConstantError",
     "DeclarationError",
+    "DotDtypeError",
+    "DotLayoutError",
+    "DotShapeError",
     "DtypeError",
+    "GridLimitError",
     "HardwareLimitError",
+    "HardwareRuleError",
+    "Int32LimitError",
+    "LoopOperandError",
     "NotDifferentiableError",
     "OperandError",
     "OverrideError",
+    "Phase",
     "PlanError",
     "ResultMismatchError",
     "ShapeError",
@@ -29,9 +44,21 @@ __all__ = [
     "StaticKernelError",
     "SymbolicDimError",
     "TilingError",
+    "TmaBoxError",
     "ToolchainError",
     "UnsupportedOpError",
 ]
+
+
+class Phase(enum.StrEnum):
+    """When a specialization is compiled: at the declaration, on probe sizes, or at a call.
+
+    `DECLARATION` is the check the decorator runs, and `kernel.bind(...)` runs again for its
+    constants; `CALL` is a call's, and `plan`, `emit`, `lower`, `specialize`, `trace` and
+    `compile`'s, on the dims the arguments bind."""
+
+    DECLARATION = "declaration"
+    CALL = "call"
 
 
 class StaticKernelError(Exception):
@@ -51,6 +78,11 @@ class StaticKernelError(Exception):
       actual: the value or form that was given.
       bindings: the dim sizes known when the error was raised.
       fix: one concrete change that resolves the error.
+      phase: `Phase.DECLARATION` or `Phase.CALL`: which check found the error; None when
+        it was raised outside both (for example by `sk.set_backend`).
+
+    `constant=` also fills `operand`, so that code reading `exc.operand` sees the constant's
+    name too; read `exc.constant` to tell a constant from an operand.
     """
 
     def __init__(
@@ -66,6 +98,7 @@ class StaticKernelError(Exception):
         bindings: Mapping[str, int] | None = None,
         fix: str | None = None,
         constant: str | None = None,
+        phase: Phase | None = None,
     ) -> None:
         self.what = what
         self.kernel = kernel
@@ -77,6 +110,7 @@ class StaticKernelError(Exception):
         self.actual = actual
         self.bindings = dict(bindings) if bindings else {}
         self.fix = fix
+        self.phase = phase
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -124,11 +158,13 @@ class ConstantError(DeclarationError):
 
 
 class HardwareLimitError(DeclarationError):
-    """A block violates a Mosaic GPU hardware rule (TMA box, alignment, layout)."""
+    """Deprecated: a hardware rule broken at the declaration.
 
-
-class SharedMemoryError(HardwareLimitError):
-    """The blocks of a kernel do not fit in shared memory."""
+    Every `HardwareRuleError` is one, in both phases, so that `except HardwareLimitError`
+    around an import still catches what it caught before; it is never raised on its own.
+    Deprecated, and kept for one release only: catch `HardwareRuleError` (or one rule's class,
+    such as `TmaBoxError`), and read `exc.phase` to tell the declaration from a call.
+    """
 
 
 class BodyError(DeclarationError):
@@ -168,11 +204,17 @@ class SymbolicDimError(CallError):
 
 
 class PlanError(CallError):
-    """A specialization breaks a hardware rule that only the bound dims reveal."""
+    """Deprecated: a hardware rule broken at a call, or by `kernel.bind`.
+
+    Every `HardwareRuleError` is one, in both phases, so that `except PlanError` around a
+    call still catches what it caught before; it is never raised on its own. Deprecated, and
+    kept for one release only: catch `HardwareRuleError` (or one rule's class, such as
+    `SharedMemoryError`), and read `exc.phase` to tell the declaration from a call.
+    """
 
 
 class OverrideError(CallError):
-    """A per-call or bound constant override is unknown, mistyped or breaks a hardware rule."""
+    """A per-call or bound constant override is unknown, mistyped, not positive or traced."""
 
 
 class NotDifferentiableError(CallError):
@@ -196,3 +238,123 @@ class CompileTargetError(CompileError):
 
 class ToolchainError(CompileError):
     """The compile toolchain (the CUDA plugin, ptxas) is missing or not usable here."""
+
+
+# --- the hardware rules: one class per rule, raised at the declaration and at a call ----------
+
+
+class HardwareRuleError(HardwareLimitError, PlanError):
+    """The base of the hardware rules a kernel's blocks, grid or `sk.dot` can break.
+
+    A rule has the same class whichever phase finds it; `phase` says which: the declaration
+    (`Phase.DECLARATION`, on probe sizes, at import or `kernel.bind`) or a call
+    (`Phase.CALL`, on the bound dims). It is never raised on its own: catch it for every rule,
+    or a subclass for one.
+
+    For one release it also subclasses the deprecated `HardwareLimitError` (so a
+    `DeclarationError`) and `PlanError` (so a `CallError`), which were chosen by phase: old
+    `except` clauses catch what they caught, and may now also catch the same rule from the
+    other phase. When they are removed it will derive from `StaticKernelError` alone.
+    """
+
+
+class TmaBoxError(HardwareRuleError):
+    """A block dim cut by a constant holds more than 256 elements, the most a TMA box copies."""
+
+
+class BlockAlignmentError(HardwareRuleError):
+    """A block dim is not a multiple of the unit its axis needs: 64 rows for the WGMMA
+    register layout, 8 columns and 16-byte TMA rows, or 128 bytes for a 1-D block."""
+
+
+class SharedMemoryError(HardwareRuleError):
+    """The blocks of a kernel, with its pipelines' stages, do not fit in shared memory."""
+
+
+class Int32LimitError(HardwareRuleError):
+    """A dim, or the end of its last block, is past the 2**31 - 1 elements that Mosaic GPU's
+    int32 index math addresses."""
+
+
+class GridLimitError(HardwareRuleError):
+    """The grid has more blocks along an axis than CUDA's grid takes there (65535 on y and z)."""
+
+
+class DotShapeError(HardwareRuleError):
+    """A block that `sk.dot` multiplies has a size WGMMA cannot take: M a multiple of 64, N a
+    multiple of 8 (of the swizzle for a `b` laid out "K N") and at most 256, K a multiple of
+    the 128-byte swizzle."""
+
+
+class DotDtypeError(HardwareRuleError):
+    """The operands of `sk.dot` have different dtypes, or a dtype WGMMA does not take
+    (bfloat16, float16 and float32 as tf32 are its dtypes)."""
+
+
+class DotLayoutError(HardwareRuleError):
+    """The operands of `sk.dot` are laid out in a way WGMMA cannot read: a float32 `b` must be
+    laid out "N K"."""
+
+
+class LoopOperandError(HardwareRuleError):
+    """An operand read block by block in a loop has a dim that is neither tiled nor the loop
+    dim: the pipeline copies blocks, and a whole dim has none."""
+
+
+# --- where a check runs ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorContext:
+    """Where a check runs: the kernel, the user's location, the dims bound so far and the
+    phase. The checks receive it and build their errors with `error`, which adds these facts
+    to each; the rule decides the class, the context the rest."""
+
+    kernel: str | None
+    where: str | None
+    phase: Phase | None = None
+    bindings: tuple[tuple[str, int], ...] = ()
+    """The bound dims, in order; empty at the declaration, whose sizes are probes."""
+
+    def bound(self, sizes: Mapping[str, int]) -> "ErrorContext":
+        """This context with `sizes` as its bindings (copied now)."""
+        return dataclasses.replace(self, bindings=tuple(sizes.items()))
+
+    def facts(self) -> dict[str, Any]:
+        """The context as keyword arguments of a `StaticKernelError`."""
+        return dict(
+            kernel=self.kernel, where=self.where, bindings=dict(self.bindings), phase=self.phase
+        )
+
+    def error[E: StaticKernelError](
+        self,
+        cls: type[E],
+        what: str,
+        *,
+        operand: str | None = None,
+        constant: str | None = None,
+        dim: str | None = None,
+        expected: Any = None,
+        actual: Any = None,
+        fix: str | None = None,
+    ) -> E:
+        """An error of class `cls`, with this context's kernel, location, bindings and phase."""
+        return cls(
+            what,
+            **self.facts(),
+            operand=operand,
+            constant=constant,
+            dim=dim,
+            expected=expected,
+            actual=actual,
+            fix=fix,
+        )
+
+
+def stamp_phase(exc: StaticKernelError, phase: Phase) -> StaticKernelError:
+    """`exc`, with `phase` recorded unless a check recorded one already. The entry points
+    stamp theirs on the errors raised without a context: the body's trace and translation,
+    the checks of the spec, the backend and the compile toolchain."""
+    if exc.phase is None:
+        exc.phase = phase
+    return exc

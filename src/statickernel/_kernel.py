@@ -22,7 +22,14 @@ from ._binding import bind, bind_consts, call_site, check_arguments
 from ._build import compile_call, compile_declaration
 from ._compile import compile_kernel
 from ._compile_report import CompileReport
-from ._errors import BackendError, NotDifferentiableError, PlanError, StaticKernelError
+from ._errors import (
+    BackendError,
+    ErrorContext,
+    NotDifferentiableError,
+    Phase,
+    StaticKernelError,
+    stamp_phase,
+)
 from ._plan import LaunchPlan
 from ._runtime import interpreted_launch
 from ._spec import KernelSpec, build_spec
@@ -200,16 +207,16 @@ class Kernel[**P, R]:
     # --- variants ----------------------------------------------------------------------------
 
     def bind(self, **overrides: Any) -> "Kernel[P, R]":
-        """A new kernel with other constant defaults, checked now as the declaration was."""
+        """A new kernel with other constant defaults, checked now as the declaration was: a
+        hardware rule they break raises its class with `phase` `Phase.DECLARATION`."""
         where = call_site()
         try:
-            consts = bind_consts(
-                self.spec, self.consts, overrides, dict(kernel=self.spec.name, where=where)
-            )
+            ctx = ErrorContext(self.spec.name, where, Phase.DECLARATION)
+            consts = bind_consts(self.spec, self.consts, overrides, ctx)
             new = Kernel(self.spec, consts, self.backend)
-            compile_declaration(self.spec, consts, PlanError, where)
+            compile_declaration(self.spec, consts, where)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise _at_entry_point(exc, Phase.DECLARATION) from None
         return new  # pyright: ignore[reportReturnType]
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
@@ -259,13 +266,14 @@ def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any],
     )
 
 
-def _at_entry_point(exc: StaticKernelError) -> StaticKernelError:
-    """The error, to be re-raised from a public entry point with the frames below it dropped.
+def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> StaticKernelError:
+    """The error, to be re-raised from a public entry point with the frames below it dropped,
+    and with the entry point's phase unless a check recorded its own.
 
     Its message already names the user's line, the operand and the fix; statickernel's own
     frames would only bury that. Errors that are not statickernel's keep their full traceback.
     """
-    return exc.with_traceback(None)
+    return stamp_phase(exc, phase).with_traceback(None)
 
 
 _SOURCE_COUNTER = iter(range(1 << 62))
@@ -360,7 +368,7 @@ def kernel[**P, R](
             chosen = resolve_backend(backend, None) if backend else None
             compile_declaration(spec, spec.const_defaults)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise _at_entry_point(exc, Phase.DECLARATION) from None
         return Kernel(spec, spec.const_defaults, chosen)
 
     if fn is None:
@@ -368,4 +376,4 @@ def kernel[**P, R](
     try:
         return decorate(fn)
     except StaticKernelError as exc:  # `@sk.kernel` without arguments: one entry frame, not two
-        raise _at_entry_point(exc) from None
+        raise _at_entry_point(exc, Phase.DECLARATION) from None

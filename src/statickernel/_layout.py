@@ -10,12 +10,11 @@ ragged, so that every mask the body could need is translated, and checked, at im
 """
 
 import dataclasses
-import enum
 from collections.abc import Mapping
 from typing import Any
 
 from . import _hardware as hw
-from ._errors import StaticKernelError
+from ._errors import BlockAlignmentError, ErrorContext, Phase, TmaBoxError
 from ._spec import KernelSpec
 
 __all__ = [
@@ -32,13 +31,6 @@ __all__ = [
     "split_blocks",
     "whole_extent",
 ]
-
-
-class Phase(enum.StrEnum):
-    """When a specialization is compiled: at the declaration, on probe sizes, or at a call."""
-
-    DECLARATION = "declaration"
-    CALL = "call"
 
 
 def is_ragged(size: int, block: int, extent: int, split: bool) -> bool:
@@ -323,8 +315,7 @@ def check_blocks(
     spec: KernelSpec,
     layout: BlockLayout,
     dtype_options: Mapping[str, tuple[str, ...]],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     """The TMA and register-layout rules for every block; `dtype_options` lists the dtypes each
     operand may take (all the annotation allows at import, the bound one at the call)."""
@@ -335,9 +326,9 @@ def check_blocks(
         const = d.tiled_by or d.looped_by
         fix_const = f"set {const} to" if const else f"tile {name} with a constant of"
         if const and extent > hw.TMA_BOX_MAX:
-            raise error(
+            raise ctx.error(
+                TmaBoxError,
                 f"the block along {name} has {extent} elements, over the TMA box limit",
-                **err,
                 dim=name,
                 expected=f"<= {hw.TMA_BOX_MAX} elements per block dim",
                 actual=f"{extent}",
@@ -352,10 +343,10 @@ def check_blocks(
                 else f"{unit} x {dtype}: 8 elements for the register layout, 16-byte TMA rows, "
                 f"and 128-byte copies for 1-D blocks"
             )
-            raise error(
+            raise ctx.error(
+                BlockAlignmentError,
                 f"the {'row' if axis == 'rows' else 'column'} block along {name} is {extent} "
                 f"elements, not a multiple of {unit}",
-                **err,
                 operand=operand,
                 dim=name,
                 expected=f"a multiple of {unit} ({why})",

@@ -9,10 +9,9 @@ all but its last two into z.
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from . import _hardware as hw
-from ._errors import StaticKernelError
+from ._errors import ErrorContext, GridLimitError, Int32LimitError
 
 __all__ = ["check_dim_size", "check_grid", "check_offsets"]
 
@@ -24,15 +23,14 @@ def check_dim_size(
     size: int,
     operand: str,
     axis: int,
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     """A dim's size must be an int32: Mosaic GPU indexes along it in int32."""
     if size <= hw.INT32_MAX:
         return
-    raise error(
+    raise ctx.error(
+        Int32LimitError,
         f"dim {dim} has {size:,} elements, more than Mosaic GPU's int32 index math can address",
-        **err,
         operand=operand,
         dim=dim,
         expected=f"at most {_INT32_TEXT} elements along every dim",
@@ -46,8 +44,7 @@ def check_offsets(
     sizes: Mapping[str, int],
     blocks: Mapping[str, int],
     constants: Mapping[str, str],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     """The last block along each split dim must end within int32: its positions are
     `block index * block + iota`, computed in int32."""
@@ -57,9 +54,9 @@ def check_offsets(
         if end - 1 <= hw.INT32_MAX:
             continue
         const = constants[dim]
-        raise error(
+        raise ctx.error(
+            Int32LimitError,
             f"the last block along {dim} reaches element {end - 1:,}, past int32",
-            **err,
             dim=dim,
             expected=f"element offsets of at most {_INT32_TEXT}: Mosaic GPU computes each "
             "block's positions in int32",
@@ -77,8 +74,7 @@ def check_grid(
     blocks: Mapping[str, int],
     constants: Mapping[str, str],
     units: Mapping[str, int],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     """Every CUDA grid axis that the Pallas grid becomes must be within CUDA's limit.
 
@@ -93,10 +89,10 @@ def check_grid(
         limit = hw.CUDA_GRID_X_MAX if cuda_axis == "x" else hw.CUDA_GRID_YZ_MAX
         if count <= limit:
             continue
-        raise error(
+        raise ctx.error(
+            GridLimitError,
             f"the grid has {count:,} blocks along {name}, over CUDA's limit of {limit:,} "
             f"for grid {cuda_axis}",
-            **err,
             dim=name,
             expected=f"<= {limit} blocks along {name}: Pallas launches grid axis {axis} "
             f"({name}) as CUDA grid {cuda_axis}",
@@ -107,10 +103,10 @@ def check_grid(
         lead, lead_names = grid[:-2], names[:-2]
         total = math.prod(lead)
         if total > hw.CUDA_GRID_YZ_MAX:
-            raise error(
+            raise ctx.error(
+                GridLimitError,
                 f"the grid's leading axes ({', '.join(lead_names)}) fold into CUDA's grid z "
                 f"with {total:,} blocks, over its limit of {hw.CUDA_GRID_YZ_MAX:,}",
-                **err,
                 dim=lead_names[0],
                 expected=f"<= {hw.CUDA_GRID_YZ_MAX} blocks in all along "
                 f"{', '.join(lead_names)}: with more than three grid axes, Pallas folds all but "

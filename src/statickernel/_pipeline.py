@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _hardware as hw
-from ._errors import StaticKernelError
+from ._errors import DotDtypeError, DotLayoutError, DotShapeError, ErrorContext
 from ._layout import BlockLayout
 from ._translate import LoopBlock
 
@@ -102,8 +102,7 @@ def check_dots(
     layout: BlockLayout,
     dtypes: Mapping[str, tuple[str, ...]],
     block_consts: Mapping[str, str],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     """WGMMA's shape, dtype and layout rules for every `sk.dot`, before anything is lowered."""
     for block in loops:
@@ -123,8 +122,7 @@ def check_dots(
                         a_dtype,
                         b_dtype,
                         block_consts,
-                        error,
-                        err,
+                        ctx,
                     )
 
 
@@ -136,35 +134,34 @@ def _check_dot(
     a_dtype: str,
     b_dtype: str,
     consts: Mapping[str, str],
-    error: type[StaticKernelError],
-    err: Mapping[str, Any],
+    ctx: ErrorContext,
 ) -> None:
     m_dim, k_dim, n_dim = names
     bm, bk, bn = sizes
     what = f"sk.dot({dot.a}, {dot.b})"
     if a_dtype != b_dtype:
-        raise error(
+        raise ctx.error(
+            DotDtypeError,
             f"{what} multiplies {a_dtype} by {b_dtype}",
-            **err,
             operand=dot.b,
             expected=f"{dot.b} of the same dtype as {dot.a}",
             actual=f"{dot.a}: {a_dtype}, {dot.b}: {b_dtype}",
             fix=f"cast {dot.b} to {a_dtype} outside the kernel",
         )
     if a_dtype not in WGMMA_DTYPES:
-        raise error(
+        raise ctx.error(
+            DotDtypeError,
             f"{what} has {a_dtype} operands, which WGMMA does not take here",
-            **err,
             operand=dot.a,
             expected="bfloat16, float16 or float32 (tf32) operands",
             actual=a_dtype,
             fix="cast the operands to bfloat16 outside the kernel",
         )
     if a_dtype == "float32" and not dot.transpose_b:
-        raise error(
+        raise ctx.error(
+            DotLayoutError,
             f"{what} takes float32 (tf32) operands with {dot.b} laid out '{k_dim} {n_dim}'; WGMMA "
             "reads a float32 b only as (N, K)",
-            **err,
             operand=dot.b,
             dim=k_dim,
             expected=f"{dot.b} annotated '{n_dim} {k_dim}' for float32",
@@ -174,11 +171,11 @@ def _check_dot(
         )
     swizzle = swizzle_elements(a_dtype)
 
-    def fail(dim: str, extent: int, expected: str, fixed: int) -> StaticKernelError:
+    def fail(dim: str, extent: int, expected: str, fixed: int) -> DotShapeError:
         const = consts.get(dim, dim)
-        return error(
+        return ctx.error(
+            DotShapeError,
             f"{what}: the block along {dim} is {extent}, which WGMMA cannot take",
-            **err,
             dim=dim,
             expected=expected,
             actual=f"{const}={extent}",

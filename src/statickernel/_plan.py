@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _hardware as hw
-from ._errors import PlanError, StaticKernelError
-from ._layout import BlockLayout, DimLayout, Phase, quantum
+from ._errors import ErrorContext, SharedMemoryError
+from ._layout import BlockLayout, DimLayout, quantum
 from ._limits import check_grid, check_offsets
 from ._pipeline import LoopPlan, dot_gmem_shape, dot_operands, pipeline_bytes, swizzle_elements
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
@@ -246,25 +246,22 @@ def make_plan(
     consts: Mapping[str, Any],
     backend: str,
     fills: Mapping[str, Any],
+    ctx: ErrorContext,
     masked_reductions: frozenset[str] = frozenset(),
-    where: str | None = None,
     loops: tuple[LoopBlock, ...] = (),
-    error: type[StaticKernelError] = PlanError,
 ) -> LaunchPlan:
     """The launch of one specialization: the layout's grid and blocks, each operand's array,
     block and fill (`fills`: what each loaded operand reads past the edge), its loops'
-    pipelines, and the shared memory all of that takes."""
+    pipelines, and the shared memory all of that takes. `ctx` says where the errors point;
+    at the declaration its bindings are empty, since the sizes are probes."""
     looped = spec.loop_map
     sizes = layout.sizes
-    # At declaration the sizes are probes, not the user's: they stay out of the messages.
-    bindings = dict(sizes) if layout.phase is Phase.CALL else {}
-    err: dict[str, Any] = dict(kernel=spec.name, where=where or spec.location, bindings=bindings)
     grid, grid_names = layout.grid, layout.grid_names
     blocks = {n: layout.dim(n).block for n in spec.block_map}
     options = {name: (dtype,) for name, dtype in dtypes.items()}
     units = {d.name: quantum(spec, d.name, options)[0] for d in layout.dims if d.tiled_by}
-    check_grid(grid, grid_names, sizes, blocks, spec.block_map, units, error, err)
-    check_offsets(sizes, blocks, spec.block_map, error, err)
+    check_grid(grid, grid_names, sizes, blocks, spec.block_map, units, ctx)
+    check_offsets(sizes, blocks, spec.block_map, ctx)
     notes: list[str] = []
     dot_roles = dot_operands(loops)
 
@@ -333,10 +330,10 @@ def make_plan(
         base = epilogue = 0
         smem = smem_bytes(spec, layout, dtypes, set(fills))
     if smem > hw.SMEM_BYTES and loop_plans:
-        raise error(
+        raise ctx.error(
+            SharedMemoryError,
             f"the blocks and pipeline stages need {smem:,} B of shared memory, over the "
             f"{hw.SMEM_BYTES:,} B a block has",
-            **err,
             expected=f"<= {hw.SMEM_BYTES:,} B",
             actual=f"{smem:,} B ("
             + "; ".join(
@@ -348,9 +345,9 @@ def make_plan(
             fix=_stages_fix(spec, consts, base, epilogue, loops, layout, dtypes),
         )
     if smem > hw.SMEM_BYTES:
-        raise error(
+        raise ctx.error(
+            SharedMemoryError,
             f"the blocks need {smem:,} B of shared memory, over the {hw.SMEM_BYTES:,} B a block has",
-            **err,
             expected=f"<= {hw.SMEM_BYTES:,} B",
             actual=f"{smem:,} B",
             fix=smem_fix(spec, layout, dtypes, set(fills)),
