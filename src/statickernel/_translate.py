@@ -19,6 +19,7 @@ import numpy as np
 
 from ._body import Atom, BodyTrace, Eqn
 from ._errors import UnsupportedOpError
+from ._printer import dtype_source, literal_source
 
 __all__ = [
     "Carry",
@@ -217,10 +218,6 @@ class Translation:
         return tuple(line for line in self.lines if isinstance(line, LoopBlock))
 
 
-def dtype_source(dtype: str) -> str:
-    return "jnp.bool_" if dtype == "bool" else f"jnp.{dtype}"
-
-
 def is_8bit(dtype: str) -> bool:
     return dtype != "bool" and np.dtype(dtype).itemsize == 1
 
@@ -238,30 +235,6 @@ def full_source(value: str, shape: tuple[int, ...], dtype: str, kind: str) -> st
     """A constant value of `kind`, in that kind's register layout. A bare `jnp.full` is a
     splat, which reductions and carries do not take."""
     return f"plgpu.layout_cast(jnp.full({shape}, {value}, {dtype_source(dtype)}), {LAYOUTS[kind]})"
-
-
-def literal_source(value: object, dtype: str, weak_type: bool) -> str:
-    if dtype == "bool":
-        return repr(bool(value))
-    number = float(value) if isinstance(value, float) or "float" in dtype else int(value)  # type: ignore[arg-type]
-    if isinstance(number, float):
-        with np.errstate(over="ignore"):  # a value past the dtype's range is its infinity
-            typed = number if weak_type else float(np.dtype(dtype).type(number))
-        if math.isnan(typed):
-            text = "jnp.nan"
-        elif math.isinf(typed):
-            text = "jnp.inf" if typed > 0 else "-jnp.inf"
-        elif weak_type:
-            text = repr(number)
-        else:
-            # The shortest text that parses back to the same value in the literal's own dtype;
-            # numpy writes some bfloat16 values as integers, which would lose the sign of -0.
-            text = str(np.dtype(dtype).type(number))
-            if text.lstrip("-").isdigit():
-                text += ".0"
-    else:
-        text = repr(number)
-    return text if weak_type else f"{dtype_source(dtype)}({text})"
 
 
 def translate(
