@@ -5,27 +5,19 @@ and is what statickernel itself executes for that specialization.
 """
 
 import itertools
-import math
 import re
 
 import jax
 
 from ._loopgen import loop_lines
-from ._masks import MaskAxis, edge_mask_lines
+from ._masks import MaskAxis, edge_mask_lines, fill_masks
+from ._pallas import LAYOUTS, select_source, store_source
 from ._plan import DimPlan, LaunchPlan, OperandPlan
-from ._translate import (
-    LAYOUTS,
-    TILE,
-    LoopBlock,
-    Translation,
-    dtype_source,
-    literal_source,
-    select_source,
-)
+from ._printer import dtype_source, literal_source
+from ._translation import LoopBlock, Translation
 
 __all__ = ["generate_source"]
 
-_LAYOUT = LAYOUTS
 _BACKEND_TEXT = {
     "interpret": "interpret (the Mosaic GPU interpreter; runs on any machine)",
     "mosaic_gpu": "mosaic_gpu (compiled for an NVIDIA Hopper GPU)",
@@ -134,6 +126,7 @@ class _Generator:
     def __init__(self, plan: LaunchPlan, translation: Translation):
         self.plan = plan
         self.t = translation
+        self.new_store_api = _new_store_api()
         # Operands copied once per block; those with a loop dim are copied by their pipeline.
         self.loaded = [op for op in plan.operands if op.loaded and op.loop_dim is None]
         self.inputs = [op for op in plan.operands if op.loaded]
@@ -210,7 +203,7 @@ class _Generator:
         """Edge masks, built in registers from iota and the true dims."""
         needed = set(self.t.masks)
         for op in self.loaded:
-            needed |= self._fill_masks(op)
+            needed |= fill_masks(self.plan, op, op.fill)
         if not needed:
             return []
         g_rows = self.plan.dim(self.plan.rows)
@@ -229,29 +222,17 @@ class _Generator:
             *edge_mask_lines(needed, rows, axis(g_cols)),
         ]
 
-    def _fill_masks(self, op: OperandPlan) -> set[str]:
-        if reads_zero(op.fill):
-            # TMA, the interpreter and host padding all read +0 past the edge already.
-            return set()
-        masks = set()
-        for dim_name in op.dims:
-            if not self.plan.dim(dim_name).ragged:
-                continue
-            axis = "row" if dim_name == self.plan.rows else "col"
-            masks.add(f"{axis}_ok" if op.kind == TILE else f"{axis}_ok_vec")
-        return masks
-
     def _load_lines(self, op: OperandPlan) -> list[str]:
         """Shared memory to registers, with the fill past the edge."""
         lines = []
         boxes = self._column_boxes(op)
-        load = f"plgpu.load({op.name}_smem{{}}, layout={_LAYOUT[op.kind]}, optimized=False)"
+        load = f"plgpu.load({op.name}_smem{{}}, layout={LAYOUTS[op.kind]}, optimized=False)"
         if boxes == 1:
             lines.append(f"{op.name} = {load.format('')}")
         else:
             parts = ", ".join(load.format(f".at[{k}]") for k in range(boxes))
             lines.append(f"{op.name} = jnp.concatenate([{parts}], axis={len(op.dims) - 1})")
-        masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
+        masks = sorted(fill_masks(self.plan, op, op.fill), key=lambda m: not m.startswith("row"))
         if masks:
             fill_value = literal_source(op.fill, op.dtype, weak_type=False)
             select = select_source(" & ".join(masks), op.name, fill_value, op.dtype)
@@ -282,9 +263,7 @@ class _Generator:
         return deferred
 
     def store(self, ref: str, value: str) -> str:
-        if _new_store_api():
-            return f"plgpu.store({ref}, {value}, optimized=False)"
-        return f"{ref}[...] = {value}"
+        return store_source(ref, value, self.new_store_api)
 
     # --- the block body ----------------------------------------------------------------------
 
@@ -339,7 +318,7 @@ class _Generator:
                 body.append(f"# `{op.name}` is first read after a loop: not held through it.")
                 body += self._load_lines(op)
             if isinstance(line, LoopBlock):
-                body += loop_lines(self, line)
+                body += loop_lines(plan, line, self.t.streamed, self.new_store_api)
             else:
                 body.append(line)
         for op in (op for op in self.loaded if deferred.get(op.name) == len(self.t.lines)):
@@ -506,8 +485,3 @@ def _line_text(line: "str | LoopBlock") -> str:
     parts = [*line.lines, *line.blocks]
     parts += [text for c in line.carries for text in (c.init, c.update)]
     return "\n".join(parts)
-
-
-def reads_zero(fill: object) -> bool:
-    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
-    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]

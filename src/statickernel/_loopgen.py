@@ -6,20 +6,23 @@ masks the last block with each load's fill, and either folds into the carry (WGM
 accumulator ref, or register values threaded through the pipeline) or writes its output block.
 """
 
-from typing import TYPE_CHECKING
-
-from ._masks import MaskAxis, edge_mask_lines
-from ._plan import DimPlan, OperandPlan
-from ._translate import LAYOUTS, TILE, LoopBlock, literal_source, select_source
-
-if TYPE_CHECKING:
-    from ._codegen import _Generator  # pyright: ignore[reportPrivateUsage]
+from ._masks import MaskAxis, edge_mask_lines, fill_masks
+from ._pallas import LAYOUTS, select_source, store_source
+from ._plan import DimPlan, LaunchPlan, OperandPlan
+from ._printer import literal_source
+from ._translation import LoopBlock
 
 __all__ = ["loop_lines"]
 
 
-def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
-    plan = gen.plan
+def loop_lines(
+    plan: LaunchPlan,
+    block: LoopBlock,
+    streamed: tuple[tuple[int, int, int], ...],
+    new_store_api: bool,
+) -> list[str]:
+    """The loop's statements in the block function; `streamed` says which results a map
+    writes, as (result, loop, block)."""
     loop = plan.loops[block.index]
     name = f"loop{block.index}"
     index = f"{name}_index"
@@ -27,8 +30,8 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     # With two or more stages, one WGMMA stays in flight across steps: each step waits only for
     # the previous one, and the pipeline releases a step's blocks one step later to match.
     overlap = bool(block.dots) and loop.stages >= 2
-    specs = [_block_spec(gen, op, block.axis, delay_release=int(overlap)) for op in ops]
-    views = [_gmem_view(gen, op, block.axis) for op in ops]
+    specs = [_block_spec(plan, op, block.axis, delay_release=int(overlap)) for op in ops]
+    views = [_gmem_view(plan, op, block.axis) for op in ops]
     registers = [c for c in block.carries if not c.accumulator]
     accumulators = [c for c in block.carries if c.accumulator]
 
@@ -36,13 +39,13 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     masks = set(block.masks)
     fills = dict(block.fills)
     for op_name in block.loads:
-        masks |= _fill_masks(gen, plan.operand(op_name), fills.get(op_name))
-    streamed = [
+        masks |= fill_masks(plan, plan.operand(op_name), fills.get(op_name))
+    writes = [
         (plan.results[r], block.blocks[b])
-        for r, loop_index, b in gen.t.streamed
+        for r, loop_index, b in streamed
         if loop_index == block.index
     ]
-    if masks or streamed:
+    if masks or writes:
         step.append(f"({index},) = {name}_indices")
     if registers:
         step.append(f"{_tuple([c.var for c in registers])} = {name}_carry")
@@ -51,11 +54,11 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
         step.append(
             f"{op_name} = plgpu.load({op_name}_smem, layout={LAYOUTS[op.kind]}, optimized=False)"
         )
-    step += _mask_lines(gen, masks, block.axis, index)
+    step += _mask_lines(plan, masks, block.axis, index)
     for op_name in block.loads:
         op = plan.operand(op_name)
         fill_value = fills.get(op_name)
-        op_masks = sorted(_fill_masks(gen, op, fill_value), key=lambda m: not m.startswith("row"))
+        op_masks = sorted(fill_masks(plan, op, fill_value), key=lambda m: not m.startswith("row"))
         if op_masks:
             fill = literal_source(fill_value, op.dtype, weak_type=False)
             select = select_source(" & ".join(op_masks), op_name, fill, op.dtype)
@@ -69,13 +72,13 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     elif block.dots:
         # The pipeline refills this step's slots as soon as the step returns.
         step.append("plgpu.wgmma_wait(0)")
-    for result, value in streamed:
+    for result, value in writes:
         step.append("plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last block is read")
-        step.append(gen.store(f"{result.name}_smem", value))
+        step.append(store_source(f"{result.name}_smem", value, new_store_api))
         step.append("plgpu.commit_smem()")
         step.append(
             f"plgpu.copy_smem_to_gmem({result.name}_smem, "
-            f"{_output_view(gen, result, block.axis, index, loop.block)})"
+            f"{_output_view(plan, result, block.axis, index, loop.block)})"
         )
     if registers:
         step.append(f"return {_tuple([c.update for c in registers])}")
@@ -122,10 +125,10 @@ def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
     return [*scope, f"{finals} = pl.run_scoped({name}, {accs})"]
 
 
-def _block_spec(gen: "_Generator", op: OperandPlan, axis: str, delay_release: int = 0) -> str:
+def _block_spec(plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int = 0) -> str:
     shape, index = [], []
     for d in op.dims:
-        dim = gen.plan.dim(d)
+        dim = plan.dim(d)
         shape.append(dim.extent)
         index.append("step" if d == axis else "0")
     transforms = ""
@@ -140,11 +143,11 @@ def _block_spec(gen: "_Generator", op: OperandPlan, axis: str, delay_release: in
     return f"plgpu.BlockSpec({block_shape}, lambda step: {block_index}{transforms})"
 
 
-def _gmem_view(gen: "_Generator", op: OperandPlan, axis: str) -> str:
+def _gmem_view(plan: LaunchPlan, op: OperandPlan, axis: str) -> str:
     """The operand's part for this block: tiled dims sliced at the block, the loop dim whole."""
     slices = []
     for d in op.dims:
-        dim = gen.plan.dim(d)
+        dim = plan.dim(d)
         if d != axis and dim.tiled_by:
             slices.append(f"pl.ds(block_{d} * {dim.block}, {dim.block})")
         else:
@@ -154,10 +157,10 @@ def _gmem_view(gen: "_Generator", op: OperandPlan, axis: str) -> str:
     return f"{op.name}_gmem.at[{', '.join(slices)}]"
 
 
-def _output_view(gen: "_Generator", op: OperandPlan, axis: str, index: str, step: int) -> str:
+def _output_view(plan: LaunchPlan, op: OperandPlan, axis: str, index: str, step: int) -> str:
     slices = []
     for d in op.dims:
-        dim = gen.plan.dim(d)
+        dim = plan.dim(d)
         if d == axis:
             slices.append(f"pl.ds({index} * {step}, {step})")
         elif dim.tiled_by:
@@ -167,25 +170,10 @@ def _output_view(gen: "_Generator", op: OperandPlan, axis: str, index: str, step
     return f"{op.name}_gmem.at[{', '.join(slices)}]"
 
 
-def _fill_masks(gen: "_Generator", op: OperandPlan, fill: object) -> set[str]:
-    from ._codegen import reads_zero
-
-    if fill is None or reads_zero(fill):
-        return set()
-    masks = set()
-    for d in op.dims:
-        if not gen.plan.dim(d).ragged:
-            continue
-        along = "row" if d == gen.plan.rows else "col"
-        masks.add(f"{along}_ok" if op.kind == TILE else f"{along}_ok_vec")
-    return masks
-
-
-def _mask_lines(gen: "_Generator", needed: set[str], axis: str, index: str) -> list[str]:
+def _mask_lines(plan: LaunchPlan, needed: set[str], axis: str, index: str) -> list[str]:
     """Edge masks for one step: the loop dim's positions start at the step's block."""
     if not needed:
         return []
-    plan = gen.plan
 
     def mask_axis(dim: DimPlan | None) -> MaskAxis | None:
         if dim is None:

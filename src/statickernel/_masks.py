@@ -1,4 +1,4 @@
-"""The source of edge masks: which positions of a block lie inside the array.
+"""Edge masks: which positions of a block lie inside the array, and which masks a load needs.
 
 Each axis gets a vector of positions (an iota in the per-row or per-column layout) compared
 with the dim's true size; a block's mask is that vector broadcast. A broadcast shares the
@@ -7,10 +7,15 @@ mask: in a loop step, next to a block of data, those spill.
 """
 
 import dataclasses
+import math
 
-from ._translate import COL, LAYOUTS, ROW
+from ._ir import Kind
+from ._pallas import LAYOUTS
+from ._plan import LaunchPlan, OperandPlan
 
-__all__ = ["MaskAxis", "edge_mask_lines"]
+__all__ = ["MaskAxis", "edge_mask_lines", "fill_masks", "reads_zero"]
+
+ROW, COL = Kind.ROW, Kind.COL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,3 +49,22 @@ def edge_mask_lines(needed: set[str], rows: MaskAxis, cols: MaskAxis | None) -> 
                 f"{name}_ok = lax.broadcast_in_dim({name}_ok_vec, {shape}, ({dimension},))"
             )
     return lines
+
+
+def reads_zero(fill: object) -> bool:
+    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
+    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
+
+
+def fill_masks(plan: LaunchPlan, op: OperandPlan, fill: object) -> set[str]:
+    """The masks a load of `op` needs to read `fill` past the edge: none for +0, which TMA, the
+    interpreter and host padding all read there already."""
+    if fill is None or reads_zero(fill):
+        return set()
+    masks = set()
+    for dim in op.dims:
+        if not plan.dim(dim).ragged:
+            continue
+        along = "row" if dim == plan.rows else "col"
+        masks.add(f"{along}_ok" if op.kind == Kind.TILE else f"{along}_ok_vec")
+    return masks
