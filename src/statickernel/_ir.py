@@ -279,7 +279,7 @@ class Module:
 # --- building and reading ----------------------------------------------------------------------
 
 
-def call(func: str | Expr, *args: Expr, **keywords: Expr) -> Call:
+def call(func: str | Expr, /, *args: Expr, **keywords: Expr) -> Call:
     """`func(*args, **keywords)`, keywords in the order given."""
     target = Name(func) if isinstance(func, str) else func
     return Call(target, args, tuple(Keyword(k, v) for k, v in keywords.items()))

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._body import Atom, Eqn
-from ._ir import Kind
-from ._pallas import is_8bit, select_source
-from ._printer import dtype_source, literal_source
+from ._ir import Assign, BinOp, Comment, Const, DType, Expr, Kind, Literal, Mask, Name, Operator
+from ._ir import call as ir_call
+from ._pallas import is_8bit, select
 from ._translator import Rule, Translator
 
 __all__ = ["BODY_RULES"]
@@ -82,7 +82,7 @@ EIGHT_BIT_OPS = frozenset({"and", "or", "xor", "not", "eq", "ne", "convert_eleme
 _WRITTEN_AS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "neg": "-x"}
 _WRITTEN_AS |= {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "select_n": "jnp.where"}
 _WRITTEN_AS |= {"max": "jnp.maximum", "min": "jnp.minimum", "clamp": "jnp.clip"}
-_NAN_COMMENT = "# NaN where a NaN is reduced: the interpreter's max and min skip it."
+_NAN_COMMENT = Comment("NaN where a NaN is reduced: the interpreter's max and min skip it.")
 
 
 def elementwise(tr: Translator, eqn: Eqn) -> None:
@@ -128,25 +128,26 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
     tr.assign(eqn, kind, _elementwise_expr(eqn, args))
 
 
-def _elementwise_expr(eqn: Eqn, args: list[str]) -> str:
+def _elementwise_expr(eqn: Eqn, args: list[Expr]) -> Expr:
     prim = eqn.prim
     if prim in UNARY:
-        return f"{UNARY[prim]}({args[0]})"
+        return ir_call(UNARY[prim], args[0])
     if prim in BINARY:
-        return f"{BINARY[prim]}({args[0]}, {args[1]})"
+        return ir_call(BINARY[prim], args[0], args[1])
     if prim == "integer_pow":
-        return f"lax.integer_pow({args[0]}, {int(eqn.param('y'))})"
+        return ir_call("lax.integer_pow", args[0], Const(int(eqn.param("y"))))
     if prim == "square":
-        return f"lax.mul({args[0]}, {args[0]})"
+        return ir_call("lax.mul", args[0], args[0])
     if prim == "convert_element_type":
-        dtype = dtype_source(str(np.dtype(eqn.param("new_dtype"))))
-        return f"lax.convert_element_type({args[0]}, {dtype})"
+        return ir_call(
+            "lax.convert_element_type", args[0], DType(str(np.dtype(eqn.param("new_dtype"))))
+        )
     if prim == "round":
-        method = int(eqn.param("rounding_method"))
-        return f"lax.round({args[0]}, lax.RoundingMethod({method}))"
+        method = ir_call("lax.RoundingMethod", Const(int(eqn.param("rounding_method"))))
+        return ir_call("lax.round", args[0], method)
     if prim == "select_n":
-        return f"lax.select_n({', '.join(args)})"
-    return f"lax.clamp({', '.join(args)})"  # clamp(lo, x, hi)
+        return ir_call("lax.select_n", *args)
+    return ir_call("lax.clamp", *args)  # clamp(lo, x, hi)
 
 
 def reduce(tr: Translator, eqn: Eqn) -> None:
@@ -166,7 +167,7 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
             # its reduction counts every element inside the edge, so it needs the block.
             block = f"{eqn.outputs[0]}_block"
             tr.define(block, TILE, tr.dtype(atom))
-            tr.lines.append(f"{block} = {tr.as_kind(atom, TILE)}")
+            tr.lines.append(Assign((Name(block),), tr.as_kind(atom, TILE)))
             return reduce(tr, dataclasses.replace(eqn, inputs=(Atom(block),)))
     raise tr.fail(
         eqn,
@@ -186,26 +187,30 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
     fill = dict(tr.g.input_fills).get(atom.var or "")
     if ragged and not (fill is not None and fill == _identity_value(eqn.prim, dtype)):
         # Elements past the edge must not take part: they get the identity.
-        mask = "col_ok" if axis == 1 else "row_ok"
+        mask = Mask.COL_OK if axis == 1 else Mask.ROW_OK
         tr.masks.add(mask)
-        identity = literal_source(_identity_value(eqn.prim, dtype), dtype, weak_type=True)
-        src = select_source(mask, src, identity, dtype)
+        identity = Literal(_identity_value(eqn.prim, dtype), dtype, weak_type=True)
+        src = select(Name(mask), src, identity, dtype)
     reduction = REDUCTIONS[eqn.prim]
-    reduced = f"{reduction}({src}, ({axis},))"
+    reduced: Expr = ir_call(reduction, src, Const((axis,)))
     out = eqn.outputs[0]
     if tr.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:
         # A sum of the NaNs alone is NaN exactly where the vector holds one.
-        if not src.isidentifier():
-            tr.lines.append(f"{out}_in = {src}")
-            src = f"{out}_in"
-            reduced = f"{reduction}({src}, ({axis},))"
-        nans = f"{out}_nans"
-        zero = literal_source(0.0, dtype, weak_type=True)
+        if not isinstance(src, Name):
+            tr.lines.append(Assign((Name(f"{out}_in"),), src))
+            src = Name(f"{out}_in")
+            reduced = ir_call(reduction, src, Const((axis,)))
+        nans = Name(f"{out}_nans")
+        zero = Literal(0.0, dtype, weak_type=True)
         tr.lines.append(_NAN_COMMENT)
+        is_nan = BinOp(Operator.NE, src, src)
         tr.lines.append(
-            f"{nans} = lax.reduce_sum(jnp.where({src} != {src}, {src}, {zero}), ({axis},))"
+            Assign(
+                (nans,),
+                ir_call("lax.reduce_sum", ir_call("jnp.where", is_nan, src, zero), Const((axis,))),
+            )
         )
-        reduced = f"jnp.where({nans} != {nans}, {nans}, {reduced})"
+        reduced = ir_call("jnp.where", BinOp(Operator.NE, nans, nans), nans, reduced)
     tr.assign(eqn, ROW if axis == 1 else COL, reduced)
 
 

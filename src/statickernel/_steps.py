@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 
 from ._body import Atom, Eqn, Step
-from ._ir import Kind, LoopMode
-from ._pallas import full_source
+from ._ir import Comment, Expr, Kind, LoopMode, SourceLine
+from ._pallas import full
 from ._translation import Carry, DotUpdate, Geometry, LoopBlock
 from ._translator import Rule, Translator, source_line
 
@@ -24,7 +24,7 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
     index = tr.loop_count
     tr.loop_count += 1
     comment = source_line(eqn)
-    previous = [line for line in tr.lines if isinstance(line, str) and line.startswith("# ")]
+    previous = [line for line in tr.lines if isinstance(line, Comment | SourceLine)]
     if eqn.line and (not previous or previous[-1] != comment):
         tr.lines.append(comment)
     accumulators, skipped = _accumulators(tr, eqn, step)
@@ -171,19 +171,19 @@ def _translate_step(
         tr.eqns(tuple(e for e in step.eqns if id(e) not in skipped))
         carries: list[Carry] = []
         out_kinds: list[Kind] = []
-        blocks: list[str] = []
+        blocks: list[Expr] = []
         if mode == LoopMode.FOLD:
             for i, (var, atom, init) in enumerate(
                 zip(step.carries, step.outputs, eqn.inputs, strict=True)
             ):
                 kind, dtype = kinds[i], tr.trace.aval(var)[1]
                 if i in accumulators:
-                    carries.append(Carry(var, Kind.TILE, dtype, "", "", True))
+                    carries.append(Carry(var, Kind.TILE, dtype, None, None, True))
                     out_kinds.append(kind)
                     continue
                 got = tr.kind(atom)
                 out_kinds.append(got if got != Kind.SCALAR or kind == Kind.SCALAR else kind)
-                update = tr.as_kind(atom, kind) if got in (kind, Kind.SCALAR) else ""
+                update = tr.as_kind(atom, kind) if got in (kind, Kind.SCALAR) else None
                 init_value = _init(tr, init, kind, outer)
                 carries.append(Carry(var, kind, dtype, init_value, update, False))
         else:
@@ -204,7 +204,7 @@ def _translate_step(
             loads=loads,
             fills=tuple((n, f) for n, f in step.fills if n in loads),
             masks=frozenset(tr.masks),
-            lines=tuple(line for line in tr.lines if isinstance(line, str)),
+            lines=tuple(line for line in tr.lines if not isinstance(line, LoopBlock)),
             carries=tuple(carries),
             dots=tuple(accumulators[i] for i in sorted(accumulators)),
             finals=tuple(eqn.outputs),
@@ -215,12 +215,12 @@ def _translate_step(
         tr.lines, tr.masks, tr.g = saved
 
 
-def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> str:
+def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> Expr:
     """A carry's initial value, in its kind: a value of another kind fills a constant of the
     carry's kind, with the shapes of the body around the loop."""
     if tr.kind(atom) == kind:
         return tr.source(atom)
-    return full_source(tr.source(atom), outer.shape(kind), tr.dtype(atom), kind)
+    return full(tr.source(atom), outer.shape(kind), tr.dtype(atom), kind)
 
 
 LOOP_RULES: Mapping[str, Rule] = {

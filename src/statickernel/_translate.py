@@ -1,5 +1,5 @@
-"""Turns a traced body into Pallas Mosaic GPU statements, one per equation, and a `LoopBlock`
-per loop.
+"""Turns a traced body into Pallas Mosaic GPU statements, as IR: one statement per equation,
+and a `LoopBlock` per loop.
 
 Every value of a body lives in one of four register forms, its *kind* (`_ir.Kind`):
   tile    a 2-D block (rows, cols), in the WGMMA layout;
@@ -15,7 +15,7 @@ translation accepts is an op the generated kernel contains.
 """
 
 from ._body import BodyTrace
-from ._ir import Kind
+from ._ir import Expr, Kind
 from ._printer import dtype_source, literal_source
 from ._rules import BODY_RULES
 from ._steps import LOOP_RULES
@@ -54,12 +54,12 @@ def translate(
     for name in trace_inputs(trace):
         tr.define(name, Kind(input_kinds[name]), trace.aval(name)[1])
     tr.eqns(trace.eqns)
-    outputs: list[str] = []
+    outputs: list[Expr | None] = []
     streamed: list[tuple[int, int, int]] = []
     for i, (atom, kind) in enumerate(zip(trace.outputs, result_kinds, strict=True)):
         if atom.var in tr.loop_outputs:
             streamed.append((i, *tr.loop_outputs[atom.var]))
-            outputs.append("")
+            outputs.append(None)
         else:
             outputs.append(tr.as_kind(atom, Kind(kind)))
     return Translation(tuple(tr.lines), tuple(outputs), frozenset(tr.masks), tuple(streamed))

@@ -1,11 +1,12 @@
 """What translation reads and produces: the register geometry of a body, and the translated
-body, with a `LoopBlock` for each loop. Planning and code generation read these."""
+body as IR, with a `LoopBlock` for each loop. Planning and code generation read these."""
 
 import dataclasses
+from typing import TypeAlias
 
-from ._ir import Kind
+from ._ir import Expr, Kind, LoopMode, Mask, Stmt
 
-__all__ = ["Carry", "DotUpdate", "Geometry", "LoopBlock", "Translation"]
+__all__ = ["Carry", "DotUpdate", "Geometry", "Line", "LoopBlock", "Translation"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +44,8 @@ class Carry:
     var: str
     kind: str
     dtype: str
-    init: str  # source of the initial value, in the carry's kind and layout
-    update: str  # source of the step's new value; "" for an accumulator
+    init: Expr | None  # the initial value, in the carry's kind and layout; None: accumulator
+    update: Expr | None  # the step's new value; None for an accumulator
     accumulator: bool  # updated only by WGMMA, held in an accumulator ref
 
 
@@ -62,23 +63,27 @@ class LoopBlock:
 
     index: int
     axis: str
-    mode: str  # "fold" (sk.loop) or "map" (sk.map_blocks)
+    mode: LoopMode
     operands: tuple[str, ...]  # operands whose blocks the step reads, in order of first use
     loads: tuple[str, ...]  # of those, the ones loaded into registers
     fills: tuple[tuple[str, object], ...]  # what each load reads past the edge
-    masks: frozenset[str]
-    lines: tuple[str, ...]
+    masks: frozenset[Mask]
+    lines: tuple[Stmt, ...]
     carries: tuple[Carry, ...]
     dots: tuple[DotUpdate, ...]
     finals: tuple[str, ...]  # the body's variables for the final carries
-    blocks: tuple[str, ...]  # map: source of each output block, per step
+    blocks: tuple[Expr, ...]  # map: each output block, per step
+
+
+# A statement of the body, or one of its loops.
+Line: TypeAlias = Stmt | LoopBlock
 
 
 @dataclasses.dataclass(frozen=True)
 class Translation:
-    lines: tuple["str | LoopBlock", ...]
-    outputs: tuple[str, ...]  # source expressions of the results, in their declared kinds
-    masks: frozenset[str]  # mask names the statements use: row_ok, col_ok
+    lines: tuple[Line, ...]
+    outputs: tuple[Expr | None, ...]  # the results, in their declared kinds; None: a map's
+    masks: frozenset[Mask]  # the edge masks the statements use: row_ok, col_ok
     streamed: tuple[tuple[int, int, int], ...] = ()  # (result, loop, block) written by a map
 
     @property

@@ -1,4 +1,4 @@
-"""The translator's state and its dispatch: equations in, Pallas statements out, one rule per
+"""The translator's state and its dispatch: equations in, IR statements out, one rule per
 primitive.
 
 A rule reads its equation's inputs through the translator (their source, register kind and
@@ -12,10 +12,9 @@ from collections.abc import Callable, Mapping
 
 from ._body import Atom, BodyTrace, Eqn
 from ._errors import UnsupportedOpError
-from ._ir import Kind
-from ._pallas import full_source
-from ._printer import literal_source
-from ._translation import Geometry, LoopBlock
+from ._ir import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
+from ._pallas import broadcast, full
+from ._translation import Geometry, Line
 
 __all__ = ["Rule", "Translator", "trace_inputs"]
 
@@ -84,9 +83,9 @@ class Translator:
         self.where = where
         self.rules = rules
         self.kinds: dict[str, Kind] = {}
-        self.lines: list[str | LoopBlock] = []
-        self.masks: set[str] = set()
-        self.aliases: dict[str, str] = {}
+        self.lines: list[Line] = []
+        self.masks: set[Mask] = set()
+        self.aliases: dict[str, Expr] = {}  # a variable -> the one it is
         self.dtypes: dict[str, str] = {}
         self.literals: dict[str, object] = {}
         self.loop_outputs: dict[str, tuple[int, int]] = {}  # map output var -> (loop, block)
@@ -141,10 +140,10 @@ class Translator:
             fix=fix,
         )
 
-    def source(self, atom: Atom) -> str:
+    def source(self, atom: Atom) -> Expr:
         if atom.var is None:
-            return literal_source(atom.value, atom.dtype, atom.weak_type)
-        return self.aliases.get(atom.var, atom.var)
+            return Literal(atom.value, atom.dtype, atom.weak_type)
+        return self.aliases.get(atom.var, Name(atom.var))
 
     def kind(self, atom: Atom) -> Kind:
         if atom.var in self.loop_outputs:
@@ -154,7 +153,7 @@ class Translator:
     def dtype(self, atom: Atom) -> str:
         return atom.dtype if atom.var is None else self.dtypes[atom.var]
 
-    def as_kind(self, atom: Atom, kind: Kind) -> str:
+    def as_kind(self, atom: Atom, kind: Kind) -> Expr:
         """The atom's value in `kind`: a scalar made a constant of the kind, or a vector spread
         over the block."""
         have = self.kind(atom)
@@ -163,26 +162,26 @@ class Translator:
             return src
         shape = self.g.shape(kind)
         if have == Kind.SCALAR:
-            return full_source(src, shape, self.dtype(atom), kind)
+            return full(src, shape, self.dtype(atom), kind)
         if kind == Kind.TILE and have in (Kind.ROW, Kind.COL):
-            return f"lax.broadcast_in_dim({src}, {shape}, ({0 if have == Kind.ROW else 1},))"
+            return broadcast(src, shape, 0 if have == Kind.ROW else 1)
         raise AssertionError(f"cannot convert {have} to {kind}")
 
     def define(self, var: str, kind: Kind, dtype: str) -> None:
         self.kinds[var] = kind
         self.dtypes[var] = dtype
 
-    def assign(self, eqn: Eqn, kind: Kind, expr: str) -> None:
+    def assign(self, eqn: Eqn, kind: Kind, expr: Expr) -> None:
         out = eqn.outputs[0]
         self.define(out, kind, self.trace.aval(out)[1])
-        self.lines.append(f"{out} = {expr}")
+        self.lines.append(Assign((Name(out),), expr))
 
     def alias(self, eqn: Eqn, atom: Atom, kind: Kind) -> None:
         """The output is the input itself: a literal gets a variable, a variable a new name."""
         out = eqn.outputs[0]
         self.define(out, kind, self.trace.aval(out)[1])
         if atom.var is None:
-            self.lines.append(f"{out} = {self.source(atom)}")
+            self.lines.append(Assign((Name(out),), self.source(atom)))
             self.literals[out] = atom.value
         else:
             if atom.var in self.literals:
@@ -190,9 +189,8 @@ class Translator:
             self.aliases[out] = self.source(atom)
 
 
-def source_line(eqn: Eqn) -> str:
-    """The comment naming the user's line that the statements after it come from."""
-    return f"# {eqn.line}: {eqn.source}" if eqn.source else f"# {eqn.line}"
+def source_line(eqn: Eqn) -> SourceLine:
+    return SourceLine(eqn.line or "", eqn.source or "")
 
 
 def trace_inputs(trace: BodyTrace) -> list[str]:
