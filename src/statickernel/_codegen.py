@@ -230,8 +230,7 @@ class _Generator:
                 entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in op.batch))
                 body.append(Assign((Name(gmem),), entry, comment="this grid step's entry"))
         boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
-        # Any name holding "edge_start" counts, as the search of the boxes' text did before.
-        if any(_EDGE_START.text in n for g in boxes for n in names_read(g)):
+        if any(_EDGE_START.text in names_read(g) for g in boxes):
             body.append(
                 Comment(
                     "Blocks wider than a whole dim start at a traced zero: the box may extend past"
