@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import Array, Float
 
 import statickernel as sk
 from gallery_cases import KERNELS, SHAPES, structs
@@ -115,6 +116,20 @@ def test_header_says_what_and_where() -> None:
 def test_comments_map_code_to_the_dsl_lines() -> None:
     source = emit("softmax")
     assert "# examples/softmax.py:17: e = jnp.exp(v - sk.max(v, axis=1, keepdims=True))" in source
+
+
+@sk.kernel(tile={"M": "BM"})
+def _double(x_edge_start: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return sk.load(x_edge_start) * 2
+
+
+def test_edge_start_is_defined_only_where_a_box_starts_at_it() -> None:
+    """The traced zero that starts boxes wider than a whole dim is there only for those boxes,
+    whatever the operands are called."""
+    fits = _double.emit(jax.ShapeDtypeStruct((100, 128), jnp.float32))
+    assert "edge_start" not in fits.replace("x_edge_start", "")
+    wide = _double.emit(jax.ShapeDtypeStruct((100, 300), jnp.float32))
+    assert 'edge_start = lax.axis_index("M") * 0' in wide
 
 
 def test_mosaic_gpu_source_is_not_interpreted() -> None:

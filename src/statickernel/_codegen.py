@@ -1,35 +1,63 @@
 """Code generation: a `LaunchPlan` and a translated body become a standalone Pallas module.
 
 The module imports only jax (and numpy), defines one jitted function named after the kernel,
-and is what statickernel itself executes for that specialization.
+and is what statickernel itself executes for that specialization. It is built as IR and
+printed once, by `_printer`.
 """
 
 import itertools
-import math
-import re
 
 import jax
 
-from ._loopgen import loop_lines
-from ._masks import MaskAxis, edge_mask_lines
-from ._plan import DimPlan, LaunchPlan, OperandPlan
-from ._translate import (
-    LAYOUTS,
-    TILE,
-    LoopBlock,
-    Translation,
-    dtype_source,
-    literal_source,
-    select_source,
+from ._ir import (
+    Assign,
+    BinOp,
+    Call,
+    Comment,
+    Const,
+    DType,
+    Expr,
+    ExprStmt,
+    FunctionDef,
+    IfExp,
+    Import,
+    ImportFrom,
+    Keyword,
+    List,
+    Module,
+    Name,
+    Operator,
+    Return,
+    Slice,
+    SourceLine,
+    Stmt,
+    Subscript,
+    Tuple,
+    call,
+    mentions,
+    names_read,
 )
+from ._loopgen import loop_statements
+from ._masks import MaskAxis, edge_mask_statements, fill_masks
+from ._pallas import fill_past_edge, load, store
+from ._plan import DimPlan, LaunchPlan, OperandPlan
+from ._printer import module_source
+from ._translation import Line, LoopBlock, Translation
 
 __all__ = ["generate_source"]
 
-_LAYOUT = LAYOUTS
 _BACKEND_TEXT = {
     "interpret": "interpret (the Mosaic GPU interpreter; runs on any machine)",
     "mosaic_gpu": "mosaic_gpu (compiled for an NVIDIA Hopper GPU)",
 }
+_IMPORTS: tuple[Stmt, ...] = (
+    Import("jax"),
+    Import("jax.numpy", "jnp"),
+    ImportFrom("jax", "lax"),
+    ImportFrom("jax.experimental", "pallas", "pl"),
+    ImportFrom("jax.experimental.pallas", "mosaic_gpu", "plgpu"),
+)
+_EDGE_START = Name("edge_start")
 
 
 def _new_store_api() -> bool:
@@ -40,100 +68,14 @@ def _new_store_api() -> bool:
 
 
 def generate_source(plan: LaunchPlan, translation: Translation) -> str:
-    gen = _Generator(plan, translation)
-    return gen.module()
-
-
-LINE_LIMIT = 100
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Splits a call's argument text at the commas that are not nested in brackets."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    tail = text[start:].strip()
-    if tail:
-        parts.append(tail)
-    return parts
-
-
-def _wrap(line: str) -> list[str]:
-    """Wraps a long generated line the way a formatter would: one argument per line for a
-    call or a def, and parentheses around any other long right-hand side."""
-    if len(line) <= LINE_LIMIT or line.lstrip().startswith("#"):
-        return [line]
-    indent = line[: len(line) - len(line.lstrip())]
-    body = line.strip()
-    comment = ""
-    if "  # " in body:
-        body, comment = body.split("  # ", 1)
-        comment = "  # " + comment
-    open_at = body.find("(")
-    head = body[: open_at + 1]
-    if open_at > 0 and body.endswith(("):", ")")) and _closes_at_end(body, open_at):
-        closing = "):" if body.endswith("):") else ")"
-        args = _split_top_level(body[open_at + 1 : len(body) - len(closing)])
-        inner = indent + "    "
-        return [indent + head, *[f"{inner}{a}," for a in args], indent + closing + comment]
-    if " = " in body:
-        target, value = body.split(" = ", 1)
-        return [f"{indent}{target} = (", f"{indent}    {value}", f"{indent}){comment}"]
-    return [line]
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _space_nested_functions(lines: list[str]) -> list[str]:
-    """One blank line around each nested function, as a formatter puts it; comments just above
-    a function stay with it."""
-    out: list[str] = []
-    closing: list[int] = []  # indents of nested functions whose bodies are still open
-    for line in lines:
-        stripped = line.strip()
-        depth = _indent(line)
-        if stripped and closing and depth <= closing[-1]:
-            while closing and depth <= closing[-1]:
-                closing.pop()
-            if out and out[-1].strip():
-                out.append("")
-        if stripped.startswith("def ") and depth > 0:
-            start = len(out)
-            while start > 0 and out[start - 1].strip().startswith("#"):
-                start -= 1
-            before = out[start - 1].rstrip() if start > 0 else ""
-            if before and not before.endswith(":"):
-                out.insert(start, "")
-            closing.append(depth)
-        out.append(line)
-    return out
-
-
-def _closes_at_end(text: str, open_at: int) -> bool:
-    """True when the bracket opened at `open_at` closes at the end of the statement."""
-    depth = 0
-    for i in range(open_at, len(text)):
-        if text[i] in "([{":
-            depth += 1
-        elif text[i] in ")]}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 :] in ("", ":")
-    return False
+    return module_source(_Generator(plan, translation).module())
 
 
 class _Generator:
     def __init__(self, plan: LaunchPlan, translation: Translation):
         self.plan = plan
         self.t = translation
+        self.new_store_api = _new_store_api()
         # Operands copied once per block; those with a loop dim are copied by their pipeline.
         self.loaded = [op for op in plan.operands if op.loaded and op.loop_dim is None]
         self.inputs = [op for op in plan.operands if op.loaded]
@@ -146,54 +88,49 @@ class _Generator:
 
     # --- pieces ------------------------------------------------------------------------------
 
-    def _block_var(self, dim: str) -> str:
-        return f"block_{dim}"
-
-    def _boxes(self, op: OperandPlan) -> list[tuple[str, str]]:
+    def _boxes(self, op: OperandPlan) -> list[tuple[Expr, Expr]]:
         """(GMEM slice, SMEM ref) of each TMA box of an operand's block.
 
         A whole dim wider than one box is copied in equal boxes: along rows they are
         contiguous slices of one SMEM buffer; along columns each box has its own leading SMEM
         index, because a TMA destination must be contiguous.
         """
-        per_dim: list[list[tuple[str, int | None, str | None]]] = []
+        per_dim: list[list[tuple[Expr, int | None, Expr | None]]] = []
         for dim_name, extent, gmem in zip(
             op.dims, op.block_shape, op.block_gmem_shape, strict=True
         ):
             d = self.plan.dim(dim_name)
             if d.tiled_by:
-                per_dim.append(
-                    [(f"pl.ds({self._block_var(dim_name)} * {extent}, {extent})", None, None)]
-                )
+                start = BinOp(Operator.MUL, Name(f"block_{dim_name}"), Const(extent))
+                per_dim.append([(call("pl.ds", start, Const(extent)), None, None)])
                 continue
             boxes, size = d.boxes, extent // d.boxes
             column = dim_name == self.plan.cols
-            options: list[tuple[str, int | None, str | None]] = []
+            options: list[tuple[Expr, int | None, Expr | None]] = []
             for k in range(boxes):
                 start = k * size
+                gslice: Expr
                 if boxes == 1 and extent == gmem:
-                    gslice = ":"
+                    gslice = Slice()
                 elif start + size <= gmem:
-                    gslice = f"pl.ds({start}, {size})"
+                    gslice = call("pl.ds", Const(start), Const(size))
                 else:
-                    gslice = (
-                        f"pl.ds(edge_start + {start}, {size})"
-                        if start
-                        else f"pl.ds(edge_start, {size})"
-                    )
+                    edge = BinOp(Operator.ADD, _EDGE_START, Const(start)) if start else _EDGE_START
+                    gslice = call("pl.ds", edge, Const(size))
                 if boxes == 1:
                     options.append((gslice, None, None))
                 elif column:
                     options.append((gslice, k, None))
                 else:
-                    options.append((gslice, None, f"pl.ds({start}, {size})"))
+                    options.append((gslice, None, call("pl.ds", Const(start), Const(size))))
             per_dim.append(options)
         boxes_out = []
         for combo in itertools.product(*per_dim):
-            gmem_ref = f"{op.name}_gmem.at[{', '.join(g for g, _, _ in combo)}]"
-            index = [str(k) for _, k, _ in combo if k is not None]
+            gmem_ref = Subscript(Name(f"{op.name}_gmem.at"), tuple(g for g, _, _ in combo))
+            index: list[Expr] = [Const(k) for _, k, _ in combo if k is not None]
             index += [r for _, _, r in combo if r is not None]
-            smem_ref = f"{op.name}_smem.at[{', '.join(index)}]" if index else f"{op.name}_smem"
+            smem = f"{op.name}_smem"
+            smem_ref = Subscript(Name(f"{smem}.at"), tuple(index)) if index else Name(smem)
             boxes_out.append((gmem_ref, smem_ref))
         return boxes_out
 
@@ -206,56 +143,46 @@ class _Generator:
             return op.block_shape
         return (boxes, *op.block_shape[:-1], op.block_shape[-1] // boxes)
 
-    def _masks(self) -> list[str]:
+    def _smem_buffer(self, op: OperandPlan) -> Expr:
+        return call("plgpu.SMEM", Const(self._smem_shape(op)), DType(op.dtype))
+
+    def _masks(self) -> list[Stmt]:
         """Edge masks, built in registers from iota and the true dims."""
         needed = set(self.t.masks)
         for op in self.loaded:
-            needed |= self._fill_masks(op)
+            needed |= fill_masks(self.plan, op, op.fill)
         if not needed:
             return []
-        g_rows = self.plan.dim(self.plan.rows)
-        g_cols = self.plan.dim(self.plan.cols) if self.plan.cols else None
 
         def axis(dim: DimPlan | None) -> MaskAxis | None:
             if dim is None:
                 return None
-            start = f"{self._block_var(dim.name)} * {dim.extent}" if dim.tiled_by else ""
-            return MaskAxis(dim.extent, dim.size, start)
+            start = BinOp(Operator.MUL, Name(f"block_{dim.name}"), Const(dim.extent))
+            return MaskAxis(dim.extent, dim.size, start if dim.tiled_by else None)
 
-        rows = axis(g_rows)
+        rows = axis(self.plan.dim(self.plan.rows))
         assert rows is not None
+        cols = axis(self.plan.dim(self.plan.cols) if self.plan.cols else None)
         return [
-            "# Edge masks: positions inside the array, from iota and the true dims.",
-            *edge_mask_lines(needed, rows, axis(g_cols)),
+            Comment("Edge masks: positions inside the array, from iota and the true dims."),
+            *edge_mask_statements(needed, rows, cols),
         ]
 
-    def _fill_masks(self, op: OperandPlan) -> set[str]:
-        if reads_zero(op.fill):
-            # TMA, the interpreter and host padding all read +0 past the edge already.
-            return set()
-        masks = set()
-        for dim_name in op.dims:
-            if not self.plan.dim(dim_name).ragged:
-                continue
-            axis = "row" if dim_name == self.plan.rows else "col"
-            masks.add(f"{axis}_ok" if op.kind == TILE else f"{axis}_ok_vec")
-        return masks
-
-    def _load_lines(self, op: OperandPlan) -> list[str]:
+    def _load(self, op: OperandPlan) -> list[Stmt]:
         """Shared memory to registers, with the fill past the edge."""
-        lines = []
         boxes = self._column_boxes(op)
-        load = f"plgpu.load({op.name}_smem{{}}, layout={_LAYOUT[op.kind]}, optimized=False)"
+        smem = f"{op.name}_smem"
         if boxes == 1:
-            lines.append(f"{op.name} = {load.format('')}")
+            value = load(Name(smem), op.kind)
         else:
-            parts = ", ".join(load.format(f".at[{k}]") for k in range(boxes))
-            lines.append(f"{op.name} = jnp.concatenate([{parts}], axis={len(op.dims) - 1})")
-        masks = sorted(self._fill_masks(op), key=lambda m: not m.startswith("row"))
+            parts = (
+                load(Subscript(Name(f"{smem}.at"), (Const(k),)), op.kind) for k in range(boxes)
+            )
+            value = call("jnp.concatenate", List(tuple(parts)), axis=Const(len(op.dims) - 1))
+        lines: list[Stmt] = [Assign((Name(op.name),), value)]
+        masks = fill_masks(self.plan, op, op.fill)
         if masks:
-            fill_value = literal_source(op.fill, op.dtype, weak_type=False)
-            select = select_source(" & ".join(masks), op.name, fill_value, op.dtype)
-            lines.append(f"{op.name} = {select}  # past the edge reads the fill")
+            lines.append(fill_past_edge(op.name, masks, op.fill, op.dtype))
         return lines
 
     def _loaded_after_loops(self) -> dict[str, int]:
@@ -268,246 +195,232 @@ class _Generator:
             return {}
         deferred = {}
         for op in self.loaded:
-            uses = re.compile(rf"(?<![\w.]){re.escape(op.name)}(?!\w)")
+            in_outputs = any(
+                out is not None and op.name in names_read(out) for out in self.t.outputs
+            )
             first = next(
-                (i for i, line in enumerate(lines) if uses.search(_line_text(line))),
-                len(lines) if any(uses.search(out) for out in self.t.outputs) else None,
+                (i for i, line in enumerate(lines) if _uses(line, op.name)),
+                len(lines) if in_outputs else None,
             )
             if first is None or first <= first_loop:
                 continue
             # Above the comment that names the user's line, when there is one.
-            while first > first_loop + 1 and str(lines[first - 1]).startswith("# "):
+            while first > first_loop + 1 and isinstance(lines[first - 1], Comment | SourceLine):
                 first -= 1
             deferred[op.name] = first
         return deferred
 
-    def store(self, ref: str, value: str) -> str:
-        if _new_store_api():
-            return f"plgpu.store({ref}, {value}, optimized=False)"
-        return f"{ref}[...] = {value}"
-
     # --- the block body ----------------------------------------------------------------------
 
-    def block_function(self) -> list[str]:
+    def block_function(self) -> FunctionDef:
         plan = self.plan
         params = [f"{op.name}_gmem" for op in self.inputs]
         params += [f"{op.name}_gmem" for op in plan.results]
         params += [f"{op.name}_smem" for op in self.loaded]
         params += [f"{op.name}_smem" for op in self.kernel_results]
         params += [f"{op.name}_barrier" for op in self.loaded]
-        body: list[str] = []
+        body: list[Stmt] = []
         for d in plan.dims:
             if d.tiled_by or d.batched:
-                body.append(f'{self._block_var(d.name)} = lax.axis_index("{d.name}")')
+                axis_index = call("lax.axis_index", Const(d.name))
+                body.append(Assign((Name(f"block_{d.name}"),), axis_index))
         for op in [*self.inputs, *plan.results]:
             if op.batch:
-                index = ", ".join(self._block_var(d) for d in op.batch)
-                body.append(
-                    f"{op.name}_gmem = {op.name}_gmem.at[{index}]  # this grid step's entry"
-                )
-        if any(
-            "edge_start" in g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)
-        ):
+                gmem = f"{op.name}_gmem"
+                entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in op.batch))
+                body.append(Assign((Name(gmem),), entry, comment="this grid step's entry"))
+        boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
+        if any(_EDGE_START.text in names_read(g) for g in boxes):
             body.append(
-                "# Blocks wider than a whole dim start at a traced zero: the box may extend past"
+                Comment(
+                    "Blocks wider than a whole dim start at a traced zero: the box may extend past"
+                )
             )
-            body.append("# the array's edge, where TMA reads zeros and drops writes.")
-            body.append(f'edge_start = lax.axis_index("{plan.grid_names[0]}") * 0')
+            body.append(Comment("the array's edge, where TMA reads zeros and drops writes."))
+            zero = BinOp(Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(0))
+            body.append(Assign((_EDGE_START,), zero))
         if self.loaded:
-            body.append("# Load: start every TMA copy first so they overlap, then wait for each.")
+            body.append(
+                Comment("Load: start every TMA copy first so they overlap, then wait for each.")
+            )
             for op in self.loaded:
                 # A box inside the array in every block needs no bounds handling: say so.
                 promise = (
-                    ", oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS"
+                    {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
                     if not any(self.plan.dim(d).ragged for d in op.dims)
-                    else ""
+                    else {}
                 )
+                barrier = Name(f"{op.name}_barrier")
                 for gmem_ref, smem_ref in self._boxes(op):
-                    body.append(
-                        f"plgpu.copy_gmem_to_smem({gmem_ref}, {smem_ref}, {op.name}_barrier{promise})"
-                    )
+                    copy = call("plgpu.copy_gmem_to_smem", gmem_ref, smem_ref, barrier, **promise)
+                    body.append(ExprStmt(copy))
             for op in self.loaded:
-                body.append(f"plgpu.barrier_wait({op.name}_barrier)")
+                body.append(ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))))
         body += self._masks()
         deferred = self._loaded_after_loops()
         for op in self.loaded:
             if op.name not in deferred:
-                body += self._load_lines(op)
-        body.append("# The kernel body, one statement per traced op.")
+                body += self._load(op)
+        body.append(Comment("The kernel body, one statement per traced op."))
         for i, line in enumerate(self.t.lines):
             for op in (op for op in self.loaded if deferred.get(op.name) == i):
-                body.append(f"# `{op.name}` is first read after a loop: not held through it.")
-                body += self._load_lines(op)
+                body.append(
+                    Comment(f"`{op.name}` is first read after a loop: not held through it.")
+                )
+                body += self._load(op)
             if isinstance(line, LoopBlock):
-                body += loop_lines(self, line)
+                body += loop_statements(plan, line, self.t.streamed, self.new_store_api)
             else:
                 body.append(line)
         for op in (op for op in self.loaded if deferred.get(op.name) == len(self.t.lines)):
-            body += self._load_lines(op)
-        if not self.stored:
-            head = f"def _{plan.kernel}_block({', '.join(params)}):"
-            return [head] + ["    " + line for line in body]
-        store: list[str] = []
-        for op, value in zip(plan.results, self.t.outputs, strict=True):
+            body += self._load(op)
+        if self.stored:
+            body += self._store()
+        return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
+
+    def _store(self) -> list[Stmt]:
+        """Registers to shared memory, then TMA to global memory, clipped at the edge."""
+        stores: list[Stmt] = []
+        for op, value in zip(self.plan.results, self.t.outputs, strict=True):
             if op not in self.stored:
                 continue
+            assert value is not None
+            smem = f"{op.name}_smem"
             boxes = self._column_boxes(op)
             if boxes == 1:
-                store.append(self.store(f"{op.name}_smem", value))
+                stores.append(store(Name(smem), value, self.new_store_api))
                 continue
-            store.append(f"{op.name} = {value}")
+            stores.append(Assign((Name(op.name),), value))
             width = op.block_shape[-1] // boxes
-            lead = ":, " if len(op.dims) == 2 else ""
+            lead = (Slice(),) if len(op.dims) == 2 else ()
             for k in range(boxes):
-                piece = f"{op.name}[{lead}{k * width}:{(k + 1) * width}]"
-                store.append(self.store(f"{op.name}_smem.at[{k}]", piece))
-        store.append("plgpu.commit_smem()")
+                piece = Subscript(
+                    Name(op.name), (*lead, Slice(Const(k * width), Const((k + 1) * width)))
+                )
+                stores.append(
+                    store(Subscript(Name(f"{smem}.at"), (Const(k),)), piece, self.new_store_api)
+                )
+        stores.append(ExprStmt(call("plgpu.commit_smem")))
         for op in self.stored:
             for gmem_ref, smem_ref in self._boxes(op):
-                store.append(f"plgpu.copy_smem_to_gmem({smem_ref}, {gmem_ref})")
-        store.append("plgpu.wait_smem_to_gmem(0)")
-        if self.scoped:
-            body.append(
-                "# Store: registers to shared memory scoped after the loops (it reuses the "
+                stores.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
+        stores.append(ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0))))
+        if not self.scoped:
+            return [
+                Comment(
+                    "Store: registers to shared memory, then TMA to global memory, clipped at the "
+                    "edge."
+                ),
+                *stores,
+            ]
+        refs = tuple(f"{op.name}_smem" for op in self.stored)
+        buffers = [self._smem_buffer(op) for op in self.stored]
+        return [
+            Comment(
+                "Store: registers to shared memory scoped after the loops (it reuses the "
                 "pipelines'),"
-            )
-            body.append("# then TMA to global memory, clipped at the edge.")
-            refs = ", ".join(f"{op.name}_smem" for op in self.stored)
-            body.append(f"def store_results({refs}):")
-            body += ["    " + line for line in store]
-            buffers = ", ".join(
-                f"plgpu.SMEM({self._smem_shape(op)}, {dtype_source(op.dtype)})"
-                for op in self.stored
-            )
-            body.append(f"pl.run_scoped(store_results, {buffers})")
-        else:
-            body.append(
-                "# Store: registers to shared memory, then TMA to global memory, clipped at the "
-                "edge."
-            )
-            body += store
-        head = f"def _{plan.kernel}_block({', '.join(params)}):"
-        return [head] + ["    " + line for line in body]
+            ),
+            Comment("then TMA to global memory, clipped at the edge."),
+            FunctionDef("store_results", refs, tuple(stores)),
+            ExprStmt(call("pl.run_scoped", Name("store_results"), *buffers)),
+        ]
 
-    def launch(self) -> list[str]:
+    def launch(self) -> Stmt:
         plan = self.plan
         outs = [
-            f"jax.ShapeDtypeStruct({op.gmem_shape}, {dtype_source(op.dtype)})"
+            call("jax.ShapeDtypeStruct", Const(op.gmem_shape), DType(op.dtype))
             for op in plan.results
         ]
-        out_type = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
-        scratch = [
-            f"plgpu.SMEM({self._smem_shape(op)}, {dtype_source(op.dtype)})"
-            for op in [*self.loaded, *self.kernel_results]
-        ]
+        out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs), trailing_comma=True)
+        scratch = [self._smem_buffer(op) for op in [*self.loaded, *self.kernel_results]]
         for op in self.loaded:
             boxes = len(self._boxes(op))
-            scratch.append(
-                "plgpu.Barrier()" if boxes == 1 else f"plgpu.Barrier(num_arrivals={boxes})"
-            )
-        names = ", ".join(f'"{n}"' for n in plan.grid_names)
-        lines = [
-            "_launch = plgpu.kernel(",
-            f"    _{plan.kernel}_block,",
-            f"    out_type={out_type},",
-            f"    grid={plan.grid},",
-            f"    grid_names=({names}{',' if len(plan.grid_names) == 1 else ''}),",
-            *(
-                ["    scratch_types=[", *[f"        {s}," for s in scratch], "    ],"]
-                if scratch
-                else ["    scratch_types=[],"]
+            arrivals = {} if boxes == 1 else {"num_arrivals": Const(boxes)}
+            scratch.append(call("plgpu.Barrier", **arrivals))
+        lane = Name("plgpu.LoweringSemantics.Lane")
+        interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
+        kernel = Call(
+            Name("plgpu.kernel"),
+            (Name(f"_{plan.kernel}_block"),),
+            (
+                Keyword("out_type", out_type),
+                Keyword("grid", Const(plan.grid)),
+                Keyword("grid_names", Tuple(tuple(Const(n) for n in plan.grid_names))),
+                Keyword("scratch_types", List(tuple(scratch), one_per_line=True)),
+                Keyword("compiler_params", call("plgpu.CompilerParams", lowering_semantics=lane)),
+                Keyword("interpret", interpret),
             ),
-            "    compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),",
-            "    interpret=plgpu.InterpretGPUParams() if INTERPRET else None,",
-            ")",
-        ]
-        return lines
+            one_per_line=True,
+        )
+        return Assign((Name("_launch"),), kernel)
 
-    def wrapper(self) -> list[str]:
+    def wrapper(self) -> FunctionDef:
         plan = self.plan
-        args = ", ".join(op.name for op in plan.operands)
-        body: list[str] = []
+        body: list[Stmt] = []
         for op in self.inputs:
             if op.host_padded:
-                pads = ", ".join(
-                    f"(0, {g - s})" for s, g in zip(op.shape, op.gmem_shape, strict=False)
+                pads = Tuple(
+                    tuple(Const((0, g - s)) for s, g in zip(op.shape, op.gmem_shape, strict=False))
                 )
                 why = (
                     "pad for WGMMA's tiled shared memory"
                     if op.swizzle
                     else "rows are not a multiple of 16 bytes: pad for TMA"
                 )
-                body.append(f"# `{op.name}` {why} (extra copy).")
-                body.append(f"{op.name} = jnp.pad({op.name}, ({pads}))")
-        loaded = ", ".join(op.name for op in self.inputs)
-        results = [op.name for op in plan.results]
-        body.append(f"{', '.join(results)} = _launch({loaded})")
+                body.append(Comment(f"`{op.name}` {why} (extra copy)."))
+                body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
+        launched = call("_launch", *(Name(op.name) for op in self.inputs))
+        body.append(Assign(tuple(Name(op.name) for op in plan.results), launched))
         outs = [_unpadded(op) for op in plan.results]
         if plan.tuple_result:
-            body.append(f"return ({', '.join(outs)},)")
+            body.append(Return(Tuple(tuple(outs), trailing_comma=True)))
         else:
-            body.append(f"return {outs[0]}")
-        return ["@jax.jit", f"def {plan.kernel}({args}):"] + ["    " + line for line in body]
+            body.append(Return(outs[0]))
+        params = tuple(op.name for op in plan.operands)
+        return FunctionDef(plan.kernel, params, tuple(body), decorators=(Name("jax.jit"),))
 
-    def header(self) -> list[str]:
+    def header(self) -> list[Stmt]:
         plan = self.plan
         dims = ", ".join(f"{d.name}={d.size}" for d in plan.dims)
         consts = ", ".join(f"{k}={v!r}" for k, v in plan.constants) or "(none)"
         ops = ", ".join(f"{op.name}: {op.dtype}{list(op.shape)}" for op in plan.operands)
         return [
-            f"# Pallas Mosaic GPU kernel `{plan.kernel}`, generated by statickernel.",
-            f"# Declared at: {plan.location}",
-            f"# Operands:    {ops}",
-            f"# Dims:        {dims}",
-            f"# Constants:   {consts}",
-            f"# Grid:        {plan.grid} over ({', '.join(plan.grid_names)})",
-            f"# Backend:     {_BACKEND_TEXT[plan.backend]}",
-            f"# JAX:         {jax.__version__}",
-            "# This module needs only jax; it does not import statickernel.",
+            Comment(f"Pallas Mosaic GPU kernel `{plan.kernel}`, generated by statickernel."),
+            Comment(f"Declared at: {plan.location}"),
+            Comment(f"Operands:    {ops}"),
+            Comment(f"Dims:        {dims}"),
+            Comment(f"Constants:   {consts}"),
+            Comment(f"Grid:        {plan.grid} over ({', '.join(plan.grid_names)})"),
+            Comment(f"Backend:     {_BACKEND_TEXT[plan.backend]}"),
+            Comment(f"JAX:         {jax.__version__}"),
+            Comment("This module needs only jax; it does not import statickernel."),
         ]
 
-    def module(self) -> str:
-        parts = [
-            *self.header(),
-            "",
-            "import jax",
-            "import jax.numpy as jnp",
-            "from jax import lax",
-            "from jax.experimental import pallas as pl",
-            "from jax.experimental.pallas import mosaic_gpu as plgpu",
-            "",
-            f"INTERPRET = {self.plan.backend == 'interpret'}",
-            "",
-            "",
-            *self.block_function(),
-            "",
-            "",
-            *self.launch(),
-            "",
-            "",
-            *self.wrapper(),
-        ]
-        wrapped = [w for line in parts for w in _wrap(line)]
-        return "\n".join(_space_nested_functions(wrapped)) + "\n"
+    def module(self) -> Module:
+        interpret = Assign((Name("INTERPRET"),), Const(self.plan.backend == "interpret"))
+        code = (interpret, self.block_function(), self.launch(), self.wrapper())
+        return Module((tuple(self.header()), _IMPORTS, code))
 
 
-def _unpadded(op: OperandPlan) -> str:
+def _unpadded(op: OperandPlan) -> Expr:
     if not op.host_padded:
-        return op.name
+        return Name(op.name)
     if op.gmem_shape[:-1] == op.shape[:-1]:
-        return f"{op.name}[{':, ' * (len(op.shape) - 1)}:{op.shape[-1]}]"
-    return f"{op.name}[{', '.join(f':{s}' for s in op.shape)}]"
+        index = (*[Slice()] * (len(op.shape) - 1), Slice(None, Const(op.shape[-1])))
+    else:
+        index = tuple(Slice(None, Const(s)) for s in op.shape)
+    return Subscript(Name(op.name), index)
 
 
-def _line_text(line: "str | LoopBlock") -> str:
-    """The source a body line holds, for finding the names it reads."""
-    if isinstance(line, str):
-        return line
-    parts = [*line.lines, *line.blocks]
-    parts += [text for c in line.carries for text in (c.init, c.update)]
-    return "\n".join(parts)
-
-
-def reads_zero(fill: object) -> bool:
-    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
-    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
+def _uses(line: Line, name: str) -> bool:
+    """True when a body line reads `name`, or, for a comment, names it: the comment naming the
+    user's line mentions the operands its statements read."""
+    if isinstance(line, LoopBlock):
+        values = [
+            *line.blocks,
+            *(v for c in line.carries for v in (c.init, c.update) if v is not None),
+        ]
+        return any(_uses(s, name) for s in line.lines) or any(name in names_read(v) for v in values)
+    if isinstance(line, Comment | SourceLine):
+        return mentions(line, name)
+    return name in names_read(line)

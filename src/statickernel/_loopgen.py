@@ -6,203 +6,220 @@ masks the last block with each load's fill, and either folds into the carry (WGM
 accumulator ref, or register values threaded through the pipeline) or writes its output block.
 """
 
-from typing import TYPE_CHECKING
+from ._ir import (
+    PASS,
+    Assign,
+    BinOp,
+    Call,
+    Const,
+    DType,
+    EllipsisIndex,
+    Expr,
+    ExprStmt,
+    FunctionDef,
+    Keyword,
+    Lambda,
+    List,
+    LoopMode,
+    Mask,
+    Name,
+    Operator,
+    Return,
+    Slice,
+    Stmt,
+    Subscript,
+    Tuple,
+    call,
+)
+from ._masks import MaskAxis, edge_mask_statements, fill_masks
+from ._pallas import fill_past_edge, load, store
+from ._plan import DimPlan, LaunchPlan, OperandPlan
+from ._translation import LoopBlock
 
-from ._masks import MaskAxis, edge_mask_lines
-from ._plan import DimPlan, OperandPlan
-from ._translate import LAYOUTS, TILE, LoopBlock, literal_source, select_source
-
-if TYPE_CHECKING:
-    from ._codegen import _Generator  # pyright: ignore[reportPrivateUsage]
-
-__all__ = ["loop_lines"]
+__all__ = ["loop_statements"]
 
 
-def loop_lines(gen: "_Generator", block: LoopBlock) -> list[str]:
-    plan = gen.plan
+def loop_statements(
+    plan: LaunchPlan,
+    block: LoopBlock,
+    streamed: tuple[tuple[int, int, int], ...],
+    new_store_api: bool,
+) -> list[Stmt]:
+    """The loop's statements in the block function; `streamed` says which results a map
+    writes, as (result, loop, block)."""
     loop = plan.loops[block.index]
     name = f"loop{block.index}"
-    index = f"{name}_index"
+    index = Name(f"{name}_index")
     ops = [plan.operand(n) for n in block.operands]
     # With two or more stages, one WGMMA stays in flight across steps: each step waits only for
     # the previous one, and the pipeline releases a step's blocks one step later to match.
     overlap = bool(block.dots) and loop.stages >= 2
-    specs = [_block_spec(gen, op, block.axis, delay_release=int(overlap)) for op in ops]
-    views = [_gmem_view(gen, op, block.axis) for op in ops]
+    specs = [_block_spec(plan, op, block.axis, delay_release=int(overlap)) for op in ops]
+    views = [_gmem_view(plan, op, block.axis) for op in ops]
     registers = [c for c in block.carries if not c.accumulator]
     accumulators = [c for c in block.carries if c.accumulator]
 
-    step: list[str] = []
+    step: list[Stmt] = []
     masks = set(block.masks)
     fills = dict(block.fills)
     for op_name in block.loads:
-        masks |= _fill_masks(gen, plan.operand(op_name), fills.get(op_name))
-    streamed = [
+        masks |= fill_masks(plan, plan.operand(op_name), fills.get(op_name))
+    writes = [
         (plan.results[r], block.blocks[b])
-        for r, loop_index, b in gen.t.streamed
+        for r, loop_index, b in streamed
         if loop_index == block.index
     ]
-    if masks or streamed:
-        step.append(f"({index},) = {name}_indices")
+    if masks or writes:
+        step.append(Assign((Tuple((index,)),), Name(f"{name}_indices")))
     if registers:
-        step.append(f"{_tuple([c.var for c in registers])} = {name}_carry")
+        step.append(Assign((_names([c.var for c in registers]),), Name(f"{name}_carry")))
+    for op_name in block.loads:
+        ref = Name(f"{op_name}_smem")
+        step.append(Assign((Name(op_name),), load(ref, plan.operand(op_name).kind)))
+    step += _mask_statements(plan, masks, block.axis, index)
     for op_name in block.loads:
         op = plan.operand(op_name)
-        step.append(
-            f"{op_name} = plgpu.load({op_name}_smem, layout={LAYOUTS[op.kind]}, optimized=False)"
-        )
-    step += _mask_lines(gen, masks, block.axis, index)
-    for op_name in block.loads:
-        op = plan.operand(op_name)
-        fill_value = fills.get(op_name)
-        op_masks = sorted(_fill_masks(gen, op, fill_value), key=lambda m: not m.startswith("row"))
+        op_masks = fill_masks(plan, op, fills.get(op_name))
         if op_masks:
-            fill = literal_source(fill_value, op.dtype, weak_type=False)
-            select = select_source(" & ".join(op_masks), op_name, fill, op.dtype)
-            step.append(f"{op_name} = {select}  # past the edge reads the fill")
-    step += list(block.lines)
+            step.append(fill_past_edge(op_name, op_masks, fills.get(op_name), op.dtype))
+    step += block.lines
     for dot in block.dots:
-        b_ref = f"{dot.b}_smem.T" if dot.transpose_b else f"{dot.b}_smem"
-        step.append(f"plgpu.wgmma({dot.carry}_acc, {dot.a}_smem, {b_ref})")
+        b_ref = Name(f"{dot.b}_smem.T" if dot.transpose_b else f"{dot.b}_smem")
+        step.append(
+            ExprStmt(call("plgpu.wgmma", Name(f"{dot.carry}_acc"), Name(f"{dot.a}_smem"), b_ref))
+        )
     if block.dots and overlap:
-        step.append("plgpu.wgmma_wait(1)  # the previous step's WGMMA is done; its blocks can go")
+        done = "the previous step's WGMMA is done; its blocks can go"
+        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(1)), comment=done))
     elif block.dots:
         # The pipeline refills this step's slots as soon as the step returns.
-        step.append("plgpu.wgmma_wait(0)")
-    for result, value in streamed:
-        step.append("plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last block is read")
-        step.append(gen.store(f"{result.name}_smem", value))
-        step.append("plgpu.commit_smem()")
-        step.append(
-            f"plgpu.copy_smem_to_gmem({result.name}_smem, "
-            f"{_output_view(gen, result, block.axis, index, loop.block)})"
-        )
+        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(0))))
+    for result, value in writes:
+        wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))
+        step.append(ExprStmt(wait, comment="the last block is read"))
+        step.append(store(Name(f"{result.name}_smem"), value, new_store_api))
+        step.append(ExprStmt(call("plgpu.commit_smem")))
+        view = _output_view(plan, result, block.axis, index, loop.block)
+        step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(f"{result.name}_smem"), view)))
     if registers:
-        step.append(f"return {_tuple([c.update for c in registers])}")
+        updates = tuple(c.update for c in registers if c.update is not None)
+        assert len(updates) == len(registers), "a register carry without its update"
+        step.append(Return(Tuple(updates)))
     if not step:
-        step.append("pass")
+        step.append(PASS)
 
     params = [f"{name}_indices", *[f"{n}_smem" for n in block.operands]]
     if registers:
         params.append(f"{name}_carry")
-    lines = [f"def {name}_step({', '.join(params)}):"] + ["    " + s for s in step]
+    lines: list[Stmt] = [FunctionDef(f"{name}_step", tuple(params), tuple(step))]
     spec_names = [f"{name}_{n}_spec" for n in block.operands]
-    lines += [f"{n} = {s}" for n, s in zip(spec_names, specs, strict=True)]
-    call = [
-        "plgpu.emit_pipeline(",
-        f"    {name}_step,",
-        f"    grid=({loop.steps},),",
-        f"    in_specs=[{', '.join(spec_names)}],",
-        f"    max_concurrent_steps={loop.stages},",
+    lines += [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
+    keywords = [
+        Keyword("grid", Const((loop.steps,))),
+        Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
+        Keyword("max_concurrent_steps", Const(loop.stages)),
     ]
     if registers:
         init_names = [f"{name}_init{i}" for i in range(len(registers))]
-        lines += [f"{n} = {c.init}" for n, c in zip(init_names, registers, strict=True)]
-        call.append(f"    init_carry={_tuple(init_names)},")
-    call.append(f")({', '.join(views)})")
-    if block.mode == "map":
-        return [*lines, *call, "plgpu.wait_smem_to_gmem(0)"]
-    finals = _tuple(list(block.finals))
+        for n, c in zip(init_names, registers, strict=True):
+            assert c.init is not None
+            lines.append(Assign((Name(n),), c.init))
+        keywords.append(Keyword("init_carry", _names(init_names)))
+    emit = Call(
+        Name("plgpu.emit_pipeline"), (Name(f"{name}_step"),), tuple(keywords), one_per_line=True
+    )
+    pipeline = Call(emit, tuple(views))
+    if block.mode == LoopMode.MAP:
+        return [*lines, ExprStmt(pipeline), ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0)))]
+    finals = _names(list(block.finals))
     if not accumulators:
-        return [*lines, f"{finals} = {call[0]}", *call[1:]]
-    acc_params = ", ".join(f"{c.var}_acc" for c in accumulators)
-    scope = [f"def {name}({acc_params}):"] + ["    " + line for line in lines]
-    carry_target = f"{name}_carry = " if registers else ""
-    scope += ["    " + carry_target + call[0]] + ["    " + c for c in call[1:]]
+        return [*lines, Assign((finals,), pipeline)]
+    carry = Name(f"{name}_carry")
+    scope = [*lines, Assign((carry,), pipeline) if registers else ExprStmt(pipeline)]
     if overlap:
-        scope.append("    plgpu.wgmma_wait(0)  # the last step's WGMMA")
+        scope.append(ExprStmt(call("plgpu.wgmma_wait", Const(0)), comment="the last step's WGMMA"))
     position = {c.var: i for i, c in enumerate(registers)}
-    outs = [
-        f"{c.var}_acc[...]" if c.accumulator else f"{name}_carry[{position[c.var]}]"
+    outs: list[Expr] = [
+        Subscript(Name(f"{c.var}_acc"), (EllipsisIndex(),))
+        if c.accumulator
+        else Subscript(carry, (Const(position[c.var]),))
         for c in block.carries
     ]
-    scope.append(f"    return {_tuple(outs)}")
+    scope.append(Return(Tuple(tuple(outs))))
     shape = (plan.dim(plan.rows).extent, plan.dim(plan.cols).extent if plan.cols else 0)
-    accs = ", ".join(f"plgpu.ACC({shape}, jnp.float32)" for _ in accumulators)
-    return [*scope, f"{finals} = pl.run_scoped({name}, {accs})"]
+    accs = [call("plgpu.ACC", Const(shape), DType("float32")) for _ in accumulators]
+    acc_params = tuple(f"{c.var}_acc" for c in accumulators)
+    return [
+        FunctionDef(name, acc_params, tuple(scope)),
+        Assign((finals,), call("pl.run_scoped", Name(name), *accs)),
+    ]
 
 
-def _block_spec(gen: "_Generator", op: OperandPlan, axis: str, delay_release: int = 0) -> str:
-    shape, index = [], []
-    for d in op.dims:
-        dim = gen.plan.dim(d)
-        shape.append(dim.extent)
-        index.append("step" if d == axis else "0")
-    transforms = ""
+def _block_spec(plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int = 0) -> Expr:
+    shape = tuple(plan.dim(d).extent for d in op.dims)
+    index = tuple(Name("step") if d == axis else Const(0) for d in op.dims)
+    keywords: dict[str, Expr] = {}
     if op.swizzle:
-        transforms = (
-            f", transforms=(plgpu.TilingTransform((8, {op.swizzle})), plgpu.SwizzleTransform(128))"
+        keywords["transforms"] = Tuple(
+            (
+                call("plgpu.TilingTransform", Const((8, op.swizzle))),
+                call("plgpu.SwizzleTransform", Const(128)),
+            )
         )
     if delay_release:
-        transforms += f", delay_release={delay_release}"
-    block_shape = f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
-    block_index = f"({', '.join(index)}{',' if len(index) == 1 else ''})"
-    return f"plgpu.BlockSpec({block_shape}, lambda step: {block_index}{transforms})"
+        keywords["delay_release"] = Const(delay_release)
+    return call("plgpu.BlockSpec", Const(shape), Lambda(("step",), Tuple(index)), **keywords)
 
 
-def _gmem_view(gen: "_Generator", op: OperandPlan, axis: str) -> str:
+def _block_slice(dim: DimPlan) -> Expr:
+    """This grid step's block along a tiled dim."""
+    start = BinOp(Operator.MUL, Name(f"block_{dim.name}"), Const(dim.block))
+    return call("pl.ds", start, Const(dim.block))
+
+
+def _gmem_view(plan: LaunchPlan, op: OperandPlan, axis: str) -> Expr:
     """The operand's part for this block: tiled dims sliced at the block, the loop dim whole."""
-    slices = []
+    slices: list[Expr] = []
     for d in op.dims:
-        dim = gen.plan.dim(d)
-        if d != axis and dim.tiled_by:
-            slices.append(f"pl.ds(block_{d} * {dim.block}, {dim.block})")
-        else:
-            slices.append(":")
-    if all(s == ":" for s in slices):
-        return f"{op.name}_gmem"
-    return f"{op.name}_gmem.at[{', '.join(slices)}]"
+        dim = plan.dim(d)
+        slices.append(_block_slice(dim) if d != axis and dim.tiled_by else Slice())
+    if all(isinstance(s, Slice) for s in slices):
+        return Name(f"{op.name}_gmem")
+    return Subscript(Name(f"{op.name}_gmem.at"), tuple(slices))
 
 
-def _output_view(gen: "_Generator", op: OperandPlan, axis: str, index: str, step: int) -> str:
-    slices = []
+def _output_view(plan: LaunchPlan, op: OperandPlan, axis: str, index: Name, step: int) -> Expr:
+    slices: list[Expr] = []
     for d in op.dims:
-        dim = gen.plan.dim(d)
+        dim = plan.dim(d)
         if d == axis:
-            slices.append(f"pl.ds({index} * {step}, {step})")
+            slices.append(call("pl.ds", BinOp(Operator.MUL, index, Const(step)), Const(step)))
         elif dim.tiled_by:
-            slices.append(f"pl.ds(block_{d} * {dim.block}, {dim.block})")
+            slices.append(_block_slice(dim))
         else:
-            slices.append(":")
-    return f"{op.name}_gmem.at[{', '.join(slices)}]"
+            slices.append(Slice())
+    return Subscript(Name(f"{op.name}_gmem.at"), tuple(slices))
 
 
-def _fill_masks(gen: "_Generator", op: OperandPlan, fill: object) -> set[str]:
-    from ._codegen import reads_zero
-
-    if fill is None or reads_zero(fill):
-        return set()
-    masks = set()
-    for d in op.dims:
-        if not gen.plan.dim(d).ragged:
-            continue
-        along = "row" if d == gen.plan.rows else "col"
-        masks.add(f"{along}_ok" if op.kind == TILE else f"{along}_ok_vec")
-    return masks
-
-
-def _mask_lines(gen: "_Generator", needed: set[str], axis: str, index: str) -> list[str]:
+def _mask_statements(plan: LaunchPlan, needed: set[Mask], axis: str, index: Name) -> list[Stmt]:
     """Edge masks for one step: the loop dim's positions start at the step's block."""
     if not needed:
         return []
-    plan = gen.plan
 
     def mask_axis(dim: DimPlan | None) -> MaskAxis | None:
         if dim is None:
             return None
+        start: Expr | None = None
         if dim.name == axis:
-            start = f"{index} * {dim.block}"
+            start = BinOp(Operator.MUL, index, Const(dim.block))
         elif dim.tiled_by:
-            start = f"block_{dim.name} * {dim.block}"
-        else:
-            start = ""
+            start = BinOp(Operator.MUL, Name(f"block_{dim.name}"), Const(dim.block))
         return MaskAxis(dim.extent, dim.size, start)
 
     rows = mask_axis(plan.dim(plan.rows))
     assert rows is not None
-    return edge_mask_lines(needed, rows, mask_axis(plan.dim(plan.cols) if plan.cols else None))
+    return edge_mask_statements(needed, rows, mask_axis(plan.dim(plan.cols) if plan.cols else None))
 
 
-def _tuple(items: list[str]) -> str:
-    """A tuple display as a formatter writes it: no trailing comma unless it has one item."""
-    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+def _names(names: list[str]) -> Tuple:
+    return Tuple(tuple(Name(n) for n in names))

@@ -1,4 +1,4 @@
-"""The source of edge masks: which positions of a block lie inside the array.
+"""Edge masks: which positions of a block lie inside the array, and which masks a load needs.
 
 Each axis gets a vector of positions (an iota in the per-row or per-column layout) compared
 with the dim's true size; a block's mask is that vector broadcast. A broadcast shares the
@@ -7,40 +7,87 @@ mask: in a loop step, next to a block of data, those spill.
 """
 
 import dataclasses
+import math
+from collections.abc import Iterable
 
-from ._translate import COL, LAYOUTS, ROW
+from ._ir import Assign, BinOp, Const, DType, Expr, Kind, Mask, Name, Operator, Stmt, call
+from ._pallas import broadcast, layout
+from ._plan import LaunchPlan, OperandPlan
 
-__all__ = ["MaskAxis", "edge_mask_lines"]
+__all__ = ["MaskAxis", "edge_mask_statements", "fill_masks", "reads_zero"]
 
 
 @dataclasses.dataclass(frozen=True)
 class MaskAxis:
     """One axis of the block: its extent in registers, the dim's size, and where the block
-    starts along it, as source (`""` for a block at 0)."""
+    starts along it (None for a block at 0)."""
 
     extent: int
     size: int
-    start: str
+    start: Expr | None
 
 
-def edge_mask_lines(needed: set[str], rows: MaskAxis, cols: MaskAxis | None) -> list[str]:
+@dataclasses.dataclass(frozen=True)
+class _Along:
+    """The masks of one axis and the names of its positions."""
+
+    prefix: str
+    kind: Kind
+    block: Mask
+    vector: Mask
+
+
+_ROWS = _Along("row", Kind.ROW, Mask.ROW_OK, Mask.ROW_OK_VEC)
+_COLS = _Along("col", Kind.COL, Mask.COL_OK, Mask.COL_OK_VEC)
+
+
+def edge_mask_statements(
+    needed: Iterable[Mask], rows: MaskAxis, cols: MaskAxis | None
+) -> list[Stmt]:
     """Statements defining the masks in `needed`: `row_ok` and `col_ok` for blocks,
     `row_ok_vec` and `col_ok_vec` for vectors."""
+    needed = set(needed)
     shape = (rows.extent, cols.extent if cols else 1)
-    lines: list[str] = []
-    for name, axis, kind in (("row", rows, ROW), ("col", cols, COL)):
-        if not {f"{name}_ok", f"{name}_ok_vec"} & needed:
+    statements: list[Stmt] = []
+    for along, axis in ((_ROWS, rows), (_COLS, cols)):
+        if not {along.block, along.vector} & needed:
             continue
         assert axis is not None
-        start = f" + {axis.start}" if axis.start else ""
-        lines.append(
-            f"{name}_index = plgpu.broadcasted_iota(jnp.int32, ({axis.extent},), 0, "
-            f"layout={LAYOUTS[kind]})"
+        index = Name(f"{along.prefix}_index")
+        iota = call(
+            "plgpu.broadcasted_iota",
+            DType("int32"),
+            Const((axis.extent,)),
+            Const(0),
+            layout=layout(along.kind),
         )
-        lines.append(f"{name}_ok_vec = {name}_index{start} < {axis.size}")
-        if f"{name}_ok" in needed:
-            dimension = 0 if kind == ROW else 1
-            lines.append(
-                f"{name}_ok = lax.broadcast_in_dim({name}_ok_vec, {shape}, ({dimension},))"
+        statements.append(Assign((index,), iota))
+        position = index if axis.start is None else BinOp(Operator.ADD, index, axis.start)
+        statements.append(
+            Assign((Name(along.vector),), BinOp(Operator.LT, position, Const(axis.size)))
+        )
+        if along.block in needed:
+            dimension = 0 if along.kind == Kind.ROW else 1
+            statements.append(
+                Assign((Name(along.block),), broadcast(Name(along.vector), shape, dimension))
             )
-    return lines
+    return statements
+
+
+def reads_zero(fill: object) -> bool:
+    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
+    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
+
+
+def fill_masks(plan: LaunchPlan, op: OperandPlan, fill: object) -> set[Mask]:
+    """The masks a load of `op` needs to read `fill` past the edge: none for +0, which TMA, the
+    interpreter and host padding all read there already."""
+    if fill is None or reads_zero(fill):
+        return set()
+    masks: set[Mask] = set()
+    for dim in op.dims:
+        if not plan.dim(dim).ragged:
+            continue
+        along = _ROWS if dim == plan.rows else _COLS
+        masks.add(along.block if op.kind == Kind.TILE else along.vector)
+    return masks

@@ -7,24 +7,24 @@ translated like the body's, with the geometry of one step (the loop dim at its b
 """
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from ._body import Atom, Eqn, Step
-from ._translate import COL, ROW, SCALAR, TILE, Carry, DotUpdate, LoopBlock, full_source
+from ._ir import Comment, Expr, Kind, LoopMode, SourceLine
+from ._pallas import full
+from ._translation import Carry, DotUpdate, Geometry, LoopBlock
+from ._translator import Rule, Translator, source_line
 
-if TYPE_CHECKING:
-    from ._translate import _Translator  # pyright: ignore[reportPrivateUsage]
-
-__all__ = ["translate_loop"]
+__all__ = ["LOOP_RULES"]
 
 
-def translate_loop(tr: "_Translator", eqn: Eqn) -> None:
+def translate_loop(tr: Translator, eqn: Eqn) -> None:
     step: Step = eqn.param("step")
-    mode = "fold" if eqn.prim == "sk_loop" else "map"
+    mode = LoopMode.FOLD if eqn.prim == "sk_loop" else LoopMode.MAP
     index = tr.loop_count
     tr.loop_count += 1
-    comment = f"# {eqn.line}: {eqn.source}" if eqn.source else f"# {eqn.line}"
-    previous = [line for line in tr.lines if isinstance(line, str) and line.startswith("# ")]
+    comment = source_line(eqn)
+    previous = [line for line in tr.lines if isinstance(line, Comment | SourceLine)]
     if eqn.line and (not previous or previous[-1] != comment):
         tr.lines.append(comment)
     accumulators, skipped = _accumulators(tr, eqn, step)
@@ -53,39 +53,38 @@ def translate_loop(tr: "_Translator", eqn: Eqn) -> None:
         block, out_kinds = _translate_step(
             tr, eqn, step, index, mode, accumulators, skipped, kinds, tuple(used), loads
         )
-        if mode == "map" or out_kinds == kinds:
+        if mode == LoopMode.MAP or out_kinds == kinds:
             break
         kinds = out_kinds
     else:
-        raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+        raise tr.fail(
             eqn,
             f"the step of sk.loop({step.axis!r}) returns carries in other register forms than "
             "it receives",
             "keep each carry a per-row vector, a per-column vector or a block throughout",
         )
     tr.lines.append(block)
-    if mode == "map":
+    if mode == LoopMode.MAP:
         for i, out in enumerate(eqn.outputs):
             tr.loop_outputs[out] = (index, i)
         return
     for out, carry in zip(eqn.outputs, block.carries, strict=True):
-        tr.kinds[out] = carry.kind
-        tr.dtypes[out] = carry.dtype
+        tr.define(out, Kind(carry.kind), carry.dtype)
 
 
-def _initial_kind(tr: "_Translator", atom: Atom) -> str:
-    kind = tr._kind(atom)  # pyright: ignore[reportPrivateUsage]
-    if kind != SCALAR or atom.var is None:
+def _initial_kind(tr: Translator, atom: Atom) -> Kind:
+    kind = tr.kind(atom)
+    if kind != Kind.SCALAR or atom.var is None:
         return kind
     shape = tr.trace.aval(atom.var)[0]
     if len(shape) == 2:
-        return TILE
+        return Kind.TILE
     if len(shape) == 1:
-        return ROW if shape[0] == tr.g.rows else COL
-    return SCALAR
+        return Kind.ROW if shape[0] == tr.g.rows else Kind.COL
+    return Kind.SCALAR
 
 
-def _accumulators(tr: "_Translator", eqn: Eqn, step: Step) -> tuple[dict[int, DotUpdate], set[int]]:
+def _accumulators(tr: Translator, eqn: Eqn, step: Step) -> tuple[dict[int, DotUpdate], set[int]]:
     """Carries updated only as `carry + sk.dot(a, b)`, and the equations that form them."""
     uses: dict[str, list[Eqn | None]] = {}
     for inner in step.eqns:
@@ -103,7 +102,7 @@ def _accumulators(tr: "_Translator", eqn: Eqn, step: Step) -> tuple[dict[int, Do
             "jnp.zeros((BM, BN), jnp.float32), and transform the product after the loop"
         )
         if eqn.prim != "sk_loop":
-            raise tr._fail(dot, "sk.dot is used in sk.map_blocks", fix)  # pyright: ignore[reportPrivateUsage]
+            raise tr.fail(dot, "sk.dot is used in sk.map_blocks", fix)
         product = dot.outputs[0]
         users = uses.get(product, [])
         add = users[0] if len(users) == 1 else None
@@ -113,16 +112,14 @@ def _accumulators(tr: "_Translator", eqn: Eqn, step: Step) -> tuple[dict[int, Do
             if len(others) == 1 and others[0] in step.carries:
                 position = step.carries.index(others[0])
         if add is None or position is None:
-            raise tr._fail(
-                dot, "sk.dot's product is not added straight to a carry of the loop", fix
-            )  # pyright: ignore[reportPrivateUsage]
+            raise tr.fail(dot, "sk.dot's product is not added straight to a carry of the loop", fix)
         carry = step.carries[position]
         if (
             step.outputs[position].var != add.outputs[0]
             or len(uses.get(carry, [])) != 1
             or len(uses.get(add.outputs[0], [])) != 1
         ):
-            raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+            raise tr.fail(
                 dot,
                 "the carry that sk.dot accumulates into is also read or changed another way in "
                 "the step",
@@ -131,7 +128,7 @@ def _accumulators(tr: "_Translator", eqn: Eqn, step: Step) -> tuple[dict[int, Do
         init = eqn.inputs[position]
         value = init.value if init.var is None else tr.literals.get(init.var)
         if value is None or value != 0:
-            raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+            raise tr.fail(
                 dot,
                 "the carry that sk.dot accumulates into does not start at zero",
                 "start it from jnp.zeros((BM, BN), jnp.float32) and add the initial value after "
@@ -139,7 +136,7 @@ def _accumulators(tr: "_Translator", eqn: Eqn, step: Step) -> tuple[dict[int, Do
             )
         shape, dtype = tr.trace.aval(carry)
         if dtype != "float32" or len(shape) != 2:
-            raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+            raise tr.fail(
                 dot,
                 f"the carry that sk.dot accumulates into is {dtype}{list(shape)}",
                 "accumulate in a float32 block: init=jnp.zeros((BM, BN), jnp.float32)",
@@ -151,55 +148,54 @@ def _accumulators(tr: "_Translator", eqn: Eqn, step: Step) -> tuple[dict[int, Do
 
 
 def _translate_step(
-    tr: "_Translator",
+    tr: Translator,
     eqn: Eqn,
     step: Step,
     index: int,
-    mode: str,
+    mode: LoopMode,
     accumulators: dict[int, DotUpdate],
     skipped: set[int],
-    kinds: list[str],
+    kinds: list[Kind],
     used: tuple[str, ...],
     loads: tuple[str, ...],
-) -> tuple[LoopBlock, list[str]]:
+) -> tuple[LoopBlock, list[Kind]]:
     saved = (tr.lines, tr.masks, tr.g)
+    outer = tr.g
     geometry = tr.g.step(step.axis)
     fills = dict(geometry.input_fills) | dict(step.fills)
     geometry = dataclasses.replace(geometry, input_fills=tuple(fills.items()))
     tr.lines, tr.masks, tr.g = [], set(), geometry
     try:
         for carry, kind in zip(step.carries, kinds, strict=True):
-            tr.kinds[carry] = kind
-            tr.dtypes[carry] = tr.trace.aval(carry)[1]
-        tr._eqns(tuple(e for e in step.eqns if id(e) not in skipped))  # pyright: ignore[reportPrivateUsage]
+            tr.define(carry, kind, tr.trace.aval(carry)[1])
+        tr.eqns(tuple(e for e in step.eqns if id(e) not in skipped))
         carries: list[Carry] = []
-        out_kinds: list[str] = []
-        blocks: list[str] = []
-        if mode == "fold":
+        out_kinds: list[Kind] = []
+        blocks: list[Expr] = []
+        if mode == LoopMode.FOLD:
             for i, (var, atom, init) in enumerate(
                 zip(step.carries, step.outputs, eqn.inputs, strict=True)
             ):
                 kind, dtype = kinds[i], tr.trace.aval(var)[1]
                 if i in accumulators:
-                    carries.append(Carry(var, TILE, dtype, "", "", True))
+                    carries.append(Carry(var, Kind.TILE, dtype, None, None, True))
                     out_kinds.append(kind)
                     continue
-                got = tr._kind(atom)  # pyright: ignore[reportPrivateUsage]
-                out_kinds.append(got if got != SCALAR or kind == SCALAR else kind)
-                update = _in_kind(tr, atom, kind) if _convertible(got, kind) else ""
-                carries.append(
-                    Carry(var, kind, dtype, _init_source(tr, init, kind, saved[2]), update, False)
-                )
+                got = tr.kind(atom)
+                out_kinds.append(got if got != Kind.SCALAR or kind == Kind.SCALAR else kind)
+                update = tr.as_kind(atom, kind) if got in (kind, Kind.SCALAR) else None
+                init_value = _init(tr, init, kind, outer)
+                carries.append(Carry(var, kind, dtype, init_value, update, False))
         else:
             for atom in step.outputs:
-                if tr._kind(atom) not in (TILE, SCALAR):  # pyright: ignore[reportPrivateUsage]
-                    raise tr._fail(  # pyright: ignore[reportPrivateUsage]
+                if tr.kind(atom) not in (Kind.TILE, Kind.SCALAR):
+                    raise tr.fail(
                         eqn,
                         f"the function of sk.map_blocks({step.axis!r}) returns a vector, not a "
                         "block",
                         "return a 2-D block of the result: broadcast the vector to the block",
                     )
-                blocks.append(tr._as_kind(atom, TILE))  # pyright: ignore[reportPrivateUsage]
+                blocks.append(tr.as_kind(atom, Kind.TILE))
         block = LoopBlock(
             index=index,
             axis=step.axis,
@@ -208,7 +204,7 @@ def _translate_step(
             loads=loads,
             fills=tuple((n, f) for n, f in step.fills if n in loads),
             masks=frozenset(tr.masks),
-            lines=tuple(line for line in tr.lines if isinstance(line, str)),
+            lines=tuple(line for line in tr.lines if not isinstance(line, LoopBlock)),
             carries=tuple(carries),
             dots=tuple(accumulators[i] for i in sorted(accumulators)),
             finals=tuple(eqn.outputs),
@@ -219,24 +215,15 @@ def _translate_step(
         tr.lines, tr.masks, tr.g = saved
 
 
-def _convertible(have: str, want: str) -> bool:
-    return have in (want, SCALAR)
+def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> Expr:
+    """A carry's initial value, in its kind: a value of another kind fills a constant of the
+    carry's kind, with the shapes of the body around the loop."""
+    if tr.kind(atom) == kind:
+        return tr.source(atom)
+    return full(tr.source(atom), outer.shape(kind), tr.dtype(atom), kind)
 
 
-def _in_kind(tr: "_Translator", atom: Atom, kind: str) -> str:
-    if tr._kind(atom) == SCALAR and kind != SCALAR:  # pyright: ignore[reportPrivateUsage]
-        return _full(tr, tr._src(atom), kind, tr._dtype(atom), tr.g)  # pyright: ignore[reportPrivateUsage]
-    return tr._src(atom)  # pyright: ignore[reportPrivateUsage]
-
-
-def _init_source(tr: "_Translator", atom: Atom, kind: str, geometry: object) -> str:
-    if tr._kind(atom) == kind:  # pyright: ignore[reportPrivateUsage]
-        return tr._src(atom)  # pyright: ignore[reportPrivateUsage]
-    return _full(tr, tr._src(atom), kind, tr._dtype(atom), geometry)  # pyright: ignore[reportPrivateUsage]
-
-
-def _full(tr: "_Translator", value: str, kind: str, dtype: str, geometry: object) -> str:
-    return full_source(value, geometry.shape(kind), dtype, kind)  # type: ignore[attr-defined]
-
-
-_ = COL
+LOOP_RULES: Mapping[str, Rule] = {
+    "sk_loop": Rule(translate_loop, own_comment=True),
+    "sk_map_blocks": Rule(translate_loop, own_comment=True),
+}

@@ -1,0 +1,91 @@
+"""What translation reads and produces: the register geometry of a body, and the translated
+body as IR, with a `LoopBlock` for each loop. Planning and code generation read these."""
+
+import dataclasses
+from typing import TypeAlias
+
+from ._ir import Expr, Kind, LoopMode, Mask, Stmt
+
+__all__ = ["Carry", "DotUpdate", "Geometry", "Line", "LoopBlock", "Translation"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """Physical register shapes and which axes have elements past the array's edge."""
+
+    rows: int
+    cols: int
+    ragged_rows: bool
+    ragged_cols: bool
+    input_kinds: tuple[tuple[str, str], ...]  # operand name -> kind
+    input_fills: tuple[tuple[str, float | int | bool], ...] = ()  # loaded operand -> its fill
+    steps: tuple[tuple[str, "Geometry"], ...] = ()  # loop dim -> the geometry inside its steps
+    looped_operands: tuple[tuple[str, str], ...] = ()  # operand -> the loop dim it has
+    # For the interpreter: its reductions run on the CPU, where a row max or min can skip NaN;
+    # Mosaic GPU's (max.NaN, min.NaN) carry it, as jnp's do. The interpreter's carry it too.
+    interpreted: bool = False
+
+    def step(self, axis: str) -> "Geometry":
+        return dict(self.steps)[axis]
+
+    def shape(self, kind: str) -> tuple[int, ...]:
+        return {
+            Kind.TILE: (self.rows, self.cols),
+            Kind.ROW: (self.rows,),
+            Kind.COL: (self.cols,),
+            Kind.SCALAR: (),
+        }[Kind(kind)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Carry:
+    """One carry of a folding loop: its variable inside the step, its first and last value."""
+
+    var: str
+    kind: str
+    dtype: str
+    init: Expr | None  # the initial value, in the carry's kind and layout; None: accumulator
+    update: Expr | None  # the step's new value; None for an accumulator
+    accumulator: bool  # updated only by WGMMA, held in an accumulator ref
+
+
+@dataclasses.dataclass(frozen=True)
+class DotUpdate:
+    carry: str  # the accumulator carry's variable
+    a: str
+    b: str
+    transpose_b: bool  # b is stored (N, K)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopBlock:
+    """A loop of the body, translated: the step's statements and what flows in and out."""
+
+    index: int
+    axis: str
+    mode: LoopMode
+    operands: tuple[str, ...]  # operands whose blocks the step reads, in order of first use
+    loads: tuple[str, ...]  # of those, the ones loaded into registers
+    fills: tuple[tuple[str, object], ...]  # what each load reads past the edge
+    masks: frozenset[Mask]
+    lines: tuple[Stmt, ...]
+    carries: tuple[Carry, ...]
+    dots: tuple[DotUpdate, ...]
+    finals: tuple[str, ...]  # the body's variables for the final carries
+    blocks: tuple[Expr, ...]  # map: each output block, per step
+
+
+# A statement of the body, or one of its loops.
+Line: TypeAlias = Stmt | LoopBlock
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+    lines: tuple[Line, ...]
+    outputs: tuple[Expr | None, ...]  # the results, in their declared kinds; None: a map's
+    masks: frozenset[Mask]  # the edge masks the statements use: row_ok, col_ok
+    streamed: tuple[tuple[int, int, int], ...] = ()  # (result, loop, block) written by a map
+
+    @property
+    def loops(self) -> tuple[LoopBlock, ...]:
+        return tuple(line for line in self.lines if isinstance(line, LoopBlock))
