@@ -1,0 +1,111 @@
+"""The package's shape stays what docs/design.md describes: modules of one job each, small
+enough to read, whose imports flow one way.
+
+Every import between the package's modules counts, wherever it is written: at the top, inside
+a function (a lazy import is a cycle put off, not removed) or under `TYPE_CHECKING`.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "src" / "statickernel"
+MAX_LINES = 600
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    return {
+        ".".join(path.relative_to(PACKAGE).with_suffix("").parts): path
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
+    """The package modules `name` imports, resolved from its relative and absolute imports."""
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    if name == "__init__":
+        package = []
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                parts = [*base, *(node.module.split(".") if node.module else [])]
+            elif node.module and node.module.split(".")[0] == "statickernel":
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            candidates = [".".join(parts)] + [".".join([*parts, a.name]) for a in node.names]
+            found |= {c for c in candidates if c in known}
+            if not parts and not node.names:
+                found.add("__init__")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "statickernel" and ".".join(parts[1:]) in known:
+                    found.add(".".join(parts[1:]))
+    found.discard(name)
+    # The package's __init__ imports everything; importing it from below is what is refused.
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of the graph, as the modules along it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_no_module_is_over_600_lines(name: str) -> None:
+    lines = len(_modules()[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{name}.py has {lines} lines; cut it along a concept"
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_import_reader_sees_lazy_and_type_checking_imports(tmp_path: pathlib.Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from ._a import x\n"
+        "if TYPE_CHECKING:\n    from ._b import y\n"
+        "def f():\n    from . import _c\n    import statickernel._d\n"
+    )
+    known = {"_a", "_b", "_c", "_d", "m"}
+    assert _imports("m", module, known) == {"_a", "_b", "_c", "_d"}
