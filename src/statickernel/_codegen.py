@@ -9,6 +9,7 @@ import itertools
 
 import jax
 
+from ._compat import has_plgpu_store
 from ._ir import (
     Assign,
     BinOp,
@@ -60,13 +61,6 @@ _IMPORTS: tuple[Stmt, ...] = (
 _EDGE_START = Name("edge_start")
 
 
-def _new_store_api() -> bool:
-    """jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs."""
-    from jax.experimental.pallas import mosaic_gpu as plgpu
-
-    return hasattr(plgpu, "store")
-
-
 def generate_source(plan: LaunchPlan, translation: Translation) -> str:
     return module_source(_Generator(plan, translation).module())
 
@@ -75,7 +69,8 @@ class _Generator:
     def __init__(self, plan: LaunchPlan, translation: Translation):
         self.plan = plan
         self.t = translation
-        self.new_store_api = _new_store_api()
+        # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
+        self.new_store_api = has_plgpu_store()
         # Operands copied once per block; those with a loop dim are copied by their pipeline.
         self.loaded = [op for op in plan.operands if op.loaded and op.loop_dim is None]
         self.inputs = [op for op in plan.operands if op.loaded]
