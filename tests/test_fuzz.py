@@ -291,7 +291,7 @@ def reference(kernel: sk.Kernel[..., Any], args: tuple[Any, ...], consts: dict[s
         where = {d: slice(*r) for d, r in zip(tiled, combo, strict=True)}
         tiles = {
             o.name: sk.Tile(
-                o.name, a[tuple(where.get(d, slice(None)) for d in o.dims)], a.shape, {}
+                o.name, a[tuple(where.get(d, slice(None)) for d in o.dims)], a.shape, []
             )
             for o, a in zip(spec.operands, args, strict=True)
         }

@@ -21,7 +21,7 @@ from ._errors import BodyError, ResultMismatchError
 from ._layout import split_blocks
 from ._spec import KernelSpec
 from ._tile import Tile
-from ._trace_context import LoopDim, TraceContext, tracing
+from ._trace_context import LoadRecord, LoopDim, TraceContext, tracing
 from ._where import display_path, is_user_file
 
 __all__ = [
@@ -82,7 +82,8 @@ class Step:
     carries: tuple[str, ...]
     eqns: tuple[Eqn, ...]
     outputs: tuple[Atom, ...]
-    fills: tuple[tuple[str, Any], ...] = ()  # operand -> the fill of its loads in this step
+    loop: int = 0
+    """The loop's place among the body's loops; its loads are recorded under it."""
 
 
 LOOP_PRIMITIVES = {"sk_loop", "sk_map_blocks"}
@@ -90,10 +91,10 @@ LOOP_PRIMITIVES = {"sk_loop", "sk_map_blocks"}
 
 @dataclasses.dataclass(frozen=True)
 class BodyTrace:
-    """A flattened body: operand tile variables, their fills, the equations and the results."""
+    """A flattened body: operand tile variables, their loads, the equations and the results."""
 
     inputs: tuple[str | None, ...]  # variable of each operand's loaded tile; None if not loaded
-    fills: tuple[Any, ...]  # the fill of each loaded operand
+    loads: tuple[LoadRecord, ...]  # every load that takes effect, in the order of the body
     eqns: tuple[Eqn, ...]
     outputs: tuple[Atom, ...]
     avals: tuple[tuple[str, tuple[tuple[int, ...], str]], ...]  # variable -> (shape, dtype)
@@ -101,6 +102,10 @@ class BodyTrace:
 
     def aval(self, var: str) -> tuple[tuple[int, ...], str]:
         return dict(self.avals)[var]
+
+    def loop_fills(self, loop: int) -> dict[str, Any]:
+        """What the blocks the loop `loop` copies read past the edge, by operand."""
+        return {r.operand: r.fill for r in self.loads if r.loop == loop}
 
 
 def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
@@ -139,14 +144,14 @@ def trace_body(
     bindings = dict(dims) if dims_are_bound else {}
     names = [o.name for o in spec.operands]
     op_dims = {o.name: o.block_dims for o in spec.operands}
-    fills: dict[Any, Any] = {}
+    loads: list[LoadRecord] = []
     misplaced: list[tuple[str, str | None]] = []
     blocks = split_blocks(spec, consts)
     context = TraceContext(dict(dims), {d: LoopDim(dims[d], blocks[d]) for d in spec.loop_map})
 
     def body(*values: Any) -> Any:
         tiles = {
-            n: Tile(n, v, true_shapes[n], fills, op_dims[n], (spec.rows, spec.cols), misplaced)
+            n: Tile(n, v, true_shapes[n], loads, op_dims[n], (spec.rows, spec.cols), misplaced)
             for n, v in zip(names, values, strict=True)
         }
         with tracing(context):
@@ -184,7 +189,7 @@ def trace_body(
             "size and whole dims at their full size",
         ) from None
     flat = _Flattener(spec)
-    return flat.run(closed, names, fills, tuple(misplaced))
+    return flat.run(closed, names, loads, tuple(misplaced))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -210,21 +215,21 @@ class _Flattener:
         self.eqns: list[Eqn] = []
         self.avals: dict[str, tuple[tuple[int, ...], str]] = {}
         self.count = 0
-        self.fills: dict[Any, Any] = {}
+        self.loops: dict[int, int] = {}  # a loop's trace id -> its place among the loops
 
     def run(
         self,
         closed: Any,
         names: list[str],
-        fills: dict[Any, Any],
+        loads: list[LoadRecord],
         misplaced: tuple[tuple[str, str | None], ...] = (),
     ) -> BodyTrace:
-        self.fills = fills
         env: dict[Any, Atom] = {}
         inputs: list[str | None] = []
         used = _used_vars(closed.jaxpr)
+        recorded = {r.operand for r in loads}
         for name, var in zip(names, closed.jaxpr.invars, strict=True):
-            loaded = name in fills and var in used
+            loaded = name in recorded and var in used
             if loaded:
                 env[var] = Atom(name)
                 self.avals[name] = _aval(var.aval)
@@ -232,9 +237,16 @@ class _Flattener:
         self._bind_consts(closed.jaxpr.constvars, closed.consts, env, _first_use_line(closed.jaxpr))
         self._eqns(closed.jaxpr.eqns, env)
         outputs = tuple(self._read(env, v) for v in closed.jaxpr.outvars)
+        # A load whose value the body never uses takes no effect; a loop's load is recorded
+        # under the loop's place.
+        taking_effect = [
+            r if r.loop is None else dataclasses.replace(r, loop=self.loops[r.loop])
+            for r in loads
+            if r.operand in inputs and (r.loop is None or r.loop in self.loops)
+        ]
         return BodyTrace(
             inputs=tuple(inputs),
-            fills=tuple(fills.get(n) if i else None for n, i in zip(names, inputs, strict=True)),
+            loads=tuple(taking_effect),
             eqns=tuple(self.eqns),
             outputs=outputs,
             avals=tuple(self.avals.items()),
@@ -330,11 +342,7 @@ def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any
         carries=tuple(carries),
         eqns=step_eqns,
         outputs=tuple(self._read(inner_env, v) for v in jaxpr.outvars),
-        fills=tuple(
-            (key[0], fill)
-            for key, fill in self.fills.items()
-            if isinstance(key, tuple) and key[1] == eqn.params["loop_id"]
-        ),
+        loop=self.loops.setdefault(eqn.params["loop_id"], len(self.loops)),
     )
     inputs = tuple(self._read(env, v) for v in eqn.invars[n_consts:])
     outputs = []

@@ -42,6 +42,7 @@ from ._pipeline import check_dots
 from ._plan import LaunchPlan, make_plan
 from ._smem import smem_bytes, smem_fix
 from ._spec import KernelSpec
+from ._trace_context import operand_fills
 from ._translate import COL, ROW, TILE, Geometry, Translation, translate
 
 __all__ = ["Compiled", "compile_call", "compile_declaration"]
@@ -142,18 +143,13 @@ def _compile(
     _check_loops(spec, translation, layout, options, ctx)
     plan = source = None
     if phase is Phase.CALL or spec.loop:
-        fills = {
-            op.name: fill
-            for op, fill in zip(spec.operands, trace.fills, strict=True)
-            if fill is not None
-        }
         plan = make_plan(
             spec,
             layout,
             bound,
             consts,
             backend,
-            fills,
+            trace.loads,
             ctx,
             translation.masks,
             loops=translation.loops,
@@ -275,11 +271,7 @@ def _geometry(
         ragged_rows=layout.edge_masked(spec.rows),
         ragged_cols=layout.edge_masked(spec.cols),
         input_kinds=tuple((o.name, _kind(spec, o.block_dims)) for o in spec.operands),
-        input_fills=tuple(
-            (o.name, fill)
-            for o, fill in zip(spec.operands, trace.fills, strict=True)
-            if fill is not None
-        ),
+        input_fills=tuple(operand_fills(trace.loads).items()),
     )
     loops = spec.loop_map
     if not loops:

@@ -61,7 +61,7 @@ def loop_statements(
 
     step: list[Stmt] = []
     masks = set(block.masks)
-    fills = dict(block.fills)
+    fills = dict(loop.fills)
     for op_name in block.loads:
         masks |= fill_masks(plan, plan.operand(op_name), fills.get(op_name))
     writes = [

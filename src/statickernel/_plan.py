@@ -17,6 +17,7 @@ from ._limits import check_grid, check_offsets
 from ._pipeline import LoopPlan, dot_gmem_shape, dot_operands, pipeline_bytes, swizzle_elements
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
+from ._trace_context import LoadRecord, operand_fills
 from ._translate import COL, ROW, TILE, LoopBlock
 
 __all__ = ["DimPlan", "LaunchPlan", "OperandPlan", "Role", "make_plan"]
@@ -245,17 +246,18 @@ def make_plan(
     dtypes: Mapping[str, str],
     consts: Mapping[str, Any],
     backend: str,
-    fills: Mapping[str, Any],
+    loads: tuple[LoadRecord, ...],
     ctx: ErrorContext,
     masked_reductions: frozenset[str] = frozenset(),
     loops: tuple[LoopBlock, ...] = (),
 ) -> LaunchPlan:
     """The launch of one specialization: the layout's grid and blocks, each operand's array,
-    block and fill (`fills`: what each loaded operand reads past the edge), its loops'
-    pipelines, and the shared memory all of that takes. `ctx` says where the errors point;
+    block and fill, its loops' pipelines with theirs, and the shared memory all of that takes.
+    Every fill comes from the body's load records, `loads`. `ctx` says where the errors point;
     at the declaration its bindings are empty, since the sizes are probes."""
     looped = spec.loop_map
     sizes = layout.sizes
+    fills = operand_fills(loads)
     grid, grid_names = layout.grid, layout.grid_names
     blocks = {n: layout.dim(n).block for n in spec.block_map}
     options = {name: (dtype,) for name, dtype in dtypes.items()}
@@ -318,7 +320,7 @@ def make_plan(
                 f"reductions over {dim_name} are masked: elements past {sizes[dim_name]} take "
                 "the reduction's identity, whatever the fill"
             )
-    loop_plans = _loop_plans(spec, loops, layout, dtypes, consts)
+    loop_plans = _loop_plans(spec, loops, layout, dtypes, consts, loads)
     if loop_plans:
         # Results written after the loops take scoped shared memory that reuses the pipelines'.
         streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
@@ -342,7 +344,7 @@ def make_plan(
             )
             + (f"; results after the loops: {epilogue:,} B" if epilogue else "")
             + ")",
-            fix=_stages_fix(spec, consts, base, epilogue, loops, layout, dtypes),
+            fix=_stages_fix(spec, consts, base, epilogue, loops, layout, dtypes, loads),
         )
     if smem > hw.SMEM_BYTES:
         raise ctx.error(
@@ -379,6 +381,7 @@ def _loop_plans(
     layout: BlockLayout,
     dtypes: Mapping[str, str],
     consts: Mapping[str, Any],
+    loads: tuple[LoadRecord, ...],
     stages: int | None = None,
 ) -> tuple[LoopPlan, ...]:
     declared = stages if stages is not None else spec.stage_count(consts)
@@ -387,6 +390,9 @@ def _loop_plans(
         size, step = layout.dim(block.axis).size, layout.dim(block.axis).block
         steps = hw.cdiv(size, step)
         eff = min(declared, steps)
+        loaded = tuple(
+            (r.operand, r.fill) for r in loads if r.loop == block.index and r.operand in block.loads
+        )
         out.append(
             LoopPlan(
                 axis=block.axis,
@@ -399,10 +405,8 @@ def _loop_plans(
                 operands=block.operands,
                 dots=tuple((d.a, d.b, d.transpose_b) for d in block.dots),
                 # sk.dot reads its operands as TMA fills them: zeros past the edge.
-                fills=block.fills
-                + tuple(
-                    (n, 0) for d in block.dots for n in (d.a, d.b) if n not in dict(block.fills)
-                ),
+                fills=loaded
+                + tuple((n, 0) for d in block.dots for n in (d.a, d.b) if n not in dict(loaded)),
                 smem_bytes=pipeline_bytes(
                     [block_bytes(spec, n, layout, dtypes) for n in block.operands], eff
                 ),
@@ -419,11 +423,12 @@ def _stages_fix(
     loops: tuple[LoopBlock, ...],
     layout: BlockLayout,
     dtypes: Mapping[str, str],
+    loads: tuple[LoadRecord, ...],
 ) -> str:
     """Proposes the largest stage count whose pipelines fit, else smaller loop blocks."""
     declared = spec.stage_count(consts)
     for stages in range(declared - 1, 0, -1):
-        plans = _loop_plans(spec, loops, layout, dtypes, consts, stages)
+        plans = _loop_plans(spec, loops, layout, dtypes, consts, loads, stages)
         if fixed_bytes + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
             name = spec.stages if isinstance(spec.stages, str) else "stages="
             sep = "=" if isinstance(spec.stages, str) else ""

@@ -162,7 +162,7 @@ def _translate_step(
     saved = (tr.lines, tr.masks, tr.g)
     outer = tr.g
     geometry = tr.g.step(step.axis)
-    fills = dict(geometry.input_fills) | dict(step.fills)
+    fills = dict(geometry.input_fills) | tr.trace.loop_fills(step.loop)
     geometry = dataclasses.replace(geometry, input_fills=tuple(fills.items()))
     tr.lines, tr.masks, tr.g = [], set(), geometry
     try:
@@ -202,7 +202,6 @@ def _translate_step(
             mode=mode,
             operands=used,
             loads=loads,
-            fills=tuple((n, f) for n, f in step.fills if n in loads),
             masks=frozenset(tr.masks),
             lines=tuple(line for line in tr.lines if not isinstance(line, LoopBlock)),
             carries=tuple(carries),

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _trace_context
 from ._errors import BodyError
+from ._trace_context import LoadRecord
 from ._where import caller_user_line
 
 __all__ = ["Tile", "dim", "load"]
@@ -68,7 +69,7 @@ class Tile:
         name: str,
         value: Any,
         shape: tuple[int, ...],
-        fills: dict[Any, Any],
+        loads: list[LoadRecord],
         dims: tuple[str, ...] = (),
         frame: tuple[str, str | None] = ("", None),
         misplaced: list[tuple[str, str | None]] | None = None,
@@ -81,7 +82,7 @@ class Tile:
         self.shape = shape
         self.block_shape: tuple[int, ...] = tuple(value.shape)
         self.dtype = value.dtype
-        self._fills = fills
+        self._loads = loads
 
     def load(self, *, fill: float | int | bool = 0) -> jax.Array:
         """This block of the operand; elements past the array's edge read as `fill`."""
@@ -120,22 +121,21 @@ class Tile:
             )
         _check_fill_fits(self.name, fill, np.dtype(self.dtype))
         context = _trace_context.current()
-        loop_id = context.loop_id if context else None
         looped = any(d in (context.loop_dims if context else {}) for d in self.dims)
-        # Each loop reads its own copy of a looped operand, so each may choose its fill.
-        key: Any = (self.name, loop_id) if looped else self.name
-        previous = self._fills.get(key)
-        if previous is not None and not _same_fill(previous, fill):
+        # Each loop reads its own copy of a looped operand, so each may choose its fill; any
+        # other operand has one copy, read by the body and its loops alike.
+        loop = context.loop_id if context and looped else None
+        previous = next((r for r in self._loads if r.operand == self.name and r.loop == loop), None)
+        if previous is None:
+            self._loads.append(LoadRecord(self.name, loop, fill, caller_user_line()))
+        elif not _same_fill(previous.fill, fill):
             raise BodyError(
                 f"`{self.name}` is loaded twice with different fills",
                 operand=self.name,
-                expected=repr(previous),
+                expected=repr(previous.fill),
                 actual=repr(fill),
                 fix="load each operand once and reuse the value",
             )
-        self._fills[key] = fill
-        if looped:
-            self._fills.setdefault(self.name, fill)
         return self._value
 
     def _check_frame(self) -> None:

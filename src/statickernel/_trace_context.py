@@ -10,9 +10,43 @@ import contextlib
 import contextvars
 import dataclasses
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["LoopDim", "TraceContext", "current", "in_loop", "tracing"]
+__all__ = [
+    "LoadRecord",
+    "LoopDim",
+    "TraceContext",
+    "current",
+    "in_loop",
+    "operand_fills",
+    "tracing",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadRecord:
+    """One operand's load in a body: the block copy it reads, what that copy reads past the
+    array's edge, and the user's line of the first load.
+
+    The body's records are the one table of fills: translation reads them for what a loaded
+    value holds past the edge, and the plan derives every operand's and every loop's fill from
+    them, which is all the generated code reads."""
+
+    operand: str
+    loop: int | None
+    """The loop whose pipeline copies the block read, by its place among the body's loops (while
+    tracing, the loop's trace id); None for the block copied once per block."""
+    fill: float | int | bool
+    line: str | None
+
+
+def operand_fills(loads: Iterable[LoadRecord]) -> dict[str, float | int | bool]:
+    """Each loaded operand's fill: that of its one block copy, or, for an operand its loops
+    copy block by block, that of the first loop to load it."""
+    fills: dict[str, float | int | bool] = {}
+    for record in loads:
+        fills.setdefault(record.operand, record.fill)
+    return fills
 
 
 @dataclasses.dataclass(frozen=True)

@@ -66,7 +66,6 @@ class LoopBlock:
     mode: LoopMode
     operands: tuple[str, ...]  # operands whose blocks the step reads, in order of first use
     loads: tuple[str, ...]  # of those, the ones loaded into registers
-    fills: tuple[tuple[str, object], ...]  # what each load reads past the edge
     masks: frozenset[Mask]
     lines: tuple[Stmt, ...]
     carries: tuple[Carry, ...]

@@ -1,0 +1,89 @@
+"""Load records: the one table of fills, from the body's loads to the plan and the code.
+
+Each operand's load is recorded once per block copy it reads (the copy made once per block,
+or one loop's pipeline), with its fill and the user's line. The plan derives every fill it
+prints from these records, and the generated code reads the plan.
+"""
+
+import math
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Float
+
+import statickernel as sk
+from softmax_online import softmax_online
+from statickernel._binding import bind
+from statickernel._build import compile_call
+
+F32 = jnp.float32
+
+
+def _loads(kernel: sk.Kernel, *args: jax.ShapeDtypeStruct):
+    binding = bind(kernel.spec, args, kernel.consts, {}, call=False)
+    return compile_call(kernel.spec, binding, "interpret", None).trace.loads
+
+
+@sk.kernel(tile={"M": "BM"})
+def scaled(
+    x: Float[Array, "M N"], w: Float[Array, " N"], *, BM: sk.Const[int] = 64
+) -> Float[Array, "M N"]:
+    v = sk.load(x, fill=-1.5)
+    return v * sk.load(w, fill=2.0)[None, :] + sk.load(x, fill=-1.5)
+
+
+def test_each_block_copy_is_recorded_once_with_its_fill_and_line() -> None:
+    loads = _loads(scaled, jax.ShapeDtypeStruct((100, 30), F32), jax.ShapeDtypeStruct((30,), F32))
+    assert [(r.operand, r.loop, r.fill) for r in loads] == [("x", None, -1.5), ("w", None, 2.0)]
+    assert all(r.line and r.line.startswith("tests/test_loads.py:") for r in loads)
+    first_load_line = int(str(loads[0].line).rsplit(":", 1)[1])
+    source = pathlib.Path(__file__).read_text().splitlines()
+    assert "sk.load(x, fill=-1.5)" in source[first_load_line - 1]
+
+
+def test_the_plan_and_the_code_read_the_recorded_fills() -> None:
+    x = jax.ShapeDtypeStruct((100, 30), F32)
+    w = jax.ShapeDtypeStruct((30,), F32)
+    plan = scaled.plan(x, w)
+    assert plan.operand("x").fill == -1.5 and plan.operand("w").fill == 2.0
+    source = scaled.emit(x, w)
+    assert "jnp.float32(-1.5)" in source and "jnp.float32(2.0)" in source
+
+
+def test_each_loop_records_its_own_fill_of_one_operand() -> None:
+    x = jax.ShapeDtypeStruct((130, 1000), F32)
+    loads = _loads(softmax_online, x)
+    assert [(r.operand, r.loop) for r in loads] == [("x", 0), ("x", 1)]
+    assert loads[0].fill == -math.inf and loads[1].fill == 0
+    plan = softmax_online.plan(x)
+    assert plan.loops[0].fills == (("x", -math.inf),)
+    assert plan.loops[1].fills == (("x", 0),)
+    assert "fill -inf" in str(plan)
+
+
+def test_a_load_whose_value_is_unused_takes_no_effect() -> None:
+    @sk.kernel(tile={"M": "BM"})
+    def ignores_y(
+        x: Float[Array, "M N"], y: Float[Array, "M N"], *, BM: sk.Const[int] = 64
+    ) -> Float[Array, "M N"]:
+        sk.load(y, fill=7.0)
+        return sk.load(x) * 2.0
+
+    shape = jax.ShapeDtypeStruct((64, 8), F32)
+    assert [r.operand for r in _loads(ignores_y, shape, shape)] == ["x"]
+    plan = ignores_y.plan(shape, shape)
+    assert not plan.operand("y").loaded and plan.operand("y").fill is None
+
+
+@pytest.mark.parametrize("fill", [-1.5, 2.0, math.inf])
+def test_whatever_the_recorded_fill_a_ragged_reduction_is_exact(fill: float) -> None:
+    @sk.kernel(tile={"M": "BM"}, backend="interpret")
+    def row_min(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " M"]:
+        # A min over columns: elements past N take the reduction's identity, whatever the fill.
+        return sk.min(sk.load(x, fill=fill), axis=1)
+
+    x = np.arange(70 * 10, dtype=np.float32).reshape(70, 10) + 3.0
+    np.testing.assert_array_equal(np.asarray(row_min(jnp.asarray(x))), x.min(axis=1))
