@@ -170,6 +170,18 @@ def test_a_one_per_line_call_splits_whatever_its_length() -> None:
     ]
 
 
+def test_a_one_per_line_call_whose_tuple_target_is_too_long_splits_the_target() -> None:
+    pipeline = Call(Name("plgpu.emit_pipeline"), (Name("step"),), one_per_line=True)
+    carries = names(*(f"v{i}" for i in range(16, 32)))
+    source = statements_source([Assign((Tuple(carries),), Call(pipeline, names("x_gmem")))])
+    ast.parse(source)  # valid Python: the call's bracket is not left open in parentheses
+    lines = source.splitlines()
+    assert lines[0] == "("
+    assert lines[1:17] == [f"    v{i}," for i in range(16, 32)]
+    assert lines[17:] == [") = plgpu.emit_pipeline(", "    step,", ")(x_gmem)"]
+    assert max(map(len, lines)) <= LINE_LIMIT
+
+
 def test_the_line_closing_a_one_per_line_call_wraps_on_its_own() -> None:
     pipeline = Call(Name("plgpu.emit_pipeline"), (Name("step"),), one_per_line=True)
     views = names("a" * 50, "b" * 50)

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jaxtyping import Array, BFloat16, Float32
+from jaxtyping import Array, BFloat16, Float, Float32
 
 import statickernel as sk
 from batched_matmul import batched_matmul
@@ -1151,3 +1151,24 @@ def test_loading_a_dot_operand_in_the_step() -> None:
     check_misuse(info.value, "load-a")
     assert info.value.operand == "a"
     assert "sk.dot(a" in str(info.value.fix)
+
+
+def test_a_loop_with_sixteen_carries_generates_valid_code() -> None:
+    # Sixteen carries make the line that unpacks the pipeline's result too long for one line.
+    @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"}, backend="interpret")
+    def weighted_sums(
+        x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+    ) -> Float[Array, " M"]:
+        def step(carry):
+            v = sk.load(x)
+            return tuple(c + sk.sum(v * float(k + 1), axis=1) for k, c in enumerate(carry))
+
+        sums = sk.loop("N", step, init=tuple(jnp.zeros((BM,), jnp.float32) for _ in range(16)))
+        total = sums[0]
+        for s in sums[1:]:
+            total = total + s
+        return total
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((70, 130)), jnp.float32)
+    got = np.asarray(weighted_sums(x))
+    np.testing.assert_allclose(got, np.asarray(x).sum(axis=1) * 136, rtol=1e-5, atol=1e-3)

@@ -333,6 +333,18 @@ def _wrap(line: _Line) -> list[_Text]:
                 *(_Text(line.depth + 1, _flat(item) + ",") for item in group.items),
                 _Text(line.depth, group.close + after + comment, opens_block=line.opens_block),
             ]
+    opens_items = bool(line.value) and line.value[-1] in ("(", "[")
+    if line.target is not None and opens_items and isinstance(line.target[0], _Group):
+        # The head of a call written one argument per line, whose tuple target is itself too
+        # long (a loop with many carries): the target goes one name per line, since a value
+        # in parentheses would leave the call's bracket open inside them.
+        target = line.target[0]
+        rest = _flat(line.target[1:]) + " = " + _flat(line.value)
+        return [
+            _Text(line.depth, target.open, line.role),
+            *(_Text(line.depth + 1, _flat(item) + ",") for item in target.items),
+            _Text(line.depth, target.close + rest),
+        ]
     if line.target is not None:
         return [
             _Text(line.depth, _flat(line.target) + " = (", line.role),
