@@ -226,6 +226,8 @@ def test_float32_operands_with_b_as_n_k(shape: tuple[int, int, int]) -> None:
     assert_matches(out, ref, 1e-2, 1e-2 * math.sqrt(k))
     plan = matmul_f32_nt.plan(a, b)
     assert plan.loops[0].dots == (("a", "b", True),)
+    assert plan.loops[0].dots == (sk.PlannedDot(a="a", b="b", b_transposed=True),)
+    assert plan.loops[0].mode is sk.LoopMode.FOLD
     assert "sk.dot(a, b.T)" in str(plan)
     assert "mosaic_gpu" in matmul_f32_nt.lower(a, b).as_text()
 

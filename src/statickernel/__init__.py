@@ -37,11 +37,12 @@ from ._errors import (
     ToolchainError,
     UnsupportedOpError,
 )
+from ._ir import Kind, LoopMode
 from ._kernel import Kernel, Specialization, kernel
 from ._loops import dot, loop, map_blocks
 from ._ops import max, min, sum
-from ._pipeline import LoopPlan
-from ._plan import DimPlan, LaunchPlan, OperandPlan
+from ._pipeline import LoopPlan, PlannedDot
+from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
 from ._spec import Const
 from ._tile import Tile, dim, load
 
@@ -70,7 +71,9 @@ __all__ = [
     "HardwareRuleError",
     "Int32LimitError",
     "Kernel",
+    "Kind",
     "LaunchPlan",
+    "LoopMode",
     "LoopOperandError",
     "LoopPlan",
     "NotDifferentiableError",
@@ -81,7 +84,9 @@ __all__ = [
     "OverrideError",
     "Phase",
     "PlanError",
+    "PlannedDot",
     "ResultMismatchError",
+    "Role",
     "ShapeError",
     "SharedMemoryError",
     "Specialization",

@@ -8,10 +8,11 @@ constrains the global arrays, which are padded on the host only as far as TMA ne
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _hardware as hw
 from ._errors import DotDtypeError, DotLayoutError, DotShapeError, ErrorContext
+from ._ir import LoopMode
 from ._layout import BlockLayout
 from ._translate import LoopBlock
 
@@ -27,6 +28,16 @@ __all__ = [
 SWIZZLE_BYTES = 128
 WGMMA_N_MAX = 256
 WGMMA_DTYPES = ("bfloat16", "float16", "float32")
+
+
+class PlannedDot(NamedTuple):
+    """One `sk.dot(a, b)` of a loop's step, a WGMMA per step. A tuple, so that code written
+    for the `(a, b, b_transposed)` triples it replaces keeps working."""
+
+    a: str
+    b: str
+    b_transposed: bool
+    """True when `b` is stored (N, K)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,12 +56,13 @@ class LoopPlan:
     """Pipeline steps, `cdiv(size, block)`; the last one is masked when `size % block`."""
     stages: int
     """Blocks in flight: the declared stage count, capped at `steps`."""
-    mode: str
-    """"fold" for `sk.loop` (a carry), "map" for `sk.map_blocks` (an output block per step)."""
+    mode: LoopMode
+    """`LoopMode.FOLD` ("fold") for `sk.loop`, folding into a carry; `LoopMode.MAP` ("map") for
+    `sk.map_blocks`, writing an output block per step."""
     operands: tuple[str, ...]
     """The operands whose blocks the pipeline copies, in order."""
-    dots: tuple[tuple[str, str, bool], ...]
-    """(a, b, b stored as (N, K)) of every `sk.dot` in the step."""
+    dots: tuple[PlannedDot, ...]
+    """Every `sk.dot` in the step."""
     fills: tuple[tuple[str, Any], ...]
     """What each operand the step loads reads past the edge, in this loop."""
     smem_bytes: int

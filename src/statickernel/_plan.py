@@ -12,9 +12,17 @@ from typing import Any
 
 from . import _hardware as hw
 from ._errors import ErrorContext, SharedMemoryError
+from ._ir import Kind
 from ._layout import BlockLayout, DimLayout, quantum
 from ._limits import check_grid, check_offsets
-from ._pipeline import LoopPlan, dot_gmem_shape, dot_operands, pipeline_bytes, swizzle_elements
+from ._pipeline import (
+    LoopPlan,
+    PlannedDot,
+    dot_gmem_shape,
+    dot_operands,
+    pipeline_bytes,
+    swizzle_elements,
+)
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
@@ -47,9 +55,9 @@ class OperandPlan:
     """The array's shape in this specialization."""
     dtype: str
     """The array's dtype name, e.g. "float32"."""
-    kind: str
-    """Its register form: "tile" for 2-D blocks, "row" or "col" for 1-D blocks along the rows
-    or the columns."""
+    kind: Kind
+    """Its register form: `Kind.TILE` ("tile") for 2-D blocks, `Kind.ROW` ("row") or
+    `Kind.COL` ("col") for 1-D blocks along the rows or the columns."""
     block_shape: tuple[int, ...]
     """The physical block held in shared memory and registers."""
     gmem_shape: tuple[int, ...]
@@ -403,7 +411,7 @@ def _loop_plans(
                 stages=eff,
                 mode=block.mode,
                 operands=block.operands,
-                dots=tuple((d.a, d.b, d.transpose_b) for d in block.dots),
+                dots=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.dots),
                 # sk.dot reads its operands as TMA fills them: zeros past the edge.
                 fills=loaded
                 + tuple((n, 0) for d in block.dots for n in (d.a, d.b) if n not in dict(loaded)),
