@@ -151,11 +151,6 @@ class BlockLayout:
     def grid_names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.grid_dims) or ("_",)
 
-    @property
-    def split_blocks(self) -> dict[str, int]:
-        """The block of every dim cut by a constant, tiled or looped."""
-        return {d.name: d.block for d in self.dims if d.split}
-
     def edge_masked(self, name: str | None) -> bool:
         """Whether the body's values along `name` need edge masks: the dim is ragged or
         padded there, or the sizes are probes. (A loop dim, seen whole outside its loop, counts

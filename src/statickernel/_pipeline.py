@@ -14,7 +14,7 @@ from . import _hardware as hw
 from ._errors import DotDtypeError, DotLayoutError, DotShapeError, ErrorContext
 from ._ir import LoopMode
 from ._layout import BlockLayout
-from ._translate import LoopBlock
+from ._translation import DotUpdate, LoopBlock
 
 __all__ = [
     "LoopPlan",
@@ -128,7 +128,6 @@ def check_dots(
                 for b_dtype in dtypes[dot.b]:
                     _check_dot(
                         dot,
-                        block,
                         (m_dim, k, n_dim),
                         (bm, bk, bn),
                         a_dtype,
@@ -139,8 +138,7 @@ def check_dots(
 
 
 def _check_dot(
-    dot: Any,
-    block: LoopBlock,
+    dot: DotUpdate,
     names: tuple[str, str, str],
     sizes: tuple[int, int, int],
     a_dtype: str,
@@ -216,4 +214,3 @@ def _check_dot(
             f"a multiple of {swizzle} (the {SWIZZLE_BYTES}-byte swizzle of {a_dtype})",
             hw.round_up(bk, swizzle),
         )
-    _ = block

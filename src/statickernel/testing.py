@@ -27,7 +27,7 @@ from . import _hardware as hw
 from ._backend import default_backend
 from ._errors import StaticKernelError
 from ._kernel import Kernel
-from ._layout import call_layout
+from ._layout import call_layout, split_blocks
 from ._smem import smem_bytes
 from ._spec import KernelSpec
 
@@ -124,7 +124,7 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     spec = kernel.spec
     # Loop dims have edges like tiled ones: the last step of the loop is partly past the edge.
     tile = spec.block_map
-    blocks = {d: int(kernel.consts[c]) for d, c in tile.items()}
+    blocks = split_blocks(spec, kernel.consts)
     batch = set(spec.batch)
     whole = [d for d in spec.dim_names() if d not in tile and d not in batch]
     aligned_whole = _fitting_whole_sizes(kernel, blocks, whole)
