@@ -234,6 +234,25 @@ def test_a_nested_function_has_a_blank_line_around_it() -> None:
     ]
 
 
+def test_a_nested_function_with_a_wrapped_def_has_blank_lines_around_it_only() -> None:
+    params = tuple(f"parameter_{i}" for i in range(8))
+    inner = FunctionDef("inner", params, (PASS,))
+    outer = FunctionDef("outer", (), (Assign((Name("a"),), Const(1)), inner, Return(Name("a"))))
+    source = statements_source([outer])
+    ast.parse(source)
+    assert source.splitlines() == [
+        "def outer():",
+        "    a = 1",
+        "",
+        "    def inner(",
+        *(f"        {p}," for p in params),
+        "    ):",
+        "        pass",
+        "",
+        "    return a",
+    ]
+
+
 def test_no_blank_line_between_a_def_and_a_function_opening_its_body() -> None:
     inner = FunctionDef("inner", (), (PASS,))
     outer = FunctionDef("outer", (), (inner, Return(Const(None))))

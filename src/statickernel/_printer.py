@@ -379,7 +379,12 @@ def _space_nested_functions(lines: list[_Text]) -> list[_Text]:
     a function stay with it. A function ends at the first line as shallow as its `def`."""
     out: list[_Text] = []
     closing: list[int] = []  # depths of nested functions whose bodies are still open
+    in_header = False  # inside a `def` wrapped over several lines, before its `):`
     for line in lines:
+        if in_header:
+            in_header = not (line.opens_block and line.depth == closing[-1])
+            out.append(line)
+            continue
         if line.role is not _Role.BLANK and closing and line.depth <= closing[-1]:
             while closing and line.depth <= closing[-1]:
                 closing.pop()
@@ -393,5 +398,6 @@ def _space_nested_functions(lines: list[_Text]) -> list[_Text]:
             if before.role is not _Role.BLANK and not before.opens_block:
                 out.insert(start, _BLANK)
             closing.append(line.depth)
+            in_header = not line.opens_block
         out.append(line)
     return out
