@@ -104,6 +104,7 @@ def _compile(
     if phase is Phase.DECLARATION:
         declared = declaration_layout(spec, consts, options)
         check_blocks(spec, declared, options, ctx)
+        declared.check_invariants()
         _check_declared_smem(spec, declared, consts, options, ctx)
         sizes = declared.sizes
         shapes = {o.name: tuple(sizes[d] for d in o.block_dims) for o in spec.operands}
@@ -132,6 +133,7 @@ def _compile(
         layout = call_layout(spec, sizes, consts, bound)
         options = {name: (dtype,) for name, dtype in bound.items()}
         check_blocks(spec, layout, options, ctx)
+        layout.check_invariants()
     else:
         layout = declared
         # Shared memory is counted with the widest dtypes allowed.

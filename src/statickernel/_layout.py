@@ -175,6 +175,8 @@ class BlockLayout:
         return dataclasses.replace(self, dims=dims)
 
     def check_invariants(self) -> None:
+        """Asserts what every later stage relies on, once the blocks have passed
+        `check_blocks`; raises AssertionError if one breaks."""
         names = [d.name for d in self.dims]
         assert len(set(names)) == len(names) and self.rows in names
         assert self.cols is None or self.cols in names
