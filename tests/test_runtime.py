@@ -779,3 +779,45 @@ def test_dim_of_an_undeclared_name_is_a_body_error() -> None:
             return sk.load(x) * sk.dim("K")
 
     assert info.value.dim == "K"
+
+
+def test_a_backend_block_sets_the_backend_of_the_calls_inside_it() -> None:
+    x = rand(100, 100, shift=-10)
+    with sk.backend(OTHER_BACKEND) as chosen:
+        assert chosen == OTHER_BACKEND
+        assert sk.default_backend() == OTHER_BACKEND
+        assert fresh(softmax).plan(x).backend == OTHER_BACKEND
+        # The call's and the kernel's own backend win over the block's.
+        assert softmax.plan(x, backend=DEVICE_BACKEND).backend == DEVICE_BACKEND
+        assert softmax.with_backend(DEVICE_BACKEND).plan(x).backend == DEVICE_BACKEND
+    assert sk.default_backend() == DEVICE_BACKEND
+    with sk.backend("interpret"):
+        assert_close(softmax(x), softmax_reference(x))
+
+
+def test_backend_blocks_nest_and_win_over_the_process_setting() -> None:
+    sk.set_backend(OTHER_BACKEND)
+    with sk.backend(DEVICE_BACKEND):
+        assert sk.default_backend() == DEVICE_BACKEND
+        with sk.backend(OTHER_BACKEND):
+            assert sk.default_backend() == OTHER_BACKEND
+        assert sk.default_backend() == DEVICE_BACKEND
+    assert sk.default_backend() == OTHER_BACKEND
+
+
+def test_a_backend_block_ends_on_an_exception_and_is_per_thread() -> None:
+    with pytest.raises(ZeroDivisionError), sk.backend(OTHER_BACKEND):
+        _ = 1 / 0
+    assert sk.default_backend() == DEVICE_BACKEND
+    seen: list[str] = []
+    with sk.backend(OTHER_BACKEND):
+        thread = threading.Thread(target=lambda: seen.append(sk.default_backend()))
+        thread.start()
+        thread.join()
+    assert seen == [DEVICE_BACKEND]
+
+
+def test_an_unknown_backend_block_is_refused_before_it_starts() -> None:
+    with pytest.raises(sk.BackendError, match=r"unknown backend 'cuda' \(sk.backend\)"):
+        sk.backend("cuda")
+    assert sk.default_backend() == DEVICE_BACKEND

@@ -1,7 +1,7 @@
 """statickernel: typed Pallas Mosaic GPU kernels with static launches and exact edges."""
 
 from . import testing
-from ._backend import BACKENDS, default_backend, set_backend
+from ._backend import BACKENDS, backend, default_backend, set_backend
 from ._compile_report import CompileReport, Occupancy, OccupancyLimit
 from ._errors import (
     AnnotationError,
@@ -97,6 +97,7 @@ __all__ = [
     "TmaBoxError",
     "ToolchainError",
     "UnsupportedOpError",
+    "backend",
     "default_backend",
     "dim",
     "dot",

@@ -1,21 +1,28 @@
 """Which backend runs a kernel: the real Mosaic GPU compiler, or its interpreter.
 
 The choice is made, from most to least specific: per call (`kernel(x, backend=...)`), per
-kernel (`@sk.kernel(backend=...)` or `kernel.with_backend(...)`), per process
-(`sk.set_backend(...)`), from the STATICKERNEL_BACKEND environment variable, and finally by
-looking for a CUDA device.
+kernel (`@sk.kernel(backend=...)` or `kernel.with_backend(...)`), per block of code
+(`with sk.backend(...):`), per process (`sk.set_backend(...)`), from the STATICKERNEL_BACKEND
+environment variable, and finally by looking for a CUDA device.
 """
 
+import contextlib
+import contextvars
 import functools
 import os
+from collections.abc import Iterator
 
 from ._errors import BackendError
 
-__all__ = ["BACKENDS", "default_backend", "has_cuda", "resolve_backend", "set_backend"]
+__all__ = ["BACKENDS", "backend", "default_backend", "has_cuda", "resolve_backend", "set_backend"]
 
 BACKENDS = ("mosaic_gpu", "interpret")
 ENV_VAR = "STATICKERNEL_BACKEND"
 _process_backend: str | None = None
+# Set inside `with sk.backend(...)`; a context variable, so each thread and task has its own.
+_block_backend: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "statickernel_backend", default=None
+)
 
 
 def _check(name: str, origin: str) -> str:
@@ -35,6 +42,28 @@ def set_backend(name: str | None) -> None:
     _process_backend = None if name is None else _check(name, "sk.set_backend")
 
 
+def backend(name: str) -> contextlib.AbstractContextManager[str]:
+    """Runs the kernels called inside a `with` block on `name`, unless the call or the kernel
+    names a backend of its own:
+
+        with sk.backend("interpret"):
+            y = softmax(x)
+
+    Blocks nest, and the backend before the block is back when it ends, also on an exception.
+    The setting is per thread: a block in one thread does not change another's kernels. The
+    name is checked at once, before the block starts."""
+    return _backend_block(_check(name, "sk.backend"))
+
+
+@contextlib.contextmanager
+def _backend_block(name: str) -> Iterator[str]:
+    token = _block_backend.set(name)
+    try:
+        yield name
+    finally:
+        _block_backend.reset(token)
+
+
 @functools.cache
 def has_cuda() -> bool:
     import jax
@@ -47,6 +76,9 @@ def has_cuda() -> bool:
 
 def default_backend() -> str:
     """The backend used when neither the call nor the kernel names one."""
+    block = _block_backend.get()
+    if block is not None:
+        return block
     if _process_backend is not None:
         return _process_backend
     env = os.environ.get(ENV_VAR)
