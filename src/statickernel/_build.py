@@ -43,7 +43,7 @@ from ._plan import LaunchPlan, make_plan
 from ._smem import smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import operand_fills
-from ._translate import COL, ROW, TILE, Geometry, Translation, translate
+from ._translate import Geometry, Translation, translate
 
 __all__ = ["Compiled", "compile_call", "compile_declaration"]
 
@@ -129,16 +129,16 @@ def _compile(
     )
     if declared is None:
         bound = {name: dtypes[0] for name, dtypes in options.items()}
-        bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+    else:  # at the declaration, shared memory is counted with the widest dtypes allowed
+        bound = {name: _widest(dtypes) for name, dtypes in options.items()}
+    bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+    if declared is None:
         layout = call_layout(spec, sizes, consts, bound)
         options = {name: (dtype,) for name, dtype in bound.items()}
         check_blocks(spec, layout, options, ctx)
         layout.check_invariants()
     else:
         layout = declared
-        # Shared memory is counted with the widest dtypes allowed.
-        bound = {name: max(dtypes, key=hw.itemsize) for name, dtypes in options.items()}
-        bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
     # The declaration checks the body as Mosaic GPU would take it.
     interpreted = phase is Phase.CALL and backend == "interpret"
     translation = _translate(spec, trace, layout, interpreted)
@@ -162,6 +162,10 @@ def _compile(
     return Compiled(layout, trace, translation, plan, source)
 
 
+def _widest(dtypes: tuple[str, ...]) -> str:
+    return max(dtypes, key=hw.itemsize)
+
+
 def _check_declared_smem(
     spec: KernelSpec,
     layout: BlockLayout,
@@ -173,7 +177,7 @@ def _check_declared_smem(
     annotations allow. (A loop kernel's pipelines are counted by its plan, after the trace.)"""
     if spec.loop:
         return
-    widest = {n: max(opts, key=hw.itemsize) for n, opts in options.items()}
+    widest = {n: _widest(opts) for n, opts in options.items()}
     loaded = {o.name for o in spec.operands}
     smem = smem_bytes(spec, layout, widest, loaded)
     if smem <= hw.SMEM_BYTES:
@@ -234,12 +238,6 @@ def _check_loops(
     check_dots(translation.loops, dims, layout, dtypes, spec.block_map, ctx)
 
 
-def _kind(spec: KernelSpec, dims: tuple[str, ...]) -> str:
-    if len(dims) == 2:
-        return TILE
-    return ROW if dims[0] == spec.rows else COL
-
-
 def _translate(
     spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, interpreted: bool
 ) -> Translation:
@@ -247,7 +245,7 @@ def _translate(
         translation = translate(
             trace,
             _geometry(spec, trace, layout, interpreted),
-            tuple(_kind(spec, r.block_dims) for r in spec.results),
+            tuple(layout.kind(r.block_dims) for r in spec.results),
             spec.name,
             spec.location,
         )
@@ -272,7 +270,7 @@ def _geometry(
         cols=layout.dim(spec.cols).extent if spec.cols else hw.WGMMA_COLS,
         ragged_rows=layout.edge_masked(spec.rows),
         ragged_cols=layout.edge_masked(spec.cols),
-        input_kinds=tuple((o.name, _kind(spec, o.block_dims)) for o in spec.operands),
+        input_kinds=tuple((o.name, layout.kind(o.block_dims)) for o in spec.operands),
         input_fills=tuple(operand_fills(trace.loads).items()),
     )
     loops = spec.loop_map

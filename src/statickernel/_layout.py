@@ -15,6 +15,7 @@ from typing import Any
 
 from . import _hardware as hw
 from ._errors import BlockAlignmentError, ErrorContext, Phase, TmaBoxError
+from ._ir import Kind
 from ._spec import KernelSpec
 
 __all__ = [
@@ -130,6 +131,13 @@ class BlockLayout:
 
     def dim(self, name: str) -> DimLayout:
         return next(d for d in self.dims if d.name == name)
+
+    def kind(self, dims: tuple[str, ...]) -> Kind:
+        """The register form of a block over `dims` (the dims the body sees): a 2-D block is
+        a tile; a 1-D one is a per-row or per-column vector."""
+        if len(dims) == 2:
+            return Kind.TILE
+        return Kind.ROW if dims[0] == self.rows else Kind.COL
 
     @property
     def sizes(self) -> dict[str, int]:

@@ -281,7 +281,6 @@ def make_plan(
         shape = full_shape[len(op.batch) :]
         dims_seen = op.block_dims
         dtype = dtypes[op.name]
-        kind = TILE if len(dims_seen) == 2 else (ROW if dims_seen[0] == spec.rows else COL)
         gmem = shape
         swizzle = swizzle_elements(dtype) if op.name in dot_roles else 0
         loop_dim = next((d for d in dims_seen if d in looped), None)
@@ -310,7 +309,7 @@ def make_plan(
             dims=dims_seen,
             shape=lead + shape,
             dtype=dtype,
-            kind=kind,
+            kind=layout.kind(dims_seen),
             block_shape=tuple(layout.dim(d).extent for d in dims_seen),
             gmem_shape=lead + gmem,
             batch=op.batch,
