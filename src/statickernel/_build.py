@@ -38,12 +38,14 @@ from ._layout import (
     declaration_layout,
     logical_blocks,
 )
+from ._pallas import RowFrame
 from ._pipeline import check_dots
 from ._plan import LaunchPlan, make_plan
+from ._rowform import RowChoice, TooWide, choose_rows, too_wide_error
 from ._smem import smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import operand_fills
-from ._translate import Geometry, Translation, translate
+from ._translate import Geometry, NotInRowForm, Translation, translate
 
 __all__ = ["Compiled", "compile_call", "compile_declaration"]
 
@@ -143,6 +145,17 @@ def _compile(
     interpreted = phase is Phase.CALL and backend == "interpret"
     translation = _translate(spec, trace, layout, interpreted)
     _check_loops(spec, translation, layout, options, ctx)
+    row_frame, aliases = None, None
+    if phase is Phase.CALL:
+        rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)))
+        if rows is not None:
+            row_layout = rows.layout if isinstance(rows, RowChoice) else layout
+            in_rows = _translate_rows(spec, trace, row_layout, rows.frame, interpreted)
+            if in_rows is not None and isinstance(rows, TooWide):
+                raise too_wide_error(spec, layout, rows, ctx)
+            if in_rows is not None and isinstance(rows, RowChoice):
+                layout, translation, row_frame = rows.layout, in_rows, rows.frame
+                aliases = rows.aliases
     plan = source = None
     if phase is Phase.CALL or spec.loop:
         plan = make_plan(
@@ -155,6 +168,8 @@ def _compile(
             ctx,
             translation.masks,
             loops=translation.loops,
+            row_frame=row_frame,
+            aliases=aliases,
         )
     if phase is Phase.CALL:
         assert plan is not None
@@ -258,6 +273,29 @@ def _translate(
     if trace.misplaced:
         raise misplaced_load_error(spec, trace)
     return translation
+
+
+def _translate_rows(
+    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, frame: RowFrame, interpreted: bool
+) -> Translation | None:
+    """The body in the row form, or None when it mixes rows (the block form keeps it)."""
+    geometry = dataclasses.replace(
+        _geometry(spec, trace, layout, interpreted),
+        rows=layout.dim(spec.rows).block,
+        ragged_rows=False,  # rows never meet: those past the edge are never stored
+        ragged_cols=frame.width != layout.dim(spec.cols).size if spec.cols else False,
+        row_frame=frame,
+    )
+    try:
+        return translate(
+            trace,
+            geometry,
+            tuple(layout.kind(r.block_dims) for r in spec.results),
+            spec.name,
+            spec.location,
+        )
+    except (NotInRowForm, StaticKernelError):
+        return None
 
 
 def _geometry(

@@ -24,6 +24,7 @@ from ._ir import (
     Import,
     ImportFrom,
     Keyword,
+    Kind,
     List,
     Module,
     Name,
@@ -43,6 +44,7 @@ from ._masks import MaskAxis, edge_mask_statements, fill_masks
 from ._pallas import fill_past_edge, load, store
 from ._plan import DimPlan, LaunchPlan, OperandPlan
 from ._printer import module_source
+from ._rowgen import row_block_function, row_copies
 from ._translation import Line, LoopBlock, Translation
 
 __all__ = ["generate_source"]
@@ -133,6 +135,10 @@ class _Generator:
         return self.plan.dim(self.plan.cols).boxes if self.plan.cols in op.dims else 1
 
     def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
+        if self.plan.row_frame is not None:
+            if op.kind == Kind.ROW:  # a 16-byte slot a row
+                return (*op.block_shape, op.gmem_shape[-1])
+            return op.block_shape
         boxes = self._column_boxes(op)
         if boxes == 1:
             return op.block_shape
@@ -209,6 +215,8 @@ class _Generator:
 
     def block_function(self) -> FunctionDef:
         plan = self.plan
+        if plan.row_frame is not None:
+            return row_block_function(plan, self.t, self.new_store_api)
         params = [f"{op.name}_gmem" for op in self.inputs]
         params += [f"{op.name}_gmem" for op in plan.results]
         params += [f"{op.name}_smem" for op in self.loaded]
@@ -327,9 +335,10 @@ class _Generator:
             for op in plan.results
         ]
         out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs), trailing_comma=True)
-        scratch = [self._smem_buffer(op) for op in [*self.loaded, *self.kernel_results]]
+        held = [op for op in self.kernel_results if op.shares_smem_with is None]
+        scratch = [self._smem_buffer(op) for op in [*self.loaded, *held]]
         for op in self.loaded:
-            boxes = len(self._boxes(op))
+            boxes = row_copies(plan, op) if plan.row_frame else len(self._boxes(op))
             arrivals = {} if boxes == 1 else {"num_arrivals": Const(boxes)}
             scratch.append(call("plgpu.Barrier", **arrivals))
         lane = Name("plgpu.LoweringSemantics.Lane")
@@ -400,6 +409,8 @@ class _Generator:
 def _unpadded(op: OperandPlan) -> Expr:
     if not op.host_padded:
         return Name(op.name)
+    if op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # the row form's 16-byte slots
+        return Subscript(Name(op.name), (Slice(None, Const(op.shape[0])), Const(0)))
     if op.gmem_shape[:-1] == op.shape[:-1]:
         index = (*[Slice()] * (len(op.shape) - 1), Slice(None, Const(op.shape[-1])))
     else:

@@ -24,6 +24,7 @@ __all__ = [
     "EllipsisIndex",
     "Expr",
     "ExprStmt",
+    "Form",
     "FunctionDef",
     "IfExp",
     "Import",
@@ -58,6 +59,13 @@ class Kind(enum.StrEnum):
     ROW = "row"  # a per-row vector (rows,): the WGMMA layout reduced over columns
     COL = "col"  # a per-column vector (cols,): the WGMMA layout reduced over rows
     SCALAR = "scalar"  # a 0-d value
+
+
+class Form(enum.StrEnum):
+    """How a block of a kernel without loops lives in registers."""
+
+    BLOCK = "block"  # the whole block at once, in the WGMMA layout
+    ROWS = "rows"  # one whole row at a time, a vector in the warpgroup-strided layout
 
 
 class LoopMode(enum.StrEnum):

@@ -182,6 +182,14 @@ class BlockLayout:
         )
         return dataclasses.replace(self, dims=dims)
 
+    def with_extent(self, name: str, extent: int) -> "BlockLayout":
+        """This layout with the whole dim `name` padded to `extent` in registers and shared
+        memory (the row form pads a row to whole warpgroups of vectors)."""
+        dims = tuple(
+            dataclasses.replace(d, extent=extent) if d.name == name else d for d in self.dims
+        )
+        return dataclasses.replace(self, dims=dims)
+
     def check_invariants(self) -> None:
         """Asserts what every later stage relies on, once the blocks have passed
         `check_blocks`; raises AssertionError if one breaks."""

@@ -5,6 +5,7 @@ Translation and code generation both build their statements from these, so one o
 written one way.
 """
 
+import dataclasses
 from collections.abc import Iterable
 
 import numpy as np
@@ -28,6 +29,7 @@ from ._ir import (
 )
 
 __all__ = [
+    "RowFrame",
     "broadcast",
     "fill_past_edge",
     "full",
@@ -42,8 +44,30 @@ __all__ = [
 _WGMMA = Name("plgpu.Layout.WGMMA")
 
 
-def layout(kind: str) -> Expr:
-    """The register layout of a kind: WGMMA for a block, reduced over one axis for a vector."""
+@dataclasses.dataclass(frozen=True)
+class RowFrame:
+    """The registers of the row form: a block is taken one whole row at a time, as a vector of
+    `width` elements spread over the warpgroup's 128 threads, `vector` contiguous elements a
+    thread (16 bytes of the narrowest dtype). A full reduction of that vector is the row's
+    reduction, and its result a scalar, so a per-row value is a scalar and a per-column one a
+    vector as wide as the row."""
+
+    width: int
+    vector: int
+
+    def layout(self) -> Expr:
+        return call("plgpu.Layout.WG_STRIDED", Const((self.width,)), Const(self.vector))
+
+    def check_invariants(self) -> None:
+        assert self.vector in (2, 4, 8, 16) and self.width % (128 * self.vector) == 0
+
+
+def layout(kind: str, rows: RowFrame | None = None) -> Expr:
+    """The register layout of a kind: WGMMA for a block, reduced over one axis for a vector;
+    in the row form, the row's vector layout for a row or a per-column vector."""
+    if rows is not None:
+        assert Kind(kind) in (Kind.TILE, Kind.COL), "a per-row value of the row form is a scalar"
+        return rows.layout()
     match Kind(kind):
         case Kind.TILE:
             return _WGMMA
@@ -59,16 +83,29 @@ def is_8bit(dtype: str) -> bool:
     return dtype != "bool" and np.dtype(dtype).itemsize == 1
 
 
-def full(value: Expr, shape: tuple[int, ...], dtype: str, kind: str) -> Expr:
+def full(
+    value: Expr, shape: tuple[int, ...], dtype: str, kind: str, rows: RowFrame | None = None
+) -> Expr:
     """A constant value of `kind`, in that kind's register layout. A bare `jnp.full` is a
-    splat, which reductions and carries do not take."""
+    splat, which reductions and carries do not take. (A per-row value of the row form is a
+    scalar: the value itself, of its dtype.)"""
+    if rows is not None and Kind(kind) in (Kind.ROW, Kind.SCALAR):
+        return call("jnp.asarray", value, DType(dtype))
     return call(
-        "plgpu.layout_cast", call("jnp.full", Const(shape), value, DType(dtype)), layout(kind)
+        "plgpu.layout_cast", call("jnp.full", Const(shape), value, DType(dtype)), layout(kind, rows)
     )
 
 
-def broadcast(vector: Expr, shape: tuple[int, ...], dimension: int) -> Expr:
-    """A vector spread over a block along `dimension` (0: a per-row vector, 1: per-column)."""
+def broadcast(
+    vector: Expr, shape: tuple[int, ...], dimension: int, rows: RowFrame | None = None
+) -> Expr:
+    """A vector spread over a block along `dimension` (0: a per-row vector, 1: per-column).
+    In the row form a per-column vector already is the row's shape, and a per-row value is a
+    scalar, spread over the row."""
+    if rows is not None:
+        if dimension == 1:
+            return vector
+        return call("lax.broadcast_in_dim", vector, Const(shape), Const(()))
     return call("lax.broadcast_in_dim", vector, Const(shape), Const((dimension,)))
 
 
@@ -90,8 +127,12 @@ def masks_and(masks: Iterable[Mask]) -> Expr:
     return expr
 
 
-def load(ref: Expr, kind: str) -> Expr:
-    """Shared memory to registers, in the kind's layout."""
+def load(ref: Expr, kind: str, rows: RowFrame | None = None) -> Expr:
+    """Shared memory to registers, in the kind's layout. The row form's vectors load 16 bytes
+    a thread, without bank conflicts; the WGMMA layout on untiled shared memory has no
+    conflict-free transfer plan, so it takes the plain one."""
+    if rows is not None:
+        return call("plgpu.load", ref, layout=rows.layout(), optimized=Const(True))
     return call("plgpu.load", ref, layout=layout(kind), optimized=Const(False))
 
 
@@ -101,9 +142,11 @@ def fill_past_edge(name: str, masks: Iterable[Mask], fill: object, dtype: str) -
     return Assign((Name(name),), value, comment="past the edge reads the fill")
 
 
-def store(ref: Expr, value: Expr, new_api: bool) -> Stmt:
+def store(ref: Expr, value: Expr, new_api: bool, rows: RowFrame | None = None) -> Stmt:
     """Registers to shared memory: `plgpu.store` where jax has it (0.12), whose default no
-    longer suits untiled refs; an indexed assignment before."""
+    longer suits untiled refs in the WGMMA layout; an indexed assignment before. The row
+    form's vectors store 16 bytes a thread."""
     if new_api:
-        return ExprStmt(call("plgpu.store", ref, value, optimized=Const(False)))
+        optimized = Const(rows is not None)
+        return ExprStmt(call("plgpu.store", ref, value, optimized=optimized))
     return Assign((Subscript(ref, (EllipsisIndex(),)),), value)

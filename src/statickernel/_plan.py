@@ -12,9 +12,10 @@ from typing import Any
 
 from . import _hardware as hw
 from ._errors import ErrorContext, SharedMemoryError
-from ._ir import Kind
+from ._ir import Form, Kind
 from ._layout import BlockLayout, DimLayout, quantum
 from ._limits import check_grid, check_offsets
+from ._pallas import RowFrame
 from ._pipeline import (
     LoopPlan,
     PlannedDot,
@@ -73,6 +74,9 @@ class OperandPlan:
     """For an operand of `sk.dot`: elements per 128-byte swizzle row of its tiled SMEM; else 0."""
     batch: tuple[str, ...] = ()
     """Its leading batch dims, which `shape` and `gmem_shape` include and `dims` does not."""
+    shares_smem_with: str | None = None
+    """For a result of the row form: the operand whose shared-memory block it is written
+    into, row by row, once each row has been read; None when it has a block of its own."""
 
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:
@@ -86,7 +90,10 @@ class OperandPlan:
 
     @property
     def smem_bytes(self) -> int:
-        """The bytes its block takes in shared memory, before alignment; 0 if never loaded."""
+        """The bytes its block takes in shared memory, before alignment; 0 if never loaded,
+        or if it is written into an operand's block."""
+        if self.shares_smem_with is not None:
+            return 0
         count = 1
         for extent in self.block_shape:
             count *= extent
@@ -131,6 +138,14 @@ class LaunchPlan:
     """Whether the kernel returns a tuple of results."""
     loops: tuple[LoopPlan, ...] = ()
     """The body's loops, in order: one software pipeline each."""
+    row_frame: RowFrame | None = None
+    """For the row form, the register vector one row is computed in; None for the block form."""
+
+    @property
+    def form(self) -> Form:
+        """`Form.ROWS` ("rows") when each block's rows are computed one at a time, as vectors;
+        `Form.BLOCK` ("block") when the whole block is in registers at once."""
+        return Form.BLOCK if self.row_frame is None else Form.ROWS
 
     def dim(self, name: str) -> DimLayout:
         """The plan of the dim called `name`."""
@@ -167,6 +182,21 @@ class LaunchPlan:
                 assert all(
                     r <= t or r % t == 0 for r, t in zip(op.block_gmem_shape, tiles, strict=False)
                 )
+                continue
+            if self.row_frame is not None:
+                # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside.
+                assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
+                if op.kind == COL or op.kind == TILE:
+                    assert op.block_shape[-1] == self.row_frame.width
+                if op.kind == ROW:
+                    slots = hw.TMA_ALIGN_BYTES // hw.itemsize(op.dtype)
+                    assert op.gmem_shape == (self.grid[0] * op.block_shape[0], slots)
+                if op.shares_smem_with is not None:
+                    shared = self.operand(op.shares_smem_with)
+                    assert shared.loaded and (shared.block_shape, shared.dtype) == (
+                        op.block_shape,
+                        op.dtype,
+                    )
                 continue
             last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
             assert last_bytes % hw.TMA_ALIGN_BYTES == 0
@@ -258,6 +288,8 @@ def make_plan(
     ctx: ErrorContext,
     masked_reductions: frozenset[str] = frozenset(),
     loops: tuple[LoopBlock, ...] = (),
+    row_frame: RowFrame | None = None,
+    aliases: Mapping[str, str] | None = None,
 ) -> LaunchPlan:
     """The launch of one specialization: the layout's grid and blocks, each operand's array,
     block and fill, its loops' pipelines with theirs, and the shared memory all of that takes.
@@ -302,6 +334,8 @@ def make_plan(
                 + (" and the result sliced back" if role is Role.OUTPUT else "")
                 + " (one extra copy)"
             )
+        elif row_frame is not None and len(shape) == 1:
+            gmem = _row_form_gmem(op.name, role, shape, dtype, layout, grid, notes)
         loaded = role is Role.OUTPUT or op.name in fills
         return OperandPlan(
             name=op.name,
@@ -317,6 +351,7 @@ def make_plan(
             loaded=loaded,
             loop_dim=loop_dim if role is Role.INPUT and loaded else None,
             swizzle=swizzle,
+            shares_smem_with=(aliases or {}).get(op.name) if role is Role.OUTPUT else None,
         )
 
     operands = tuple(operand_plan(op, Role.INPUT) for op in spec.operands)
@@ -337,7 +372,8 @@ def make_plan(
         smem = base + max(epilogue, *(lp.smem_bytes for lp in loop_plans))
     else:
         base = epilogue = 0
-        smem = smem_bytes(spec, layout, dtypes, set(fills))
+        held = {r.name for r in spec.results} - set(aliases or {})
+        smem = smem_bytes(spec, layout, dtypes, set(fills), results=held)
     if smem > hw.SMEM_BYTES and loop_plans:
         raise ctx.error(
             SharedMemoryError,
@@ -377,9 +413,42 @@ def make_plan(
         notes=tuple(notes),
         tuple_result=spec.result_is_tuple,
         loops=loop_plans,
+        row_frame=row_frame,
     )
     plan.check_invariants()
     return plan
+
+
+def _row_form_gmem(
+    name: str,
+    role: Role,
+    shape: tuple[int, ...],
+    dtype: str,
+    layout: BlockLayout,
+    grid: tuple[int, ...],
+    notes: list[str],
+) -> tuple[int, ...]:
+    """The array a 1-D operand or result of the row form is copied to or from in bulk: a
+    per-row result padded to whole blocks (each block's values go out in one copy), a
+    per-column operand to 16-byte multiples."""
+    if role is Role.OUTPUT:
+        rows = layout.dim(layout.rows).block
+        slots = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+        notes.append(
+            f"`{name}` is written a 16-byte slot a row, a block of {rows} row(s) in one copy, "
+            f"to a {grid[0] * rows} x {slots} array whose first column is the result"
+        )
+        return (grid[0] * rows, slots)
+    unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+    if shape[0] % unit == 0:
+        return shape
+    padded = (hw.round_up(shape[0], unit),)
+    notes.append(
+        f"fallback: `{name}` is {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B, so "
+        f"a bulk copy cannot end at its last element; it is padded on the host to "
+        f"{list(padded)} (one extra copy)"
+    )
+    return padded
 
 
 def _loop_plans(

@@ -234,6 +234,7 @@ class _Role(enum.Enum):
     CODE = enum.auto()
     COMMENT = enum.auto()
     DEF = enum.auto()  # the first line of a function's header
+    DECORATOR = enum.auto()  # a decorator line, which stays with its function
     BLANK = enum.auto()
 
 
@@ -271,7 +272,7 @@ def _statement(stmt: Stmt, depth: int) -> list[_Text]:
         case Comment() | SourceLine():
             return [_Text(depth, f"# {stmt.text}", _Role.COMMENT)]
         case FunctionDef(name, params, body, decorators):
-            lines = [_Text(depth, "@" + _flat(_doc(d))) for d in decorators]
+            lines = [_Text(depth, "@" + _flat(_doc(d)), _Role.DECORATOR) for d in decorators]
             header = (f"def {name}", _Group("(", tuple((p,) for p in params), ")"), ":")
             lines += _wrap(_Line(depth, header, role=_Role.DEF, opens_block=True))
             return lines + [text for inner in body for text in _statement(inner, depth + 1)]
@@ -392,7 +393,7 @@ def _space_nested_functions(lines: list[_Text]) -> list[_Text]:
                 out.append(_BLANK)
         if line.role is _Role.DEF and line.depth > 0:
             start = len(out)
-            while start > 0 and out[start - 1].role is _Role.COMMENT:
+            while start > 0 and out[start - 1].role in (_Role.COMMENT, _Role.DECORATOR):
                 start -= 1
             before = out[start - 1] if start > 0 else _BLANK
             if before.role is not _Role.BLANK and not before.opens_block:

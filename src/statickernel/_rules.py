@@ -16,7 +16,7 @@ from ._body import Atom, Eqn
 from ._ir import Assign, BinOp, Comment, Const, DType, Expr, Kind, Literal, Mask, Name, Operator
 from ._ir import call as ir_call
 from ._pallas import is_8bit, select
-from ._translator import Rule, Translator
+from ._translator import NotInRowForm, Rule, Translator
 
 __all__ = ["BODY_RULES"]
 
@@ -179,6 +179,8 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
 
 
 def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
+    if tr.g.row_frame is not None and axis == 0:
+        raise NotInRowForm("a reduction over the rows mixes the rows the row form keeps apart")
     src = tr.source(atom)
     dtype = tr.dtype(atom)
     ragged = tr.g.ragged_cols if axis == 1 else tr.g.ragged_rows
@@ -192,14 +194,16 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
         identity = Literal(_identity_value(eqn.prim, dtype), dtype, weak_type=True)
         src = select(Name(mask), src, identity, dtype)
     reduction = REDUCTIONS[eqn.prim]
-    reduced: Expr = ir_call(reduction, src, Const((axis,)))
+    # The row form holds one row as a vector: its row reduction is the vector's full one.
+    axes = Const((0,) if tr.g.row_frame is not None else (axis,))
+    reduced: Expr = ir_call(reduction, src, axes)
     out = eqn.outputs[0]
     if tr.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:
         # A sum of the NaNs alone is NaN exactly where the vector holds one.
         if not isinstance(src, Name):
             tr.lines.append(Assign((Name(f"{out}_in"),), src))
             src = Name(f"{out}_in")
-            reduced = ir_call(reduction, src, Const((axis,)))
+            reduced = ir_call(reduction, src, axes)
         nans = Name(f"{out}_nans")
         zero = Literal(0.0, dtype, weak_type=True)
         tr.lines.append(_NAN_COMMENT)
@@ -207,7 +211,7 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
         tr.lines.append(
             Assign(
                 (nans,),
-                ir_call("lax.reduce_sum", ir_call("jnp.where", is_nan, src, zero), Const((axis,))),
+                ir_call("lax.reduce_sum", ir_call("jnp.where", is_nan, src, zero), axes),
             )
         )
         reduced = ir_call("jnp.where", BinOp(Operator.NE, nans, nans), nans, reduced)

@@ -5,6 +5,7 @@ import dataclasses
 from typing import TypeAlias
 
 from ._ir import Expr, Kind, LoopMode, Mask, Stmt
+from ._pallas import RowFrame
 
 __all__ = ["Carry", "DotUpdate", "Geometry", "Line", "LoopBlock", "Translation"]
 
@@ -24,11 +25,17 @@ class Geometry:
     # For the interpreter: its reductions run on the CPU, where a row max or min can skip NaN;
     # Mosaic GPU's (max.NaN, min.NaN) carry it, as jnp's do. The interpreter's carry it too.
     interpreted: bool = False
+    # The row form: one whole row of the block at a time (see `RowFrame`); None for the
+    # block form, which holds the whole block in the WGMMA layout.
+    row_frame: RowFrame | None = None
 
     def step(self, axis: str) -> "Geometry":
         return dict(self.steps)[axis]
 
     def shape(self, kind: str) -> tuple[int, ...]:
+        if self.row_frame is not None:
+            width = (self.row_frame.width,)
+            return {Kind.TILE: width, Kind.COL: width, Kind.ROW: (), Kind.SCALAR: ()}[Kind(kind)]
         return {
             Kind.TILE: (self.rows, self.cols),
             Kind.ROW: (self.rows,),

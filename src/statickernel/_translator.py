@@ -16,7 +16,12 @@ from ._ir import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
 from ._pallas import broadcast, full
 from ._translation import Geometry, Line
 
-__all__ = ["Rule", "Translator", "trace_inputs"]
+__all__ = ["NotInRowForm", "Rule", "Translator", "trace_inputs"]
+
+
+class NotInRowForm(Exception):
+    """The body does something the row form cannot express (it mixes rows): the compile path
+    keeps the block form. Never reaches the user."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,10 +166,11 @@ class Translator:
         if have == kind:
             return src
         shape = self.g.shape(kind)
+        rows = self.g.row_frame
         if have == Kind.SCALAR:
-            return full(src, shape, self.dtype(atom), kind)
+            return full(src, shape, self.dtype(atom), kind, rows)
         if kind == Kind.TILE and have in (Kind.ROW, Kind.COL):
-            return broadcast(src, shape, 0 if have == Kind.ROW else 1)
+            return broadcast(src, shape, 0 if have == Kind.ROW else 1, rows)
         raise AssertionError(f"cannot convert {have} to {kind}")
 
     def define(self, var: str, kind: Kind, dtype: str) -> None:

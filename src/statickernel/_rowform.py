@@ -1,0 +1,195 @@
+"""The row form: whole rows too wide for the block form, a few rows a block and one row at a
+time in registers.
+
+The block form holds a block of 64 rows (the WGMMA layout's unit) in shared memory and in
+registers, input and output: f32 rows fit only up to about 450 columns, and past about 200
+there is room for a single block per SM, which leaves HBM idle while it computes. A body that
+treats every row on its own (elementwise ops, reductions along the row, per-column operands)
+does not need 64 rows at once. The row form gives each block as many rows as keep several
+blocks resident on an SM, and computes on one row at a time: the row is a vector in the
+warpgroup-strided layout, so its reductions are full reductions and its per-row values scalars.
+
+This module decides whether a specialization takes the row form, and with how many rows.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+
+from . import _hardware as hw
+from ._errors import ErrorContext, SharedMemoryError
+from ._layout import BlockLayout
+from ._pallas import RowFrame
+from ._smem import smem_bytes
+from ._spec import KernelSpec
+
+__all__ = [
+    "RowChoice",
+    "TooWide",
+    "choose_rows",
+    "per_row_slots",
+    "row_aliases",
+    "row_candidate",
+    "too_wide_error",
+]
+
+# The block form is kept while it leaves room for this many resident blocks per SM.
+BLOCK_FORM_MIN_CTAS = 2
+# The row form aims for this many resident blocks per SM (each block's loads in flight while
+# another computes); with fewer, the widest rows still run, one block at a time.
+ROW_FORM_CTAS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class RowChoice:
+    """The row form's blocks: `rows` rows a block, each row `frame.width` wide in registers."""
+
+    rows: int
+    frame: RowFrame
+    layout: BlockLayout
+    smem_bytes: int
+    aliases: Mapping[str, str]
+    """Result -> the operand whose shared-memory block it is written into, row by row."""
+
+    def check_invariants(self) -> None:
+        self.frame.check_invariants()
+        assert self.rows >= 1 and self.smem_bytes <= hw.SMEM_BYTES
+        assert self.layout.dim(self.layout.rows).block == self.rows
+        assert self.layout.cols is not None
+        assert self.layout.dim(self.layout.cols).extent == self.frame.width
+
+
+@dataclasses.dataclass(frozen=True)
+class TooWide:
+    """Even one row does not fit: its bytes in shared memory, input and output."""
+
+    smem_bytes: int
+    frame: RowFrame
+
+
+def per_row_slots(dtype: str) -> int:
+    """Each value of a per-row result is written in a slot of 16 bytes (a copy's unit), so
+    that a block of any number of rows goes out in one copy; the slots' first elements are
+    the result."""
+    return hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+
+
+def row_candidate(spec: KernelSpec) -> bool:
+    """Whether the spec's blocks can be taken row by row: rows tiled, whole columns, no loops
+    or batch dims; operands over (rows, cols) or (cols,), results over (rows, cols) or
+    (rows,). (Whether the body keeps rows apart, translation decides.)"""
+    rows, cols = spec.rows, spec.cols
+    if cols is None or rows not in spec.tile_map or cols in spec.block_map:
+        return False
+    if spec.loop or spec.batch:
+        return False
+    full = (rows, cols)
+    if any(o.dims not in (full, (cols,)) for o in spec.operands):
+        return False
+    return all(r.dims in (full, (rows,)) for r in spec.results)
+
+
+def _frame(spec: KernelSpec, size: int, dtypes: Mapping[str, str]) -> RowFrame:
+    """16 bytes a thread of the narrowest dtype along the row; the row padded to whole
+    warpgroups of those vectors."""
+    cols = spec.cols
+    narrowest = min(
+        hw.itemsize(dtypes[o.name]) for o in spec.operands + spec.results if cols in o.dims
+    )
+    vector = hw.TMA_ALIGN_BYTES // narrowest
+    return RowFrame(hw.round_up(size, 128 * vector), vector)
+
+
+def row_aliases(spec: KernelSpec, dtypes: Mapping[str, str], loaded: set[str]) -> dict[str, str]:
+    """Each result over (rows, cols) is written into the block of a loaded operand of its
+    shape and dtype, when there is one: a row is read into registers before its result is
+    written, by the same threads at the same places, so one buffer serves both and the
+    blocks take half the shared memory."""
+    full = (spec.rows, spec.cols)
+    free = [o.name for o in spec.operands if o.dims == full and o.name in loaded]
+    aliases: dict[str, str] = {}
+    for r in spec.results:
+        match = (
+            next((n for n in free if dtypes[n] == dtypes[r.name]), None) if r.dims == full else None
+        )
+        if match is not None:
+            aliases[r.name] = match
+            free.remove(match)
+    return aliases
+
+
+def _with_rows(layout: BlockLayout, rows: int, frame: RowFrame) -> BlockLayout:
+    assert layout.cols is not None
+    return layout.with_block(layout.rows, rows).with_extent(layout.cols, frame.width)
+
+
+def choose_rows(
+    spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], loaded: set[str]
+) -> RowChoice | TooWide | None:
+    """The row form for this call, or None when the block form suits it: a candidate spec
+    whose block-form blocks leave room for fewer than two blocks per SM takes it, with the
+    most rows (at most the tiling constant's block) that keep three blocks resident, else two,
+    else one. `TooWide` when even one row does not fit."""
+    if not row_candidate(spec):
+        return None
+    assert spec.cols is not None
+    block_form = smem_bytes(spec, layout, dtypes, loaded)
+    if block_form * BLOCK_FORM_MIN_CTAS <= hw.SMEM_BYTES:
+        return None
+    rows_dim, cols_dim = layout.dim(spec.rows), layout.dim(spec.cols)
+    # Each row is copied in whole 128-byte pieces, the last one overlapping the one before.
+    if any(
+        cols_dim.size * hw.itemsize(dtypes[o.name]) < hw.COPY_BYTES_QUANTUM
+        for o in spec.operands + spec.results
+        if spec.cols in o.dims
+    ):
+        return None
+    frame = _frame(spec, cols_dim.size, dtypes)
+    aliases = row_aliases(spec, dtypes, loaded)
+    held = {r.name for r in spec.results} - set(aliases)
+    most = min(rows_dim.block, rows_dim.size)
+    candidates = []
+    rows = 1
+    while rows <= most:
+        candidates.append(rows)
+        rows *= 2
+    fits = {
+        r: smem_bytes(spec, _with_rows(layout, r, frame), dtypes, loaded, results=held)
+        for r in candidates
+    }
+    for resident in (ROW_FORM_CTAS, BLOCK_FORM_MIN_CTAS, 1):
+        inside = [r for r in candidates if fits[r] * resident <= hw.SMEM_BYTES]
+        if inside:
+            best = max(inside)
+            layout_rows = _with_rows(layout, best, frame)
+            choice = RowChoice(best, frame, layout_rows, fits[best], aliases)
+            choice.check_invariants()
+            return choice
+    return TooWide(fits[1], frame)
+
+
+def too_wide_error(
+    spec: KernelSpec, layout: BlockLayout, wide: TooWide, ctx: ErrorContext
+) -> SharedMemoryError:
+    """One row does not fit in shared memory: the fix is the rewrite that streams the row."""
+    assert spec.cols is not None
+    cols, rows = spec.cols, spec.rows
+    size = layout.dim(cols).size
+    return ctx.error(
+        SharedMemoryError,
+        f"one row of {cols}={size} needs {wide.smem_bytes:,} B of shared memory (its input and "
+        f"output blocks), over the {hw.SMEM_BYTES:,} B a block has, so the row cannot be held "
+        "on chip in one pass",
+        dim=cols,
+        expected=f"<= {hw.SMEM_BYTES:,} B for one row",
+        actual=f"{wide.smem_bytes:,} B at {cols}={size}",
+        fix=(
+            f'stream the row: declare loop={{"{cols}": "B{cols}"}} with B{cols}: sk.Const[int] '
+            f"= 256, fold each row's statistics over the row's blocks with sk.loop({cols!r}, "
+            f"step, init=...), then write the result block by block with sk.map_blocks("
+            f"{cols!r}, fn), as examples/softmax_online.py does for a softmax:\n"
+            f"    row_max, row_sum = sk.loop({cols!r}, statistics, init=(jnp.full((B{rows},), "
+            "-jnp.inf, jnp.float32), jnp.zeros((B" + rows + ",), jnp.float32)))\n"
+            f"    return sk.map_blocks({cols!r}, lambda: jnp.exp(sk.load(x).astype(jnp.float32)"
+            " - row_max[:, None]) / row_sum[:, None])"
+        ),
+    )

@@ -1,0 +1,270 @@
+"""Code generation for the row form: each block's rows copied in bulk, computed one row at a
+time as a vector, and copied back in bulk.
+
+Every copy is a bulk copy of whole 128-byte pieces that lies inside its array:
+  - a row that is not a whole number of 128-byte pieces ends with a copy of its last 128
+    bytes, which overlaps the piece before it (those bytes are written twice, with the same
+    values);
+  - a block's rows past the array's edge read its last row again, and are never stored;
+  - a per-row result is written in one copy per block, to an array padded to whole blocks.
+So no copy reads or writes past an edge, and none depends on how TMA fills or clips there.
+Shared memory past the row's end is never written: loads select the operand's fill there.
+"""
+
+from . import _hardware as hw
+from ._ir import (
+    Assign,
+    BinOp,
+    Comment,
+    Const,
+    Expr,
+    ExprStmt,
+    FunctionDef,
+    Kind,
+    Literal,
+    Mask,
+    Name,
+    Operator,
+    Stmt,
+    Subscript,
+    call,
+)
+from ._pallas import RowFrame, load, select, store
+from ._plan import LaunchPlan, OperandPlan
+from ._translation import Translation
+
+__all__ = ["row_block_function", "row_copies"]
+
+_ROW = Name("r")
+_ROW_START = Name("row_start")
+_PROMISE = Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")
+# A copy moves a whole number of these: one byte a thread of the warpgroup.
+_PIECE_BYTES = 128
+
+
+def _pieces(elements: int, itemsize: int) -> list[tuple[int, int]]:
+    """(start, size) of the bulk copies of `elements` contiguous elements: whole 128-byte
+    pieces, and a last one that ends at the last element, overlapping the one before."""
+    unit = _PIECE_BYTES // itemsize
+    whole = elements - elements % unit
+    pieces = [(0, whole)]
+    if whole != elements:
+        pieces.append((elements - unit, unit))
+    return pieces
+
+
+def row_copies(plan: LaunchPlan, op: OperandPlan) -> int:
+    """The copies that fill a loaded operand's block: the barrier's arrivals."""
+    per_row = len(_pieces(op.gmem_shape[-1], _itemsize(op)))
+    return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
+
+
+def _itemsize(op: OperandPlan) -> int:
+    return hw.itemsize(op.dtype)
+
+
+def _loop(name: str, rows: int, body: list[Stmt]) -> list[Stmt]:
+    """`body` once for each row `r` of the block; inline when the block has one row."""
+    if rows == 1:
+        return [Assign((_ROW,), Const(0)), *body]
+    return [
+        FunctionDef(name, ("r",), tuple(body), decorators=(call("pl.loop", Const(0), Const(rows)),))
+    ]
+
+
+class _RowGenerator:
+    def __init__(self, plan: LaunchPlan, translation: Translation, new_store_api: bool):
+        assert plan.row_frame is not None
+        self.plan = plan
+        self.t = translation
+        self.frame: RowFrame = plan.row_frame
+        self.new_store_api = new_store_api
+        self.rows = plan.dim(plan.rows).block
+        self.size = plan.dim(plan.rows).size
+        self.width = plan.dim(plan.cols).size if plan.cols else 0
+        self.ragged = self.size % self.rows != 0
+        self.loaded = [op for op in plan.operands if op.loaded]
+
+    def _copies(
+        self, op: OperandPlan, row: Expr | None, buffer: str | None = None
+    ) -> list[tuple[Expr, Expr]]:
+        """(GMEM slice, SMEM slice) of each bulk copy of one row of `op` (or of the whole
+        1-D operand when `row` is None), to or from the shared-memory `buffer`."""
+        smem_at = f"{buffer or op.name + '_smem'}.at"
+        out = []
+        for start, size in _pieces(op.gmem_shape[-1], _itemsize(op)):
+            span = call("pl.ds", Const(start), Const(size))
+            if row is None:
+                out.append(
+                    (
+                        Subscript(Name(f"{op.name}_gmem.at"), (span,)),
+                        Subscript(Name(smem_at), (span,)),
+                    )
+                )
+            else:
+                out.append(
+                    (
+                        Subscript(Name(f"{op.name}_gmem.at"), (row, span)),
+                        Subscript(Name(smem_at), (_ROW, span)),
+                    )
+                )
+        return out
+
+    def _load_copies(self) -> list[Stmt]:
+        per_row: list[Stmt] = []
+        once: list[Stmt] = []
+        row: Expr = Name("row")
+        for op in self.loaded:
+            barrier = Name(f"{op.name}_barrier")
+            if op.kind == Kind.TILE:
+                for gmem, smem in self._copies(op, row):
+                    per_row.append(
+                        ExprStmt(
+                            call("plgpu.copy_gmem_to_smem", gmem, smem, barrier, oob_mode=_PROMISE)
+                        )
+                    )
+            else:
+                for gmem, smem in self._copies(op, None):
+                    once.append(
+                        ExprStmt(
+                            call("plgpu.copy_gmem_to_smem", gmem, smem, barrier, oob_mode=_PROMISE)
+                        )
+                    )
+        body: list[Stmt] = []
+        if per_row:
+            position: Expr = BinOp(Operator.ADD, _ROW_START, _ROW)
+            if self.ragged:
+                position = call("jnp.minimum", position, Const(self.size - 1))
+            body += _loop("load_row", self.rows, [Assign((row,), position), *per_row])
+        body += once
+        body += [
+            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.loaded
+        ]
+        return body
+
+    def _masks(self, needed: set[Mask]) -> list[Stmt]:
+        if not needed:
+            return []
+        iota = call(
+            "plgpu.broadcasted_iota",
+            Name("jnp.int32"),
+            Const((self.frame.width,)),
+            Const(0),
+            layout=self.frame.layout(),
+        )
+        lines: list[Stmt] = [Assign((Name("col_index"),), iota)]
+        first = Mask.COL_OK_VEC if Mask.COL_OK_VEC in needed else Mask.COL_OK
+        lines.append(
+            Assign((Name(first),), BinOp(Operator.LT, Name("col_index"), Const(self.width)))
+        )
+        for mask in needed - {first}:
+            lines.append(Assign((Name(mask),), Name(first)))
+        return lines
+
+    def _row_body(self) -> list[Stmt]:
+        padded = self.frame.width != self.width
+        needed = set(self.t.masks)
+        assert not needed & {Mask.ROW_OK, Mask.ROW_OK_VEC}, "the row form has no row masks"
+        if padded and self.loaded:
+            needed.add(Mask.COL_OK)
+        body = self._masks(needed)
+        for op in self.loaded:
+            ref = (
+                Subscript(Name(f"{op.name}_smem.at"), (_ROW,))
+                if op.kind == Kind.TILE
+                else Name(f"{op.name}_smem")
+            )
+            body.append(Assign((Name(op.name),), load(ref, op.kind, self.frame)))
+            if padded:
+                fill = op.fill if op.fill is not None else 0
+                # Shared memory past the row's end is never written: it reads the fill.
+                value = select(
+                    Name(Mask.COL_OK),
+                    Name(op.name),
+                    Literal(fill, op.dtype, weak_type=False),
+                    op.dtype,
+                )
+                body.append(Assign((Name(op.name),), value, comment="past the edge reads the fill"))
+        body.append(Comment("The kernel body, one statement per traced op, on one row."))
+        body += list(self.t.lines)  # pyright: ignore[reportArgumentType]  (no loops in the row form)
+        for op, value in zip(self.plan.results, self.t.outputs, strict=True):
+            assert value is not None
+            if op.kind == Kind.TILE:
+                if op.shares_smem_with is not None:
+                    body.append(
+                        Comment(
+                            f"`{op.name}` goes into `{op.shares_smem_with}`'s block: the row is read."
+                        )
+                    )
+                ref = Subscript(Name(f"{_buffer(op)}.at"), (_ROW,))
+                body.append(store(ref, value, self.new_store_api, self.frame))
+            else:  # a per-row scalar, in its row's 16-byte slot
+                body.append(Assign((Subscript(Name(_buffer(op)), (_ROW, Const(0))),), value))
+        return body
+
+    def _store_copies(self) -> list[Stmt]:
+        per_row: list[Stmt] = []
+        once: list[Stmt] = []
+        row = Name("row")
+        for op in self.plan.results:
+            if op.kind == Kind.TILE:
+                for gmem, smem in self._copies(op, row, _buffer(op)):
+                    per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
+            else:
+                gmem = Subscript(
+                    Name(f"{op.name}_gmem.at"), (call("pl.ds", _ROW_START, Const(self.rows)),)
+                )
+                once.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(_buffer(op)), gmem)))
+        body: list[Stmt] = [ExprStmt(call("plgpu.commit_smem"))]
+        if per_row:
+            inner: list[Stmt] = [Assign((row,), BinOp(Operator.ADD, _ROW_START, _ROW))]
+            if self.ragged:
+                guard = call("pl.when", BinOp(Operator.LT, row, Const(self.size)))
+                inner.append(FunctionDef("store_inside", (), tuple(per_row), decorators=(guard,)))
+            else:
+                inner += per_row
+            body += _loop("store_row", self.rows, inner)
+        body += once
+        # Shared memory may be released once the copies have read it; the writes finish on
+        # their own.
+        body.append(ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))))
+        return body
+
+    def function(self) -> FunctionDef:
+        plan = self.plan
+        params = [f"{op.name}_gmem" for op in self.loaded]
+        params += [f"{op.name}_gmem" for op in plan.results]
+        params += [f"{op.name}_smem" for op in self.loaded]
+        params += [f"{op.name}_smem" for op in plan.results if op.shares_smem_with is None]
+        params += [f"{op.name}_barrier" for op in self.loaded]
+        start = BinOp(
+            Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(self.rows)
+        )
+        body: list[Stmt] = [
+            Comment(f"This block's {self.rows} row(s) start at row_start. Each row is a vector of"),
+            Comment(
+                f"{self.frame.width} elements, {self.frame.vector} contiguous a thread; a row's reductions are scalars."
+            ),
+            Assign((_ROW_START,), start),
+        ]
+        if self.ragged:
+            body.append(
+                Comment("Rows past the edge read the last row again, and are never stored.")
+            )
+        body.append(Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."))
+        body += self._load_copies()
+        body += _loop("compute_row", self.rows, self._row_body())
+        body.append(Comment("Store: bulk copies back, each inside the array."))
+        body += self._store_copies()
+        return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
+
+
+def _buffer(op: OperandPlan) -> str:
+    """The shared-memory buffer a result is written to: its own, or an operand's."""
+    return f"{op.shares_smem_with or op.name}_smem"
+
+
+def row_block_function(
+    plan: LaunchPlan, translation: Translation, new_store_api: bool
+) -> FunctionDef:
+    return _RowGenerator(plan, translation, new_store_api).function()
