@@ -307,7 +307,10 @@ class _Generator:
         for op in self.stored:
             for gmem_ref, smem_ref in self._boxes(op):
                 stores.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
-        stores.append(ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0))))
+        # At the kernel's end shared memory is free once the copies have read it: the writes
+        # finish on their own.
+        wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))
+        stores.append(ExprStmt(wait))
         if not self.scoped:
             return [
                 Comment(

@@ -76,7 +76,7 @@ def _layernorm_block(
         result_smem,
         result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 160)],
     )
-    plgpu.wait_smem_to_gmem(0)
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
 
 _launch = plgpu.kernel(

@@ -61,7 +61,7 @@ def _matmul_block(a_gmem, b_gmem, result_gmem):
             result_smem,
             result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
         )
-        plgpu.wait_smem_to_gmem(0)
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
     pl.run_scoped(store_results, plgpu.SMEM((128, 128), jnp.float32))
 

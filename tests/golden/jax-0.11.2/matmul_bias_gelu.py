@@ -78,7 +78,7 @@ def _matmul_bias_gelu_block(a_gmem, b_gmem, bias_gmem, result_gmem, bias_smem, b
             result_smem,
             result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
         )
-        plgpu.wait_smem_to_gmem(0)
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
     pl.run_scoped(store_results, plgpu.SMEM((128, 128), jnp.bfloat16))
 

@@ -37,7 +37,7 @@ def _row_sum_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
     result_smem[...] = v0
     plgpu.commit_smem()
     plgpu.copy_smem_to_gmem(result_smem, result_gmem.at[pl.ds(block_M * 64, 64)])
-    plgpu.wait_smem_to_gmem(0)
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
 
 _launch = plgpu.kernel(

@@ -55,7 +55,7 @@ def _softmax_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
         result_smem,
         result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(edge_start, 104)],
     )
-    plgpu.wait_smem_to_gmem(0)
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
 
 _launch = plgpu.kernel(

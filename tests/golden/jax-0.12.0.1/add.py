@@ -45,7 +45,7 @@ def _add_block(x_gmem, y_gmem, result_gmem, x_smem, y_smem, result_smem, x_barri
         result_smem,
         result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(block_N * 128, 128)],
     )
-    plgpu.wait_smem_to_gmem(0)
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
 
 _launch = plgpu.kernel(
