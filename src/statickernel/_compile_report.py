@@ -73,6 +73,7 @@ class OccupancyLimit(enum.Enum):
     SHARED_MEMORY = "shared memory"
     THREADS = "threads"
     CTA_SLOTS = "CTA slots"
+    GRID = "the grid"  # fewer CTAs than the SMs could hold
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ from ._pipeline import (
     pipeline_bytes,
     swizzle_elements,
 )
+from ._schedule import Schedule, plan_schedule
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
@@ -140,6 +141,9 @@ class LaunchPlan:
     """The body's loops, in order: one software pipeline each."""
     row_frame: RowFrame | None = None
     """For the row form, the register vector one row is computed in; None for the block form."""
+    schedule: Schedule | None = None
+    """How the launch keeps loads in flight: its kind, CTAs, stages, CTAs per SM and bytes of
+    loads in flight per SM (set by `make_plan`)."""
 
     @property
     def form(self) -> Form:
@@ -226,8 +230,14 @@ class LaunchPlan:
                 else (f"looped by {d.looped_by}={d.block}" if d.looped_by else "whole")
             )
             split = "batch" if d.batched else split
+            status = d.status
+            if self.row_frame is not None and d.name == self.rows:
+                split = f"{d.block} row(s) a block"
+            elif self.row_frame is not None:
+                padded = f", padded {d.size} -> {d.extent} in registers" if d.padded else ""
+                status = f"whole{padded}, copied in bulk"
             edge = self._edge(d)
-            lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {d.status}{edge}")
+            lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {status}{edge}")
         for title, group in (("operands", self.operands), ("results", self.results)):
             lines.append(f"  {title}:")
             for op in group:
@@ -253,7 +263,15 @@ class LaunchPlan:
                 f"{loop.stages} stage(s), {what}; pipelines {reads or '-'}"
                 f"{dots}; {loop.smem_bytes:,} B while it runs"
             )
+        if self.row_frame is not None:
+            rows = self.dim(self.rows).block
+            lines.append(
+                f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
+                f"({self.row_frame.width},) vector of {self.row_frame.vector} elements a thread"
+            )
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
+        if self.schedule is not None:
+            lines.append(f"  schedule: {self.schedule}")
         if self.notes:
             lines.append("  notes:")
             lines.extend(f"    - {note}" for note in self.notes)
@@ -262,6 +280,8 @@ class LaunchPlan:
     def _edge(self, d: DimLayout) -> str:
         if d.batched:
             return ""
+        if self.row_frame is not None and d.name == self.rows and d.ragged:
+            return ": the last block's rows past the edge read the last row, and are not stored"
         if not d.ragged:
             return ": no mask, in bounds"
         fills = {
@@ -362,6 +382,18 @@ def make_plan(
                 f"reductions over {dim_name} are masked: elements past {sizes[dim_name]} take "
                 "the reduction's identity, whatever the fill"
             )
+    if row_frame is not None:
+        const = spec.tile_map[spec.rows]
+        notes.append(
+            f"whole rows of {sizes[spec.cols or '']} take the row form: blocks of "
+            f"{consts[const]} rows ({const}={consts[const]}) would leave room for fewer than 2 "
+            f"blocks per SM; {layout.dim(spec.rows).block} rows a block keep more resident"
+        )
+        for r in results:
+            if r.shares_smem_with is not None:
+                notes.append(
+                    f"`{r.name}` is written into `{r.shares_smem_with}`'s block, row by row"
+                )
     loop_plans = _loop_plans(spec, loops, layout, dtypes, consts, loads)
     if loop_plans:
         # Results written after the loops take scoped shared memory that reuses the pipelines'.
@@ -414,6 +446,12 @@ def make_plan(
         tuple_result=spec.result_is_tuple,
         loops=loop_plans,
         row_frame=row_frame,
+        schedule=plan_schedule(
+            grid,
+            smem,
+            sum(op.smem_bytes for op in operands if op.loaded and op.loop_dim is None),
+            tuple((lp.stages, lp.smem_bytes // lp.stages) for lp in loop_plans),
+        ),
     )
     plan.check_invariants()
     return plan

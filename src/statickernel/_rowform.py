@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from . import _hardware as hw
+from ._compile_report import TARGETS
 from ._errors import ErrorContext, SharedMemoryError
 from ._layout import BlockLayout
 from ._pallas import RowFrame
@@ -32,6 +33,7 @@ __all__ = [
     "too_wide_error",
 ]
 
+_SMS = TARGETS["sm_90a"].sms
 # The block form is kept while it leaves room for this many resident blocks per SM.
 BLOCK_FORM_MIN_CTAS = 2
 # The row form aims for this many resident blocks per SM (each block's loads in flight while
@@ -159,7 +161,9 @@ def choose_rows(
     for resident in (ROW_FORM_CTAS, BLOCK_FORM_MIN_CTAS, 1):
         inside = [r for r in candidates if fits[r] * resident <= hw.SMEM_BYTES]
         if inside:
-            best = max(inside)
+            # Enough blocks for every SM first, then as many rows a block as fit.
+            busy = [r for r in inside if hw.cdiv(rows_dim.size, r) >= _SMS]
+            best = max(busy or [min(inside)])
             layout_rows = _with_rows(layout, best, frame)
             choice = RowChoice(best, frame, layout_rows, fits[best], aliases)
             choice.check_invariants()

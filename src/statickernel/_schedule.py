@@ -1,0 +1,122 @@
+"""The schedule of a launch: how its CTAs keep HBM busy.
+
+A memory-bound kernel reaches copy speed only with enough bytes of loads in flight on each SM
+(Little's law: about 4.3 TB/s times about 1 us of latency, over 132 SMs, is tens of KiB per
+SM). A CTA that copies its block in, computes and copies out has its loads in flight only
+while it waits for them; co-resident CTAs overlap one another's waits, and a pipelined loop
+keeps `stages` steps' loads in flight at once. The schedule states those figures, from the
+plan's blocks; a compile (`kernel.compile`) folds the registers into the CTAs per SM.
+"""
+
+import dataclasses
+import enum
+
+from . import _hardware as hw
+from ._compile_report import TARGETS, GpuTarget, OccupancyLimit, occupancy
+
+__all__ = ["Schedule", "ScheduleKind", "plan_schedule"]
+
+# The GPU the plan's figures are for: H100 and H200 (132 SMs).
+_TARGET = "sm_90a"
+_THREADS = 128  # one warpgroup a CTA
+
+
+class ScheduleKind(enum.StrEnum):
+    """How each CTA spends its time."""
+
+    ONE_BLOCK_PER_CTA = "one block per CTA"  # copy in, compute, copy out; CTAs overlap
+    PIPELINED_LOOPS = "pipelined loops"  # each loop of the body a software pipeline
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How a launch keeps loads in flight, on the H100/H200 figures (132 SMs)."""
+
+    kind: ScheduleKind
+    """What each CTA does: one block, or pipelined loops."""
+    ctas: int
+    """The CTAs launched: the product of the grid."""
+    stages: int
+    """Loads in flight per CTA, in steps: 1 for one block per CTA, a loop's stages."""
+    ctas_per_sm: int
+    """CTAs resident on one SM at once: what shared memory, threads and CTA slots allow (and
+    registers, after a compile), and no more than the grid gives each SM."""
+    limited_by: OccupancyLimit
+    """What bounds `ctas_per_sm`: a resource, or the grid (`OccupancyLimit.GRID`)."""
+    load_bytes_per_cta: int
+    """The bytes of loads one CTA has in flight at once."""
+    bytes_in_flight_per_sm: int
+    """`ctas_per_sm` times `load_bytes_per_cta`: the bytes of loads each SM keeps in flight."""
+    smem_bytes: int
+    """One CTA's shared memory, as the plan counts it."""
+
+    def with_registers(self, registers: int) -> "Schedule":
+        """This schedule with a compiled kernel's registers per thread counted in."""
+        return _schedule(
+            self.kind, self.ctas, self.stages, self.load_bytes_per_cta, self.smem_bytes, registers
+        )
+
+    def check_invariants(self) -> None:
+        assert self.ctas >= 1 and self.stages >= 1 and self.ctas_per_sm >= 1
+        assert self.bytes_in_flight_per_sm == self.ctas_per_sm * self.load_bytes_per_cta
+        assert self.ctas_per_sm <= TARGETS[_TARGET].ctas_per_sm
+
+    def __str__(self) -> str:
+        stages = f", {self.stages} stages" if self.stages > 1 else ""
+        return (
+            f"{self.kind.value}, {self.ctas:,} CTA{'s' if self.ctas != 1 else ''}{stages}; "
+            f"{self.ctas_per_sm} CTA{'s' if self.ctas_per_sm != 1 else ''}/SM "
+            f"(limited by {self.limited_by.value}), {_kib(self.bytes_in_flight_per_sm)} of loads "
+            f"in flight per SM"
+        )
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:,.1f} KiB" if n % 1024 else f"{n // 1024:,} KiB"
+
+
+def _schedule(
+    kind: ScheduleKind,
+    ctas: int,
+    stages: int,
+    load_bytes: int,
+    smem_bytes: int,
+    registers: int = 0,
+    target: GpuTarget | None = None,
+) -> Schedule:
+    target = target or TARGETS[_TARGET]
+    occ = occupancy(target, registers, smem_bytes, _THREADS)
+    resident, limited_by = occ.ctas_per_sm, occ.limited_by
+    per_sm = hw.cdiv(ctas, target.sms)
+    if per_sm < resident:
+        resident, limited_by = per_sm, OccupancyLimit.GRID
+    schedule = Schedule(
+        kind=kind,
+        ctas=ctas,
+        stages=stages,
+        ctas_per_sm=resident,
+        limited_by=limited_by,
+        load_bytes_per_cta=load_bytes,
+        bytes_in_flight_per_sm=resident * load_bytes,
+        smem_bytes=smem_bytes,
+    )
+    schedule.check_invariants()
+    return schedule
+
+
+def plan_schedule(
+    grid: tuple[int, ...],
+    smem_bytes: int,
+    once_bytes: int,
+    loops: tuple[tuple[int, int], ...],
+) -> Schedule:
+    """The schedule of a plan: `once_bytes` of loads copied once per CTA, and for each loop
+    its (stages, bytes of one step's loads)."""
+    ctas = 1
+    for g in grid:
+        ctas *= g
+    if not loops:
+        return _schedule(ScheduleKind.ONE_BLOCK_PER_CTA, ctas, 1, once_bytes, smem_bytes)
+    stages = max(s for s, _ in loops)
+    in_flight = once_bytes + max(s * step for s, step in loops)
+    return _schedule(ScheduleKind.PIPELINED_LOOPS, ctas, stages, in_flight, smem_bytes)
