@@ -328,7 +328,7 @@ def test_override_not_positive(value: int):
 
 @pytest.mark.parametrize("value", [np.int64(128), np.int32(128), np.uint16(128)], ids=repr)
 def test_override_of_a_numpy_int_becomes_a_python_int(value: Any):
-    plan = softmax.plan(S((300, 128), jnp.float32), BM=value)
+    plan = softmax.plan(S((300, 32), jnp.float32), BM=value)
     assert plan.grid == (3,)
     assert dict(plan.constants) == {"BM": 128} and type(dict(plan.constants)["BM"]) is int
     bound = softmax.bind(BM=value)
@@ -385,15 +385,15 @@ def test_override_over_tma_box():
 
 
 def test_whole_dim_too_wide():
-    # A whole dim is in every block; 4096 float32 columns cannot fit however it is copied
-    # (one TMA box holds 256 elements, and shared memory 232,448 B).
+    # A whole dim is in every block; one row of 262,144 float32 columns (1 MiB) cannot be held
+    # in shared memory (232,448 B), even a row at a time.
     with pytest.raises(sk.SharedMemoryError) as info:
-        softmax(jnp.ones((64, 4096), jnp.float32))
+        softmax(jnp.ones((2, 262_144), jnp.float32))
     exc = info.value
     assert exc.kernel == "softmax"
     assert "dim N" in str(exc)
-    assert "whole" in str(exc)
-    assert exc.bindings == {"M": 64, "N": 4096}
+    assert "one row" in str(exc)
+    assert exc.bindings == {"M": 2, "N": 262_144}
     assert exc.fix
 
 
@@ -410,8 +410,8 @@ def test_grid_over_cuda_limit():
 
 @pytest.mark.parametrize(
     ("shape", "overrides"),
-    [((64, 128), {"BM": 100}), ((64, 4096), {})],
-    ids=["BM=100", "N=4096"],
+    [((64, 128), {"BM": 100}), ((2, 262_144), {})],
+    ids=["BM=100", "N=262144"],
 )
 def test_plan_error_points_at_the_call(shape: tuple[int, int], overrides: dict[str, Any]):
     with pytest.raises(sk.PlanError) as info:
@@ -423,7 +423,7 @@ def test_failed_call_is_not_cached():
     for _ in range(2):
         with pytest.raises(sk.PlanError):
             softmax.plan(S((64, 128), jnp.float32), BM=100)
-    assert softmax.plan(S((64, 128), jnp.float32), BM=128).dim("M").block == 128
+    assert softmax.plan(S((64, 32), jnp.float32), BM=128).dim("M").block == 128
 
 
 # --- symbolic dims ------------------------------------------------------------------------------
@@ -496,8 +496,8 @@ def test_dim_mismatch_through_methods():
 @pytest.mark.parametrize("method", ["plan", "emit", "lower"])
 @pytest.mark.parametrize(
     ("shape", "overrides", "dim"),
-    [((64, 128), {"BM": 100}, "M"), ((64, 4096), {}, "N")],
-    ids=["BM=100", "N=4096"],
+    [((64, 128), {"BM": 100}, "M"), ((2, 262_144), {}, "N")],
+    ids=["BM=100", "N=262144"],
 )
 def test_plan_errors_through_methods(
     method: str, shape: tuple[int, int], overrides: dict[str, Any], dim: str
@@ -522,7 +522,7 @@ def test_bind_good_constant():
     k = softmax.bind(BM=128)
     assert k.consts == {"BM": 128}
     assert softmax.consts == {"BM": 64}
-    assert k.plan(S((300, 128), jnp.float32)).grid == (3,)
+    assert k.plan(S((300, 32), jnp.float32)).grid == (3,)
 
 
 @pytest.mark.parametrize("bm", [100, 512])

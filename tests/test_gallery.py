@@ -59,7 +59,7 @@ TILED_N_SHAPES = {
 WHOLE_N_SHAPES = {
     "1x200": (1, 200),  # a single row
     "33x130": (33, 130),  # f32 rows of 520 B: not TMA-addressable
-    "70x300": (70, 300),  # wider than one 256-element TMA box: copied in two
+    "70x300": (70, 300),  # bf16: wider than one TMA box, copied in two; f32: the row form
 }
 
 
@@ -148,32 +148,59 @@ def test_tiled_n_has_no_width_limit(dtype: Any) -> None:
     check_against_reference("add", make_args("add", 3, 5000, dtype))
 
 
-@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+# Model widths, as a user calls the unchanged kernels: a decode step (M = 1), fewer rows than
+# any block, ragged rows, and rows up to 16384 f32 and 32768 bf16 wide. Past about 450 f32
+# columns the 64-row blocks no longer fit, and the rows take the row form.
+MODEL_WIDTHS = {
+    "f32-1x1024": (1, 1024, F32),
+    "f32-3x450": (3, 450, F32),
+    "f32-1000x777": (1000, 777, F32),  # rows of 3108 B: padded on the host
+    "f32-64x4095": (64, 4095, F32),
+    "f32-3x8192": (3, 8192, F32),
+    "f32-5x16384": (5, 16384, F32),
+    "bf16-77x4096": (77, 4096, BF16),
+    "bf16-17x4095": (17, 4095, BF16),  # rows of 8190 B: padded on the host
+    "bf16-2x32768": (2, 32768, BF16),
+}
+
+
+@pytest.mark.parametrize(("m", "n", "dtype"), MODEL_WIDTHS.values(), ids=list(MODEL_WIDTHS))
 @pytest.mark.parametrize("name", WHOLE_N)
-def test_whole_n_too_wide_for_shared_memory(name: str, dtype: Any) -> None:
-    """A whole N wider than one TMA box is copied in several, until the blocks overflow SMEM."""
-    args = make_args(name, 70, 2000, dtype)
+def test_whole_rows_at_model_widths(name: str, m: int, n: int, dtype: Any) -> None:
+    check_against_reference(name, make_args(name, m, n, dtype))
+
+
+@pytest.mark.parametrize("name", WHOLE_N)
+def test_a_row_too_wide_for_one_pass_says_how_to_stream_it(name: str) -> None:
+    """One row of 262,144 f32 (1 MiB) cannot be held on chip: the fix is the loop rewrite."""
+    args = make_args(name, 2, 262_144, F32)
     kernel = KERNELS[name]
     cached = len(kernel._cache)
     with pytest.raises(sk.SharedMemoryError) as info:
-        kernel(*args)
+        kernel.plan(*args)
     err = info.value
     assert err.kernel == name
-    assert err.bindings == {"M": 70, "N": 2000}
-    assert "shared memory" in err.what
+    assert err.bindings == {"M": 2, "N": 262_144}
+    assert err.dim == "N"
+    assert "one row of N=262144" in err.what
     assert "232,448" in str(err.expected)
-    assert err.fix
-    # The same error from the plan, and no half-built specialization left behind.
+    assert err.fix is not None
+    assert 'loop={"N": "BN"}' in err.fix and 'sk.map_blocks("N"' in err.fix
+    assert "softmax_online" in err.fix
+    # The same error from a call, and no half-built specialization left behind.
     with pytest.raises(sk.SharedMemoryError):
-        kernel.plan(*args)
+        kernel(*args)
     assert len(kernel._cache) == cached
 
 
 # --- any shape ---------------------------------------------------------------------------------
 
 M_SIZES = st.integers(1, 300)
-# Whole N up to 256 is one TMA box; wider rows are covered by the fixed shapes above.
+# Whole N up to 256 is one TMA box; wider rows are covered by the fixed shapes above, and by
+# the row form's own strategy below.
 N_SIZES = st.integers(1, 256)
+ROW_FORM_M = st.integers(1, 70)
+ROW_FORM_N = st.integers(300, 3000)
 
 
 @given(m=M_SIZES, n=N_SIZES)
@@ -189,3 +216,8 @@ def test_layernorm_any_shape(m: int, n: int) -> None:
 @given(m=M_SIZES, n=N_SIZES)
 def test_add_any_shape(m: int, n: int) -> None:
     check_against_reference("add", make_args("add", m, n, F32))
+
+
+@given(m=ROW_FORM_M, n=ROW_FORM_N, name=st.sampled_from(WHOLE_N), bf16=st.booleans())
+def test_whole_rows_any_width(m: int, n: int, name: str, bf16: bool) -> None:
+    check_against_reference(name, make_args(name, m, n, BF16 if bf16 else F32))

@@ -118,20 +118,34 @@ def test_lowering_with_different_constants_differs() -> None:
 
 
 def test_lower_refuses_a_plan_over_shared_memory() -> None:
-    """BM=128 with 256 f32 columns needs 2 x 128 KiB of blocks: checked before lowering."""
-    x = jax.ShapeDtypeStruct((1000, 256), jnp.float32)
+    """BM=256 and BN=256 with three f32 blocks need 768 KiB: checked before lowering."""
+    x = jax.ShapeDtypeStruct((1000, 1000), jnp.float32)
     with pytest.raises(sk.SharedMemoryError) as info:
-        softmax.lower(x, BM=128)
+        add.lower(x, x, BM=256, BN=256)
     assert "shared memory" in info.value.what
     assert info.value.fix
 
 
-def test_lower_refuses_whole_n_too_wide_for_shared_memory() -> None:
-    x = jax.ShapeDtypeStruct((1000, 2000), jnp.float32)
+def test_lower_refuses_a_row_too_wide_for_shared_memory() -> None:
+    x = jax.ShapeDtypeStruct((1000, 100_000), jnp.float32)
     with pytest.raises(sk.SharedMemoryError) as info:
         softmax.lower(x)
     assert "shared memory" in info.value.what
-    assert info.value.bindings == {"M": 1000, "N": 2000}
+    assert info.value.bindings == {"M": 1000, "N": 100_000}
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "rows"),
+    [((1000, 256), F32, 4), ((1000, 2000), F32, 4), ((300, 16384), F32, 1), ((5, 32768), BF16, 1)],
+)
+def test_wide_rows_cross_lower_in_the_row_form(
+    shape: tuple[int, int], dtype: Any, rows: int
+) -> None:
+    """Rows too wide for 64-row blocks (even with BM=128 asked for) take the row form."""
+    x = jax.ShapeDtypeStruct(shape, dtype)
+    assert_mosaic_gpu(softmax.lower(x, BM=128))
+    plan = softmax.plan(x, BM=128, backend="mosaic_gpu")
+    assert plan.form is sk.Form.ROWS and plan.dim("M").block == rows
 
 
 @pytest.mark.parametrize(

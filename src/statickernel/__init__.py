@@ -37,12 +37,14 @@ from ._errors import (
     ToolchainError,
     UnsupportedOpError,
 )
-from ._ir import Kind, LoopMode
+from ._ir import Form, Kind, LoopMode
 from ._kernel import Kernel, Specialization, kernel
 from ._loops import dot, loop, map_blocks
 from ._ops import max, min, sum
+from ._pallas import RowFrame
 from ._pipeline import LoopPlan, PlannedDot
 from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
+from ._schedule import Schedule, ScheduleKind
 from ._spec import Const
 from ._tile import Tile, dim, load
 
@@ -66,6 +68,7 @@ __all__ = [
     "DotLayoutError",
     "DotShapeError",
     "DtypeError",
+    "Form",
     "GridLimitError",
     "HardwareLimitError",
     "HardwareRuleError",
@@ -87,6 +90,9 @@ __all__ = [
     "PlannedDot",
     "ResultMismatchError",
     "Role",
+    "RowFrame",
+    "Schedule",
+    "ScheduleKind",
     "ShapeError",
     "SharedMemoryError",
     "Specialization",

@@ -145,7 +145,7 @@ def _compile(
     interpreted = phase is Phase.CALL and backend == "interpret"
     translation = _translate(spec, trace, layout, interpreted)
     _check_loops(spec, translation, layout, options, ctx)
-    row_frame, aliases = None, None
+    row_frame, aliases, block_form_smem = None, None, 0
     if phase is Phase.CALL:
         rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)))
         if rows is not None:
@@ -155,7 +155,7 @@ def _compile(
                 raise too_wide_error(spec, layout, rows, ctx)
             if in_rows is not None and isinstance(rows, RowChoice):
                 layout, translation, row_frame = rows.layout, in_rows, rows.frame
-                aliases = rows.aliases
+                aliases, block_form_smem = rows.aliases, rows.block_form_smem
     plan = source = None
     if phase is Phase.CALL or spec.loop:
         plan = make_plan(
@@ -170,6 +170,7 @@ def _compile(
             loops=translation.loops,
             row_frame=row_frame,
             aliases=aliases,
+            block_form_smem=block_form_smem,
         )
     if phase is Phase.CALL:
         assert plan is not None

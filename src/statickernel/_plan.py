@@ -310,6 +310,7 @@ def make_plan(
     loops: tuple[LoopBlock, ...] = (),
     row_frame: RowFrame | None = None,
     aliases: Mapping[str, str] | None = None,
+    block_form_smem: int = 0,
 ) -> LaunchPlan:
     """The launch of one specialization: the layout's grid and blocks, each operand's array,
     block and fill, its loops' pipelines with theirs, and the shared memory all of that takes.
@@ -384,10 +385,16 @@ def make_plan(
             )
     if row_frame is not None:
         const = spec.tile_map[spec.rows]
+        room = (
+            "more than a block has"
+            if block_form_smem > hw.SMEM_BYTES
+            else "room for one block per SM"
+        )
         notes.append(
             f"whole rows of {sizes[spec.cols or '']} take the row form: blocks of "
-            f"{consts[const]} rows ({const}={consts[const]}) would leave room for fewer than 2 "
-            f"blocks per SM; {layout.dim(spec.rows).block} rows a block keep more resident"
+            f"{consts[const]} rows ({const}={consts[const]}) would need {block_form_smem:,} B of "
+            f"shared memory ({room}); {layout.dim(spec.rows).block} row(s) a block, computed a "
+            "row at a time, keep more resident"
         )
         for r in results:
             if r.shares_smem_with is not None:
@@ -450,7 +457,10 @@ def make_plan(
             grid,
             smem,
             sum(op.smem_bytes for op in operands if op.loaded and op.loop_dim is None),
-            tuple((lp.stages, lp.smem_bytes // lp.stages) for lp in loop_plans),
+            tuple(
+                (lp.stages, sum(block_bytes(spec, n, layout, dtypes) for n in lp.operands))
+                for lp in loop_plans
+            ),
         ),
     )
     plan.check_invariants()

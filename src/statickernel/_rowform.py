@@ -36,6 +36,8 @@ __all__ = [
 _SMS = TARGETS["sm_90a"].sms
 # The block form is kept while it leaves room for this many resident blocks per SM.
 BLOCK_FORM_MIN_CTAS = 2
+# Rows this many times narrower than their padded vector keep the block form when it fits.
+MAX_ROW_PADDING = 2
 # The row form aims for this many resident blocks per SM (each block's loads in flight while
 # another computes); with fewer, the widest rows still run, one block at a time.
 ROW_FORM_CTAS = 3
@@ -51,6 +53,8 @@ class RowChoice:
     smem_bytes: int
     aliases: Mapping[str, str]
     """Result -> the operand whose shared-memory block it is written into, row by row."""
+    block_form_smem: int
+    """The shared memory the block form's blocks would need: why the row form was taken."""
 
     def check_invariants(self) -> None:
         self.frame.check_invariants()
@@ -127,10 +131,11 @@ def _with_rows(layout: BlockLayout, rows: int, frame: RowFrame) -> BlockLayout:
 def choose_rows(
     spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], loaded: set[str]
 ) -> RowChoice | TooWide | None:
-    """The row form for this call, or None when the block form suits it: a candidate spec
-    whose block-form blocks leave room for fewer than two blocks per SM takes it, with the
-    most rows (at most the tiling constant's block) that keep three blocks resident, else two,
-    else one. `TooWide` when even one row does not fit."""
+    """The row form for this call, or None when the block form suits it. A candidate spec
+    takes it when its block-form blocks do not fit in shared memory, or leave room for only
+    one block per SM while the row pads to at most twice its width. Its blocks have as many
+    rows as make a block for every SM, at most the tiling constant's block, and keep three
+    blocks resident (else two, else one). `TooWide` when even one row does not fit."""
     if not row_candidate(spec):
         return None
     assert spec.cols is not None
@@ -146,6 +151,11 @@ def choose_rows(
     ):
         return None
     frame = _frame(spec, cols_dim.size, dtypes)
+    fits_block_form = block_form <= hw.SMEM_BYTES
+    if fits_block_form and frame.width > MAX_ROW_PADDING * cols_dim.size:
+        # A narrow row padded to a warpgroup of vectors wastes most of the row form's work;
+        # the block form, which fits, does better even one block an SM.
+        return None
     aliases = row_aliases(spec, dtypes, loaded)
     held = {r.name for r in spec.results} - set(aliases)
     most = min(rows_dim.block, rows_dim.size)
@@ -165,7 +175,7 @@ def choose_rows(
             busy = [r for r in inside if hw.cdiv(rows_dim.size, r) >= _SMS]
             best = max(busy or [min(inside)])
             layout_rows = _with_rows(layout, best, frame)
-            choice = RowChoice(best, frame, layout_rows, fits[best], aliases)
+            choice = RowChoice(best, frame, layout_rows, fits[best], aliases, block_form)
             choice.check_invariants()
             return choice
     return TooWide(fits[1], frame)
@@ -178,22 +188,24 @@ def too_wide_error(
     assert spec.cols is not None
     cols, rows = spec.cols, spec.rows
     size = layout.dim(cols).size
+    x = next(o.name for o in spec.operands if o.dims == (rows, cols))
     return ctx.error(
         SharedMemoryError,
-        f"one row of {cols}={size} needs {wide.smem_bytes:,} B of shared memory (its input and "
-        f"output blocks), over the {hw.SMEM_BYTES:,} B a block has, so the row cannot be held "
+        f"one row of {cols}={size} needs {wide.smem_bytes:,} B of shared memory (its blocks, a "
+        f"row at a time), over the {hw.SMEM_BYTES:,} B a block has, so the row cannot be held "
         "on chip in one pass",
         dim=cols,
         expected=f"<= {hw.SMEM_BYTES:,} B for one row",
         actual=f"{wide.smem_bytes:,} B at {cols}={size}",
         fix=(
-            f'stream the row: declare loop={{"{cols}": "B{cols}"}} with B{cols}: sk.Const[int] '
-            f"= 256, fold each row's statistics over the row's blocks with sk.loop({cols!r}, "
-            f"step, init=...), then write the result block by block with sk.map_blocks("
-            f"{cols!r}, fn), as examples/softmax_online.py does for a softmax:\n"
-            f"    row_max, row_sum = sk.loop({cols!r}, statistics, init=(jnp.full((B{rows},), "
-            "-jnp.inf, jnp.float32), jnp.zeros((B" + rows + ",), jnp.float32)))\n"
-            f"    return sk.map_blocks({cols!r}, lambda: jnp.exp(sk.load(x).astype(jnp.float32)"
+            f"stream the row: walk dim {cols} in blocks, with "
+            f'loop={{"{cols}": "B{cols}"}} and `B{cols}: sk.Const[int] = 256` in the decorator; '
+            f'in the body, sk.loop("{cols}", step, init) folds its blocks into per-row values '
+            f'and sk.map_blocks("{cols}", fn) writes each result block, as '
+            "examples/softmax_online.py does for a softmax:\n"
+            f'    row_max, row_sum = sk.loop("{cols}", statistics, init=(jnp.full((B{rows},), '
+            f"-jnp.inf, jnp.float32), jnp.zeros((B{rows},), jnp.float32)))\n"
+            f'    return sk.map_blocks("{cols}", lambda: jnp.exp(sk.load({x}).astype(jnp.float32)'
             " - row_max[:, None]) / row_sum[:, None])"
         ),
     )

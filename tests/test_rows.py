@@ -1,0 +1,178 @@
+"""The row form and the schedule: which form a specialization takes, what its plan says, and
+the source it runs.
+
+The numbers themselves are checked against the references in tests/test_gallery.py (model
+widths, and a hypothesis strategy over the row form's widths); here the plans are read at the
+shapes of an H200 run, which need no data.
+"""
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jaxtyping import Array, Float
+
+import statickernel as sk
+from add import add
+from layernorm import layernorm
+from rmsnorm import rmsnorm
+from row_sum import row_sum
+from softmax import softmax
+
+F32, BF16 = jnp.float32, jnp.bfloat16
+KIB = 1024
+
+
+def _structs(*specs: tuple[tuple[int, ...], Any]) -> list[jax.ShapeDtypeStruct]:
+    return [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in specs]
+
+
+# The GPU check's shapes, as an H200 run takes them.
+H200_SHAPES: dict[str, tuple[sk.Kernel[..., Any], list[jax.ShapeDtypeStruct]]] = {
+    "add-8192x8192": (add, _structs(((8192, 8192), F32), ((8192, 8192), F32))),
+    "softmax-16384x1024": (softmax, _structs(((16384, 1024), F32))),
+    "softmax-16384x8192": (softmax, _structs(((16384, 8192), F32))),
+    "rmsnorm-16384x4096-bf16": (rmsnorm, _structs(((16384, 4096), BF16), ((4096,), BF16))),
+    "layernorm-16384x1024": (
+        layernorm,
+        _structs(((16384, 1024), F32), ((1024,), F32), ((1024,), F32)),
+    ),
+    "row_sum-16384x1024": (row_sum, _structs(((16384, 1024), F32))),
+}
+
+
+@pytest.mark.parametrize(("kernel", "args"), H200_SHAPES.values(), ids=list(H200_SHAPES))
+def test_memory_bound_kernels_keep_64_kib_of_loads_in_flight_per_sm(
+    kernel: sk.Kernel[..., Any], args: list[jax.ShapeDtypeStruct]
+) -> None:
+    plan = kernel.plan(*args)
+    schedule = plan.schedule
+    assert schedule is not None
+    schedule.check_invariants()
+    assert schedule.bytes_in_flight_per_sm >= 64 * KIB, str(schedule)
+    assert schedule.ctas == math.prod(plan.grid)
+    assert schedule.ctas_per_sm >= 2, str(schedule)
+    assert f"schedule: {schedule}" in str(plan)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "args", "rows"),
+    [
+        (softmax, _structs(((16384, 1024), F32)), 16),
+        (rmsnorm, _structs(((16384, 4096), BF16), ((4096,), BF16)), 8),
+        (layernorm, _structs(((16384, 1024), F32), ((1024,), F32), ((1024,), F32)), 16),
+        (row_sum, _structs(((16384, 1024), F32)), 16),
+        # Fewer rows than SMs would fill: one row a block, one block an SM.
+        (softmax, _structs(((1, 16384), F32)), 1),
+        (softmax, _structs(((1000, 777), F32)), 4),
+    ],
+)
+def test_wide_rows_take_the_row_form(
+    kernel: sk.Kernel[..., Any], args: list[jax.ShapeDtypeStruct], rows: int
+) -> None:
+    plan = kernel.plan(*args)
+    assert plan.form is sk.Form.ROWS
+    assert plan.row_frame is not None
+    plan.row_frame.check_invariants()
+    m, n = args[0].shape
+    assert plan.dim("M").block == rows
+    assert plan.grid == (-(-m // rows),)
+    assert plan.row_frame.width >= n and plan.row_frame.width % (128 * plan.row_frame.vector) == 0
+    # 16 bytes of the narrowest dtype a thread.
+    narrowest = min(jnp.dtype(a.dtype).itemsize for a in args)
+    assert plan.row_frame.vector == 16 // narrowest
+    assert "form: rows" in str(plan)
+    assert any("take the row form" in note for note in plan.notes)
+    assert plan.smem_bytes <= 232_448
+
+
+def test_narrow_rows_keep_the_block_form() -> None:
+    plan = softmax.plan(*_structs(((1000, 100), F32)))
+    assert plan.form is sk.Form.BLOCK
+    assert plan.row_frame is None
+    assert plan.dim("M").block == 64
+    assert "form: rows" not in str(plan)
+
+
+def test_a_result_of_its_operands_shape_and_dtype_shares_its_block() -> None:
+    plan = softmax.plan(*_structs(((16384, 1024), F32)))
+    assert plan.results[0].shares_smem_with == "x"
+    assert plan.results[0].smem_bytes == 0
+    # bf16 in, f32 out: no operand to share with.
+    plan = row_sum.plan(*_structs(((64, 4096), BF16)))
+    assert plan.results[0].shares_smem_with is None
+
+
+def test_a_per_row_result_goes_out_in_16_byte_slots() -> None:
+    plan = row_sum.plan(*_structs(((5, 16384), F32)))
+    result = plan.results[0]
+    assert plan.dim("M").block == 1
+    assert result.shape == (5,)
+    assert result.gmem_shape == (5, 4)  # one 16-byte slot of f32 a row
+    source = row_sum.emit(*_structs(((5, 16384), F32)))
+    assert "result_smem[r, 0] = " in source
+    assert "return result[:5, 0]" in source
+
+
+def test_the_row_forms_copies_stay_inside_the_array() -> None:
+    """Every copy is a bulk copy promised in bounds: rows past the edge read the last row
+    again and are never stored; a row that is not whole 128-byte pieces ends with one that
+    overlaps the piece before it."""
+    source = softmax.emit(*_structs(((1001, 1000), F32)))
+    assert softmax.plan(*_structs(((1001, 1000), F32))).dim("M").block == 4
+    assert "row = jnp.minimum(row_start + r, 1000)" in source
+    assert "@pl.when(row < 1001)" in source
+    assert "x_gmem.at[row, pl.ds(0, 992)]" in source
+    assert "x_gmem.at[row, pl.ds(968, 32)]" in source
+    assert source.count("oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS") == 2
+    assert "wait_smem_to_gmem(0, wait_read_only=True)" in source
+    assert "plgpu.Layout.WG_STRIDED((1024,), 4)" in source
+    # Whole blocks need neither the clamp nor the guard.
+    whole = softmax.emit(*_structs(((16, 1024), F32)))
+    assert "jnp.minimum" not in whole and "pl.when" not in whole
+
+
+@sk.kernel(tile={"M": "BM"})
+def _centered(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    v = sk.load(x)
+    return v - jnp.mean(v, axis=0, keepdims=True)
+
+
+def test_a_body_that_mixes_rows_keeps_the_block_form() -> None:
+    """A reduction over the rows cannot be taken a row at a time: the block form's limit
+    stands, with its error, never a wrong number."""
+    assert _centered.plan(*_structs(((64, 128), F32))).form is sk.Form.BLOCK
+    with pytest.raises(sk.SharedMemoryError):
+        _centered.plan(*_structs(((64, 4096), F32)))
+
+
+def test_the_schedule_of_a_loop_kernel_counts_its_stages() -> None:
+    from softmax_online import softmax_online
+
+    plan = softmax_online.plan(*_structs(((4096, 100_000), F32)))
+    schedule = plan.schedule
+    assert schedule is not None
+    assert schedule.kind is sk.ScheduleKind.PIPELINED_LOOPS
+    assert schedule.stages == 2
+    step = 64 * 256 * 4  # one (BM, BN) f32 block of x
+    assert schedule.load_bytes_per_cta == 2 * step
+    assert schedule.bytes_in_flight_per_sm == schedule.ctas_per_sm * 2 * step
+
+
+def test_a_grid_smaller_than_the_gpu_is_limited_by_the_grid() -> None:
+    schedule = softmax.plan(*_structs(((1, 1024), F32))).schedule
+    assert schedule is not None
+    assert schedule.ctas == 1 and schedule.ctas_per_sm == 1
+    assert schedule.limited_by is sk.OccupancyLimit.GRID
+    assert "limited by the grid" in str(schedule)
+
+
+def test_registers_fold_into_the_schedule() -> None:
+    schedule = softmax.plan(*_structs(((16384, 1024), F32))).schedule
+    assert schedule is not None
+    heavy = schedule.with_registers(255)  # 255 x 128 threads: two CTAs' worth of registers
+    assert heavy.ctas_per_sm == 2
+    assert heavy.limited_by is sk.OccupancyLimit.REGISTERS
+    assert heavy.bytes_in_flight_per_sm == 2 * schedule.load_bytes_per_cta
