@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _hardware as hw
+from ._cost import Cost
 from ._errors import ErrorContext, SharedMemoryError
 from ._ir import Kind
 from ._layout import BlockLayout, DimLayout, quantum
@@ -131,6 +132,9 @@ class LaunchPlan:
     """Whether the kernel returns a tuple of results."""
     loops: tuple[LoopPlan, ...] = ()
     """The body's loops, in order: one software pipeline each."""
+    cost: Cost | None = None
+    """The call's HBM bytes, arithmetic and roofline floor on an H200; None until the compile
+    path sets it, at the call."""
 
     def dim(self, name: str) -> DimLayout:
         """The plan of the dim called `name`."""
@@ -224,6 +228,8 @@ class LaunchPlan:
                 f"{dots}; {loop.smem_bytes:,} B while it runs"
             )
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
+        if self.cost is not None:
+            lines.append(f"  cost: {self.cost}")
         if self.notes:
             lines.append("  notes:")
             lines.extend(f"    - {note}" for note in self.notes)
