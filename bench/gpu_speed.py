@@ -21,7 +21,7 @@ from gpu_settings import (
 from report import Table, describe_error
 from timing import Timing, ratio, time_side_by_side
 
-__all__ = ["measure_copy", "measure_matmul", "measure_speed"]
+__all__ = ["floor_fraction", "measure_copy", "measure_matmul", "measure_speed"]
 
 
 def measure_copy(settings: Settings) -> dict[str, Any]:
@@ -75,6 +75,7 @@ def measure_kernel_speed(
     sk_t, hand_t, xla_t = (timings.get(k) for k in ("statickernel", "handwritten", "xla"))
     gb_s = moved / sk_t.median_s / 1e9 if sk_t else None
     plan = subject.kernel.plan(*args, backend=settings.backend)
+    floor_s = plan.cost.floor_seconds if plan.cost is not None else None
     return {
         "kernel": subject.name,
         "shape": [m, n],
@@ -87,6 +88,8 @@ def measure_kernel_speed(
         "handwritten_gb_per_s": moved / hand_t.median_s / 1e9 if hand_t else None,
         "xla_gb_per_s": moved / xla_t.median_s / 1e9 if xla_t else None,
         "sk_copy_fraction": gb_s / copy_gb_s if gb_s else None,
+        "floor_us": floor_s * 1e6 if floor_s is not None else None,
+        "floor_fraction": floor_fraction(floor_s, sk_t),
         "grid": list(plan.grid),
         "plan_notes": list(plan.notes),
         "errors": errors,
@@ -96,6 +99,13 @@ def measure_kernel_speed(
 
 def _ratio(a: Timing | None, b: Timing | None) -> float | None:
     return ratio(a, b) if a is not None and b is not None else None
+
+
+def floor_fraction(floor_s: float | None, measured: Timing | None) -> float | None:
+    """The plan's roofline floor over the measured time: 1 at the floor, less above it."""
+    if floor_s is None or measured is None or not measured.median_s:
+        return None
+    return floor_s / measured.median_s
 
 
 def measure_speed(
@@ -113,10 +123,12 @@ def measure_speed(
             "XLA / sk",
             "sk GB/s",
             "of copy",
+            "of floor",
         ],
         f"sk / hand: time ratio, goal <= {GOAL_VS_HANDWRITTEN}. XLA / sk: speed-up over XLA, "
         f"goal > 1 for {', '.join(BEATS_XLA)}. of copy: sk bandwidth (bytes read + written) "
-        f"over the copy bandwidth, goal >= {GOAL_COPY_FRACTION}.",
+        f"over the copy bandwidth, goal >= {GOAL_COPY_FRACTION}. of floor: the plan's roofline "
+        "floor (plan.cost.floor_seconds) over sk's time; 1 is as fast as the H200's peaks allow.",
     )
     ragged_table = Table(
         "Ragged against aligned (one row short)",
@@ -131,14 +143,14 @@ def measure_speed(
         for label, rows_m in (("aligned", m), ("ragged", m - 1)):
             if budget.spent():
                 rows.append({"kernel": subject.name, "case": label, "skipped": "time budget"})
-                speed.add(subject.name, f"{rows_m}x{n}", "skipped", *[None] * 6)
+                speed.add(subject.name, f"{rows_m}x{n}", "skipped", *[None] * 7)
                 continue
             print(f"  .. speed: {subject.name} {rows_m}x{n}", flush=True)
             try:
                 measured = measure_kernel_speed(subject, rows_m, n, settings, copy["gb_per_s"])
             except Exception as exc:  # e.g. a launch that fails after compiling: keep going
                 rows.append({"kernel": subject.name, "case": label, "error": describe_error(exc)})
-                speed.add(subject.name, f"{rows_m}x{n}", "raised", *[None] * 6)
+                speed.add(subject.name, f"{rows_m}x{n}", "raised", *[None] * 7)
                 continue
             row = {"case": label, **measured}
             rows.append(row)
@@ -154,6 +166,7 @@ def measure_speed(
                 row["xla_over_sk"],
                 row["sk_gb_per_s"],
                 row["sk_copy_fraction"],
+                row["floor_fraction"],
             )
         if len(pair) == 2 and pair["aligned"]["sk_gb_per_s"] and pair["ragged"]["sk_gb_per_s"]:
             cost = pair["aligned"]["sk_gb_per_s"] / pair["ragged"]["sk_gb_per_s"]
@@ -183,10 +196,19 @@ def measure_matmul(settings: Settings, budget: Budget) -> tuple[list[dict], Tabl
     matmul = example_module("matmul").matmul
     table = Table(
         "Matmul (bf16 in, f32 out): statickernel against jnp.dot",
-        ["size", "jnp.dot us", "sk us", "dot TFLOP/s", "sk TFLOP/s", "sk / dot throughput", "ok"],
+        [
+            "size",
+            "jnp.dot us",
+            "sk us",
+            "dot TFLOP/s",
+            "sk TFLOP/s",
+            "sk / dot throughput",
+            "of floor",
+            "ok",
+        ],
         f"Goal: >= {GOAL_MATMUL_FRACTION:.0%} of jnp.dot's throughput at 4096^3, and the ragged "
         f"size within {GOAL_RAGGED - 1:.0%} of the aligned one. Default constants "
-        "(BM=BN=128, BK=64, stages=4).",
+        "(BM=BN=128, BK=64, stages=4). of floor: the plan's roofline floor over sk's time.",
     )
     rows = []
     for size in settings.matmul_sizes:
@@ -218,16 +240,20 @@ def measure_matmul(settings: Settings, budget: Budget) -> tuple[list[dict], Tabl
             row["error"] = describe_error(exc)
             row["passed"] = False
             rows.append(row)
-            table.add(f"{size}^3", None, None, None, None, None, "error")
+            table.add(f"{size}^3", None, None, None, None, None, None, "error")
             continue
         flops = 2 * size**3
         dot_s, sk_s = timings["dot"].median_s, timings["statickernel"].median_s
+        cost = matmul.plan(a, b, backend=settings.backend).cost
+        floor_s = cost.floor_seconds if cost is not None else None
         row.update(
             jnp_dot_us=timings["dot"].median_us,
             statickernel_us=timings["statickernel"].median_us,
             dot_tflop_per_s=flops / dot_s / 1e12,
             sk_tflop_per_s=flops / sk_s / 1e12,
             sk_fraction_of_dot=dot_s / sk_s,
+            floor_us=floor_s * 1e6 if floor_s is not None else None,
+            floor_fraction=floor_fraction(floor_s, timings["statickernel"]),
             timing={k: t.to_json() for k, t in timings.items()},
         )
         rows.append(row)
@@ -238,6 +264,7 @@ def measure_matmul(settings: Settings, budget: Budget) -> tuple[list[dict], Tabl
             row["dot_tflop_per_s"],
             row["sk_tflop_per_s"],
             row["sk_fraction_of_dot"],
+            row["floor_fraction"],
             "yes" if row["passed"] else "NO",
         )
     timed = [r for r in rows if "statickernel_us" in r]

@@ -58,17 +58,21 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
         assert row["errors"] == {}, row
         assert row["median_us"].keys() == {"statickernel", "handwritten", "xla"}
         assert row["shape"][0] % 64 == (0 if row["case"] == "aligned" else 63)
+        # The plan's roofline floor over the measured time: far below 1 on the interpreter.
+        assert row["floor_us"] > 0 and row["floor_fraction"] > 0
     assert all("ragged_cost" in r for r in speed if r["case"] == "ragged")
     assert [r["size"] for r in data["matmul"]] == [128, 127]
     for row in data["matmul"]:
         assert row["passed"], row
         assert row["sk_fraction_of_dot"] > 0
+        assert row["floor_us"] > 0 and row["floor_fraction"] > 0
     assert "ragged_cost" in data["matmul"][1]
     assert {"copy_fraction", "faster_than_xla", "sk_over_handwritten", "ragged_cost"} <= data[
         "goals"
     ].keys()
     for heading in ("Correctness", "Speed", "Ragged against aligned", "Matmul"):
         assert f"### {heading}" in markdown
+    assert markdown.count("| of floor |") == 2  # the speed and matmul tables
 
 
 @pytest.mark.skipif(_has_cuda(), reason="this machine has a CUDA device")

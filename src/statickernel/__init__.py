@@ -3,6 +3,7 @@
 from . import testing
 from ._backend import BACKENDS, backend, default_backend, set_backend
 from ._compile_report import CompileReport, Occupancy, OccupancyLimit
+from ._cost import Bound, Cost
 from ._errors import (
     AnnotationError,
     BackendError,
@@ -56,12 +57,14 @@ __all__ = [
     "BackendError",
     "BlockAlignmentError",
     "BodyError",
+    "Bound",
     "CallError",
     "CompileError",
     "CompileReport",
     "CompileTargetError",
     "Const",
     "ConstantError",
+    "Cost",
     "DeclarationError",
     "DimPlan",
     "DotDtypeError",

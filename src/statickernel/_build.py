@@ -23,6 +23,7 @@ from . import _hardware as hw
 from ._binding import Binding
 from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
+from ._cost import plan_cost
 from ._errors import (
     ErrorContext,
     LoopOperandError,
@@ -174,6 +175,7 @@ def _compile(
         )
     if phase is Phase.CALL:
         assert plan is not None
+        plan = dataclasses.replace(plan, cost=plan_cost(plan, trace))
         source = generate_source(plan, translation)
     return Compiled(layout, trace, translation, plan, source)
 

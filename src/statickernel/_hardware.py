@@ -27,6 +27,13 @@ SMEM_BUFFER_ALIGN = 1024
 SMEM_RESERVED_BYTES = 2048
 # A copy moves a whole number of 128-byte chunks: one byte per thread of the warpgroup.
 COPY_BYTES_QUANTUM = 128
+# The H200's rooflines, as measured rather than as rated: what a `Cost` floor divides by.
+# HBM: a device-to-device copy (bytes read + written per second).
+HBM_BYTES_PER_S = 4.3e12
+# The tensor cores: a cuBLAS bfloat16 matmul (flop per second).
+DOT_FLOPS_PER_S = 790e12
+# The CUDA cores: float32 arithmetic (flop per second).
+VECTOR_FLOPS_PER_S = 67e12
 
 # Dtypes that statickernel moves with TMA and computes on in registers, in the order it prefers
 # when an annotation allows several (used for the import-time trace).

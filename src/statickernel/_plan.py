@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _hardware as hw
+from ._cost import Cost
 from ._errors import ErrorContext, SharedMemoryError
 from ._ir import Form, Kind
 from ._layout import BlockLayout, DimLayout, quantum
@@ -144,6 +145,9 @@ class LaunchPlan:
     schedule: Schedule | None = None
     """How the launch keeps loads in flight: its kind, CTAs, stages, CTAs per SM and bytes of
     loads in flight per SM (set by `make_plan`)."""
+    cost: Cost | None = None
+    """The call's HBM bytes, arithmetic and roofline floor on an H200; None until the compile
+    path sets it, at the call."""
 
     @property
     def form(self) -> Form:
@@ -272,6 +276,8 @@ class LaunchPlan:
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
         if self.schedule is not None:
             lines.append(f"  schedule: {self.schedule}")
+        if self.cost is not None:
+            lines.append(f"  cost: {self.cost}")
         if self.notes:
             lines.append("  notes:")
             lines.extend(f"    - {note}" for note in self.notes)
