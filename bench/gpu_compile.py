@@ -53,13 +53,19 @@ ROWS: tuple[Row, ...] = (
     # Tiled both ways: the GPU check's speed shape, and one row and column fewer.
     Row("add", "add", _tile(8192, 4096, "float32", 2)),
     Row("add", "add", _tile(8191, 4095, "float32", 2)),
+    Row("add", "add", _tile(8192, 8192, "float32", 2)),
     Row("scale_bias", "scale_bias", (((8192, 4096), "float32"), ((4096,), "float32"))),
     Row("scale_bias", "scale_bias", (((8191, 4095), "float32"), ((4095,), "float32"))),
     # Whole rows: the GPU check's shape, and the widths models use.
     Row("softmax", "softmax", _tile(65536, 256, "float32")),
     Row("softmax", "softmax", _tile(16384, 1024, "float32")),
+    Row("softmax", "softmax", _tile(16384, 4096, "float32")),
+    Row("softmax", "softmax", _tile(16384, 8192, "float32")),
+    Row("softmax", "softmax", _tile(16383, 4095, "float32")),
+    Row("softmax", "softmax", _tile(4096, 16384, "float32")),
     Row("rmsnorm", "rmsnorm", (((65536, 256), "float32"), ((256,), "float32"))),
     Row("rmsnorm", "rmsnorm", (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"))),
+    Row("rmsnorm", "rmsnorm", (((16384, 8192), "bfloat16"), ((8192,), "bfloat16"))),
     Row(
         "layernorm",
         "layernorm",
@@ -72,6 +78,7 @@ ROWS: tuple[Row, ...] = (
     ),
     Row("row_sum", "row_sum", _tile(65536, 256, "float32")),
     Row("row_sum", "row_sum", _tile(16384, 1024, "float32")),
+    Row("row_sum", "row_sum", _tile(4096, 16384, "float32")),
     # Loops: rows streamed block by block, and the matmuls at the GPU check's sizes.
     Row("softmax_online", "softmax_online", _tile(4096, 100_000, "float32")),
     Row(
@@ -114,19 +121,23 @@ def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = [
         "| kernel | operands | registers | spills (B) | SMEM (B) | CTAs/SM | limited by "
-        "| HGMMA | TMA loads | TMA stores | LDS/STS | STSM | setmaxnreg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| loads in flight/SM (KiB) | HGMMA | TMA loads | TMA/bulk copies | LDS/STS | STSM "
+        "| setmaxnreg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines = []
     for r in rows:
         shape = ", ".join(r["shape"])
         if r["status"] in ("not emitted", "compile error"):
-            lines.append(f"| {r['kernel']} | {shape} | {r['status']}: {r['reason']} |" + " |" * 10)
+            lines.append(f"| {r['kernel']} | {shape} | {r['status']}: {r['reason']} |" + " |" * 11)
             continue
         s = r["sass"]
+        flight = r.get("bytes_in_flight_per_sm")
+        flight_text = f"{flight / 1024:,.0f}" if flight is not None else "-"
         lines.append(
             f"| {r['kernel']} | {shape} | {r['registers']} | {r['spill_bytes']} | "
-            f"{r['smem_bytes']:,} | {r['ctas_per_sm']} | {r['limited_by']} | {s['HGMMA']} | "
+            f"{r['smem_bytes']:,} | {r['ctas_per_sm']} | {r['limited_by']} | {flight_text} | "
+            f"{s['HGMMA']} | "
             f"{s['UTMALDG']} | {s['UTMASTG'] + s['UBLKCP']} | {s['LDS']}/{s['STS']} | "
             f"{s['STSM']} | {s['USETMAXREG']} |"
         )

@@ -348,3 +348,45 @@ def test_gallery_register_budget(name: str) -> None:
 
 def test_budgets_cover_the_gallery() -> None:
     assert set(_budgets()["registers"]) == set(KERNELS)
+
+
+# --- the GPU check's shapes: no spills, and loads in flight ------------------------------------
+
+_S = jax.ShapeDtypeStruct
+_F32, _BF16 = jnp.float32, jnp.bfloat16
+# The memory-bound kernels at the shapes an H200 run times them at.
+H200_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
+    "add 8192x8192 f32": ("add", (_S((8192, 8192), _F32), _S((8192, 8192), _F32))),
+    "softmax 16384x1024 f32": ("softmax", (_S((16384, 1024), _F32),)),
+    "softmax 16384x8192 f32": ("softmax", (_S((16384, 8192), _F32),)),
+    "rmsnorm 16384x4096 bf16": ("rmsnorm", (_S((16384, 4096), _BF16), _S((4096,), _BF16))),
+    "layernorm 16384x1024 f32": (
+        "layernorm",
+        (_S((16384, 1024), _F32), _S((1024,), _F32), _S((1024,), _F32)),
+    ),
+    "row_sum 16384x1024 f32": ("row_sum", (_S((16384, 1024), _F32),)),
+}
+
+
+def test_h200_budgets_cover_the_shapes() -> None:
+    assert set(_budgets()["h200_registers"]) == set(H200_SHAPES)
+
+
+@toolchain
+@pytest.mark.parametrize("case", list(H200_SHAPES))
+def test_memory_bound_kernels_at_h200_shapes(case: str) -> None:
+    """No spills and registers within budget, and with the registers counted, at least
+    64 KiB of loads in flight per SM (what keeps HBM busy)."""
+    budgets = _budgets()
+    name, args = H200_SHAPES[case]
+    report = KERNELS[name].compile(*args, target=budgets["target"])
+    if not report.ptxas_version.startswith(budgets["ptxas"]):
+        pytest.skip(
+            f"the budgets hold for ptxas {budgets['ptxas']}; this is ptxas {report.ptxas_version}"
+        )
+    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, case
+    assert report.registers <= budgets["h200_registers"][case], f"{case}: {report.registers}"
+    assert report.schedule is not None
+    report.schedule.check_invariants()
+    assert report.schedule.ctas_per_sm == report.ctas_per_sm
+    assert report.schedule.bytes_in_flight_per_sm >= 64 * 1024, str(report.schedule)

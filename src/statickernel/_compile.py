@@ -7,6 +7,7 @@ NVPTX backend and ptxas, exactly as on the device. Mosaic GPU's dump switch writ
 the ptxas log and the SASS of each kernel, which `_compile_report` reads.
 """
 
+import dataclasses
 import functools
 import importlib.resources
 import importlib.util
@@ -235,6 +236,9 @@ def compile_specialization(
         return cached
     uses_wgmma = any(loop.dots for loop in plan.loops)
     report = _compile(fn, args, plan.kernel, target_name, uses_wgmma, plan.smem_bytes, where)
+    if plan.schedule is not None and report.target == "sm_90a":  # the schedule's figures
+        schedule = plan.schedule.with_registers(report.registers, report.smem_bytes)
+        report = dataclasses.replace(report, schedule=schedule)
     with _COMPILE_LOCK:
         _REPORTS[key] = report
     return report

@@ -16,12 +16,12 @@ import dataclasses
 from collections.abc import Mapping
 
 from . import _hardware as hw
-from ._compile_report import TARGETS
 from ._errors import ErrorContext, SharedMemoryError
 from ._layout import BlockLayout
 from ._pallas import RowFrame
 from ._smem import smem_bytes
 from ._spec import KernelSpec
+from ._targets import TARGETS
 
 __all__ = [
     "RowChoice",

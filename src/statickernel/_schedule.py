@@ -12,7 +12,7 @@ import dataclasses
 import enum
 
 from . import _hardware as hw
-from ._compile_report import TARGETS, GpuTarget, OccupancyLimit, occupancy
+from ._targets import TARGETS, GpuTarget, OccupancyLimit, occupancy
 
 __all__ = ["Schedule", "ScheduleKind", "plan_schedule"]
 
@@ -50,10 +50,12 @@ class Schedule:
     smem_bytes: int
     """One CTA's shared memory, as the plan counts it."""
 
-    def with_registers(self, registers: int) -> "Schedule":
-        """This schedule with a compiled kernel's registers per thread counted in."""
+    def with_registers(self, registers: int, smem_bytes: int | None = None) -> "Schedule":
+        """This schedule with a compiled kernel's registers per thread counted in (and the
+        shared memory the compile measured, when given)."""
+        smem = self.smem_bytes if smem_bytes is None else smem_bytes
         return _schedule(
-            self.kind, self.ctas, self.stages, self.load_bytes_per_cta, self.smem_bytes, registers
+            self.kind, self.ctas, self.stages, self.load_bytes_per_cta, smem, registers
         )
 
     def check_invariants(self) -> None:
