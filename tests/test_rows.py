@@ -176,3 +176,60 @@ def test_registers_fold_into_the_schedule() -> None:
     assert heavy.ctas_per_sm == 2
     assert heavy.limited_by is sk.OccupancyLimit.REGISTERS
     assert heavy.bytes_in_flight_per_sm == 2 * schedule.load_bytes_per_cta
+
+
+# --- the strided block: elementwise bodies ------------------------------------------------------
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"})
+def _relu_affine(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> Float[Array, "M N"]:
+    v = sk.load(x).astype(jnp.float32)
+    return jnp.where(v > 0, 2 * v + 1, 0.0).astype(x.dtype)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"})
+def _clamp_low(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> Float[Array, "M N"]:
+    return jnp.maximum(sk.load(x, fill=-jnp.inf), -1.0)
+
+
+def test_an_elementwise_body_takes_the_strided_block() -> None:
+    plan = add.plan(*_structs(((1000, 777), F32), ((1000, 777), F32)))
+    assert plan.form is sk.Form.STRIDED
+    assert plan.flat_frame is not None and plan.flat_frame.shape == (64, 128)
+    assert "form: strided" in str(plan)
+    source = add.emit(*_structs(((1000, 777), F32), ((1000, 777), F32)))
+    assert "plgpu.load(x_smem, layout=plgpu.Layout.WG_STRIDED((64, 128), 4), optimized=True)" in (
+        source
+    )
+    assert "Layout.WGMMA" not in source
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"), [((1000, 777), F32), ((127, 250), BF16), ((1, 1), F32)]
+)
+def test_strided_constants_and_selects_match_jnp(shape: tuple[int, int], dtype: Any) -> None:
+    x = jax.random.normal(jax.random.key(3), shape, jnp.float32).astype(dtype)
+    assert _relu_affine.plan(x).form is sk.Form.STRIDED
+    v = x.astype(jnp.float32)
+    want = jnp.where(v > 0, 2 * v + 1, 0.0).astype(dtype)
+    assert jnp.array_equal(_relu_affine(x), want)
+    # bf16 blocks are 8 elements a thread: 16 bytes.
+    frame = _relu_affine.plan(x).flat_frame
+    assert frame is not None and frame.vector == 16 // jnp.dtype(dtype).itemsize
+
+
+def test_a_fill_past_a_ragged_edge_keeps_the_wgmma_block() -> None:
+    """A fill other than +0 needs a mask, built in the WGMMA layout; where no edge is ragged
+    there is nothing to mask, and the block is strided."""
+    assert _clamp_low.plan(*_structs(((100, 300), F32))).form is sk.Form.BLOCK
+    assert _clamp_low.plan(*_structs(((128, 256), F32))).form is sk.Form.STRIDED
+    x = -5 * jnp.ones((100, 300), jnp.float32)
+    assert jnp.array_equal(_clamp_low(x), jnp.full((100, 300), -1.0))
+
+
+def test_reductions_keep_the_wgmma_block() -> None:
+    assert softmax.plan(*_structs(((1000, 100), F32))).form is sk.Form.BLOCK

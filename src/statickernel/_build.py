@@ -39,14 +39,15 @@ from ._layout import (
     declaration_layout,
     logical_blocks,
 )
-from ._pallas import RowFrame
+from ._masks import reads_zero
+from ._pallas import FlatFrame, RowFrame
 from ._pipeline import check_dots
 from ._plan import LaunchPlan, make_plan
 from ._rowform import RowChoice, TooWide, choose_rows, too_wide_error
 from ._smem import smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import operand_fills
-from ._translate import Geometry, NotInRowForm, Translation, translate
+from ._translate import Geometry, NotInForm, Translation, translate
 
 __all__ = ["Compiled", "compile_call", "compile_declaration"]
 
@@ -157,6 +158,13 @@ def _compile(
             if in_rows is not None and isinstance(rows, RowChoice):
                 layout, translation, row_frame = rows.layout, in_rows, rows.frame
                 aliases, block_form_smem = rows.aliases, rows.block_form_smem
+    flat_frame = None
+    if phase is Phase.CALL and row_frame is None:
+        flat = _flat_frame(spec, layout, bound, trace, translation)
+        if flat is not None:
+            in_flat = _translate_in(spec, trace, layout, interpreted, flat_frame=flat)
+            if in_flat is not None:
+                translation, flat_frame = in_flat, flat
     plan = source = None
     if phase is Phase.CALL or spec.loop:
         plan = make_plan(
@@ -170,6 +178,7 @@ def _compile(
             translation.masks,
             loops=translation.loops,
             row_frame=row_frame,
+            flat_frame=flat_frame,
             aliases=aliases,
             block_form_smem=block_form_smem,
         )
@@ -278,6 +287,36 @@ def _translate(
     return translation
 
 
+def _flat_frame(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    trace: BodyTrace,
+    translation: Translation,
+) -> FlatFrame | None:
+    """The strided frame for a body that is elementwise on whole blocks, or None: no loops or
+    vectors, every operand and result a 2-D block copied in one box, no edge masks (no
+    reduction needs one, and every fill is what TMA reads past the edge)."""
+    if spec.loop or spec.cols is None or translation.masks:
+        return None
+    full = (spec.rows, spec.cols)
+    if any(o.block_dims != full for o in spec.operands + spec.results):
+        return None
+    rows, cols = layout.dim(spec.rows), layout.dim(spec.cols)
+    if cols.boxes != 1:
+        return None
+    ragged = rows.ragged or cols.ragged
+    if ragged and any(not reads_zero(f) for f in operand_fills(trace.loads).values()):
+        return None
+    vector = hw.TMA_ALIGN_BYTES // min(hw.itemsize(d) for d in dtypes.values())
+    frame = FlatFrame((rows.extent, cols.extent), vector)
+    try:
+        frame.check_invariants()
+    except AssertionError:
+        return None
+    return frame
+
+
 def _translate_rows(
     spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, frame: RowFrame, interpreted: bool
 ) -> Translation | None:
@@ -289,6 +328,26 @@ def _translate_rows(
         ragged_cols=frame.width != layout.dim(spec.cols).size if spec.cols else False,
         row_frame=frame,
     )
+    return _translate_geometry(spec, trace, layout, geometry)
+
+
+def _translate_in(
+    spec: KernelSpec,
+    trace: BodyTrace,
+    layout: BlockLayout,
+    interpreted: bool,
+    flat_frame: FlatFrame,
+) -> Translation | None:
+    """The body on the block in the strided layout, or None when it has a vector."""
+    geometry = dataclasses.replace(
+        _geometry(spec, trace, layout, interpreted), flat_frame=flat_frame
+    )
+    return _translate_geometry(spec, trace, layout, geometry)
+
+
+def _translate_geometry(
+    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, geometry: Geometry
+) -> Translation | None:
     try:
         return translate(
             trace,
@@ -297,7 +356,7 @@ def _translate_rows(
             spec.name,
             spec.location,
         )
-    except (NotInRowForm, StaticKernelError):
+    except (NotInForm, StaticKernelError):
         return None
 
 

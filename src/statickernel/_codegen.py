@@ -174,7 +174,7 @@ class _Generator:
         boxes = self._column_boxes(op)
         smem = f"{op.name}_smem"
         if boxes == 1:
-            value = load(Name(smem), op.kind)
+            value = load(Name(smem), op.kind, self.plan.flat_frame)
         else:
             parts = (
                 load(Subscript(Name(f"{smem}.at"), (Const(k),)), op.kind) for k in range(boxes)
@@ -291,7 +291,7 @@ class _Generator:
             smem = f"{op.name}_smem"
             boxes = self._column_boxes(op)
             if boxes == 1:
-                stores.append(store(Name(smem), value, self.new_store_api))
+                stores.append(store(Name(smem), value, self.new_store_api, self.plan.flat_frame))
                 continue
             stores.append(Assign((Name(op.name),), value))
             width = op.block_shape[-1] // boxes

@@ -66,6 +66,7 @@ class Form(enum.StrEnum):
 
     BLOCK = "block"  # the whole block at once, in the WGMMA layout
     ROWS = "rows"  # one whole row at a time, a vector in the warpgroup-strided layout
+    STRIDED = "strided"  # the whole block at once, in the warpgroup-strided layout
 
 
 class LoopMode(enum.StrEnum):

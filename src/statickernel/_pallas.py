@@ -29,6 +29,7 @@ from ._ir import (
 )
 
 __all__ = [
+    "FlatFrame",
     "RowFrame",
     "broadcast",
     "fill_past_edge",
@@ -62,9 +63,36 @@ class RowFrame:
         assert self.vector in (2, 4, 8, 16) and self.width % (128 * self.vector) == 0
 
 
-def layout(kind: str, rows: RowFrame | None = None) -> Expr:
+@dataclasses.dataclass(frozen=True)
+class FlatFrame:
+    """The registers of an elementwise body's block: the whole block spread over the
+    warpgroup's 128 threads, `vector` contiguous elements a thread (16 bytes of the narrowest
+    dtype). No reduction or per-row vector can live in it; its shared-memory transfers are
+    16 bytes a thread and free of bank conflicts, where the WGMMA layout's plain transfer
+    plan on untiled shared memory conflicts 8 ways."""
+
+    shape: tuple[int, int]
+    vector: int
+
+    def layout(self) -> Expr:
+        return call("plgpu.Layout.WG_STRIDED", Const(self.shape), Const(self.vector))
+
+    def check_invariants(self) -> None:
+        assert self.vector in (2, 4, 8, 16)
+        assert (self.shape[0] * self.shape[1]) % (128 * self.vector) == 0
+        assert self.shape[1] % self.vector == 0
+
+
+Frame = RowFrame | FlatFrame
+
+
+def layout(kind: str, rows: Frame | None = None) -> Expr:
     """The register layout of a kind: WGMMA for a block, reduced over one axis for a vector;
-    in the row form, the row's vector layout for a row or a per-column vector."""
+    in the row form, the row's vector layout for a row or a per-column vector; for an
+    elementwise body, the block's strided layout."""
+    if isinstance(rows, FlatFrame):
+        assert Kind(kind) == Kind.TILE, "an elementwise body's values are blocks"
+        return rows.layout()
     if rows is not None:
         assert Kind(kind) in (Kind.TILE, Kind.COL), "a per-row value of the row form is a scalar"
         return rows.layout()
@@ -84,12 +112,12 @@ def is_8bit(dtype: str) -> bool:
 
 
 def full(
-    value: Expr, shape: tuple[int, ...], dtype: str, kind: str, rows: RowFrame | None = None
+    value: Expr, shape: tuple[int, ...], dtype: str, kind: str, rows: Frame | None = None
 ) -> Expr:
     """A constant value of `kind`, in that kind's register layout. A bare `jnp.full` is a
     splat, which reductions and carries do not take. (A per-row value of the row form is a
     scalar: the value itself, of its dtype.)"""
-    if rows is not None and Kind(kind) in (Kind.ROW, Kind.SCALAR):
+    if isinstance(rows, RowFrame) and Kind(kind) in (Kind.ROW, Kind.SCALAR):
         return call("jnp.asarray", value, DType(dtype))
     return call(
         "plgpu.layout_cast", call("jnp.full", Const(shape), value, DType(dtype)), layout(kind, rows)
@@ -127,10 +155,11 @@ def masks_and(masks: Iterable[Mask]) -> Expr:
     return expr
 
 
-def load(ref: Expr, kind: str, rows: RowFrame | None = None) -> Expr:
-    """Shared memory to registers, in the kind's layout. The row form's vectors load 16 bytes
-    a thread, without bank conflicts; the WGMMA layout on untiled shared memory has no
-    conflict-free transfer plan, so it takes the plain one."""
+def load(ref: Expr, kind: str, rows: Frame | None = None) -> Expr:
+    """Shared memory to registers, in the kind's layout. The strided layouts (the row form's
+    vectors, an elementwise body's blocks) load 16 bytes a thread, without bank conflicts; the
+    WGMMA layout on untiled shared memory has no conflict-free transfer plan, so it takes the
+    plain one."""
     if rows is not None:
         return call("plgpu.load", ref, layout=rows.layout(), optimized=Const(True))
     return call("plgpu.load", ref, layout=layout(kind), optimized=Const(False))
@@ -142,7 +171,7 @@ def fill_past_edge(name: str, masks: Iterable[Mask], fill: object, dtype: str) -
     return Assign((Name(name),), value, comment="past the edge reads the fill")
 
 
-def store(ref: Expr, value: Expr, new_api: bool, rows: RowFrame | None = None) -> Stmt:
+def store(ref: Expr, value: Expr, new_api: bool, rows: Frame | None = None) -> Stmt:
     """Registers to shared memory: `plgpu.store` where jax has it (0.12), whose default no
     longer suits untiled refs in the WGMMA layout; an indexed assignment before. The row
     form's vectors store 16 bytes a thread."""

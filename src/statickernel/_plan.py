@@ -16,7 +16,7 @@ from ._errors import ErrorContext, SharedMemoryError
 from ._ir import Form, Kind
 from ._layout import BlockLayout, DimLayout, quantum
 from ._limits import check_grid, check_offsets
-from ._pallas import RowFrame
+from ._pallas import FlatFrame, RowFrame
 from ._pipeline import (
     LoopPlan,
     PlannedDot,
@@ -142,6 +142,9 @@ class LaunchPlan:
     """The body's loops, in order: one software pipeline each."""
     row_frame: RowFrame | None = None
     """For the row form, the register vector one row is computed in; None for the block form."""
+    flat_frame: FlatFrame | None = None
+    """For an elementwise body, the strided layout its whole block is computed in; None for
+    the WGMMA layout and for the row form."""
     schedule: Schedule | None = None
     """How the launch keeps loads in flight: its kind, CTAs, stages, CTAs per SM and bytes of
     loads in flight per SM (set by `make_plan`)."""
@@ -153,7 +156,9 @@ class LaunchPlan:
     def form(self) -> Form:
         """`Form.ROWS` ("rows") when each block's rows are computed one at a time, as vectors;
         `Form.BLOCK` ("block") when the whole block is in registers at once."""
-        return Form.BLOCK if self.row_frame is None else Form.ROWS
+        if self.row_frame is not None:
+            return Form.ROWS
+        return Form.BLOCK if self.flat_frame is None else Form.STRIDED
 
     def dim(self, name: str) -> DimLayout:
         """The plan of the dim called `name`."""
@@ -273,6 +278,11 @@ class LaunchPlan:
                 f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
                 f"({self.row_frame.width},) vector of {self.row_frame.vector} elements a thread"
             )
+        if self.flat_frame is not None:
+            lines.append(
+                f"  form: strided: the block's elementwise body on {self.flat_frame.vector} "
+                "contiguous elements a thread; 16-byte shared-memory transfers"
+            )
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
         if self.schedule is not None:
             lines.append(f"  schedule: {self.schedule}")
@@ -315,6 +325,7 @@ def make_plan(
     masked_reductions: frozenset[str] = frozenset(),
     loops: tuple[LoopBlock, ...] = (),
     row_frame: RowFrame | None = None,
+    flat_frame: FlatFrame | None = None,
     aliases: Mapping[str, str] | None = None,
     block_form_smem: int = 0,
 ) -> LaunchPlan:
@@ -459,6 +470,7 @@ def make_plan(
         tuple_result=spec.result_is_tuple,
         loops=loop_plans,
         row_frame=row_frame,
+        flat_frame=flat_frame,
         schedule=plan_schedule(
             grid,
             smem,

@@ -16,7 +16,7 @@ from ._body import Atom, Eqn
 from ._ir import Assign, BinOp, Comment, Const, DType, Expr, Kind, Literal, Mask, Name, Operator
 from ._ir import call as ir_call
 from ._pallas import is_8bit, select
-from ._translator import NotInRowForm, Rule, Translator
+from ._translator import NotInForm, Rule, Translator
 
 __all__ = ["BODY_RULES"]
 
@@ -179,8 +179,10 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
 
 
 def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
+    if tr.g.flat_frame is not None:
+        raise NotInForm("a reduction has no place in an elementwise body's strided block")
     if tr.g.row_frame is not None and axis == 0:
-        raise NotInRowForm("a reduction over the rows mixes the rows the row form keeps apart")
+        raise NotInForm("a reduction over the rows mixes the rows the row form keeps apart")
     src = tr.source(atom)
     dtype = tr.dtype(atom)
     ragged = tr.g.ragged_cols if axis == 1 else tr.g.ragged_rows

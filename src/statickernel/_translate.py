@@ -20,7 +20,7 @@ from ._printer import dtype_source, literal_source
 from ._rules import BODY_RULES
 from ._steps import LOOP_RULES
 from ._translation import Carry, DotUpdate, Geometry, LoopBlock, Translation
-from ._translator import NotInRowForm, Translator, trace_inputs
+from ._translator import NotInForm, Translator, trace_inputs
 
 __all__ = [
     "COL",
@@ -31,7 +31,7 @@ __all__ = [
     "DotUpdate",
     "Geometry",
     "LoopBlock",
-    "NotInRowForm",
+    "NotInForm",
     "Translation",
     "dtype_source",
     "literal_source",

@@ -5,7 +5,7 @@ import dataclasses
 from typing import TypeAlias
 
 from ._ir import Expr, Kind, LoopMode, Mask, Stmt
-from ._pallas import RowFrame
+from ._pallas import FlatFrame, RowFrame
 
 __all__ = ["Carry", "DotUpdate", "Geometry", "Line", "LoopBlock", "Translation"]
 
@@ -28,6 +28,8 @@ class Geometry:
     # The row form: one whole row of the block at a time (see `RowFrame`); None for the
     # block form, which holds the whole block in the WGMMA layout.
     row_frame: RowFrame | None = None
+    # An elementwise body's whole block in the warpgroup-strided layout; None otherwise.
+    flat_frame: FlatFrame | None = None
 
     def step(self, axis: str) -> "Geometry":
         return dict(self.steps)[axis]

@@ -16,12 +16,13 @@ from ._ir import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
 from ._pallas import broadcast, full
 from ._translation import Geometry, Line
 
-__all__ = ["NotInRowForm", "Rule", "Translator", "trace_inputs"]
+__all__ = ["NotInForm", "Rule", "Translator", "trace_inputs"]
 
 
-class NotInRowForm(Exception):
-    """The body does something the row form cannot express (it mixes rows): the compile path
-    keeps the block form. Never reaches the user."""
+class NotInForm(Exception):
+    """The body does something the register form being tried cannot express (the row form:
+    it mixes rows; the strided block: it has a reduction or a vector): the compile path keeps
+    the block form. Never reaches the user."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,11 +167,13 @@ class Translator:
         if have == kind:
             return src
         shape = self.g.shape(kind)
-        rows = self.g.row_frame
+        rows = self.g.row_frame or self.g.flat_frame
+        if self.g.flat_frame is not None and Kind.TILE not in (have, kind):
+            raise NotInForm("a vector has no place in an elementwise body's strided block")
         if have == Kind.SCALAR:
             return full(src, shape, self.dtype(atom), kind, rows)
         if kind == Kind.TILE and have in (Kind.ROW, Kind.COL):
-            return broadcast(src, shape, 0 if have == Kind.ROW else 1, rows)
+            return broadcast(src, shape, 0 if have == Kind.ROW else 1, self.g.row_frame)
         raise AssertionError(f"cannot convert {have} to {kind}")
 
     def define(self, var: str, kind: Kind, dtype: str) -> None:

@@ -33,8 +33,8 @@ def _add_block(x_gmem, y_gmem, result_gmem, x_smem, y_smem, result_smem, x_barri
     )
     plgpu.barrier_wait(x_barrier)
     plgpu.barrier_wait(y_barrier)
-    x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-    y = plgpu.load(y_smem, layout=plgpu.Layout.WGMMA, optimized=False)
+    x = plgpu.load(x_smem, layout=plgpu.Layout.WG_STRIDED((64, 128), 4), optimized=True)
+    y = plgpu.load(y_smem, layout=plgpu.Layout.WG_STRIDED((64, 128), 4), optimized=True)
     # The kernel body, one statement per traced op.
     # examples/add.py:22: return sk.load(x) + sk.load(y)
     v0 = lax.add(x, y)

@@ -33,13 +33,13 @@ def _add_block(x_gmem, y_gmem, result_gmem, x_smem, y_smem, result_smem, x_barri
     )
     plgpu.barrier_wait(x_barrier)
     plgpu.barrier_wait(y_barrier)
-    x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-    y = plgpu.load(y_smem, layout=plgpu.Layout.WGMMA, optimized=False)
+    x = plgpu.load(x_smem, layout=plgpu.Layout.WG_STRIDED((64, 128), 4), optimized=True)
+    y = plgpu.load(y_smem, layout=plgpu.Layout.WG_STRIDED((64, 128), 4), optimized=True)
     # The kernel body, one statement per traced op.
     # examples/add.py:22: return sk.load(x) + sk.load(y)
     v0 = lax.add(x, y)
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
-    plgpu.store(result_smem, v0, optimized=False)
+    plgpu.store(result_smem, v0, optimized=True)
     plgpu.commit_smem()
     plgpu.copy_smem_to_gmem(
         result_smem,
