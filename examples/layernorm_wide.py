@@ -1,5 +1,5 @@
-"""Layer norm over rows wider than one block: a loop over N accumulates each row's sum and sum of
-squares, and a second pass writes each normalized block with its weight and bias."""
+"""Layer norm over rows wider than one block: one loop over N folds each row's mean and
+variance, and a second pass writes each normalized block with its weight and bias."""
 
 import jax
 import jax.numpy as jnp
@@ -30,23 +30,28 @@ def layernorm_wide(
     eps: sk.Const[float] = 1e-5,
 ) -> Float[Array, "M N"]:
     n = sk.dim("N")
-    # A first pass for the mean, then one for the variance around it: exact where a single pass of
-    # sums and sums of squares would cancel catastrophically for rows with a large mean.
-    (total,) = sk.loop(
-        "N",
-        lambda carry: (carry[0] + sk.sum(sk.load(x).astype(jnp.float32), axis=1),),
-        init=(jnp.zeros((BM,), jnp.float32),),
-    )
-    mean = total / n
 
-    def squares(carry):
-        (acc,) = carry
-        centered = sk.load(x).astype(jnp.float32) - mean[:, None]
-        # Columns past N are excluded from the sum automatically.
-        return (acc + sk.sum(centered * centered, axis=1),)
+    # One pass for both statistics: each block's count, mean and sum of squared deviations
+    # from its own mean, merged into the running ones (Chan et al.'s parallel update). Exact
+    # where sums of squares would cancel catastrophically for rows with a large mean.
+    def statistics(carry):
+        count, mean, m2 = carry
+        v = sk.load(x).astype(jnp.float32)
+        # Columns past N are excluded from the sums automatically, so these count the
+        # block's columns inside the row.
+        block_count = sk.sum(jnp.ones_like(v), axis=1)
+        block_mean = sk.sum(v, axis=1) / block_count
+        centered = v - block_mean[:, None]
+        block_m2 = sk.sum(centered * centered, axis=1)
+        total = count + block_count
+        delta = block_mean - mean
+        new_mean = mean + delta * (block_count / total)
+        new_m2 = m2 + block_m2 + delta * delta * (count * block_count / total)
+        return total, new_mean, new_m2
 
-    (sum_sq,) = sk.loop("N", squares, init=(jnp.zeros((BM,), jnp.float32),))
-    inv_std = jax.lax.rsqrt(sum_sq / n + eps)
+    zeros = jnp.zeros((BM,), jnp.float32)
+    _, mean, m2 = sk.loop("N", statistics, init=(zeros, zeros, zeros))
+    inv_std = jax.lax.rsqrt(m2 / n + eps)
 
     def normalize():
         v = sk.load(x).astype(jnp.float32)

@@ -20,35 +20,13 @@ INTERPRET = True
 def _layernorm_wide_block(x_gmem, weight_gmem, bias_gmem, result_gmem, result_smem):
     block_M = lax.axis_index("M")
     # The kernel body, one statement per traced op.
-    # examples/layernorm_wide.py:38: init=(jnp.zeros((BM,), jnp.float32),),
+    # examples/layernorm_wide.py:52: zeros = jnp.zeros((BM,), jnp.float32)
     v0 = jnp.float32(0.0)
 
-    # examples/layernorm_wide.py:35: (total,) = sk.loop(
+    # examples/layernorm_wide.py:53: _, mean, m2 = sk.loop("N", statistics, init=(zeros, zeros, zeros))
     def loop0_step(loop0_indices, x_smem, loop0_carry):
-        (v1,) = loop0_carry
-        x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-        # examples/layernorm_wide.py:37: lambda carry: (carry[0] + sk.sum(sk.load(x).astype(jnp.float32), axis=1),),
-        v2 = lax.reduce_sum(x, (1,))
-        v3 = lax.add(v1, v2)
-        return (v3,)
-
-    loop0_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
-    loop0_init0 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    (v4,) = plgpu.emit_pipeline(
-        loop0_step,
-        grid=(4,),
-        in_specs=[loop0_x_spec],
-        max_concurrent_steps=2,
-        init_carry=(loop0_init0,),
-    )(x_gmem.at[pl.ds(block_M * 64, 64), :])
-    # examples/layernorm_wide.py:40: mean = total / n
-    v5 = lax.div(v4, jnp.float32(1000.0))
-    # examples/layernorm_wide.py:48: (sum_sq,) = sk.loop("N", squares, init=(jnp.zeros((BM,), jnp.float32),))
-    v6 = jnp.float32(0.0)
-
-    def loop1_step(loop1_indices, x_smem, loop1_carry):
-        (loop1_index,) = loop1_indices
-        (v7,) = loop1_carry
+        (loop0_index,) = loop0_indices
+        (v1, v2, v3) = loop0_carry
         x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
         col_index = plgpu.broadcasted_iota(
             jnp.int32,
@@ -56,56 +34,79 @@ def _layernorm_wide_block(x_gmem, weight_gmem, bias_gmem, result_gmem, result_sm
             0,
             layout=plgpu.Layout.WGMMA.reduce(0),
         )
-        col_ok_vec = col_index + loop1_index * 256 < 1000
+        col_ok_vec = col_index + loop0_index * 256 < 1000
         col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 256), (1,))
-        # examples/layernorm_wide.py:44: centered = sk.load(x).astype(jnp.float32) - mean[:, None]
-        v9 = lax.sub(x, lax.broadcast_in_dim(v5, (64, 256), (0,)))
-        # examples/layernorm_wide.py:46: return (acc + sk.sum(centered * centered, axis=1),)
+        # examples/layernorm_wide.py:42: block_count = sk.sum(jnp.ones_like(v), axis=1)
+        v4 = jnp.float32(1.0)
+        v5_block = plgpu.layout_cast(jnp.full((64, 256), v4, jnp.float32), plgpu.Layout.WGMMA)
+        v5 = lax.reduce_sum(jnp.where(col_ok, v5_block, 0.0), (1,))
+        # examples/layernorm_wide.py:43: block_mean = sk.sum(v, axis=1) / block_count
+        v6 = lax.reduce_sum(x, (1,))
+        v7 = lax.div(v6, v5)
+        # examples/layernorm_wide.py:44: centered = v - block_mean[:, None]
+        v9 = lax.sub(x, lax.broadcast_in_dim(v7, (64, 256), (0,)))
+        # examples/layernorm_wide.py:45: block_m2 = sk.sum(centered * centered, axis=1)
         v10 = lax.mul(v9, v9)
         v11 = lax.reduce_sum(jnp.where(col_ok, v10, 0.0), (1,))
-        v12 = lax.add(v7, v11)
-        return (v12,)
+        # examples/layernorm_wide.py:46: total = count + block_count
+        v12 = lax.add(v1, v5)
+        # examples/layernorm_wide.py:47: delta = block_mean - mean
+        v13 = lax.sub(v7, v2)
+        # examples/layernorm_wide.py:48: new_mean = mean + delta * (block_count / total)
+        v14 = lax.div(v5, v12)
+        v15 = lax.mul(v13, v14)
+        v16 = lax.add(v2, v15)
+        # examples/layernorm_wide.py:49: new_m2 = m2 + block_m2 + delta * delta * (count * block_count / total)
+        v17 = lax.add(v3, v11)
+        v18 = lax.mul(v13, v13)
+        v19 = lax.mul(v1, v5)
+        v20 = lax.div(v19, v12)
+        v21 = lax.mul(v18, v20)
+        v22 = lax.add(v17, v21)
+        return (v12, v16, v22)
 
-    loop1_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
-    loop1_init0 = plgpu.layout_cast(jnp.full((64,), v6, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    (v13,) = plgpu.emit_pipeline(
-        loop1_step,
+    loop0_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
+    loop0_init0 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
+    loop0_init1 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
+    loop0_init2 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
+    (v23, v24, v25) = plgpu.emit_pipeline(
+        loop0_step,
         grid=(4,),
-        in_specs=[loop1_x_spec],
+        in_specs=[loop0_x_spec],
         max_concurrent_steps=2,
-        init_carry=(loop1_init0,),
+        init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(x_gmem.at[pl.ds(block_M * 64, 64), :])
-    # examples/layernorm_wide.py:49: inv_std = jax.lax.rsqrt(sum_sq / n + eps)
-    v14 = lax.div(v13, jnp.float32(1000.0))
-    v15 = lax.add(v14, jnp.float32(1e-05))
-    v16 = lax.rsqrt(v15)
+    # examples/layernorm_wide.py:54: inv_std = jax.lax.rsqrt(m2 / n + eps)
+    v26 = lax.div(v25, jnp.float32(1000.0))
+    v27 = lax.add(v26, jnp.float32(1e-05))
+    v28 = lax.rsqrt(v27)
 
-    # examples/layernorm_wide.py:57: return sk.map_blocks("N", normalize)
-    def loop2_step(loop2_indices, x_smem, weight_smem, bias_smem):
-        (loop2_index,) = loop2_indices
+    # examples/layernorm_wide.py:62: return sk.map_blocks("N", normalize)
+    def loop1_step(loop1_indices, x_smem, weight_smem, bias_smem):
+        (loop1_index,) = loop1_indices
         x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
         weight = plgpu.load(weight_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
         bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
-        # examples/layernorm_wide.py:55: return ((v - mean[:, None]) * inv_std[:, None] * w + b).astype(x.dtype)
-        v18 = lax.sub(x, lax.broadcast_in_dim(v5, (64, 256), (0,)))
-        v20 = lax.mul(v18, lax.broadcast_in_dim(v16, (64, 256), (0,)))
-        v22 = lax.mul(v20, lax.broadcast_in_dim(weight, (64, 256), (1,)))
-        v24 = lax.add(v22, lax.broadcast_in_dim(bias, (64, 256), (1,)))
+        # examples/layernorm_wide.py:60: return ((v - mean[:, None]) * inv_std[:, None] * w + b).astype(x.dtype)
+        v30 = lax.sub(x, lax.broadcast_in_dim(v24, (64, 256), (0,)))
+        v32 = lax.mul(v30, lax.broadcast_in_dim(v28, (64, 256), (0,)))
+        v34 = lax.mul(v32, lax.broadcast_in_dim(weight, (64, 256), (1,)))
+        v36 = lax.add(v34, lax.broadcast_in_dim(bias, (64, 256), (1,)))
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last block is read
-        plgpu.store(result_smem, v24, optimized=False)
+        plgpu.store(result_smem, v36, optimized=False)
         plgpu.commit_smem()
         plgpu.copy_smem_to_gmem(
             result_smem,
-            result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(loop2_index * 256, 256)],
+            result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(loop1_index * 256, 256)],
         )
 
-    loop2_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
-    loop2_weight_spec = plgpu.BlockSpec((256,), lambda step: (step,))
-    loop2_bias_spec = plgpu.BlockSpec((256,), lambda step: (step,))
+    loop1_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
+    loop1_weight_spec = plgpu.BlockSpec((256,), lambda step: (step,))
+    loop1_bias_spec = plgpu.BlockSpec((256,), lambda step: (step,))
     plgpu.emit_pipeline(
-        loop2_step,
+        loop1_step,
         grid=(4,),
-        in_specs=[loop2_x_spec, loop2_weight_spec, loop2_bias_spec],
+        in_specs=[loop1_x_spec, loop1_weight_spec, loop1_bias_spec],
         max_concurrent_steps=2,
     )(x_gmem.at[pl.ds(block_M * 64, 64), :], weight_gmem, bias_gmem)
     plgpu.wait_smem_to_gmem(0)
