@@ -31,7 +31,7 @@ from ._ir import (
 )
 from ._pallas import RowFrame, load, select, store
 from ._plan import LaunchPlan, OperandPlan
-from ._translation import Translation
+from ._translation import LoopBlock, Translation
 
 __all__ = ["row_block_function", "row_copies"]
 
@@ -186,7 +186,9 @@ class _RowGenerator:
                 )
                 body.append(Assign((Name(op.name),), value, comment="past the edge reads the fill"))
         body.append(Comment("The kernel body, one statement per traced op, on one row."))
-        body += list(self.t.lines)  # pyright: ignore[reportArgumentType]  (no loops in the row form)
+        for line in self.t.lines:
+            assert not isinstance(line, LoopBlock), "the row form has no loops"
+            body.append(line)
         for op, value in zip(self.plan.results, self.t.outputs, strict=True):
             assert value is not None
             if op.kind == Kind.TILE:
