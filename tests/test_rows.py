@@ -7,6 +7,7 @@ shapes of an H200 run, which need no data.
 """
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -52,7 +53,12 @@ def test_memory_bound_kernels_keep_64_kib_of_loads_in_flight_per_sm(
     assert schedule is not None
     schedule.check_invariants()
     assert schedule.bytes_in_flight_per_sm >= 64 * KIB, str(schedule)
-    assert schedule.ctas == math.prod(plan.grid)
+    if schedule.kind is sk.ScheduleKind.PERSISTENT:
+        # Two CTAs an SM walk the blocks, three blocks' loads in flight each.
+        assert schedule.ctas == 2 * 132 < math.prod(plan.grid)
+        assert schedule.stages == 3
+    else:
+        assert schedule.ctas == math.prod(plan.grid)
     assert schedule.ctas_per_sm >= 2, str(schedule)
     assert f"schedule: {schedule}" in str(plan)
 
@@ -60,10 +66,10 @@ def test_memory_bound_kernels_keep_64_kib_of_loads_in_flight_per_sm(
 @pytest.mark.parametrize(
     ("kernel", "args", "rows"),
     [
-        (softmax, _structs(((16384, 1024), F32)), 16),
-        (rmsnorm, _structs(((16384, 4096), BF16), ((4096,), BF16)), 8),
-        (layernorm, _structs(((16384, 1024), F32), ((1024,), F32), ((1024,), F32)), 16),
-        (row_sum, _structs(((16384, 1024), F32)), 16),
+        (softmax, _structs(((16384, 1024), F32)), 8),
+        (rmsnorm, _structs(((16384, 4096), BF16), ((4096,), BF16)), 4),
+        (layernorm, _structs(((16384, 1024), F32), ((1024,), F32), ((1024,), F32)), 8),
+        (row_sum, _structs(((16384, 1024), F32)), 8),
         # Fewer rows than SMs would fill: one row a block, one block an SM.
         (softmax, _structs(((1, 16384), F32)), 1),
         (softmax, _structs(((1000, 777), F32)), 4),
@@ -233,3 +239,67 @@ def test_a_fill_past_a_ragged_edge_keeps_the_wgmma_block() -> None:
 
 def test_reductions_keep_the_wgmma_block() -> None:
     assert softmax.plan(*_structs(((1000, 100), F32))).form is sk.Form.BLOCK
+
+
+# --- the persistent schedule ---------------------------------------------------------------------
+
+
+def test_many_blocks_take_the_persistent_schedule() -> None:
+    """With blocks for at least two a CTA, each SM's CTAs walk them, three in flight."""
+    plan = softmax.plan(*_structs(((16384, 1024), F32)))
+    schedule = plan.schedule
+    assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT
+    assert (schedule.ctas, schedule.stages, schedule.ctas_per_sm) == (264, 3, 2)
+    block = 8 * 1024 * 4
+    assert schedule.load_bytes_per_cta == 3 * block
+    assert plan.smem_bytes <= 232_448 // 2
+    source = softmax.emit(*_structs(((16384, 1024), F32)))
+    assert "grid=(264,)" in source
+    assert "plgpu.SMEM((3, 8, 1024), jnp.float32)" in source
+    assert "plgpu.Barrier(num_arrivals=8, num_barriers=3)" in source
+    assert "trips = (2311 - cta) // 264" in source
+    assert "slot = lax.rem(i, 3)" in source
+    # A slot is refilled only once its stores have read it.
+    wait = source.index("plgpu.wait_smem_to_gmem(0, wait_read_only=True)")
+    assert wait < source.index("load_block(i + 3, slot)")
+
+
+def test_few_blocks_keep_one_block_per_cta() -> None:
+    schedule = softmax.plan(*_structs(((1000, 1024), F32))).schedule
+    assert schedule is not None and schedule.kind is sk.ScheduleKind.ONE_BLOCK_PER_CTA
+
+
+@pytest.fixture
+def four_sms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A GPU of four SMs, so that a persistent launch runs in the interpreter at a small size;
+    the specializations planned for it are dropped afterwards."""
+    import statickernel._rowform as rowform
+
+    kernels = (softmax, rmsnorm, layernorm, row_sum)
+    monkeypatch.setattr(rowform, "_SMS", 4)
+    yield
+    for kernel in kernels:
+        kernel._cache.clear()  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "dtype"),
+    [
+        ("softmax", (400, 1024), F32),
+        ("softmax", (397, 1000), F32),  # ragged rows and columns, host padding
+        ("rmsnorm", (397, 1000), F32),
+        ("layernorm", (400, 2048), BF16),
+        ("row_sum", (397, 1000), F32),
+    ],
+)
+def test_the_persistent_pipeline_matches_the_reference(
+    four_sms: None, name: str, shape: tuple[int, int], dtype: Any
+) -> None:
+    from test_gallery import check_against_reference, make_args
+
+    kernel = {"softmax": softmax, "rmsnorm": rmsnorm, "layernorm": layernorm, "row_sum": row_sum}
+    args = make_args(name, *shape, dtype)
+    schedule = kernel[name].plan(*args).schedule
+    assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT
+    assert schedule.ctas < math.ceil(shape[0] / kernel[name].plan(*args).dim("M").block)
+    check_against_reference(name, args)

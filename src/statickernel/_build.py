@@ -147,7 +147,7 @@ def _compile(
     interpreted = phase is Phase.CALL and backend == "interpret"
     translation = _translate(spec, trace, layout, interpreted)
     _check_loops(spec, translation, layout, options, ctx)
-    row_frame, aliases, block_form_smem = None, None, 0
+    row_frame, aliases, block_form_smem, persistent = None, None, 0, None
     if phase is Phase.CALL:
         rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)))
         if rows is not None:
@@ -158,6 +158,7 @@ def _compile(
             if in_rows is not None and isinstance(rows, RowChoice):
                 layout, translation, row_frame = rows.layout, in_rows, rows.frame
                 aliases, block_form_smem = rows.aliases, rows.block_form_smem
+                persistent = rows.persistent
     flat_frame = None
     if phase is Phase.CALL and row_frame is None:
         flat = _flat_frame(spec, layout, bound, trace, translation)
@@ -181,6 +182,7 @@ def _compile(
             flat_frame=flat_frame,
             aliases=aliases,
             block_form_smem=block_form_smem,
+            persistent=persistent,
         )
     if phase is Phase.CALL:
         assert plan is not None

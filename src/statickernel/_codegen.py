@@ -42,9 +42,10 @@ from ._ir import (
 from ._loopgen import loop_statements
 from ._masks import MaskAxis, edge_mask_statements, fill_masks
 from ._pallas import fill_past_edge, load, store
-from ._plan import DimPlan, LaunchPlan, OperandPlan
+from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
 from ._printer import module_source
 from ._rowgen import row_block_function, row_copies
+from ._schedule import ScheduleKind
 from ._translation import Line, LoopBlock, Translation
 
 __all__ = ["generate_source"]
@@ -134,11 +135,33 @@ class _Generator:
     def _column_boxes(self, op: OperandPlan) -> int:
         return self.plan.dim(self.plan.cols).boxes if self.plan.cols in op.dims else 1
 
+    def _stages(self) -> int:
+        """Buffers a row-wise operand's block has: a persistent launch's stages, else one."""
+        schedule = self.plan.schedule
+        if schedule is not None and schedule.kind is ScheduleKind.PERSISTENT:
+            return schedule.stages
+        return 1
+
+    def _launch_grid(self) -> tuple[int, ...]:
+        """The CTAs launched: a persistent launch's, else one a block."""
+        schedule = self.plan.schedule
+        if schedule is not None and schedule.kind is ScheduleKind.PERSISTENT:
+            return (schedule.ctas,)
+        return self.plan.grid
+
+    def _grid_text(self) -> str:
+        plan = self.plan
+        blocks = f"{plan.grid} over ({', '.join(plan.grid_names)})"
+        if self._launch_grid() == plan.grid:
+            return blocks
+        return f"{self._launch_grid()} persistent CTAs, for the blocks {blocks}"
+
     def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
         if self.plan.row_frame is not None:
             if op.kind == Kind.ROW:  # a 16-byte slot a row
                 return (*op.block_shape, op.gmem_shape[-1])
-            return op.block_shape
+            stages = self._stages() if op.role is Role.INPUT and op.kind == Kind.TILE else 1
+            return (stages, *op.block_shape) if stages > 1 else op.block_shape
         boxes = self._column_boxes(op)
         if boxes == 1:
             return op.block_shape
@@ -340,9 +363,12 @@ class _Generator:
         out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs), trailing_comma=True)
         held = [op for op in self.kernel_results if op.shares_smem_with is None]
         scratch = [self._smem_buffer(op) for op in [*self.loaded, *held]]
+        staged = self._stages()
         for op in self.loaded:
             boxes = row_copies(plan, op) if plan.row_frame else len(self._boxes(op))
             arrivals = {} if boxes == 1 else {"num_arrivals": Const(boxes)}
+            if staged > 1 and op.kind == Kind.TILE:  # a barrier a stage
+                arrivals["num_barriers"] = Const(staged)
             scratch.append(call("plgpu.Barrier", **arrivals))
         lane = Name("plgpu.LoweringSemantics.Lane")
         interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
@@ -351,7 +377,7 @@ class _Generator:
             (Name(f"_{plan.kernel}_block"),),
             (
                 Keyword("out_type", out_type),
-                Keyword("grid", Const(plan.grid)),
+                Keyword("grid", Const(self._launch_grid())),
                 Keyword("grid_names", Tuple(tuple(Const(n) for n in plan.grid_names))),
                 Keyword("scratch_types", List(tuple(scratch), one_per_line=True)),
                 Keyword("compiler_params", call("plgpu.CompilerParams", lowering_semantics=lane)),
@@ -397,7 +423,7 @@ class _Generator:
             Comment(f"Operands:    {ops}"),
             Comment(f"Dims:        {dims}"),
             Comment(f"Constants:   {consts}"),
-            Comment(f"Grid:        {plan.grid} over ({', '.join(plan.grid_names)})"),
+            Comment(f"Grid:        {self._grid_text()}"),
             Comment(f"Backend:     {_BACKEND_TEXT[plan.backend]}"),
             Comment(f"JAX:         {jax.__version__}"),
             Comment("This module needs only jax; it does not import statickernel."),

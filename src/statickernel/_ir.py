@@ -87,7 +87,9 @@ class Operator(enum.StrEnum):
     """The binary operators the generated code writes as operators (lax calls are calls)."""
 
     ADD = "+"
+    SUB = "-"
     MUL = "*"
+    FLOORDIV = "//"
     LT = "<"
     NE = "!="
     AND = "&"

@@ -25,7 +25,7 @@ from ._pipeline import (
     pipeline_bytes,
     swizzle_elements,
 )
-from ._schedule import Schedule, plan_schedule
+from ._schedule import Persistent, Schedule, plan_schedule
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
@@ -328,6 +328,7 @@ def make_plan(
     flat_frame: FlatFrame | None = None,
     aliases: Mapping[str, str] | None = None,
     block_form_smem: int = 0,
+    persistent: Persistent | None = None,
 ) -> LaunchPlan:
     """The launch of one specialization: the layout's grid and blocks, each operand's array,
     block and fill, its loops' pipelines with theirs, and the shared memory all of that takes.
@@ -430,6 +431,11 @@ def make_plan(
         base = epilogue = 0
         held = {r.name for r in spec.results} - set(aliases or {})
         smem = smem_bytes(spec, layout, dtypes, set(fills), results=held)
+        if persistent is not None:  # every row-wise operand's block has a buffer a stage
+            staged = [op for op in operands if op.loaded and op.kind == TILE]
+            smem += (persistent.stages - 1) * sum(
+                hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES for op in staged
+            )
     if smem > hw.SMEM_BYTES and loop_plans:
         raise ctx.error(
             SharedMemoryError,
@@ -479,6 +485,8 @@ def make_plan(
                 (lp.stages, sum(block_bytes(spec, n, layout, dtypes) for n in lp.operands))
                 for lp in loop_plans
             ),
+            persistent,
+            sum(op.smem_bytes for op in operands if op.loaded and op.kind == TILE),
         ),
     )
     plan.check_invariants()

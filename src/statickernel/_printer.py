@@ -122,7 +122,9 @@ _PRECEDENCE = {
     Operator.NE: 3,
     Operator.AND: 6,
     Operator.ADD: 9,
+    Operator.SUB: 9,
     Operator.MUL: 10,
+    Operator.FLOORDIV: 10,
 }
 _ATOM = 100
 

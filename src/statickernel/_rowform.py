@@ -19,7 +19,8 @@ from . import _hardware as hw
 from ._errors import ErrorContext, SharedMemoryError
 from ._layout import BlockLayout
 from ._pallas import RowFrame
-from ._smem import smem_bytes
+from ._schedule import Persistent
+from ._smem import block_bytes, smem_bytes
 from ._spec import KernelSpec
 from ._targets import TARGETS
 
@@ -38,6 +39,8 @@ _SMS = TARGETS["sm_90a"].sms
 BLOCK_FORM_MIN_CTAS = 2
 # Rows this many times narrower than their padded vector keep the block form when it fits.
 MAX_ROW_PADDING = 2
+# A persistent launch keeps this many blocks' buffers a CTA, else two.
+PERSISTENT_STAGES = 3
 # The row form aims for this many resident blocks per SM (each block's loads in flight while
 # another computes); with fewer, the widest rows still run, one block at a time.
 ROW_FORM_CTAS = 3
@@ -55,6 +58,8 @@ class RowChoice:
     """Result -> the operand whose shared-memory block it is written into, row by row."""
     block_form_smem: int
     """The shared memory the block form's blocks would need: why the row form was taken."""
+    persistent: Persistent | None = None
+    """The persistent launch, when there are blocks enough for it; None: one block a CTA."""
 
     def check_invariants(self) -> None:
         self.frame.check_invariants()
@@ -168,17 +173,84 @@ def choose_rows(
         r: smem_bytes(spec, _with_rows(layout, r, frame), dtypes, loaded, results=held)
         for r in candidates
     }
+    tiles = [o.name for o in spec.operands if o.dims == (spec.rows, spec.cols) and o.name in loaded]
+
+    def staged(r: int, stages: int) -> int:
+        """Shared memory with `stages` buffers of each row-wise operand's block."""
+        trial = _with_rows(layout, r, frame)
+        extra = sum(
+            hw.round_up(block_bytes(spec, n, trial, dtypes), hw.SMEM_BUFFER_ALIGN) for n in tiles
+        )
+        return fits[r] + (stages - 1) * (extra + hw.BARRIER_BYTES * len(tiles))
+
+    row_bytes = sum(frame.width * hw.itemsize(dtypes[n]) for n in tiles)
+
+    def in_flight(rows: int, stages: int, resident: int, ctas: int) -> int:
+        return min(resident, hw.cdiv(ctas, _SMS)) * stages * rows * row_bytes
+
+    one_block = _one_block_choice(
+        candidates, fits, rows_dim.size, frame, layout, aliases, block_form
+    )
+    if one_block is None:
+        return TooWide(fits[1], frame)
+    one_block_flight = in_flight(
+        one_block.rows,
+        1,
+        hw.SMEM_BYTES // one_block.smem_bytes,
+        hw.cdiv(rows_dim.size, one_block.rows),
+    )
+    # Persistent: each SM's CTAs walk their blocks, several blocks' loads in flight, when
+    # there are blocks for at least two a CTA and that keeps more bytes in flight.
+    for resident in (BLOCK_FORM_MIN_CTAS, 1):
+        for stages in (PERSISTENT_STAGES, 2):
+            inside = [
+                r
+                for r in candidates
+                if staged(r, stages) * resident <= hw.SMEM_BYTES
+                and hw.cdiv(rows_dim.size, r) >= 2 * _SMS * resident
+            ]
+            if inside:
+                best = max(inside)
+                ctas = min(hw.cdiv(rows_dim.size, best), _SMS * resident)
+                if in_flight(best, stages, resident, ctas) < one_block_flight:
+                    continue
+                persistent = Persistent(ctas, stages)
+                layout_rows = _with_rows(layout, best, frame)
+                choice = RowChoice(
+                    best,
+                    frame,
+                    layout_rows,
+                    staged(best, stages),
+                    aliases,
+                    block_form,
+                    persistent,
+                )
+                choice.check_invariants()
+                return choice
+    return one_block
+
+
+def _one_block_choice(
+    candidates: list[int],
+    fits: Mapping[int, int],
+    size: int,
+    frame: RowFrame,
+    layout: BlockLayout,
+    aliases: Mapping[str, str],
+    block_form: int,
+) -> RowChoice | None:
+    """One block a CTA: enough blocks for every SM first, then as many rows a block as keep
+    three blocks resident (else two, else one); None when one row does not fit."""
     for resident in (ROW_FORM_CTAS, BLOCK_FORM_MIN_CTAS, 1):
         inside = [r for r in candidates if fits[r] * resident <= hw.SMEM_BYTES]
         if inside:
-            # Enough blocks for every SM first, then as many rows a block as fit.
-            busy = [r for r in inside if hw.cdiv(rows_dim.size, r) >= _SMS]
+            busy = [r for r in inside if hw.cdiv(size, r) >= _SMS]
             best = max(busy or [min(inside)])
             layout_rows = _with_rows(layout, best, frame)
             choice = RowChoice(best, frame, layout_rows, fits[best], aliases, block_form)
             choice.check_invariants()
             return choice
-    return TooWide(fits[1], frame)
+    return None
 
 
 def too_wide_error(

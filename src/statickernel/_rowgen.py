@@ -31,11 +31,13 @@ from ._ir import (
 )
 from ._pallas import RowFrame, load, select, store
 from ._plan import LaunchPlan, OperandPlan
+from ._schedule import ScheduleKind
 from ._translation import LoopBlock, Translation
 
 __all__ = ["row_block_function", "row_copies"]
 
 _ROW = Name("r")
+_SLOT = Name("slot")
 _ROW_START = Name("row_start")
 _PROMISE = Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")
 # A copy moves a whole number of these: one byte a thread of the warpgroup.
@@ -74,7 +76,7 @@ def _loop(name: str, rows: int, body: list[Stmt]) -> list[Stmt]:
 
 class _RowGenerator:
     def __init__(self, plan: LaunchPlan, translation: Translation, new_store_api: bool):
-        assert plan.row_frame is not None
+        assert plan.row_frame is not None and plan.schedule is not None
         self.plan = plan
         self.t = translation
         self.frame: RowFrame = plan.row_frame
@@ -84,63 +86,64 @@ class _RowGenerator:
         self.width = plan.dim(plan.cols).size if plan.cols else 0
         self.ragged = self.size % self.rows != 0
         self.loaded = [op for op in plan.operands if op.loaded]
+        self.tiles = [op for op in self.loaded if op.kind == Kind.TILE]
+        self.columns = [op for op in self.loaded if op.kind != Kind.TILE]
+        # A persistent launch keeps a buffer a stage for each row-wise operand: its blocks'
+        # refs take the slot first.
+        self.persistent = plan.schedule.kind is ScheduleKind.PERSISTENT
+        self.stages = plan.schedule.stages
+        self.ctas = plan.schedule.ctas
+
+    def _at(self, buffer: str, *index: Expr, staged: bool) -> Expr:
+        lead = (_SLOT,) if staged and self.persistent else ()
+        return Subscript(Name(f"{buffer}.at"), (*lead, *index))
+
+    def _barrier(self, op: OperandPlan) -> Expr:
+        barrier = Name(f"{op.name}_barrier")
+        if self.persistent and op.kind == Kind.TILE:
+            return Subscript(Name(f"{op.name}_barrier.at"), (_SLOT,))
+        return barrier
 
     def _copies(
         self, op: OperandPlan, row: Expr | None, buffer: str | None = None
     ) -> list[tuple[Expr, Expr]]:
         """(GMEM slice, SMEM slice) of each bulk copy of one row of `op` (or of the whole
         1-D operand when `row` is None), to or from the shared-memory `buffer`."""
-        smem_at = f"{buffer or op.name + '_smem'}.at"
-        out = []
+        smem = buffer or f"{op.name}_smem"
+        staged = smem in {f"{t.name}_smem" for t in self.tiles}
+        out: list[tuple[Expr, Expr]] = []
         for start, size in _pieces(op.gmem_shape[-1], _itemsize(op)):
             span = call("pl.ds", Const(start), Const(size))
             if row is None:
                 out.append(
                     (
                         Subscript(Name(f"{op.name}_gmem.at"), (span,)),
-                        Subscript(Name(smem_at), (span,)),
+                        self._at(smem, span, staged=False),
                     )
                 )
             else:
-                out.append(
-                    (
-                        Subscript(Name(f"{op.name}_gmem.at"), (row, span)),
-                        Subscript(Name(smem_at), (_ROW, span)),
-                    )
-                )
+                gmem = Subscript(Name(f"{op.name}_gmem.at"), (row, span))
+                out.append((gmem, self._at(smem, _ROW, span, staged=staged)))
         return out
 
-    def _load_copies(self) -> list[Stmt]:
-        per_row: list[Stmt] = []
-        once: list[Stmt] = []
-        row: Expr = Name("row")
-        for op in self.loaded:
-            barrier = Name(f"{op.name}_barrier")
-            if op.kind == Kind.TILE:
-                for gmem, smem in self._copies(op, row):
-                    per_row.append(
-                        ExprStmt(
-                            call("plgpu.copy_gmem_to_smem", gmem, smem, barrier, oob_mode=_PROMISE)
-                        )
-                    )
-            else:
-                for gmem, smem in self._copies(op, None):
-                    once.append(
-                        ExprStmt(
-                            call("plgpu.copy_gmem_to_smem", gmem, smem, barrier, oob_mode=_PROMISE)
-                        )
-                    )
-        body: list[Stmt] = []
-        if per_row:
-            position: Expr = BinOp(Operator.ADD, _ROW_START, _ROW)
-            if self.ragged:
-                position = call("jnp.minimum", position, Const(self.size - 1))
-            body += _loop("load_row", self.rows, [Assign((row,), position), *per_row])
-        body += once
-        body += [
-            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.loaded
+    def _copy_in(self, op: OperandPlan, row: Expr | None) -> list[Stmt]:
+        return [
+            ExprStmt(
+                call("plgpu.copy_gmem_to_smem", gmem, smem, self._barrier(op), oob_mode=_PROMISE)
+            )
+            for gmem, smem in self._copies(op, row)
         ]
-        return body
+
+    def _load_block(self) -> list[Stmt]:
+        """The copies of one block's rows of every row-wise operand."""
+        row: Expr = Name("row")
+        per_row = [stmt for op in self.tiles for stmt in self._copy_in(op, row)]
+        if not per_row:
+            return []
+        position: Expr = BinOp(Operator.ADD, _ROW_START, _ROW)
+        if self.ragged:
+            position = call("jnp.minimum", position, Const(self.size - 1))
+        return _loop("load_row", self.rows, [Assign((row,), position), *per_row])
 
     def _masks(self, needed: set[Mask]) -> list[Stmt]:
         if not needed:
@@ -169,11 +172,10 @@ class _RowGenerator:
             needed.add(Mask.COL_OK)
         body = self._masks(needed)
         for op in self.loaded:
-            ref = (
-                Subscript(Name(f"{op.name}_smem.at"), (_ROW,))
-                if op.kind == Kind.TILE
-                else Name(f"{op.name}_smem")
-            )
+            if op.kind == Kind.TILE:
+                ref = self._at(f"{op.name}_smem", _ROW, staged=True)
+            else:
+                ref = Name(f"{op.name}_smem")
             body.append(Assign((Name(op.name),), load(ref, op.kind, self.frame)))
             if padded:
                 fill = op.fill if op.fill is not None else 0
@@ -198,7 +200,7 @@ class _RowGenerator:
                             f"`{op.name}` goes into `{op.shares_smem_with}`'s block: the row is read."
                         )
                     )
-                ref = Subscript(Name(f"{_buffer(op)}.at"), (_ROW,))
+                ref = self._at(_buffer(op), _ROW, staged=op.shares_smem_with is not None)
                 body.append(store(ref, value, self.new_store_api, self.frame))
             else:  # a per-row scalar, in its row's 16-byte slot
                 body.append(Assign((Subscript(Name(_buffer(op)), (_ROW, Const(0))),), value))
@@ -227,38 +229,133 @@ class _RowGenerator:
                 inner += per_row
             body += _loop("store_row", self.rows, inner)
         body += once
-        # Shared memory may be released once the copies have read it; the writes finish on
-        # their own.
+        # Shared memory may be reused (or released) once the copies have read it; the writes
+        # finish on their own.
         body.append(ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))))
         return body
 
-    def function(self) -> FunctionDef:
+    def _params(self) -> tuple[str, ...]:
         plan = self.plan
         params = [f"{op.name}_gmem" for op in self.loaded]
         params += [f"{op.name}_gmem" for op in plan.results]
         params += [f"{op.name}_smem" for op in self.loaded]
         params += [f"{op.name}_smem" for op in plan.results if op.shares_smem_with is None]
         params += [f"{op.name}_barrier" for op in self.loaded]
+        return tuple(params)
+
+    def _header(self) -> list[Stmt]:
+        return [
+            Comment(
+                f"Each block is {self.rows} row(s) from row_start. A row is a vector of "
+                f"{self.frame.width} elements,"
+            ),
+            Comment(f"{self.frame.vector} contiguous a thread; a row's reductions are scalars."),
+            *(
+                [Comment("Rows past the edge read the last row again, and are never stored.")]
+                if self.ragged
+                else []
+            ),
+        ]
+
+    def _columns_in(self) -> list[Stmt]:
+        """The per-column operands: copied once, waited once."""
+        if not self.columns:
+            return []
+        lines = [stmt for op in self.columns for stmt in self._copy_in(op, None)]
+        lines += [
+            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.columns
+        ]
+        return lines
+
+    def function(self) -> FunctionDef:
+        if self.persistent:
+            return self._persistent_function()
+        plan = self.plan
         start = BinOp(
             Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(self.rows)
         )
-        body: list[Stmt] = [
-            Comment(f"This block's {self.rows} row(s) start at row_start. Each row is a vector of"),
-            Comment(
-                f"{self.frame.width} elements, {self.frame.vector} contiguous a thread; a row's reductions are scalars."
-            ),
-            Assign((_ROW_START,), start),
-        ]
-        if self.ragged:
-            body.append(
-                Comment("Rows past the edge read the last row again, and are never stored.")
-            )
+        body: list[Stmt] = [*self._header(), Assign((_ROW_START,), start)]
         body.append(Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."))
-        body += self._load_copies()
+        body += self._load_block()
+        body += [
+            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.tiles
+        ]
+        body += self._columns_in()
         body += _loop("compute_row", self.rows, self._row_body())
         body.append(Comment("Store: bulk copies back, each inside the array."))
         body += self._store_copies()
-        return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+
+    def _persistent_function(self) -> FunctionDef:
+        plan = self.plan
+        blocks, ctas, stages = plan.grid[0], self.ctas, self.stages
+        cta, trips, step = Name("cta"), Name("trips"), Name("i")
+
+        def block_start(index: Expr) -> Expr:
+            block = BinOp(Operator.ADD, cta, BinOp(Operator.MUL, index, Const(ctas)))
+            return BinOp(Operator.MUL, block, Const(self.rows))
+
+        load_block = FunctionDef(
+            "load_block",
+            ("i", "slot"),
+            (Assign((_ROW_START,), block_start(step)), *self._load_block()),
+        )
+        body: list[Stmt] = [
+            Comment(
+                f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
+                f"with {stages} in flight:"
+            ),
+            Comment(
+                "while one block is computed on in its shared-memory slot, the next ones arrive."
+            ),
+            *self._header(),
+            Assign((cta,), call("lax.axis_index", Const(plan.grid_names[0]))),
+            Assign(
+                (trips,),
+                BinOp(
+                    Operator.FLOORDIV,
+                    BinOp(Operator.SUB, Const(blocks + ctas - 1), cta),
+                    Const(ctas),
+                ),
+            ),
+            Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."),
+            load_block,
+            *self._columns_in(),
+        ]
+        for s in range(stages):
+            fill = ExprStmt(call("load_block", Const(s), Const(s)))
+            if s == 0:  # every CTA has a block
+                body.append(fill)
+            else:
+                guard = call("pl.when", BinOp(Operator.LT, Const(s), trips))
+                body.append(FunctionDef(f"fill_slot_{s}", (), (fill,), decorators=(guard,)))
+        refill_guard = call(
+            "pl.when", BinOp(Operator.LT, BinOp(Operator.ADD, step, Const(stages)), trips)
+        )
+        refill = FunctionDef(
+            "refill",
+            (),
+            (
+                Comment("Its stores have read the slot: the block `stages` ahead takes it."),
+                ExprStmt(call("load_block", BinOp(Operator.ADD, step, Const(stages)), _SLOT)),
+            ),
+            decorators=(refill_guard,),
+        )
+        inner: list[Stmt] = [
+            Assign((_SLOT,), call("lax.rem", step, Const(stages))),
+            Assign((_ROW_START,), block_start(step)),
+            *[ExprStmt(call("plgpu.barrier_wait", self._barrier(op))) for op in self.tiles],
+            *_loop("compute_row", self.rows, self._row_body()),
+            Comment("Store: bulk copies back, each inside the array."),
+            *self._store_copies(),
+            refill,
+        ]
+        body.append(
+            FunctionDef(
+                "step", ("i",), tuple(inner), decorators=(call("pl.loop", Const(0), trips),)
+            )
+        )
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
 
 
 def _buffer(op: OperandPlan) -> str:

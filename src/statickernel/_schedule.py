@@ -14,7 +14,7 @@ import enum
 from . import _hardware as hw
 from ._targets import TARGETS, GpuTarget, OccupancyLimit, occupancy
 
-__all__ = ["Schedule", "ScheduleKind", "plan_schedule"]
+__all__ = ["Persistent", "Schedule", "ScheduleKind", "plan_schedule"]
 
 # The GPU the plan's figures are for: H100 and H200 (132 SMs).
 _TARGET = "sm_90a"
@@ -26,6 +26,23 @@ class ScheduleKind(enum.StrEnum):
 
     ONE_BLOCK_PER_CTA = "one block per CTA"  # copy in, compute, copy out; CTAs overlap
     PIPELINED_LOOPS = "pipelined loops"  # each loop of the body a software pipeline
+    PERSISTENT = "persistent, pipelined"  # each CTA walks many blocks, `stages` in flight
+
+
+@dataclasses.dataclass(frozen=True)
+class Persistent:
+    """A persistent launch: `ctas` CTAs, each taking every `ctas`-th block in turn, with the
+    loads of `stages` blocks in flight (one being computed on, the others arriving)."""
+
+    ctas: int
+    stages: int
+
+    def trips(self, blocks: int, cta: int) -> int:
+        """The blocks CTA `cta` takes: cta, cta + ctas, ... below `blocks`."""
+        return hw.cdiv(blocks - cta, self.ctas)
+
+    def check_invariants(self) -> None:
+        assert self.ctas >= 1 and self.stages >= 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,12 +128,19 @@ def plan_schedule(
     smem_bytes: int,
     once_bytes: int,
     loops: tuple[tuple[int, int], ...],
+    persistent: Persistent | None = None,
+    staged_bytes: int = 0,
 ) -> Schedule:
     """The schedule of a plan: `once_bytes` of loads copied once per CTA, and for each loop
-    its (stages, bytes of one step's loads)."""
+    its (stages, bytes of one step's loads); for a persistent launch, `staged_bytes` of
+    them are copied for each block, `stages` blocks at a time."""
     ctas = 1
     for g in grid:
         ctas *= g
+    if persistent is not None:
+        kind, stages = ScheduleKind.PERSISTENT, persistent.stages
+        in_flight = once_bytes + (stages - 1) * staged_bytes
+        return _schedule(kind, persistent.ctas, stages, in_flight, smem_bytes)
     if not loops:
         return _schedule(ScheduleKind.ONE_BLOCK_PER_CTA, ctas, 1, once_bytes, smem_bytes)
     stages = max(s for s, _ in loops)
