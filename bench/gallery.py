@@ -2,6 +2,7 @@
 hand-written twin, its operands at a given (M, N), and the bytes it must move."""
 
 import dataclasses
+import functools
 import importlib
 import pathlib
 import sys
@@ -36,7 +37,7 @@ class Subject:
     operands: tuple[str, ...]  # the form of each operand: TILE, COLS or ROWS
     result: str
     result_dtype: str | None  # None: the first operand's dtype
-    row_wise: bool  # N is whole in every block, so shared memory bounds it
+    row_wise: bool  # N is whole in every block: 64 rows of it, or a few in the row form
     build_handwritten: Builder
 
     @property
@@ -64,8 +65,14 @@ class Subject:
             for s in self.shapes(m, n)
         )
 
+    def random_arrays(self, m: int, n: int, dtype: Any, seed: int = 0) -> tuple[jax.Array, ...]:
+        """Operands centred as in `arrays`, drawn on the device: at the speed shapes (up to
+        512 MiB an operand) drawing them on the host would take seconds."""
+        return _draw(self.shapes(m, n), jnp.dtype(dtype).name, seed)
+
     def handwritten(self, m: int, n: int, dtype: Any, *, interpret: bool) -> Callable[..., Any]:
-        """The hand-written kernel with the statickernel kernel's blocks and constants."""
+        """The hand-written kernel with the statickernel kernel's blocks and constants; raises
+        `handwritten.Unsupported` at a shape it has no version for."""
         return self.build_handwritten(m, n, jnp.dtype(dtype), interpret, self.kernel.consts)
 
     def statickernel_jit(self, backend: str) -> Callable[..., Any]:
@@ -84,6 +91,15 @@ class Subject:
         read = sum(_size(form, m, n) * item for form in self.operands)
         out_item = jnp.dtype(self.result_dtype or dtype).itemsize
         return read + _size(self.result, m, n) * out_item
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _draw(shapes: tuple[tuple[int, ...], ...], dtype: str, seed: Any) -> tuple[jax.Array, ...]:
+    keys = jax.random.split(jax.random.key(seed), len(shapes))
+    return tuple(
+        (jax.random.normal(k, s, jnp.float32) * 2 - 4).astype(dtype)
+        for k, s in zip(keys, shapes, strict=True)
+    )
 
 
 def _shape(form: str, m: int, n: int) -> tuple[int, ...]:

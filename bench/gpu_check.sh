@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The prepared GPU check, in under 5 minutes on one H200:
-#   1. bench/gpu_check.py: the gallery on hardware, for correctness (aligned and ragged shapes,
-#      float32 and bfloat16) and speed (against XLA, hand-written Pallas and the copy bandwidth);
+#   1. bench/gpu_check.py: the gallery on hardware, for correctness (aligned, ragged and wide-row
+#      shapes, float32 and bfloat16) and speed at the shapes the goals are stated at (against
+#      XLA, hand-written Pallas and the copy bandwidth, all measured in the same run);
 #   2. the GPU test subset (`pytest -m gpu`), when pytest is installed;
 #   3. bench/gpu_compile.py on the device: the gallery's registers, spills and SASS mix as the
 #      device's own compile gives them, to compare with the deviceless `make gpu-compile`.

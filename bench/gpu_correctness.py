@@ -1,13 +1,17 @@
 """The GPU check's correctness part: each gallery kernel and its hand-written twin against the
-jnp reference, and (in a dry run) both cross-lowered for CUDA at every shape the GPU run uses."""
+jnp reference, and (in a dry run) both cross-lowered for CUDA at every shape the GPU run uses.
+A hand-written kernel with no version for a shape (whole rows too wide for its blocks) is
+reported as "n/a" there, and judged only where it runs."""
 
 import functools
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
+import handwritten
 import statickernel as sk
 from gallery import Subject
 from gpu_settings import GPU, Budget, Case, Settings
@@ -34,7 +38,8 @@ def check_correctness(
         "Correctness against the jnp reference",
         ["kernel", "case", "shape", "dtype", "sk error", "hand error", "tolerance", "ok"],
         "Tolerance: 1e-5 (float32) or 2e-2 (bfloat16) times the largest reference value (or "
-        "times 1, if that is smaller); 'raised': the kernel failed to compile or run.",
+        "times 1, if that is smaller); 'raised': the kernel failed to compile or run; 'n/a': "
+        "the hand-written kernel has no version for whole rows that wide.",
     )
     rows: list[dict] = []
     for subject in subjects:
@@ -60,6 +65,7 @@ def check_correctness(
                 )
                 continue
             print(f"  .. correctness: {subject.name} {case.m}x{case.n} {case.dtype}", flush=True)
+            started = time.monotonic()
             args = subject.arrays(case.m, case.n, case.dtype)
             want = jax.jit(subject.reference)(*args)
             result_dtype = subject.result_dtype or case.dtype
@@ -79,12 +85,18 @@ def check_correctness(
             for who, make in makers.items():
                 try:
                     outcome[who] = {"max_abs_error": max_error(make()(*args), want)}
+                except handwritten.Unsupported as exc:  # no version for this shape: no verdict
+                    outcome[who] = {"max_abs_error": None, "not_applicable": str(exc)}
+                    continue
                 except Exception as exc:  # reported in the table; the other cases still run
                     outcome[who] = {"max_abs_error": None, "error": describe_error(exc)}
                 err = outcome[who]["max_abs_error"]
                 outcome[who]["passed"] = err is not None and err <= tolerance
-            passed = all(o["passed"] for o in outcome.values())
-            rows.append({**row, "tolerance": tolerance, **outcome, "passed": passed})
+            passed = all(o["passed"] for o in outcome.values() if "passed" in o)
+            wall_s = round(time.monotonic() - started, 2)
+            rows.append(
+                {**row, "tolerance": tolerance, **outcome, "passed": passed, "wall_s": wall_s}
+            )
             table.add(
                 subject.name,
                 case.label,
@@ -99,14 +111,18 @@ def check_correctness(
 
 
 def _error_cell(outcome: dict[str, Any]) -> Any:
+    if outcome.get("not_applicable"):
+        return "n/a"
     return "raised" if outcome.get("error") else outcome["max_abs_error"]
 
 
 def gpu_shapes(subject: Subject) -> list[Case]:
     """Every shape the GPU run uses for a kernel: its correctness cases and speed shapes."""
     cases = list(GPU.row_cases if subject.row_wise else GPU.tiled_cases)
-    m, n = GPU.row_speed if subject.row_wise else GPU.tiled_speed
-    return [*cases, Case("speed", m, n, "float32"), Case("speed, ragged", m - 1, n, "float32")]
+    speed = [
+        Case(f"speed, {s.label}", s.m, s.n, s.dtype) for s in GPU.speed if s.times(subject.name)
+    ]
+    return [*cases, *speed]
 
 
 def lower_handwritten(subject: Subject, case: Case) -> Any:
@@ -139,6 +155,8 @@ def lower_gpu_shapes(subjects: Sequence[Subject], budget: Budget) -> tuple[list[
                 try:
                     lower()
                     outcome[who] = "ok"
+                except handwritten.Unsupported:  # the GPU run reports it as n/a too
+                    outcome[who] = "n/a"
                 except Exception as exc:
                     outcome[who] = describe_error(exc)
             rows.append(
@@ -148,7 +166,7 @@ def lower_gpu_shapes(subjects: Sequence[Subject], budget: Budget) -> tuple[list[
                     "shape": [case.m, case.n],
                     "dtype": case.dtype,
                     **outcome,
-                    "passed": all(v == "ok" for v in outcome.values()),
+                    "passed": all(v in ("ok", "n/a") for v in outcome.values()),
                 }
             )
             table.add(

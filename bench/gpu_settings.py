@@ -6,6 +6,7 @@ import time
 
 __all__ = [
     "BEATS_XLA",
+    "COPY_BOUND",
     "DRY_RUN",
     "GOAL_COPY_FRACTION",
     "GOAL_MATMUL_FRACTION",
@@ -15,6 +16,7 @@ __all__ = [
     "Budget",
     "Case",
     "Settings",
+    "SpeedShape",
 ]
 
 # Goals the GPU figures are held to.
@@ -22,6 +24,7 @@ GOAL_COPY_FRACTION = 0.85  # memory-bound kernels, of the measured copy bandwidt
 GOAL_VS_HANDWRITTEN = 1.03  # statickernel time / hand-written time
 GOAL_RAGGED = 1.05  # ragged time per byte / aligned time per byte
 GOAL_MATMUL_FRACTION = 0.80  # of jnp.dot at 4096^3 bf16, once statickernel has a matmul
+COPY_BOUND = ("add", "scale_bias", "softmax", "rmsnorm", "layernorm")  # held to the copy goal
 BEATS_XLA = ("softmax", "rmsnorm", "layernorm")  # expected faster than XLA
 
 
@@ -34,6 +37,25 @@ class Case:
 
 
 @dataclasses.dataclass(frozen=True)
+class SpeedShape:
+    """A shape the speed part times, for some or all of the gallery's kernels."""
+
+    m: int
+    n: int
+    dtype: str = "float32"
+    kernels: tuple[str, ...] | None = None  # None: every gallery kernel
+    # A ragged shape: the aligned (M, N) its time per byte is judged against.
+    ragged_of: tuple[int, int] | None = None
+
+    @property
+    def label(self) -> str:
+        return "ragged" if self.ragged_of else "aligned"
+
+    def times(self, kernel: str) -> bool:
+        return self.kernels is None or kernel in self.kernels
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     dry_run: bool
     backend: str  # statickernel's backend
@@ -42,16 +64,33 @@ class Settings:
     runs: int
     min_run_s: float
     budget_s: float  # later measurements are skipped past this
-    # Correctness cases for kernels tiled both ways, and for kernels with whole rows (N is
-    # whole in each block, so shared memory bounds it: 256 f32 or 512 bf16 columns).
+    # Correctness cases for kernels tiled both ways, and for kernels with whole rows. Up to
+    # 256 float32 (512 bfloat16) columns, 64 whole rows fit a block's shared memory; wider
+    # rows take statickernel's row form, where the hand-written kernel does not run.
     tiled_cases: tuple[Case, ...]
     row_cases: tuple[Case, ...]
-    # Speed: (aligned rows, columns); the ragged shape has one row fewer.
-    tiled_speed: tuple[int, int]
-    row_speed: tuple[int, int]
+    # Speed, in this order: what the time budget cuts comes last.
+    speed: tuple[SpeedShape, ...]
     copy_shape: tuple[int, int]
     matmul_sizes: tuple[int, ...]
 
+
+# The goals' shapes, in the order they are measured.
+_WIDE_ROWS = BEATS_XLA  # the kernels timed against XLA at the widths models use
+_GPU_SPEED = (
+    # Every kernel, aligned and ragged (one row and one column short): the copy fraction, XLA
+    # and the ragged cost. 4095 float32 columns are 16,380 B, so the ragged shape is also
+    # the host-padding fallback.
+    SpeedShape(16384, 4096),
+    SpeedShape(16383, 4095, ragged_of=(16384, 4096)),
+    # The other widths the whole-row kernels are held to against XLA.
+    SpeedShape(16384, 1024, kernels=_WIDE_ROWS),
+    SpeedShape(16384, 8192, kernels=_WIDE_ROWS),
+    SpeedShape(8192, 8192, kernels=("add",)),
+    SpeedShape(16384, 4096, "bfloat16", kernels=("rmsnorm",)),
+    # Narrow rows: 64-row blocks, the only whole-row shape the hand-written kernels run at.
+    SpeedShape(65536, 256, kernels=("softmax", "rmsnorm", "layernorm", "row_sum")),
+)
 
 GPU = Settings(
     dry_run=False,
@@ -61,8 +100,8 @@ GPU = Settings(
     runs=15,
     min_run_s=0.02,
     budget_s=210.0,
-    # Three cases a kernel: each compiles twice (statickernel, hand-written), and Mosaic GPU
-    # compiles take seconds.
+    # A few cases a kernel: each compiles twice (statickernel, hand-written, where the
+    # hand-written kernel runs), and Mosaic GPU compiles take about a second.
     tiled_cases=(
         Case("aligned", 8192, 1024, "float32"),
         Case("ragged", 8191, 1000, "float32"),
@@ -72,9 +111,11 @@ GPU = Settings(
         Case("aligned", 8192, 256, "float32"),
         Case("ragged, host-padded", 8191, 255, "float32"),
         Case("aligned, 2 boxes", 8192, 512, "bfloat16"),
+        # The row form: 1001 rows in blocks of a few rows leave the last block ragged.
+        Case("wide, ragged rows", 1001, 4096, "float32"),
+        Case("wide, host-padded", 17, 4095, "bfloat16"),
     ),
-    tiled_speed=(8192, 4096),
-    row_speed=(65536, 256),
+    speed=_GPU_SPEED,
     copy_shape=(16384, 4096),
     matmul_sizes=(4096, 4095),
 )
@@ -90,13 +131,21 @@ DRY_RUN = Settings(
         Case("aligned", 128, 256, "float32"),
         Case("ragged", 127, 250, "bfloat16"),
     ),
-    # One ragged case covers ragged rows and columns, host padding and two boxes per row.
+    # One ragged case covers ragged rows and columns, host padding and two boxes per row;
+    # the wide one, the row form.
     row_cases=(
         Case("aligned", 64, 256, "float32"),
         Case("ragged, host-padded, 2 boxes", 63, 510, "bfloat16"),
+        Case("wide, host-padded", 5, 1023, "bfloat16"),
     ),
-    tiled_speed=(64, 128),
-    row_speed=(64, 128),
+    # The GPU run's kinds of shape, small: aligned and ragged for every kernel, and wide rows
+    # (the row form, where the hand-written kernels do not run) in float32 and bfloat16.
+    speed=(
+        SpeedShape(64, 128),
+        SpeedShape(63, 127, ragged_of=(64, 128)),
+        SpeedShape(64, 1024, kernels=_WIDE_ROWS),
+        SpeedShape(64, 1024, "bfloat16", kernels=("rmsnorm",)),
+    ),
     copy_shape=(256, 256),
     matmul_sizes=(128, 127),
 )

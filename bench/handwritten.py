@@ -8,6 +8,9 @@ drops stores there, so sums and elementwise ops need no mask; a max (softmax) an
 
 Each builder takes the shape, the dtype and the blocks, and returns a jitted function of the
 operands. `interpret=True` runs it in the Mosaic GPU interpreter instead of compiling it.
+A builder raises `Unsupported` where its blocks would not fit a block's shared memory (whole
+rows wider than 256 float32 or 512 bfloat16 columns in 64-row blocks), on the interpreter too,
+so that a dry run skips what the GPU would refuse.
 """
 
 from collections.abc import Callable, Sequence
@@ -19,7 +22,16 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
-__all__ = ["add", "layernorm", "rmsnorm", "row_sum", "scale_bias", "softmax"]
+__all__ = [
+    "SMEM_BYTES",
+    "Unsupported",
+    "add",
+    "layernorm",
+    "rmsnorm",
+    "row_sum",
+    "scale_bias",
+    "softmax",
+]
 
 TILE = plgpu.Layout.WGMMA
 PER_ROW = plgpu.Layout.WGMMA.reduce(1)  # one value per row of a tile
@@ -29,6 +41,20 @@ BOX_MAX = 256  # elements along each dim of one TMA box
 TMA_ROW_BYTES = 16  # GMEM row strides and box rows are multiples of this
 VECTOR_BYTES = 128  # a 1-D copy moves whole 128-byte chunks
 WGMMA_COLS = 8  # a WGMMA-layout tile has a multiple of 8 columns
+SMEM_BYTES = 232_448  # shared memory one block may use on an H100/H200 (227 KiB)
+BARRIER_BYTES = 8
+
+
+class Unsupported(ValueError):
+    """The hand-written kernel has no version for this shape: its blocks would not fit."""
+
+
+def _check_smem(scratch_bytes: int, what: str) -> None:
+    if scratch_bytes > SMEM_BYTES:
+        raise Unsupported(
+            f"{what} need {scratch_bytes:,} B of shared memory, over the {SMEM_BYTES:,} B a "
+            "block has"
+        )
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -122,6 +148,11 @@ def _tiled(
     in_bounds = m % bm == 0 and n % bn == 0
 
     inputs = tiles + has_bias
+    itemsize = jnp.dtype(dtype).itemsize
+    _check_smem(
+        (tiles + 1) * bm * bn * itemsize + has_bias * bn * itemsize + inputs * BARRIER_BYTES,
+        f"{bm}x{bn} tiles",
+    )
 
     def body(*refs: Any) -> None:
         # plgpu.kernel passes the inputs, the output, then the scratch buffers in order.
@@ -238,6 +269,11 @@ def _rowwise(
     gmem_width = _tma_width(n, dtype)
     ragged_cols = width != n
     in_bounds = m % bm == 0 and not ragged_cols
+    out_bytes = bm * jnp.dtype(out_dtype).itemsize * (1 if per_row_out else width)
+    _check_smem(
+        (bm + vectors) * width * itemsize + out_bytes + (1 + vectors) * BARRIER_BYTES,
+        f"blocks of {bm} whole rows of {n} {jnp.dtype(dtype).name}",
+    )
 
     def smem_row(shape_lead: tuple[int, ...], dt: Any) -> Any:
         # Several boxes along a row each get their own buffer: a TMA box lands contiguously.

@@ -12,6 +12,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KERNELS = ["add", "scale_bias", "softmax", "rmsnorm", "layernorm", "row_sum"]
+WIDE = ["softmax", "rmsnorm", "layernorm"]  # timed at a wide row too
 
 
 def _has_cuda() -> bool:
@@ -42,36 +43,69 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
 
     assert data["dry_run"] is True
     assert data["kernels"] == KERNELS
-    # Correctness: both the statickernel kernel and its hand-written twin, at every case.
+    # Correctness: the statickernel kernel at every case, and its hand-written twin wherever
+    # it has a version for the shape; it has none for whole rows too wide for its blocks.
     checked = {row["kernel"] for row in data["correctness"]}
     assert checked == set(KERNELS)
     for row in data["correctness"]:
         assert row["passed"], row
-        assert row["statickernel"]["passed"] and row["handwritten"]["passed"], row
-    # Speed: three contenders at an aligned and a ragged shape for every kernel.
+        assert row["statickernel"]["passed"], row
+        assert row["handwritten"].get("passed") or row["handwritten"]["not_applicable"], row
+    assert {r["kernel"] for r in data["correctness"] if "not_applicable" in r["handwritten"]} == {
+        "softmax",
+        "rmsnorm",
+        "layernorm",
+    }
+    # Both kernels cross-lowered for CUDA at the GPU run's shapes, the wide rows among them.
+    lowered = data["gpu_shapes_lowered"]
+    assert all(r["passed"] for r in lowered)
+    widest = next(r for r in lowered if r["kernel"] == "softmax" and r["shape"] == [16384, 8192])
+    assert (widest["statickernel"], widest["handwritten"]) == ("ok", "n/a")
+    # Speed: three contenders at an aligned and a ragged shape for every kernel, and wide rows
+    # (the row form) for the kernels held to beating XLA there, in float32 and bfloat16.
     assert data["copy"]["gb_per_s"] > 0
     speed = data["speed"]
-    assert sorted((r["kernel"], r["case"]) for r in speed) == sorted(
-        (k, case) for k in KERNELS for case in ("aligned", "ragged")
-    )
+    expected = [(k, [64, 128], "float32") for k in KERNELS]
+    expected += [(k, [63, 127], "float32") for k in KERNELS]
+    expected += [(k, [64, 1024], "float32") for k in WIDE]
+    expected += [("rmsnorm", [64, 1024], "bfloat16")]
+    assert [(r["kernel"], r["shape"], r["dtype"]) for r in speed] == expected
     for row in speed:
         assert row["errors"] == {}, row
-        assert row["median_us"].keys() == {"statickernel", "handwritten", "xla"}
-        assert row["shape"][0] % 64 == (0 if row["case"] == "aligned" else 63)
+        wide = row["shape"][1] == 1024
+        assert row["not_applicable"].keys() == ({"handwritten"} if wide else set()), row
+        contenders = {"statickernel", "xla"} | (set() if wide else {"handwritten"})
+        assert row["median_us"].keys() == contenders
+        assert (row["sk_over_handwritten"] is None) == wide
+        assert row["case"] == ("ragged" if row["shape"][0] % 64 else "aligned")
+        assert row["form"] == ("rows" if wide else "block"), row
+        assert row["agrees_with_xla"] is True, row
         # The plan's roofline floor over the measured time: far below 1 on the interpreter.
         assert row["floor_us"] > 0 and row["floor_fraction"] > 0
-    assert all("ragged_cost" in r for r in speed if r["case"] == "ragged")
+    ragged = [r for r in speed if r["case"] == "ragged"]
+    assert all(r["ragged_of"] == [64, 128] and "ragged_cost" in r for r in ragged)
     assert [r["size"] for r in data["matmul"]] == [128, 127]
     for row in data["matmul"]:
         assert row["passed"], row
         assert row["sk_fraction_of_dot"] > 0
         assert row["floor_us"] > 0 and row["floor_fraction"] > 0
     assert "ragged_cost" in data["matmul"][1]
-    assert {"copy_fraction", "faster_than_xla", "sk_over_handwritten", "ragged_cost"} <= data[
-        "goals"
-    ].keys()
-    for heading in ("Correctness", "Speed", "Ragged against aligned", "Matmul"):
+    goals = data["goals"]
+    assert {
+        "copy_fraction",
+        "faster_than_xla",
+        "sk_over_handwritten",
+        "ragged_cost",
+        "floor_fraction",
+    } <= goals.keys()
+    # Judged at every shape measured: the wide ones too, in bfloat16 as well.
+    assert "rmsnorm 64x1024 bf16" in goals["faster_than_xla"]["measured"]
+    assert "add 64x128 f32" in goals["copy_fraction"]["measured"]
+    assert "row_sum 64x128 f32" not in goals["copy_fraction"]["measured"]
+    assert len(goals["ragged_cost"]["measured"]) == len(KERNELS)
+    for heading in ("Correctness", "Speed", "Ragged against aligned", "Matmul", "Goals"):
         assert f"### {heading}" in markdown
+    assert "| n/a |" in markdown
     assert markdown.count("| of floor |") == 2  # the speed and matmul tables
 
 
