@@ -412,7 +412,12 @@ def make_plan(
             f"whole rows of {sizes[spec.cols or '']} take the row form: blocks of "
             f"{consts[const]} rows ({const}={consts[const]}) would need {block_form_smem:,} B of "
             f"shared memory ({room}); {layout.dim(spec.rows).block} row(s) a block, computed a "
-            "row at a time, keep more resident"
+            "row at a time, "
+            + (
+                f"pipelined {persistent.stages} blocks deep"
+                if persistent is not None
+                else "keep more blocks resident"
+            )
         )
         for r in results:
             if r.shares_smem_with is not None:
