@@ -42,10 +42,10 @@ from ._ir import Form, Kind, LoopMode
 from ._kernel import Kernel, Specialization, kernel
 from ._loops import dot, loop, map_blocks
 from ._ops import max, min, sum
-from ._pallas import RowFrame
+from ._pallas import FlatFrame, RowFrame
 from ._pipeline import LoopPlan, PlannedDot
 from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
-from ._schedule import Schedule, ScheduleKind
+from ._schedule import Persistent, Schedule, ScheduleKind
 from ._spec import Const
 from ._tile import Tile, dim, load
 
@@ -71,6 +71,7 @@ __all__ = [
     "DotLayoutError",
     "DotShapeError",
     "DtypeError",
+    "FlatFrame",
     "Form",
     "GridLimitError",
     "HardwareLimitError",
@@ -88,6 +89,7 @@ __all__ = [
     "OperandError",
     "OperandPlan",
     "OverrideError",
+    "Persistent",
     "Phase",
     "PlanError",
     "PlannedDot",
