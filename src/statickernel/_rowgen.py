@@ -25,9 +25,11 @@ from ._ir import (
     Mask,
     Name,
     Operator,
+    SourceLine,
     Stmt,
     Subscript,
     call,
+    names_read,
 )
 from ._pallas import RowFrame, load, select, store
 from ._plan import LaunchPlan, OperandPlan
@@ -171,26 +173,21 @@ class _RowGenerator:
         if padded and self.loaded:
             needed.add(Mask.COL_OK)
         body = self._masks(needed)
-        for op in self.loaded:
-            if op.kind == Kind.TILE:
-                ref = self._at(f"{op.name}_smem", _ROW, staged=True)
-            else:
-                ref = Name(f"{op.name}_smem")
-            body.append(Assign((Name(op.name),), load(ref, op.kind, self.frame)))
-            if padded:
-                fill = op.fill if op.fill is not None else 0
-                # Shared memory past the row's end is never written: it reads the fill.
-                value = select(
-                    Name(Mask.COL_OK),
-                    Name(op.name),
-                    Literal(fill, op.dtype, weak_type=False),
-                    op.dtype,
-                )
-                body.append(Assign((Name(op.name),), value, comment="past the edge reads the fill"))
-        body.append(Comment("The kernel body, one statement per traced op, on one row."))
+        lines: list[Stmt] = []
         for line in self.t.lines:
             assert not isinstance(line, LoopBlock), "the row form has no loops"
-            body.append(line)
+            lines.append(line)
+        # Each operand's row is read from shared memory just before its first use: a wide row
+        # held from the top through the reductions would double what is live (x and a norm's
+        # weight, 128 registers each at 16384 f32) and spill.
+        first_use = {op.name: _first_use(lines, op.name) for op in self.loaded}
+        body.append(Comment("The kernel body, one statement per traced op, on one row."))
+        for i in range(len(lines) + 1):
+            for op in self.loaded:
+                if first_use[op.name] == i:
+                    body += self._load_row(op, padded)
+            if i < len(lines):
+                body.append(lines[i])
         for op, value in zip(self.plan.results, self.t.outputs, strict=True):
             assert value is not None
             if op.kind == Kind.TILE:
@@ -205,6 +202,22 @@ class _RowGenerator:
             else:  # a per-row scalar, in its row's 16-byte slot
                 body.append(Assign((Subscript(Name(_buffer(op)), (_ROW, Const(0))),), value))
         return body
+
+    def _load_row(self, op: OperandPlan, padded: bool) -> list[Stmt]:
+        """The operand's row (or per-column block) from shared memory into registers."""
+        if op.kind == Kind.TILE:
+            ref = self._at(f"{op.name}_smem", _ROW, staged=True)
+        else:
+            ref = Name(f"{op.name}_smem")
+        lines: list[Stmt] = [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
+        if padded:
+            fill = op.fill if op.fill is not None else 0
+            # Shared memory past the row's end is never written: it reads the fill.
+            value = select(
+                Name(Mask.COL_OK), Name(op.name), Literal(fill, op.dtype, weak_type=False), op.dtype
+            )
+            lines.append(Assign((Name(op.name),), value, comment="past the edge reads the fill"))
+        return lines
 
     def _store_copies(self) -> list[Stmt]:
         per_row: list[Stmt] = []
@@ -356,6 +369,22 @@ class _RowGenerator:
             )
         )
         return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+
+
+def _first_use(lines: list[Stmt], name: str) -> int:
+    """The index of the first body line that reads `name`, moved up above the comments that
+    name the user's line; `len(lines)` when only the results read it."""
+    first = next(
+        (
+            i
+            for i, line in enumerate(lines)
+            if not isinstance(line, Comment | SourceLine) and name in names_read(line)
+        ),
+        len(lines),
+    )
+    while first > 0 and isinstance(lines[first - 1], Comment | SourceLine):
+        first -= 1
+    return first
 
 
 def _buffer(op: OperandPlan) -> str:
