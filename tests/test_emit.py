@@ -33,7 +33,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import statickernel as sk
-from gallery_cases import KERNELS, SHAPES, structs
+from gallery_cases import KERNELS, SCHEDULES, SHAPES, kernel_of, structs
 from softmax import softmax
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def _at_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def emit(name: str, backend: str = "interpret") -> str:
-    kernel = KERNELS[name]
+    kernel = kernel_of(name)
     return repo_relative(kernel.emit(*structs(name), backend=backend), kernel)
 
 
@@ -291,7 +291,7 @@ def test_standalone_module_cross_lowers_for_cuda(standalone: dict[str, Any], nam
 # --- golden files ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", [*KERNELS, *SCHEDULES])
 def test_matches_golden_file(name: str) -> None:
     source = emit(name)
     path = GOLDEN_DIR / f"{name}.py"
@@ -330,7 +330,7 @@ def test_golden_files_cover_the_gallery() -> None:
         pytest.skip("the golden files are being regenerated")
     if not GOLDEN_DIR.is_dir():
         pytest.skip(f"no golden files for jax {jax.__version__}")
-    assert sorted(p.stem for p in GOLDEN_DIR.glob("*.py")) == sorted(KERNELS)
+    assert sorted(p.stem for p in GOLDEN_DIR.glob("*.py")) == sorted([*KERNELS, *SCHEDULES])
 
 
 def test_emitted_source_is_already_formatted() -> None:

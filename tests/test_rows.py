@@ -20,6 +20,7 @@ from add import add
 from layernorm import layernorm
 from rmsnorm import rmsnorm
 from row_sum import row_sum
+from scale_bias import scale_bias
 from softmax import softmax
 
 F32, BF16 = jnp.float32, jnp.bfloat16
@@ -54,12 +55,13 @@ def test_memory_bound_kernels_keep_64_kib_of_loads_in_flight_per_sm(
     schedule.check_invariants()
     assert schedule.bytes_in_flight_per_sm >= 64 * KIB, str(schedule)
     if schedule.kind is sk.ScheduleKind.PERSISTENT:
-        # Two CTAs an SM walk the blocks, three blocks' loads in flight each.
-        assert schedule.ctas == 2 * 132 < math.prod(plan.grid)
-        assert schedule.stages == 3
+        # Each SM's CTAs walk the blocks, two or three blocks' loads in flight each.
+        assert schedule.ctas == schedule.ctas_per_sm * 132 < math.prod(plan.grid)
+        assert schedule.stages in (2, 3)
     else:
         assert schedule.ctas == math.prod(plan.grid)
-    assert schedule.ctas_per_sm >= 2, str(schedule)
+    # Several CTAs an SM, or one persistent CTA with several blocks in flight.
+    assert schedule.ctas_per_sm >= 2 or schedule.stages >= 2, str(schedule)
     assert f"schedule: {schedule}" in str(plan)
 
 
@@ -274,12 +276,21 @@ def four_sms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A GPU of four SMs, so that a persistent launch runs in the interpreter at a small size;
     the specializations planned for it are dropped afterwards."""
     import statickernel._rowform as rowform
+    import statickernel._schedule as schedule
 
-    kernels = (softmax, rmsnorm, layernorm, row_sum)
+    kernels = (softmax, rmsnorm, layernorm, row_sum, add, scale_bias)
     monkeypatch.setattr(rowform, "_SMS", 4)
+    monkeypatch.setattr(schedule, "_SMS", 4)
+    _forget(kernels)  # plans made for the real GPU
     yield
+    _forget(kernels)
+
+
+def _forget(kernels: tuple[sk.Kernel[..., Any], ...]) -> None:
+    """Drops the kernels' specializations, so that the next calls plan afresh."""
     for kernel in kernels:
         kernel._cache.clear()  # pyright: ignore[reportPrivateUsage]
+        kernel._by_consts.clear()  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.mark.parametrize(
@@ -302,4 +313,42 @@ def test_the_persistent_pipeline_matches_the_reference(
     schedule = kernel[name].plan(*args).schedule
     assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT
     assert schedule.ctas < math.ceil(shape[0] / kernel[name].plan(*args).dim("M").block)
+    check_against_reference(name, args)
+
+
+def test_many_blocks_of_an_elementwise_kernel_run_persistent() -> None:
+    x = _structs(((8192, 8192), F32))[0]
+    plan = add.plan(x, x)
+    schedule = plan.schedule
+    assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT
+    # Three stages of two 32 KiB blocks and one result block fill one CTA's shared memory.
+    assert (schedule.ctas, schedule.stages, schedule.ctas_per_sm) == (132, 3, 1)
+    assert schedule.bytes_in_flight_per_sm == 3 * 2 * 64 * 128 * 4
+    source = add.emit(x, x)
+    assert 'grid_names=("cta",)' in source and "grid=(132,)" in source
+    assert "plgpu.SMEM((3, 64, 128), jnp.float32)" in source
+    assert "plgpu.Barrier(num_barriers=3)" in source
+    assert "block_M = block // 64" in source and "block_N = lax.rem(block, 64)" in source
+    # The results' buffer is reused once the last block's stores have read it.
+    assert source.index("wait_smem_to_gmem(0, wait_read_only=True)") < source.index(
+        "result_smem[...] = v0"
+    )
+    # A per-column operand has its slots too; two CTAs an SM where shared memory allows.
+    bias = scale_bias.plan(*_structs(((8192, 4096), F32), ((4096,), F32))).schedule
+    assert bias is not None and (bias.ctas, bias.stages, bias.ctas_per_sm) == (264, 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "dtype"),
+    [("add", (1000, 777), F32), ("add", (512, 1024), BF16), ("scale_bias", (1000, 777), F32)],
+)
+def test_the_persistent_block_pipeline_matches_the_reference(
+    four_sms: None, name: str, shape: tuple[int, int], dtype: Any
+) -> None:
+    from test_gallery import check_against_reference, make_args
+
+    kernel = {"add": add, "scale_bias": scale_bias}[name]
+    args = make_args(name, *shape, dtype)
+    schedule = kernel.plan(*args).schedule
+    assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT
     check_against_reference(name, args)

@@ -6,6 +6,7 @@ printed once, by `_printer`.
 """
 
 import itertools
+import math
 
 import jax
 
@@ -142,6 +143,9 @@ class _Generator:
             return schedule.stages
         return 1
 
+    def _grid_names(self) -> tuple[str, ...]:
+        return ("cta",) if self._stages() > 1 else self.plan.grid_names
+
     def _launch_grid(self) -> tuple[int, ...]:
         """The CTAs launched: a persistent launch's, else one a block."""
         schedule = self.plan.schedule
@@ -162,6 +166,8 @@ class _Generator:
                 return (*op.block_shape, op.gmem_shape[-1])
             stages = self._stages() if op.role is Role.INPUT and op.kind == Kind.TILE else 1
             return (stages, *op.block_shape) if stages > 1 else op.block_shape
+        if self._stages() > 1 and op.role is Role.INPUT:  # a slot a stage
+            return (self._stages(), *op.block_shape)
         boxes = self._column_boxes(op)
         if boxes == 1:
             return op.block_shape
@@ -192,12 +198,13 @@ class _Generator:
             *edge_mask_statements(needed, rows, cols),
         ]
 
-    def _load(self, op: OperandPlan) -> list[Stmt]:
-        """Shared memory to registers, with the fill past the edge."""
+    def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]:
+        """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
+        past the edge."""
         boxes = self._column_boxes(op)
         smem = f"{op.name}_smem"
         if boxes == 1:
-            value = load(Name(smem), op.kind, self.plan.flat_frame)
+            value = load(ref or Name(smem), op.kind, self.plan.flat_frame)
         else:
             parts = (
                 load(Subscript(Name(f"{smem}.at"), (Const(k),)), op.kind) for k in range(boxes)
@@ -240,6 +247,8 @@ class _Generator:
         plan = self.plan
         if plan.row_frame is not None:
             return row_block_function(plan, self.t, self.new_store_api)
+        if self._stages() > 1:
+            return self._persistent_block_function()
         params = [f"{op.name}_gmem" for op in self.inputs]
         params += [f"{op.name}_gmem" for op in plan.results]
         params += [f"{op.name}_smem" for op in self.loaded]
@@ -302,6 +311,121 @@ class _Generator:
             body += self._load(op)
         if self.stored:
             body += self._store()
+        return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
+
+    def _persistent_block_function(self) -> FunctionDef:
+        """CTA `cta` takes blocks cta, cta + ctas, ... with `stages` blocks' loads in flight:
+        each operand has a shared-memory slot a stage, refilled once its block is in
+        registers and the step has synchronized (commit_smem)."""
+        plan = self.plan
+        assert plan.schedule is not None
+        ctas, stages = plan.schedule.ctas, plan.schedule.stages
+        blocks = math.prod(plan.grid)
+        cta, trips, step, slot = Name("cta"), Name("trips"), Name("i"), Name("slot")
+        params = [f"{op.name}_gmem" for op in self.inputs]
+        params += [f"{op.name}_gmem" for op in plan.results]
+        params += [f"{op.name}_smem" for op in self.loaded]
+        params += [f"{op.name}_smem" for op in self.kernel_results]
+        params += [f"{op.name}_barrier" for op in self.loaded]
+
+        def block_indices(index: Expr) -> list[Stmt]:
+            """The grid position of the CTA's `index`-th block: the last axis runs fastest."""
+            block = Name("block")
+            lines: list[Stmt] = [
+                Assign((block,), BinOp(Operator.ADD, cta, BinOp(Operator.MUL, index, Const(ctas))))
+            ]
+            for k, name in enumerate(plan.grid_names):
+                stride = math.prod(plan.grid[k + 1 :])
+                value: Expr = (
+                    BinOp(Operator.FLOORDIV, block, Const(stride)) if stride > 1 else block
+                )
+                if k > 0:
+                    value = call("lax.rem", value, Const(plan.grid[k]))
+                lines.append(Assign((Name(f"block_{name}"),), value))
+            return lines
+
+        def slot_of(op: OperandPlan) -> Expr:
+            return Subscript(Name(f"{op.name}_smem.at"), (slot,))
+
+        copies: list[Stmt] = []
+        for op in self.loaded:
+            promise = (
+                {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
+                if not any(self.plan.dim(d).ragged for d in op.dims)
+                else {}
+            )
+            barrier = Subscript(Name(f"{op.name}_barrier.at"), (slot,))
+            for gmem_ref, _ in self._boxes(op):
+                copies.append(
+                    ExprStmt(
+                        call("plgpu.copy_gmem_to_smem", gmem_ref, slot_of(op), barrier, **promise)
+                    )
+                )
+        load_block = FunctionDef("load_block", ("i", "slot"), (*block_indices(step), *copies))
+        last = BinOp(Operator.SUB, Const(blocks + ctas - 1), cta)
+        body: list[Stmt] = [
+            Comment(
+                f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
+                f"with {stages} in flight."
+            ),
+            Assign((cta,), call("lax.axis_index", Const("cta"))),
+            Assign((trips,), BinOp(Operator.FLOORDIV, last, Const(ctas))),
+            load_block,
+        ]
+        for s in range(stages):
+            fill = ExprStmt(call("load_block", Const(s), Const(s)))
+            if s == 0:  # every CTA has a block
+                body.append(fill)
+            else:
+                guard = call("pl.when", BinOp(Operator.LT, Const(s), trips))
+                body.append(FunctionDef(f"fill_slot_{s}", (), (fill,), decorators=(guard,)))
+        inner: list[Stmt] = [
+            Assign((slot,), call("lax.rem", step, Const(stages))),
+            *block_indices(step),
+            *[
+                ExprStmt(
+                    call("plgpu.barrier_wait", Subscript(Name(f"{op.name}_barrier.at"), (slot,)))
+                )
+                for op in self.loaded
+            ],
+            *self._masks(),
+        ]
+        for op in self.loaded:
+            inner += self._load(op, slot_of(op))
+        inner.append(Comment("The kernel body, one statement per traced op."))
+        for line in self.t.lines:
+            assert not isinstance(line, LoopBlock), "a persistent block has no loops"
+            inner.append(line)
+        wait = ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)))
+        inner.append(Comment("The last block's stores have read the results' buffers."))
+        inner.append(wait)
+        for op, value in zip(plan.results, self.t.outputs, strict=True):
+            assert value is not None
+            inner.append(store(Name(f"{op.name}_smem"), value, self.new_store_api, plan.flat_frame))
+        inner.append(ExprStmt(call("plgpu.commit_smem")))
+        for op in plan.results:
+            for gmem_ref, smem_ref in self._boxes(op):
+                inner.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
+        refill_guard = call(
+            "pl.when", BinOp(Operator.LT, BinOp(Operator.ADD, step, Const(stages)), trips)
+        )
+        inner.append(
+            FunctionDef(
+                "refill",
+                (),
+                (
+                    Comment("The slot's block is in registers: the block `stages` ahead takes it."),
+                    ExprStmt(call("load_block", BinOp(Operator.ADD, step, Const(stages)), slot)),
+                ),
+                decorators=(refill_guard,),
+            )
+        )
+        body.append(
+            FunctionDef(
+                "step", ("i",), tuple(inner), decorators=(call("pl.loop", Const(0), trips),)
+            )
+        )
+        body.append(wait)
         return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
 
     def _store(self) -> list[Stmt]:
@@ -367,7 +491,7 @@ class _Generator:
         for op in self.loaded:
             boxes = row_copies(plan, op) if plan.row_frame else len(self._boxes(op))
             arrivals = {} if boxes == 1 else {"num_arrivals": Const(boxes)}
-            if staged > 1 and op.kind == Kind.TILE:  # a barrier a stage
+            if staged > 1 and (op.kind == Kind.TILE or plan.row_frame is None):  # one a stage
                 arrivals["num_barriers"] = Const(staged)
             scratch.append(call("plgpu.Barrier", **arrivals))
         lane = Name("plgpu.LoweringSemantics.Lane")
@@ -378,7 +502,7 @@ class _Generator:
             (
                 Keyword("out_type", out_type),
                 Keyword("grid", Const(self._launch_grid())),
-                Keyword("grid_names", Tuple(tuple(Const(n) for n in plan.grid_names))),
+                Keyword("grid_names", Tuple(tuple(Const(n) for n in self._grid_names()))),
                 Keyword("scratch_types", List(tuple(scratch), one_per_line=True)),
                 Keyword("compiler_params", call("plgpu.CompilerParams", lowering_semantics=lane)),
                 Keyword("interpret", interpret),

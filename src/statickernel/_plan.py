@@ -25,7 +25,8 @@ from ._pipeline import (
     pipeline_bytes,
     swizzle_elements,
 )
-from ._schedule import Persistent, Schedule, plan_schedule
+from ._rowform import row_form_notes
+from ._schedule import Persistent, Schedule, persistent_blocks, plan_schedule
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
@@ -402,28 +403,7 @@ def make_plan(
                 "the reduction's identity, whatever the fill"
             )
     if row_frame is not None:
-        const = spec.tile_map[spec.rows]
-        room = (
-            "more than a block has"
-            if block_form_smem > hw.SMEM_BYTES
-            else "room for one block per SM"
-        )
-        notes.append(
-            f"whole rows of {sizes[spec.cols or '']} take the row form: blocks of "
-            f"{consts[const]} rows ({const}={consts[const]}) would need {block_form_smem:,} B of "
-            f"shared memory ({room}); {layout.dim(spec.rows).block} row(s) a block, computed a "
-            "row at a time, "
-            + (
-                f"pipelined {persistent.stages} blocks deep"
-                if persistent is not None
-                else "keep more blocks resident"
-            )
-        )
-        for r in results:
-            if r.shares_smem_with is not None:
-                notes.append(
-                    f"`{r.name}` is written into `{r.shares_smem_with}`'s block, row by row"
-                )
+        notes += row_form_notes(spec, layout, consts, block_form_smem, persistent, results)
     loop_plans = _loop_plans(spec, loops, layout, dtypes, consts, loads)
     if loop_plans:
         # Results written after the loops take scoped shared memory that reuses the pipelines'.
@@ -436,11 +416,22 @@ def make_plan(
         base = epilogue = 0
         held = {r.name for r in spec.results} - set(aliases or {})
         smem = smem_bytes(spec, layout, dtypes, set(fills), results=held)
-        if persistent is not None:  # every row-wise operand's block has a buffer a stage
-            staged = [op for op in operands if op.loaded and op.kind == TILE]
-            smem += (persistent.stages - 1) * sum(
-                hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES for op in staged
-            )
+    # A persistent launch gives each staged operand's block a buffer (and a barrier) a stage:
+    # the row form's row-wise operands, or every operand of a block form that copies its
+    # blocks in one box each.
+    staged = [op for op in operands if op.loaded and (op.kind == TILE or row_frame is None)]
+    stage_bytes = [hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) for op in staged]
+    if (
+        persistent is None
+        and row_frame is None
+        and not loop_plans
+        and _one_box_each(layout, operands, results)
+    ):
+        persistent = persistent_blocks(
+            grid, smem, stage_bytes, sum(op.smem_bytes for op in results)
+        )
+    if persistent is not None:
+        smem += (persistent.stages - 1) * (sum(stage_bytes) + hw.BARRIER_BYTES * len(staged))
     if smem > hw.SMEM_BYTES and loop_plans:
         raise ctx.error(
             SharedMemoryError,
@@ -491,7 +482,7 @@ def make_plan(
                 for lp in loop_plans
             ),
             persistent,
-            sum(op.smem_bytes for op in operands if op.loaded and op.kind == TILE),
+            sum(op.smem_bytes for op in staged),
         ),
     )
     plan.check_invariants()
@@ -590,3 +581,18 @@ def _stages_fix(
             return f"set {name}{sep}{stages} (the largest stage count that fits)"
     consts_text = ", ".join(f"{c}" for c in spec.block_map.values())
     return f"even one stage does not fit: lower the block constants ({consts_text})"
+
+
+def _one_box_each(
+    layout: BlockLayout, operands: tuple[OperandPlan, ...], results: tuple[OperandPlan, ...]
+) -> bool:
+    """Every block copied in one TMA box that starts inside its array: no batch dims, and no
+    whole dim split in boxes or padded past the array."""
+    for op in (*operands, *results):
+        if op.batch or (op.role is Role.INPUT and not op.loaded):
+            continue
+        for name, gmem in zip(op.dims, op.block_gmem_shape, strict=True):
+            d = layout.dim(name)
+            if d.batched or (not d.tiled_by and (d.boxes != 1 or d.extent != gmem)):
+                return False
+    return not any(d.batched for d in layout.dims)

@@ -13,7 +13,8 @@ This module decides whether a specialization takes the row form, and with how ma
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from . import _hardware as hw
 from ._errors import ErrorContext, SharedMemoryError
@@ -24,6 +25,17 @@ from ._smem import block_bytes, smem_bytes
 from ._spec import KernelSpec
 from ._targets import TARGETS
 
+
+class OperandPlanLike(Protocol):
+    """What the notes read of a planned result (the plan imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def shares_smem_with(self) -> str | None: ...
+
+
 __all__ = [
     "RowChoice",
     "TooWide",
@@ -31,6 +43,7 @@ __all__ = [
     "per_row_slots",
     "row_aliases",
     "row_candidate",
+    "row_form_notes",
     "too_wide_error",
 ]
 
@@ -281,3 +294,35 @@ def too_wide_error(
             " - row_max[:, None]) / row_sum[:, None])"
         ),
     )
+
+
+def row_form_notes(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    consts: Mapping[str, object],
+    block_form_smem: int,
+    persistent: Persistent | None,
+    results: Sequence[OperandPlanLike],
+) -> list[str]:
+    """What the plan says of the row form it took, and why."""
+    const = spec.tile_map[spec.rows]
+    room = (
+        "more than a block has" if block_form_smem > hw.SMEM_BYTES else "room for one block per SM"
+    )
+    how = (
+        f"pipelined {persistent.stages} blocks deep"
+        if persistent is not None
+        else "keep more blocks resident"
+    )
+    notes = [
+        f"whole rows of {layout.dim(spec.cols or '').size} take the row form: blocks of "
+        f"{consts[const]} rows ({const}={consts[const]}) would need {block_form_smem:,} B of "
+        f"shared memory ({room}); {layout.dim(spec.rows).block} row(s) a block, computed a "
+        f"row at a time, {how}"
+    ]
+    notes += [
+        f"`{r.name}` is written into `{r.shares_smem_with}`'s block, row by row"
+        for r in results
+        if r.shares_smem_with is not None
+    ]
+    return notes

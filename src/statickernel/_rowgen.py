@@ -322,7 +322,7 @@ class _RowGenerator:
                 "while one block is computed on in its shared-memory slot, the next ones arrive."
             ),
             *self._header(),
-            Assign((cta,), call("lax.axis_index", Const(plan.grid_names[0]))),
+            Assign((cta,), call("lax.axis_index", Const("cta"))),
             Assign(
                 (trips,),
                 BinOp(

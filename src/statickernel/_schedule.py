@@ -14,7 +14,7 @@ import enum
 from . import _hardware as hw
 from ._targets import TARGETS, GpuTarget, OccupancyLimit, occupancy
 
-__all__ = ["Persistent", "Schedule", "ScheduleKind", "plan_schedule"]
+__all__ = ["Persistent", "Schedule", "ScheduleKind", "persistent_blocks", "plan_schedule"]
 
 # The GPU the plan's figures are for: H100 and H200 (132 SMs).
 _TARGET = "sm_90a"
@@ -146,3 +146,39 @@ def plan_schedule(
     stages = max(s for s, _ in loops)
     in_flight = once_bytes + max(s * step for s, step in loops)
     return _schedule(ScheduleKind.PIPELINED_LOOPS, ctas, stages, in_flight, smem_bytes)
+
+
+# A persistent block-form launch keeps this many buffers of each operand, else two.
+_BLOCK_STAGES = (3, 2)
+# The SMs a persistent launch fills, one CTA each (a module global, so that tests can run a
+# persistent launch in the interpreter at a small size).
+_SMS = TARGETS[_TARGET].sms
+
+
+def persistent_blocks(
+    grid: tuple[int, ...], smem_bytes: int, stage_bytes: list[int], result_bytes: int
+) -> Persistent | None:
+    """A persistent launch for a block form of `smem_bytes` whose loaded blocks take
+    `stage_bytes` each: two CTAs an SM (else one), three stages (else two), when there are
+    blocks for at least two a CTA and it keeps as many loads in flight as co-resident CTAs of
+    one block each would (and keeps them in flight, where those come in bursts). None
+    otherwise. (`result_bytes` is already in `smem_bytes`: one buffer serves every block.)"""
+    del result_bytes
+    target = TARGETS[_TARGET]
+    blocks = 1
+    for g in grid:
+        blocks *= g
+    if not stage_bytes:
+        return None
+    loads = sum(stage_bytes)
+    one_block = occupancy(target, 0, smem_bytes, _THREADS).ctas_per_sm * loads
+    for resident in (2, 1):
+        ctas = _SMS * resident
+        if blocks < 2 * ctas:
+            continue
+        for stages in _BLOCK_STAGES:
+            smem = smem_bytes + (stages - 1) * (loads + hw.BARRIER_BYTES * len(stage_bytes))
+            fits = occupancy(target, 0, smem, _THREADS).ctas_per_sm >= resident
+            if fits and smem <= target.smem_per_cta and resident * stages * loads >= one_block:
+                return Persistent(ctas, stages)
+    return None
