@@ -333,21 +333,25 @@ def test_many_blocks_of_an_elementwise_kernel_run_persistent() -> None:
     assert source.index("wait_smem_to_gmem(0, wait_read_only=True)") < source.index(
         "result_smem[...] = v0"
     )
-    # A per-column operand has its slots too; two CTAs an SM where shared memory allows.
+    # A body on the WGMMA block (a per-column bias, reductions) keeps one block a CTA and
+    # its co-resident CTAs: a persistent CTA would compute alone on its SM.
     bias = scale_bias.plan(*_structs(((8192, 4096), F32), ((4096,), F32))).schedule
-    assert bias is not None and (bias.ctas, bias.stages, bias.ctas_per_sm) == (264, 2, 2)
+    assert bias is not None and (bias.kind, bias.ctas_per_sm) == (
+        sk.ScheduleKind.ONE_BLOCK_PER_CTA,
+        3,
+    )
 
 
 @pytest.mark.parametrize(
     ("name", "shape", "dtype"),
-    [("add", (1000, 777), F32), ("add", (512, 1024), BF16), ("scale_bias", (1000, 777), F32)],
+    [("add", (1000, 777), F32), ("add", (512, 1024), BF16), ("add", (300, 1000), F32)],
 )
 def test_the_persistent_block_pipeline_matches_the_reference(
     four_sms: None, name: str, shape: tuple[int, int], dtype: Any
 ) -> None:
     from test_gallery import check_against_reference, make_args
 
-    kernel = {"add": add, "scale_bias": scale_bias}[name]
+    kernel = {"add": add}[name]
     args = make_args(name, *shape, dtype)
     schedule = kernel.plan(*args).schedule
     assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT

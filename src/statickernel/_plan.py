@@ -423,7 +423,7 @@ def make_plan(
     stage_bytes = [hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) for op in staged]
     if (
         persistent is None
-        and row_frame is None
+        and flat_frame is not None  # elementwise: one CTA an SM computes it at ease
         and not loop_plans
         and _one_box_each(layout, operands, results)
     ):
