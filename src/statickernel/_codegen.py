@@ -43,6 +43,7 @@ from ._ir import (
 from ._loopgen import loop_statements
 from ._masks import MaskAxis, edge_mask_statements, fill_masks
 from ._pallas import fill_past_edge, load, store
+from ._persistent import CTA, SLOT, STEP, persistent_statements
 from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
 from ._printer import module_source
 from ._rowgen import row_block_function, row_copies
@@ -243,17 +244,21 @@ class _Generator:
 
     # --- the block body ----------------------------------------------------------------------
 
+    def _params(self) -> tuple[str, ...]:
+        """The block function's parameters: GMEM refs, then the scratch, as the launch lists it."""
+        params = [f"{op.name}_gmem" for op in self.inputs]
+        params += [f"{op.name}_gmem" for op in self.plan.results]
+        params += [f"{op.name}_smem" for op in self.loaded]
+        params += [f"{op.name}_smem" for op in self.kernel_results]
+        params += [f"{op.name}_barrier" for op in self.loaded]
+        return tuple(params)
+
     def block_function(self) -> FunctionDef:
         plan = self.plan
         if plan.row_frame is not None:
             return row_block_function(plan, self.t, self.new_store_api)
         if self._stages() > 1:
             return self._persistent_block_function()
-        params = [f"{op.name}_gmem" for op in self.inputs]
-        params += [f"{op.name}_gmem" for op in plan.results]
-        params += [f"{op.name}_smem" for op in self.loaded]
-        params += [f"{op.name}_smem" for op in self.kernel_results]
-        params += [f"{op.name}_barrier" for op in self.loaded]
         body: list[Stmt] = []
         for d in plan.dims:
             if d.tiled_by or d.batched:
@@ -311,7 +316,7 @@ class _Generator:
             body += self._load(op)
         if self.stored:
             body += self._store()
-        return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
 
     def _persistent_block_function(self) -> FunctionDef:
         """CTA `cta` takes blocks cta, cta + ctas, ... with `stages` blocks' loads in flight:
@@ -321,18 +326,12 @@ class _Generator:
         assert plan.schedule is not None
         ctas, stages = plan.schedule.ctas, plan.schedule.stages
         blocks = math.prod(plan.grid)
-        cta, trips, step, slot = Name("cta"), Name("trips"), Name("i"), Name("slot")
-        params = [f"{op.name}_gmem" for op in self.inputs]
-        params += [f"{op.name}_gmem" for op in plan.results]
-        params += [f"{op.name}_smem" for op in self.loaded]
-        params += [f"{op.name}_smem" for op in self.kernel_results]
-        params += [f"{op.name}_barrier" for op in self.loaded]
 
-        def block_indices(index: Expr) -> list[Stmt]:
-            """The grid position of the CTA's `index`-th block: the last axis runs fastest."""
+        def block_indices() -> list[Stmt]:
+            """The grid position of the CTA's `i`-th block: the last axis runs fastest."""
             block = Name("block")
             lines: list[Stmt] = [
-                Assign((block,), BinOp(Operator.ADD, cta, BinOp(Operator.MUL, index, Const(ctas))))
+                Assign((block,), BinOp(Operator.ADD, CTA, BinOp(Operator.MUL, STEP, Const(ctas))))
             ]
             for k, name in enumerate(plan.grid_names):
                 stride = math.prod(plan.grid[k + 1 :])
@@ -345,7 +344,10 @@ class _Generator:
             return lines
 
         def slot_of(op: OperandPlan) -> Expr:
-            return Subscript(Name(f"{op.name}_smem.at"), (slot,))
+            return Subscript(Name(f"{op.name}_smem.at"), (SLOT,))
+
+        def barrier_of(op: OperandPlan) -> Expr:
+            return Subscript(Name(f"{op.name}_barrier.at"), (SLOT,))
 
         copies: list[Stmt] = []
         for op in self.loaded:
@@ -354,79 +356,49 @@ class _Generator:
                 if not any(self.plan.dim(d).ragged for d in op.dims)
                 else {}
             )
-            barrier = Subscript(Name(f"{op.name}_barrier.at"), (slot,))
             for gmem_ref, _ in self._boxes(op):
-                copies.append(
-                    ExprStmt(
-                        call("plgpu.copy_gmem_to_smem", gmem_ref, slot_of(op), barrier, **promise)
-                    )
+                copy = call(
+                    "plgpu.copy_gmem_to_smem", gmem_ref, slot_of(op), barrier_of(op), **promise
                 )
-        load_block = FunctionDef("load_block", ("i", "slot"), (*block_indices(step), *copies))
-        last = BinOp(Operator.SUB, Const(blocks + ctas - 1), cta)
+                copies.append(ExprStmt(copy))
+        step: list[Stmt] = [
+            *block_indices(),
+            *[ExprStmt(call("plgpu.barrier_wait", barrier_of(op))) for op in self.loaded],
+            *self._masks(),
+        ]
+        for op in self.loaded:
+            step += self._load(op, slot_of(op))
+        step.append(Comment("The kernel body, one statement per traced op."))
+        for line in self.t.lines:
+            assert not isinstance(line, LoopBlock), "a persistent block has no loops"
+            step.append(line)
+        wait = ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)))
+        step.append(Comment("The last block's stores have read the results' buffers."))
+        step.append(wait)
+        for op, value in zip(plan.results, self.t.outputs, strict=True):
+            assert value is not None
+            step.append(store(Name(f"{op.name}_smem"), value, self.new_store_api, plan.flat_frame))
+        step.append(ExprStmt(call("plgpu.commit_smem")))
+        for op in plan.results:
+            for gmem_ref, smem_ref in self._boxes(op):
+                step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
         body: list[Stmt] = [
             Comment(
                 f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
                 f"with {stages} in flight."
             ),
-            Assign((cta,), call("lax.axis_index", Const("cta"))),
-            Assign((trips,), BinOp(Operator.FLOORDIV, last, Const(ctas))),
-            load_block,
+            *persistent_statements(
+                blocks,
+                ctas,
+                stages,
+                (*block_indices(), *copies),
+                [],
+                step,
+                "The slot's block is in registers: the block `stages` ahead takes it.",
+            ),
+            wait,
         ]
-        for s in range(stages):
-            fill = ExprStmt(call("load_block", Const(s), Const(s)))
-            if s == 0:  # every CTA has a block
-                body.append(fill)
-            else:
-                guard = call("pl.when", BinOp(Operator.LT, Const(s), trips))
-                body.append(FunctionDef(f"fill_slot_{s}", (), (fill,), decorators=(guard,)))
-        inner: list[Stmt] = [
-            Assign((slot,), call("lax.rem", step, Const(stages))),
-            *block_indices(step),
-            *[
-                ExprStmt(
-                    call("plgpu.barrier_wait", Subscript(Name(f"{op.name}_barrier.at"), (slot,)))
-                )
-                for op in self.loaded
-            ],
-            *self._masks(),
-        ]
-        for op in self.loaded:
-            inner += self._load(op, slot_of(op))
-        inner.append(Comment("The kernel body, one statement per traced op."))
-        for line in self.t.lines:
-            assert not isinstance(line, LoopBlock), "a persistent block has no loops"
-            inner.append(line)
-        wait = ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)))
-        inner.append(Comment("The last block's stores have read the results' buffers."))
-        inner.append(wait)
-        for op, value in zip(plan.results, self.t.outputs, strict=True):
-            assert value is not None
-            inner.append(store(Name(f"{op.name}_smem"), value, self.new_store_api, plan.flat_frame))
-        inner.append(ExprStmt(call("plgpu.commit_smem")))
-        for op in plan.results:
-            for gmem_ref, smem_ref in self._boxes(op):
-                inner.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
-        refill_guard = call(
-            "pl.when", BinOp(Operator.LT, BinOp(Operator.ADD, step, Const(stages)), trips)
-        )
-        inner.append(
-            FunctionDef(
-                "refill",
-                (),
-                (
-                    Comment("The slot's block is in registers: the block `stages` ahead takes it."),
-                    ExprStmt(call("load_block", BinOp(Operator.ADD, step, Const(stages)), slot)),
-                ),
-                decorators=(refill_guard,),
-            )
-        )
-        body.append(
-            FunctionDef(
-                "step", ("i",), tuple(inner), decorators=(call("pl.loop", Const(0), trips),)
-            )
-        )
-        body.append(wait)
-        return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
 
     def _store(self) -> list[Stmt]:
         """Registers to shared memory, then TMA to global memory, clipped at the edge."""

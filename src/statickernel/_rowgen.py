@@ -32,6 +32,7 @@ from ._ir import (
     names_read,
 )
 from ._pallas import RowFrame, load, select, store
+from ._persistent import CTA, SLOT, STEP, persistent_statements
 from ._plan import LaunchPlan, OperandPlan
 from ._schedule import ScheduleKind
 from ._translation import LoopBlock, Translation
@@ -39,7 +40,6 @@ from ._translation import LoopBlock, Translation
 __all__ = ["row_block_function", "row_copies"]
 
 _ROW = Name("r")
-_SLOT = Name("slot")
 _ROW_START = Name("row_start")
 _PROMISE = Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")
 # A copy moves a whole number of these: one byte a thread of the warpgroup.
@@ -97,13 +97,13 @@ class _RowGenerator:
         self.ctas = plan.schedule.ctas
 
     def _at(self, buffer: str, *index: Expr, staged: bool) -> Expr:
-        lead = (_SLOT,) if staged and self.persistent else ()
+        lead = (SLOT,) if staged and self.persistent else ()
         return Subscript(Name(f"{buffer}.at"), (*lead, *index))
 
     def _barrier(self, op: OperandPlan) -> Expr:
         barrier = Name(f"{op.name}_barrier")
         if self.persistent and op.kind == Kind.TILE:
-            return Subscript(Name(f"{op.name}_barrier.at"), (_SLOT,))
+            return Subscript(Name(f"{op.name}_barrier.at"), (SLOT,))
         return barrier
 
     def _copies(
@@ -302,17 +302,23 @@ class _RowGenerator:
     def _persistent_function(self) -> FunctionDef:
         plan = self.plan
         blocks, ctas, stages = plan.grid[0], self.ctas, self.stages
-        cta, trips, step = Name("cta"), Name("trips"), Name("i")
 
-        def block_start(index: Expr) -> Expr:
-            block = BinOp(Operator.ADD, cta, BinOp(Operator.MUL, index, Const(ctas)))
+        def block_start() -> Expr:
+            block = BinOp(Operator.ADD, CTA, BinOp(Operator.MUL, STEP, Const(ctas)))
             return BinOp(Operator.MUL, block, Const(self.rows))
 
-        load_block = FunctionDef(
-            "load_block",
-            ("i", "slot"),
-            (Assign((_ROW_START,), block_start(step)), *self._load_block()),
+        load_block = (
+            Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."),
+            Assign((_ROW_START,), block_start()),
+            *self._load_block(),
         )
+        step: list[Stmt] = [
+            Assign((_ROW_START,), block_start()),
+            *[ExprStmt(call("plgpu.barrier_wait", self._barrier(op))) for op in self.tiles],
+            *_loop("compute_row", self.rows, self._row_body()),
+            Comment("Store: bulk copies back, each inside the array."),
+            *self._store_copies(),
+        ]
         body: list[Stmt] = [
             Comment(
                 f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
@@ -322,52 +328,16 @@ class _RowGenerator:
                 "while one block is computed on in its shared-memory slot, the next ones arrive."
             ),
             *self._header(),
-            Assign((cta,), call("lax.axis_index", Const("cta"))),
-            Assign(
-                (trips,),
-                BinOp(
-                    Operator.FLOORDIV,
-                    BinOp(Operator.SUB, Const(blocks + ctas - 1), cta),
-                    Const(ctas),
-                ),
+            *persistent_statements(
+                blocks,
+                ctas,
+                stages,
+                load_block,
+                self._columns_in(),
+                step,
+                "Its stores have read the slot: the block `stages` ahead takes it.",
             ),
-            Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."),
-            load_block,
-            *self._columns_in(),
         ]
-        for s in range(stages):
-            fill = ExprStmt(call("load_block", Const(s), Const(s)))
-            if s == 0:  # every CTA has a block
-                body.append(fill)
-            else:
-                guard = call("pl.when", BinOp(Operator.LT, Const(s), trips))
-                body.append(FunctionDef(f"fill_slot_{s}", (), (fill,), decorators=(guard,)))
-        refill_guard = call(
-            "pl.when", BinOp(Operator.LT, BinOp(Operator.ADD, step, Const(stages)), trips)
-        )
-        refill = FunctionDef(
-            "refill",
-            (),
-            (
-                Comment("Its stores have read the slot: the block `stages` ahead takes it."),
-                ExprStmt(call("load_block", BinOp(Operator.ADD, step, Const(stages)), _SLOT)),
-            ),
-            decorators=(refill_guard,),
-        )
-        inner: list[Stmt] = [
-            Assign((_SLOT,), call("lax.rem", step, Const(stages))),
-            Assign((_ROW_START,), block_start(step)),
-            *[ExprStmt(call("plgpu.barrier_wait", self._barrier(op))) for op in self.tiles],
-            *_loop("compute_row", self.rows, self._row_body()),
-            Comment("Store: bulk copies back, each inside the array."),
-            *self._store_copies(),
-            refill,
-        ]
-        body.append(
-            FunctionDef(
-                "step", ("i",), tuple(inner), decorators=(call("pl.loop", Const(0), trips),)
-            )
-        )
         return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
 
 

@@ -33,8 +33,8 @@ def _rmsnorm_block(
     cta = lax.axis_index("cta")
     trips = (4359 - cta) // 264
 
-    # Load: bulk copies of whole 128-byte pieces, each inside the array.
     def load_block(i, slot):
+        # Load: bulk copies of whole 128-byte pieces, each inside the array.
         row_start = (cta + i * 264) * 4
 
         @pl.loop(0, 4)

@@ -25,8 +25,8 @@ def _row_sum_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
     cta = lax.axis_index("cta")
     trips = (2311 - cta) // 264
 
-    # Load: bulk copies of whole 128-byte pieces, each inside the array.
     def load_block(i, slot):
+        # Load: bulk copies of whole 128-byte pieces, each inside the array.
         row_start = (cta + i * 264) * 8
 
         @pl.loop(0, 8)
