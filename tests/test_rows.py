@@ -275,12 +275,10 @@ def test_few_blocks_keep_one_block_per_cta() -> None:
 def four_sms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A GPU of four SMs, so that a persistent launch runs in the interpreter at a small size;
     the specializations planned for it are dropped afterwards."""
-    import statickernel._rowform as rowform
     import statickernel._schedule as schedule
 
     kernels = (softmax, rmsnorm, layernorm, row_sum, add, scale_bias)
-    monkeypatch.setattr(rowform, "_SMS", 4)
-    monkeypatch.setattr(schedule, "_SMS", 4)
+    monkeypatch.setattr(schedule, "SMS", 4)
     _forget(kernels)  # plans made for the real GPU
     yield
     _forget(kernels)

@@ -25,7 +25,7 @@ from ._pipeline import (
     pipeline_bytes,
     swizzle_elements,
 )
-from ._rowform import row_form_notes
+from ._rowform import per_row_slots, row_form_notes
 from ._schedule import Persistent, Schedule, persistent_blocks, plan_schedule
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
@@ -203,7 +203,7 @@ class LaunchPlan:
                 if op.kind == COL or op.kind == TILE:
                     assert op.block_shape[-1] == self.row_frame.width
                 if op.kind == ROW:
-                    slots = hw.TMA_ALIGN_BYTES // hw.itemsize(op.dtype)
+                    slots = per_row_slots(op.dtype)
                     assert op.gmem_shape == (self.grid[0] * op.block_shape[0], slots)
                 if op.shares_smem_with is not None:
                     shared = self.operand(op.shares_smem_with)
@@ -427,9 +427,7 @@ def make_plan(
         and not loop_plans
         and _one_box_each(layout, operands, results)
     ):
-        persistent = persistent_blocks(
-            grid, smem, stage_bytes, sum(op.smem_bytes for op in results)
-        )
+        persistent = persistent_blocks(grid, smem, stage_bytes)
     if persistent is not None:
         smem += (persistent.stages - 1) * (sum(stage_bytes) + hw.BARRIER_BYTES * len(staged))
     if smem > hw.SMEM_BYTES and loop_plans:
@@ -503,7 +501,7 @@ def _row_form_gmem(
     per-column operand to 16-byte multiples."""
     if role is Role.OUTPUT:
         rows = layout.dim(layout.rows).block
-        slots = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+        slots = per_row_slots(dtype)
         notes.append(
             f"`{name}` is written a 16-byte slot a row, a block of {rows} row(s) in one copy, "
             f"to a {grid[0] * rows} x {slots} array whose first column is the result"

@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from . import _hardware as hw
+from . import _schedule
 from ._errors import ErrorContext, SharedMemoryError
 from ._layout import BlockLayout
 from ._pallas import RowFrame
 from ._schedule import Persistent
 from ._smem import block_bytes, smem_bytes
 from ._spec import KernelSpec
-from ._targets import TARGETS
 
 
 class OperandPlanLike(Protocol):
@@ -47,7 +47,6 @@ __all__ = [
     "too_wide_error",
 ]
 
-_SMS = TARGETS["sm_90a"].sms
 # The block form is kept while it leaves room for this many resident blocks per SM.
 BLOCK_FORM_MIN_CTAS = 2
 # Rows this many times narrower than their padded vector keep the block form when it fits.
@@ -199,7 +198,7 @@ def choose_rows(
     row_bytes = sum(frame.width * hw.itemsize(dtypes[n]) for n in tiles)
 
     def in_flight(rows: int, stages: int, resident: int, ctas: int) -> int:
-        return min(resident, hw.cdiv(ctas, _SMS)) * stages * rows * row_bytes
+        return min(resident, hw.cdiv(ctas, _schedule.SMS)) * stages * rows * row_bytes
 
     one_block = _one_block_choice(
         candidates, fits, rows_dim.size, frame, layout, aliases, block_form
@@ -220,11 +219,11 @@ def choose_rows(
                 r
                 for r in candidates
                 if staged(r, stages) * resident <= hw.SMEM_BYTES
-                and hw.cdiv(rows_dim.size, r) >= 2 * _SMS * resident
+                and hw.cdiv(rows_dim.size, r) >= 2 * _schedule.SMS * resident
             ]
             if inside:
                 best = max(inside)
-                ctas = min(hw.cdiv(rows_dim.size, best), _SMS * resident)
+                ctas = min(hw.cdiv(rows_dim.size, best), _schedule.SMS * resident)
                 if in_flight(best, stages, resident, ctas) < one_block_flight:
                     continue
                 persistent = Persistent(ctas, stages)
@@ -257,7 +256,7 @@ def _one_block_choice(
     for resident in (ROW_FORM_CTAS, BLOCK_FORM_MIN_CTAS, 1):
         inside = [r for r in candidates if fits[r] * resident <= hw.SMEM_BYTES]
         if inside:
-            busy = [r for r in inside if hw.cdiv(size, r) >= _SMS]
+            busy = [r for r in inside if hw.cdiv(size, r) >= _schedule.SMS]
             best = max(busy or [min(inside)])
             layout_rows = _with_rows(layout, best, frame)
             choice = RowChoice(best, frame, layout_rows, fits[best], aliases, block_form)

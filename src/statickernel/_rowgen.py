@@ -59,12 +59,8 @@ def _pieces(elements: int, itemsize: int) -> list[tuple[int, int]]:
 
 def row_copies(plan: LaunchPlan, op: OperandPlan) -> int:
     """The copies that fill a loaded operand's block: the barrier's arrivals."""
-    per_row = len(_pieces(op.gmem_shape[-1], _itemsize(op)))
+    per_row = len(_pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)))
     return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
-
-
-def _itemsize(op: OperandPlan) -> int:
-    return hw.itemsize(op.dtype)
 
 
 def _loop(name: str, rows: int, body: list[Stmt]) -> list[Stmt]:
@@ -112,9 +108,10 @@ class _RowGenerator:
         """(GMEM slice, SMEM slice) of each bulk copy of one row of `op` (or of the whole
         1-D operand when `row` is None), to or from the shared-memory `buffer`."""
         smem = buffer or f"{op.name}_smem"
-        staged = smem in {f"{t.name}_smem" for t in self.tiles}
+        # A row-wise operand's buffer has a slot a stage, and so does a result written into it.
+        staged = row is not None and (buffer is None or op.shares_smem_with is not None)
         out: list[tuple[Expr, Expr]] = []
-        for start, size in _pieces(op.gmem_shape[-1], _itemsize(op)):
+        for start, size in _pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)):
             span = call("pl.ds", Const(start), Const(size))
             if row is None:
                 out.append(

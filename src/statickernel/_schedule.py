@@ -150,20 +150,19 @@ def plan_schedule(
 
 # A persistent block-form launch keeps this many buffers of each operand, else two.
 _BLOCK_STAGES = (3, 2)
-# The SMs a persistent launch fills, one CTA each (a module global, so that tests can run a
-# persistent launch in the interpreter at a small size).
-_SMS = TARGETS[_TARGET].sms
+# The SMs the plan's launches are sized for (a module global, read at planning time, so that
+# tests can run a persistent launch in the interpreter at a small size).
+SMS = TARGETS[_TARGET].sms
 
 
 def persistent_blocks(
-    grid: tuple[int, ...], smem_bytes: int, stage_bytes: list[int], result_bytes: int
+    grid: tuple[int, ...], smem_bytes: int, stage_bytes: list[int]
 ) -> Persistent | None:
     """A persistent launch for a block form of `smem_bytes` whose loaded blocks take
     `stage_bytes` each: two CTAs an SM (else one), three stages (else two), when there are
     blocks for at least two a CTA and it keeps as many loads in flight as co-resident CTAs of
     one block each would (and keeps them in flight, where those come in bursts). None
-    otherwise. (`result_bytes` is already in `smem_bytes`: one buffer serves every block.)"""
-    del result_bytes
+    otherwise. (The results' buffers are in `smem_bytes`: one serves every block.)"""
     target = TARGETS[_TARGET]
     blocks = 1
     for g in grid:
@@ -173,7 +172,7 @@ def persistent_blocks(
     loads = sum(stage_bytes)
     one_block = occupancy(target, 0, smem_bytes, _THREADS).ctas_per_sm * loads
     for resident in (2, 1):
-        ctas = _SMS * resident
+        ctas = SMS * resident
         if blocks < 2 * ctas:
             continue
         for stages in _BLOCK_STAGES:
