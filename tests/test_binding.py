@@ -134,7 +134,7 @@ def test_duck_typed_operand(method: str):
     run = softmax if method == "call" else getattr(softmax, method)
     # A shape no other test uses, so that no cached specialization answers first.
     with pytest.raises(sk.OperandError) as info:
-        run(_Duck((192, 72)))  # @call-duck
+        run(_Duck((192, 72)))  # @call-duck  # pyright: ignore[reportArgumentType]
     check(info.value, "call-duck", operand="x")
     assert "_Duck" in info.value.what and "not an array" in info.value.what
     assert "jnp.asarray(x)" in str(info.value.fix)
@@ -142,7 +142,7 @@ def test_duck_typed_operand(method: str):
 
 def test_numpy_and_jax_arrays_and_shape_structs_are_operands():
     x = np.ones((64, 40), np.float32)
-    np.testing.assert_allclose(softmax(x), np.full((64, 40), 1 / 40), rtol=1e-6)
+    np.testing.assert_allclose(softmax(x), np.full((64, 40), 1 / 40), rtol=1e-6)  # pyright: ignore[reportArgumentType]
     assert softmax.plan(S((64, 40), jnp.float32)).grid == (1,)
     assert softmax.plan(jnp.asarray(x)).grid == (1,)
 
@@ -235,7 +235,7 @@ def test_dtype_mosaic_gpu_cannot_handle(arg: Any, dtype: str):
 
 def test_float64_numpy_array_in_a_call():
     with pytest.raises(sk.DtypeError) as info:
-        softmax(np.ones((64, 128), np.float64))  # @call-float64
+        softmax(np.ones((64, 128), np.float64))  # @call-float64  # pyright: ignore[reportArgumentType]
     check(info.value, "call-float64", operand="x")
     assert "Mosaic GPU" in info.value.what
     assert "float32" in str(info.value.fix)
@@ -299,7 +299,7 @@ def test_dim_past_int32(method: str, shape: tuple[int, int], dim: str):
 
 def test_override_unknown_constant():
     with pytest.raises(sk.OverrideError) as info:
-        softmax(X, FOO=1)  # @call-foo
+        softmax(X, FOO=1)  # @call-foo  # pyright: ignore[reportCallIssue]
     check(info.value, "call-foo", operand="FOO")
     assert info.value.actual == "'FOO'"
     assert "BM" in info.value.expected
@@ -569,14 +569,14 @@ def test_bind_error_points_at_the_bind_call(overrides: dict[str, Any], cls: type
 
 def test_unknown_backend_in_a_call():
     with pytest.raises(sk.BackendError) as info:
-        softmax(X, backend="cuda")
+        softmax(X, backend="cuda")  # pyright: ignore[reportCallIssue]
     assert info.value.actual == "'cuda'"
     assert "interpret" in info.value.expected
 
 
 def test_unknown_backend_names_kernel_and_call():
     with pytest.raises(sk.BackendError) as info:
-        softmax(X, backend="cuda")  # @backend-call
+        softmax(X, backend="cuda")  # @backend-call  # pyright: ignore[reportCallIssue]
     check(info.value, "backend-call")
 
 

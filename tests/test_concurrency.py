@@ -127,7 +127,7 @@ def test_interpreted_calls_from_eight_threads(modes: tuple[str, ...]) -> None:
 
 def test_threads_share_one_jitted_function() -> None:
     x = rand(129, 65)
-    jitted = jax.jit(lambda v: softmax(v, backend="interpret") + 1)
+    jitted = jax.jit(lambda v: softmax.with_backend("interpret")(v) + 1)
     want = np.asarray(softmax.reference(x)) + 1  # pyright: ignore[reportOptionalCall]
     jitted(x)
     for out in run_together([lambda: np.asarray(jitted(x))] * 8, THREAD_TIMEOUT_S):

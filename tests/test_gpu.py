@@ -53,7 +53,7 @@ def test_gallery_on_hardware(kernel: sk.Kernel[..., Any], shapes: Any, m: int, n
         (jax.random.normal(k, s, jnp.float32) * 2 - 4).astype(dtype)
         for k, s in zip(keys, shapes(m, n), strict=False)
     ]
-    got = kernel(*operands, backend="mosaic_gpu")
+    got = kernel.with_backend("mosaic_gpu")(*operands)
     want = kernel.reference(*operands)  # pyright: ignore[reportOptionalCall]
     got32, want32 = np.asarray(got, np.float32), np.asarray(want, np.float32)
     scale = max(1.0, float(np.max(np.abs(want32))))
@@ -81,7 +81,7 @@ def test_matmul_on_hardware(m: int, k: int, n: int) -> None:
     ka, kb = jax.random.split(jax.random.key(m + k + n))
     a = jax.random.normal(ka, (m, k), jnp.bfloat16)
     b = jax.random.normal(kb, (k, n), jnp.bfloat16)
-    got = np.asarray(matmul(a, b, backend="mosaic_gpu"))
+    got = np.asarray(matmul.with_backend("mosaic_gpu")(a, b))
     want = np.asarray(jnp.dot(a, b, preferred_element_type=jnp.float32))
     # Both sum exact bf16 products in f32; only the order of the sums differs.
     assert float(np.max(np.abs(got - want))) <= 1e-4 * max(1.0, float(np.max(np.abs(want))))
@@ -95,10 +95,10 @@ def test_matmul_bias_gelu_and_batched_on_hardware() -> None:
     a = jax.random.normal(ka, (3, 300, 200), jnp.bfloat16)
     b = jax.random.normal(kb, (3, 200, 260), jnp.bfloat16)
     bias = jax.random.normal(kc, (260,), jnp.float32)
-    got = np.asarray(batched_matmul(a, b, backend="mosaic_gpu"))
+    got = np.asarray(batched_matmul.with_backend("mosaic_gpu")(a, b))
     want = np.asarray(batched_matmul.reference(a, b))  # pyright: ignore[reportOptionalCall]
     assert float(np.max(np.abs(got - want))) <= 1e-3
-    got = np.asarray(matmul_bias_gelu(a[0], b[0], bias, backend="mosaic_gpu"), np.float32)
+    got = np.asarray(matmul_bias_gelu.with_backend("mosaic_gpu")(a[0], b[0], bias), np.float32)
     want = np.asarray(matmul_bias_gelu.reference(a[0], b[0], bias), np.float32)  # pyright: ignore[reportOptionalCall]
     assert float(np.max(np.abs(got - want))) <= 2e-2 * max(1.0, float(np.max(np.abs(want))))
 
@@ -110,11 +110,11 @@ def test_wide_rows_on_hardware(m: int, n: int) -> None:
 
     keys = jax.random.split(jax.random.key(2), 3)
     x = jax.random.normal(keys[0], (m, n), jnp.float32) - 5.0
-    got = np.asarray(softmax_online(x, backend="mosaic_gpu"))
+    got = np.asarray(softmax_online.with_backend("mosaic_gpu")(x))
     want = np.asarray(jax.nn.softmax(x, axis=-1))
     assert float(np.max(np.abs(got - want))) <= 1e-5 * max(1e-30, float(np.max(want)))
     w = jax.random.normal(keys[1], (n,), jnp.float32)
     bias = jax.random.normal(keys[2], (n,), jnp.float32)
-    got = np.asarray(layernorm_wide(x * 3 + 100, w, bias, backend="mosaic_gpu"))
+    got = np.asarray(layernorm_wide.with_backend("mosaic_gpu")(x * 3 + 100, w, bias))
     want = np.asarray(layernorm_wide.reference(x * 3 + 100, w, bias))  # pyright: ignore[reportOptionalCall]
     assert float(np.max(np.abs(got - want))) <= 1e-3

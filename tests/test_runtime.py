@@ -325,7 +325,7 @@ def test_mistyped_or_unknown_override_is_an_override_error(overrides: dict[str, 
 
 def test_unhashable_override_in_a_call_is_an_override_error() -> None:
     with pytest.raises(sk.OverrideError):
-        softmax(rand(100, 100), BM=[64])
+        softmax(rand(100, 100), BM=[64])  # pyright: ignore[reportArgumentType]
 
 
 @pytest.mark.parametrize("method", ["plan", "emit", "specialize", "lower"])
@@ -388,7 +388,7 @@ def test_default_backend_is_interpret_without_a_gpu() -> None:
 
 def test_backend_per_call() -> None:
     x = rand(100, 100, shift=-10)
-    assert_close(softmax(x, backend="interpret"), softmax_reference(x))
+    assert_close(softmax(x, backend="interpret"), softmax_reference(x))  # pyright: ignore[reportCallIssue]
     assert softmax.plan(x, backend="interpret").backend == "interpret"
     assert softmax.plan(x, backend="mosaic_gpu").backend == "mosaic_gpu"
 
@@ -457,7 +457,7 @@ def _declare_with_unknown_backend() -> None:
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: softmax(rand(10, 10), backend="cuda"),
+        lambda: softmax(rand(10, 10), backend="cuda"),  # pyright: ignore[reportCallIssue]
         lambda: softmax.plan(rand(10, 10), backend="gpu"),
         lambda: softmax.with_backend("cuda"),
         lambda: sk.set_backend("cuda"),
@@ -477,7 +477,7 @@ def test_unknown_backend_is_a_backend_error(call: Callable[[], Any]) -> None:
 @pytest.mark.skipif(HAS_CUDA, reason="needs a machine without a CUDA device")
 def test_mosaic_gpu_without_a_gpu_is_a_backend_error() -> None:
     with pytest.raises(sk.BackendError):
-        softmax(rand(100, 100), backend="mosaic_gpu")
+        softmax(rand(100, 100), backend="mosaic_gpu")  # pyright: ignore[reportCallIssue]
 
 
 def _export_jitted(k: sk.Kernel[..., Any], x: Any) -> Any:

@@ -1,7 +1,7 @@
 """statickernel: typed Pallas Mosaic GPU kernels with static launches and exact edges."""
 
 from . import testing
-from ._backend import BACKENDS, backend, default_backend, set_backend
+from ._backend import BACKENDS, InterpreterFallbackWarning, backend, default_backend, set_backend
 from ._compile_report import CompileReport, Occupancy, OccupancyLimit
 from ._cost import Bound, Cost
 from ._errors import (
@@ -77,6 +77,7 @@ __all__ = [
     "HardwareLimitError",
     "HardwareRuleError",
     "Int32LimitError",
+    "InterpreterFallbackWarning",
     "Kernel",
     "Kind",
     "LaunchPlan",

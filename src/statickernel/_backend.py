@@ -9,12 +9,24 @@ environment variable, and finally by looking for a CUDA device.
 import contextlib
 import contextvars
 import functools
+import glob
 import os
+import shutil
+import warnings
 from collections.abc import Iterator
 
 from ._errors import BackendError
 
-__all__ = ["BACKENDS", "backend", "default_backend", "has_cuda", "resolve_backend", "set_backend"]
+__all__ = [
+    "BACKENDS",
+    "InterpreterFallbackWarning",
+    "backend",
+    "default_backend",
+    "has_cuda",
+    "has_nvidia_gpu",
+    "resolve_backend",
+    "set_backend",
+]
 
 BACKENDS = ("mosaic_gpu", "interpret")
 ENV_VAR = "STATICKERNEL_BACKEND"
@@ -64,6 +76,41 @@ def _backend_block(name: str) -> Iterator[str]:
         _block_backend.reset(token)
 
 
+class InterpreterFallbackWarning(UserWarning):
+    """The interpreter was chosen by default on a machine with an NVIDIA GPU that jax cannot
+    use (a CPU-only jaxlib, or no CUDA plugin): kernels run, but orders of magnitude slower."""
+
+
+@functools.cache
+def has_nvidia_gpu() -> bool:
+    """Whether this machine has an NVIDIA GPU and driver, whatever jax sees: the driver's
+    /proc entry or device nodes, or nvidia-smi on the PATH. Never imports jax or CUDA."""
+    return (
+        os.path.exists("/proc/driver/nvidia/version")
+        or bool(glob.glob("/dev/nvidia[0-9]*"))
+        or shutil.which("nvidia-smi") is not None
+    )
+
+
+@functools.cache
+def _warn_interpreter_fallback() -> None:
+    """Once per process: the default chose the interpreter although there is a GPU."""
+    import jax
+
+    platforms = ", ".join(sorted({d.platform for d in jax.devices()}))
+    warnings.warn(
+        "statickernel: this machine has an NVIDIA GPU, but jax sees no CUDA device (jax "
+        f"{jax.__version__}, devices: {platforms}), so kernels run in the Mosaic GPU "
+        "interpreter, about a million elements per second. Install jax with CUDA: "
+        'pip install "statickernel[cuda13]" (or [cuda12], to match the driver). To run the '
+        f"interpreter on purpose and silence this, set {ENV_VAR}=interpret or call "
+        'sk.set_backend("interpret").',
+        InterpreterFallbackWarning,
+        # Reported at the user's line that called the kernel, not inside statickernel.
+        skip_file_prefixes=(os.path.dirname(__file__),),
+    )
+
+
 @functools.cache
 def has_cuda() -> bool:
     import jax
@@ -84,7 +131,11 @@ def default_backend() -> str:
     env = os.environ.get(ENV_VAR)
     if env:
         return _check(env, f"environment variable {ENV_VAR}")
-    return "mosaic_gpu" if has_cuda() else "interpret"
+    if has_cuda():
+        return "mosaic_gpu"
+    if has_nvidia_gpu():
+        _warn_interpreter_fallback()
+    return "interpret"
 
 
 def resolve_backend(call: str | None, kernel: str | None) -> str:

@@ -51,14 +51,28 @@ class Specialization:
 class Kernel[**P, R]:
     """A checked kernel declaration. Call it like the function it decorates."""
 
-    def __init__(self, spec: KernelSpec, consts: Mapping[str, Any], backend: str | None):
+    def __init__(
+        self,
+        spec: KernelSpec,
+        consts: Mapping[str, Any],
+        backend: str | None,
+        shares_cache_with: "Kernel[..., Any] | None" = None,
+    ):
         self.spec = spec
         self.consts: dict[str, Any] = dict(consts)
         self.backend = backend
         self.reference = spec.reference
-        self._cache: dict[Any, Specialization] = {}
-        self._by_consts: dict[Any, Specialization] = {}
-        self._lock = threading.Lock()
+        if shares_cache_with is None:
+            self._cache: dict[Any, Specialization] = {}
+            self._by_consts: dict[Any, Specialization] = {}
+            self._lock = threading.Lock()
+        else:
+            # Both keys name the backend, so kernels that differ only in their default backend
+            # share one cache: `kernel.with_backend(b)(x)` compiles nothing `kernel(x,
+            # backend=b)` already did.
+            self._cache = shares_cache_with._cache
+            self._by_consts = shares_cache_with._by_consts
+            self._lock = shares_cache_with._lock
         functools.update_wrapper(self, spec.fn)
 
     def __repr__(self) -> str:
@@ -67,7 +81,17 @@ class Kernel[**P, R]:
 
     # --- calling -----------------------------------------------------------------------------
 
-    def __call__(self, *args: Any, backend: str | None = None, **overrides: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Runs the kernel: the operands as the decorated function takes them, and constant
+        overrides by keyword (`softmax(x, BM=128)`), typed from its signature.
+
+        `backend=` is also accepted here, but it is not in the decorated function's
+        signature, so a type checker flags it; `kernel.with_backend(name)(x)` is the typed
+        spelling, and shares this kernel's cached specializations."""
+        overrides: dict[str, Any] = dict(kwargs)
+        return self._call(args, overrides, overrides.pop("backend", None))
+
+    def _call(self, args: tuple[Any, ...], overrides: dict[str, Any], backend: str | None) -> Any:
         try:
             try:
                 key = (
@@ -179,11 +203,14 @@ class Kernel[**P, R]:
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
-    def lower(self, *args: Any, **overrides: Any) -> Any:
-        """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine."""
+    def lower(self, *args: Any, **overrides: Any) -> jax.stages.Lowered:
+        """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine.
+        The result is jax's own `Lowered`: `.as_text()` is its StableHLO, with the Mosaic GPU
+        kernel inside."""
         try:
             entry = self._specialization(args, overrides, "mosaic_gpu")
-            return entry.fn.trace(*args).lower(lowering_platforms=("cuda",))  # pyright: ignore[reportFunctionMemberAccess]
+            traced: jax.stages.Traced = entry.fn.trace(*args)  # pyright: ignore[reportFunctionMemberAccess]
+            return traced.lower(lowering_platforms=("cuda",))
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
@@ -196,7 +223,7 @@ class Kernel[**P, R]:
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
-    def trace(self, *args: Any, backend: str | None = None, **overrides: Any) -> Any:
+    def trace(self, *args: Any, backend: str | None = None, **overrides: Any) -> jax.stages.Traced:
         """This specialization traced as `jax.jit(kernel).trace(...)` traces it; with it,
         `jax.export.export(kernel)` works as it does for a jitted function."""
         try:
@@ -221,7 +248,8 @@ class Kernel[**P, R]:
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
         """A new kernel that runs on `backend` unless a call says otherwise."""
-        return Kernel(self.spec, self.consts, resolve_backend(backend, None) if backend else None)  # pyright: ignore[reportReturnType]
+        chosen = resolve_backend(backend, None) if backend else None
+        return Kernel(self.spec, self.consts, chosen, shares_cache_with=self)  # pyright: ignore[reportReturnType]
 
     # --- the one path ------------------------------------------------------------------------
 
