@@ -2,6 +2,7 @@
 kernels that differ only in their backend sharing one cache."""
 
 import warnings
+from collections.abc import Iterator
 
 import jax
 import numpy as np
@@ -13,7 +14,7 @@ from statickernel import _backend
 
 
 @pytest.fixture
-def gpu_without_cuda_jax(monkeypatch: pytest.MonkeyPatch) -> None:
+def gpu_without_cuda_jax(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A machine with an NVIDIA driver whose jax has no CUDA backend (a CPU-only jaxlib)."""
     monkeypatch.setattr(_backend, "has_cuda", lambda: False)
     monkeypatch.setattr(_backend, "has_nvidia_gpu", lambda: True)
