@@ -173,6 +173,15 @@ def _report() -> CompileReport:
     )
 
 
+def test_report_shows_as_its_text_in_a_notebook() -> None:
+    report = _report()
+    shown = report._repr_html_()
+    assert shown.startswith("<pre") and "117 per thread" in shown
+    parts: list[str] = []
+    report._repr_pretty_(type("Printer", (), {"text": lambda self, t: parts.append(t)})(), False)
+    assert parts == [str(report)]
+
+
 def test_report_summary_and_json() -> None:
     report = _report()
     report.check_invariants()

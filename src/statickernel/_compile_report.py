@@ -9,6 +9,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from ._display import TextDisplay
 from ._schedule import Schedule
 from ._targets import TARGETS, GpuTarget, Occupancy, OccupancyLimit, occupancy
 
@@ -96,7 +97,7 @@ def sass_counts(sass: str) -> dict[str, int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class CompileReport:
+class CompileReport(TextDisplay):
     """One specialization compiled for a GPU: what the compiler said about it.
 
     `sass_mix` holds the count of every opcode of `KEY_SASS`; `sass` is empty when no

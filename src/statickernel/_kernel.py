@@ -22,6 +22,7 @@ from ._binding import bind, bind_consts, call_site, check_arguments
 from ._build import compile_call, compile_declaration
 from ._compile import compile_kernel
 from ._compile_report import CompileReport
+from ._display import PallasSource
 from ._errors import (
     BackendError,
     ErrorContext,
@@ -197,9 +198,10 @@ class Kernel[**P, R]:
             raise _at_entry_point(exc) from None
 
     def emit(self, *args: Any, backend: str | None = None, **overrides: Any) -> str:
-        """The standalone Pallas source this specialization runs."""
+        """The standalone Pallas source this specialization runs: a `str`, shown as
+        highlighted Python in a notebook."""
         try:
-            return self._specialization(args, overrides, backend).source
+            return PallasSource(self._specialization(args, overrides, backend).source)
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 

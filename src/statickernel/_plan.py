@@ -12,6 +12,7 @@ from typing import Any
 
 from . import _hardware as hw
 from ._cost import Cost
+from ._display import TextDisplay
 from ._errors import ErrorContext, SharedMemoryError
 from ._ir import Form, Kind
 from ._layout import BlockLayout, DimLayout, quantum
@@ -104,7 +105,7 @@ class OperandPlan:
 
 
 @dataclasses.dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(TextDisplay):
     """Everything a specialization launches with, as plain ints and strings.
 
     `str(plan)` renders it for people; `statickernel plan` prints the same text.
