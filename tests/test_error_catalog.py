@@ -172,3 +172,72 @@ def test_other_examples_print_what_the_page_shows(examples: list[Example]) -> No
     for example in examples:
         if example.raises is None and example.shown is not None:
             assert example.printed.rstrip() == example.shown.rstrip(), example.code
+
+
+# The codes are part of the API: scripts and searches key on them, so a class keeps its code
+# for good, and a new class takes a new one. Pinned here so that a change is deliberate.
+CODES = {
+    "StaticKernelError": "SK000",
+    "DeclarationError": "SK100",
+    "AnnotationError": "SK101",
+    "TilingError": "SK102",
+    "ConstantError": "SK103",
+    "BodyError": "SK104",
+    "ResultMismatchError": "SK105",
+    "UnsupportedOpError": "SK106",
+    "HardwareLimitError": "SK199",
+    "CallError": "SK200",
+    "OperandError": "SK201",
+    "ShapeError": "SK202",
+    "DtypeError": "SK203",
+    "SymbolicDimError": "SK204",
+    "OverrideError": "SK205",
+    "NotDifferentiableError": "SK206",
+    "BackendError": "SK207",
+    "PlanError": "SK299",
+    "HardwareRuleError": "SK300",
+    "TmaBoxError": "SK301",
+    "BlockAlignmentError": "SK302",
+    "SharedMemoryError": "SK303",
+    "Int32LimitError": "SK304",
+    "GridLimitError": "SK305",
+    "DotShapeError": "SK306",
+    "DotDtypeError": "SK307",
+    "DotLayoutError": "SK308",
+    "LoopOperandError": "SK309",
+    "CompileError": "SK400",
+    "CompileTargetError": "SK401",
+    "ToolchainError": "SK402",
+}
+
+
+def test_every_error_class_has_its_own_stable_code() -> None:
+    assert {name: cls.code for name, cls in ERROR_CLASSES.items()} == CODES
+    for name, cls in ERROR_CLASSES.items():
+        assert "code" in cls.__dict__, f"{name} inherits its code"
+
+
+def _section_text(name: str) -> str:
+    text = PAGE.read_text()
+    start = re.search(rf"^#{{2,3}} {name}\s*$", text, re.M)
+    assert start is not None
+    end = re.search(r"^#{2,3} ", text[start.end() :], re.M)
+    return text[start.end() : start.end() + end.start() if end else len(text)]
+
+
+@pytest.mark.parametrize("name", sorted(CODES))
+def test_each_section_gives_its_code_and_each_message_links_to_it(name: str) -> None:
+    cls = ERROR_CLASSES[name]
+    assert f"Code: `{cls.code}`" in _section_text(name)
+    # mkdocs' anchor for the heading `### ShapeError` is `#shapeerror`.
+    assert cls.catalog_url().endswith(f"/errors/#{name.lower()}")
+    message = str(cls("something failed", kernel="k", fix="do this"))
+    assert message.splitlines()[-1] == f"  docs:     {cls.code}, {cls.catalog_url()}"
+
+
+def test_a_users_subclass_shares_its_parents_code_and_entry() -> None:
+    class MyShapeError(sk.ShapeError):
+        pass
+
+    assert MyShapeError.code == "SK202"
+    assert MyShapeError.catalog_url() == sk.ShapeError.catalog_url()

@@ -12,7 +12,7 @@ a call, on the bound dims; `exc.phase` says which. The checks build their errors
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "AnnotationError",
@@ -50,6 +50,10 @@ __all__ = [
 ]
 
 
+# Where the error catalog lives; each message ends with its class's code and entry there.
+CATALOG_URL = "https://statickernel.github.io/statickernel/errors/"
+
+
 class Phase(enum.StrEnum):
     """When a specialization is compiled: at the declaration, on probe sizes, or at a call.
 
@@ -80,10 +84,14 @@ class StaticKernelError(Exception):
       fix: one concrete change that resolves the error.
       phase: `Phase.DECLARATION` or `Phase.CALL`: which check found the error; None when
         it was raised outside both (for example by `sk.set_backend`).
+      code: the class's stable code, such as `SK202` for `ShapeError` (a class attribute);
+        the message's last line gives it with the link to its entry in the error catalog.
 
     `constant=` also fills `operand`, so that code reading `exc.operand` sees the constant's
     name too; read `exc.constant` to tell a constant from an operand.
     """
+
+    code: ClassVar[str] = "SK000"
 
     def __init__(
         self,
@@ -134,7 +142,15 @@ class StaticKernelError(Exception):
             lines.append("  bindings: " + ", ".join(f"{k}={v}" for k, v in self.bindings.items()))
         if self.fix:
             lines.append(f"  fix:      {self.fix}")
+        lines.append(f"  docs:     {self.code}, {self.catalog_url()}")
         return "\n".join(lines)
+
+    @classmethod
+    def catalog_url(cls) -> str:
+        """The error catalog's entry for this class's code: a subclass defined outside
+        statickernel shares its nearest statickernel ancestor's code and entry."""
+        owner = next(c for c in cls.__mro__ if "code" in c.__dict__)
+        return f"{CATALOG_URL}#{owner.__name__.lower()}"
 
 
 # --- raised while the decorator runs (import time) -------------------------------------------
@@ -143,18 +159,26 @@ class StaticKernelError(Exception):
 class DeclarationError(StaticKernelError):
     """A kernel declaration is invalid; raised when the decorator runs."""
 
+    code: ClassVar[str] = "SK100"
+
 
 class AnnotationError(DeclarationError):
     """An operand or result annotation is not a usable jaxtyping array type, the annotations
     disagree, or an operand or the kernel has a name the generated module uses."""
 
+    code: ClassVar[str] = "SK101"
+
 
 class TilingError(DeclarationError):
     """The tiling names a dim or constant that does not exist, or tiles inconsistently."""
 
+    code: ClassVar[str] = "SK102"
+
 
 class ConstantError(DeclarationError):
     """A compile-time constant has a bad type, a bad default or a bad override."""
+
+    code: ClassVar[str] = "SK103"
 
 
 class HardwareLimitError(DeclarationError):
@@ -166,17 +190,25 @@ class HardwareLimitError(DeclarationError):
     such as `TmaBoxError`), and read `exc.phase` to tell the declaration from a call.
     """
 
+    code: ClassVar[str] = "SK199"
+
 
 class BodyError(DeclarationError):
     """The kernel body failed to trace on tile-shaped values."""
+
+    code: ClassVar[str] = "SK104"
 
 
 class ResultMismatchError(BodyError):
     """The body returns tiles whose rank, dims or dtype differ from the declared results."""
 
+    code: ClassVar[str] = "SK105"
+
 
 class UnsupportedOpError(BodyError):
     """The body uses an operation that Mosaic GPU cannot lower."""
+
+    code: ClassVar[str] = "SK106"
 
 
 # --- raised when a kernel is called, planned, emitted or lowered ------------------------------
@@ -185,22 +217,32 @@ class UnsupportedOpError(BodyError):
 class CallError(StaticKernelError):
     """A call to a kernel is invalid."""
 
+    code: ClassVar[str] = "SK200"
+
 
 class OperandError(CallError):
     """An argument is not a jax or numpy array (plan, emit and lower also take a
     `jax.ShapeDtypeStruct`), or the argument count is wrong."""
 
+    code: ClassVar[str] = "SK201"
+
 
 class ShapeError(CallError):
     """An operand's rank or dims do not match its annotation or the other operands."""
+
+    code: ClassVar[str] = "SK202"
 
 
 class DtypeError(CallError):
     """An operand's dtype is not allowed by its annotation or by Mosaic GPU."""
 
+    code: ClassVar[str] = "SK203"
+
 
 class SymbolicDimError(CallError):
     """A dim is symbolic or traced; Mosaic GPU launches need static ints."""
+
+    code: ClassVar[str] = "SK204"
 
 
 class PlanError(CallError):
@@ -212,17 +254,25 @@ class PlanError(CallError):
     `SharedMemoryError`), and read `exc.phase` to tell the declaration from a call.
     """
 
+    code: ClassVar[str] = "SK299"
+
 
 class OverrideError(CallError):
     """A per-call or bound constant override is unknown, mistyped, not positive or traced."""
+
+    code: ClassVar[str] = "SK205"
 
 
 class NotDifferentiableError(CallError):
     """A kernel was differentiated; generated kernels have no derivative rule."""
 
+    code: ClassVar[str] = "SK206"
+
 
 class BackendError(CallError):
     """An unknown backend was requested, or the backend cannot run here."""
+
+    code: ClassVar[str] = "SK207"
 
 
 # --- raised when a kernel is compiled for a GPU (kernel.compile) -------------------------------
@@ -231,13 +281,19 @@ class BackendError(CallError):
 class CompileError(CallError):
     """Compiling a specialization for a GPU failed, or the target cannot run the kernel."""
 
+    code: ClassVar[str] = "SK400"
+
 
 class CompileTargetError(CompileError):
     """A compile target is unknown."""
 
+    code: ClassVar[str] = "SK401"
+
 
 class ToolchainError(CompileError):
     """The compile toolchain (the CUDA plugin, ptxas) is missing or not usable here."""
+
+    code: ClassVar[str] = "SK402"
 
 
 # --- the hardware rules: one class per rule, raised at the declaration and at a call ----------
@@ -257,27 +313,39 @@ class HardwareRuleError(HardwareLimitError, PlanError):
     other phase. When they are removed it will derive from `StaticKernelError` alone.
     """
 
+    code: ClassVar[str] = "SK300"
+
 
 class TmaBoxError(HardwareRuleError):
     """A block dim cut by a constant holds more than 256 elements, the most a TMA box copies."""
+
+    code: ClassVar[str] = "SK301"
 
 
 class BlockAlignmentError(HardwareRuleError):
     """A block dim is not a multiple of the unit its axis needs: 64 rows for the WGMMA
     register layout, 8 columns and 16-byte TMA rows, or 128 bytes for a 1-D block."""
 
+    code: ClassVar[str] = "SK302"
+
 
 class SharedMemoryError(HardwareRuleError):
     """The blocks of a kernel, with its pipelines' stages, do not fit in shared memory."""
+
+    code: ClassVar[str] = "SK303"
 
 
 class Int32LimitError(HardwareRuleError):
     """A dim, or the end of its last block, is past the 2**31 - 1 elements that Mosaic GPU's
     int32 index math addresses."""
 
+    code: ClassVar[str] = "SK304"
+
 
 class GridLimitError(HardwareRuleError):
     """The grid has more blocks along an axis than CUDA's grid takes there (65535 on y and z)."""
+
+    code: ClassVar[str] = "SK305"
 
 
 class DotShapeError(HardwareRuleError):
@@ -285,20 +353,28 @@ class DotShapeError(HardwareRuleError):
     multiple of 8 (of the swizzle for a `b` laid out "K N") and at most 256, K a multiple of
     the 128-byte swizzle."""
 
+    code: ClassVar[str] = "SK306"
+
 
 class DotDtypeError(HardwareRuleError):
     """The operands of `sk.dot` have different dtypes, or a dtype WGMMA does not take
     (bfloat16, float16 and float32 as tf32 are its dtypes)."""
+
+    code: ClassVar[str] = "SK307"
 
 
 class DotLayoutError(HardwareRuleError):
     """The operands of `sk.dot` are laid out in a way WGMMA cannot read: a float32 `b` must be
     laid out "N K"."""
 
+    code: ClassVar[str] = "SK308"
+
 
 class LoopOperandError(HardwareRuleError):
     """An operand read block by block in a loop has a dim that is neither tiled nor the loop
     dim: the pipeline copies blocks, and a whole dim has none."""
+
+    code: ClassVar[str] = "SK309"
 
 
 # --- where a check runs ----------------------------------------------------------------------

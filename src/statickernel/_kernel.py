@@ -13,7 +13,7 @@ import linecache
 import struct
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import jax
 
@@ -89,14 +89,13 @@ class Kernel[**P, R]:
         `backend=` is also accepted here, but it is not in the decorated function's
         signature, so a type checker flags it; `kernel.with_backend(name)(x)` is the typed
         spelling, and shares this kernel's cached specializations."""
+        operands = cast(tuple[Any, ...], args)
         overrides: dict[str, Any] = dict(kwargs)
-        return self._call(args, overrides, overrides.pop("backend", None))
-
-    def _call(self, args: tuple[Any, ...], overrides: dict[str, Any], backend: str | None) -> Any:
+        backend: str | None = overrides.pop("backend", None)
         try:
             try:
                 key = (
-                    tuple((a.shape, a.dtype) for a in args),
+                    tuple((a.shape, a.dtype) for a in operands),
                     _overrides_key(overrides),
                     backend or self.backend or default_backend(),
                 )
