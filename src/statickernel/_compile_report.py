@@ -7,7 +7,7 @@ Mosaic GPU's resource summary) and needs no GPU and no toolchain, so it is teste
 import dataclasses
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, override
 
 from ._display import TextDisplay
 from ._schedule import Schedule
@@ -163,6 +163,7 @@ class CompileReport(TextDisplay):
             else None,
         }
 
+    @override  # TextDisplay shows what this returns
     def __str__(self) -> str:
         mix = ", ".join(f"{op} {n}" for op, n in self.sass_mix if n) or (
             "(no SASS: no disassembler found)" if not self.sass else "none of the key opcodes"

@@ -14,6 +14,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from typing_extensions import deprecated
+
 __all__ = [
     "AnnotationError",
     "BackendError",
@@ -181,6 +183,12 @@ class ConstantError(DeclarationError):
     code: ClassVar[str] = "SK103"
 
 
+# Deprecated for type checkers and editors only (category=None: no runtime warning), since
+# every rule's class still subclasses it for this release and would warn at import.
+@deprecated(
+    "HardwareLimitError is deprecated: catch HardwareRuleError (or one rule's class, such as TmaBoxError) and read exc.phase",
+    category=None,
+)
 class HardwareLimitError(DeclarationError):
     """Deprecated: a hardware rule broken at the declaration.
 
@@ -245,6 +253,12 @@ class SymbolicDimError(CallError):
     code: ClassVar[str] = "SK204"
 
 
+# Deprecated for type checkers and editors only (category=None: no runtime warning), since
+# every rule's class still subclasses it for this release and would warn at import.
+@deprecated(
+    "PlanError is deprecated: catch HardwareRuleError (or one rule's class, such as SharedMemoryError) and read exc.phase",
+    category=None,
+)
 class PlanError(CallError):
     """Deprecated: a hardware rule broken at a call, or by `kernel.bind`.
 

@@ -8,7 +8,7 @@ blocks take, and any fallback taken because TMA cannot address an array.
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, override
 
 from . import _hardware as hw
 from ._cost import Cost
@@ -222,6 +222,7 @@ class LaunchPlan(TextDisplay):
             if op.kind == TILE or op.kind == COL:
                 assert op.block_shape[-1] % hw.WGMMA_COLS == 0
 
+    @override  # TextDisplay shows what this returns
     def __str__(self) -> str:
         lines = [f"LaunchPlan for `{self.kernel}` ({self.location}), backend {self.backend}"]
         consts = ", ".join(f"{k}={v!r}" for k, v in self.constants)
