@@ -153,6 +153,7 @@ $(AOT_STAMP): pyproject.toml $(CONSTRAINTS) $(AOT_CONSTRAINTS)
 # the toolchain present. Fails on a compile error or a register spill.
 gpu-compile: $(AOT_STAMP)
 	$(AOT_RUN) $(AOT_VENV)/bin/python bench/gpu_compile.py
+	$(AOT_VENV)/bin/python bench/chart.py
 	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_compile.py
 
 # One kernel, e.g. make gpu-compile-one TARGET=examples/softmax.py:softmax ARGS="--arg x=float32[1000,100]";
