@@ -163,9 +163,11 @@ gpu-compile-one: $(AOT_STAMP)
 	$(AOT_RUN) $(AOT_VENV)/bin/statickernel compile $(TARGET) $(ARGS) --json
 
 # Builds the sdist and the wheel (the wheel from the sdist), checks them with twine and their
-# contents, installs the wheel into a fresh venv with the same pins, and from outside the
-# repository runs `statickernel --version`, a kernel on the interpreter and the metadata checks.
-PKG_DIR ?= build/package-check
+# contents, installs the wheel into a fresh venv with the same pins, and from PKG_DIR, outside
+# the repository, runs `statickernel --version`, a kernel on the interpreter and the metadata
+# checks of tests/test_packaging.py. PKG_DIR is outside the repository, so that nothing there
+# can be imported by accident.
+PKG_DIR ?= $(or $(TMPDIR),/tmp)/statickernel-package-check
 RELEASE_STAMP := $(VENV)/.installed-release-$(JAX_VERSION)
 
 $(RELEASE_STAMP): $(STAMP)

@@ -168,6 +168,15 @@ def test_the_docs_site_links_the_same_repository() -> None:
     assert "- content.action.edit\n" in mkdocs
 
 
+def test_the_readme_links_work_on_pypi() -> None:
+    # The README is the long description on PyPI, where a relative link leads nowhere.
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)]+)\)", readme)
+    assert targets
+    relative = [t for t in targets if not t.startswith(("https://", "#"))]
+    assert not relative, f"README links must be absolute: {relative}"
+
+
 def test_package_check_runs_in_ci() -> None:
     assert "make --no-print-directory package-check" in (ROOT / ".ci" / "run").read_text()
     makefile = (ROOT / "Makefile").read_text()
@@ -216,8 +225,12 @@ def check_installed() -> None:
     import statickernel as sk
 
     location = pathlib.Path(sk.__file__).resolve()
-    assert ROOT not in location.parents, f"statickernel imported from the repository: {location}"
-    assert "site-packages" in location.parts, location
+    assert not location.is_relative_to(ROOT), (
+        f"statickernel imported from the repository: {location}"
+    )
+    assert not pathlib.Path.cwd().resolve().is_relative_to(ROOT), "run from outside the repository"
+    site = importlib.metadata.distribution("statickernel").locate_file("")
+    assert location.parent.parent == pathlib.Path(str(site)).resolve(), (location, site)
 
     meta = importlib.metadata.metadata("statickernel")
     assert meta["Version"] == sk.__version__ == importlib.metadata.version("statickernel")
