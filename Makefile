@@ -190,7 +190,7 @@ test-all:
 	$(MAKE) --no-print-directory pytest VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1
 
 clean:
-	rm -rf build dist .pytest_cache .ruff_cache .hypothesis src/*.egg-info
+	rm -rf build dist .pytest_cache .ruff_cache .hypothesis src/*.egg-info $(PKG_DIR)
 	find . -path ./.venv -prune -o -path './.venv-*' -prune -o -name __pycache__ -type d -print0 \
 	  | xargs -0 rm -rf
 
