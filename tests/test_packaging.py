@@ -34,6 +34,7 @@ BOUNDS = {
     "jaxlib": "<0.13,>=0.11.2",
     "jaxtyping": "<0.4,>=0.3.11",
     "beartype": ">=0.22",
+    "typing-extensions": ">=4.12",
     "numpy": ">=2.1",
 }
 EXTRAS = {"cuda12", "cuda13", "aot", "test", "docs", "dev", "release"}
