@@ -94,10 +94,10 @@ class EdgeBlock:
 class Placement(enum.Enum):
     """Where the mismatching elements lie."""
 
-    NONE = "no mismatches"
-    EDGE_BLOCKS = "edge blocks only"
-    INTERIOR = "interior blocks too"
-    UNKNOWN = "unknown (the results do not follow the plan)"
+    NONE = "none"  # no element differs
+    EDGE_BLOCKS = "edge_blocks"  # every mismatch lies in an edge block
+    INTERIOR = "interior"  # some mismatch lies in a block inside the arrays
+    UNKNOWN = "unknown"  # the results do not follow the plan, so blocks are not known
 
 
 @dataclasses.dataclass(frozen=True)
