@@ -7,7 +7,6 @@ they need when they run.
 
 import argparse
 import enum
-import importlib.metadata
 from typing import Any
 
 from ._backend import BACKENDS
@@ -38,6 +37,8 @@ class ColorChoice(enum.StrEnum):
 
 
 def _version() -> str:
+    import importlib.metadata  # only for --version: it takes a while to import
+
     from . import __version__
 
     try:
