@@ -57,8 +57,11 @@ def _placement_text(result: CheckResult) -> str:
         for b in result.edge_blocks
     )
     if result.placement is Placement.EDGE_BLOCKS:
-        where = "an edge block" if len(result.edge_blocks) == 1 else "edge blocks"
-        return f"all {result.mismatches} mismatches lie in {where}: {blocks}"
+        if len(result.edge_blocks) == 1:
+            (block,) = result.edge_blocks
+            named = f" of `{block.result}`" if block.result != "result" else ""
+            return f"all {result.mismatches} mismatches lie in an edge block: {block}{named}"
+        return f"all {result.mismatches} mismatches lie in edge blocks: {blocks}"
     if result.placement is Placement.INTERIOR:
         if not blocks:
             return "the mismatches lie in interior blocks (no edge block differs)"
