@@ -237,8 +237,9 @@ def check_kernel(
       backend: "interpret" or "mosaic_gpu"; by default the kernel's.
       seed: the random data's seed.
       reference: a reference to use instead of the kernel's own.
-      rtol, atol: the tolerance, replacing the one derived from the dtypes: an element fails
-        when |got - want| > atol + rtol * |want|; when only one is given, the other is 0.
+      rtol: the allowed error relative to |want|, replacing the tolerance derived from the
+        dtypes: an element fails when |got - want| > atol + rtol * |want|.
+      atol: the allowed abs error, likewise; when only one of the two is given, the other is 0.
     """
     results = run_checks(
         kernel,
