@@ -87,8 +87,15 @@ class KernelCheck:
 
     found: FoundKernel
     passed: bool
-    detail: str  # the text after the kernel's name
-    error: BaseException | None = None
+    summary: str = ""  # what was checked, or what failed; "" when only declared
+    error: BaseException | None = None  # what lowering or compiling raised
+
+    def line(self, full: bool) -> str:
+        head = f"{'✓' if self.passed else '✗'} {self.found.location}  {self.found.name}"
+        if self.passed:
+            return f"{head}  ({self.summary})" if self.summary else head
+        text = f"{head}: {self.summary}"
+        return text + ("\n" + indent(error_text(self.error, full)) if self.error else "")
 
     def facts(self) -> dict[str, Any]:
         return {
@@ -96,7 +103,7 @@ class KernelCheck:
             "kernel": self.found.kernel.spec.name,
             "location": self.found.location,
             "ok": self.passed,
-            "detail": self.detail.strip().removeprefix(": ").strip("() "),
+            "summary": self.summary,
             "error": None if self.error is None else error_facts(self.error),
         }
 
@@ -115,11 +122,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         if not module.kernels and not args.json:
             print(f"- {module.source}: no kernels", flush=True)
-        done = [_check_kernel(f, args.lower, args.traceback, compile_for) for f in module.kernels]
+        done = [_check_kernel(f, args.lower, compile_for) for f in module.kernels]
         for check in done if not args.json else ():
-            mark = "✓" if check.passed else "✗"
-            line = f"{mark} {check.found.location}  {check.found.name}{check.detail}"
-            print(style.marks(line), flush=True)
+            print(style.marks(check.line(args.traceback)), flush=True)
         checks += done
         document.append(
             {
@@ -154,30 +159,28 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _check_kernel(
-    found: FoundKernel, lower: bool, full: bool, compile_for: str | None = None
-) -> KernelCheck:
+def _check_kernel(found: FoundKernel, lower: bool, compile_for: str | None = None) -> KernelCheck:
     """Declaring the kernel ran the import-time checks; lower or compile it if asked."""
     if compile_for is not None:
         try:
             passed, detail = _compile_cli.check_compiles(found.kernel, compile_for)
-            return KernelCheck(found, passed, detail)
         except Exception as exc:  # reported against the kernel, then the next kernel runs
-            detail = ": compiling failed\n" + indent(error_text(exc, full))
-            return KernelCheck(found, False, detail, exc)
+            return KernelCheck(found, False, "compiling failed", exc)
+        # check_compiles words its result for the line: ": spills ..." or "  (compiled ...)".
+        summary = detail.strip().removeprefix(": ").removeprefix("(").removesuffix(")")
+        return KernelCheck(found, passed, summary)
     if not lower:
-        return KernelCheck(found, True, "")
+        return KernelCheck(found, True)
     cases = testing.probe_cases(found.kernel)
     for case in cases:
         try:
             found.kernel.lower(*case.structs())
         except Exception as exc:  # reported against the probe, then the next kernel runs
-            detail = f": lowering failed at {case.describe()}\n" + indent(error_text(exc, full))
-            return KernelCheck(found, False, detail, exc)
+            return KernelCheck(found, False, f"lowering failed at {case.describe()}", exc)
     shapes = len({c.shapes for c in cases})
     dtypes = ", ".join(dict.fromkeys(d for c in cases for d in c.dtypes))
-    detail = f"  (lowered for Mosaic GPU at {plural(shapes, 'probe shape')} in {dtypes})"
-    return KernelCheck(found, True, detail)
+    summary = f"lowered for Mosaic GPU at {plural(shapes, 'probe shape')} in {dtypes}"
+    return KernelCheck(found, True, summary)
 
 
 # --- plan and emit ----------------------------------------------------------------------------

@@ -88,7 +88,9 @@ class EdgeBlock:
     mismatches: int
 
     def __str__(self) -> str:
-        return f"the last block along {self.dim} ({self.dim} {self.start}–{self.stop - 1})"
+        last = self.stop - 1
+        span = f"{self.start}–{last}" if last > self.start else str(last)
+        return f"the last block along {self.dim} ({self.dim} {span})"
 
 
 class Placement(enum.Enum):

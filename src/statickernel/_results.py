@@ -40,15 +40,17 @@ class CheckResult:
 
 
 def describe_failure(result: CheckResult) -> str:
-    """What went wrong in a failed case, in one paragraph; "" for a passed one."""
+    """What went wrong in a failed case: the mismatch count, the worst element and where the
+    mismatches lie, one line each (or the error raised); "" for a passed one."""
     if result.error is not None:
         return result.error
     if result.passed:
         return ""
-    text = f"{result.mismatches} of {result.elements} elements differ"
+    lines = [f"{result.mismatches} of {result.elements} elements differ"]
     if result.worst is not None:
-        text += f"; the worst is {result.worst}"
-    return f"{text}; {_placement_text(result)}"
+        lines.append(f"worst: {result.worst}")
+    lines.append(f"where: {_placement_text(result)}")
+    return "\n".join(lines)
 
 
 def _placement_text(result: CheckResult) -> str:
