@@ -199,6 +199,8 @@ def _specialize(args: argparse.Namespace) -> Specialization:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     plan = _specialize(args).plan
+    if not args.json:
+        print(plan, flush=True)  # before compiling, which may fail
     report = None
     if args.compile:
         _, kernel = load_kernel(args.target)
@@ -213,9 +215,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if report is not None:
             document["compile"] = report.to_json()
         print_json(document)
-        return EXIT_OK
-    print(plan)
-    if report is not None:
+    elif report is not None:
         print(report)
     return EXIT_OK
 

@@ -36,6 +36,25 @@ class ColorChoice(enum.StrEnum):
     NEVER = "never"
 
 
+class _ShowVersion(argparse.Action):
+    """`--version`, with the versions read only when it is asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        del kwargs
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show program's version number and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        del args
+        print(_version())
+        parser.exit()
+
+
 def _version() -> str:
     import importlib.metadata  # only for --version: it takes a while to import
 
@@ -116,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_ShowVersion)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--traceback", action="store_true", help=_TRACEBACK_HELP)
     common.add_argument(
