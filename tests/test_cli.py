@@ -5,17 +5,21 @@ errors. The slower paths (a full `test` of a folder) are left to `make demo`; th
 errors are also checked in-process through `cli.main`, which the console script calls.
 """
 
+import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import pytest
 
+import statickernel as sk
 from add import add
 from softmax import softmax
 from statickernel import cli
@@ -346,3 +350,222 @@ def test_python_dash_m_works() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("statickernel ")
+
+
+# --- machine-readable output, selection and reports ---------------------------------------------
+
+
+def test_plan_json_is_the_launch_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "examples/add.py:add", "--arg", "x=f32[1000,777]", "--arg", "y=f32[1000,777]"]
+    assert cli.main([*argv, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    plan = document["plan"]
+    assert document["command"] == "plan"
+    assert plan["kernel"] == "add" and plan["grid"] == [16, 7] and plan["grid_names"] == ["M", "N"]
+    assert plan["form"] == "strided" and plan["bindings"] == {"M": 1000, "N": 777}
+    assert plan["schedule"]["kind"] in {k.value for k in sk.ScheduleKind}
+    assert [d["tiled_by"] for d in plan["dims"]] == ["BM", "BN"]
+    assert plan["operands"][0]["role"] == "input" and plan["results"][0]["shape"] == [1000, 777]
+
+
+def test_plan_to_json_round_trips_through_json() -> None:
+    from statickernel._plan_json import plan_to_json
+
+    plan = softmax.plan(jax.ShapeDtypeStruct((1000, 100), jnp.float32))
+    facts = json.loads(json.dumps(plan_to_json(plan), allow_nan=False))
+    assert facts["grid"] == list(plan.grid) and facts["form"] == plan.form.value
+    assert plan.schedule is not None and facts["schedule"]["kind"] == plan.schedule.kind.value
+    assert facts["operands"][0]["fill"] is None  # -inf: JSON has no infinities
+    assert facts["constants"] == [["BM", 64]]
+
+
+def test_check_json_reports_modules_and_kernels(
+    kernel_folder: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["check", str(kernel_folder), "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["command"] == "check" and document["ok"] is False
+    by_source = {m["source"].rpartition("/")[2]: m for m in document["modules"]}
+    assert by_source["good.py"]["ok"] and by_source["good.py"]["kernels"][0]["name"] == "double"
+    bad = by_source["bad.py"]
+    assert bad["ok"] is False and bad["error"]["class"] == "BlockAlignmentError"
+    assert "multiple of 64" in bad["error"]["message"]
+    assert document["totals"] == {
+        "modules": 2,
+        "kernels": 1,
+        "passed": 1,
+        "failed": 0,
+        "import_failures": 1,
+    }
+
+
+def test_test_json_has_per_case_results_and_totals(
+    kernel_folder: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (kernel_folder / "wrong.py").write_text(WRONG_REFERENCE)
+    argv = ["test", str(kernel_folder), "--dtype", "float32", "--json"]
+    assert cli.main(argv) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["totals"] == {
+        "kernels": 2,
+        "cases": 8,
+        "passed": 4,
+        "failed": 4,
+        "import_failures": 1,
+        "seconds": document["totals"]["seconds"],
+    }
+    wrong = [c for c in document["cases"] if c["kernel"] == "row_max"]
+    assert len(wrong) == 4 and not any(c["passed"] for c in wrong)
+    case = wrong[0]
+    for key in ("probe", "shapes", "dtypes", "backend", "max_abs_error", "tolerance", "error"):
+        assert key in case
+    assert case["mismatches"] == case["elements"] > 0
+    assert case["placement"] == "interior" and "elements differ" in case["report"]
+    assert case["worst"]["result"] == "result" and len(case["worst"]["index"]) == 1
+    assert document["import_failures"][0]["error"]["class"] == "BlockAlignmentError"
+
+
+def test_test_selects_kernels_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["test", "examples", "-k", "ROW_S*", "--dtype", "float32", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {c["kernel"] for c in document["cases"]} == {"row_sum"}
+    from statickernel._cli_test import selected
+
+    assert selected("softmax_online", ["online"]) and selected("softmax", ["soft*"])
+    assert not selected("softmax", ["norm"]) and selected("layernorm", ["x", "norm"])
+    assert not selected("softmax_online", ["soft"]) or selected("softmax_online", [])
+
+
+def test_test_exits_at_the_first_failing_kernel(
+    kernel_folder: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (kernel_folder / "a_wrong.py").write_text(WRONG_REFERENCE)
+    argv = ["test", str(kernel_folder), "--dtype", "float32", "-x"]
+    assert cli.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "row_max" in out and "double" not in out
+    assert "0 ✓, 4 ✗ (4 cases of 1 kernel" in out and "stopped after 1 kernel (-x)" in out
+
+
+def test_test_tolerances_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    target = "examples/softmax.py:softmax"
+    assert cli.main(["test", target, "--dtype", "f32", "--atol", "0", "--json"]) == 1
+    strict = json.loads(capsys.readouterr().out)
+    assert all(c["tolerance"] == 0 and c["rtol"] == 0 for c in strict["cases"])
+    assert cli.main(["test", target, "--dtype", "bf16", "--rtol", "0.1", "--atol", "1e-3"]) == 0
+    assert "0.001+0.1·|want|" in capsys.readouterr().out
+
+
+def test_test_writes_junit_xml(kernel_folder: pathlib.Path, tmp_path_factory: Any) -> None:
+    (kernel_folder / "wrong.py").write_text(WRONG_REFERENCE)
+    report = tmp_path_factory.mktemp("reports") / "junit.xml"
+    argv = ["test", str(kernel_folder), "--dtype", "float32", "--junit-xml", str(report)]
+    assert cli.main(argv) == 1
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("9", "4", "1")
+    cases = suite.findall("testcase")
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert len(failed) == 4 and all(c.get("name", "").startswith("row_max[") for c in failed)
+    failure = failed[0].find("failure")
+    assert failure is not None and "elements differ" in (failure.get("message") or "")
+    assert failed[0].get("classname", "").endswith("wrong.py:9")
+    errored = [c for c in cases if c.find("error") is not None]
+    assert [c.get("name") for c in errored] == ["import"]
+    assert {c.get("name") for c in cases if c.get("name", "").startswith("double[")} == {
+        "double[aligned-float32]",
+        "double[ragged_M-float32]",
+        "double[ragged_N_(whole)-float32]",
+        "double[smaller_than_one_block-float32]",
+    }
+
+
+def test_import_failures_are_counted_apart_and_fail(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good.py").write_text(GOOD_KERNEL)
+    (tmp_path / "broken.py").write_text("raise RuntimeError('no such luck')\n")
+    assert cli.main(["test", str(tmp_path), "--dtype", "float32"]) == 1
+    out = capsys.readouterr().out
+    assert "✗ " in out and "broken.py: import failed" in out
+    assert "4 ✓, 0 ✗ (4 cases of 1 kernel" in out
+    assert "✗ 1 module failed to import (shown above)" in out
+    assert cli.main(["check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "1 ✓, 0 ✗ (1 kernel in 2 modules)" in out and "1 module failed to import" in out
+    (tmp_path / "good.py").unlink()
+    assert cli.main(["test", str(tmp_path)]) == 1
+    assert "broken.py: import failed" in capsys.readouterr().out
+
+
+# --- colour -----------------------------------------------------------------------------------
+
+GREEN_TICK = "\033[32m✓\033[0m"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "tty", "coloured"),
+    [
+        ([], {}, False, False),  # a pipe
+        ([], {}, True, True),  # a terminal
+        ([], {"NO_COLOR": "1"}, True, False),
+        ([], {"NO_COLOR": ""}, True, True),  # an empty NO_COLOR does not count
+        ([], {"FORCE_COLOR": "1"}, False, True),
+        ([], {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, False),
+        (["--color", "never"], {"FORCE_COLOR": "1"}, True, False),
+        (["--color", "always"], {"NO_COLOR": "1"}, False, True),
+    ],
+)
+def test_colour(
+    argv: list[str],
+    env: dict[str, str],
+    tty: bool,
+    coloured: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty, raising=False)
+    assert cli.main(["check", "examples/softmax.py", *argv]) == 0
+    out = capsys.readouterr().out
+    assert (GREEN_TICK in out) is coloured
+    assert ("\033[" in out) is coloured
+
+
+def test_colour_of_the_test_table(capsys: pytest.CaptureFixture[str]) -> None:
+    target = "examples/row_sum.py:row_sum"
+    assert cli.main(["test", target, "--dtype", "float32", "--color", "always"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("\033[1mkernel") and lines[0].endswith("\033[0m")
+    assert all(line.endswith(GREEN_TICK) for line in lines[2:-1])
+
+
+# --- help without jax -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["test", "--help"], ["--version"], ["plan"]])
+def test_help_does_not_import_jax(argv: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from statickernel import cli\n"
+        "try:\n"
+        f"    cli.main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.'))\n"
+        "print('jax imported' if loaded else 'jax not imported')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("jax not imported"), done.stdout
+
+
+def test_the_parser_default_target_is_the_compilers() -> None:
+    from statickernel import _cli_parser, _compile
+
+    assert _cli_parser.DEFAULT_TARGET == _compile.DEFAULT_TARGET

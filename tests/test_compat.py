@@ -34,6 +34,11 @@ _PRIVATE_TEXT = re.compile(
 _JAX_PACKAGES = ("jax", "jaxlib", "jaxtyping")
 # Probes that still live elsewhere until their module is pointed at _compat: module -> why.
 _PENDING_PROBES: dict[str, str] = {}
+# Modules that read jax's installed version to show it, never to compare it: module -> why.
+_SHOWS_JAX_VERSION: dict[str, str] = {
+    "_cli_parser.py": "`statickernel --version` shows it from jax's metadata, without the "
+    "cost of importing jax (and so of importing _compat)",
+}
 
 
 def _private_module(module: str) -> bool:
@@ -113,6 +118,8 @@ def test_only_compat_touches_jax_internals(path: pathlib.Path) -> None:
     found = violations(path.read_text())
     if path.name in _PENDING_PROBES:
         found = [f for f in found if "probes" not in f]
+    if path.name in _SHOWS_JAX_VERSION:
+        found = [f for f in found if f != "mentions 'version(\"jax'"]
     assert not found, f"{path.name}: {found}; move it into _compat.py"
 
 

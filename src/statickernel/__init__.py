@@ -1,53 +1,65 @@
 """statickernel: typed Pallas Mosaic GPU kernels with static launches and exact edges."""
 
-from . import testing
-from ._backend import BACKENDS, InterpreterFallbackWarning, backend, default_backend, set_backend
-from ._compile_report import CompileReport, Occupancy, OccupancyLimit
-from ._cost import Bound, Cost
-from ._errors import (
-    AnnotationError,
-    BackendError,
-    BlockAlignmentError,
-    BodyError,
-    CallError,
-    CompileError,
-    CompileTargetError,
-    ConstantError,
-    DeclarationError,
-    DotDtypeError,
-    DotLayoutError,
-    DotShapeError,
-    DtypeError,
-    GridLimitError,
-    HardwareLimitError,
-    HardwareRuleError,
-    Int32LimitError,
-    LoopOperandError,
-    NotDifferentiableError,
-    OperandError,
-    OverrideError,
-    Phase,
-    PlanError,
-    ResultMismatchError,
-    ShapeError,
-    SharedMemoryError,
-    StaticKernelError,
-    SymbolicDimError,
-    TilingError,
-    TmaBoxError,
-    ToolchainError,
-    UnsupportedOpError,
-)
-from ._ir import Form, Kind, LoopMode
-from ._kernel import Kernel, Specialization, kernel
-from ._loops import dot, loop, map_blocks
-from ._ops import max, min, sum
-from ._pallas import FlatFrame, RowFrame
-from ._pipeline import LoopPlan, PlannedDot
-from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
-from ._schedule import Persistent, Schedule, ScheduleKind
-from ._spec import Const
-from ._tile import Tile, dim, load
+# The public names below are imported on first use (PEP 562), all at once from `_api`: a
+# plain `import statickernel` then costs nothing, so the command line answers `--help`
+# without importing jax. Type checkers and documentation tools read the eager imports.
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import testing
+    from ._backend import (
+        BACKENDS,
+        InterpreterFallbackWarning,
+        backend,
+        default_backend,
+        set_backend,
+    )
+    from ._compile_report import CompileReport, Occupancy, OccupancyLimit
+    from ._cost import Bound, Cost
+    from ._errors import (
+        AnnotationError,
+        BackendError,
+        BlockAlignmentError,
+        BodyError,
+        CallError,
+        CompileError,
+        CompileTargetError,
+        ConstantError,
+        DeclarationError,
+        DotDtypeError,
+        DotLayoutError,
+        DotShapeError,
+        DtypeError,
+        GridLimitError,
+        HardwareLimitError,
+        HardwareRuleError,
+        Int32LimitError,
+        LoopOperandError,
+        NotDifferentiableError,
+        OperandError,
+        OverrideError,
+        Phase,
+        PlanError,
+        ResultMismatchError,
+        ShapeError,
+        SharedMemoryError,
+        StaticKernelError,
+        SymbolicDimError,
+        TilingError,
+        TmaBoxError,
+        ToolchainError,
+        UnsupportedOpError,
+    )
+    from ._ir import Form, Kind, LoopMode
+    from ._kernel import Kernel, Specialization, kernel
+    from ._loops import dot, loop, map_blocks
+    from ._ops import max, min, sum
+    from ._pallas import FlatFrame, RowFrame
+    from ._pipeline import LoopPlan, PlannedDot
+    from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
+    from ._schedule import Persistent, Schedule, ScheduleKind
+    from ._spec import Const
+    from ._tile import Tile, dim, load
 
 __version__ = "0.1.0"
 
@@ -123,3 +135,16 @@ __all__ = [
     "sum",
     "testing",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _api
+
+    globals().update({n: getattr(_api, n) for n in _api.__all__})
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

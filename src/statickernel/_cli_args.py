@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ._cli_parser import UsageError
 from ._discover import TargetError, load_target
 from ._errors import StaticKernelError
 from ._kernel import Kernel
@@ -41,10 +42,6 @@ _ARG_PATTERN = re.compile(
     r"^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>\s*\d+\s*(?:,\s*\d+\s*)*)\]\s*$"
 )
 _CONST_PATTERN = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*=(?P<value>.+)$")
-
-
-class UsageError(Exception):
-    """The command line asks for something malformed or missing; exits with code 2."""
 
 
 # --- parsing operands and constants -----------------------------------------------------------

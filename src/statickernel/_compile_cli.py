@@ -6,7 +6,6 @@ Both compile kernels for a GPU through ptxas, on a machine with or without one (
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 from collections.abc import Sequence
@@ -14,47 +13,16 @@ from typing import Any
 
 from . import testing
 from ._cli_args import consts, load_kernel, operand_structs, point_at_declaration
-from ._compile import DEFAULT_TARGET, compile_kernel
-from ._compile_report import TARGETS, CompileReport
+from ._compile import compile_kernel
+from ._compile_report import CompileReport
 from ._errors import StaticKernelError
 
 __all__ = [
-    "TARGET_HELP",
-    "add_options",
     "check_compiles",
     "cmd_compile",
-    "prepare_environment",
     "run_compile",
     "write_dump",
 ]
-
-TARGET_HELP = (
-    f"the GPU architecture to compile for: {' or '.join(TARGETS)} (default {DEFAULT_TARGET}, "
-    "H100 and H200)"
-)
-
-
-def prepare_environment() -> None:
-    """Lets the CUDA plugin register on a machine without a CUDA driver. Its version check
-    otherwise drops it there, and a deviceless compile needs it; jax reads this when it
-    starts its backends, which the commands have not done yet."""
-    os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """The options of `statickernel compile` after the kernel, its operands and constants."""
-    parser.add_argument(
-        "--target", dest="gpu_target", default=DEFAULT_TARGET, metavar="ARCH", help=TARGET_HELP
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print the facts as one line of JSON instead"
-    )
-    parser.add_argument(
-        "--dump",
-        metavar="DIR",
-        default=None,
-        help="also write the PTX, SASS, ptxas log and JSON facts into DIR, e.g. --dump build/k",
-    )
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

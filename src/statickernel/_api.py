@@ -1,0 +1,134 @@
+"""The public API, imported at once: what `statickernel/__init__.py` loads on first use.
+
+The package's `__init__` names these without importing them, so that `import statickernel`
+(and the command line's `--help`) does not import jax; the first attribute of the package
+that is used imports this module, and with it everything, as an eager `__init__` would.
+"""
+
+from . import testing
+from ._backend import (
+    BACKENDS,
+    InterpreterFallbackWarning,
+    backend,
+    default_backend,
+    set_backend,
+)
+from ._compile_report import CompileReport, Occupancy, OccupancyLimit
+from ._cost import Bound, Cost
+from ._errors import (
+    AnnotationError,
+    BackendError,
+    BlockAlignmentError,
+    BodyError,
+    CallError,
+    CompileError,
+    CompileTargetError,
+    ConstantError,
+    DeclarationError,
+    DotDtypeError,
+    DotLayoutError,
+    DotShapeError,
+    DtypeError,
+    GridLimitError,
+    HardwareLimitError,
+    HardwareRuleError,
+    Int32LimitError,
+    LoopOperandError,
+    NotDifferentiableError,
+    OperandError,
+    OverrideError,
+    Phase,
+    PlanError,
+    ResultMismatchError,
+    ShapeError,
+    SharedMemoryError,
+    StaticKernelError,
+    SymbolicDimError,
+    TilingError,
+    TmaBoxError,
+    ToolchainError,
+    UnsupportedOpError,
+)
+from ._ir import Form, Kind, LoopMode
+from ._kernel import Kernel, Specialization, kernel
+from ._loops import dot, loop, map_blocks
+from ._ops import max, min, sum
+from ._pallas import FlatFrame, RowFrame
+from ._pipeline import LoopPlan, PlannedDot
+from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
+from ._schedule import Persistent, Schedule, ScheduleKind
+from ._spec import Const
+from ._tile import Tile, dim, load
+
+__all__ = [
+    "BACKENDS",
+    "AnnotationError",
+    "BackendError",
+    "BlockAlignmentError",
+    "BodyError",
+    "Bound",
+    "CallError",
+    "CompileError",
+    "CompileReport",
+    "CompileTargetError",
+    "Const",
+    "ConstantError",
+    "Cost",
+    "DeclarationError",
+    "DimPlan",
+    "DotDtypeError",
+    "DotLayoutError",
+    "DotShapeError",
+    "DtypeError",
+    "FlatFrame",
+    "Form",
+    "GridLimitError",
+    "HardwareLimitError",
+    "HardwareRuleError",
+    "Int32LimitError",
+    "InterpreterFallbackWarning",
+    "Kernel",
+    "Kind",
+    "LaunchPlan",
+    "LoopMode",
+    "LoopOperandError",
+    "LoopPlan",
+    "NotDifferentiableError",
+    "Occupancy",
+    "OccupancyLimit",
+    "OperandError",
+    "OperandPlan",
+    "OverrideError",
+    "Persistent",
+    "Phase",
+    "PlanError",
+    "PlannedDot",
+    "ResultMismatchError",
+    "Role",
+    "RowFrame",
+    "Schedule",
+    "ScheduleKind",
+    "ShapeError",
+    "SharedMemoryError",
+    "Specialization",
+    "StaticKernelError",
+    "SymbolicDimError",
+    "Tile",
+    "TilingError",
+    "TmaBoxError",
+    "ToolchainError",
+    "UnsupportedOpError",
+    "backend",
+    "default_backend",
+    "dim",
+    "dot",
+    "kernel",
+    "load",
+    "loop",
+    "map_blocks",
+    "max",
+    "min",
+    "set_backend",
+    "sum",
+    "testing",
+]
