@@ -147,7 +147,7 @@ def test_the_version_has_one_source() -> None:
     source = (ROOT / "src" / "statickernel" / "__init__.py").read_text()
     assert re.findall(r'^__version__ = "([^"]+)"$', source, re.M) == [statickernel.__version__]
     # The command line reports the package's version, not a copy of it.
-    cli = (ROOT / "src" / "statickernel" / "cli.py").read_text()
+    cli = (ROOT / "src" / "statickernel" / "_cli_parser.py").read_text()
     assert "from . import __version__" in cli
     assert f"## [{statickernel.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
 
