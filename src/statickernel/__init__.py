@@ -7,6 +7,7 @@ from ._cost import Bound, Cost
 from ._errors import (
     AnnotationError,
     BackendError,
+    BackwardError,
     BlockAlignmentError,
     BodyError,
     CallError,
@@ -37,6 +38,7 @@ from ._errors import (
     TmaBoxError,
     ToolchainError,
     UnsupportedOpError,
+    VjpError,
 )
 from ._ir import Form, Kind, LoopMode
 from ._kernel import Kernel, Specialization, kernel
@@ -55,6 +57,7 @@ __all__ = [
     "BACKENDS",
     "AnnotationError",
     "BackendError",
+    "BackwardError",
     "BlockAlignmentError",
     "BodyError",
     "Bound",
@@ -109,6 +112,7 @@ __all__ = [
     "TmaBoxError",
     "ToolchainError",
     "UnsupportedOpError",
+    "VjpError",
     "backend",
     "default_backend",
     "dim",
