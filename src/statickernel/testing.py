@@ -14,7 +14,6 @@ tolerance derived from the dtypes. `statickernel test` runs the same machinery.
 """
 
 import dataclasses
-import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
@@ -24,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _hardware as hw
+from ._autodiff import named_constants
 from ._backend import default_backend
 from ._errors import StaticKernelError
 from ._kernel import Kernel
@@ -260,16 +260,8 @@ def call_reference(
     """The reference on `args`, given the kernel's constants that it takes by name (e.g. eps)."""
     reference = reference or kernel.reference
     assert reference is not None
-    try:
-        params = list(inspect.signature(reference).parameters.values())
-    except (TypeError, ValueError):  # a builtin or C function with no signature
-        params = []
-    extra = {
-        p.name: kernel.consts[p.name]
-        for p in params[len(args) :]
-        if p.name in kernel.consts and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
-    return reference(*args, **extra)
+    # The rule vjp="reference" follows too, so that tests and derivatives see one reference.
+    return reference(*args, **named_constants(reference, len(args), kernel.consts))
 
 
 def tolerance(dtypes: Sequence[str], scale: float = 1.0) -> float:
