@@ -377,3 +377,24 @@ def test_without_vjp_differentiating_is_a_not_differentiable_error() -> None:
             transform()
         assert info.value.fix is not None
         assert 'vjp="reference"' in info.value.fix and "vjp=my_backward" in info.value.fix
+
+
+# --- second derivatives -------------------------------------------------------------------------
+
+
+def test_hessian_through_the_reference() -> None:
+    x = operands("softmax", (1, 5), F32)[0]
+    got = jax.hessian(lambda x: softmax(x)[0, 1])(x)
+    assert_close(got, jax.hessian(lambda x: softmax_reference(x)[0, 1])(x), F32)
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "rmsnorm_with_backward"])
+def test_grad_of_grad(name: str) -> None:
+    kernel, reference = KERNELS[name]
+    x, w = operands(name, (3, 5), F32)
+
+    def outer(fn: Callable[..., Any]) -> jax.Array:
+        inner = jax.grad(lambda x: jnp.sum(fn(x, w) ** 3))
+        return jax.grad(lambda x: jnp.sum(inner(x) ** 2))(x)
+
+    assert_close(outer(kernel), outer(reference), F32)

@@ -187,7 +187,9 @@ def _from_reference(
 
     @differentiated.defjvp
     def _reference_jvp(primals: Any, tangents: Any) -> Any:
-        out = launch(*primals)
+        # The kernel again, not its bare launch: a second derivative (jax.hessian) of this
+        # rule differentiates the primal too, and gets the reference's derivative again.
+        out = differentiated(*primals)
         _, tangent = jax.jvp(reference_on, tuple(primals), tuple(tangents))
         return out, _tangents_like(out, tangent, spec)
 
@@ -235,7 +237,7 @@ def _declared_backward(
         return launch(*args)
 
     def forward(*args: Any) -> Any:
-        out = launch(*args)
+        out = differentiated(*args)  # not the bare launch: a second derivative needs its rule
         return out, (args, out)  # the residuals: the operands and the results
 
     def reverse(residuals: Any, cotangent: Any) -> tuple[Any, ...]:
