@@ -3,8 +3,8 @@
 Every call binds its arguments and runs the one compile path (`_build.py`) once per
 specialization; the decorator runs the same path on probe sizes. This module holds what is
 left: the cache, the entry points and the `exec` of the generated source, whose launch gets
-the derivative rule `vjp=` declares (`_autodiff.py`). `plan`, `emit` and `lower` read the same cached specialization, so what `emit`
-prints is what runs.
+the derivative rule `vjp=` declares (`_autodiff.py`). `plan`, `emit` and `lower` read the
+same cached specialization, so what `emit` prints is what runs.
 """
 
 import dataclasses
@@ -62,7 +62,7 @@ class Kernel[**P, R]:
         derivative: Derivative = None,
     ):
         self.spec = spec
-        self.derivative = derivative
+        self._derivative = derivative
         self.consts: dict[str, Any] = dict(consts)
         self.backend = backend
         self.reference = spec.reference
@@ -110,8 +110,8 @@ class Kernel[**P, R]:
             try:
                 return entry.fn(*args)
             except TypeError as exc:
-                if JVP_OF_CUSTOM_VJP in str(exc) and isinstance(self.derivative, DeclaredBackward):
-                    raise self._no_forward_mode(self.derivative) from None
+                if JVP_OF_CUSTOM_VJP in str(exc) and isinstance(self._derivative, DeclaredBackward):
+                    raise self._no_forward_mode(self._derivative) from None
                 # A cached specialization meets what bind never saw: say what is wrong with it,
                 # without jax's TypeError as its context.
                 try:
@@ -261,7 +261,7 @@ class Kernel[**P, R]:
         try:
             ctx = ErrorContext(self.spec.name, where, Phase.DECLARATION)
             consts = bind_consts(self.spec, self.consts, overrides, ctx)
-            new = Kernel(self.spec, consts, self.backend, derivative=self.derivative)
+            new = Kernel(self.spec, consts, self.backend, derivative=self._derivative)
             compile_declaration(self.spec, consts, where)
         except StaticKernelError as exc:
             raise _at_entry_point(exc, Phase.DECLARATION) from None
@@ -271,7 +271,7 @@ class Kernel[**P, R]:
         """A new kernel that runs on `backend` unless a call says otherwise."""
         chosen = resolve_backend(backend, None) if backend else None
         return Kernel(
-            self.spec, self.consts, chosen, shares_cache_with=self, derivative=self.derivative
+            self.spec, self.consts, chosen, shares_cache_with=self, derivative=self._derivative
         )  # pyright: ignore[reportReturnType]
 
     # --- the one path ------------------------------------------------------------------------
@@ -301,7 +301,7 @@ class Kernel[**P, R]:
         assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"
         launch = _execute(compiled.source, spec.name, interpreted)
-        fn = jax.jit(differentiable(launch, self.derivative, spec, dict(binding.consts)))
+        fn = jax.jit(differentiable(launch, self._derivative, spec, dict(binding.consts)))
         return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
 
 
