@@ -398,3 +398,71 @@ def test_grad_of_grad(name: str) -> None:
         return jax.grad(lambda x: jnp.sum(inner(x) ** 2))(x)
 
     assert_close(outer(kernel), outer(reference), F32)
+
+
+# --- several results, a backward kernel, a reference of other shapes ----------------------------
+
+
+def _scaled_and_row_sums(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64
+) -> tuple[Float[Array, "M N"], Float[Array, " M"]]:
+    v = sk.load(x)
+    return 3 * v, sk.sum(v, axis=1)
+
+
+def scaled_and_row_sums_reference(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return 3 * x, jnp.sum(x, axis=1)
+
+
+def scaled_and_row_sums_backward(
+    x: jax.Array, y: jax.Array, s: jax.Array, dy: jax.Array, ds: jax.Array
+) -> jax.Array:
+    return 3 * dy + ds[:, None]
+
+
+@pytest.mark.parametrize(
+    "vjp", ["reference", scaled_and_row_sums_backward], ids=["reference", "backward"]
+)
+def test_a_kernel_with_two_results(vjp: Any) -> None:
+    kernel = sk.kernel(tile={"M": "BM"}, reference=scaled_and_row_sums_reference, vjp=vjp)(
+        _scaled_and_row_sums
+    )
+    x = operands("softmax", (70, 16), F32)[0]
+    probe_y, probe_s = cotangent((70, 16), F32), cotangent((70,), F32, seed=3)
+
+    def loss(fn: Callable[..., Any]) -> Callable[..., jax.Array]:
+        def of(x: jax.Array) -> jax.Array:
+            y, s = fn(x)
+            return jnp.sum(y * probe_y) + jnp.sum(s * probe_s)
+
+        return of
+
+    assert_close(jax.grad(loss(kernel))(x), jax.grad(loss(scaled_and_row_sums_reference))(x), F32)
+    # Only one result used: the other's cotangent reaches the backward as zeros.
+    only_y = jax.grad(lambda x: jnp.sum(kernel(x)[0] * probe_y))(x)
+    assert_close(only_y, 3 * probe_y, F32)
+
+
+def test_a_backward_may_call_a_kernel() -> None:
+    """A backward kernel: the backward of `scaled` (2 x) is `scaled` itself, on dy."""
+    forward = sk.kernel(tile={"M": "BM"})(_scaled)
+
+    def scaled_backward(x: jax.Array, y: jax.Array, dy: jax.Array) -> jax.Array:
+        return forward(dy)
+
+    kernel = sk.kernel(tile={"M": "BM"}, vjp=scaled_backward)(_scaled)
+    x = operands("softmax", (70, 16), F32)[0]
+    probe = cotangent((70, 16), F32)
+    grad = jax.grad(weighted_loss(kernel, probe))
+    np.testing.assert_allclose(grad(x), 2 * probe, rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(grad)(x), 2 * probe, rtol=1e-6)
+    assert launches(jax.make_jaxpr(grad)(x)) == 2  # the forward's, and the backward's
+
+
+def test_a_reference_of_other_shapes_is_a_backward_error() -> None:
+    kernel = sk.kernel(tile={"M": "BM"}, reference=lambda x: x[:, :-1], vjp="reference")(_scaled)
+    x = operands("softmax", (70, 16), F32)[0]
+    with pytest.raises(sk.BackwardError) as info:
+        jax.grad(lambda x: kernel(x).sum())(x)
+    assert info.value.expected == [(70, 16)]
+    assert info.value.actual == [(70, 15)]
