@@ -90,7 +90,7 @@ def parse_vjp(vjp: Any, spec: KernelSpec) -> Derivative:
     err: dict[str, Any] = dict(kernel=spec.name, where=spec.location)
     if vjp is None:
         return None
-    if vjp == "reference":
+    if isinstance(vjp, str) and vjp == "reference":
         if spec.reference is None:
             raise VjpError(
                 'vjp="reference" differentiates the reference, and the kernel declares none',
