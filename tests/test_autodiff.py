@@ -466,3 +466,12 @@ def test_a_reference_of_other_shapes_is_a_backward_error() -> None:
         jax.grad(lambda x: kernel(x).sum())(x)
     assert info.value.expected == [(70, 16)]
     assert info.value.actual == [(70, 15)]
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "rmsnorm_with_backward"])
+def test_a_differentiated_kernel_cross_lowers_for_cuda(name: str) -> None:
+    """The derivative rules wrap the Mosaic GPU launch as they wrap the interpreter's."""
+    kernel = KERNELS[name][0].with_backend("mosaic_gpu")
+    x, w = jax.ShapeDtypeStruct((77, 130), F32), jax.ShapeDtypeStruct((130,), F32)
+    grad = jax.jit(jax.grad(lambda x, w: jnp.sum(kernel(x, w) ** 2), argnums=(0, 1)))
+    assert "mosaic_gpu" in grad.trace(x, w).lower(lowering_platforms=("cuda",)).as_text()
