@@ -17,7 +17,7 @@ def layernorm_reference(
     return (y * weight.astype(jnp.float32) + bias.astype(jnp.float32)).astype(x.dtype)
 
 
-@sk.kernel(tile={"M": "BM"}, reference=layernorm_reference)
+@sk.kernel(tile={"M": "BM"}, reference=layernorm_reference, vjp="reference")
 def layernorm(
     x: Float[Array, "M N"],
     weight: Float[Array, " N"],

@@ -11,7 +11,7 @@ def softmax_reference(x: jax.Array) -> jax.Array:
     return jax.nn.softmax(x.astype(jnp.float32), axis=-1).astype(x.dtype)
 
 
-@sk.kernel(tile={"M": "BM"}, reference=softmax_reference)
+@sk.kernel(tile={"M": "BM"}, reference=softmax_reference, vjp="reference")
 def softmax(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
     v = sk.load(x, fill=-jnp.inf).astype(jnp.float32)
     e = jnp.exp(v - sk.max(v, axis=1, keepdims=True))

@@ -1401,6 +1401,7 @@ _DECLARATION_ERRORS = [
     sk.BodyError,
     sk.ResultMismatchError,
     sk.UnsupportedOpError,
+    sk.VjpError,
 ]
 _CALL_ERRORS = [
     sk.OperandError,
@@ -1411,6 +1412,7 @@ _CALL_ERRORS = [
     sk.OverrideError,
     sk.BackendError,
     sk.NotDifferentiableError,
+    sk.BackwardError,
     sk.CompileError,
     sk.CompileTargetError,
     sk.ToolchainError,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._errors import (
         AnnotationError,
         BackendError,
+        BackwardError,
         BlockAlignmentError,
         BodyError,
         CallError,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         TmaBoxError,
         ToolchainError,
         UnsupportedOpError,
+        VjpError,
     )
     from ._ir import Form, Kind, LoopMode
     from ._kernel import Kernel, Specialization, kernel
@@ -67,6 +69,7 @@ __all__ = [
     "BACKENDS",
     "AnnotationError",
     "BackendError",
+    "BackwardError",
     "BlockAlignmentError",
     "BodyError",
     "Bound",
@@ -121,6 +124,7 @@ __all__ = [
     "TmaBoxError",
     "ToolchainError",
     "UnsupportedOpError",
+    "VjpError",
     "backend",
     "default_backend",
     "dim",

@@ -18,6 +18,7 @@ from ._cost import Bound, Cost
 from ._errors import (
     AnnotationError,
     BackendError,
+    BackwardError,
     BlockAlignmentError,
     BodyError,
     CallError,
@@ -48,6 +49,7 @@ from ._errors import (
     TmaBoxError,
     ToolchainError,
     UnsupportedOpError,
+    VjpError,
 )
 from ._ir import Form, Kind, LoopMode
 from ._kernel import Kernel, Specialization, kernel
@@ -64,6 +66,7 @@ __all__ = [
     "BACKENDS",
     "AnnotationError",
     "BackendError",
+    "BackwardError",
     "BlockAlignmentError",
     "BodyError",
     "Bound",
@@ -118,6 +121,7 @@ __all__ = [
     "TmaBoxError",
     "ToolchainError",
     "UnsupportedOpError",
+    "VjpError",
     "backend",
     "default_backend",
     "dim",

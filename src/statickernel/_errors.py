@@ -19,6 +19,7 @@ from typing_extensions import deprecated
 __all__ = [
     "AnnotationError",
     "BackendError",
+    "BackwardError",
     "BlockAlignmentError",
     "BodyError",
     "CallError",
@@ -49,6 +50,7 @@ __all__ = [
     "TmaBoxError",
     "ToolchainError",
     "UnsupportedOpError",
+    "VjpError",
 ]
 
 
@@ -201,6 +203,13 @@ class HardwareLimitError(DeclarationError):
     code: ClassVar[str] = "SK199"
 
 
+class VjpError(DeclarationError):
+    """`vjp=` is neither "reference" nor a function, says "reference" for a kernel without a
+    `reference=`, or names a backward that cannot take the operands, results and cotangents."""
+
+    code: ClassVar[str] = "SK107"
+
+
 class BodyError(DeclarationError):
     """The kernel body failed to trace on tile-shaped values."""
 
@@ -278,7 +287,8 @@ class OverrideError(CallError):
 
 
 class NotDifferentiableError(CallError):
-    """A kernel was differentiated; generated kernels have no derivative rule."""
+    """A kernel declared without `vjp=` was differentiated, or one declared with a backward
+    was differentiated in forward mode (`jax.jvp`), which a backward cannot give."""
 
     code: ClassVar[str] = "SK206"
 
@@ -287,6 +297,13 @@ class BackendError(CallError):
     """An unknown backend was requested, or the backend cannot run here."""
 
     code: ClassVar[str] = "SK207"
+
+
+class BackwardError(CallError):
+    """A kernel's declared backward returned the wrong number of cotangents, or one unlike its
+    operand in shape or dtype; or its reference returned results unlike the kernel's."""
+
+    code: ClassVar[str] = "SK208"
 
 
 # --- raised when a kernel is compiled for a GPU (kernel.compile) -------------------------------

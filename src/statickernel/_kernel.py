@@ -2,9 +2,9 @@
 
 Every call binds its arguments and runs the one compile path (`_build.py`) once per
 specialization; the decorator runs the same path on probe sizes. This module holds what is
-left: the cache, the entry points, the `exec` of the generated source, and the guard against
-autodiff. `plan`, `emit` and `lower` read the same cached specialization, so what `emit`
-prints is what runs.
+left: the cache, the entry points and the `exec` of the generated source, whose launch gets
+the derivative rule `vjp=` declares (`_autodiff.py`). `plan`, `emit` and `lower` read the
+same cached specialization, so what `emit` prints is what runs.
 """
 
 import dataclasses
@@ -17,6 +17,7 @@ from typing import Any, cast, overload
 
 import jax
 
+from ._autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
 from ._backend import default_backend, has_cuda, resolve_backend
 from ._binding import bind, bind_consts, call_site, check_arguments
 from ._build import compile_call, compile_declaration
@@ -58,8 +59,10 @@ class Kernel[**P, R]:
         consts: Mapping[str, Any],
         backend: str | None,
         shares_cache_with: "Kernel[..., Any] | None" = None,
+        derivative: Derivative = None,
     ):
         self.spec = spec
+        self._derivative = derivative
         self.consts: dict[str, Any] = dict(consts)
         self.backend = backend
         self.reference = spec.reference
@@ -106,7 +109,9 @@ class Kernel[**P, R]:
                 entry = self._specialize(args, overrides, backend, key, call=True)
             try:
                 return entry.fn(*args)
-            except TypeError:
+            except TypeError as exc:
+                if JVP_OF_CUSTOM_VJP in str(exc) and isinstance(self._derivative, DeclaredBackward):
+                    raise self._no_forward_mode(self._derivative) from None
                 # A cached specialization meets what bind never saw: say what is wrong with it,
                 # without jax's TypeError as its context.
                 try:
@@ -128,6 +133,21 @@ class Kernel[**P, R]:
                 raise
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
+
+    def _no_forward_mode(self, derivative: DeclaredBackward) -> NotDifferentiableError:
+        """JAX's TypeError for `jax.jvp` of a custom VJP, as a statickernel error."""
+        name = getattr(derivative.backward, "__name__", "backward")
+        return NotDifferentiableError(
+            "it was differentiated in forward mode, and its declared backward gives reverse "
+            "mode only",
+            kernel=self.spec.name,
+            where=call_site(),
+            expected="jax.grad, jax.vjp or jax.value_and_grad: reverse mode, which "
+            f"`{name}` computes",
+            actual="jax.jvp, jax.jacfwd or another forward-mode transform",
+            fix='use reverse mode (jax.vjp, jax.jacrev), or declare vjp="reference" to '
+            "differentiate the reference in both modes",
+        )
 
     def _specialize(
         self,
@@ -241,7 +261,7 @@ class Kernel[**P, R]:
         try:
             ctx = ErrorContext(self.spec.name, where, Phase.DECLARATION)
             consts = bind_consts(self.spec, self.consts, overrides, ctx)
-            new = Kernel(self.spec, consts, self.backend)
+            new = Kernel(self.spec, consts, self.backend, derivative=self._derivative)
             compile_declaration(self.spec, consts, where)
         except StaticKernelError as exc:
             raise _at_entry_point(exc, Phase.DECLARATION) from None
@@ -250,7 +270,9 @@ class Kernel[**P, R]:
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
         """A new kernel that runs on `backend` unless a call says otherwise."""
         chosen = resolve_backend(backend, None) if backend else None
-        return Kernel(self.spec, self.consts, chosen, shares_cache_with=self)  # pyright: ignore[reportReturnType]
+        return Kernel(
+            self.spec, self.consts, chosen, shares_cache_with=self, derivative=self._derivative
+        )  # pyright: ignore[reportReturnType]
 
     # --- the one path ------------------------------------------------------------------------
 
@@ -278,7 +300,8 @@ class Kernel[**P, R]:
         compiled = compile_call(spec, binding, chosen, where)
         assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"
-        fn = _execute(compiled.source, spec.name, spec.location, interpreted)
+        launch = _execute(compiled.source, spec.name, interpreted)
+        fn = jax.jit(differentiable(launch, self._derivative, spec, dict(binding.consts)))
         return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
 
 
@@ -308,12 +331,12 @@ def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> Static
 _SOURCE_COUNTER = iter(range(1 << 62))
 
 
-def _execute(source: str, name: str, where: str, interpreted: bool) -> Callable[..., Any]:
-    """Runs the generated module and returns its kernel function, guarded against autodiff.
+def _execute(source: str, name: str, interpreted: bool) -> Callable[..., Any]:
+    """Runs the generated module and returns its kernel function.
 
-    The guard adds no computation: it only turns JAX's "no differentiation rule" failure into
-    a statickernel error, and the outer jit keeps the call on JAX's fast dispatch path. An
-    interpreted kernel launches through `interpreted_launch`, one launch at a time.
+    An interpreted kernel launches through `interpreted_launch`, one launch at a time. The
+    caller adds the derivative rule, and the outer jit keeps the call on JAX's fast dispatch
+    path.
     """
     filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
     # Registering the text lets tracebacks and JAX's source info show the generated lines.
@@ -321,25 +344,7 @@ def _execute(source: str, name: str, where: str, interpreted: bool) -> Callable[
     namespace: dict[str, Any] = {"__name__": f"statickernel_generated_{name}"}
     exec(compile(source, filename, "exec"), namespace)
     generated = namespace[name]
-    launch = interpreted_launch(generated, name) if interpreted else generated
-
-    @jax.custom_jvp
-    def guarded(*args: Any) -> Any:
-        return launch(*args)
-
-    @guarded.defjvp
-    def _no_derivative(primals: Any, tangents: Any) -> Any:
-        raise NotDifferentiableError(
-            "it was differentiated, but Mosaic GPU kernels have no derivative rule",
-            kernel=name,
-            where=call_site() or where,
-            expected="a kernel used outside jax.grad, jax.jvp and jax.vjp",
-            actual="a differentiation transform",
-            fix="differentiate the kernel's reference (kernel.reference) instead, or wrap the "
-            "kernel in jax.custom_vjp with a backward pass of your own",
-        )
-
-    return jax.jit(guarded)
+    return interpreted_launch(generated, name) if interpreted else generated
 
 
 @overload
@@ -352,6 +357,7 @@ def kernel[**P, R](
     stages: str | int | None = None,
     batch: str | tuple[str, ...] = (),
     reference: Callable[..., Any] | None = None,
+    vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[P, R]], Kernel[P, R]]: ...
@@ -364,6 +370,7 @@ def kernel[**P, R](
     stages: str | int | None = None,
     batch: str | tuple[str, ...] = (),
     reference: Callable[..., Any] | None = None,
+    vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
     name: str | None = None,
 ) -> Any:
@@ -379,6 +386,11 @@ def kernel[**P, R](
       batch: leading dims of the operands that the grid walks one index at a time, e.g. "B";
         the body sees each operand without them.
       reference: a plain jnp function computing the same result, for tests and tools.
+      vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
+        kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A
+        function `backward(*operands, *results, *cotangents, **constants)`: reverse mode
+        only; it returns one cotangent per operand (None for one with no gradient). None,
+        the default: differentiating the kernel raises `NotDifferentiableError`.
       backend: "mosaic_gpu" or "interpret"; by default the process-wide choice.
       name: the kernel's name in plans and generated code; the function's name by default.
     """
@@ -394,11 +406,12 @@ def kernel[**P, R](
                 stages=stages,
                 batch=(batch,) if isinstance(batch, str) else tuple(batch),
             )
+            derivative = parse_vjp(vjp, spec)
             chosen = resolve_backend(backend, None) if backend else None
             compile_declaration(spec, spec.const_defaults)
         except StaticKernelError as exc:
             raise _at_entry_point(exc, Phase.DECLARATION) from None
-        return Kernel(spec, spec.const_defaults, chosen)
+        return Kernel(spec, spec.const_defaults, chosen, derivative=derivative)
 
     if fn is None:
         return decorate

@@ -18,7 +18,6 @@ whether they all lie in edge blocks (the blocks that cross an array's edge).
 cases. `statickernel test` runs the same machinery.
 """
 
-import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._autodiff import named_constants
 from ._backend import default_backend
 from ._compare import EdgeBlock, Placement, WorstElement, compare, tolerance
 from ._errors import StaticKernelError
@@ -88,16 +88,8 @@ def call_reference(
     """The reference on `args`, given the kernel's constants that it takes by name (e.g. eps)."""
     reference = reference or kernel.reference
     assert reference is not None
-    try:
-        params = list(inspect.signature(reference).parameters.values())
-    except (TypeError, ValueError):  # a builtin or C function with no signature
-        params = []
-    extra = {
-        p.name: kernel.consts[p.name]
-        for p in params[len(args) :]
-        if p.name in kernel.consts and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
-    return reference(*args, **extra)
+    # The rule vjp="reference" follows too, so that tests and derivatives see one reference.
+    return reference(*args, **named_constants(reference, len(args), kernel.consts))
 
 
 def run_case(
