@@ -109,3 +109,28 @@ def test_the_import_reader_sees_lazy_and_type_checking_imports(tmp_path: pathlib
     )
     known = {"_a", "_b", "_c", "_d", "m"}
     assert _imports("m", module, known) == {"_a", "_b", "_c", "_d"}
+
+
+def test_the_lazy_package_names_what_it_imports() -> None:
+    """`statickernel/__init__.py` lists the public names three times, for three readers: the
+    eager imports type checkers read, `__all__`, and `_api`, which imports them on first use.
+    Adding a name means adding it to each; this says which one was missed."""
+    import ast
+
+    import statickernel
+    from statickernel import _api
+
+    init = ast.parse((PACKAGE / "__init__.py").read_text())
+    guarded = next(
+        node
+        for node in init.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    )
+    for_type_checkers = {
+        alias.asname or alias.name
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert for_type_checkers == set(statickernel.__all__)
+    assert set(_api.__all__) == set(statickernel.__all__)
