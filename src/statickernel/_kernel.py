@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast, overload
 
 import jax
+from jax.core import Tracer
 
 from ._autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
 from ._backend import default_backend, has_cuda, resolve_backend
@@ -248,7 +249,9 @@ class Kernel[**P, R]:
         """This specialization traced as `jax.jit(kernel).trace(...)` traces it; with it,
         `jax.export.export(kernel)` works as it does for a jitted function."""
         try:
-            return self._specialization(args, overrides, backend).fn.trace(*args)  # pyright: ignore[reportFunctionMemberAccess]
+            fn = self._specialization(args, overrides, backend).fn
+            # The mosaic_gpu function is a jit already; an interpreted one is wrapped in one.
+            return (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args)  # pyright: ignore[reportFunctionMemberAccess]
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
@@ -301,7 +304,18 @@ class Kernel[**P, R]:
         assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"
         launch = _execute(compiled.source, spec.name, interpreted)
-        fn = jax.jit(differentiable(launch, self._derivative, spec, dict(binding.consts)))
+        consts = dict(binding.consts)
+        if interpreted:
+            # An interpreted launch is a host callback that runs JAX computations of its own on
+            # the CPU. If the caller dispatches more work on the same CPU client while one is in
+            # flight (as an eager jax.grad does with its backward pass), the two can wait on
+            # each other. So an eager interpreted launch finishes before the call returns, and
+            # the derivative rule stays outside the jit, where the forward it runs is eager.
+            fn = differentiable(
+                _finished_when_eager(jax.jit(launch)), self._derivative, spec, consts
+            )
+        else:
+            fn = jax.jit(differentiable(launch, self._derivative, spec, consts))
         return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
 
 
@@ -329,6 +343,19 @@ def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> Static
 
 
 _SOURCE_COUNTER = iter(range(1 << 62))
+
+
+def _finished_when_eager(launch: Callable[..., Any]) -> Callable[..., Any]:
+    """`launch`, which blocks until its results are ready when it runs on concrete arrays;
+    traced (inside jit, grad or vmap) it is `launch` itself."""
+
+    def finished(*args: Any) -> Any:
+        out = launch(*args)
+        if not any(isinstance(a, Tracer) for a in args):
+            jax.block_until_ready(out)
+        return out
+
+    return finished
 
 
 def _execute(source: str, name: str, interpreted: bool) -> Callable[..., Any]:
