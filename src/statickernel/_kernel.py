@@ -231,7 +231,7 @@ class Kernel[**P, R]:
         kernel inside."""
         try:
             entry = self._specialization(args, overrides, "mosaic_gpu")
-            traced: jax.stages.Traced = entry.fn.trace(*args)  # pyright: ignore[reportFunctionMemberAccess]
+            traced: jax.stages.Traced = entry.fn.trace(*args)
             return traced.lower(lowering_platforms=("cuda",))
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
@@ -251,7 +251,7 @@ class Kernel[**P, R]:
         try:
             fn = self._specialization(args, overrides, backend).fn
             # The mosaic_gpu function is a jit already; an interpreted one is wrapped in one.
-            return (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args)  # pyright: ignore[reportFunctionMemberAccess]
+            return (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args)
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
@@ -268,14 +268,14 @@ class Kernel[**P, R]:
             compile_declaration(self.spec, consts, where)
         except StaticKernelError as exc:
             raise _at_entry_point(exc, Phase.DECLARATION) from None
-        return new  # pyright: ignore[reportReturnType]
+        return new
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
         """A new kernel that runs on `backend` unless a call says otherwise."""
         chosen = resolve_backend(backend, None) if backend else None
         return Kernel(
             self.spec, self.consts, chosen, shares_cache_with=self, derivative=self._derivative
-        )  # pyright: ignore[reportReturnType]
+        )
 
     # --- the one path ------------------------------------------------------------------------
 
@@ -362,8 +362,7 @@ def _execute(source: str, name: str, interpreted: bool) -> Callable[..., Any]:
     """Runs the generated module and returns its kernel function.
 
     An interpreted kernel launches through `interpreted_launch`, one launch at a time. The
-    caller adds the derivative rule, and the outer jit keeps the call on JAX's fast dispatch
-    path.
+    caller adds the derivative rule and the jit (`Kernel._build`).
     """
     filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
     # Registering the text lets tracebacks and JAX's source info show the generated lines.
