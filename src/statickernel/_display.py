@@ -13,6 +13,10 @@ __all__ = ["PallasSource", "TextDisplay"]
 _PRE_STYLE = "font-family: var(--jp-code-font-family, monospace); line-height: 1.3;"
 
 
+def _preformatted(text: str) -> str:
+    return f'<pre style="{_PRE_STYLE}">{html.escape(text)}</pre>'
+
+
 class TextDisplay:
     """A mixin: IPython and Jupyter show the object as its `str`, the text `print` gives."""
 
@@ -20,7 +24,7 @@ class TextDisplay:
         printer.text(f"<{type(self).__name__}>" if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        return f'<pre style="{_PRE_STYLE}">{html.escape(str(self))}</pre>'
+        return _preformatted(str(self))
 
 
 class PallasSource(str):
@@ -38,7 +42,7 @@ class PallasSource(str):
             from pygments.formatters import HtmlFormatter
             from pygments.lexers import PythonLexer
         except ImportError:
-            return f'<pre style="{_PRE_STYLE}">{html.escape(str(self))}</pre>'
+            return _preformatted(str(self))
         return highlight(str(self), PythonLexer(), HtmlFormatter(noclasses=True))
 
     def _repr_markdown_(self) -> str:
