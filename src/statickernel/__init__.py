@@ -2,66 +2,11 @@
 
 # The public names below are imported on first use (PEP 562), all at once from `_api`: a
 # plain `import statickernel` then costs nothing, so the command line answers `--help`
-# without importing jax. Type checkers and documentation tools read the eager imports.
+# without importing jax. Type checkers and documentation tools read `_api` directly.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import testing
-    from ._backend import (
-        BACKENDS,
-        InterpreterFallbackWarning,
-        backend,
-        default_backend,
-        set_backend,
-    )
-    from ._compile_report import CompileReport, Occupancy, OccupancyLimit
-    from ._cost import Bound, Cost
-    from ._errors import (
-        AnnotationError,
-        BackendError,
-        BackwardError,
-        BlockAlignmentError,
-        BodyError,
-        CallError,
-        CompileError,
-        CompileTargetError,
-        ConstantError,
-        DeclarationError,
-        DotDtypeError,
-        DotLayoutError,
-        DotShapeError,
-        DtypeError,
-        GridLimitError,
-        HardwareLimitError,
-        HardwareRuleError,
-        Int32LimitError,
-        LoopOperandError,
-        NotDifferentiableError,
-        OperandError,
-        OverrideError,
-        Phase,
-        PlanError,
-        ResultMismatchError,
-        ShapeError,
-        SharedMemoryError,
-        StaticKernelError,
-        SymbolicDimError,
-        TilingError,
-        TmaBoxError,
-        ToolchainError,
-        UnsupportedOpError,
-        VjpError,
-    )
-    from ._ir import Form, Kind, LoopMode
-    from ._kernel import Kernel, Specialization, kernel
-    from ._loops import dot, loop, map_blocks
-    from ._ops import max, min, sum
-    from ._pallas import FlatFrame, RowFrame
-    from ._pipeline import LoopPlan, PlannedDot
-    from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
-    from ._schedule import Persistent, Schedule, ScheduleKind
-    from ._spec import Const
-    from ._tile import Tile, dim, load
+    from ._api import *  # the names `_api.__all__` lists, the same as `__all__`
 
 __version__ = "0.1.0"
 
