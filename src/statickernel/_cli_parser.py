@@ -117,7 +117,7 @@ def _command(
     return parser
 
 
-def _specialization_options(parser: argparse.ArgumentParser) -> None:
+def _specialization_options(parser: argparse.ArgumentParser, backend: bool = True) -> None:
     parser.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
     parser.add_argument(
         "--arg", action="append", default=[], metavar="NAME=DTYPE[D0,...]", help=_ARG_HELP
@@ -125,7 +125,14 @@ def _specialization_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--const", action="append", default=[], metavar="NAME=VALUE", help=_CONST_HELP
     )
-    parser.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
+    if backend:
+        parser.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
+
+
+def _gpu_target_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target", dest="gpu_target", default=DEFAULT_TARGET, metavar="ARCH", help=TARGET_HELP
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,13 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compile each kernel for the GPU through ptxas at its probe shapes (no GPU "
         "needed; needs statickernel[aot]) and fail on a compile error or a register spill",
     )
-    check.add_argument(
-        "--target",
-        dest="gpu_target",
-        default=DEFAULT_TARGET,
-        metavar="ARCH",
-        help=TARGET_HELP,
-    )
+    _gpu_target_option(check)
     check.add_argument("--json", action="store_true", help=_JSON_HELP)
 
     plan = _command(
@@ -201,13 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compile it for the GPU through ptxas (no GPU needed; needs "
         "statickernel[aot]) and print its registers, spills, occupancy and SASS mix",
     )
-    plan.add_argument(
-        "--target",
-        dest="gpu_target",
-        default=DEFAULT_TARGET,
-        metavar="ARCH",
-        help=TARGET_HELP,
-    )
+    _gpu_target_option(plan)
     plan.add_argument("--json", action="store_true", help=_JSON_HELP)
 
     emit = _command(
@@ -305,16 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--arg b=bf16[4096,4096] --json --dump build/matmul\n",
         common,
     )
-    compile_.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
-    compile_.add_argument(
-        "--arg", action="append", default=[], metavar="NAME=DTYPE[D0,...]", help=_ARG_HELP
-    )
-    compile_.add_argument(
-        "--const", action="append", default=[], metavar="NAME=VALUE", help=_CONST_HELP
-    )
-    compile_.add_argument(
-        "--target", dest="gpu_target", default=DEFAULT_TARGET, metavar="ARCH", help=TARGET_HELP
-    )
+    _specialization_options(compile_, backend=False)
+    _gpu_target_option(compile_)
     compile_.add_argument(
         "--json", action="store_true", help="print the facts as one line of JSON instead"
     )
