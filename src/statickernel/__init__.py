@@ -25,6 +25,7 @@ __all__ = [
     "Const",
     "ConstantError",
     "Cost",
+    "CrossBlockResultError",
     "DeclarationError",
     "DimPlan",
     "DotDtypeError",

@@ -24,6 +24,7 @@ from ._binding import Binding
 from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
 from ._cost import plan_cost
+from ._crossblock import CrossBlock, cross_block_results, partial_plans, partial_specs
 from ._errors import (
     ErrorContext,
     LoopOperandError,
@@ -131,11 +132,18 @@ def _compile(
     result_dtypes = check_outputs(
         spec, trace, result_blocks, spec.location, sizes if phase is Phase.CALL else {}
     )
+    trace, crosses = cross_block_results(spec, trace, logical, sizes)
     if declared is None:
         bound = {name: dtypes[0] for name, dtypes in options.items()}
     else:  # at the declaration, shared memory is counted with the widest dtypes allowed
         bound = {name: _widest(dtypes) for name, dtypes in options.items()}
     bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+    if crosses:
+        # The partials' layout is the vector the body keeps: translate once to learn it.
+        first = declared or call_layout(spec, sizes, consts, bound)
+        kinds = _translate(spec, trace, first, False, open_results=crosses).result_kinds
+        spec, crosses = partial_specs(spec, crosses, dict(enumerate(kinds)))
+        bound.update({c.name: c.partial_dtype for c in crosses})
     if declared is None:
         layout = call_layout(spec, sizes, consts, bound)
         options = {name: (dtype,) for name, dtype in bound.items()}
@@ -148,7 +156,7 @@ def _compile(
     translation = _translate(spec, trace, layout, interpreted)
     _check_loops(spec, translation, layout, options, ctx)
     row_frame, aliases, block_form_smem, persistent = None, None, 0, None
-    if phase is Phase.CALL:
+    if phase is Phase.CALL and not crosses:
         rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)))
         if rows is not None:
             row_layout = rows.layout if isinstance(rows, RowChoice) else layout
@@ -160,7 +168,7 @@ def _compile(
                 aliases, block_form_smem = rows.aliases, rows.block_form_smem
                 persistent = rows.persistent
     flat_frame = None
-    if phase is Phase.CALL and row_frame is None:
+    if phase is Phase.CALL and row_frame is None and not crosses:
         flat = _flat_frame(spec, layout, bound, trace, translation)
         if flat is not None:
             in_flat = _translate_in(spec, trace, layout, interpreted, flat_frame=flat)
@@ -184,6 +192,14 @@ def _compile(
             block_form_smem=block_form_smem,
             persistent=persistent,
         )
+        if crosses:
+            results, notes = partial_plans(
+                plan.results, crosses, dict(zip(layout.grid_names, layout.grid, strict=True))
+            )
+            plan = dataclasses.replace(
+                plan, results=results, notes=plan.notes + notes, cross_blocks=crosses
+            )
+            plan.check_invariants()
     if phase is Phase.CALL:
         assert plan is not None
         plan = dataclasses.replace(plan, cost=plan_cost(plan, trace))
@@ -268,13 +284,23 @@ def _check_loops(
 
 
 def _translate(
-    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, interpreted: bool
+    spec: KernelSpec,
+    trace: BodyTrace,
+    layout: BlockLayout,
+    interpreted: bool,
+    open_results: tuple[CrossBlock, ...] = (),
 ) -> Translation:
+    """The body in the block form. The results in `open_results` take the kind the body
+    computes them in, instead of their declared one."""
+    open_indices = {c.index for c in open_results}
     try:
         translation = translate(
             trace,
             _geometry(spec, trace, layout, interpreted),
-            tuple(layout.kind(r.block_dims) for r in spec.results),
+            tuple(
+                None if i in open_indices else layout.kind(r.block_dims)
+                for i, r in enumerate(spec.results)
+            ),
             spec.name,
             spec.location,
         )

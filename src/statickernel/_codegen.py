@@ -11,6 +11,7 @@ import math
 import jax
 
 from ._compat import has_plgpu_store
+from ._crossblock import combined
 from ._ir import (
     Assign,
     BinOp,
@@ -265,10 +266,12 @@ class _Generator:
                 axis_index = call("lax.axis_index", Const(d.name))
                 body.append(Assign((Name(f"block_{d.name}"),), axis_index))
         for op in [*self.inputs, *plan.results]:
-            if op.batch:
+            if op.batch or op.per_block:
                 gmem = f"{op.name}_gmem"
-                entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in op.batch))
-                body.append(Assign((Name(gmem),), entry, comment="this grid step's entry"))
+                lead = (*op.batch, *op.per_block)
+                entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in lead))
+                what = "this grid step's partial" if op.per_block else "this grid step's entry"
+                body.append(Assign((Name(gmem),), entry, comment=what))
         boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
         if any(_EDGE_START.text in names_read(g) for g in boxes):
             body.append(
@@ -501,6 +504,16 @@ class _Generator:
         launched = call("_launch", *(Name(op.name) for op in self.inputs))
         body.append(Assign(tuple(Name(op.name) for op in plan.results), launched))
         outs = [_unpadded(op) for op in plan.results]
+        for cross in plan.cross_blocks:
+            op = plan.results[cross.index]
+            body.append(
+                Comment(
+                    f"`{op.name}`: one partial {cross.combine} per block; combined here, in a "
+                    "fixed order."
+                )
+            )
+            body.append(Assign((Name(op.name),), combined(cross, outs[cross.index], len(op.batch))))
+            outs[cross.index] = Name(op.name)
         if plan.tuple_result:
             body.append(Return(Tuple(tuple(outs), trailing_comma=True)))
         else:

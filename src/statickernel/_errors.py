@@ -26,6 +26,7 @@ __all__ = [
     "CompileError",
     "CompileTargetError",
     "ConstantError",
+    "CrossBlockResultError",
     "DeclarationError",
     "DotDtypeError",
     "DotLayoutError",
@@ -220,6 +221,13 @@ class ResultMismatchError(BodyError):
     """The body returns tiles whose rank, dims or dtype differ from the declared results."""
 
     code: ClassVar[str] = "SK105"
+
+
+class CrossBlockResultError(ResultMismatchError):
+    """A result lacks a tiled dim, but the body does not end it with a reduction over that dim
+    that blocks can compute in parts (a sum, max or min, then casts or constant scales)."""
+
+    code: ClassVar[str] = "SK108"
 
 
 class UnsupportedOpError(BodyError):

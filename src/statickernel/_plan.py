@@ -6,17 +6,18 @@ blocks take, and any fallback taken because TMA cannot address an array.
 """
 
 import dataclasses
-import enum
 from collections.abc import Mapping
 from typing import Any, override
 
 from . import _hardware as hw
 from ._cost import Cost
+from ._crossblock import CrossBlock
 from ._display import TextDisplay
 from ._errors import ErrorContext, SharedMemoryError
-from ._ir import Form, Kind
+from ._ir import Form
 from ._layout import BlockLayout, DimLayout, quantum
 from ._limits import check_grid, check_offsets
+from ._operand_plan import OperandPlan, Role
 from ._pallas import FlatFrame, RowFrame
 from ._pipeline import (
     LoopPlan,
@@ -37,71 +38,6 @@ __all__ = ["DimPlan", "LaunchPlan", "OperandPlan", "Role", "make_plan"]
 
 # The plan's name for a dim's layout: a plan holds its layout's dims as they are.
 DimPlan = DimLayout
-
-
-class Role(enum.StrEnum):
-    """Whether a planned array is read by the kernel or written by it."""
-
-    INPUT = "input"
-    OUTPUT = "output"
-
-
-@dataclasses.dataclass(frozen=True)
-class OperandPlan:
-    """One operand or result of a specialization: its array, its block and its edge fill."""
-
-    name: str
-    """The parameter's name; results are named `result`, or `result0`, `result1`, ..."""
-    role: Role
-    """`Role.INPUT` ("input") for an operand, `Role.OUTPUT` ("output") for a result."""
-    dims: tuple[str, ...]
-    """The names of its dims, as in the annotation."""
-    shape: tuple[int, ...]
-    """The array's shape in this specialization."""
-    dtype: str
-    """The array's dtype name, e.g. "float32"."""
-    kind: Kind
-    """Its register form: `Kind.TILE` ("tile") for 2-D blocks, `Kind.ROW` ("row") or
-    `Kind.COL` ("col") for 1-D blocks along the rows or the columns."""
-    block_shape: tuple[int, ...]
-    """The physical block held in shared memory and registers."""
-    gmem_shape: tuple[int, ...]
-    """The shape of the array the kernel addresses: `shape`, or larger when the array is padded
-    on the host because TMA cannot address its rows."""
-    fill: Any
-    """What loads past the array's edge read; None for results and operands never loaded."""
-    loaded: bool
-    """Whether the body loads it (results are always stored, and count as loaded)."""
-    loop_dim: str | None = None
-    """The loop dim whose pipeline copies its blocks; None when copied once per block."""
-    swizzle: int = 0
-    """For an operand of `sk.dot`: elements per 128-byte swizzle row of its tiled SMEM; else 0."""
-    batch: tuple[str, ...] = ()
-    """Its leading batch dims, which `shape` and `gmem_shape` include and `dims` does not."""
-    shares_smem_with: str | None = None
-    """For a result of the row form: the operand whose shared-memory block it is written
-    into, row by row, once each row has been read; None when it has a block of its own."""
-
-    @property
-    def block_gmem_shape(self) -> tuple[int, ...]:
-        """`gmem_shape` without the batch dims: the array one grid step addresses."""
-        return self.gmem_shape[len(self.batch) :]
-
-    @property
-    def host_padded(self) -> bool:
-        """True when the array is padded on the host before the launch (one extra copy)."""
-        return self.gmem_shape != self.shape
-
-    @property
-    def smem_bytes(self) -> int:
-        """The bytes its block takes in shared memory, before alignment; 0 if never loaded,
-        or if it is written into an operand's block."""
-        if self.shares_smem_with is not None:
-            return 0
-        count = 1
-        for extent in self.block_shape:
-            count *= extent
-        return count * hw.itemsize(self.dtype) if self.loaded or self.role is Role.OUTPUT else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +89,9 @@ class LaunchPlan(TextDisplay):
     cost: Cost | None = None
     """The call's HBM bytes, arithmetic and roofline floor on an H200; None until the compile
     path sets it, at the call."""
+    cross_blocks: tuple[CrossBlock, ...] = ()
+    """The results reduced across blocks: each block writes a partial, and the wrapper
+    combines them after the launch (see `_crossblock`)."""
 
     @property
     def form(self) -> Form:
@@ -190,6 +129,13 @@ class LaunchPlan(TextDisplay):
         for loop in self.loops:
             assert loop.steps == hw.cdiv(loop.size, loop.block)
             assert 1 <= loop.stages <= loop.steps
+        for cross in self.cross_blocks:
+            cross.check_invariants()
+            op = self.results[cross.index]
+            assert op.per_block == cross.per_block and op.dims == (cross.kept,)
+            assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0 or not (
+                op.batch or op.per_block
+            )
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
             if op.swizzle:

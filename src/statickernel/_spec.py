@@ -63,8 +63,8 @@ class KernelSpec:
 
     Invariants: every operand is rank 1 or 2; the 2-D operands and results share one dim order
     (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled dim is declared and
-    tiled by an int constant; every result dim comes from an operand and every result holds
-    every tiled dim.
+    tiled by an int constant; every result dim comes from an operand. A result may lack a tiled dim: it is
+    then reduced across blocks (`_crossblock`).
     """
 
     name: str
@@ -336,14 +336,17 @@ def _array_spec(
     leading = 0
     while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
         leading += 1
-    if len(dims) - leading not in (1, 2):
+    # A scalar result is a reduction across every block (`_crossblock`); operands have dims.
+    ranks = (0, 1, 2) if role == "result" else (1, 2)
+    if len(dims) - leading not in ranks:
         batch_text = f" after its batch dims ({' '.join(batch)})" if leading else ""
         raise AnnotationError(
             f"{role} `{name}` has rank {len(dims) - leading}{batch_text}; kernels take rank 1 "
-            "and 2 arrays",
+            "and 2 arrays" + (" (and scalar results)" if role == "result" else ""),
             **err,
             operand=name,
-            expected="rank 1 or 2" + (", after leading batch dims" if batch else ""),
+            expected=("rank 0, 1 or 2" if role == "result" else "rank 1 or 2")
+            + (", after leading batch dims" if batch else ""),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
             fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
             + (", or declare its leading dims in batch=" if not batch else ""),
@@ -549,17 +552,4 @@ def _check_tiling(
                 expected="sk.Const[int]",
                 actual=f"sk.Const[{const_by_name[const_name].type.__name__}]",
                 fix=f"annotate `{const_name}: sk.Const[int]`",
-            )
-    for result in results:
-        missing = [d for d in tile if d not in result.dims]
-        if missing:
-            raise TilingError(
-                f"{result.name} lacks tiled dim {missing[0]}, so every block along it would "
-                "write the same output block",
-                **err,
-                operand=result.name,
-                dim=missing[0],
-                expected=f"a result that holds every tiled dim ({', '.join(tile)})",
-                actual=f"'{' '.join(result.dims)}'",
-                fix=f"keep {missing[0]} whole (drop it from tile=) to reduce over it",
             )

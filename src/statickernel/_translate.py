@@ -46,10 +46,12 @@ RULES = {**BODY_RULES, **LOOP_RULES}
 def translate(
     trace: BodyTrace,
     geometry: Geometry,
-    result_kinds: tuple[str, ...],
+    result_kinds: tuple[str | None, ...],
     kernel: str,
     where: str,
 ) -> Translation:
+    """The body as IR. A result kind of None takes the kind the body computes (a partial of
+    a result reduced across blocks); `Translation.result_kinds` says which it was."""
     tr = Translator(trace, geometry, kernel, where, RULES)
     input_kinds = dict(geometry.input_kinds)
     for name in trace_inputs(trace):
@@ -57,10 +59,14 @@ def translate(
     tr.eqns(trace.eqns)
     outputs: list[Expr | None] = []
     streamed: list[tuple[int, int, int]] = []
+    kinds: list[Kind] = []
     for i, (atom, kind) in enumerate(zip(trace.outputs, result_kinds, strict=True)):
+        kinds.append(tr.kind(atom) if kind is None else Kind(kind))
         if atom.var in tr.loop_outputs:
             streamed.append((i, *tr.loop_outputs[atom.var]))
             outputs.append(None)
         else:
-            outputs.append(tr.as_kind(atom, Kind(kind)))
-    return Translation(tuple(tr.lines), tuple(outputs), frozenset(tr.masks), tuple(streamed))
+            outputs.append(tr.as_kind(atom, kinds[-1]))
+    return Translation(
+        tuple(tr.lines), tuple(outputs), frozenset(tr.masks), tuple(streamed), tuple(kinds)
+    )

@@ -93,6 +93,7 @@ class Translation:
     outputs: tuple[Expr | None, ...]  # the results, in their declared kinds; None: a map's
     masks: frozenset[Mask]  # the edge masks the statements use: row_ok, col_ok
     streamed: tuple[tuple[int, int, int], ...] = ()  # (result, loop, block) written by a map
+    result_kinds: tuple[Kind, ...] = ()  # the kind each result is computed in
 
     @property
     def loops(self) -> tuple[LoopBlock, ...]:
