@@ -590,16 +590,37 @@ def test_tile_by_float_constant():
     assert info.value.actual == "sk.Const[float]"
 
 
-def test_result_lacks_tiled_dim():
-    with pytest.raises(sk.TilingError) as info:
+def test_result_lacking_a_tiled_dim_must_be_a_reduction_over_it():
+    with pytest.raises(sk.CrossBlockResultError) as info:
 
-        @sk.kernel(tile={"M": "BM"})  # @col-sum
+        @sk.kernel(tile={"M": "BM"})
         def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
-            return sk.sum(sk.load(x), axis=0)
+            return jnp.exp(sk.sum(sk.load(x), axis=0))  # @not-last
 
-    check(info.value, "col-sum", operand="result", dim="M")
-    assert info.value.actual == "'N'"
-    assert "M" in str(info.value.fix)
+    check(info.value, "not-last", operand="result", dim="M")
+    assert "`exp`" in str(info.value.actual)
+    assert "sum, max or min" in str(info.value.fix) or "reduction" in str(info.value.fix)
+
+
+def test_result_lacking_a_tiled_dim_refuses_a_mean_over_the_block():
+    with pytest.raises(sk.CrossBlockResultError) as info:
+
+        @sk.kernel(tile={"M": "BM"})
+        def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+            return jnp.mean(sk.load(x), axis=0)  # @mean
+
+    check(info.value, "mean", operand="result", dim="M")
+    assert "sk.dim('M')" in str(info.value.fix)
+
+
+def test_result_lacking_a_tiled_dim_refuses_a_scaled_max():
+    with pytest.raises(sk.CrossBlockResultError) as info:
+
+        @sk.kernel(tile={"M": "BM"})
+        def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+            return sk.max(sk.load(x), axis=0) * 2.0  # @scaled-max
+
+    check(info.value, "scaled-max", operand="result", dim="M")
 
 
 def test_tile_not_a_mapping():
@@ -1401,6 +1422,7 @@ _DECLARATION_ERRORS = [
     sk.BodyError,
     sk.ResultMismatchError,
     sk.UnsupportedOpError,
+    sk.CrossBlockResultError,
     sk.VjpError,
 ]
 _CALL_ERRORS = [

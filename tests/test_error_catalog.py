@@ -186,6 +186,7 @@ CODES = {
     "ResultMismatchError": "SK105",
     "UnsupportedOpError": "SK106",
     "VjpError": "SK107",
+    "CrossBlockResultError": "SK108",
     "HardwareLimitError": "SK199",
     "CallError": "SK200",
     "OperandError": "SK201",

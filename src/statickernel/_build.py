@@ -156,7 +156,8 @@ def _compile(
     translation = _translate(spec, trace, layout, interpreted)
     _check_loops(spec, translation, layout, options, ctx)
     row_frame, aliases, block_form_smem, persistent = None, None, 0, None
-    if phase is Phase.CALL and not crosses:
+    # The row form writes per-row values only: partials along the rows, with no block dim.
+    if phase is Phase.CALL and all(c.kept == spec.rows and not c.per_block for c in crosses):
         rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)))
         if rows is not None:
             row_layout = rows.layout if isinstance(rows, RowChoice) else layout

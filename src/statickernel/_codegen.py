@@ -503,7 +503,7 @@ class _Generator:
                 body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
         launched = call("_launch", *(Name(op.name) for op in self.inputs))
         body.append(Assign(tuple(Name(op.name) for op in plan.results), launched))
-        outs = [_unpadded(op) for op in plan.results]
+        outs = [_unpadded(op, plan.row_frame is not None) for op in plan.results]
         for cross in plan.cross_blocks:
             op = plan.results[cross.index]
             body.append(
@@ -544,10 +544,10 @@ class _Generator:
         return Module((tuple(self.header()), _IMPORTS, code))
 
 
-def _unpadded(op: OperandPlan) -> Expr:
+def _unpadded(op: OperandPlan, row_form: bool) -> Expr:
     if not op.host_padded:
         return Name(op.name)
-    if op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # the row form's 16-byte slots
+    if row_form and op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # 16-byte slots
         return Subscript(Name(op.name), (Slice(None, Const(op.shape[0])), Const(0)))
     if op.gmem_shape[:-1] == op.shape[:-1]:
         index = (*[Slice()] * (len(op.shape) - 1), Slice(None, Const(op.shape[-1])))

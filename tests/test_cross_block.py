@@ -1,0 +1,279 @@
+"""Results that lack a tiled dim: each block writes a partial, one reduction after the launch
+combines them.
+
+Every kernel here is compared with its jnp reference on whole arrays in the Mosaic GPU
+interpreter, at aligned, ragged, prime, one-row and below-one-block shapes; the partials'
+plan and the generated wrapper are checked, the combination is deterministic, and the
+mosaic_gpu backend cross-lowers.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jaxtyping import Array, BFloat16, Float
+
+import statickernel as sk
+
+
+def _total_reference(x: jax.Array) -> jax.Array:
+    return jnp.sum(x.astype(jnp.float32))
+
+
+@sk.kernel(tile={"M": "BM"}, reference=_total_reference)
+def total(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, ""]:
+    return jnp.sum(sk.load(x).astype(jnp.float32))
+
+
+def _column_sums_reference(x: jax.Array) -> jax.Array:
+    return jnp.sum(x.astype(jnp.float32), axis=0)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=_column_sums_reference)
+def column_sums(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+    return sk.sum(sk.load(x).astype(jnp.float32), axis=0)
+
+
+def _column_max_reference(x: jax.Array) -> jax.Array:
+    return jnp.max(x, axis=0)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_column_max_reference)
+def column_max(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> Float[Array, " N"]:
+    return sk.max(sk.load(x, fill=-jnp.inf), axis=0)
+
+
+def _row_min_reference(x: jax.Array) -> jax.Array:
+    return jnp.min(x, axis=1)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_row_min_reference)
+def row_min(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> Float[Array, " M"]:
+    # N is tiled: each block along N writes its rows' minimum; one min combines them.
+    return sk.min(sk.load(x), axis=1)
+
+
+def _scaled_bf16_reference(x: jax.Array) -> jax.Array:
+    return (jnp.sum(x.astype(jnp.float32), axis=0) * 0.5).astype(jnp.bfloat16)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_scaled_bf16_reference)
+def scaled_bf16(
+    x: BFloat16[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> BFloat16[Array, " N"]:
+    # The scale and the cast run after the partials are summed in float32.
+    return (sk.sum(sk.load(x).astype(jnp.float32), axis=0) * 0.5).astype(jnp.bfloat16)
+
+
+def _mean_logsumexp_reference(x: jax.Array) -> jax.Array:
+    return jnp.mean(jax.nn.logsumexp(x.astype(jnp.float32), axis=1))
+
+
+@sk.kernel(tile={"M": "BM"}, loop={"N": "BN"}, reference=_mean_logsumexp_reference)
+def mean_logsumexp(
+    x: Float[Array, "M N"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 128,
+    stages: sk.Const[int] = 2,
+) -> Float[Array, ""]:
+    def step(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        running_max, running_sum = carry
+        v = sk.load(x, fill=-jnp.inf).astype(jnp.float32)
+        new_max = jnp.maximum(running_max, sk.max(v, axis=1))
+        rescale = jnp.exp(running_max - new_max)
+        return new_max, running_sum * rescale + sk.sum(jnp.exp(v - new_max[:, None]), axis=1)
+
+    init = (jnp.full((BM,), -jnp.inf, jnp.float32), jnp.zeros((BM,), jnp.float32))
+    row_max, row_sum = sk.loop("N", step, init=init)
+    # A mean over the tiled M: a sum, divided by the true count.
+    return sk.sum(row_max + jnp.log(row_sum), axis=0) / sk.dim("M")
+
+
+def _batch_totals_reference(x: jax.Array) -> jax.Array:
+    return jnp.sum(x, axis=(1, 2))
+
+
+@sk.kernel(tile={"M": "BM"}, batch="B", reference=_batch_totals_reference)
+def batch_totals(x: Float[Array, "B M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " B"]:
+    return jnp.sum(sk.load(x))
+
+
+def _norms_reference(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    x = x.astype(jnp.float32)
+    return x * 2.0, jnp.sum(x * x, axis=0)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=_norms_reference)
+def scaled_and_squares(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64
+) -> tuple[Float[Array, "M N"], Float[Array, " N"]]:
+    # A per-block result next to a cross-block one, as a norm's backward has dx and dw.
+    v = sk.load(x).astype(jnp.float32)
+    return v * 2.0, sk.sum(v * v, axis=0)
+
+
+KERNELS: dict[str, sk.Kernel[..., Any]] = {
+    "total": total,
+    "column_sums": column_sums,
+    "column_max": column_max,
+    "row_min": row_min,
+    "scaled_bf16": scaled_bf16,
+    "mean_logsumexp": mean_logsumexp,
+    "scaled_and_squares": scaled_and_squares,
+}
+DTYPES = {"scaled_bf16": jnp.bfloat16}
+SHAPES = {
+    "aligned": (128, 256),
+    "ragged": (300, 130),  # ragged M, f32 rows TMA cannot address
+    "primes": (131, 257),
+    "one-row": (1, 7),
+    "below-one-block": (5, 100),
+    "model-width": (129, 4096),
+}
+
+
+def _operand(name: str, shape: tuple[int, ...], seed: int = 0) -> jax.Array:
+    dtype = DTYPES.get(name, jnp.float32)
+    return jax.random.normal(jax.random.key(seed), shape, jnp.float32).astype(dtype)
+
+
+def _assert_matches(got: Any, want: Any, dtype: Any) -> None:
+    rtol = 2e-2 if dtype == jnp.bfloat16 else 1e-4
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(
+            np.asarray(g, np.float32), np.asarray(w, np.float32), rtol=rtol, atol=rtol
+        )
+
+
+# Whole rows of 4096 float32 do not fit a block's shared memory with the rows 64 deep.
+WHOLE_ROWS = ("column_sums", "scaled_and_squares")
+
+
+@pytest.mark.parametrize("shape", list(SHAPES.values()), ids=list(SHAPES))
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_matches_the_reference(name: str, shape: tuple[int, int]) -> None:
+    if name in WHOLE_ROWS and shape[1] > 1024:
+        pytest.skip("too wide for a block of whole rows; the SharedMemoryError says so")
+    kernel = KERNELS[name]
+    x = _operand(name, shape)
+    assert kernel.reference is not None
+    _assert_matches(kernel(x), kernel.reference(x), DTYPES.get(name, jnp.float32))
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    m=st.integers(1, 300),
+    n=st.integers(1, 300),
+    bm=st.sampled_from([64, 128]),
+    name=st.sampled_from(["total", "column_sums", "column_max", "row_min"]),
+)
+def test_any_shape_and_block(m: int, n: int, bm: int, name: str) -> None:
+    kernel = KERNELS[name]
+    x = _operand(name, (m, n), seed=m * 1000 + n)
+    assert kernel.reference is not None
+    _assert_matches(kernel(x, BM=bm), kernel.reference(x), jnp.float32)
+
+
+@pytest.mark.parametrize("shape", [(3, 100, 40), (1, 64, 8), (2, 129, 130)])
+def test_batch_dims_lead_the_partials(shape: tuple[int, int, int]) -> None:
+    x = _operand("batch_totals", shape)
+    _assert_matches(batch_totals(x), _batch_totals_reference(x), jnp.float32)
+
+
+def test_the_same_bits_on_every_call() -> None:
+    x = _operand("column_sums", (1000, 260), seed=3)
+    first = np.asarray(column_sums(x))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(column_sums(x)), first)
+    np.testing.assert_array_equal(np.asarray(jax.jit(column_sums)(x)), first)
+
+
+def test_the_plan_shows_the_partials() -> None:
+    x = jax.ShapeDtypeStruct((300, 130), jnp.float32)
+    plan = column_sums.plan(x)
+    (result,) = plan.results
+    (cross,) = plan.cross_blocks
+    assert cross.lacks == ("M",) and cross.kept == "N" and cross.per_block == ("M",)
+    assert result.per_block == ("M",)
+    assert result.shape == (5, 130) and result.gmem_shape == (5, 132)  # 16-byte rows of partials
+    assert any("one sum after the launch" in note for note in plan.notes)
+    # The scalar keeps the rows, a vector along the tiled M: no block dim leads it.
+    (total_cross,) = total.plan(x).cross_blocks
+    assert total_cross.kept == "M" and total_cross.per_block == ()
+
+
+def test_the_wrapper_combines_the_partials() -> None:
+    source = scaled_bf16.emit(jax.ShapeDtypeStruct((300, 260), jnp.bfloat16))
+    assert "result_gmem = result_gmem.at[block_M]" in source
+    assert "jnp.sum(result" in source and "axis=(0,)" in source
+    # The scale and the cast run on the combined float32 sum, in the order the body has them.
+    flat = "".join(source.split())
+    assert "lax.convert_element_type(lax.mul(jnp.sum(result,axis=(0,)),jnp.float32(0.5))" in flat
+
+
+def _lower(kernel: sk.Kernel[..., Any], *shapes: tuple[tuple[int, ...], Any]) -> str:
+    args = [jax.ShapeDtypeStruct(s, d) for s, d in shapes]
+    return kernel.with_backend("mosaic_gpu").lower(*args).as_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "dtype"),
+    [
+        ("total", (1000, 4096), jnp.float32),
+        ("column_sums", (16384, 512), jnp.float32),
+        ("scaled_bf16", (1000, 4096), jnp.bfloat16),
+        ("mean_logsumexp", (1000, 32000), jnp.float32),
+        ("scaled_and_squares", (999, 256), jnp.float32),
+    ],
+)
+def test_cross_lowers_for_the_gpu(name: str, shape: tuple[int, int], dtype: Any) -> None:
+    assert "mosaic_gpu" in _lower(KERNELS[name], (shape, dtype))
+
+
+def _refused(body: Callable[..., Any]) -> sk.CrossBlockResultError:
+    with pytest.raises(sk.CrossBlockResultError) as info:
+        sk.kernel(tile={"M": "BM"})(body)
+    return info.value
+
+
+def test_a_result_that_is_not_a_reduction_is_refused() -> None:
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+        return jnp.exp(sk.sum(sk.load(x), axis=0))
+
+    error = _refused(k)
+    assert error.dim == "M" and error.operand == "result"
+    assert "`exp`" in str(error.actual)
+
+
+def test_a_mean_over_the_block_is_refused() -> None:
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+        return jnp.mean(sk.load(x), axis=0)
+
+    error = _refused(k)
+    assert "sk.dim('M')" in str(error.fix)
+
+
+def test_a_scaled_max_is_refused() -> None:
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+        return sk.max(sk.load(x), axis=0) * 2.0
+
+    assert "scale" in str(_refused(k))
+
+
+def test_a_constant_result_is_refused() -> None:
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, ""]:
+        del x
+        return jnp.float32(1.0)
+
+    assert _refused(k).dim == "M"
