@@ -2,7 +2,7 @@
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Float32
 
 import statickernel as sk
 
@@ -13,7 +13,17 @@ def rmsnorm_reference(x: jax.Array, weight: jax.Array, eps: float = 1e-6) -> jax
     return (v * rms * weight.astype(jnp.float32)).astype(x.dtype)
 
 
-@sk.kernel(tile={"M": "BM"}, reference=rmsnorm_reference, vjp="reference")
+def rmsnorm_vjp(
+    x: jax.Array, weight: jax.Array, y: jax.Array, dy: jax.Array, *, eps: float
+) -> tuple[jax.Array, jax.Array]:
+    """The declared backward, two kernels: dx per row (with each row's rsqrt), then dweight,
+    a sum over every block of rows."""
+    del y  # r is recomputed from x: y / weight would divide by zero where a weight is 0
+    dx, r = rmsnorm_backward_rows(x, weight, dy, eps=eps)
+    return dx, rmsnorm_backward_weight(x, dy, r).astype(weight.dtype)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=rmsnorm_reference, vjp=rmsnorm_vjp)
 def rmsnorm(
     x: Float[Array, "M N"],
     weight: Float[Array, " N"],
@@ -26,18 +36,11 @@ def rmsnorm(
     return (v * rms * sk.load(weight).astype(jnp.float32)).astype(x.dtype)
 
 
-# Below the kernel, so that the kernel's lines, which its generated source cites, stay put.
-def rmsnorm_backward_jnp(
-    x: jax.Array, weight: jax.Array, y: jax.Array, dy: jax.Array, *, eps: float
+def rmsnorm_backward_reference(
+    x: jax.Array, weight: jax.Array, dy: jax.Array, eps: float = 1e-6
 ) -> tuple[jax.Array, jax.Array]:
-    """The backward of rmsnorm in plain jnp (run by XLA, not a kernel): the operands, the
-    forward's result and its cotangent in; one cotangent per operand out.
-
-    With r = rsqrt(mean(x**2) + eps) per row and g = dy * weight, dx = r * g - x * r**3 *
-    mean(g * x); dweight sums dy * x * r over the rows. A backward kernel would need that sum
-    across every block of rows, a cross-block reduction that kernels do not express yet.
-    """
-    del y  # r is recomputed from x: y / weight would divide by zero where a weight is 0
+    """The backward of rmsnorm in plain jnp: with r = rsqrt(mean(x**2) + eps) per row and
+    g = dy * weight, dx = r * g - x * r**3 * mean(g * x); dweight sums dy * x * r over the rows."""
     v, w, g = x.astype(jnp.float32), weight.astype(jnp.float32), dy.astype(jnp.float32)
     r = jax.lax.rsqrt(jnp.mean(v * v, axis=-1, keepdims=True) + eps)
     gw = g * w
@@ -46,12 +49,54 @@ def rmsnorm_backward_jnp(
     return dx.astype(x.dtype), dweight.astype(weight.dtype)
 
 
-# The same kernel, differentiated by the declared backward above: reverse mode only.
-rmsnorm_with_backward = sk.kernel(
-    tile={"M": "BM"},
-    reference=rmsnorm_reference,
-    vjp=rmsnorm_backward_jnp,
-    name="rmsnorm_with_backward",
+def _rows_reference(
+    x: jax.Array, weight: jax.Array, dy: jax.Array, eps: float = 1e-6
+) -> tuple[jax.Array, jax.Array]:
+    v = x.astype(jnp.float32)
+    r = jax.lax.rsqrt(jnp.mean(v * v, axis=-1) + eps)
+    return rmsnorm_backward_reference(x, weight, dy, eps)[0], r
+
+
+@sk.kernel(tile={"M": "BM"}, reference=_rows_reference)
+def rmsnorm_backward_rows(
+    x: Float[Array, "M N"],
+    weight: Float[Array, " N"],
+    dy: Float[Array, "M N"],
+    *,
+    BM: sk.Const[int] = 64,
+    eps: sk.Const[float] = 1e-6,
+) -> tuple[Float[Array, "M N"], Float32[Array, " M"]]:
+    """dx of each row, and the row's r = rsqrt(mean(x**2) + eps) for dweight."""
+    v = sk.load(x).astype(jnp.float32)
+    gw = sk.load(dy).astype(jnp.float32) * sk.load(weight).astype(jnp.float32)
+    r = jax.lax.rsqrt(jnp.mean(v * v, axis=1) + eps)
+    correction = r * r * r * jnp.mean(gw * v, axis=1)
+    dx = r[:, None] * gw - v * correction[:, None]
+    return dx.astype(x.dtype), r
+
+
+def _weight_reference(x: jax.Array, dy: jax.Array, r: jax.Array) -> jax.Array:
+    return jnp.sum(dy.astype(jnp.float32) * x.astype(jnp.float32) * r[:, None], axis=0)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_weight_reference)
+def rmsnorm_backward_weight(
+    x: Float[Array, "M N"],
+    dy: Float[Array, "M N"],
+    r: Float32[Array, " M"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 128,
+) -> Float32[Array, " N"]:
+    """dweight = sum over the rows of dy * x * r: each block of rows writes its part, and one
+    sum after the launch combines them (a reduction across blocks)."""
+    v = sk.load(x).astype(jnp.float32) * sk.load(r)[:, None]
+    return sk.sum(sk.load(dy).astype(jnp.float32) * v, axis=0)
+
+
+# The same kernel, differentiated by JAX through its reference: reverse and forward mode.
+rmsnorm_by_reference = sk.kernel(
+    tile={"M": "BM"}, reference=rmsnorm_reference, vjp="reference", name="rmsnorm_by_reference"
 )(rmsnorm.spec.fn)
 
 
