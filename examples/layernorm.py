@@ -63,7 +63,8 @@ def layernorm_backward_reference(
     mean = jnp.mean(v, axis=-1, keepdims=True)
     rstd = jax.lax.rsqrt(jnp.mean(jnp.square(v - mean), axis=-1, keepdims=True) + eps)
     xhat, gw = (v - mean) * rstd, g * w
-    dx = rstd * (gw - jnp.mean(gw, axis=-1, keepdims=True) - xhat * jnp.mean(gw * xhat, -1, True))
+    correction = xhat * jnp.mean(gw * xhat, axis=-1, keepdims=True)
+    dx = rstd * (gw - jnp.mean(gw, axis=-1, keepdims=True) - correction)
     return dx.astype(x.dtype), jnp.sum(g * xhat, axis=0), jnp.sum(g, axis=0)
 
 
@@ -76,7 +77,7 @@ def _rows_reference(
     return layernorm_backward_reference(x, weight, dy, eps)[0], mean, rstd
 
 
-@sk.kernel(tile={"M": "BM"}, reference=_rows_reference)
+@sk.kernel(tile={"M": "BM"}, reference=_rows_reference, vjp="reference")
 def layernorm_backward_rows(
     x: Float[Array, "M N"],
     weight: Float[Array, " N"],
@@ -104,7 +105,7 @@ def _params_reference(
     return jnp.sum(g * xhat, axis=0), jnp.sum(g, axis=0)
 
 
-@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_params_reference)
+@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_params_reference, vjp="reference")
 def layernorm_backward_params(
     x: Float[Array, "M N"],
     dy: Float[Array, "M N"],

@@ -57,7 +57,7 @@ def _rows_reference(
     return rmsnorm_backward_reference(x, weight, dy, eps)[0], r
 
 
-@sk.kernel(tile={"M": "BM"}, reference=_rows_reference)
+@sk.kernel(tile={"M": "BM"}, reference=_rows_reference, vjp="reference")
 def rmsnorm_backward_rows(
     x: Float[Array, "M N"],
     weight: Float[Array, " N"],
@@ -79,7 +79,7 @@ def _weight_reference(x: jax.Array, dy: jax.Array, r: jax.Array) -> jax.Array:
     return jnp.sum(dy.astype(jnp.float32) * x.astype(jnp.float32) * r[:, None], axis=0)
 
 
-@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_weight_reference)
+@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=_weight_reference, vjp="reference")
 def rmsnorm_backward_weight(
     x: Float[Array, "M N"],
     dy: Float[Array, "M N"],

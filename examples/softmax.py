@@ -29,7 +29,7 @@ def softmax_backward_reference(y: jax.Array, dy: jax.Array) -> jax.Array:
     return (y32 * (dy32 - jnp.sum(dy32 * y32, axis=-1, keepdims=True))).astype(y.dtype)
 
 
-@sk.kernel(tile={"M": "BM"}, reference=softmax_backward_reference)
+@sk.kernel(tile={"M": "BM"}, reference=softmax_backward_reference, vjp="reference")
 def softmax_backward(
     y: Float[Array, "M N"], dy: Float[Array, "M N"], *, BM: sk.Const[int] = 64
 ) -> Float[Array, "M N"]:

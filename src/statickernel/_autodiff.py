@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._backend import backend
 from ._errors import BackwardError, NotDifferentiableError, VjpError
 from ._spec import KernelSpec
 from ._where import call_site
@@ -138,13 +139,15 @@ def differentiable(
     derivative: Derivative,
     spec: KernelSpec,
     consts: Mapping[str, Any],
+    backend_name: str = "interpret",
 ) -> Callable[..., Any]:
     """`launch` with the derivative rule `derivative` gives it, for the specialization whose
-    constants are `consts`."""
+    constants are `consts` and which runs on `backend_name`: the kernels a declared backward
+    calls run there too, unless they name a backend of their own."""
     if isinstance(derivative, FromReference):
         return _from_reference(launch, derivative.reference, spec, consts)
     if isinstance(derivative, DeclaredBackward):
-        return _declared_backward(launch, derivative.backward, spec, consts)
+        return _declared_backward(launch, derivative.backward, spec, consts, backend_name)
     return _not_differentiable(launch, spec)
 
 
@@ -228,6 +231,7 @@ def _declared_backward(
     backward: Callable[..., Any],
     spec: KernelSpec,
     consts: Mapping[str, Any],
+    backend_name: str,
 ) -> Callable[..., Any]:
     positional = len(spec.operands) + 2 * len(spec.results)
     named = named_constants(backward, positional, consts)
@@ -244,7 +248,8 @@ def _declared_backward(
         args, out = residuals
         results = tuple(out) if spec.result_is_tuple else (out,)
         cotangents = tuple(cotangent) if spec.result_is_tuple else (cotangent,)
-        got = backward(*args, *results, *cotangents, **named)
+        with backend(backend_name):  # a backward kernel runs where its forward does
+            got = backward(*args, *results, *cotangents, **named)
         return _check_cotangents(got, args, backward, spec)
 
     differentiated.defvjp(forward, reverse)

@@ -312,10 +312,10 @@ class Kernel[**P, R]:
             # each other. So an eager interpreted launch finishes before the call returns, and
             # the derivative rule stays outside the jit, where the forward it runs is eager.
             fn = differentiable(
-                _finished_when_eager(jax.jit(launch)), self._derivative, spec, consts
+                _finished_when_eager(jax.jit(launch)), self._derivative, spec, consts, chosen
             )
         else:
-            fn = jax.jit(differentiable(launch, self._derivative, spec, consts))
+            fn = jax.jit(differentiable(launch, self._derivative, spec, consts, chosen))
         return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
 
 
