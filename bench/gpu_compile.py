@@ -76,6 +76,28 @@ ROWS: tuple[Row, ...] = (
         "layernorm",
         (((16384, 1024), "float32"), ((1024,), "float32"), ((1024,), "float32")),
     ),
+    # Backward kernels at the widths models use: per-row dx, and sums across blocks of rows.
+    Row("softmax", "softmax_backward", _tile(16384, 4096, "float32", 2)),
+    Row(
+        "rmsnorm",
+        "rmsnorm_backward_rows",
+        (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"), ((16384, 4096), "bfloat16")),
+    ),
+    Row(
+        "rmsnorm",
+        "rmsnorm_backward_weight",
+        (((16384, 4096), "bfloat16"), ((16384, 4096), "bfloat16"), ((16384,), "float32")),
+    ),
+    Row(
+        "layernorm",
+        "layernorm_backward_rows",
+        (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"), ((16384, 4096), "bfloat16")),
+    ),
+    Row(
+        "layernorm",
+        "layernorm_backward_params",
+        (((16384, 4096), "bfloat16"), ((16384, 4096), "bfloat16")) + (((16384,), "float32"),) * 2,
+    ),
     Row("row_sum", "row_sum", _tile(65536, 256, "float32")),
     Row("row_sum", "row_sum", _tile(16384, 1024, "float32")),
     Row("row_sum", "row_sum", _tile(4096, 16384, "float32")),

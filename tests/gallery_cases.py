@@ -9,14 +9,14 @@ import jax.numpy as jnp
 import statickernel as sk
 from add import add
 from batched_matmul import batched_matmul
-from layernorm import layernorm
+from layernorm import layernorm, layernorm_backward_params, layernorm_backward_rows
 from layernorm_wide import layernorm_wide
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
-from rmsnorm import rmsnorm
+from rmsnorm import rmsnorm, rmsnorm_backward_rows, rmsnorm_backward_weight
 from row_sum import row_sum
 from scale_bias import scale_bias
-from softmax import softmax
+from softmax import softmax, softmax_backward
 from softmax_online import softmax_online
 
 KERNELS: dict[str, sk.Kernel[..., Any]] = {
@@ -31,6 +31,11 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "batched_matmul": batched_matmul,
     "softmax_online": softmax_online,
     "layernorm_wide": layernorm_wide,
+    "softmax_backward": softmax_backward,
+    "rmsnorm_backward_rows": rmsnorm_backward_rows,
+    "rmsnorm_backward_weight": rmsnorm_backward_weight,
+    "layernorm_backward_rows": layernorm_backward_rows,
+    "layernorm_backward_params": layernorm_backward_params,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -48,6 +53,30 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     "batched_matmul": [((2, 130, 100), "bfloat16"), ((2, 100, 260), "bfloat16")],
     "softmax_online": [((100, 1000), "float32")],
     "layernorm_wide": [((100, 1000), "float32"), ((1000,), "float32"), ((1000,), "float32")],
+    # Backward kernels: per-row ones like their forwards, and the sums across blocks of rows
+    # (ragged M, tiled N ragged too), whose partials the wrapper combines.
+    "softmax_backward": [((100, 100), "float32"), ((100, 100), "float32")],
+    "rmsnorm_backward_rows": [
+        ((100, 200), "bfloat16"),
+        ((200,), "bfloat16"),
+        ((100, 200), "bfloat16"),
+    ],
+    "rmsnorm_backward_weight": [
+        ((100, 200), "bfloat16"),
+        ((100, 200), "bfloat16"),
+        ((100,), "float32"),
+    ],
+    "layernorm_backward_rows": [
+        ((100, 130), "float32"),
+        ((130,), "float32"),
+        ((100, 130), "float32"),
+    ],
+    "layernorm_backward_params": [
+        ((100, 130), "float32"),
+        ((100, 130), "float32"),
+        ((100,), "float32"),
+        ((100,), "float32"),
+    ],
 }
 
 

@@ -374,6 +374,27 @@ H200_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
         (_S((16384, 1024), _F32), _S((1024,), _F32), _S((1024,), _F32)),
     ),
     "row_sum 16384x1024 f32": ("row_sum", (_S((16384, 1024), _F32),)),
+    "softmax_backward 16384x4096 f32": (
+        "softmax_backward",
+        (_S((16384, 4096), _F32), _S((16384, 4096), _F32)),
+    ),
+    "rmsnorm_backward_rows 16384x4096 bf16": (
+        "rmsnorm_backward_rows",
+        (_S((16384, 4096), _BF16), _S((4096,), _BF16), _S((16384, 4096), _BF16)),
+    ),
+    "rmsnorm_backward_weight 16384x4096 bf16": (
+        "rmsnorm_backward_weight",
+        (_S((16384, 4096), _BF16), _S((16384, 4096), _BF16), _S((16384,), _F32)),
+    ),
+    "layernorm_backward_params 16384x4096 bf16": (
+        "layernorm_backward_params",
+        (
+            _S((16384, 4096), _BF16),
+            _S((16384, 4096), _BF16),
+            _S((16384,), _F32),
+            _S((16384,), _F32),
+        ),
+    ),
 }
 
 

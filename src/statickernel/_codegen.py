@@ -459,7 +459,7 @@ class _Generator:
             call("jax.ShapeDtypeStruct", Const(op.gmem_shape), DType(op.dtype))
             for op in plan.results
         ]
-        out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs), trailing_comma=True)
+        out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
         held = [op for op in self.kernel_results if op.shares_smem_with is None]
         scratch = [self._smem_buffer(op) for op in [*self.loaded, *held]]
         staged = self._stages()
@@ -515,7 +515,7 @@ class _Generator:
             body.append(Assign((Name(op.name),), combined(cross, outs[cross.index], len(op.batch))))
             outs[cross.index] = Name(op.name)
         if plan.tuple_result:
-            body.append(Return(Tuple(tuple(outs), trailing_comma=True)))
+            body.append(Return(Tuple(tuple(outs))))
         else:
             body.append(Return(outs[0]))
         params = tuple(op.name for op in plan.operands)

@@ -330,7 +330,7 @@ def _wrap(line: _Line) -> list[_Text]:
     if opened is not None:
         i, group = opened
         before, after = _flat(parts[:i]), _flat(parts[i + 1 :])
-        if before and after in ("", ":"):
+        if before and after in ("", ":", ","):
             return [
                 _Text(line.depth, before + group.open, line.role),
                 *(_Text(line.depth + 1, _flat(item) + ",") for item in group.items),
