@@ -1176,3 +1176,90 @@ def test_a_loop_with_sixteen_carries_generates_valid_code() -> None:
     x = jnp.asarray(np.random.default_rng(0).standard_normal((70, 130)), jnp.float32)
     got = np.asarray(weighted_sums(x))
     np.testing.assert_allclose(got, np.asarray(x).sum(axis=1) * 136, rtol=1e-5, atol=1e-3)
+
+
+# --- a loop over the row dim --------------------------------------------------------------------
+
+
+def _column_max_reference(x: jax.Array) -> jax.Array:
+    return jnp.max(x.astype(jnp.float32), axis=0)
+
+
+@sk.kernel(tile={"N": "BN"}, loop={"M": "BM"}, reference=_column_max_reference)
+def column_max_streamed(
+    x: Float[Array, "M N"],
+    *,
+    BN: sk.Const[int] = 128,
+    BM: sk.Const[int] = 64,
+    stages: sk.Const[int] = 3,
+) -> Float32[Array, " N"]:
+    """Each CTA takes a block of columns and walks every row of it, block by block."""
+
+    def step(running: jax.Array) -> jax.Array:
+        v = sk.load(x, fill=-jnp.inf).astype(jnp.float32)  # rows past M read -inf
+        return jnp.maximum(running, sk.max(v, axis=0))
+
+    return sk.loop("M", step, init=jnp.full((BN,), -jnp.inf, jnp.float32))
+
+
+def _weighted_column_sums_reference(x: jax.Array, r: jax.Array) -> jax.Array:
+    return jnp.sum(x.astype(jnp.float32) * r[:, None], axis=0)
+
+
+@sk.kernel(tile={"N": "BN"}, loop={"M": "BM"}, reference=_weighted_column_sums_reference)
+def weighted_column_sums(
+    x: Float[Array, "M N"],
+    r: Float32[Array, " M"],
+    *,
+    BN: sk.Const[int] = 128,
+    BM: sk.Const[int] = 64,
+    stages: sk.Const[int] = 2,
+) -> Float32[Array, " N"]:
+    """A norm's dweight, rows streamed: a per-row operand walks the loop with its rows."""
+
+    def step(acc: jax.Array) -> jax.Array:
+        v = sk.load(x).astype(jnp.float32) * sk.load(r)[:, None]
+        return acc + sk.sum(v, axis=0)
+
+    return sk.loop("M", step, init=jnp.zeros((BN,), jnp.float32))
+
+
+ROW_LOOP_SHAPES = [(300, 260), (64, 128), (1, 7), (131, 1000), (1000, 4096)]
+
+
+@pytest.mark.parametrize("shape", ROW_LOOP_SHAPES, ids=str)
+def test_a_loop_over_the_rows(shape: tuple[int, int]) -> None:
+    x = -jnp.abs(jax.random.normal(jax.random.key(shape[0]), shape, jnp.float32))  # all < 0
+    np.testing.assert_array_equal(column_max_streamed(x), _column_max_reference(x))
+    r = jax.random.uniform(jax.random.key(1), (shape[0],), jnp.float32)
+    np.testing.assert_allclose(
+        weighted_column_sums(x, r), _weighted_column_sums_reference(x, r), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_a_loop_over_the_rows_plans_and_lowers() -> None:
+    x = jax.ShapeDtypeStruct((16384, 4096), BF16)
+    r = jax.ShapeDtypeStruct((16384,), F32)
+    plan = weighted_column_sums.plan(x, r)
+    (loop,) = plan.loops
+    assert loop.axis == "M" and loop.steps == 16384 // 64 and loop.operands == ("x", "r")
+    assert plan.grid == (4096 // 128,)
+    lowered = weighted_column_sums.with_backend("mosaic_gpu").lower(x, r)
+    assert "mosaic_gpu" in lowered.as_text()
+
+
+def test_the_row_dim_neither_tiled_nor_looped() -> None:
+    with pytest.raises(sk.TilingError) as info:
+
+        @sk.kernel(tile={"N": "BN"}, loop={"K": "BK"})
+        def k(
+            a: Float[Array, "M K"],
+            b: Float[Array, "K N"],
+            *,
+            BN: sk.Const[int] = 128,
+            BK: sk.Const[int] = 64,
+        ) -> Float[Array, "M N"]:
+            return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((64, BN)))
+
+    assert info.value.dim == "M"
+    assert 'loop={"M": "BM"}' in str(info.value.fix)

@@ -411,6 +411,8 @@ def _geometry(
             axis,
             dataclasses.replace(
                 geometry,
+                rows=layout.dim(axis).extent if axis == spec.rows else geometry.rows,
+                ragged_rows=layout.step_masked(axis) if axis == spec.rows else geometry.ragged_rows,
                 cols=layout.dim(axis).extent if axis == spec.cols else geometry.cols,
                 ragged_cols=layout.step_masked(axis) if axis == spec.cols else geometry.ragged_cols,
             ),

@@ -470,14 +470,15 @@ def _check_loops(
                 actual=repr(const_name),
                 fix=f"add a keyword-only parameter `{const_name}: sk.Const[int] = 64`",
             )
-    if rows not in tile:
+    if rows not in tile and rows not in loop:
         raise TilingError(
-            f"the row dim {rows} of a kernel with loop dims is not tiled",
+            f"the row dim {rows} of a kernel with loop dims is neither tiled nor looped over",
             **err,
             dim=rows,
-            expected=f"{rows} in tile=",
-            actual=f"tile={dict(tile)!r}",
-            fix=f'tile it, e.g. tile={{"{rows}": "B{rows}", ...}} with `B{rows}: sk.Const[int] = 64`',
+            expected=f"{rows} in tile= or in loop=",
+            actual=f"tile={dict(tile)!r}, loop={dict(loop)!r}",
+            fix=f'tile it, e.g. tile={{"{rows}": "B{rows}", ...}} with `B{rows}: sk.Const[int] = 64`, '
+            f'or walk it: loop={{"{rows}": "B{rows}"}}',
         )
 
 
