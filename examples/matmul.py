@@ -12,7 +12,10 @@ def matmul_reference(a: jax.Array, b: jax.Array, bf16_out: bool = False) -> jax.
     return product.astype(jnp.bfloat16) if bf16_out else product
 
 
-@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"}, reference=matmul_reference)
+# Differentiated through the reference (XLA's dots) until the backward's products are kernels.
+@sk.kernel(
+    tile={"M": "BM", "N": "BN"}, loop={"K": "BK"}, reference=matmul_reference, vjp="reference"
+)
 def matmul(
     a: BFloat16[Array, "M K"],
     b: BFloat16[Array, "K N"],

@@ -13,7 +13,13 @@ def matmul_bias_gelu_reference(a: jax.Array, b: jax.Array, bias: jax.Array) -> j
     return jax.nn.gelu(product + bias.astype(jnp.float32), approximate=True).astype(a.dtype)
 
 
-@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"}, reference=matmul_bias_gelu_reference)
+# Differentiated through the reference (XLA's dots) until the backward's products are kernels.
+@sk.kernel(
+    tile={"M": "BM", "N": "BN"},
+    loop={"K": "BK"},
+    reference=matmul_bias_gelu_reference,
+    vjp="reference",
+)
 def matmul_bias_gelu(
     a: BFloat16[Array, "M K"],
     b: BFloat16[Array, "K N"],
