@@ -11,8 +11,11 @@
    has none); memory-bound kernels as a fraction of the device-to-device copy bandwidth
    measured here; ragged shapes against aligned ones, per byte; the matmul example against
    jnp.dot at 4096^3 and 4095^3. Every timed kernel is also given as a fraction of its plan's
-   roofline floor (`plan.cost`), and its result is checked against XLA's. A last table sums up
-   each goal: the worst figure, where, and whether it is met.
+   roofline floor (`plan.cost`), and its result is checked against XLA's.
+3. Training: jax.grad of rmsnorm, layernorm, softmax and the cross-entropy through their
+   backward kernels, against jax.grad of the same loss in jnp (XLA), side by side, at
+   16384x4096 (16384x32000 for the loss); the gradients are checked to agree first.
+A last table sums up each goal: the worst figure, where, and whether it is met.
 
 Each time is the median of at least 10 timed runs after a warm-up; a run batches back-to-back
 calls to last about 20 ms and ends with block_until_ready.
@@ -38,11 +41,13 @@ import jax
 
 from gallery import select
 from gpu_correctness import check_correctness, lower_gpu_shapes
+from gpu_grad import measure_grad
 from gpu_settings import (
     BEATS_XLA,
     COPY_BOUND,
     DRY_RUN,
     GOAL_COPY_FRACTION,
+    GOAL_GRAD_BEATS_XLA,
     GOAL_MATMUL_FRACTION,
     GOAL_RAGGED,
     GOAL_VS_HANDWRITTEN,
@@ -132,6 +137,14 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             },
             lambda v: v >= GOAL_MATMUL_FRACTION,
         ),
+        "grad_faster_than_xla": judged(
+            {
+                _key(r): r["xla_over_sk"]
+                for r in results.get("grad", [])
+                if r["kernel"] in GOAL_GRAD_BEATS_XLA and "xla_over_sk" in r
+            },
+            lambda v: v > 1.0,
+        ),
         "matmul_ragged_cost": judged(
             {
                 f"{r['size']}^3": r["ragged_cost"]
@@ -152,6 +165,7 @@ _GOAL_ROWS = (
     ("floor_fraction", "of floor (no threshold)", True),
     ("matmul_fraction", f"matmul sk / dot >= {GOAL_MATMUL_FRACTION}", True),
     ("matmul_ragged_cost", f"matmul ragged cost <= {GOAL_RAGGED}", False),
+    ("grad_faster_than_xla", f"grad XLA / sk > 1 ({', '.join(GOAL_GRAD_BEATS_XLA)})", True),
 )
 
 
@@ -311,9 +325,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows, matmul_table = measure_matmul(settings, budget)
     results["matmul"] = rows
     failed += [r for r in rows if r.get("passed") is False]
+    checkpoint(matmul_table)
+
+    rows, grad_table = measure_grad(settings, budget)
+    results["grad"] = rows
+    failed += [r for r in rows if r.get("agrees_with_xla") is False or "error" in r]
     results["goals"] = goals(results)
     results["wall_s"] = time.monotonic() - started
-    checkpoint(matmul_table, goals_table(results["goals"]))
+    checkpoint(grad_table, goals_table(results["goals"]))
 
     paths = write_outputs(results, tables)
     print(f"\ncorrectness: {results['correctness_summary']}")

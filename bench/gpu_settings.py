@@ -9,12 +9,14 @@ __all__ = [
     "COPY_BOUND",
     "DRY_RUN",
     "GOAL_COPY_FRACTION",
+    "GOAL_GRAD_BEATS_XLA",
     "GOAL_MATMUL_FRACTION",
     "GOAL_RAGGED",
     "GOAL_VS_HANDWRITTEN",
     "GPU",
     "Budget",
     "Case",
+    "GradShape",
     "Settings",
     "SpeedShape",
 ]
@@ -26,6 +28,7 @@ GOAL_RAGGED = 1.05  # ragged time per byte / aligned time per byte
 GOAL_MATMUL_FRACTION = 0.80  # of jnp.dot at 4096^3 bf16, once statickernel has a matmul
 COPY_BOUND = ("add", "scale_bias", "softmax", "rmsnorm", "layernorm")  # held to the copy goal
 BEATS_XLA = ("softmax", "rmsnorm", "layernorm")  # expected faster than XLA
+GOAL_GRAD_BEATS_XLA = ("rmsnorm", "layernorm")  # jax.grad expected faster than XLA's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,16 @@ class SpeedShape:
 
 
 @dataclasses.dataclass(frozen=True)
+class GradShape:
+    """A shape the training part times `jax.grad` of one kernel's loss at."""
+
+    kernel: str
+    m: int
+    n: int
+    dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     dry_run: bool
     backend: str  # statickernel's backend
@@ -73,6 +86,7 @@ class Settings:
     speed: tuple[SpeedShape, ...]
     copy_shape: tuple[int, int]
     matmul_sizes: tuple[int, ...]
+    grad: tuple[GradShape, ...] = ()  # jax.grad through the backward kernels, against XLA's
 
 
 # The goals' shapes, in the order they are measured.
@@ -118,6 +132,12 @@ GPU = Settings(
     speed=_GPU_SPEED,
     copy_shape=(16384, 4096),
     matmul_sizes=(4096, 4095),
+    grad=(
+        GradShape("rmsnorm", 16384, 4096, "bfloat16"),
+        GradShape("layernorm", 16384, 4096, "bfloat16"),
+        GradShape("softmax", 16384, 4096, "float32"),
+        GradShape("cross_entropy", 16384, 32000, "bfloat16"),
+    ),
 )
 DRY_RUN = Settings(
     dry_run=True,
@@ -148,6 +168,10 @@ DRY_RUN = Settings(
     ),
     copy_shape=(256, 256),
     matmul_sizes=(128, 127),
+    grad=(
+        GradShape("rmsnorm", 63, 256, "bfloat16"),
+        GradShape("cross_entropy", 63, 300, "float32"),
+    ),
 )
 
 
