@@ -18,6 +18,7 @@ from ._ir import (
     Comment,
     Const,
     DType,
+    EllipsisIndex,
     Expr,
     ExprStmt,
     FunctionDef,
@@ -77,8 +78,14 @@ class _Generator:
         # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
         self.new_store_api = has_plgpu_store()
         # Operands copied once per block; those with a loop dim are copied by their pipeline.
-        self.loaded = [op for op in plan.operands if op.loaded and op.loop_dim is None]
+        # A scalar operand is not copied: each block reads it from global memory.
+        self.loaded = [
+            op
+            for op in plan.operands
+            if op.loaded and op.loop_dim is None and op.kind != Kind.SCALAR
+        ]
         self.inputs = [op for op in plan.operands if op.loaded]
+        self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
         self.stored = [op for op in plan.results if op.name not in written]
         # With loops, results stored after them take scoped shared memory, which reuses the
@@ -269,6 +276,9 @@ class _Generator:
                 gmem = f"{op.name}_gmem"
                 entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in op.batch))
                 body.append(Assign((Name(gmem),), entry, comment="this grid step's entry"))
+        for op in self.scalars:
+            value = Subscript(Name(f"{op.name}_gmem"), (EllipsisIndex(),))
+            body.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
         boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
         if any(_EDGE_START.text in names_read(g) for g in boxes):
             body.append(
@@ -324,6 +334,7 @@ class _Generator:
         registers and the step has synchronized (commit_smem)."""
         plan = self.plan
         assert plan.schedule is not None
+        assert not self.scalars, "a persistent block has no scalar operands"
         ctas, stages = plan.schedule.ctas, plan.schedule.stages
         blocks = math.prod(plan.grid)
 

@@ -31,7 +31,7 @@ from ._schedule import Persistent, Schedule, persistent_blocks, plan_schedule
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
-from ._translate import COL, ROW, TILE, LoopBlock
+from ._translate import COL, ROW, SCALAR, TILE, LoopBlock
 
 __all__ = ["DimPlan", "LaunchPlan", "OperandPlan", "Role", "make_plan"]
 
@@ -95,8 +95,8 @@ class OperandPlan:
     @property
     def smem_bytes(self) -> int:
         """The bytes its block takes in shared memory, before alignment; 0 if never loaded,
-        or if it is written into an operand's block."""
-        if self.shares_smem_with is not None:
+        or if it is written into an operand's block, or a scalar (read from global memory)."""
+        if self.shares_smem_with is not None or self.kind == SCALAR:
             return 0
         count = 1
         for extent in self.block_shape:
@@ -192,6 +192,9 @@ class LaunchPlan(TextDisplay):
             assert 1 <= loop.stages <= loop.steps
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
+            if op.kind == SCALAR:
+                assert op.role is Role.INPUT and op.shape == op.gmem_shape == ()
+                continue
             if op.swizzle:
                 tiles = (8, op.swizzle)
                 assert all(
@@ -254,7 +257,10 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  {title}:")
             for op in group:
                 text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
-                if op.role is Role.INPUT and not op.loaded:
+                if op.kind == SCALAR:
+                    text = f"    {op.name}: {op.dtype} scalar, read from global memory"
+                    text += "" if op.loaded else "  (not loaded)"
+                elif op.role is Role.INPUT and not op.loaded:
                     text += "  (not loaded)"
                 elif op.loop_dim is not None:
                     text += "  fill per loop (below)"
@@ -421,7 +427,11 @@ def make_plan(
     # A persistent launch gives each staged operand's block a buffer (and a barrier) a stage:
     # the row form's row-wise operands, or every operand of a block form that copies its
     # blocks in one box each.
-    staged = [op for op in operands if op.loaded and (op.kind == TILE or row_frame is None)]
+    staged = [
+        op
+        for op in operands
+        if op.loaded and (op.kind == TILE or (row_frame is None and op.kind != SCALAR))
+    ]
     stage_bytes = [hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) for op in staged]
     if (
         persistent is None

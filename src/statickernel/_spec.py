@@ -61,7 +61,7 @@ class ConstSpec:
 class KernelSpec:
     """The canonical form of a declaration.
 
-    Invariants: every operand is rank 1 or 2; the 2-D operands and results share one dim order
+    Invariants: every operand is rank 1 or 2, or 0 (a scalar); the 2-D operands and results share one dim order
     (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled dim is declared and
     tiled by an int constant; every result dim comes from an operand and every result holds
     every tiled dim.
@@ -336,14 +336,18 @@ def _array_spec(
     leading = 0
     while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
         leading += 1
-    if len(dims) - leading not in (1, 2):
+    # A 0-d operand is a scalar the kernel reads from global memory (a seed, a step count):
+    # a runtime value, unlike a constant, so a new value reuses the compiled kernel.
+    scalar = role == "operand" and not dims
+    if len(dims) - leading not in (1, 2) and not scalar:
         batch_text = f" after its batch dims ({' '.join(batch)})" if leading else ""
         raise AnnotationError(
             f"{role} `{name}` has rank {len(dims) - leading}{batch_text}; kernels take rank 1 "
             "and 2 arrays",
             **err,
             operand=name,
-            expected="rank 1 or 2" + (", after leading batch dims" if batch else ""),
+            expected="rank 1 or 2" + (", after leading batch dims" if batch else "")
+            + (", or 0 for a scalar operand" if role == "operand" else ""),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
             fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
             + (", or declare its leading dims in batch=" if not batch else ""),
