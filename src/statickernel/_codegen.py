@@ -28,6 +28,7 @@ from ._ir import (
     Keyword,
     Kind,
     List,
+    Mask,
     Module,
     Name,
     Operator,
@@ -201,10 +202,13 @@ class _Generator:
         rows = axis(self.plan.dim(self.plan.rows))
         assert rows is not None
         cols = axis(self.plan.dim(self.plan.cols) if self.plan.cols else None)
-        return [
-            Comment("Edge masks: positions inside the array, from iota and the true dims."),
-            *edge_mask_statements(needed, rows, cols),
-        ]
+        positions = {Mask.ROW_POSITION, Mask.COL_POSITION}
+        comment = (
+            "Positions: the block's global indices, from iota and where the block starts."
+            if needed <= positions
+            else "Edge masks: positions inside the array, from iota and the true dims."
+        )
+        return [Comment(comment), *edge_mask_statements(needed, rows, cols)]
 
     def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]:
         """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
