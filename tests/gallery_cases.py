@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import statickernel as sk
 from add import add
 from batched_matmul import batched_matmul
+from dropout import dropout
 from layernorm import layernorm
 from layernorm_wide import layernorm_wide
 from matmul import matmul
@@ -31,6 +32,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "batched_matmul": batched_matmul,
     "softmax_online": softmax_online,
     "layernorm_wide": layernorm_wide,
+    "dropout": dropout,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -48,6 +50,8 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     "batched_matmul": [((2, 130, 100), "bfloat16"), ((2, 100, 260), "bfloat16")],
     "softmax_online": [((100, 1000), "float32")],
     "layernorm_wide": [((100, 1000), "float32"), ((1000,), "float32"), ((1000,), "float32")],
+    # Random bits from a scalar seed operand, ragged M and N.
+    "dropout": [((100, 300), "float32"), ((), "uint32")],
 }
 
 
