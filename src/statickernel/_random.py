@@ -12,6 +12,7 @@ a key per column (a per-column vector), and one finalizer over each element's xo
 Only that last finalizer runs on the block; the keys cost a vector each.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -80,7 +81,7 @@ def _seed_in_body(seed: Any) -> jax.Array:
             fix='declare it `seed: UInt32[Array, ""]` (or Int32), a scalar operand read at run '
             "time, so that a new seed reuses the compiled kernel",
         )
-    return seed.astype(_U32)
+    return jnp.asarray(seed).astype(_U32)
 
 
 def random_bits(seed: Any) -> jax.Array:
@@ -132,14 +133,14 @@ def _seed_on_host(seed: Any) -> jax.Array:
     return seed.astype(_U32)
 
 
-def _shape_2d(shape: Any) -> tuple[int, int]:
+def _shape_2d(shape: Sequence[int]) -> tuple[int, int]:
     dims = tuple(int(n) for n in shape)
     if len(dims) != 2:
         raise ValueError(f"the shape must be (rows, cols), not {shape!r}")
     return dims[0], dims[1]
 
 
-def random_bits_reference(seed: Any, shape: tuple[int, int]) -> jax.Array:
+def random_bits_reference(seed: Any, shape: Sequence[int]) -> jax.Array:
     """The uint32 bits `sk.random_bits(seed)` gives a kernel's blocks, for a whole
     (rows, cols) array: element (i, j) is the bits of row i, column j. Plain jnp, so it runs
     anywhere, traces under jit, and can build a kernel's `reference=`."""
@@ -147,7 +148,7 @@ def random_bits_reference(seed: Any, shape: tuple[int, int]) -> jax.Array:
     return _bits(_seed_on_host(seed), jnp.arange(m, dtype=_U32), jnp.arange(n, dtype=_U32))
 
 
-def uniform_reference(seed: Any, shape: tuple[int, int]) -> jax.Array:
+def uniform_reference(seed: Any, shape: Sequence[int]) -> jax.Array:
     """The float32 numbers in [0, 1) `sk.uniform(seed)` gives a kernel's blocks, for a whole
     (rows, cols) array, bit for bit."""
     return _unit(random_bits_reference(seed, shape))

@@ -346,7 +346,8 @@ def _array_spec(
             "and 2 arrays",
             **err,
             operand=name,
-            expected="rank 1 or 2" + (", after leading batch dims" if batch else "")
+            expected="rank 1 or 2"
+            + (", after leading batch dims" if batch else "")
             + (", or 0 for a scalar operand" if role == "operand" else ""),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
             fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
