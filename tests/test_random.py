@@ -190,7 +190,7 @@ def test_the_plan_shows_the_scalar() -> None:
     plan = dropout.plan(jax.ShapeDtypeStruct((100, 300), F32), jax.ShapeDtypeStruct((), "uint32"))
     seed = plan.operand("seed")
     assert seed.kind is sk.Kind.SCALAR and seed.smem_bytes == 0 and seed.loaded
-    assert "seed: uint32 scalar, read from global memory" in str(plan)
+    assert "seed: uint32[]  block []\n" in str(plan)
     assert "seed = seed_gmem[...]" in dropout.emit(
         jax.ShapeDtypeStruct((100, 300), F32), jax.ShapeDtypeStruct((), "uint32")
     )

@@ -69,7 +69,7 @@ class OperandPlan:
     """The shape of the array the kernel addresses: `shape`, or larger when the array is padded
     on the host because TMA cannot address its rows."""
     fill: Any
-    """What loads past the array's edge read; None for results and operands never loaded."""
+    """What loads past the edge read; None for results, scalars and operands never loaded."""
     loaded: bool
     """Whether the body loads it (results are always stored, and count as loaded)."""
     loop_dim: str | None = None
@@ -192,8 +192,7 @@ class LaunchPlan(TextDisplay):
             assert 1 <= loop.stages <= loop.steps
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
-            if op.kind == SCALAR:
-                assert op.role is Role.INPUT and op.shape == op.gmem_shape == ()
+            if op.kind == SCALAR:  # read from global memory: no block, no copy
                 continue
             if op.swizzle:
                 tiles = (8, op.swizzle)
@@ -257,10 +256,7 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  {title}:")
             for op in group:
                 text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
-                if op.kind == SCALAR:
-                    text = f"    {op.name}: {op.dtype} scalar, read from global memory"
-                    text += "" if op.loaded else "  (not loaded)"
-                elif op.role is Role.INPUT and not op.loaded:
+                if op.role is Role.INPUT and not op.loaded:
                     text += "  (not loaded)"
                 elif op.loop_dim is not None:
                     text += "  fill per loop (below)"
@@ -395,7 +391,7 @@ def make_plan(
             block_shape=tuple(layout.dim(d).extent for d in dims_seen),
             gmem_shape=lead + gmem,
             batch=op.batch,
-            fill=fills.get(op.name) if role is Role.INPUT else None,
+            fill=fills.get(op.name) if role is Role.INPUT and dims_seen else None,
             loaded=loaded,
             loop_dim=loop_dim if role is Role.INPUT and loaded else None,
             swizzle=swizzle,
@@ -427,11 +423,7 @@ def make_plan(
     # A persistent launch gives each staged operand's block a buffer (and a barrier) a stage:
     # the row form's row-wise operands, or every operand of a block form that copies its
     # blocks in one box each.
-    staged = [
-        op
-        for op in operands
-        if op.loaded and (op.kind == TILE or (row_frame is None and op.kind != SCALAR))
-    ]
+    staged = [op for op in operands if op.loaded and (op.kind == TILE or row_frame is None)]
     stage_bytes = [hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) for op in staged]
     if (
         persistent is None
