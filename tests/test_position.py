@@ -47,6 +47,15 @@ def causal(
     return jnp.where(keep, sk.load(x), 0.0)
 
 
+@sk.kernel(tile={"M": "BM"})
+def label_logit(
+    logits: Float[Array, "M V"], labels: Int32[Array, " M"], *, BM: sk.Const[int] = 64
+) -> Float[Array, " M"]:
+    """Each row's logit at its label: a label mask, with jnp's implicit broadcasting."""
+    hit = sk.position("V") == sk.load(labels)[:, None]
+    return sk.sum(jnp.where(hit, sk.load(logits), 0.0), axis=1)
+
+
 @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
 def last_kept_column(
     x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
@@ -105,6 +114,14 @@ def test_a_whole_dim_runs_over_the_whole_row(shape: tuple[int, int]) -> None:
 def test_a_causal_mask(shape: tuple[int, int]) -> None:
     x = jax.random.normal(jax.random.key(0), shape, F32)
     np.testing.assert_array_equal(np.asarray(causal(x)), np.asarray(jnp.tril(x)))
+
+
+@pytest.mark.parametrize("shape", [(130, 100), (1, 7)], ids=str)
+def test_a_label_mask(shape: tuple[int, int]) -> None:
+    logits = jax.random.normal(jax.random.key(3), shape, F32)
+    labels = jax.random.randint(jax.random.key(4), shape[:1], 0, shape[1])
+    expected = jnp.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
+    np.testing.assert_array_equal(np.asarray(label_logit(logits, labels)), np.asarray(expected))
 
 
 @pytest.mark.parametrize("shape", [(70, 300), (64, 64), (3, 65)], ids=str)
