@@ -61,10 +61,10 @@ class ConstSpec:
 class KernelSpec:
     """The canonical form of a declaration.
 
-    Invariants: every operand is rank 1 or 2, or 0 (a scalar); the 2-D operands and results share one dim order
-    (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled dim is declared and
-    tiled by an int constant; every result dim comes from an operand and every result holds
-    every tiled dim.
+    Invariants: every operand is rank 1 or 2, or 0 (a scalar); the 2-D operands and results
+    share one dim order (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled
+    dim is declared and tiled by an int constant; every result dim comes from an operand and
+    every result holds every tiled dim.
     """
 
     name: str
