@@ -116,6 +116,9 @@ ROWS: tuple[Row, ...] = (
         (((4096, 4096), "bfloat16"), ((4096, 4096), "bfloat16"), ((4096,), "float32")),
     ),
     Row("batched_matmul", "batched_matmul", (((8, 1024, 1024), "bfloat16"),) * 2),
+    # Random bits in registers, from a scalar seed read from global memory.
+    Row("dropout", "dropout", (((8192, 4096), "float32"), ((), "uint32"))),
+    Row("dropout", "dropout", (((8191, 4095), "bfloat16"), ((), "uint32"))),
 )
 
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import statickernel as sk
 from add import add
 from batched_matmul import batched_matmul
+from dropout import dropout
 from layernorm import layernorm, layernorm_backward_params, layernorm_backward_rows
 from layernorm_wide import layernorm_wide
 from matmul import matmul
@@ -36,6 +37,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "rmsnorm_backward_weight": rmsnorm_backward_weight,
     "layernorm_backward_rows": layernorm_backward_rows,
     "layernorm_backward_params": layernorm_backward_params,
+    "dropout": dropout,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -77,6 +79,8 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((100,), "float32"),
         ((100,), "float32"),
     ],
+    # Random bits from a scalar seed operand, ragged M and N.
+    "dropout": [((100, 300), "float32"), ((), "uint32")],
 }
 
 

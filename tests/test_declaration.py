@@ -121,7 +121,7 @@ def test_rank_3_operand():
 
     check(info.value, "rank-3", operand="x")
     assert "rank 3" in info.value.what
-    assert info.value.expected == "rank 1 or 2"
+    assert info.value.expected == "rank 1 or 2, or 0 for a scalar operand"
 
 
 def test_rank_3_result():

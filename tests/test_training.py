@@ -143,9 +143,7 @@ def _params(d: int, hidden: int, vocab: int) -> dict[str, jax.Array]:
         "norm": (1 + 0.1 * jax.random.normal(keys[0], (d,), jnp.float32)).astype(BF16),
         "w1": (jax.random.normal(keys[1], (d, hidden), jnp.float32) / d**0.5).astype(BF16),
         "b1": 0.1 * jax.random.normal(keys[2], (hidden,), jnp.float32),
-        "w2": (jax.random.normal(keys[3], (hidden, vocab), jnp.float32) / hidden**0.5).astype(
-            BF16
-        ),
+        "w2": (jax.random.normal(keys[3], (hidden, vocab), jnp.float32) / hidden**0.5).astype(BF16),
     }
 
 

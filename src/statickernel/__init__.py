@@ -81,9 +81,14 @@ __all__ = [
     "map_blocks",
     "max",
     "min",
+    "position",
+    "random_bits",
+    "random_bits_reference",
     "set_backend",
     "sum",
     "testing",
+    "uniform",
+    "uniform_reference",
 ]
 
 

@@ -59,6 +59,8 @@ from ._ops import max, min, sum
 from ._pallas import FlatFrame, RowFrame
 from ._pipeline import LoopPlan, PlannedDot
 from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
+from ._position import position
+from ._random import random_bits, random_bits_reference, uniform, uniform_reference
 from ._schedule import Persistent, Schedule, ScheduleKind
 from ._spec import Const
 from ._tile import Tile, dim, load
@@ -134,7 +136,12 @@ __all__ = [
     "map_blocks",
     "max",
     "min",
+    "position",
+    "random_bits",
+    "random_bits_reference",
     "set_backend",
     "sum",
     "testing",
+    "uniform",
+    "uniform_reference",
 ]

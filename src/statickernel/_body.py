@@ -147,7 +147,13 @@ def trace_body(
     loads: list[LoadRecord] = []
     misplaced: list[tuple[str, str | None]] = []
     blocks = split_blocks(spec, consts)
-    context = TraceContext(dict(dims), {d: LoopDim(dims[d], blocks[d]) for d in spec.loop_map})
+    context = TraceContext(
+        dict(dims),
+        {d: LoopDim(dims[d], blocks[d]) for d in spec.loop_map},
+        frame=(spec.rows, spec.cols),
+        batch=spec.batch,
+        blocks={d: blocks.get(d, size) for d, size in dims.items()},
+    )
 
     def body(*values: Any) -> Any:
         tiles = {

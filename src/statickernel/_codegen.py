@@ -19,6 +19,7 @@ from ._ir import (
     Comment,
     Const,
     DType,
+    EllipsisIndex,
     Expr,
     ExprStmt,
     FunctionDef,
@@ -28,6 +29,7 @@ from ._ir import (
     Keyword,
     Kind,
     List,
+    Mask,
     Module,
     Name,
     Operator,
@@ -78,8 +80,14 @@ class _Generator:
         # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
         self.new_store_api = has_plgpu_store()
         # Operands copied once per block; those with a loop dim are copied by their pipeline.
-        self.loaded = [op for op in plan.operands if op.loaded and op.loop_dim is None]
+        # A scalar operand is not copied: each block reads it from global memory.
+        self.loaded = [
+            op
+            for op in plan.operands
+            if op.loaded and op.loop_dim is None and op.kind != Kind.SCALAR
+        ]
         self.inputs = [op for op in plan.operands if op.loaded]
+        self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
         self.stored = [op for op in plan.results if op.name not in written]
         # With loops, results stored after them take scoped shared memory, which reuses the
@@ -195,10 +203,13 @@ class _Generator:
         rows = axis(self.plan.dim(self.plan.rows))
         assert rows is not None
         cols = axis(self.plan.dim(self.plan.cols) if self.plan.cols else None)
-        return [
-            Comment("Edge masks: positions inside the array, from iota and the true dims."),
-            *edge_mask_statements(needed, rows, cols),
-        ]
+        positions = {Mask.ROW_POSITION, Mask.COL_POSITION}
+        comment = (
+            "Positions: the block's global indices, from iota and where the block starts."
+            if needed <= positions
+            else "Edge masks: positions inside the array, from iota and the true dims."
+        )
+        return [Comment(comment), *edge_mask_statements(needed, rows, cols)]
 
     def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]:
         """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
@@ -272,6 +283,9 @@ class _Generator:
                 entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in lead))
                 what = "this grid step's partial" if op.per_block else "this grid step's entry"
                 body.append(Assign((Name(gmem),), entry, comment=what))
+        for op in self.scalars:
+            value = Subscript(Name(f"{op.name}_gmem"), (EllipsisIndex(),))
+            body.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
         boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
         if any(_EDGE_START.text in names_read(g) for g in boxes):
             body.append(
@@ -327,6 +341,7 @@ class _Generator:
         registers and the step has synchronized (commit_smem)."""
         plan = self.plan
         assert plan.schedule is not None
+        assert not self.scalars, "a persistent block has no scalar operands"
         ctas, stages = plan.schedule.ctas, plan.schedule.stages
         blocks = math.prod(plan.grid)
 

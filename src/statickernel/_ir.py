@@ -81,6 +81,9 @@ class Mask(enum.StrEnum):
     COL_OK = "col_ok"  # a block's columns inside the array
     ROW_OK_VEC = "row_ok_vec"  # a per-row vector's elements inside the array
     COL_OK_VEC = "col_ok_vec"  # a per-column vector's elements inside the array
+    # Not masks, but the positions they compare, which `sk.position` returns.
+    ROW_POSITION = "row_position"  # the block's global row indices, a per-row vector
+    COL_POSITION = "col_position"  # the block's global column indices, a per-column vector
 
 
 class Operator(enum.StrEnum):

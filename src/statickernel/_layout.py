@@ -134,7 +134,9 @@ class BlockLayout:
 
     def kind(self, dims: tuple[str, ...]) -> Kind:
         """The register form of a block over `dims` (the dims the body sees): a 2-D block is
-        a tile; a 1-D one is a per-row or per-column vector."""
+        a tile; a 1-D one is a per-row or per-column vector; a scalar operand a scalar."""
+        if not dims:
+            return Kind.SCALAR
         if len(dims) == 2:
             return Kind.TILE
         return Kind.ROW if dims[0] == self.rows else Kind.COL

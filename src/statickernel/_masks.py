@@ -1,7 +1,8 @@
 """Edge masks: which positions of a block lie inside the array, and which masks a load needs.
 
-Each axis gets a vector of positions (an iota in the per-row or per-column layout) compared
-with the dim's true size; a block's mask is that vector broadcast. A broadcast shares the
+Each axis gets a vector of positions (an iota in the per-row or per-column layout, plus where
+the block starts) compared with the dim's true size; a block's mask is that vector broadcast.
+The positions themselves are what `sk.position` returns, built by the same statements. A broadcast shares the
 vector's registers, where a block-shaped iota would take one register per element and per
 mask: in a loop step, next to a block of data, those spill.
 """
@@ -35,22 +36,25 @@ class _Along:
     kind: Kind
     block: Mask
     vector: Mask
+    position: Mask
 
 
-_ROWS = _Along("row", Kind.ROW, Mask.ROW_OK, Mask.ROW_OK_VEC)
-_COLS = _Along("col", Kind.COL, Mask.COL_OK, Mask.COL_OK_VEC)
+_ROWS = _Along("row", Kind.ROW, Mask.ROW_OK, Mask.ROW_OK_VEC, Mask.ROW_POSITION)
+_COLS = _Along("col", Kind.COL, Mask.COL_OK, Mask.COL_OK_VEC, Mask.COL_POSITION)
 
 
 def edge_mask_statements(
     needed: Iterable[Mask], rows: MaskAxis, cols: MaskAxis | None
 ) -> list[Stmt]:
     """Statements defining the masks in `needed`: `row_ok` and `col_ok` for blocks,
-    `row_ok_vec` and `col_ok_vec` for vectors."""
+    `row_ok_vec` and `col_ok_vec` for vectors, and the positions `row_position` and
+    `col_position` (global indices along the axis, past the dim's size too)."""
     needed = set(needed)
     shape = (rows.extent, cols.extent if cols else 1)
     statements: list[Stmt] = []
     for along, axis in ((_ROWS, rows), (_COLS, cols)):
-        if not {along.block, along.vector} & needed:
+        masks = {along.block, along.vector} & needed
+        if not masks and along.position not in needed:
             continue
         assert axis is not None
         index = Name(f"{along.prefix}_index")
@@ -62,7 +66,12 @@ def edge_mask_statements(
             layout=layout(along.kind),
         )
         statements.append(Assign((index,), iota))
-        position = index if axis.start is None else BinOp(Operator.ADD, index, axis.start)
+        position: Expr = index if axis.start is None else BinOp(Operator.ADD, index, axis.start)
+        if along.position in needed:
+            statements.append(Assign((Name(along.position),), position))
+            position = Name(along.position)
+        if not masks:
+            continue
         statements.append(
             Assign((Name(along.vector),), BinOp(Operator.LT, position, Const(axis.size)))
         )

@@ -41,7 +41,8 @@ class OperandPlan:
     """The shape of the array the kernel addresses: `shape`, or larger when the array is padded
     on the host because TMA cannot address its rows."""
     fill: Any
-    """What loads past the array's edge read; None for results and operands never loaded."""
+    """What loads past the array's edge read; None for results, scalars and operands never
+    loaded."""
     loaded: bool
     """Whether the body loads it (results are always stored, and count as loaded)."""
     loop_dim: str | None = None
@@ -72,8 +73,8 @@ class OperandPlan:
     @property
     def smem_bytes(self) -> int:
         """The bytes its block takes in shared memory, before alignment; 0 if never loaded,
-        or if it is written into an operand's block."""
-        if self.shares_smem_with is not None:
+        or if it is written into an operand's block, or a scalar (read from global memory)."""
+        if self.shares_smem_with is not None or self.kind == Kind.SCALAR:
             return 0
         count = 1
         for extent in self.block_shape:

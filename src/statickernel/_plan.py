@@ -32,7 +32,7 @@ from ._schedule import Persistent, Schedule, persistent_blocks, plan_schedule
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
-from ._translate import COL, ROW, TILE, LoopBlock
+from ._translate import COL, ROW, SCALAR, TILE, LoopBlock
 
 __all__ = ["DimPlan", "LaunchPlan", "OperandPlan", "Role", "make_plan"]
 
@@ -138,6 +138,8 @@ class LaunchPlan(TextDisplay):
             )
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
+            if op.kind == SCALAR:  # read from global memory: no block, no copy
+                continue
             if op.swizzle:
                 tiles = (8, op.swizzle)
                 assert all(
@@ -335,7 +337,7 @@ def make_plan(
             block_shape=tuple(layout.dim(d).extent for d in dims_seen),
             gmem_shape=lead + gmem,
             batch=op.batch,
-            fill=fills.get(op.name) if role is Role.INPUT else None,
+            fill=fills.get(op.name) if role is Role.INPUT and dims_seen else None,
             loaded=loaded,
             loop_dim=loop_dim if role is Role.INPUT and loaded else None,
             swizzle=swizzle,

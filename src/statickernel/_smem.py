@@ -37,6 +37,8 @@ def smem_bytes(
     (`results` names the results held there; all of them by default), their barriers, and
     Mosaic GPU's reserve."""
     total = 0
+    # A scalar operand is read from global memory: no buffer, no barrier.
+    loaded = {name for name in loaded if dims_of(spec, name)}
     for op in spec.operands + spec.results:
         if op in spec.operands and op.name not in loaded:
             continue

@@ -61,10 +61,11 @@ class ConstSpec:
 class KernelSpec:
     """The canonical form of a declaration.
 
-    Invariants: every operand is rank 1 or 2; the 2-D operands and results share one dim order
-    (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled dim is declared and
-    tiled by an int constant; every result dim comes from an operand. A result may lack a tiled dim: it is
-    then reduced across blocks (`_crossblock`).
+    Invariants: every operand is rank 1 or 2, or 0 (a scalar); the 2-D operands and results
+    share one dim order (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled
+    dim is declared and tiled by an int constant; every result dim comes from an operand. A
+    result may lack a tiled dim, or be a scalar: it is then reduced across blocks
+    (`_crossblock`).
     """
 
     name: str
@@ -336,8 +337,10 @@ def _array_spec(
     leading = 0
     while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
         leading += 1
-    # A scalar result is a reduction across every block (`_crossblock`); operands have dims.
-    ranks = (0, 1, 2) if role == "result" else (1, 2)
+    # A 0-d operand is a scalar the kernel reads from global memory (a seed, a step count):
+    # a runtime value, unlike a constant, so a new value reuses the compiled kernel. A 0-d
+    # result is a reduction across every block (`_crossblock`).
+    ranks = (0, 1, 2) if role == "result" or not dims else (1, 2)
     if len(dims) - leading not in ranks:
         batch_text = f" after its batch dims ({' '.join(batch)})" if leading else ""
         raise AnnotationError(
@@ -345,8 +348,9 @@ def _array_spec(
             "and 2 arrays" + (" (and scalar results)" if role == "result" else ""),
             **err,
             operand=name,
-            expected=("rank 0, 1 or 2" if role == "result" else "rank 1 or 2")
-            + (", after leading batch dims" if batch else ""),
+            expected="rank 1 or 2"
+            + (", after leading batch dims" if batch else "")
+            + (", or 0 for a scalar" if role == "operand" else ", or 0 for a scalar result"),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
             fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
             + (", or declare its leading dims in batch=" if not batch else ""),

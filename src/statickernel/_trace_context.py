@@ -67,6 +67,12 @@ class TraceContext:
     """The loop dims whose steps are being traced, innermost last."""
     loop_id: int | None = None
     """The loop whose step is being traced; loads inside it record their fill under it."""
+    frame: tuple[str, str | None] = ("", None)
+    """The (rows, cols) dims of the kernel's blocks; `sk.position` runs along one of them."""
+    batch: tuple[str, ...] = ()
+    """The batch dims, which the body never sees."""
+    blocks: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """The block the body sees along each dim: a split dim's constant, a whole dim's size."""
 
 
 _CONTEXT: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(

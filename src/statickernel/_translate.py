@@ -9,13 +9,15 @@ Every value of a body lives in one of four register forms, its *kind* (`_ir.Kind
 jnp writes a per-row vector as (rows, 1) after `keepdims`; here it stays a vector and is
 broadcast explicitly where it meets a tile, because Mosaic GPU cannot broadcast implicitly.
 
-The rules for the body's ops are in `_rules`, those for loops in `_steps`; this module puts
+The rules for the body's ops are in `_rules`, those for loops in `_steps`, `sk.position`'s in
+`_position`; this module puts
 them together. Import-time checks and code generation both run this translation, so an op the
 translation accepts is an op the generated kernel contains.
 """
 
 from ._body import BodyTrace
 from ._ir import Expr, Kind
+from ._position import POSITION_RULES
 from ._printer import dtype_source, literal_source
 from ._rules import BODY_RULES
 from ._steps import LOOP_RULES
@@ -40,7 +42,7 @@ __all__ = [
 
 # The kinds by their old names; a Kind equals its string ("tile", ...).
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
-RULES = {**BODY_RULES, **LOOP_RULES}
+RULES = {**BODY_RULES, **LOOP_RULES, **POSITION_RULES}
 
 
 def translate(

@@ -60,7 +60,11 @@ _HINTS: dict[str, tuple[str, str]] = {
     ),
     "log1p": ("jnp.log1p", "use jnp.log(1 + x)"),
     "expm1": ("jnp.expm1", "use jnp.exp(x) - 1"),
-    "iota": ("jnp.arange / lax.iota", "use sk.dim for sizes; position masks are built for you"),
+    "iota": (
+        "jnp.arange / lax.iota",
+        'use sk.position("M") for the global indices of the block along a dim (a causal mask: '
+        'sk.position("M")[:, None] >= sk.position("N")[None, :]); edge masks are built for you',
+    ),
     "concatenate": ("jnp.concatenate", "concatenate outside the kernel"),
     "slice": ("slicing x[a:b]", "slice the operand outside the kernel"),
     "dynamic_slice": ("dynamic slicing", "slice the operand outside the kernel"),
