@@ -8,7 +8,7 @@ blocks of rows. The backward recomputes the log-sum-exp and writes the logits' g
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float, Float32, Int32
 
 import statickernel as sk
 
@@ -30,8 +30,8 @@ def cross_entropy_backward_reference(
 @sk.kernel(tile={"M": "BM"}, loop={"V": "BV"}, reference=cross_entropy_backward_reference)
 def cross_entropy_backward(
     logits: Float[Array, "M V"],
-    labels: Int[Array, " M"],
-    g: Float[Array, ""],
+    labels: Int32[Array, " M"],
+    g: Float32[Array, ""],
     *,
     BM: sk.Const[int] = 64,
     BV: sk.Const[int] = 256,
@@ -76,7 +76,7 @@ def cross_entropy_vjp(
 )
 def cross_entropy(
     logits: Float[Array, "M V"],
-    labels: Int[Array, " M"],
+    labels: Int32[Array, " M"],
     *,
     BM: sk.Const[int] = 64,
     BV: sk.Const[int] = 256,
