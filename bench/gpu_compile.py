@@ -98,6 +98,12 @@ ROWS: tuple[Row, ...] = (
         "layernorm_backward_params",
         (((16384, 4096), "bfloat16"), ((16384, 4096), "bfloat16")) + (((16384,), "float32"),) * 2,
     ),
+    Row("cross_entropy", "cross_entropy", (((16384, 32000), "bfloat16"), ((16384,), "int32"))),
+    Row(
+        "cross_entropy",
+        "cross_entropy_backward",
+        (((16384, 32000), "bfloat16"), ((16384,), "int32"), ((), "float32")),
+    ),
     Row("row_sum", "row_sum", _tile(65536, 256, "float32")),
     Row("row_sum", "row_sum", _tile(16384, 1024, "float32")),
     Row("row_sum", "row_sum", _tile(4096, 16384, "float32")),

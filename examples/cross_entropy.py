@@ -34,8 +34,8 @@ def cross_entropy_backward(
     g: Float32[Array, ""],
     *,
     BM: sk.Const[int] = 64,
-    BV: sk.Const[int] = 256,
-    stages: sk.Const[int] = 2,
+    BV: sk.Const[int] = 128,
+    stages: sk.Const[int] = 4,
 ) -> Float[Array, "M V"]:
     def statistics(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         running_max, running_sum = carry
@@ -79,8 +79,8 @@ def cross_entropy(
     labels: Int32[Array, " M"],
     *,
     BM: sk.Const[int] = 64,
-    BV: sk.Const[int] = 256,
-    stages: sk.Const[int] = 2,
+    BV: sk.Const[int] = 128,
+    stages: sk.Const[int] = 4,
 ) -> Float[Array, ""]:
     label = sk.load(labels)
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import statickernel as sk
 from add import add
 from batched_matmul import batched_matmul
+from cross_entropy import cross_entropy, cross_entropy_backward
 from dropout import dropout
 from layernorm import layernorm, layernorm_backward_params, layernorm_backward_rows
 from layernorm_wide import layernorm_wide
@@ -37,6 +38,8 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "rmsnorm_backward_weight": rmsnorm_backward_weight,
     "layernorm_backward_rows": layernorm_backward_rows,
     "layernorm_backward_params": layernorm_backward_params,
+    "cross_entropy": cross_entropy,
+    "cross_entropy_backward": cross_entropy_backward,
     "dropout": dropout,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
@@ -79,6 +82,10 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((100,), "float32"),
         ((100,), "float32"),
     ],
+    # The loss over a ragged vocabulary (1000 % 128), a scalar across the blocks of rows, and
+    # its gradient, with the scalar cotangent read from global memory.
+    "cross_entropy": [((100, 1000), "bfloat16"), ((100,), "int32")],
+    "cross_entropy_backward": [((100, 1000), "bfloat16"), ((100,), "int32"), ((), "float32")],
     # Random bits from a scalar seed operand, ragged M and N.
     "dropout": [((100, 300), "float32"), ((), "uint32")],
 }

@@ -386,6 +386,14 @@ H200_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
         "rmsnorm_backward_weight",
         (_S((16384, 4096), _BF16), _S((16384, 4096), _BF16), _S((16384,), _F32)),
     ),
+    "cross_entropy 16384x32000 bf16": (
+        "cross_entropy",
+        (_S((16384, 32000), _BF16), _S((16384,), jnp.dtype(jnp.int32))),
+    ),
+    "cross_entropy_backward 16384x32000 bf16": (
+        "cross_entropy_backward",
+        (_S((16384, 32000), _BF16), _S((16384,), jnp.dtype(jnp.int32)), _S((), _F32)),
+    ),
     "layernorm_backward_params 16384x4096 bf16": (
         "layernorm_backward_params",
         (
@@ -418,5 +426,8 @@ def test_memory_bound_kernels_at_h200_shapes(case: str) -> None:
     assert report.registers <= budgets["h200_registers"][case], f"{case}: {report.registers}"
     assert report.schedule is not None
     report.schedule.check_invariants()
-    assert report.schedule.ctas_per_sm == report.ctas_per_sm
+    if report.schedule.limited_by is sk.OccupancyLimit.GRID:  # fewer CTAs than SMs allow
+        assert report.schedule.ctas_per_sm <= report.ctas_per_sm
+    else:
+        assert report.schedule.ctas_per_sm == report.ctas_per_sm
     assert report.schedule.bytes_in_flight_per_sm >= 64 * 1024, str(report.schedule)

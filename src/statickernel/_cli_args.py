@@ -39,7 +39,7 @@ DTYPE_ALIASES = {
     "u32": "uint32",
 }
 _ARG_PATTERN = re.compile(
-    r"^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>\s*\d+\s*(?:,\s*\d+\s*)*)\]\s*$"
+    r"^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>\s*(?:\d+\s*(?:,\s*\d+\s*)*)?)\]\s*$"
 )
 _CONST_PATTERN = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*=(?P<value>.+)$")
 
@@ -64,7 +64,8 @@ def parse_operand(text: str) -> OperandArg:
     match = _ARG_PATTERN.match(text)
     if match is None:
         raise UsageError(
-            f"--arg {text!r} is not NAME=DTYPE[D0,D1,...]; for example --arg x=float32[1000,777]"
+            f"--arg {text!r} is not NAME=DTYPE[D0,D1,...]; for example --arg x=float32[1000,777], "
+            "or --arg seed=uint32[] for a scalar"
         )
     dtype = DTYPE_ALIASES.get(match["dtype"], match["dtype"])
     try:
@@ -74,7 +75,8 @@ def parse_operand(text: str) -> OperandArg:
             f"--arg {text!r}: {match['dtype']!r} is not a dtype; use e.g. float32, bfloat16, "
             "float16 or int32"
         ) from None
-    shape = tuple(int(n) for n in match["dims"].split(","))
+    # `DTYPE[]` is a scalar (0-d) operand, such as a seed.
+    shape = tuple(int(n) for n in match["dims"].split(",")) if match["dims"].strip() else ()
     return OperandArg(match["name"], dtype, shape)
 
 

@@ -71,21 +71,20 @@ def _rmsnorm_backward_rows_block(
     v7 = lax.div(v6, jnp.float32(200.0))
     v8 = lax.add(v7, jnp.float32(1e-06))
     v9 = lax.rsqrt(v8)
-    # examples/rmsnorm.py:73: correction = r * r * r * jnp.mean(gw * v, axis=1)
+    # examples/rmsnorm.py:75: correction = r * r * jnp.mean(gw * v, axis=1)
     v10 = lax.mul(v9, v9)
-    v11 = lax.mul(v10, v9)
-    v12 = lax.mul(v4, v0)
-    v13 = lax.reduce_sum(jnp.where(col_ok, v12, 0.0), (1,))
-    v14 = lax.div(v13, jnp.float32(200.0))
-    v15 = lax.mul(v11, v14)
-    # examples/rmsnorm.py:74: dx = r[:, None] * gw - v * correction[:, None]
-    v17 = lax.mul(lax.broadcast_in_dim(v9, (64, 256), (0,)), v4)
-    v19 = lax.mul(v0, lax.broadcast_in_dim(v15, (64, 256), (0,)))
-    v20 = lax.sub(v17, v19)
-    # examples/rmsnorm.py:75: return dx.astype(x.dtype), r
-    v21 = lax.convert_element_type(v20, jnp.bfloat16)
+    v11 = lax.mul(v4, v0)
+    v12 = lax.reduce_sum(jnp.where(col_ok, v11, 0.0), (1,))
+    v13 = lax.div(v12, jnp.float32(200.0))
+    v14 = lax.mul(v10, v13)
+    # examples/rmsnorm.py:76: dx = r[:, None] * (gw - v * correction[:, None])
+    v17 = lax.mul(v0, lax.broadcast_in_dim(v14, (64, 256), (0,)))
+    v18 = lax.sub(v4, v17)
+    v19 = lax.mul(lax.broadcast_in_dim(v9, (64, 256), (0,)), v18)
+    # examples/rmsnorm.py:77: return dx.astype(x.dtype), r
+    v20 = lax.convert_element_type(v19, jnp.bfloat16)
     # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
-    result0_smem[...] = v21
+    result0_smem[...] = v20
     result1_smem[...] = v9
     plgpu.commit_smem()
     plgpu.copy_smem_to_gmem(
