@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
+from jaxtyping import Array, Float
 
 import statickernel as sk
 from add import add
@@ -245,3 +246,21 @@ def test_check_invariants_catches_inconsistent_counts() -> None:
     ):
         with pytest.raises(AssertionError):
             bad.check_invariants()
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"})
+def column_positions(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+) -> Float[Array, "M N"]:
+    scaled = sk.position("N").astype(jnp.float32) * 2.0
+    return sk.load(x) + scaled[None, :]
+
+
+def test_a_position_vector_runs_along_its_dim_even_when_the_blocks_are_equal() -> None:
+    """With BM == BN a vector's length does not say its dim; `sk.position` does."""
+    m, n = 100, 640  # ragged M: 2 blocks of rows; 10 of columns
+    cost = column_positions.plan(jax.ShapeDtypeStruct((m, n), jnp.float32)).cost
+    assert cost is not None
+    # The add over every element; the cast and the multiply over each column position, in each
+    # of the 2 blocks of rows. Placed along M instead, the vector's ops would count 2 x 100 x 10.
+    assert cost.flops == m * n + 2 * n * 2

@@ -260,6 +260,9 @@ class _Counter:
     def _orient(self, var: str, eqn: Eqn, axis: str | None) -> None:
         """Places the 1-D output `var` of `eqn` along the dim its inputs give it."""
         frame = (self.rows, self.cols)
+        if eqn.prim == "sk_position":  # `sk.position(dim)` says its dim
+            self.along[var] = eqn.param("dim")
+            return
         reduced = eqn.inputs[0].var if eqn.prim in REDUCTIONS else None
         if reduced is not None and len(self._shape(reduced)) == 2:
             (axis_reduced,) = eqn.param("axes")
