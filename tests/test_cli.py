@@ -102,9 +102,9 @@ def kernel_folder(tmp_path: pathlib.Path) -> pathlib.Path:
 def test_check_examples_lists_every_kernel() -> None:
     done = run("check", "examples")
     assert done.returncode == 0, done.stderr
-    for name, line in [("add", 14), ("softmax", 14), ("layernorm", 20), ("row_sum", 14)]:
+    for name, line in [("add", 14), ("softmax", 20), ("layernorm", 37), ("row_sum", 14)]:
         assert f"✓ examples/{name}.py:{line}  {name}" in done.stdout
-    assert "13 ✓, 0 ✗" in done.stdout
+    assert "22 ✓, 0 ✗" in done.stdout
 
 
 def test_check_reports_a_bad_module_and_goes_on(kernel_folder: pathlib.Path) -> None:
@@ -177,7 +177,7 @@ def test_plan_usage_errors(
     [
         ("examples/softmax.py", "not a kernel target"),
         ("examples/nothing.py:softmax", "no such file"),
-        ("examples/softmax.py:nope", "no attribute 'nope' (its kernels: softmax)"),
+        ("examples/row_sum.py:nope", "no attribute 'nope' (its kernels: row_sum)"),
         ("examples/softmax.py:softmax_reference", "not a statickernel kernel"),
         ("no_such_module_here:k", "no module named"),
     ],
@@ -214,7 +214,7 @@ def test_call_errors_point_at_the_kernel(capsys: pytest.CaptureFixture[str]) -> 
     assert code == cli.EXIT_FAILED
     err = capsys.readouterr().err
     assert "shared memory" in err
-    assert "at:       examples/softmax.py:14 (the kernel; its operands came from --arg)" in err
+    assert "at:       examples/softmax.py:20 (the kernel; its operands came from --arg)" in err
 
 
 # --- emit -------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def test_emit_to_an_unwritable_place_is_a_usage_error(tmp_path: pathlib.Path) ->
 def test_test_runs_a_kernel_against_its_reference() -> None:
     done = run("test", "examples/softmax.py:softmax")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "[1/1] softmax (examples/softmax.py:14): 8 cases" in done.stderr  # progress
+    assert "[1/1] softmax (examples/softmax.py:20): 8 cases" in done.stderr  # progress
     header = done.stdout.splitlines()[0].split()
     assert header[:3] == ["kernel", "probe", "shapes"]
     assert "max abs error" in done.stdout and "tolerance" in done.stdout
