@@ -232,11 +232,13 @@ def test_the_reference_takes_a_2d_shape_and_an_integer_seed() -> None:
         sk.uniform_reference(jnp.float32(1.0), (4, 4))
 
 
-def test_a_scalar_result_is_refused() -> None:
+def test_a_scalar_result_is_a_reduction_not_a_block() -> None:
+    """A 0-d result is reduced across blocks (see test_cross_block.py); a block is refused."""
+
     def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, ""]:
         return sk.load(x)
 
-    with pytest.raises(sk.AnnotationError, match="rank 0"):
+    with pytest.raises(sk.ResultMismatchError, match="wrong block shape"):
         sk.kernel(tile={"M": "BM"})(k)
 
 
