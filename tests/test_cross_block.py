@@ -277,3 +277,14 @@ def test_a_constant_result_is_refused() -> None:
         return jnp.float32(1.0)
 
     assert _refused(k).dim == "M"
+
+
+def test_a_reduction_over_the_wrong_axis_is_refused() -> None:
+    """N is whole and as wide as the rows' block, so the shapes agree; the axis does not."""
+
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+        return sk.sum(sk.load(x), axis=1)
+
+    with pytest.raises(sk.CrossBlockResultError) as info:
+        sk.kernel(tile={"M": "BM"})(k)(jnp.ones((200, 64), jnp.float32))
+    assert "keeps M" in info.value.what and "axis=0" in str(info.value.fix)

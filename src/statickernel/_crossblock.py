@@ -323,6 +323,19 @@ def partial_specs(
                 actual=f"a {kind} value",
                 fix="compute the result from the operands' blocks, or outside the kernel",
             )
+        if result.block_dims and kept not in result.block_dims:
+            raise CrossBlockResultError(
+                f"{result.name} is '{' '.join(result.block_dims)}', but the body's reduction "
+                f"keeps {kept}",
+                kernel=spec.name,
+                where=spec.location,
+                operand=result.name,
+                dim=cross.lacks[0],
+                expected=f"a reduction over {', '.join(cross.lacks)} that keeps "
+                f"{' '.join(result.block_dims)}",
+                actual=f"a vector along {kept}",
+                fix=f"reduce over {cross.lacks[0]}: axis={0 if cross.lacks[0] == spec.rows else 1}",
+            )
         settled.append(dataclasses.replace(cross, kept=kept))
         results[cross.index] = dataclasses.replace(
             result,

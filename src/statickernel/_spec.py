@@ -350,7 +350,9 @@ def _array_spec(
             operand=name,
             expected="rank 1 or 2"
             + (", after leading batch dims" if batch else "")
-            + (", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"),
+            + (
+                ", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"
+            ),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
             fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
             + (", or declare its leading dims in batch=" if not batch else ""),
