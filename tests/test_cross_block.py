@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jaxtyping import Array, BFloat16, Float
+from jaxtyping import Array, BFloat16, Float, Float32
 
 import statickernel as sk
 
@@ -288,3 +288,90 @@ def test_a_reduction_over_the_wrong_axis_is_refused() -> None:
     with pytest.raises(sk.CrossBlockResultError) as info:
         sk.kernel(tile={"M": "BM"})(k)(jnp.ones((200, 64), jnp.float32))
     assert "keeps M" in info.value.what and "axis=0" in str(info.value.fix)
+
+
+# --- the row form adds up the rows of its CTAs ---------------------------------------------------
+
+
+def _one_pass_norm_backward_reference(
+    x: jax.Array, weight: jax.Array, dy: jax.Array, eps: float = 1e-6
+) -> tuple[jax.Array, jax.Array]:
+    v, w, g = x.astype(jnp.float32), weight.astype(jnp.float32), dy.astype(jnp.float32)
+    r = jax.lax.rsqrt(jnp.mean(v * v, axis=-1, keepdims=True) + eps)
+    gw = g * w
+    dx = r * gw - v * r**3 * jnp.mean(gw * v, axis=-1, keepdims=True)
+    return dx.astype(x.dtype), jnp.sum(g * v * r, axis=0)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=_one_pass_norm_backward_reference)
+def one_pass_norm_backward(
+    x: Float[Array, "M N"],
+    weight: Float[Array, " N"],
+    dy: Float[Array, "M N"],
+    *,
+    BM: sk.Const[int] = 64,
+    eps: sk.Const[float] = 1e-6,
+) -> tuple[Float[Array, "M N"], Float32[Array, " N"]]:
+    """rmsnorm's dx and dweight in one pass over x and dy: at model widths the row form adds
+    up each CTA's rows of dy * x * r, and one sum combines the CTAs'."""
+    v = sk.load(x).astype(jnp.float32)
+    g = sk.load(dy).astype(jnp.float32)
+    gw = g * sk.load(weight).astype(jnp.float32)
+    r = jax.lax.rsqrt(jnp.mean(v * v, axis=1) + eps)
+    correction = r * r * jnp.mean(gw * v, axis=1)
+    dx = r[:, None] * (gw - v * correction[:, None])
+    return dx.astype(x.dtype), sk.sum(g * v * r[:, None], axis=0)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=lambda x: jnp.max(x.astype(jnp.float32), axis=0))
+def column_max_of_rows(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float32[Array, " N"]:
+    return sk.max(sk.load(x).astype(jnp.float32), axis=0)
+
+
+ROW_FORM_SHAPES = {
+    "persistent": (1001, 4096),
+    "one-block-a-cta": (300, 2048),
+    "host-padded": (17, 4095),  # 8,190-byte rows and a partial of 16,380 bytes
+    # The last block ragged: its rows past the edge copy the last row, and are left out.
+    "ragged-blocks": (301, 2048),
+    "ragged-persistent": (5001, 1024),
+}
+
+
+@pytest.mark.parametrize("shape", list(ROW_FORM_SHAPES.values()), ids=list(ROW_FORM_SHAPES))
+def test_the_row_form_adds_up_the_rows_of_each_cta(shape: tuple[int, int]) -> None:
+    keys = jax.random.split(jax.random.key(shape[0]), 3)
+    x = jax.random.normal(keys[0], shape, jnp.float32).astype(jnp.bfloat16)
+    w = (1 + 0.1 * jax.random.normal(keys[1], (shape[1],), jnp.float32)).astype(jnp.bfloat16)
+    dy = jax.random.normal(keys[2], shape, jnp.float32).astype(jnp.bfloat16)
+    plan = one_pass_norm_backward.plan(x, w, dy)
+    assert plan.form is sk.Form.ROWS
+    dx, dweight = one_pass_norm_backward(x, w, dy)
+    want_dx, want_dweight = _one_pass_norm_backward_reference(x, w, dy)
+    np.testing.assert_allclose(
+        np.asarray(dx, np.float32), np.asarray(want_dx, np.float32), atol=2e-2, rtol=2e-2
+    )
+    np.testing.assert_allclose(dweight, want_dweight, rtol=1e-4, atol=1e-3)
+    # The max of the rows: the identity is -inf, so rows past the edge must be left out.
+    shifted = -jnp.abs(x.astype(jnp.float32)) - 1.0
+    np.testing.assert_array_equal(column_max_of_rows(shifted), jnp.max(shifted, axis=0))
+    assert column_max_of_rows.plan(shifted).form is sk.Form.ROWS
+
+
+def test_a_persistent_ctas_partials_are_one_a_cta() -> None:
+    s = jax.ShapeDtypeStruct
+    args = (
+        s((16384, 4096), jnp.bfloat16),
+        s((4096,), jnp.bfloat16),
+        s((16384, 4096), jnp.bfloat16),
+    )
+    plan = one_pass_norm_backward.plan(*args)
+    assert plan.form is sk.Form.ROWS and plan.schedule is not None
+    ctas = plan.schedule.ctas
+    dweight = plan.results[1]
+    assert dweight.shape == (ctas, 4096) and dweight.per_block == ("M",)
+    assert any(f"each of the {ctas:,} CTAs adds up the rows" in note for note in plan.notes)
+    source = one_pass_norm_backward.emit(*args)
+    assert "result1_gmem = result1_gmem.at[cta]" in source
+    lowered = one_pass_norm_backward.with_backend("mosaic_gpu").lower(*args)
+    assert "mosaic_gpu" in lowered.as_text()

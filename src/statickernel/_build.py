@@ -24,7 +24,13 @@ from ._binding import Binding
 from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
 from ._cost import plan_cost
-from ._crossblock import CrossBlock, cross_block_results, partial_plans, partial_specs
+from ._crossblock import (
+    CrossBlock,
+    accumulated_rows,
+    cross_block_results,
+    partial_plans,
+    partial_specs,
+)
 from ._errors import (
     ErrorContext,
     LoopOperandError,
@@ -156,12 +162,17 @@ def _compile(
     translation = _translate(spec, trace, layout, interpreted)
     _check_loops(spec, translation, layout, options, ctx)
     row_frame, aliases, block_form_smem, persistent = None, None, 0, None
-    # The row form writes per-row values only: partials along the rows, with no block dim.
-    if phase is Phase.CALL and all(c.kept == spec.rows and not c.per_block for c in crosses):
-        rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)))
+    # The row form writes per-row partials as per-row results, and adds up the rows of each
+    # partial along the columns in its CTA.
+    accumulation = accumulated_rows(spec, trace, crosses)
+    if phase is Phase.CALL and accumulation is not None:
+        row_trace, accumulated = accumulation
+        rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)), accumulated)
         if rows is not None:
             row_layout = rows.layout if isinstance(rows, RowChoice) else layout
-            in_rows = _translate_rows(spec, trace, row_layout, rows.frame, interpreted)
+            in_rows = _translate_rows(
+                spec, row_trace, row_layout, rows.frame, interpreted, accumulated
+            )
             if in_rows is not None and isinstance(rows, TooWide):
                 raise too_wide_error(spec, layout, rows, ctx)
             if in_rows is not None and isinstance(rows, RowChoice):
@@ -194,9 +205,10 @@ def _compile(
             persistent=persistent,
         )
         if crosses:
-            results, notes = partial_plans(
-                plan.results, crosses, dict(zip(layout.grid_names, layout.grid, strict=True))
-            )
+            counts = dict(zip(layout.grid_names, layout.grid, strict=True))
+            if persistent is not None:  # each persistent CTA adds up the rows of its blocks
+                counts[spec.rows] = persistent.ctas
+            results, notes = partial_plans(plan.results, crosses, counts, persistent is not None)
             plan = dataclasses.replace(
                 plan, results=results, notes=plan.notes + notes, cross_blocks=crosses
             )
@@ -347,7 +359,12 @@ def _flat_frame(
 
 
 def _translate_rows(
-    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, frame: RowFrame, interpreted: bool
+    spec: KernelSpec,
+    trace: BodyTrace,
+    layout: BlockLayout,
+    frame: RowFrame,
+    interpreted: bool,
+    accumulated: frozenset[str] = frozenset(),
 ) -> Translation | None:
     """The body in the row form, or None when it mixes rows (the block form keeps it)."""
     geometry = dataclasses.replace(
@@ -357,7 +374,7 @@ def _translate_rows(
         ragged_cols=frame.width != layout.dim(spec.cols).size if spec.cols else False,
         row_frame=frame,
     )
-    return _translate_geometry(spec, trace, layout, geometry)
+    return _translate_geometry(spec, trace, layout, geometry, accumulated)
 
 
 def _translate_in(
@@ -375,13 +392,21 @@ def _translate_in(
 
 
 def _translate_geometry(
-    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, geometry: Geometry
+    spec: KernelSpec,
+    trace: BodyTrace,
+    layout: BlockLayout,
+    geometry: Geometry,
+    open_names: frozenset[str] = frozenset(),
 ) -> Translation | None:
+    """The body in `geometry`, or None when it does not fit it; the results in `open_names`
+    take the kind the body computes them in (a row the row form adds up)."""
     try:
         return translate(
             trace,
             geometry,
-            tuple(layout.kind(r.block_dims) for r in spec.results),
+            tuple(
+                None if r.name in open_names else layout.kind(r.block_dims) for r in spec.results
+            ),
             spec.name,
             spec.location,
         )

@@ -37,6 +37,7 @@ __all__ = [
     "CrossBlock",
     "PostOp",
     "PostOpKind",
+    "accumulated_rows",
     "combined",
     "cross_block_results",
     "partial_plans",
@@ -90,6 +91,9 @@ class CrossBlock:
     """The result's dims as the body sees them (without batch dims)."""
     kept: str = ""
     """The frame dim of the vector each block writes; set once the body is translated."""
+    rows_source: str | None = None
+    """For a sum, max or min of a tile over its rows alone: the tile's variable, which the
+    row form accumulates row by row instead; None otherwise."""
 
     @property
     def per_block(self) -> tuple[str, ...]:
@@ -189,8 +193,18 @@ def cross_block_results(
         for eqn in after:
             if eqn is not reduction or partial == source.var:
                 eqns.remove(eqn)
+        over_rows = len(shape) == 2 and axes == (0,)
         found.append(
-            CrossBlock(index, result.name, lacks, combine, tuple(post), dtype, result.block_dims)
+            CrossBlock(
+                index,
+                result.name,
+                lacks,
+                combine,
+                tuple(post),
+                dtype,
+                result.block_dims,
+                rows_source=source.var if over_rows else None,
+            )
         )
     if not found:
         return trace, ()
@@ -301,6 +315,31 @@ def _error(
     )
 
 
+def accumulated_rows(
+    spec: KernelSpec, trace: BodyTrace, crosses: tuple[CrossBlock, ...]
+) -> tuple[BodyTrace, frozenset[str]] | None:
+    """The trace for the row form, whose CTAs add up the rows of each result reduced over the
+    rows: it returns the reduced tile itself (a row, in the row form). None when a result
+    reduced across blocks is something else, which the row form cannot hold."""
+    outputs = list(trace.outputs)
+    names: set[str] = set()
+    for cross in crosses:
+        if cross.kept == spec.rows and not cross.per_block:
+            continue  # per-row partials: a per-row result of the row form
+        if cross.rows_source is None or cross.per_block != (spec.rows,):
+            return None
+        outputs[cross.index] = Atom(cross.rows_source)
+        names.add(cross.name)
+    if not names:
+        return trace, frozenset()
+    read = {a.var for e in trace.eqns for a in e.inputs} | {a.var for a in outputs}
+    # The reductions over the rows are now the CTAs' sums: drop them when nothing reads them.
+    eqns = tuple(
+        e for e in trace.eqns if not (e.prim in _COMBINES and all(o not in read for o in e.outputs))
+    )
+    return dataclasses.replace(trace, eqns=eqns, outputs=tuple(outputs)), frozenset(names)
+
+
 def partial_specs(
     spec: KernelSpec, crosses: tuple[CrossBlock, ...], kinds: Mapping[int, Kind]
 ) -> tuple[KernelSpec, tuple[CrossBlock, ...]]:
@@ -350,8 +389,11 @@ def partial_plans(
     results: tuple[OperandPlan, ...],
     crosses: tuple[CrossBlock, ...],
     grid: Mapping[str, int],
+    per_cta: bool = False,
 ) -> tuple[tuple[OperandPlan, ...], tuple[str, ...]]:
-    """The results' plans with the partials' leading block dims, and the notes that say so."""
+    """The results' plans with the partials' leading block dims, and the notes that say so.
+    `grid` gives the entries along each block dim: its blocks, or with `per_cta` (the row
+    form's persistent CTAs, each adding up the rows of its blocks) the CTAs."""
     plans = list(results)
     notes: list[str] = []
     for cross in crosses:
@@ -371,9 +413,11 @@ def partial_plans(
         )
         count = math.prod(lead) if lead else 1
         along = " x ".join(f"{grid[d]} along {d}" for d in cross.per_block)
-        where = f"one per block ({along}), each" if lead else "its blocks"
+        who = f"each of the {count:,} blocks ({along}) writes" if lead else "its blocks write"
+        if per_cta:
+            who = f"each of the {count:,} CTAs adds up the rows of its blocks and writes"
         notes.append(
-            f"`{cross.name}` lacks the tiled dim {', '.join(cross.lacks)}: {where} write "
+            f"`{cross.name}` lacks the tiled dim {', '.join(cross.lacks)}: {who} "
             f"a partial {cross.combine} along {cross.kept} ({count:,} x "
             f"{op.shape[-1]:,} {op.dtype}); one {cross.combine} after the launch combines them, "
             "in a fixed order (deterministic)"

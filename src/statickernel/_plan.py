@@ -325,7 +325,8 @@ def make_plan(
                 + " (one extra copy)"
             )
         elif row_frame is not None and len(shape) == 1:
-            gmem = _row_form_gmem(op.name, role, shape, dtype, layout, grid, notes)
+            summed = role is Role.OUTPUT and op.dims == (spec.cols,)
+            gmem = _row_form_gmem(op.name, role, shape, dtype, layout, grid, notes, summed)
         loaded = role is Role.OUTPUT or op.name in fills
         return OperandPlan(
             name=op.name,
@@ -445,10 +446,15 @@ def _row_form_gmem(
     layout: BlockLayout,
     grid: tuple[int, ...],
     notes: list[str],
+    summed: bool = False,
 ) -> tuple[int, ...]:
     """The array a 1-D operand or result of the row form is copied to or from in bulk: a
     per-row result padded to whole blocks (each block's values go out in one copy), a
-    per-column operand to 16-byte multiples."""
+    per-column operand to 16-byte multiples, and so a result summed over the rows (whose
+    partials the wrapper slices)."""
+    unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+    if summed:
+        return (hw.round_up(shape[0], unit),)
     if role is Role.OUTPUT:
         rows = layout.dim(layout.rows).block
         slots = per_row_slots(dtype)
@@ -457,7 +463,6 @@ def _row_form_gmem(
             f"to a {grid[0] * rows} x {slots} array whose first column is the result"
         )
         return (grid[0] * rows, slots)
-    unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
     if shape[0] % unit == 0:
         return shape
     padded = (hw.round_up(shape[0], unit),)

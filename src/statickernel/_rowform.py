@@ -96,10 +96,11 @@ def per_row_slots(dtype: str) -> int:
     return hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
 
 
-def row_candidate(spec: KernelSpec) -> bool:
+def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -> bool:
     """Whether the spec's blocks can be taken row by row: rows tiled, whole columns, no loops
     or batch dims; operands over (rows, cols) or (cols,), results over (rows, cols) or
-    (rows,). (Whether the body keeps rows apart, translation decides.)"""
+    (rows,), or over (cols,) for the `accumulated` ones, sums over the rows that each CTA
+    adds up row by row. (Whether the body keeps rows apart, translation decides.)"""
     rows, cols = spec.rows, spec.cols
     if cols is None or rows not in spec.tile_map or cols in spec.block_map:
         return False
@@ -108,7 +109,10 @@ def row_candidate(spec: KernelSpec) -> bool:
     full = (rows, cols)
     if any(o.dims not in (full, (cols,)) for o in spec.operands):
         return False
-    return all(r.dims in (full, (rows,)) for r in spec.results)
+    return all(
+        r.dims in (full, (rows,)) or (r.dims == (cols,) and r.name in accumulated)
+        for r in spec.results
+    )
 
 
 def _frame(spec: KernelSpec, size: int, dtypes: Mapping[str, str]) -> RowFrame:
@@ -146,14 +150,18 @@ def _with_rows(layout: BlockLayout, rows: int, frame: RowFrame) -> BlockLayout:
 
 
 def choose_rows(
-    spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], loaded: set[str]
+    spec: KernelSpec,
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    loaded: set[str],
+    accumulated: frozenset[str] = frozenset(),
 ) -> RowChoice | TooWide | None:
     """The row form for this call, or None when the block form suits it. A candidate spec
     takes it when its block-form blocks do not fit in shared memory, or leave room for only
     one block per SM while the row pads to at most twice its width. Its blocks have as many
     rows as make a block for every SM, at most the tiling constant's block, and keep three
     blocks resident (else two, else one). `TooWide` when even one row does not fit."""
-    if not row_candidate(spec):
+    if not row_candidate(spec, accumulated):
         return None
     assert spec.cols is not None
     block_form = smem_bytes(spec, layout, dtypes, loaded)

@@ -31,7 +31,7 @@ from ._ir import (
     call,
     names_read,
 )
-from ._pallas import RowFrame, load, select, store
+from ._pallas import RowFrame, full, load, select, store
 from ._persistent import CTA, SLOT, STEP, persistent_statements
 from ._plan import LaunchPlan, OperandPlan
 from ._schedule import ScheduleKind
@@ -91,6 +91,11 @@ class _RowGenerator:
         self.persistent = plan.schedule.kind is ScheduleKind.PERSISTENT
         self.stages = plan.schedule.stages
         self.ctas = plan.schedule.ctas
+        # Results summed over the rows: each CTA adds its rows into one vector in shared
+        # memory and writes it once, as its partial (see `_crossblock`).
+        self.accumulators = [op for op in plan.results if op.per_block]
+        combines = {plan.results[c.index].name: c.combine for c in plan.cross_blocks}
+        self.combine = {op.name: combines[op.name] for op in self.accumulators}
 
     def _at(self, buffer: str, *index: Expr, staged: bool) -> Expr:
         lead = (SLOT,) if staged and self.persistent else ()
@@ -196,9 +201,68 @@ class _RowGenerator:
                     )
                 ref = self._at(_buffer(op), _ROW, staged=op.shares_smem_with is not None)
                 body.append(store(ref, value, self.new_store_api, self.frame))
+            elif op.per_block:
+                body += self._accumulate(op, value)
             else:  # a per-row scalar, in its row's 16-byte slot
                 body.append(Assign((Subscript(Name(_buffer(op)), (_ROW, Const(0))),), value))
         return body
+
+    def _accumulate(self, op: OperandPlan, value: Expr) -> list[Stmt]:
+        """The row's value added into the CTA's vector (each thread adds its own elements,
+        as it loaded them); a row past a ragged edge, a copy of the last one, is left out."""
+        ref = Name(_buffer(op))
+        combine = {"sum": "lax.add", "max": "lax.max", "min": "lax.min"}[self.combine[op.name]]
+        added = store(
+            ref,
+            call(combine, load(ref, Kind.COL, self.frame), value),
+            self.new_store_api,
+            self.frame,
+        )
+        if not self.ragged:
+            return [added]
+        inside = BinOp(Operator.LT, BinOp(Operator.ADD, _ROW_START, _ROW), Const(self.size))
+        return [FunctionDef(f"add_{op.name}", (), (added,), decorators=(call("pl.when", inside),))]
+
+    def _accumulators_start(self) -> list[Stmt]:
+        """Each CTA's vectors start at the combination's identity, and its partial is the
+        entry of the CTA (one block a CTA, or a persistent CTA's blocks)."""
+        lines: list[Stmt] = []
+        index = CTA if self.persistent else call("lax.axis_index", Const(self.plan.grid_names[0]))
+        for op in self.accumulators:
+            identity = {"sum": 0.0, "max": -float("inf"), "min": float("inf")}[
+                self.combine[op.name]
+            ]
+            start = full(
+                Literal(identity, op.dtype, weak_type=False),
+                (self.frame.width,),
+                op.dtype,
+                Kind.COL,
+                self.frame,
+            )
+            gmem = Name(f"{op.name}_gmem")
+            lines.append(
+                Assign(
+                    (gmem,),
+                    Subscript(Name(f"{op.name}_gmem.at"), (index,)),
+                    comment="this CTA's partial",
+                )
+            )
+            lines.append(store(Name(_buffer(op)), start, self.new_store_api, self.frame))
+        return lines
+
+    def _accumulators_out(self) -> list[Stmt]:
+        """Each CTA's vectors, once its last row is in: bulk copies to its partial."""
+        if not self.accumulators:
+            return []
+        lines: list[Stmt] = [Comment("The CTA's sums over its rows: its partials, one copy each.")]
+        lines.append(ExprStmt(call("plgpu.commit_smem")))
+        for op in self.accumulators:
+            for gmem, smem in self._copies(op, None, _buffer(op)):
+                lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
+        lines.append(
+            ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)))
+        )
+        return lines
 
     def _load_row(self, op: OperandPlan, padded: bool) -> list[Stmt]:
         """The operand's row (or per-column block) from shared memory into registers."""
@@ -224,7 +288,7 @@ class _RowGenerator:
             if op.kind == Kind.TILE:
                 for gmem, smem in self._copies(op, row, _buffer(op)):
                     per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
-            else:
+            elif not op.per_block:  # a summed vector goes out once, after the CTA's rows
                 gmem = Subscript(
                     Name(f"{op.name}_gmem.at"), (call("pl.ds", _ROW_START, Const(self.rows)),)
                 )
@@ -285,6 +349,7 @@ class _RowGenerator:
             Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(self.rows)
         )
         body: list[Stmt] = [*self._header(), Assign((_ROW_START,), start)]
+        body += self._accumulators_start()
         body.append(Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."))
         body += self._load_block()
         body += [
@@ -294,6 +359,7 @@ class _RowGenerator:
         body += _loop("compute_row", self.rows, self._row_body())
         body.append(Comment("Store: bulk copies back, each inside the array."))
         body += self._store_copies()
+        body += self._accumulators_out()
         return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
 
     def _persistent_function(self) -> FunctionDef:
@@ -330,10 +396,11 @@ class _RowGenerator:
                 ctas,
                 stages,
                 load_block,
-                self._columns_in(),
+                [*self._accumulators_start(), *self._columns_in()],
                 step,
                 "Its stores have read the slot: the block `stages` ahead takes it.",
             ),
+            *self._accumulators_out(),
         ]
         return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
 
