@@ -80,6 +80,16 @@ ROWS: tuple[Row, ...] = (
     Row("softmax", "softmax_backward", _tile(16384, 4096, "float32", 2)),
     Row(
         "rmsnorm",
+        "rmsnorm_backward",
+        (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"), ((16384, 4096), "bfloat16")),
+    ),
+    Row(
+        "layernorm",
+        "layernorm_backward",
+        (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"), ((16384, 4096), "bfloat16")),
+    ),
+    Row(
+        "rmsnorm",
         "rmsnorm_backward_rows",
         (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"), ((16384, 4096), "bfloat16")),
     ),

@@ -26,11 +26,15 @@ def layernorm_vjp(
     *,
     eps: float,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The declared backward, two kernels: dx per row (with each row's mean and rsqrt of the
-    variance), then dweight and dbias, sums over every block of rows."""
+    """The declared backward: dx, and dweight and dbias summed over every row. One pass over
+    x and dy where whole rows take the row form; for narrower rows, whose 64-row blocks
+    would spill in one pass, dx (with each row's mean and rstd) and then the sums."""
     del y
-    dx, mean, rstd = layernorm_backward_rows(x, weight, dy, eps=eps)
-    dweight, dbias = layernorm_backward_params(x, dy, mean, rstd)
+    if layernorm_backward.plan(x, weight, dy, eps=eps).form is sk.Form.ROWS:
+        dx, dweight, dbias = layernorm_backward(x, weight, dy, eps=eps)
+    else:
+        dx, mean, rstd = layernorm_backward_rows(x, weight, dy, eps=eps)
+        dweight, dbias = layernorm_backward_params(x, dy, mean, rstd)
     return dx, dweight.astype(weight.dtype), dbias.astype(bias.dtype)
 
 
@@ -66,6 +70,35 @@ def layernorm_backward_reference(
     correction = xhat * jnp.mean(gw * xhat, axis=-1, keepdims=True)
     dx = rstd * (gw - jnp.mean(gw, axis=-1, keepdims=True) - correction)
     return dx.astype(x.dtype), jnp.sum(g * xhat, axis=0), jnp.sum(g, axis=0)
+
+
+def _backward_reference(
+    x: jax.Array, weight: jax.Array, dy: jax.Array, eps: float = 1e-5
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    return layernorm_backward_reference(x, weight, dy, eps)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=_backward_reference, vjp="reference")
+def layernorm_backward(
+    x: Float[Array, "M N"],
+    weight: Float[Array, " N"],
+    dy: Float[Array, "M N"],
+    *,
+    BM: sk.Const[int] = 64,
+    eps: sk.Const[float] = 1e-5,
+) -> tuple[Float[Array, "M N"], Float32[Array, " N"], Float32[Array, " N"]]:
+    """dx of each row, dweight and dbias in one pass over x and dy, for rows the row form
+    takes: each CTA adds up dy * xhat and dy over its rows."""
+    v = sk.load(x).astype(jnp.float32)
+    mean = jnp.mean(v, axis=1)
+    centered = v - mean[:, None]
+    rstd = jax.lax.rsqrt(jnp.mean(jnp.square(centered), axis=1) + eps)
+    xhat = centered * rstd[:, None]
+    g = sk.load(dy).astype(jnp.float32)
+    gw = g * sk.load(weight).astype(jnp.float32)
+    inner = gw - jnp.mean(gw, axis=1)[:, None] - xhat * jnp.mean(gw * xhat, axis=1)[:, None]
+    dx = (rstd[:, None] * inner).astype(x.dtype)
+    return dx, sk.sum(g * xhat, axis=0), sk.sum(g, axis=0)
 
 
 def _rows_reference(

@@ -16,11 +16,19 @@ def rmsnorm_reference(x: jax.Array, weight: jax.Array, eps: float = 1e-6) -> jax
 def rmsnorm_vjp(
     x: jax.Array, weight: jax.Array, y: jax.Array, dy: jax.Array, *, eps: float
 ) -> tuple[jax.Array, jax.Array]:
-    """The declared backward, two kernels: dx per row (with each row's rsqrt), then dweight,
-    a sum over every block of rows."""
+    """The declared backward: dx, and dweight summed over every row.
+
+    Where whole rows take the row form (the widths models use), one kernel reads x and dy
+    once for both. Narrower rows take 64-row blocks, where the one pass would hold three
+    blocks of float32 at once and spill: there dx comes first, with each row's r, and
+    dweight from a second kernel."""
     del y  # r is recomputed from x: y / weight would divide by zero where a weight is 0
-    dx, r = rmsnorm_backward_rows(x, weight, dy, eps=eps)
-    return dx, rmsnorm_backward_weight(x, dy, r).astype(weight.dtype)
+    if rmsnorm_backward.plan(x, weight, dy, eps=eps).form is sk.Form.ROWS:
+        dx, dweight = rmsnorm_backward(x, weight, dy, eps=eps)
+    else:
+        dx, r = rmsnorm_backward_rows(x, weight, dy, eps=eps)
+        dweight = rmsnorm_backward_weight(x, dy, r)
+    return dx, dweight.astype(weight.dtype)
 
 
 @sk.kernel(tile={"M": "BM"}, reference=rmsnorm_reference, vjp=rmsnorm_vjp)
@@ -47,6 +55,34 @@ def rmsnorm_backward_reference(
     dx = r * gw - v * r**3 * jnp.mean(gw * v, axis=-1, keepdims=True)
     dweight = jnp.sum(g * v * r, axis=0)
     return dx.astype(x.dtype), dweight.astype(weight.dtype)
+
+
+def _backward_reference(
+    x: jax.Array, weight: jax.Array, dy: jax.Array, eps: float = 1e-6
+) -> tuple[jax.Array, jax.Array]:
+    v, g = x.astype(jnp.float32), dy.astype(jnp.float32)
+    r = jax.lax.rsqrt(jnp.mean(v * v, axis=-1, keepdims=True) + eps)
+    return rmsnorm_backward_reference(x, weight, dy, eps)[0], jnp.sum(g * v * r, axis=0)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=_backward_reference, vjp="reference")
+def rmsnorm_backward(
+    x: Float[Array, "M N"],
+    weight: Float[Array, " N"],
+    dy: Float[Array, "M N"],
+    *,
+    BM: sk.Const[int] = 64,
+    eps: sk.Const[float] = 1e-6,
+) -> tuple[Float[Array, "M N"], Float32[Array, " N"]]:
+    """dx of each row and dweight in one pass over x and dy, for rows the row form takes:
+    each CTA adds up dy * x * r over its rows, and one sum combines the CTAs'."""
+    v = sk.load(x).astype(jnp.float32)
+    g = sk.load(dy).astype(jnp.float32)
+    gw = g * sk.load(weight).astype(jnp.float32)
+    r = jax.lax.rsqrt(jnp.mean(v * v, axis=1) + eps)
+    correction = r * r * jnp.mean(gw * v, axis=1)
+    dx = r[:, None] * (gw - v * correction[:, None])
+    return dx.astype(x.dtype), sk.sum(g * v * r[:, None], axis=0)
 
 
 def _rows_reference(

@@ -11,11 +11,16 @@ from add import add
 from batched_matmul import batched_matmul
 from cross_entropy import cross_entropy, cross_entropy_backward
 from dropout import dropout
-from layernorm import layernorm, layernorm_backward_params, layernorm_backward_rows
+from layernorm import (
+    layernorm,
+    layernorm_backward,
+    layernorm_backward_params,
+    layernorm_backward_rows,
+)
 from layernorm_wide import layernorm_wide
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
-from rmsnorm import rmsnorm, rmsnorm_backward_rows, rmsnorm_backward_weight
+from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
 from row_sum import row_sum
 from scale_bias import scale_bias
 from softmax import softmax, softmax_backward
@@ -34,8 +39,10 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "softmax_online": softmax_online,
     "layernorm_wide": layernorm_wide,
     "softmax_backward": softmax_backward,
+    "rmsnorm_backward": rmsnorm_backward,
     "rmsnorm_backward_rows": rmsnorm_backward_rows,
     "rmsnorm_backward_weight": rmsnorm_backward_weight,
+    "layernorm_backward": layernorm_backward,
     "layernorm_backward_rows": layernorm_backward_rows,
     "layernorm_backward_params": layernorm_backward_params,
     "cross_entropy": cross_entropy,
@@ -61,6 +68,18 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # Backward kernels: per-row ones like their forwards, and the sums across blocks of rows
     # (ragged M, tiled N ragged too), whose partials the wrapper combines.
     "softmax_backward": [((100, 100), "float32"), ((100, 100), "float32")],
+    # The one-pass backwards take the row form, whose CTAs add up their rows; 1001 rows in
+    # blocks of 4 leave the last block ragged, its copied rows left out of the sums.
+    "rmsnorm_backward": [
+        ((1001, 2048), "bfloat16"),
+        ((2048,), "bfloat16"),
+        ((1001, 2048), "bfloat16"),
+    ],
+    "layernorm_backward": [
+        ((1001, 1000), "float32"),
+        ((1000,), "float32"),
+        ((1001, 1000), "float32"),
+    ],
     "rmsnorm_backward_rows": [
         ((100, 200), "bfloat16"),
         ((200,), "bfloat16"),

@@ -378,6 +378,14 @@ H200_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
         "softmax_backward",
         (_S((16384, 4096), _F32), _S((16384, 4096), _F32)),
     ),
+    "rmsnorm_backward 16384x4096 bf16": (
+        "rmsnorm_backward",
+        (_S((16384, 4096), _BF16), _S((4096,), _BF16), _S((16384, 4096), _BF16)),
+    ),
+    "layernorm_backward 16384x4096 bf16": (
+        "layernorm_backward",
+        (_S((16384, 4096), _BF16), _S((4096,), _BF16), _S((16384, 4096), _BF16)),
+    ),
     "rmsnorm_backward_rows 16384x4096 bf16": (
         "rmsnorm_backward_rows",
         (_S((16384, 4096), _BF16), _S((4096,), _BF16), _S((16384, 4096), _BF16)),

@@ -212,16 +212,16 @@ class _RowGenerator:
         as it loaded them); a row past a ragged edge, a copy of the last one, is left out."""
         ref = Name(_buffer(op))
         combine = {"sum": "lax.add", "max": "lax.max", "min": "lax.min"}[self.combine[op.name]]
-        added = store(
-            ref,
-            call(combine, load(ref, Kind.COL, self.frame), value),
-            self.new_store_api,
-            self.frame,
-        )
+        so_far = Name(f"{op.name}_so_far")
+        added = [
+            Assign((so_far,), load(ref, Kind.COL, self.frame)),
+            store(ref, call(combine, so_far, value), self.new_store_api, self.frame),
+        ]
         if not self.ragged:
-            return [added]
+            return added
         inside = BinOp(Operator.LT, BinOp(Operator.ADD, _ROW_START, _ROW), Const(self.size))
-        return [FunctionDef(f"add_{op.name}", (), (added,), decorators=(call("pl.when", inside),))]
+        guard = call("pl.when", inside)
+        return [FunctionDef(f"add_{op.name}", (), tuple(added), decorators=(guard,))]
 
     def _accumulators_start(self) -> list[Stmt]:
         """Each CTA's vectors start at the combination's identity, and its partial is the
@@ -247,7 +247,9 @@ class _RowGenerator:
                     comment="this CTA's partial",
                 )
             )
-            lines.append(store(Name(_buffer(op)), start, self.new_store_api, self.frame))
+            first = Name(f"{op.name}_start")
+            lines.append(Assign((first,), start))
+            lines.append(store(Name(_buffer(op)), first, self.new_store_api, self.frame))
         return lines
 
     def _accumulators_out(self) -> list[Stmt]:
