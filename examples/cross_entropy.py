@@ -4,6 +4,9 @@ The forward walks the vocabulary V in blocks with an online log-sum-exp, picks e
 label logit with `sk.position`, and returns the mean loss: a scalar, reduced across the
 blocks of rows. The backward recomputes the log-sum-exp and writes the logits' gradient,
 `(softmax(logits) - one_hot(labels)) * g / M`, block by block.
+
+A label outside [0, V) (such as -100, a common "ignore" label) marks a row that adds no loss
+and gets no gradient; the mean still divides by M, every row.
 """
 
 import jax
@@ -13,10 +16,16 @@ from jaxtyping import Array, Float, Float32, Int32
 import statickernel as sk
 
 
+def _labelled(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Per row: whether its label lies in [0, V)."""
+    return (labels >= 0) & (labels < logits.shape[-1])
+
+
 def cross_entropy_reference(logits: jax.Array, labels: jax.Array) -> jax.Array:
     log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    picked = jnp.take_along_axis(log_probs, labels[:, None].astype(jnp.int32), axis=-1)
-    return -jnp.mean(picked)
+    index = jnp.clip(labels, 0, logits.shape[-1] - 1).astype(jnp.int32)[:, None]
+    picked = jnp.take_along_axis(log_probs, index, axis=-1)[:, 0]
+    return -jnp.mean(jnp.where(_labelled(logits, labels), picked, 0.0))
 
 
 def cross_entropy_backward_reference(
@@ -24,7 +33,8 @@ def cross_entropy_backward_reference(
 ) -> jax.Array:
     probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
     one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=jnp.float32)
-    return ((probs - one_hot) * (g / logits.shape[0])).astype(logits.dtype)
+    rows = jnp.where(_labelled(logits, labels), g / logits.shape[0], 0.0)[:, None]
+    return ((probs - one_hot) * rows).astype(logits.dtype)
 
 
 @sk.kernel(tile={"M": "BM"}, loop={"V": "BV"}, reference=cross_entropy_backward_reference)
@@ -47,14 +57,16 @@ def cross_entropy_backward(
     init = (jnp.full((BM,), -jnp.inf, jnp.float32), jnp.zeros((BM,), jnp.float32))
     row_max, row_sum = sk.loop("V", statistics, init=init)
     label = sk.load(labels)
-    scale = sk.load(g).astype(jnp.float32) / sk.dim("M")
+    # A row whose label is outside [0, V) gets no gradient.
+    labelled = (label >= 0) & (label < sk.dim("V"))
+    scale = jnp.where(labelled, sk.load(g).astype(jnp.float32) / sk.dim("M"), 0.0)
     inverse = scale / row_sum
 
     def gradient() -> jax.Array:
         v = sk.load(logits).astype(jnp.float32)
         probs = jnp.exp(v - row_max[:, None]) * inverse[:, None]
         is_label = sk.position("V")[None, :] == label[:, None]
-        return jnp.where(is_label, probs - scale, probs).astype(logits.dtype)
+        return jnp.where(is_label, probs - scale[:, None], probs).astype(logits.dtype)
 
     return sk.map_blocks("V", gradient)
 
@@ -98,7 +110,9 @@ def cross_entropy(
     zeros = jnp.zeros((BM,), jnp.float32)
     init = (jnp.full((BM,), -jnp.inf, jnp.float32), zeros, zeros)
     row_max, row_sum, picked = sk.loop("V", step, init=init)
-    loss = row_max + jnp.log(row_sum) - picked
+    # A row whose label is outside [0, V) adds no loss (no column matched it).
+    labelled = (label >= 0) & (label < sk.dim("V"))
+    loss = jnp.where(labelled, row_max + jnp.log(row_sum) - picked, 0.0)
     # The mean over every row: each block of rows writes its losses, one sum combines them.
     return sk.sum(loss, axis=0) / sk.dim("M")
 

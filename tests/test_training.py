@@ -185,3 +185,17 @@ def test_forward_mode_through_the_loss_is_refused() -> None:
     logits, labels = _logits(64, 128, F32)
     with pytest.raises(sk.NotDifferentiableError):
         jax.jvp(lambda z: cross_entropy(z, labels), (logits,), (logits,))
+
+
+def test_a_label_outside_the_vocabulary_marks_an_ignored_row() -> None:
+    """-100 (and any label outside [0, V)) adds no loss and gets no gradient; the mean still
+    divides by every row. The reference says the same, and differs from ignoring nothing."""
+    logits, labels = _logits(129, 300, F32, seed=8)
+    labels = labels.at[:7].set(-100).at[7:9].set(300)
+    value, grad = jax.value_and_grad(cross_entropy)(logits, labels)
+    want_value, want_grad = jax.value_and_grad(cross_entropy_reference)(logits, labels)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+    np.testing.assert_allclose(grad, want_grad, atol=1e-7)
+    np.testing.assert_array_equal(np.asarray(grad[:9]), 0.0)
+    kept = cross_entropy_reference(logits[9:], labels[9:]) * (120 / 129)
+    np.testing.assert_allclose(value, kept, rtol=1e-5)
