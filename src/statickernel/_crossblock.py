@@ -52,8 +52,18 @@ class Combine(enum.StrEnum):
     MAX = "max"
     MIN = "min"
 
+    @property
+    def primitive(self) -> str:
+        """The reduction's primitive, e.g. `reduce_sum`."""
+        return f"reduce_{self.value}"
 
-_COMBINES = {"reduce_sum": Combine.SUM, "reduce_max": Combine.MAX, "reduce_min": Combine.MIN}
+    @property
+    def pairwise(self) -> str:
+        """The elementwise op that folds one partial into another, e.g. `lax.add`."""
+        return {Combine.SUM: "lax.add", Combine.MAX: "lax.max", Combine.MIN: "lax.min"}[self]
+
+
+_COMBINES = {c.primitive: c for c in Combine}
 
 
 class PostOpKind(enum.StrEnum):

@@ -34,6 +34,7 @@ from ._ir import (
 from ._pallas import RowFrame, full, load, select, store
 from ._persistent import CTA, SLOT, STEP, persistent_statements
 from ._plan import LaunchPlan, OperandPlan
+from ._rules import reduction_identity
 from ._schedule import ScheduleKind
 from ._translation import LoopBlock, Translation
 
@@ -211,7 +212,7 @@ class _RowGenerator:
         """The row's value added into the CTA's vector (each thread adds its own elements,
         as it loaded them); a row past a ragged edge, a copy of the last one, is left out."""
         ref = Name(_buffer(op))
-        combine = {"sum": "lax.add", "max": "lax.max", "min": "lax.min"}[self.combine[op.name]]
+        combine = self.combine[op.name].pairwise
         so_far = Name(f"{op.name}_so_far")
         added = [
             Assign((so_far,), load(ref, Kind.COL, self.frame)),
@@ -229,9 +230,7 @@ class _RowGenerator:
         lines: list[Stmt] = []
         index = CTA if self.persistent else call("lax.axis_index", Const(self.plan.grid_names[0]))
         for op in self.accumulators:
-            identity = {"sum": 0.0, "max": -float("inf"), "min": float("inf")}[
-                self.combine[op.name]
-            ]
+            identity = reduction_identity(self.combine[op.name].primitive, op.dtype)
             start = full(
                 Literal(identity, op.dtype, weak_type=False),
                 (self.frame.width,),

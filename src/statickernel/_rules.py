@@ -18,7 +18,7 @@ from ._ir import call as ir_call
 from ._pallas import is_8bit, select
 from ._translator import NotInForm, Rule, Translator
 
-__all__ = ["BODY_RULES"]
+__all__ = ["BODY_RULES", "reduction_identity"]
 
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
 
@@ -189,11 +189,11 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
     # A loaded operand already holds its fill past the edge; if that is the identity, no mask
     # is needed.
     fill = dict(tr.g.input_fills).get(atom.var or "")
-    if ragged and not (fill is not None and fill == _identity_value(eqn.prim, dtype)):
+    if ragged and not (fill is not None and fill == reduction_identity(eqn.prim, dtype)):
         # Elements past the edge must not take part: they get the identity.
         mask = Mask.COL_OK if axis == 1 else Mask.ROW_OK
         tr.masks.add(mask)
-        identity = Literal(_identity_value(eqn.prim, dtype), dtype, weak_type=True)
+        identity = Literal(reduction_identity(eqn.prim, dtype), dtype, weak_type=True)
         src = select(Name(mask), src, identity, dtype)
     reduction = REDUCTIONS[eqn.prim]
     # The row form holds one row as a vector: its row reduction is the vector's full one.
@@ -272,7 +272,8 @@ def reshape(tr: Translator, eqn: Eqn) -> None:
     return tr.alias(eqn, atom, kind)
 
 
-def _identity_value(prim: str, dtype: str) -> float | int:
+def reduction_identity(prim: str, dtype: str) -> float | int:
+    """What an element that takes no part in the reduction `prim` holds."""
     if prim == "reduce_sum":
         return 0
     if "int" in dtype:
