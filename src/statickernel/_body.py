@@ -153,6 +153,7 @@ def trace_body(
         frame=(spec.rows, spec.cols),
         batch=spec.batch,
         blocks={d: blocks.get(d, size) for d, size in dims.items()},
+        tiled=frozenset(spec.tile_map),
     )
 
     def body(*values: Any) -> Any:

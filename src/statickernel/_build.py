@@ -266,7 +266,11 @@ def _check_loops(
         return
     dims = {o.name: o.block_dims for o in spec.operands + spec.results}
     for block in translation.loops:
+        dot_read = {d.b for d in block.products} | {d.a for d in block.products}
         for name in block.operands:
+            # sk.dot reads a whole dim of its operands' blocks straight from shared memory.
+            if name in dot_read and name not in block.loads:
+                continue
             for d in dims[name]:
                 if d != block.axis and d not in spec.tile_map:
                     raise ctx.error(
@@ -426,6 +430,8 @@ def _geometry(
         ragged_cols=layout.edge_masked(spec.cols),
         input_kinds=tuple((o.name, layout.kind(o.block_dims)) for o in spec.operands),
         input_fills=tuple(operand_fills(trace.loads).items()),
+        row_dim=spec.rows,
+        col_dim=spec.cols,
     )
     loops = spec.loop_map
     if not loops:
@@ -440,6 +446,9 @@ def _geometry(
                 ragged_rows=layout.step_masked(axis) if axis == spec.rows else geometry.ragged_rows,
                 cols=layout.dim(axis).extent if axis == spec.cols else geometry.cols,
                 ragged_cols=layout.step_masked(axis) if axis == spec.cols else geometry.ragged_cols,
+                loop_dim=axis if axis not in (spec.rows, spec.cols) else None,
+                loop_cols=layout.dim(axis).extent if axis not in (spec.rows, spec.cols) else 0,
+                ragged_loop=axis not in (spec.rows, spec.cols) and layout.step_masked(axis),
             ),
         )
         for axis in loops

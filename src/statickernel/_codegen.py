@@ -11,6 +11,7 @@ import math
 import jax
 
 from ._compat import has_plgpu_store
+from ._dotgen import wgmma_transforms
 from ._crossblock import combined
 from ._ir import (
     Assign,
@@ -184,6 +185,9 @@ class _Generator:
         return (boxes, *op.block_shape[:-1], op.block_shape[-1] // boxes)
 
     def _smem_buffer(self, op: OperandPlan) -> Expr:
+        if op.swizzle:  # read by sk.dot: WGMMA's tiled, swizzled layout
+            shape = Const(self._smem_shape(op))
+            return call("plgpu.SMEM", shape, DType(op.dtype), transforms=wgmma_transforms(op.dtype))
         return call("plgpu.SMEM", Const(self._smem_shape(op)), DType(op.dtype))
 
     def _masks(self) -> list[Stmt]:
@@ -228,6 +232,12 @@ class _Generator:
         if masks:
             lines.append(fill_past_edge(op.name, masks, op.fill, op.dtype))
         return lines
+
+    def _in_registers(self, op: OperandPlan) -> bool:
+        """False for an operand only `sk.dot` reads: WGMMA takes it from shared memory."""
+        return not op.swizzle or any(_reads(line, op.name) for line in self.t.lines) or any(
+            out is not None and op.name in names_read(out) for out in self.t.outputs
+        )
 
     def _loaded_after_loops(self) -> dict[str, int]:
         """Loaded operands whose first use comes after a loop, and the body line to load them
@@ -316,7 +326,7 @@ class _Generator:
         body += self._masks()
         deferred = self._loaded_after_loops()
         for op in self.loaded:
-            if op.name not in deferred:
+            if op.name not in deferred and self._in_registers(op):
                 body += self._load(op)
         body.append(Comment("The kernel body, one statement per traced op."))
         for i, line in enumerate(self.t.lines):
@@ -569,6 +579,19 @@ def _unpadded(op: OperandPlan, row_form: bool) -> Expr:
     else:
         index = tuple(Slice(None, Const(s)) for s in op.shape)
     return Subscript(Name(op.name), index)
+
+
+def _reads(line: Line, name: str) -> bool:
+    """True when a statement of the body, or of one of its loops' steps, reads `name`."""
+    if isinstance(line, LoopBlock):
+        values = [
+            *line.blocks,
+            *(v for c in line.carries for v in (c.init, c.update) if v is not None),
+        ]
+        return any(_reads(s, name) for s in line.lines) or any(name in names_read(v) for v in values)
+    if isinstance(line, Comment | SourceLine):
+        return False
+    return name in names_read(line)
 
 
 def _uses(line: Line, name: str) -> bool:

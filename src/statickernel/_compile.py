@@ -234,7 +234,7 @@ def compile_specialization(
         cached = _REPORTS.get(key)
     if cached is not None:
         return cached
-    uses_wgmma = any(loop.dots for loop in plan.loops)
+    uses_wgmma = any(loop.dots or loop.products for loop in plan.loops)
     report = _compile(fn, args, plan.kernel, target_name, uses_wgmma, plan.smem_bytes, where)
     if plan.schedule is not None and report.target == "sm_90a":  # the schedule's figures
         schedule = plan.schedule.with_registers(report.registers, report.smem_bytes)

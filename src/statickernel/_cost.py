@@ -303,8 +303,9 @@ class _Counter:
         self.placed.add(var)
 
     def _product(self, eqn: Eqn) -> int:
-        a, b = self.arrays[eqn.param("a")], self.arrays[eqn.param("b")]
-        m, k = a.dims
+        b = self.arrays[eqn.param("b")]
+        m = self.arrays[eqn.param("a")].dims[0] if eqn.param("a") else self.rows
+        k = eqn.param("over")
         n = b.dims[1 - eqn.param("contract")[1]]
         return 2 * self.dims[m].size * self.dims[n].size * self.dims[k].size
 
@@ -313,8 +314,16 @@ class _Counter:
         spanned: set[str] = set()
         if var is not None:
             shape = self._shape(var)
-            if len(shape) == 2:
-                axes: tuple[str | None, ...] = (self.rows, self.cols)
+            along_loop = (
+                axis is not None
+                and axis not in (self.rows, self.cols)
+                and len(shape) == 2
+                and shape[1] == self.dims[axis].block
+            )
+            if along_loop:  # a block along the loop dim: attention's scores
+                axes: tuple[str | None, ...] = (self.rows, axis)
+            elif len(shape) == 2:
+                axes = (self.rows, self.cols)
             else:
                 axes = (self.along[var],) if shape else ()
             spanned = {d for d, n in zip(axes, shape, strict=True) if d is not None and n != 1}

@@ -59,6 +59,11 @@ class Kind(enum.StrEnum):
     ROW = "row"  # a per-row vector (rows,): the WGMMA layout reduced over columns
     COL = "col"  # a per-column vector (cols,): the WGMMA layout reduced over rows
     SCALAR = "scalar"  # a 0-d value
+    # Inside the step of a loop over a dim outside the (rows, cols) frame (a matmul's K, an
+    # attention's keys), a (rows, loop block) block: what sk.dot gives along the loop dim, such
+    # as attention's scores. In the WGMMA layout; it does not outlive the step.
+    LOOP_TILE = "loop_tile"
+    LOOP_COL = "loop_col"  # a per-column vector of a LOOP_TILE, (loop block,)
 
 
 class Form(enum.StrEnum):
@@ -84,6 +89,10 @@ class Mask(enum.StrEnum):
     # Not masks, but the positions they compare, which `sk.position` returns.
     ROW_POSITION = "row_position"  # the block's global row indices, a per-row vector
     COL_POSITION = "col_position"  # the block's global column indices, a per-column vector
+    # Along a loop dim outside the frame, in its step: a LOOP_TILE's columns inside the array.
+    LOOP_OK = "loop_ok"
+    LOOP_OK_VEC = "loop_ok_vec"
+    LOOP_POSITION = "loop_position"
 
 
 class Operator(enum.StrEnum):

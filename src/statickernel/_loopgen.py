@@ -218,7 +218,9 @@ def _mask_statements(plan: LaunchPlan, needed: set[Mask], axis: str, index: Name
 
     rows = mask_axis(plan.dim(plan.rows))
     assert rows is not None
-    return edge_mask_statements(needed, rows, mask_axis(plan.dim(plan.cols) if plan.cols else None))
+    cols = mask_axis(plan.dim(plan.cols) if plan.cols else None)
+    outside = axis not in (plan.rows, plan.cols)
+    return edge_mask_statements(needed, rows, cols, mask_axis(plan.dim(axis)) if outside else None)
 
 
 def _names(names: list[str]) -> Tuple:

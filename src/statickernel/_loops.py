@@ -204,69 +204,147 @@ def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _product_dims(a_dims: tuple[str, ...], b_dims: tuple[str, ...], axis: str) -> tuple[str, str]:
-    """Names for the rows of `a` and the columns of `b` in a message: their own dims where they
-    have them, else placeholders distinct from the loop dim and from each other."""
-    taken = {axis, *a_dims, *b_dims}
-    spare = (d for d in ("M", "N", "P", "Q", "R", "S") if d not in taken)
-    m = next((d for d in a_dims if d != axis), None) if len(a_dims) == 2 else None
-    n = next((d for d in b_dims if d != axis), None) if len(b_dims) == 2 else None
-    m = m if m is not None and m != n else next(spare)
-    n = n if n is not None and n != m else next(spare)
-    return m, n
-
-
 def dot(a: Any, b: Any) -> jax.Array:
-    """The product of the current blocks of operands `a` and `b`, on the tensor cores (WGMMA).
+    """The float32 product `a @ b` of two blocks on the tensor cores (WGMMA), in a loop step.
 
-    Call it inside a `sk.loop` step, on two operands (not loaded values) that share the loop dim,
-    which is contracted: `a` is `"M K"`, and `b` is `"K N"` or `"N K"`. The product is float32;
-    add it to the loop's carry, `return acc + sk.dot(a, b)`, which becomes a WGMMA accumulating
-    in registers. Operands past the edge of K read zeros, so ragged K is exact.
+    `b` is an operand: the step's block of it, read straight from shared memory. `a` is an
+    operand too, or a 16-bit value the step computed (it stays in registers). The contracted dim
+    is `a`'s last one, which `b` holds as well, either first or last:
+
+    - the loop dim: `a` is `"M K"` (or a value `(BM, BK)`), `b` is `"K N"` or `"N K"`, and the
+      loop adds one block's product a step: `acc + sk.dot(a, b)`. Blocks past the edge of K
+      read zeros, and a value's columns past it count as zeros, so a ragged K is exact;
+    - a whole dim that both blocks hold: `q` `"M D"` by `k` `"N D"` gives the `"M N"` scores of
+      a loop over N (attention's `s = sk.dot(q, k)`).
+
+    The product is `(rows of a, the other dim of b)`: a block along the loop dim, or, when `b`'s
+    other dim is the kernel's column dim, a block of the body around the loop (an attention
+    accumulator: `acc * rescale[:, None] + sk.dot(p.astype(jnp.bfloat16), v)`).
     """
     loops = _active_loops()
-    for name, value in (("a", a), ("b", b)):
-        if not isinstance(value, Tile):
-            raise BodyError(
-                f"sk.dot's `{name}` is not an operand of the kernel",
-                actual=type(value).__name__,
-                fix="pass the operands themselves, e.g. sk.dot(a, b): the tensor cores read the "
-                "blocks straight from shared memory, so scale or cast the product instead",
-            )
+    if not isinstance(b, Tile):
+        raise BodyError(
+            "sk.dot's `b` is not an operand of the kernel",
+            actual=type(b).__name__,
+            fix="pass an operand as b, e.g. sk.dot(p, v): WGMMA reads b from shared memory; "
+            "only a may be a value computed in the step",
+        )
+    a_name = a.name if isinstance(a, Tile) else "a"
     if not loops:
         raise BodyError(
-            f"sk.dot({a.name}, {b.name}) was called outside a loop step",
-            operand=a.name,
-            fix='call it inside the step of sk.loop over the contracted dim, e.g. sk.loop("K", '
-            "lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))",
+            f"sk.dot({a_name}, {b.name}) was called outside a loop step",
+            operand=b.name,
+            fix='call it inside the step of sk.loop, e.g. sk.loop("K", lambda acc: acc + '
+            "sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))",
         )
+    context = _trace_context.current()
+    assert context is not None
     axis = loops[-1]
-    contract = []
-    m, n = _product_dims(a.dims, b.dims, axis)
-    for value in (a, b):
-        if len(value.dims) != 2 or axis not in value.dims:
-            raise BodyError(
-                f"sk.dot's operand `{value.name}` is not a 2-D operand with the loop dim {axis}",
-                operand=value.name,
-                dim=axis,
-                expected=f"'{m} {axis}' for a and '{axis} {n}' or '{n} {axis}' for b",
-                actual=f"'{' '.join(value.dims)}'",
-                fix=f"annotate the operands of sk.dot with the loop dim {axis} they contract",
-            )
-        contract.append(value.dims.index(axis))
-    if contract[0] != 1:
+    if len(b.dims) != 2:
         raise BodyError(
-            f"sk.dot's `{a.name}` has the contracted dim {axis} first",
-            operand=a.name,
-            dim=axis,
-            expected=f"'{m} {axis}'",
-            actual=f"'{' '.join(a.dims)}'",
-            fix=f"pass {a.name}.T from outside the kernel and annotate it '{m} {axis}'",
+            f"sk.dot's `{b.name}` is not a 2-D operand",
+            operand=b.name,
+            expected="an operand with two dims besides its batch dims",
+            actual=f"'{' '.join(b.dims)}'",
+            fix=f"annotate {b.name} with the contracted dim and one other",
+        )
+    if isinstance(a, Tile):
+        over = _tile_contraction(a, b, axis)
+        a_value = a.block_for_dot(fill=0)
+    else:
+        over = _value_contraction(a, b, axis, context)
+        a_value = a
+    if over != axis and (over in context.tiled or over in context.loop_dims):
+        split = "split across the grid" if over in context.tiled else "a loop dim of another loop"
+        raise BodyError(
+            f"sk.dot({a_name}, {b.name}) contracts {over}, which is {split}: each block would "
+            f"hold only part of the sum",
+            operand=b.name,
+            dim=over,
+            expected=f"the loop dim {axis}, or a whole dim",
+            actual=f"{over}, {split}",
+            fix=f"leave {over} out of tile= and loop= so that each block holds all of it, or "
+            f"contract it in its own loop",
         )
     return dot_p.bind(
-        a.block_for_dot(fill=0),
+        a_value,
         b.block_for_dot(fill=0),
-        contract=(1, contract[1]),
-        a=a.name,
+        contract=(1, b.dims.index(over)),
+        a=a.name if isinstance(a, Tile) else "",
         b=b.name,
+        over=over,
+        b_dims=tuple(b.dims),
+    )
+
+
+def _tile_contraction(a: Tile, b: Tile, axis: str) -> str:
+    """The dim `sk.dot(a, b)` contracts for an operand `a`: its last, which `b` must hold."""
+    if len(a.dims) != 2:
+        raise BodyError(
+            f"sk.dot's operand `{a.name}` is not a 2-D operand",
+            operand=a.name,
+            expected="two dims besides its batch dims: its rows, then the contracted dim",
+            actual=f"'{' '.join(a.dims)}'",
+            fix=f"annotate {a.name} with its rows and the dim it shares with {b.name}",
+        )
+    rows, over = a.dims
+    if over in b.dims and over != rows:
+        return over
+    other = next((d for d in b.dims if d not in a.dims), "N")
+    if rows in b.dims:
+        raise BodyError(
+            f"sk.dot's `{a.name}` has the contracted dim {rows} first",
+            operand=a.name,
+            dim=rows,
+            expected=f"'{over} {rows}': a's rows, then the dim it shares with {b.name}",
+            actual=f"'{' '.join(a.dims)}'",
+            fix=f"pass {a.name}.T from outside the kernel and annotate it '{over} {rows}'",
+        )
+    raise BodyError(
+        f"sk.dot({a.name}, {b.name}): {a.name}'s last dim {over} is not a dim of {b.name}",
+        operand=b.name,
+        dim=over,
+        expected=f"'{over} {other}' or '{other} {over}' for {b.name}",
+        actual=f"'{' '.join(b.dims)}'",
+        fix=f"annotate both operands with the dim they contract; sk.dot contracts {a.name}'s "
+        "last dim",
+    )
+
+
+def _value_contraction(a: Any, b: Tile, axis: str, context: _trace_context.TraceContext) -> str:
+    """The dim `sk.dot(a, b)` contracts for a value `a`: the dim of `b` whose block has the
+    size of `a`'s columns, the loop dim first."""
+    shape = tuple(jnp.shape(a))
+    dtype = jnp.result_type(a)
+    if len(shape) != 2:
+        raise BodyError(
+            f"sk.dot's `a` is a {len(shape)}-D value",
+            operand=b.name,
+            expected="a 2-D block computed in the step, (rows, the contracted dim)",
+            actual=f"{dtype}{list(shape)}",
+            fix="multiply a block of the step, e.g. sk.dot(p.astype(jnp.bfloat16), v)",
+        )
+    if dtype not in (jnp.bfloat16, jnp.float16):
+        raise BodyError(
+            f"sk.dot's `a` is a {dtype} value; WGMMA reads a from registers only as a 16-bit "
+            "float",
+            operand=b.name,
+            expected="a bfloat16 or float16 block",
+            actual=f"{dtype}{list(shape)}",
+            fix=f"cast it first, e.g. sk.dot(p.astype(jnp.{jnp.dtype(b.dtype).name}), "
+            f"{b.name})",
+        )
+    fits = [d for d in b.dims if context.blocks.get(d) == shape[1]]
+    if axis in fits:
+        return axis
+    if fits:
+        return fits[0]
+    sizes = ", ".join(f"{d}: {context.blocks.get(d)}" for d in b.dims)
+    raise BodyError(
+        f"sk.dot(a, {b.name}): a's {shape[1]} columns match no dim of {b.name}'s block",
+        operand=b.name,
+        expected=f"a's last axis as long as {b.name}'s block along the contracted dim ({sizes})",
+        actual=f"a: {dtype}{list(shape)}",
+        fix=f"contract the loop dim {axis}: a block of the step has one column per element "
+        f"of {axis}'s block",
     )

@@ -41,18 +41,22 @@ class _Along:
 
 _ROWS = _Along("row", Kind.ROW, Mask.ROW_OK, Mask.ROW_OK_VEC, Mask.ROW_POSITION)
 _COLS = _Along("col", Kind.COL, Mask.COL_OK, Mask.COL_OK_VEC, Mask.COL_POSITION)
+_LOOP = _Along("loop", Kind.LOOP_COL, Mask.LOOP_OK, Mask.LOOP_OK_VEC, Mask.LOOP_POSITION)
 
 
 def edge_mask_statements(
-    needed: Iterable[Mask], rows: MaskAxis, cols: MaskAxis | None
+    needed: Iterable[Mask], rows: MaskAxis, cols: MaskAxis | None, loop: MaskAxis | None = None
 ) -> list[Stmt]:
     """Statements defining the masks in `needed`: `row_ok` and `col_ok` for blocks,
     `row_ok_vec` and `col_ok_vec` for vectors, and the positions `row_position` and
-    `col_position` (global indices along the axis, past the dim's size too)."""
+    `col_position` (global indices along the axis, past the dim's size too). In the step of a
+    loop over a dim outside the frame, `loop` is that dim, with `loop_ok`, `loop_ok_vec` and
+    `loop_position`."""
     needed = set(needed)
-    shape = (rows.extent, cols.extent if cols else 1)
     statements: list[Stmt] = []
-    for along, axis in ((_ROWS, rows), (_COLS, cols)):
+    for along, axis in ((_ROWS, rows), (_COLS, cols), (_LOOP, loop)):
+        across = loop if along is _LOOP else cols
+        shape = (rows.extent, across.extent if across else 1)
         masks = {along.block, along.vector} & needed
         if not masks and along.position not in needed:
             continue
@@ -76,7 +80,7 @@ def edge_mask_statements(
             Assign((Name(along.vector),), BinOp(Operator.LT, position, Const(axis.size)))
         )
         if along.block in needed:
-            dimension = 0 if along.kind == Kind.ROW else 1
+            dimension = 0 if along is _ROWS else 1
             statements.append(
                 Assign((Name(along.block),), broadcast(Name(along.vector), shape, dimension))
             )

@@ -97,11 +97,11 @@ def layout(kind: str, rows: Frame | None = None) -> Expr:
         assert Kind(kind) in (Kind.TILE, Kind.COL), "a per-row value of the row form is a scalar"
         return rows.layout()
     match Kind(kind):
-        case Kind.TILE:
+        case Kind.TILE | Kind.LOOP_TILE:
             return _WGMMA
         case Kind.ROW:
             return call("plgpu.Layout.WGMMA.reduce", Const(1))
-        case Kind.COL:
+        case Kind.COL | Kind.LOOP_COL:
             return call("plgpu.Layout.WGMMA.reduce", Const(0))
         case Kind.SCALAR:
             raise AssertionError("a scalar has no register layout")

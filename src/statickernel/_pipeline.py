@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from . import _hardware as hw
-from ._errors import DotDtypeError, DotLayoutError, DotShapeError, ErrorContext
+from ._errors import DotDtypeError, DotLayoutError, DotShapeError, ErrorContext, Phase
 from ._ir import LoopMode
 from ._layout import BlockLayout
-from ._translation import DotUpdate, LoopBlock
+from ._translation import DotUpdate, LoopBlock, Product
 
 __all__ = [
     "LoopPlan",
@@ -62,11 +62,13 @@ class LoopPlan:
     operands: tuple[str, ...]
     """The operands whose blocks the pipeline copies, in order."""
     dots: tuple[PlannedDot, ...]
-    """Every `sk.dot` in the step."""
+    """Every `sk.dot` accumulated into a carry of the loop."""
     fills: tuple[tuple[str, Any], ...]
     """What each operand the step loads reads past the edge, in this loop."""
     smem_bytes: int
     """Shared memory of the pipeline's buffers while it runs."""
+    products: tuple[PlannedDot, ...] = ()
+    """The step's other `sk.dot` products, values of the step; an `a` of "" is in registers."""
 
     @property
     def ragged(self) -> bool:
@@ -82,8 +84,9 @@ def dot_operands(loops: tuple[LoopBlock, ...]) -> dict[str, bool]:
     """Operand name -> True for the `b` of an `sk.dot` (False for an `a`)."""
     roles: dict[str, bool] = {}
     for block in loops:
-        for dot in block.dots:
-            roles[dot.a] = False
+        for dot in (*block.dots, *block.products):
+            if dot.a:  # not a value in registers
+                roles[dot.a] = False
             roles[dot.b] = True
     return roles
 
@@ -124,21 +127,31 @@ def check_dots(
             m_dim = a_dims[0]
             n_dim = b_dims[0] if dot.transpose_b else b_dims[1]
             bm, bk, bn = (layout.dim(d).extent for d in (m_dim, k, n_dim))
-            for a_dtype in dtypes[dot.a]:
-                for b_dtype in dtypes[dot.b]:
-                    _check_dot(
-                        dot,
-                        (m_dim, k, n_dim),
-                        (bm, bk, bn),
-                        a_dtype,
-                        b_dtype,
-                        block_consts,
-                        ctx,
-                    )
+            for a_dtype, b_dtype in _dtype_pairs(dtypes[dot.a], dtypes[dot.b], ctx):
+                _check_dot(dot, (m_dim, k, n_dim), (bm, bk, bn), a_dtype, b_dtype, block_consts, ctx)
+        for product in block.products:
+            m_dim = dims[product.a][0] if product.a else layout.rows
+            names = (m_dim, product.over, product.along)
+            sizes = tuple(layout.dim(d).extent for d in names)
+            a_dtypes = dtypes[product.a] if product.a else (product.a_dtype,)
+            for a_dtype, b_dtype in _dtype_pairs(a_dtypes, dtypes[product.b], ctx):
+                _check_dot(product, names, sizes, a_dtype, b_dtype, block_consts, ctx)
+
+
+def _dtype_pairs(
+    a_dtypes: tuple[str, ...], b_dtypes: tuple[str, ...], ctx: ErrorContext
+) -> list[tuple[str, str]]:
+    """The (a, b) dtypes to check a product in. At the declaration, where each operand may
+    take any dtype its annotation allows, the pairs of one dtype, when there are any: a call
+    binding two different ones is refused then."""
+    pairs = [(a, b) for a in a_dtypes for b in b_dtypes]
+    if ctx.phase is Phase.DECLARATION:
+        return [(a, b) for a, b in pairs if a == b] or pairs
+    return pairs
 
 
 def _check_dot(
-    dot: DotUpdate,
+    dot: DotUpdate | Product,
     names: tuple[str, str, str],
     sizes: tuple[int, int, int],
     a_dtype: str,
@@ -148,7 +161,7 @@ def _check_dot(
 ) -> None:
     m_dim, k_dim, n_dim = names
     bm, bk, bn = sizes
-    what = f"sk.dot({dot.a}, {dot.b})"
+    what = f"sk.dot({dot.a or 'a'}, {dot.b})"
     if a_dtype != b_dtype:
         raise ctx.error(
             DotDtypeError,
@@ -182,7 +195,18 @@ def _check_dot(
     swizzle = swizzle_elements(a_dtype)
 
     def fail(dim: str, extent: int, expected: str, fixed: int) -> DotShapeError:
-        const = consts.get(dim, dim)
+        if dim not in consts:  # a whole dim: the block is the whole of it
+            return ctx.error(
+                DotShapeError,
+                f"{what}: {dim} is {extent}, and the block holds all of it, which WGMMA "
+                "cannot take",
+                dim=dim,
+                expected=expected,
+                actual=f"{dim}={extent}",
+                fix=f"pad {dim} with zeros to {fixed} outside the kernel (zeros add nothing to "
+                "a product) and slice the result back, or split it with tile=/loop=",
+            )
+        const = consts[dim]
         return ctx.error(
             DotShapeError,
             f"{what}: the block along {dim} is {extent}, which WGMMA cannot take",
@@ -192,6 +216,11 @@ def _check_dot(
             fix=f"set {const}={fixed}",
         )
 
+    if ctx.phase is Phase.DECLARATION:
+        # A whole dim is a probe size here: its true size is checked at the call.
+        bm, bk, bn = (1 if d not in consts else n for d, n in zip(names, sizes, strict=True))
+        bm, bk, bn = (hw.WGMMA_ROWS if bm == 1 else bm, swizzle if bk == 1 else bk, bn)
+        bn = (8 if dot.transpose_b else swizzle) if bn == 1 else bn
     if bm % hw.WGMMA_ROWS:
         raise fail(
             m_dim,

@@ -214,6 +214,10 @@ class LaunchPlan(TextDisplay):
         for i, loop in enumerate(self.loops):
             what = "fold into a carry" if loop.mode == "fold" else "write a block per step"
             dots = "".join(f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)
+            dots += "".join(
+                f", WGMMA sk.dot({a or 'a in registers'}, {b}{'.T' if t else ''}) a step"
+                for a, b, t in loop.products
+            )
             reads = ", ".join(
                 f"{n} (fill {dict(loop.fills)[n]!r})" if n in dict(loop.fills) else n
                 for n in loop.operands
@@ -503,9 +507,17 @@ def _loop_plans(
                 mode=block.mode,
                 operands=block.operands,
                 dots=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.dots),
+                products=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.products),
                 # sk.dot reads its operands as TMA fills them: zeros past the edge.
                 fills=loaded
-                + tuple((n, 0) for d in block.dots for n in (d.a, d.b) if n not in dict(loaded)),
+                + tuple(
+                    dict.fromkeys(
+                        (n, 0)
+                        for d in (*block.dots, *block.products)
+                        for n in (d.a, d.b)
+                        if n in block.operands and n not in dict(loaded)
+                    )
+                ),
                 smem_bytes=pipeline_bytes(
                     [block_bytes(spec, n, layout, dtypes) for n in block.operands], eff
                 ),

@@ -64,15 +64,16 @@ def position(dim: str) -> jax.Array:
             fix="compute what depends on the batch index outside the kernel and pass it as an "
             "operand",
         )
-    if dim not in frame:
+    in_step = dim in context.loops and dim in context.loop_dims
+    if dim not in frame and not in_step:
         raise BodyError(
             f"sk.position({dim!r}) asks for a dim that is neither the rows nor the columns of "
             "the kernel's blocks",
             dim=dim,
             expected=f"one of {', '.join(frame)}",
             actual=repr(dim),
-            fix="positions run along the blocks' rows or columns; a loop dim read only by "
-            "sk.dot has no registers to hold them",
+            fix="positions run along the blocks' rows or columns, and inside the step of a "
+            "loop, along its loop dim",
         )
     loops: Mapping[str, _trace_context.LoopDim] = context.loop_dims
     if dim in loops and dim not in context.loops:
@@ -86,7 +87,8 @@ def position(dim: str) -> jax.Array:
             "time",
         )
     length = loops[dim].block if dim in loops else context.blocks[dim]
-    return position_p.bind(dim=dim, axis=0 if dim == rows else 1, length=length)
+    axis = 0 if dim == rows else (1 if dim == cols else 2)  # 2: a loop dim outside the frame
+    return position_p.bind(dim=dim, axis=axis, length=length)
 
 
 def _translate_position(tr: Translator, eqn: Eqn) -> None:
@@ -94,11 +96,11 @@ def _translate_position(tr: Translator, eqn: Eqn) -> None:
         raise NotInForm("positions are vectors of the block form")
     if tr.g.flat_frame is not None:
         raise NotInForm("a vector has no place in an elementwise body's strided block")
-    along_rows = eqn.param("axis") == 0
-    positions = Mask.ROW_POSITION if along_rows else Mask.COL_POSITION
+    axis = eqn.param("axis")
+    positions = (Mask.ROW_POSITION, Mask.COL_POSITION, Mask.LOOP_POSITION)[axis]
     tr.masks.add(positions)
     out = eqn.outputs[0]
-    tr.define(out, Kind.ROW if along_rows else Kind.COL, "int32")
+    tr.define(out, (Kind.ROW, Kind.COL, Kind.LOOP_COL)[axis], "int32")
     tr.aliases[out] = Name(positions)
 
 

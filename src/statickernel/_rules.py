@@ -21,6 +21,7 @@ from ._translator import NotInForm, Rule, Translator
 __all__ = ["BODY_RULES", "reduction_identity"]
 
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
+LOOP_TILE, LOOP_COL = Kind.LOOP_TILE, Kind.LOOP_COL
 
 UNARY = {
     "neg": "lax.neg",
@@ -87,18 +88,32 @@ _NAN_COMMENT = Comment("NaN where a NaN is reduced: the interpreter's max and mi
 
 def elementwise(tr: Translator, eqn: Eqn) -> None:
     kinds = {tr.kind(a) for a in eqn.inputs} - {SCALAR}
-    if kinds == {ROW, COL} and len(tr.trace.aval(eqn.outputs[0])[0]) == 2:
-        # A (rows, 1) and a (1, cols) vector, as jnp writes an outer sum or product: lax
-        # broadcasts both to the block, and so do the statements below.
-        kinds = {TILE}
-    if kinds == {ROW, COL}:
+    out_shape = tr.trace.aval(eqn.outputs[0])[0]
+    if {TILE, LOOP_TILE} <= kinds:
+        # Only equal shapes get here (jnp broadcasts nothing else): the block is one spread
+        # from a vector, which is as much along the loop dim as along the frame's columns.
+        kinds -= {TILE}
+    for row, col, block in ((ROW, COL, TILE), (ROW, LOOP_COL, LOOP_TILE)):
+        if kinds == {row, col} and len(out_shape) == 2:
+            # A (rows, 1) and a (1, cols) vector, as jnp writes an outer sum or product (a
+            # causal mask): lax broadcasts both to the block, and so do the statements below.
+            kinds = {block}
+    if kinds & {TILE, COL} and kinds & {LOOP_TILE, LOOP_COL}:
+        raise tr.fail(
+            eqn,
+            "the body combines a value along the kernel's columns with one along the loop dim",
+            "keep values along the loop dim (the scores of sk.dot(q, k)) and values along the "
+            "kernel's columns (the accumulator) apart; only per-row vectors meet both",
+        )
+    if kinds in ({ROW, COL}, {ROW, LOOP_COL}):
         raise tr.fail(
             eqn,
             "the body combines a per-row and a per-column vector without broadcasting",
             "broadcast one of them to the block shape first",
         )
-    kind = TILE if TILE in kinds else (kinds.pop() if kinds else SCALAR)
-    kind = _widened(kind, tr.trace.aval(eqn.outputs[0])[0])
+    kind = next((k for k in (LOOP_TILE, TILE) if k in kinds), None)
+    kind = kind or (kinds.pop() if kinds else SCALAR)
+    kind = _widened(tr, kind, out_shape)
     narrow = [tr.dtype(a) for a in eqn.inputs if a.var is not None]
     narrow = [d for d in narrow if is_8bit(d)]
     if narrow and eqn.prim not in EIGHT_BIT_OPS:
@@ -154,9 +169,9 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     kind = tr.kind(atom)
     axes = tuple(eqn.param("axes"))
-    if kind == TILE and axes in ((0,), (1,)):
+    if kind in (TILE, LOOP_TILE) and axes in ((0,), (1,)):
         return _reduce_block(tr, eqn, atom, axes[0])
-    if kind in (ROW, COL) and _vector_axis(tr, atom, kind) not in axes:
+    if kind in (ROW, COL, LOOP_COL) and _vector_axis(tr, atom, kind) not in axes:
         return tr.alias(eqn, atom, kind)
     if kind == SCALAR:
         shape = tuple(tr.trace.aval(atom.var)[0]) if atom.var else ()
@@ -185,13 +200,23 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
         raise NotInForm("a reduction over the rows mixes the rows the row form keeps apart")
     src = tr.source(atom)
     dtype = tr.dtype(atom)
-    ragged = tr.g.ragged_cols if axis == 1 else tr.g.ragged_rows
+    along_loop = tr.kind(atom) == LOOP_TILE
+    if along_loop and axis == 0:
+        raise tr.fail(
+            eqn,
+            "the body reduces a block along the loop dim over its rows",
+            "reduce the block over the loop dim (axis=1), a per-row statistic as softmax takes",
+        )
+    if axis == 1:
+        ragged = tr.g.ragged_loop if along_loop else tr.g.ragged_cols
+    else:
+        ragged = tr.g.ragged_rows
     # A loaded operand already holds its fill past the edge; if that is the identity, no mask
     # is needed.
     fill = dict(tr.g.input_fills).get(atom.var or "")
     if ragged and not (fill is not None and fill == reduction_identity(eqn.prim, dtype)):
         # Elements past the edge must not take part: they get the identity.
-        mask = Mask.COL_OK if axis == 1 else Mask.ROW_OK
+        mask = (Mask.LOOP_OK if along_loop else Mask.COL_OK) if axis == 1 else Mask.ROW_OK
         tr.masks.add(mask)
         identity = Literal(reduction_identity(eqn.prim, dtype), dtype, weak_type=True)
         src = select(Name(mask), src, identity, dtype)
@@ -217,15 +242,17 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
             )
         )
         reduced = ir_call("jnp.where", BinOp(Operator.NE, nans, nans), nans, reduced)
-    tr.assign(eqn, ROW if axis == 1 else COL, reduced)
+    tr.assign(eqn, ROW if axis == 1 else (LOOP_COL if along_loop else COL), reduced)
 
 
-def _widened(kind: Kind, shape: tuple[int, ...]) -> Kind:
+def _widened(tr: Translator, kind: Kind, shape: tuple[int, ...]) -> Kind:
     """The kind of an elementwise result of logical `shape`. jnp broadcasts a vector against
     a constant block held as its scalar (`r[:, None] * jnp.ones_like(v)`): the result spans
     the block, so it is a block, not the vector."""
-    if len(shape) == 2 and ((kind == ROW and shape[1] != 1) or (kind == COL and shape[0] != 1)):
-        return TILE
+    if len(shape) != 2:
+        return kind
+    if (kind == ROW and shape[1] != 1) or (kind in (COL, LOOP_COL) and shape[0] != 1):
+        return tr.block_kind(shape, kind)
     return kind
 
 
@@ -242,9 +269,9 @@ def reshape(tr: Translator, eqn: Eqn) -> None:
     out_shape = tr.trace.aval(eqn.outputs[0])[0]
     if kind == SCALAR:
         return tr.alias(eqn, atom, SCALAR)
-    if kind == TILE:
+    if kind in (TILE, LOOP_TILE):
         if tuple(in_shape) == tuple(out_shape):
-            return tr.alias(eqn, atom, TILE)
+            return tr.alias(eqn, atom, kind)
         raise tr.fail(
             eqn,
             f"the body reshapes or broadcasts a block from {list(in_shape)} to "
@@ -268,7 +295,8 @@ def reshape(tr: Translator, eqn: Eqn) -> None:
         )
     spread = len(out_shape) == 2 and out_shape[1 - out_axis] != 1
     if spread:
-        return tr.assign(eqn, TILE, tr.as_kind(atom, TILE))
+        block = tr.block_kind(tuple(out_shape), kind)
+        return tr.assign(eqn, block, tr.as_kind(atom, block))
     return tr.alias(eqn, atom, kind)
 
 

@@ -84,8 +84,8 @@ def _initial_kind(tr: Translator, atom: Atom) -> Kind:
     return Kind.SCALAR
 
 
-def _accumulators(tr: Translator, eqn: Eqn, step: Step) -> tuple[dict[int, DotUpdate], set[int]]:
-    """Carries updated only as `carry + sk.dot(a, b)`, and the equations that form them."""
+def _uses(step: Step) -> dict[str, list[Eqn | None]]:
+    """Each variable's readers in the step; None for the step's result."""
     uses: dict[str, list[Eqn | None]] = {}
     for inner in step.eqns:
         for atom in inner.inputs:
@@ -94,57 +94,72 @@ def _accumulators(tr: Translator, eqn: Eqn, step: Step) -> tuple[dict[int, DotUp
     for atom in step.outputs:
         if atom.var is not None:
             uses.setdefault(atom.var, []).append(None)
+    return uses
+
+
+def _accumulators(tr: Translator, eqn: Eqn, step: Step) -> tuple[dict[int, DotUpdate], set[int]]:
+    """Carries updated only as `carry + sk.dot(a, b)` of two operands over the loop dim, from
+    zero, and the equations that form them. Every other product is a value of the step."""
+    uses = _uses(step)
     found: dict[int, DotUpdate] = {}
     skipped: set[int] = set()
+    if eqn.prim != "sk_loop":
+        return found, skipped
     for dot in (e for e in step.eqns if e.prim == "sk_dot"):
-        fix = (
-            "write the step as `return acc + sk.dot(a, b)` with acc the carry, starting from "
-            "jnp.zeros((BM, BN), jnp.float32), and transform the product after the loop"
-        )
-        if eqn.prim != "sk_loop":
-            raise tr.fail(dot, "sk.dot is used in sk.map_blocks", fix)
+        if not dot.param("a") or dot.param("over") != step.axis:
+            continue
         product = dot.outputs[0]
         users = uses.get(product, [])
         add = users[0] if len(users) == 1 else None
-        position = None
-        if add is not None and add.prim == "add":
-            others = [a.var for a in add.inputs if a.var != product]
-            if len(others) == 1 and others[0] in step.carries:
-                position = step.carries.index(others[0])
-        if add is None or position is None:
-            raise tr.fail(dot, "sk.dot's product is not added straight to a carry of the loop", fix)
+        if add is None or add.prim != "add":
+            continue
+        others = [a.var for a in add.inputs if a.var != product]
+        if len(others) != 1 or others[0] not in step.carries:
+            continue
+        position = step.carries.index(others[0])
         carry = step.carries[position]
         if (
             step.outputs[position].var != add.outputs[0]
             or len(uses.get(carry, [])) != 1
             or len(uses.get(add.outputs[0], [])) != 1
         ):
-            raise tr.fail(
-                dot,
-                "the carry that sk.dot accumulates into is also read or changed another way in "
-                "the step",
-                fix,
-            )
+            continue
         init = eqn.inputs[position]
         value = init.value if init.var is None else tr.literals.get(init.var)
-        if value is None or value != 0:
-            raise tr.fail(
-                dot,
-                "the carry that sk.dot accumulates into does not start at zero",
-                "start it from jnp.zeros((BM, BN), jnp.float32) and add the initial value after "
-                "the loop",
-            )
         shape, dtype = tr.trace.aval(carry)
-        if dtype != "float32" or len(shape) != 2:
-            raise tr.fail(
-                dot,
-                f"the carry that sk.dot accumulates into is {dtype}{list(shape)}",
-                "accumulate in a float32 block: init=jnp.zeros((BM, BN), jnp.float32)",
-            )
+        if value is None or value != 0 or dtype != "float32" or len(shape) != 2:
+            continue
         a, b = (atom.var or "" for atom in dot.inputs)
-        found[position] = DotUpdate(carry, a, b, transpose_b=dict(dot.params)["contract"][1] == 1)
+        found[position] = DotUpdate(carry, a, b, transpose_b=dot.param("contract")[1] == 1)
         skipped |= {id(dot), id(add)}
     return found, skipped
+
+
+def _fused_products(step: Step, skipped: set[int]) -> tuple[Eqn, ...]:
+    """The step's equations, with each `x + sk.dot(a, b)` whose product is read only there
+    turned into one `sk_dot` equation that starts its accumulator at `x`."""
+    uses = _uses(step)
+    fused: dict[int, Eqn] = {}  # id of the add -> the fused product
+    dropped: set[int] = set()
+    for dot in (e for e in step.eqns if e.prim == "sk_dot" and id(e) not in skipped):
+        users = uses.get(dot.outputs[0], [])
+        add = users[0] if len(users) == 1 else None
+        if add is None or add.prim != "add" or id(add) in skipped:
+            continue
+        others = [a for a in add.inputs if a.var != dot.outputs[0]]
+        if len(others) != 1:
+            continue
+        fused[id(add)] = dataclasses.replace(
+            dot,
+            inputs=(*dot.inputs, others[0]),
+            outputs=add.outputs,
+            line=add.line or dot.line,
+            source=add.source or dot.source,
+        )
+        dropped.add(id(dot))
+    return tuple(
+        fused.get(id(e), e) for e in step.eqns if id(e) not in skipped and id(e) not in dropped
+    )
 
 
 def _translate_step(
@@ -159,16 +174,16 @@ def _translate_step(
     used: tuple[str, ...],
     loads: tuple[str, ...],
 ) -> tuple[LoopBlock, list[Kind]]:
-    saved = (tr.lines, tr.masks, tr.g)
+    saved = (tr.lines, tr.masks, tr.g, tr.products)
     outer = tr.g
     geometry = tr.g.step(step.axis)
     fills = dict(geometry.input_fills) | tr.trace.loop_fills(step.loop)
     geometry = dataclasses.replace(geometry, input_fills=tuple(fills.items()))
-    tr.lines, tr.masks, tr.g = [], set(), geometry
+    tr.lines, tr.masks, tr.g, tr.products = [], set(), geometry, []
     try:
         for carry, kind in zip(step.carries, kinds, strict=True):
             tr.define(carry, kind, tr.trace.aval(carry)[1])
-        tr.eqns(tuple(e for e in step.eqns if id(e) not in skipped))
+        tr.eqns(_fused_products(step, skipped))
         carries: list[Carry] = []
         out_kinds: list[Kind] = []
         blocks: list[Expr] = []
@@ -208,10 +223,11 @@ def _translate_step(
             dots=tuple(accumulators[i] for i in sorted(accumulators)),
             finals=tuple(eqn.outputs),
             blocks=tuple(blocks),
+            products=tuple(tr.products),
         )
         return block, out_kinds
     finally:
-        tr.lines, tr.masks, tr.g = saved
+        tr.lines, tr.masks, tr.g, tr.products = saved
 
 
 def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> Expr:

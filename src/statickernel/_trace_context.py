@@ -73,6 +73,8 @@ class TraceContext:
     """The batch dims, which the body never sees."""
     blocks: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """The block the body sees along each dim: a split dim's constant, a whole dim's size."""
+    tiled: frozenset[str] = frozenset()
+    """The dims split across the grid; `sk.dot` may contract any dim but these."""
 
 
 _CONTEXT: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(

@@ -16,6 +16,7 @@ translation accepts is an op the generated kernel contains.
 """
 
 from ._body import BodyTrace
+from ._dotgen import DOT_RULES
 from ._ir import Expr, Kind
 from ._position import POSITION_RULES
 from ._printer import dtype_source, literal_source
@@ -42,7 +43,7 @@ __all__ = [
 
 # The kinds by their old names; a Kind equals its string ("tile", ...).
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
-RULES = {**BODY_RULES, **LOOP_RULES, **POSITION_RULES}
+RULES = {**BODY_RULES, **LOOP_RULES, **POSITION_RULES, **DOT_RULES}
 
 
 def translate(

@@ -7,7 +7,7 @@ from typing import TypeAlias
 from ._ir import Expr, Kind, LoopMode, Mask, Stmt
 from ._pallas import FlatFrame, RowFrame
 
-__all__ = ["Carry", "DotUpdate", "Geometry", "Line", "LoopBlock", "Translation"]
+__all__ = ["Carry", "DotUpdate", "Geometry", "Line", "LoopBlock", "Product", "Translation"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +30,14 @@ class Geometry:
     row_frame: RowFrame | None = None
     # An elementwise body's whole block in the warpgroup-strided layout; None otherwise.
     flat_frame: FlatFrame | None = None
+    # The dims of the (rows, cols) frame, by name; sk.dot's product is placed by them.
+    row_dim: str = ""
+    col_dim: str | None = None
+    # In the step of a loop over a dim outside the frame: that dim, its block (the columns of
+    # a LOOP_TILE) and whether the last step is ragged. Empty outside such a step.
+    loop_dim: str | None = None
+    loop_cols: int = 0
+    ragged_loop: bool = False
 
     def step(self, axis: str) -> "Geometry":
         return dict(self.steps)[axis]
@@ -40,8 +48,10 @@ class Geometry:
             return {Kind.TILE: width, Kind.COL: width, Kind.ROW: (), Kind.SCALAR: ()}[Kind(kind)]
         return {
             Kind.TILE: (self.rows, self.cols),
+            Kind.LOOP_TILE: (self.rows, self.loop_cols),
             Kind.ROW: (self.rows,),
             Kind.COL: (self.cols,),
+            Kind.LOOP_COL: (self.loop_cols,),
             Kind.SCALAR: (),
         }[Kind(kind)]
 
@@ -67,6 +77,18 @@ class DotUpdate:
 
 
 @dataclasses.dataclass(frozen=True)
+class Product:
+    """An `sk.dot` computed as a value of the step (not a loop accumulator)."""
+
+    a: str  # the operand `a`, or "" for a value in registers
+    b: str
+    transpose_b: bool  # b is stored (N, K)
+    over: str  # the contracted dim
+    along: str  # the product's column dim: the loop dim or the kernel's
+    a_dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
 class LoopBlock:
     """A loop of the body, translated: the step's statements and what flows in and out."""
 
@@ -81,6 +103,7 @@ class LoopBlock:
     dots: tuple[DotUpdate, ...]
     finals: tuple[str, ...]  # the body's variables for the final carries
     blocks: tuple[Expr, ...]  # map: each output block, per step
+    products: tuple[Product, ...] = ()  # the step's other sk.dot products
 
 
 # A statement of the body, or one of its loops.

@@ -14,7 +14,7 @@ from ._body import Atom, BodyTrace, Eqn
 from ._errors import UnsupportedOpError
 from ._ir import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
 from ._pallas import broadcast, full
-from ._translation import Geometry, Line
+from ._translation import Geometry, Line, Product
 
 __all__ = ["NotInForm", "Rule", "Translator", "trace_inputs"]
 
@@ -100,6 +100,7 @@ class Translator:
         self.literals: dict[str, object] = {}
         self.loop_outputs: dict[str, tuple[int, int]] = {}  # map output var -> (loop, block)
         self.loop_count = 0
+        self.products: list[Product] = []  # the sk.dot values of the step being translated
 
     def eqns(self, eqns: tuple[Eqn, ...]) -> None:
         last_line = None
@@ -124,13 +125,6 @@ class Translator:
         rule = self.rules.get(prim)
         if rule is not None:
             return rule.translate(self, eqn)
-        if prim == "sk_dot":
-            raise self.fail(
-                eqn,
-                "sk.dot's product is not added to the loop's carry",
-                "write the step as `return acc + sk.dot(a, b)`, with acc the carry (init "
-                "jnp.zeros((BM, BN), jnp.float32)), and use the product after the loop",
-            )
         user, fix = _HINTS.get(
             prim, (f"`{prim}`", "express it with elementwise ops and reductions")
         )
@@ -178,7 +172,21 @@ class Translator:
             return full(src, shape, self.dtype(atom), kind, rows)
         if kind == Kind.TILE and have in (Kind.ROW, Kind.COL):
             return broadcast(src, shape, 0 if have == Kind.ROW else 1, self.g.row_frame)
+        if kind == Kind.LOOP_TILE and have in (Kind.ROW, Kind.LOOP_COL):
+            return broadcast(src, shape, 0 if have == Kind.ROW else 1)
+        if {have, kind} == {Kind.TILE, Kind.LOOP_TILE} and shape == self.g.shape(have):
+            return src  # the same shape and layout: a block broadcast from a vector, say
         raise AssertionError(f"cannot convert {have} to {kind}")
+
+    def block_kind(self, shape: tuple[int, ...], vector: Kind) -> Kind:
+        """The kind of a block of logical `shape` spread from a `vector` kind (or a scalar):
+        along the loop dim when its columns are the loop block's and not the frame's."""
+        if vector == Kind.LOOP_COL:
+            return Kind.LOOP_TILE
+        if vector == Kind.COL or self.g.loop_dim is None:
+            return Kind.TILE
+        frame, loop = self.g.shape(Kind.TILE), self.g.shape(Kind.LOOP_TILE)
+        return Kind.LOOP_TILE if tuple(shape) == loop and tuple(shape) != frame else Kind.TILE
 
     def define(self, var: str, kind: Kind, dtype: str) -> None:
         self.kinds[var] = kind
