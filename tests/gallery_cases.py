@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 import statickernel as sk
 from add import add
+from attention import attention
 from batched_matmul import batched_matmul
 from cross_entropy import cross_entropy, cross_entropy_backward
 from dropout import dropout
@@ -48,6 +49,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "cross_entropy": cross_entropy,
     "cross_entropy_backward": cross_entropy_backward,
     "dropout": dropout,
+    "attention": attention,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -107,6 +109,13 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     "cross_entropy_backward": [((100, 1000), "bfloat16"), ((100,), "int32"), ((), "float32")],
     # Random bits from a scalar seed operand, ragged M and N.
     "dropout": [((100, 300), "float32"), ((), "uint32")],
+    # Flash attention: ragged queries (100 % 64) and keys (300 % 64), the keys host-padded to
+    # a multiple of 8 rows.
+    "attention": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+    ],
 }
 
 

@@ -921,67 +921,48 @@ def test_dot_outside_a_loop() -> None:
     assert "sk.loop" in str(info.value.fix)
 
 
-def test_dot_product_scaled_before_it_is_added() -> None:
-    with pytest.raises(sk.UnsupportedOpError) as info:
-
-        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
-        def k(
-            a: BFloat16[Array, "M K"],
-            b: BFloat16[Array, "K N"],
-            *,
-            BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 128,
-            BK: sk.Const[int] = 64,
-        ) -> Float32[Array, "M N"]:
-            def step(acc):
-                return acc + 2.0 * sk.dot(a, b)  # @dot-scaled
-
-            return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
-
-    check_misuse(info.value, "dot-scaled")
-    assert "acc + sk.dot(a, b)" in str(info.value.fix)
+# A product that is not simply added to a zero-started carry is a value of the step: scaled,
+# replacing the carry, or added to a carry that starts elsewhere. Each is its own WGMMA.
 
 
-def test_dot_product_not_added_to_the_carry() -> None:
-    with pytest.raises(sk.UnsupportedOpError) as info:
-
-        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
-        def k(
-            a: BFloat16[Array, "M K"],
-            b: BFloat16[Array, "K N"],
-            *,
-            BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 128,
-            BK: sk.Const[int] = 64,
-        ) -> Float32[Array, "M N"]:
-            def step(acc):
-                return sk.dot(a, b)  # @dot-replaces
-
-            return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
-
-    check_misuse(info.value, "dot-replaces")
+@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+def scaled_products(
+    a: BFloat16[Array, "M K"],
+    b: BFloat16[Array, "K N"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 64,
+    BK: sk.Const[int] = 64,
+) -> Float32[Array, "M N"]:
+    # From ones, each step adds twice its product, so the result is 1 + 2 a @ b.
+    return sk.loop("K", lambda acc: acc + 2.0 * sk.dot(a, b), init=jnp.ones((BM, BN), jnp.float32))
 
 
-def test_accumulator_not_starting_at_zero() -> None:
-    with pytest.raises(sk.UnsupportedOpError) as info:
+@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+def last_product(
+    a: BFloat16[Array, "M K"],
+    b: BFloat16[Array, "K N"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 64,
+    BK: sk.Const[int] = 64,
+) -> Float32[Array, "M N"]:
+    # Each step replaces the carry: the product of the last block of K alone.
+    return sk.loop("K", lambda acc: sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
 
-        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
-        def k(
-            a: BFloat16[Array, "M K"],
-            b: BFloat16[Array, "K N"],
-            *,
-            BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 128,
-            BK: sk.Const[int] = 64,
-        ) -> Float32[Array, "M N"]:
-            def step(acc):
-                return acc + sk.dot(a, b)  # @acc-ones
 
-            return sk.loop("K", step, init=jnp.ones((BM, BN), jnp.float32))
-
-    check_misuse(info.value, "acc-ones")
-    assert "zero" in info.value.what
-    assert "jnp.zeros" in str(info.value.fix)
+def test_products_that_are_values_of_the_step() -> None:
+    rng = np.random.default_rng(7)
+    m, k, n = 70, 150, 72  # ragged on every dim; the last block of K has 22 columns
+    a = jnp.asarray(normal(rng, m, k), jnp.bfloat16)
+    b = jnp.asarray(normal(rng, k, n), jnp.bfloat16)
+    full = jnp.dot(a, b, preferred_element_type=jnp.float32)
+    assert_matches(scaled_products(a, b), 1.0 + 2.0 * full, 2e-2, 2e-2 * math.sqrt(k))
+    tail = jnp.dot(a[:, 128:], b[128:], preferred_element_type=jnp.float32)
+    assert_matches(last_product(a, b), tail, 2e-2, 2e-2 * math.sqrt(k))
+    plan = scaled_products.plan(a, b)
+    assert plan.loops[0].dots == () and plan.loops[0].products == (("a", "b", False),)
+    assert "sk.dot(a, b) a step" in str(plan)
 
 
 def test_step_returns_a_carry_of_another_shape() -> None:

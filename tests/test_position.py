@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import Array, Float, Int32
+from jaxtyping import Array, BFloat16, Float, Int32
 
 import statickernel as sk
 
@@ -238,23 +238,38 @@ def test_a_loop_dim_outside_its_loop() -> None:
     assert "inside the step" in str(info.value)
 
 
-def test_a_dim_outside_the_blocks() -> None:
+def test_a_loop_dim_outside_the_blocks_in_its_step() -> None:
+    # Inside the step of a loop over K, which no block of registers runs along, positions run
+    # along the loop's blocks (as attention's causal mask needs); outside it, they do not.
     def k(
-        a: Float[Array, "M K"],
-        b: Float[Array, "K N"],
+        a: BFloat16[Array, "M K"],
+        b: BFloat16[Array, "K N"],
         *,
         BM: sk.Const[int] = 64,
         BN: sk.Const[int] = 64,
         BK: sk.Const[int] = 64,
     ) -> Float[Array, "M N"]:
         def step(acc: jax.Array) -> jax.Array:
-            sk.position("K")
+            assert sk.position("K").shape == (64,)
             return acc + sk.dot(a, b)
 
         return sk.loop("K", step, init=jnp.zeros((64, 64), jnp.float32))
 
+    declare(k, tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+
+    def outside(
+        a: BFloat16[Array, "M K"],
+        b: BFloat16[Array, "K N"],
+        *,
+        BM: sk.Const[int] = 64,
+        BN: sk.Const[int] = 64,
+        BK: sk.Const[int] = 64,
+    ) -> Float[Array, "M N"]:
+        sk.position("K")
+        return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((64, 64), jnp.float32))
+
     with pytest.raises(sk.BodyError, match="neither the rows nor the columns"):
-        declare(k, tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+        declare(outside, tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
 
 
 def test_arange_in_a_body_points_at_position() -> None:

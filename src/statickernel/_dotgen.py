@@ -99,13 +99,14 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
                 Return(value),
             ),
         )
-        statements = [staging]
-        buffer = call(
+        buffer = Name(f"{out}_a_buffer")
+        smem = call(
             "plgpu.SMEM",
             Const(tr.g.shape(tr.kind(a_atom))),
             DType(a_dtype),
             transforms=wgmma_transforms(a_dtype),
         )
+        statements = [staging, Assign((buffer,), smem)]
         value = call("pl.run_scoped", Name(staging.name), buffer)
     tr.lines.extend(statements)
     if start is not None and not fused:

@@ -1,0 +1,195 @@
+"""Flash attention and the generalized `sk.dot`: products over a whole dim and of values in
+registers, against `jax.nn.dot_product_attention` in the interpreter, and their misuse."""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jaxtyping import Array, BFloat16, Float32
+
+import statickernel as sk
+from attention import attention, attention_reference
+from markers import line_finder
+
+line_of = line_finder(__file__)
+
+
+def qkv(
+    b: int, h: int, sq: int, skv: int, d: int, dtype: Any = jnp.bfloat16, seed: int = 0
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    rng = np.random.default_rng([seed, b, h, sq, skv, d])
+
+    def normal(*shape: int) -> jax.Array:
+        return jnp.asarray(rng.standard_normal(shape, dtype=np.float32), dtype)
+
+    return normal(b, h, sq, d), normal(b, h, skv, d), normal(b, h, skv, d)
+
+
+def assert_attention(q: jax.Array, k: jax.Array, v: jax.Array, **consts: Any) -> None:
+    out = attention(q, k, v, **consts)
+    semantics = {n: c for n, c in consts.items() if n in ("causal", "sm_scale")}
+    ref = attention_reference(q, k, v, **semantics)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    got = np.asarray(out, np.float32)
+    assert np.isfinite(got).all(), "a key past the edge leaked into the result"
+    # bf16 rounds the result and p; the reference computes in float32.
+    np.testing.assert_allclose(got, np.asarray(ref, np.float32), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 2, 128, 128, 64),  # aligned
+        (2, 1, 100, 1000, 64),  # Sq != Skv, both ragged, Skv = 1000
+        (1, 1, 1, 37, 128),  # one query, fewer keys than a block
+        (1, 2, 131, 67, 128),  # primes
+    ],
+    ids=lambda s: "x".join(map(str, s)),
+)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_matches_dot_product_attention(
+    shape: tuple[int, int, int, int, int], causal: bool
+) -> None:
+    assert_attention(*qkv(*shape), causal=causal)
+
+
+def test_attention_float16_and_a_scale() -> None:
+    q, k, v = qkv(1, 1, 70, 90, 64, jnp.float16)
+    assert_attention(q, k, v, sm_scale=0.3)
+    assert_attention(q, k, v, causal=True, BKV=128)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    b=st.integers(1, 2),
+    h=st.integers(1, 2),
+    sq=st.integers(1, 140),
+    skv=st.integers(1, 140),
+    d=st.sampled_from([64, 128]),
+    causal=st.booleans(),
+)
+def test_attention_at_any_shape(b: int, h: int, sq: int, skv: int, d: int, causal: bool) -> None:
+    assert_attention(*qkv(b, h, sq, skv, d), causal=causal)
+
+
+def test_attention_plan_and_device_lowering() -> None:
+    q, k, v = qkv(1, 16, 4096, 4096, 128)
+    plan = attention.plan(q, k, v)
+    (loop,) = plan.loops
+    assert loop.dots == ()
+    assert loop.products == (("q", "k", True), ("", "v", False))
+    assert "sk.dot(q, k.T) a step" in str(plan) and "sk.dot(a in registers, v)" in str(plan)
+    assert plan.grid == (1, 16, 64)
+    with sk.backend("mosaic_gpu"):
+        source = attention.emit(q, k, v)
+        text = attention.lower(q, k, v).as_text()
+    # The device form multiplies p from registers, accumulating into the rescaled carry.
+    assert "pl.run_state" in source and "plgpu.ACC.init" in source
+    assert "_staged" not in source
+    assert "mosaic_gpu" in text
+    # The interpreter's form stages p through swizzled shared memory instead.
+    interpreted = attention.emit(*qkv(1, 1, 100, 300, 64))
+    assert "_staged" in interpreted and "pl.run_state" not in interpreted
+
+
+# --- the generalized sk.dot, misused ---------------------------------------------------------
+
+
+def test_dot_of_a_float32_value() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+        def k(
+            q: BFloat16[Array, "M D"],
+            kv: BFloat16[Array, "N D"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+        ) -> Float32[Array, "M D"]:
+            def step(acc):
+                p = sk.dot(q, kv)
+                return acc + sk.dot(p, kv)  # @f32-value
+
+            return sk.loop("N", step, init=jnp.zeros((BM, sk.dim("D")), jnp.float32))
+
+    assert info.value.where is not None and info.value.where.endswith(f":{line_of('f32-value')}")
+    assert "16-bit" in info.value.what
+    assert "astype(jnp.bfloat16)" in str(info.value.fix)
+
+
+def test_dot_contracting_a_tiled_dim() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM", "D": "BD"}, loop={"N": "BN"})
+        def k(
+            q: BFloat16[Array, "M D"],
+            kv: BFloat16[Array, "N D"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+            BD: sk.Const[int] = 64,
+        ) -> Float32[Array, "M D"]:
+            def step(acc):
+                return acc + sk.dot(sk.dot(q, kv).astype(jnp.bfloat16), kv)  # @tiled-dim
+
+            return sk.loop("N", step, init=jnp.zeros((BM, BD), jnp.float32))
+
+    assert info.value.dim == "D"
+    assert "split across the grid" in info.value.what
+    assert "tile=" in str(info.value.fix)
+
+
+def test_dot_of_a_b_that_is_a_value() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+        def k(
+            a: BFloat16[Array, "M K"],
+            b: BFloat16[Array, "K N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+            BK: sk.Const[int] = 64,
+        ) -> Float32[Array, "M N"]:
+            def step(acc):
+                return acc + sk.dot(a, sk.load(b))  # @b-value
+
+            return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
+
+    assert "`b` is not an operand" in info.value.what
+    assert "only a may be a value" in str(info.value.fix)
+
+
+def test_dot_whose_a_does_not_share_its_last_dim() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+        def k(
+            q: BFloat16[Array, "M D"],
+            kv: BFloat16[Array, "N E"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+        ) -> Float32[Array, "M D"]:
+            def step(acc):
+                s = sk.dot(q, kv)  # @no-shared-dim
+                return acc + s
+
+            return sk.loop("N", step, init=jnp.zeros((BM, sk.dim("D")), jnp.float32))
+
+    assert info.value.where is not None
+    assert info.value.where.endswith(f":{line_of('no-shared-dim')}")
+    assert info.value.dim == "D"
+    assert info.value.expected == "'D N' or 'N D' for kv"
+
+
+def test_whole_dim_wgmma_cannot_take_is_refused_at_the_call() -> None:
+    q, k, v = qkv(1, 1, 64, 64, 96)
+    with pytest.raises(sk.DotShapeError) as info:
+        attention(q, k, v)
+    assert info.value.dim == "D"
+    assert "pad D with zeros to 128" in str(info.value.fix)
