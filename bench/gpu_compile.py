@@ -132,6 +132,9 @@ ROWS: tuple[Row, ...] = (
         (((4096, 4096), "bfloat16"), ((4096, 4096), "bfloat16"), ((4096,), "float32")),
     ),
     Row("batched_matmul", "batched_matmul", (((8, 1024, 1024), "bfloat16"),) * 2),
+    # Flash attention at the GPU check's sizes: the scores and p @ v in registers.
+    Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3),
+    Row("attention", "attention", (((1, 16, 4095, 128), "bfloat16"),) * 3),
     # Random bits in registers, from a scalar seed read from global memory.
     Row("dropout", "dropout", (((8192, 4096), "float32"), ((), "uint32"))),
     Row("dropout", "dropout", (((8191, 4095), "bfloat16"), ((), "uint32"))),

@@ -2,20 +2,23 @@
 softmax, so the (Sq, Skv) scores never leave registers. Exact at any Sq and Skv, causal or not."""
 
 import math
+from typing import TYPE_CHECKING, ClassVar
 
 import jax
 import jax.numpy as jnp
 import jaxtyping
-from jaxtyping import Array
+from jaxtyping import Array, Float
 
 import statickernel as sk
 
+if TYPE_CHECKING:  # to a type checker, an array annotation like any other
+    Half = Float
+else:
 
-class Half(jaxtyping.AbstractDtype):
-    """bfloat16 or float16: the inputs WGMMA multiplies with p in registers."""
+    class Half(jaxtyping.AbstractDtype):
+        """bfloat16 or float16: the inputs WGMMA multiplies with p in registers."""
 
-    dtypes = ["bfloat16", "float16"]
-
+        dtypes: ClassVar[list[str]] = ["bfloat16", "float16"]
 
 
 def attention_reference(
@@ -31,9 +34,7 @@ def attention_reference(
     return jnp.swapaxes(out, 1, 2).astype(q.dtype)
 
 
-@sk.kernel(
-    batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=attention_reference
-)
+@sk.kernel(batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=attention_reference)
 def attention(
     q: Half[Array, "B H Sq D"],
     k: Half[Array, "B H Skv D"],

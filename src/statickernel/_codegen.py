@@ -11,8 +11,8 @@ import math
 import jax
 
 from ._compat import has_plgpu_store
-from ._dotgen import wgmma_transforms
 from ._crossblock import combined
+from ._dotgen import wgmma_transforms
 from ._ir import (
     Assign,
     BinOp,
@@ -41,7 +41,6 @@ from ._ir import (
     Subscript,
     Tuple,
     call,
-    mentions,
     names_read,
 )
 from ._loopgen import loop_statements
@@ -52,7 +51,7 @@ from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
 from ._printer import module_source
 from ._rowgen import row_block_function, row_copies
 from ._schedule import ScheduleKind
-from ._translation import Line, LoopBlock, Translation
+from ._translation import LoopBlock, Translation, line_reads
 
 __all__ = ["generate_source"]
 
@@ -235,8 +234,10 @@ class _Generator:
 
     def _in_registers(self, op: OperandPlan) -> bool:
         """False for an operand only `sk.dot` reads: WGMMA takes it from shared memory."""
-        return not op.swizzle or any(_reads(line, op.name) for line in self.t.lines) or any(
-            out is not None and op.name in names_read(out) for out in self.t.outputs
+        return (
+            not op.swizzle
+            or any(line_reads(line, op.name) for line in self.t.lines)
+            or any(out is not None and op.name in names_read(out) for out in self.t.outputs)
         )
 
     def _loaded_after_loops(self) -> dict[str, int]:
@@ -253,7 +254,7 @@ class _Generator:
                 out is not None and op.name in names_read(out) for out in self.t.outputs
             )
             first = next(
-                (i for i, line in enumerate(lines) if _uses(line, op.name)),
+                (i for i, line in enumerate(lines) if line_reads(line, op.name, mentioned=True)),
                 len(lines) if in_outputs else None,
             )
             if first is None or first <= first_loop:
@@ -579,30 +580,3 @@ def _unpadded(op: OperandPlan, row_form: bool) -> Expr:
     else:
         index = tuple(Slice(None, Const(s)) for s in op.shape)
     return Subscript(Name(op.name), index)
-
-
-def _reads(line: Line, name: str) -> bool:
-    """True when a statement of the body, or of one of its loops' steps, reads `name`."""
-    if isinstance(line, LoopBlock):
-        values = [
-            *line.blocks,
-            *(v for c in line.carries for v in (c.init, c.update) if v is not None),
-        ]
-        return any(_reads(s, name) for s in line.lines) or any(name in names_read(v) for v in values)
-    if isinstance(line, Comment | SourceLine):
-        return False
-    return name in names_read(line)
-
-
-def _uses(line: Line, name: str) -> bool:
-    """True when a body line reads `name`, or, for a comment, names it: the comment naming the
-    user's line mentions the operands its statements read."""
-    if isinstance(line, LoopBlock):
-        values = [
-            *line.blocks,
-            *(v for c in line.carries for v in (c.init, c.update) if v is not None),
-        ]
-        return any(_uses(s, name) for s in line.lines) or any(name in names_read(v) for v in values)
-    if isinstance(line, Comment | SourceLine):
-        return mentions(line, name)
-    return name in names_read(line)

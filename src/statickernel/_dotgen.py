@@ -68,7 +68,10 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     out = eqn.outputs[0]
     a_value = Name(f"{a_name}_smem") if a_name else _register_a(tr, eqn, a_atom, over)
     staged = not a_name and tr.g.interpreted
-    a_ref = Name(f"{out}_a_smem") if staged else a_value
+    a_ref: Expr = a_value
+    staged_ref = Name(f"{out}_a_smem")
+    if staged:
+        a_ref = staged_ref
     b_ref = Name(f"{b_name}_smem.T" if transpose_b else f"{b_name}_smem")
     acc = Name(f"{out}_acc")
     wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
@@ -91,9 +94,9 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
         a_dtype = tr.dtype(a_atom)
         staging = FunctionDef(
             f"{out}_staged",
-            (a_ref.text,),
+            (staged_ref.text,),
             (
-                Assign((Subscript(a_ref, (EllipsisIndex(),)),), a_value),
+                Assign((Subscript(staged_ref, (EllipsisIndex(),)),), a_value),
                 ExprStmt(call("plgpu.commit_smem")),
                 product,
                 Return(value),

@@ -326,13 +326,11 @@ def _value_contraction(a: Any, b: Tile, axis: str, context: _trace_context.Trace
         )
     if dtype not in (jnp.bfloat16, jnp.float16):
         raise BodyError(
-            f"sk.dot's `a` is a {dtype} value; WGMMA reads a from registers only as a 16-bit "
-            "float",
+            f"sk.dot's `a` is a {dtype} value; WGMMA reads a from registers only as a 16-bit float",
             operand=b.name,
             expected="a bfloat16 or float16 block",
             actual=f"{dtype}{list(shape)}",
-            fix=f"cast it first, e.g. sk.dot(p.astype(jnp.{jnp.dtype(b.dtype).name}), "
-            f"{b.name})",
+            fix=f"cast it first, e.g. sk.dot(p.astype(jnp.{jnp.dtype(b.dtype).name}), {b.name})",
         )
     fits = [d for d in b.dims if context.blocks.get(d) == shape[1]]
     if axis in fits:

@@ -128,14 +128,16 @@ def check_dots(
             n_dim = b_dims[0] if dot.transpose_b else b_dims[1]
             bm, bk, bn = (layout.dim(d).extent for d in (m_dim, k, n_dim))
             for a_dtype, b_dtype in _dtype_pairs(dtypes[dot.a], dtypes[dot.b], ctx):
-                _check_dot(dot, (m_dim, k, n_dim), (bm, bk, bn), a_dtype, b_dtype, block_consts, ctx)
+                _check_dot(
+                    dot, (m_dim, k, n_dim), (bm, bk, bn), a_dtype, b_dtype, block_consts, ctx
+                )
         for product in block.products:
             m_dim = dims[product.a][0] if product.a else layout.rows
             names = (m_dim, product.over, product.along)
-            sizes = tuple(layout.dim(d).extent for d in names)
+            bm, bk, bn = (layout.dim(d).extent for d in names)
             a_dtypes = dtypes[product.a] if product.a else (product.a_dtype,)
             for a_dtype, b_dtype in _dtype_pairs(a_dtypes, dtypes[product.b], ctx):
-                _check_dot(product, names, sizes, a_dtype, b_dtype, block_consts, ctx)
+                _check_dot(product, names, (bm, bk, bn), a_dtype, b_dtype, block_consts, ctx)
 
 
 def _dtype_pairs(

@@ -4,10 +4,19 @@ body as IR, with a `LoopBlock` for each loop. Planning and code generation read 
 import dataclasses
 from typing import TypeAlias
 
-from ._ir import Expr, Kind, LoopMode, Mask, Stmt
+from ._ir import Comment, Expr, Kind, LoopMode, Mask, SourceLine, Stmt, mentions, names_read
 from ._pallas import FlatFrame, RowFrame
 
-__all__ = ["Carry", "DotUpdate", "Geometry", "Line", "LoopBlock", "Product", "Translation"]
+__all__ = [
+    "Carry",
+    "DotUpdate",
+    "Geometry",
+    "Line",
+    "LoopBlock",
+    "Product",
+    "Translation",
+    "line_reads",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,3 +130,20 @@ class Translation:
     @property
     def loops(self) -> tuple[LoopBlock, ...]:
         return tuple(line for line in self.lines if isinstance(line, LoopBlock))
+
+
+def line_reads(line: Line, name: str, *, mentioned: bool = False) -> bool:
+    """True when a statement of the body, or of one of its loops' steps, reads `name`; with
+    `mentioned`, also when a comment names it (the comment naming the user's line mentions
+    the operands its statements read)."""
+    if isinstance(line, LoopBlock):
+        values = [
+            *line.blocks,
+            *(v for c in line.carries for v in (c.init, c.update) if v is not None),
+        ]
+        return any(line_reads(s, name, mentioned=mentioned) for s in line.lines) or any(
+            name in names_read(v) for v in values
+        )
+    if isinstance(line, Comment | SourceLine):
+        return mentioned and mentions(line, name)
+    return name in names_read(line)
