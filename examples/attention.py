@@ -69,7 +69,10 @@ def attention(
         jnp.zeros((BQ,), jnp.float32),
         jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     )
-    _, row_sum, acc = sk.loop("Skv", step, init=init)
+    # Causal: the keys past this block's last query are masked for every query of it, so the
+    # loop stops there and skips their blocks.
+    stop = sk.position("Sq").max() + 1 if causal else None
+    _, row_sum, acc = sk.loop("Skv", step, init=init, stop=stop)
     return (acc / row_sum[:, None]).astype(q.dtype)
 
 

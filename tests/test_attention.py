@@ -91,6 +91,11 @@ def test_attention_plan_and_device_lowering() -> None:
     assert "pl.run_state" in source and "plgpu.ACC.init" in source
     assert "_staged" not in source
     assert "mosaic_gpu" in text
+    # Causal: each block of queries stops at its last query, a traced trip count.
+    causal = attention.plan(q, k, v, causal=True)
+    assert causal.loops[0].stops_early and not loop.stops_early
+    with sk.backend("mosaic_gpu"):
+        assert "grid=(loop0_steps,)" in attention.emit(q, k, v, causal=True)
     # The interpreter's form stages p through swizzled shared memory instead.
     interpreted = attention.emit(*qkv(1, 1, 100, 300, 64))
     assert "_staged" in interpreted and "pl.run_state" not in interpreted

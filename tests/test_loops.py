@@ -1244,3 +1244,51 @@ def test_the_row_dim_neither_tiled_nor_looped() -> None:
 
     assert info.value.dim == "M"
     assert 'loop={"M": "BM"}' in str(info.value.fix)
+
+
+# --- a loop that stops early ----------------------------------------------------------------
+
+
+@sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+def prefix_row_sum(
+    x: Float32[Array, "M N"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 64,
+    upto: sk.Const[int] = 100,
+) -> Float32[Array, " M"]:
+    def step(total):
+        v = sk.load(x)
+        # The loop walks the blocks up to `upto`; inside the last one, positions past it count 0.
+        kept = jnp.where(sk.position("N")[None, :] < upto, v, 0.0)
+        return total + sk.sum(kept, axis=1)
+
+    return sk.loop("N", step, init=jnp.zeros((BM,), jnp.float32), stop=upto)
+
+
+@pytest.mark.parametrize("upto", [1, 100, 128, 1000])
+def test_loop_with_a_stop(upto: int) -> None:
+    rng = np.random.default_rng(upto)
+    x = jnp.asarray(normal(rng, 70, 300))
+    out = prefix_row_sum(x, upto=upto)
+    assert_matches(out, jnp.sum(x[:, :upto], axis=1), 1e-5, 1e-4)
+    plan = prefix_row_sum.plan(x, upto=upto)
+    assert plan.loops[0].stops_early
+    assert "at most 5 step(s)" in str(plan)
+    assert "_steps = lax.max(" in prefix_row_sum.emit(x, upto=upto)
+
+
+def test_loop_stop_that_is_not_an_integer() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+        def k(
+            x: Float32[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+        ) -> Float32[Array, " M"]:
+            def step(total):
+                return total + sk.sum(sk.load(x), axis=1)
+
+            return sk.loop("N", step, init=jnp.zeros((BM,), jnp.float32), stop=2.5)  # @float-stop
+
+    assert_at(info.value, "float-stop")
+    assert "not an integer scalar" in info.value.what

@@ -351,13 +351,17 @@ def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any
         outputs=tuple(self._read(inner_env, v) for v in jaxpr.outvars),
         loop=self.loops.setdefault(eqn.params["loop_id"], len(self.loops)),
     )
-    inputs = tuple(self._read(env, v) for v in eqn.invars[n_consts:])
+    stopped = eqn.params.get("stopped", False)
+    invars = eqn.invars[n_consts : len(eqn.invars) - int(stopped)]
+    inputs = tuple(self._read(env, v) for v in invars)
     outputs = []
     for out in eqn.outvars:
         new = self._fresh(out.aval)
         env[out] = Atom(new)
         outputs.append(new)
     params: dict[str, Any] = {"axis": step.axis, "step": step}
+    if stopped:  # where the loop ends, read in the body around it
+        params["stop"] = self._read(env, eqn.invars[-1])
     if "axis_sizes" in eqn.params:
         params["axis_sizes"] = eqn.params["axis_sizes"]
     line, source = where

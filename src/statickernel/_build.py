@@ -432,6 +432,7 @@ def _geometry(
         input_fills=tuple(operand_fills(trace.loads).items()),
         row_dim=spec.rows,
         col_dim=spec.cols,
+        row_tiled=spec.rows in spec.tile_map,
     )
     loops = spec.loop_map
     if not loops:

@@ -114,8 +114,20 @@ def loop_statements(
     lines: list[Stmt] = [FunctionDef(f"{name}_step", tuple(params), tuple(step))]
     spec_names = [f"{name}_{n}_spec" for n in block.operands]
     lines += [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
+    grid: Expr = Const((loop.steps,))
+    if block.stop is not None:
+        # The blocks before `stop`, at least one and at most all of them: a traced trip count.
+        stop_steps = Name(f"{name}_steps")
+        blocks = call(
+            "lax.div", BinOp(Operator.ADD, block.stop, Const(loop.block - 1)), Const(loop.block)
+        )
+        bounded = call("lax.max", call("lax.min", blocks, Const(loop.steps)), Const(1))
+        lines.append(
+            Assign((stop_steps,), bounded, comment="blocks wholly past the stop are skipped")
+        )
+        grid = Tuple((stop_steps,))
     keywords = [
-        Keyword("grid", Const((loop.steps,))),
+        Keyword("grid", grid),
         Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
         Keyword("max_concurrent_steps", Const(loop.stages)),
     ]

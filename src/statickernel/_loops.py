@@ -118,7 +118,7 @@ def _trace_step(
     return closed, step.loop_id
 
 
-def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
+def loop(axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None) -> Any:
     """Walks the loop dim `axis` block by block, folding each step into a carry.
 
     `step(carry)` runs once per block and returns the next carry; inside it, `sk.load(x)` on an
@@ -126,8 +126,14 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
     the current blocks of two operands. `init` is the first carry: any pytree of arrays, e.g.
     `jnp.zeros((BM, BN), jnp.float32)` for a matmul accumulator or a tuple of per-row vectors.
     Returns the carry after the last block. Blocks past the dim's edge read each load's fill.
+
+    `stop`, an int or an int32 scalar of the block (`sk.position("M").max() + 1`), ends the loop
+    early: the blocks of `axis` that lie wholly at or past it are skipped, loads and all, and
+    at least the first block is always walked. The step still sees the positions at or past
+    `stop` in the last block it walks: mask them as the computation needs (a causal mask does).
     """
     _check_axis("sk.loop", axis)
+    stops = _stop_operand(axis, stop)
     leaves, tree = jax.tree.flatten(init)
     if not leaves:
         raise BodyError(
@@ -160,12 +166,33 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any) -> Any:
     flat_out = loop_p.bind(
         *closed.consts,
         *leaves,
+        *stops,
         jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
         num_consts=len(closed.consts),
         axis=axis,
         loop_id=loop_id,
+        stopped=bool(stops),
     )
     return jax.tree.unflatten(out_tree, flat_out)
+
+
+def _stop_operand(axis: str, stop: Any) -> list[Any]:
+    """`stop` as the loop primitive's last input, or nothing."""
+    if stop is None:
+        return []
+    if isinstance(stop, bool) or not (
+        isinstance(stop, int)
+        or (jnp.shape(stop) == () and jnp.issubdtype(jnp.result_type(stop), jnp.integer))
+    ):
+        shape = jnp.shape(stop) if hasattr(stop, "shape") else ()
+        raise BodyError(
+            f"the stop of sk.loop({axis!r}) is not an integer scalar",
+            dim=axis,
+            expected='an int, or an int32 scalar of the block such as sk.position("M").max() + 1',
+            actual=f"{type(stop).__name__} {list(shape)}",
+            fix="pass the position the loop ends at, one past its last element",
+        )
+    return [jnp.asarray(stop, jnp.int32)]
 
 
 def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:

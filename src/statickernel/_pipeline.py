@@ -69,6 +69,8 @@ class LoopPlan:
     """Shared memory of the pipeline's buffers while it runs."""
     products: tuple[PlannedDot, ...] = ()
     """The step's other `sk.dot` products, values of the step; an `a` of "" is in registers."""
+    stops_early: bool = False
+    """True when `sk.loop(..., stop=)` bounds it: each block walks `steps` blocks at most."""
 
     @property
     def ragged(self) -> bool:

@@ -222,8 +222,9 @@ class LaunchPlan(TextDisplay):
                 f"{n} (fill {dict(loop.fills)[n]!r})" if n in dict(loop.fills) else n
                 for n in loop.operands
             )
+            steps = f"at most {loop.steps}" if loop.stops_early else f"{loop.steps}"
             lines.append(
-                f"  loop {i}: {loop.axis} in {loop.steps} step(s) of {loop.block}, "
+                f"  loop {i}: {loop.axis} in {steps} step(s) of {loop.block}, "
                 f"{loop.stages} stage(s), {what}; pipelines {reads or '-'}"
                 f"{dots}; {loop.smem_bytes:,} B while it runs"
             )
@@ -508,6 +509,7 @@ def _loop_plans(
                 operands=block.operands,
                 dots=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.dots),
                 products=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.products),
+                stops_early=block.stop is not None,
                 # sk.dot reads its operands as TMA fills them: zeros past the edge.
                 fills=loaded
                 + tuple(

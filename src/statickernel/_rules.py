@@ -173,6 +173,8 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
         return _reduce_block(tr, eqn, atom, axes[0])
     if kind in (ROW, COL, LOOP_COL) and _vector_axis(tr, atom, kind) not in axes:
         return tr.alias(eqn, atom, kind)
+    if kind == ROW and tr.source(atom) == Name(Mask.ROW_POSITION) and eqn.prim != "reduce_sum":
+        return _row_position_bound(tr, eqn)
     if kind == SCALAR:
         shape = tuple(tr.trace.aval(atom.var)[0]) if atom.var else ()
         if all(shape[a] == 1 for a in axes):
@@ -191,6 +193,18 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
         actual=f"`{eqn.prim}` over axes {axes} of a {kind}"
         + (f" in: {eqn.source}" if eqn.source else ""),
     )
+
+
+def _row_position_bound(tr: Translator, eqn: Eqn) -> None:
+    """The first or last row of the block, `sk.position(rows).min()` or `.max()`: a scalar of
+    the block (a loop's stop), computed from where the block starts, not from registers."""
+    if tr.g.row_frame is not None or tr.g.flat_frame is not None:
+        raise NotInForm("positions are vectors of the block form")
+    first: Expr = Const(0)
+    if tr.g.row_tiled:
+        first = BinOp(Operator.MUL, Name(f"block_{tr.g.row_dim}"), Const(tr.g.rows))
+    bound = first if eqn.prim == "reduce_min" else BinOp(Operator.ADD, first, Const(tr.g.rows - 1))
+    tr.assign(eqn, SCALAR, ir_call("jnp.int32", bound))
 
 
 def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:

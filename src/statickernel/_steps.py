@@ -63,6 +63,15 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
             "it receives",
             "keep each carry a per-row vector, a per-column vector or a block throughout",
         )
+    stop = dict(eqn.params).get("stop")
+    if stop is not None:
+        if tr.kind(stop) != Kind.SCALAR:
+            raise tr.fail(
+                eqn,
+                f"the stop of sk.loop({step.axis!r}) is not one number for the block",
+                'reduce a position to its block\'s bound, e.g. sk.position("M").max() + 1',
+            )
+        block = dataclasses.replace(block, stop=tr.source(stop))
     tr.lines.append(block)
     if mode == LoopMode.MAP:
         for i, out in enumerate(eqn.outputs):

@@ -42,6 +42,7 @@ class Geometry:
     # The dims of the (rows, cols) frame, by name; sk.dot's product is placed by them.
     row_dim: str = ""
     col_dim: str | None = None
+    row_tiled: bool = False  # the rows split across the grid, from block_<row_dim>
     # In the step of a loop over a dim outside the frame: that dim, its block (the columns of
     # a LOOP_TILE) and whether the last step is ragged. Empty outside such a step.
     loop_dim: str | None = None
@@ -113,6 +114,7 @@ class LoopBlock:
     finals: tuple[str, ...]  # the body's variables for the final carries
     blocks: tuple[Expr, ...]  # map: each output block, per step
     products: tuple[Product, ...] = ()  # the step's other sk.dot products
+    stop: Expr | None = None  # an int32 scalar: the loop skips the blocks wholly past it
 
 
 # A statement of the body, or one of its loops.
