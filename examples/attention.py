@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 import jax
 import jax.numpy as jnp
 import jaxtyping
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Float32
 
 import statickernel as sk
 
@@ -34,18 +34,10 @@ def attention_reference(
     return jnp.swapaxes(out, 1, 2).astype(q.dtype)
 
 
-@sk.kernel(batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=attention_reference)
-def attention(
-    q: Half[Array, "B H Sq D"],
-    k: Half[Array, "B H Skv D"],
-    v: Half[Array, "B H Skv D"],
-    *,
-    causal: sk.Const[bool] = False,
-    sm_scale: sk.Const[float] = 0.0,
-    BQ: sk.Const[int] = 64,
-    BKV: sk.Const[int] = 64,
-    stages: sk.Const[int] = 2,
-) -> Half[Array, "B H Sq D"]:
+def _flash(
+    q: sk.Tile, k: sk.Tile, v: sk.Tile, causal: bool, sm_scale: float, BQ: int
+) -> tuple[jax.Array, jax.Array]:
+    """The body both kernels share: the output block and its rows' log-sum-exp."""
     # The default, 0, is the usual 1 / sqrt(D).
     scale = sm_scale or 1 / math.sqrt(sk.dim("D"))
 
@@ -72,8 +64,53 @@ def attention(
     # Causal: the keys past this block's last query are masked for every query of it, so the
     # loop stops there and skips their blocks.
     stop = sk.position("Sq").max() + 1 if causal else None
-    _, row_sum, acc = sk.loop("Skv", step, init=init, stop=stop)
-    return (acc / row_sum[:, None]).astype(q.dtype)
+    row_max, row_sum, acc = sk.loop("Skv", step, init=init, stop=stop)
+    return (acc / row_sum[:, None]).astype(q.dtype), row_max + jnp.log(row_sum)
+
+
+@sk.kernel(batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=attention_reference)
+def attention(
+    q: Half[Array, "B H Sq D"],
+    k: Half[Array, "B H Skv D"],
+    v: Half[Array, "B H Skv D"],
+    *,
+    causal: sk.Const[bool] = False,
+    sm_scale: sk.Const[float] = 0.0,
+    BQ: sk.Const[int] = 64,
+    BKV: sk.Const[int] = 64,
+    stages: sk.Const[int] = 2,
+) -> Half[Array, "B H Sq D"]:
+    out, _ = _flash(q, k, v, causal, sm_scale, BQ)
+    return out
+
+
+def attention_lse_reference(
+    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False, sm_scale: float = 0.0
+) -> tuple[jax.Array, jax.Array]:
+    scale = sm_scale or 1 / math.sqrt(q.shape[-1])
+    s = jnp.einsum("bhqd,bhkd->bhqk", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
+    if causal:
+        s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -jnp.inf)
+    return attention_reference(q, k, v, causal, sm_scale), jax.nn.logsumexp(s, axis=-1)
+
+
+@sk.kernel(
+    batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=attention_lse_reference
+)
+def attention_lse(
+    q: Half[Array, "B H Sq D"],
+    k: Half[Array, "B H Skv D"],
+    v: Half[Array, "B H Skv D"],
+    *,
+    causal: sk.Const[bool] = False,
+    sm_scale: sk.Const[float] = 0.0,
+    BQ: sk.Const[int] = 64,
+    BKV: sk.Const[int] = 64,
+    stages: sk.Const[int] = 2,
+) -> tuple[Half[Array, "B H Sq D"], Float32[Array, "B H Sq"]]:
+    """`attention`, and the log-sum-exp of each query's scaled scores, float32: what a backward
+    pass recomputes the probabilities from."""
+    return _flash(q, k, v, causal, sm_scale, BQ)
 
 
 if __name__ == "__main__":

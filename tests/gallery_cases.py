@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 import statickernel as sk
 from add import add
-from attention import attention
+from attention import attention, attention_lse
 from batched_matmul import batched_matmul
 from cross_entropy import cross_entropy, cross_entropy_backward
 from dropout import dropout
@@ -50,6 +50,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "cross_entropy_backward": cross_entropy_backward,
     "dropout": dropout,
     "attention": attention,
+    "attention_lse": attention_lse,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -112,6 +113,12 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # Flash attention: ragged queries (100 % 64) and keys (300 % 64), the keys host-padded to
     # a multiple of 8 rows.
     "attention": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+    ],
+    # With the log-sum-exp, a per-row result of each head, written in whole blocks.
+    "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),
         ((1, 2, 300, 64), "bfloat16"),
         ((1, 2, 300, 64), "bfloat16"),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jaxtyping import Array, BFloat16, Float32
 
 import statickernel as sk
-from attention import attention, attention_reference
+from attention import attention, attention_lse, attention_lse_reference, attention_reference
 from markers import line_finder
 
 line_of = line_finder(__file__)
@@ -74,6 +74,22 @@ def test_attention_float16_and_a_scale() -> None:
 )
 def test_attention_at_any_shape(b: int, h: int, sq: int, skv: int, d: int, causal: bool) -> None:
     assert_attention(*qkv(b, h, sq, skv, d), causal=causal)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_with_its_log_sum_exp(causal: bool) -> None:
+    # Two batch entries of ragged heads: each head's per-row result is written in whole
+    # blocks, so that its last block does not reach into the next head's.
+    q, k, v = qkv(2, 3, 100, 130, 64)
+    out, lse = attention_lse(q, k, v, causal=causal)
+    ref_out, ref_lse = attention_lse_reference(q, k, v, causal=causal)
+    assert lse.shape == (2, 3, 100) and lse.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(attention(q, k, v, causal=causal)))
+    np.testing.assert_allclose(
+        np.asarray(out, np.float32), np.asarray(ref_out, np.float32), rtol=2e-2, atol=2e-2
+    )
+    assert "sliced back" in str(attention_lse.plan(q, k, v))
 
 
 def test_attention_plan_and_device_lowering() -> None:

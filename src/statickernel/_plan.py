@@ -332,6 +332,18 @@ def make_plan(
         elif row_frame is not None and len(shape) == 1:
             summed = role is Role.OUTPUT and op.dims == (spec.cols,)
             gmem = _row_form_gmem(op.name, role, shape, dtype, layout, grid, notes, summed)
+        elif (
+            role is Role.OUTPUT and len(shape) == 1 and op.batch and layout.dim(dims_seen[0]).ragged
+        ):
+            # A 1-D block is stored by a bulk copy, which clips only at the end of the whole
+            # array: past this entry's edge it would write into the next batch entry's.
+            block = layout.dim(dims_seen[0]).block
+            gmem = (hw.round_up(shape[0], block),)
+            notes.append(
+                f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "
+                f"{list(lead + shape)}: a vector's store past the edge of one batch entry would "
+                "reach into the next"
+            )
         loaded = role is Role.OUTPUT or op.name in fills
         return OperandPlan(
             name=op.name,
