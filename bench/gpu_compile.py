@@ -135,6 +135,13 @@ ROWS: tuple[Row, ...] = (
     # Flash attention at the GPU check's sizes: the scores and p @ v in registers.
     Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3),
     Row("attention", "attention", (((1, 16, 4095, 128), "bfloat16"),) * 3),
+    Row("attention", "attention_lse", (((1, 16, 4096, 128), "bfloat16"),) * 3),
+    # A fused MLP: the hidden block of each step stays in registers.
+    Row(
+        "mlp",
+        "mlp",
+        (((8192, 256), "bfloat16"), ((256, 1024), "bfloat16"), ((1024, 256), "bfloat16")),
+    ),
     # Random bits in registers, from a scalar seed read from global memory.
     Row("dropout", "dropout", (((8192, 4096), "float32"), ((), "uint32"))),
     Row("dropout", "dropout", (((8191, 4095), "bfloat16"), ((), "uint32"))),

@@ -21,6 +21,7 @@ from layernorm import (
 from layernorm_wide import layernorm_wide
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
+from mlp import mlp
 from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
 from row_sum import row_sum
 from scale_bias import scale_bias
@@ -51,6 +52,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "dropout": dropout,
     "attention": attention,
     "attention_lse": attention_lse,
+    "mlp": mlp,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -117,6 +119,8 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((1, 2, 300, 64), "bfloat16"),
         ((1, 2, 300, 64), "bfloat16"),
     ],
+    # A chained product over a ragged hidden dim (1000 % 64), the hidden block in registers.
+    "mlp": [((300, 256), "bfloat16"), ((256, 1000), "bfloat16"), ((1000, 128), "bfloat16")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

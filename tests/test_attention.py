@@ -1,5 +1,5 @@
-"""Flash attention and the generalized `sk.dot`: products over a whole dim and of values in
-registers, against `jax.nn.dot_product_attention` in the interpreter, and their misuse."""
+"""Flash attention: `sk.dot` over a whole dim and of values in registers, in a loop that may
+stop early, against `jax.nn.dot_product_attention` in the interpreter."""
 
 from typing import Any
 
@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jaxtyping import Array, BFloat16, Float32
 
 import statickernel as sk
 from attention import attention, attention_lse, attention_lse_reference, attention_reference
@@ -115,102 +114,3 @@ def test_attention_plan_and_device_lowering() -> None:
     # The interpreter's form stages p through swizzled shared memory instead.
     interpreted = attention.emit(*qkv(1, 1, 100, 300, 64))
     assert "_staged" in interpreted and "pl.run_state" not in interpreted
-
-
-# --- the generalized sk.dot, misused ---------------------------------------------------------
-
-
-def test_dot_of_a_float32_value() -> None:
-    with pytest.raises(sk.BodyError) as info:
-
-        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
-        def k(
-            q: BFloat16[Array, "M D"],
-            kv: BFloat16[Array, "N D"],
-            *,
-            BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 64,
-        ) -> Float32[Array, "M D"]:
-            def step(acc):
-                p = sk.dot(q, kv)
-                return acc + sk.dot(p, kv)  # @f32-value
-
-            return sk.loop("N", step, init=jnp.zeros((BM, sk.dim("D")), jnp.float32))
-
-    assert info.value.where is not None and info.value.where.endswith(f":{line_of('f32-value')}")
-    assert "16-bit" in info.value.what
-    assert "astype(jnp.bfloat16)" in str(info.value.fix)
-
-
-def test_dot_contracting_a_tiled_dim() -> None:
-    with pytest.raises(sk.BodyError) as info:
-
-        @sk.kernel(tile={"M": "BM", "D": "BD"}, loop={"N": "BN"})
-        def k(
-            q: BFloat16[Array, "M D"],
-            kv: BFloat16[Array, "N D"],
-            *,
-            BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 64,
-            BD: sk.Const[int] = 64,
-        ) -> Float32[Array, "M D"]:
-            def step(acc):
-                return acc + sk.dot(sk.dot(q, kv).astype(jnp.bfloat16), kv)  # @tiled-dim
-
-            return sk.loop("N", step, init=jnp.zeros((BM, BD), jnp.float32))
-
-    assert info.value.dim == "D"
-    assert "split across the grid" in info.value.what
-    assert "tile=" in str(info.value.fix)
-
-
-def test_dot_of_a_b_that_is_a_value() -> None:
-    with pytest.raises(sk.BodyError) as info:
-
-        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
-        def k(
-            a: BFloat16[Array, "M K"],
-            b: BFloat16[Array, "K N"],
-            *,
-            BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 64,
-            BK: sk.Const[int] = 64,
-        ) -> Float32[Array, "M N"]:
-            def step(acc):
-                return acc + sk.dot(a, sk.load(b))  # @b-value
-
-            return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
-
-    assert "`b` is not an operand" in info.value.what
-    assert "only a may be a value" in str(info.value.fix)
-
-
-def test_dot_whose_a_does_not_share_its_last_dim() -> None:
-    with pytest.raises(sk.BodyError) as info:
-
-        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
-        def k(
-            q: BFloat16[Array, "M D"],
-            kv: BFloat16[Array, "N E"],
-            *,
-            BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 64,
-        ) -> Float32[Array, "M D"]:
-            def step(acc):
-                s = sk.dot(q, kv)  # @no-shared-dim
-                return acc + s
-
-            return sk.loop("N", step, init=jnp.zeros((BM, sk.dim("D")), jnp.float32))
-
-    assert info.value.where is not None
-    assert info.value.where.endswith(f":{line_of('no-shared-dim')}")
-    assert info.value.dim == "D"
-    assert info.value.expected == "'D N' or 'N D' for kv"
-
-
-def test_whole_dim_wgmma_cannot_take_is_refused_at_the_call() -> None:
-    q, k, v = qkv(1, 1, 64, 64, 96)
-    with pytest.raises(sk.DotShapeError) as info:
-        attention(q, k, v)
-    assert info.value.dim == "D"
-    assert "pad D with zeros to 128" in str(info.value.fix)

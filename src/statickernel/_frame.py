@@ -90,7 +90,17 @@ def frame(
         framed = [r for r in results if r.rank == 2] + two_d
         frame = framed[0].dims if framed else ()
         outside = set(loop) - set(frame)
-        everything = [o for o in everything if not (o.rank == 2 and outside & set(o.dims))]
+        names = {r.name for r in results}
+
+        def dot_only(o: OperandSpec) -> bool:
+            # A matmul's a and b (a loop dim outside the frame), or an operand with the rows
+            # and a dim outside the frame (an MLP's x "M K"), which only sk.dot can read.
+            if o.rank != 2:
+                return False
+            rows_and_other = bool(frame) and o.dims[0] == frame[0] and o.dims[1] not in frame
+            return bool(outside & set(o.dims)) or (o.name not in names and rows_and_other)
+
+        everything = [o for o in everything if not dot_only(o)]
         two_d = [r for r in results if r.rank == 2] + [o for o in everything if o.rank == 2]
     if not two_d:
         raise AnnotationError(
