@@ -12,7 +12,9 @@
    measured here; ragged shapes against aligned ones, per byte; the matmul example against
    jnp.dot at 4096^3 and 4095^3. Every timed kernel is also given as a fraction of its plan's
    roofline floor (`plan.cost`), and its result is checked against XLA's.
-3. Training: jax.grad of rmsnorm, layernorm, softmax and the cross-entropy through their
+3. Attention: examples/attention.py at B=1, H=16, D=128 and S = 4096 (also 4095, causal) and
+   8192, against cuDNN's and XLA's jax.nn.dot_product_attention and jax's attention_mgpu.
+4. Training: jax.grad of rmsnorm, layernorm, softmax and the cross-entropy through their
    backward kernels, against jax.grad of the same loss in jnp (XLA), side by side, at
    16384x4096 (16384x32000 for the loss); the gradients are checked to agree first.
 A last table sums up each goal: the worst figure, where, and whether it is met.
@@ -40,12 +42,17 @@ from typing import Any
 import jax
 
 from gallery import select
+from gpu_attention import measure_attention
 from gpu_correctness import check_correctness, lower_gpu_shapes
 from gpu_grad import measure_grad
 from gpu_settings import (
     BEATS_XLA,
     COPY_BOUND,
     DRY_RUN,
+    GOAL_ATTENTION_CAUSAL,
+    GOAL_ATTENTION_RAGGED,
+    GOAL_ATTENTION_VS_CUDNN,
+    GOAL_ATTENTION_VS_MGPU,
     GOAL_COPY_FRACTION,
     GOAL_GRAD_BEATS_XLA,
     GOAL_MATMUL_FRACTION,
@@ -91,11 +98,16 @@ def _key(row: dict[str, Any]) -> str:
     return f"{row['kernel']} {shape_text(row['shape'], row['dtype'])}"
 
 
+def _attention_key(row: dict[str, Any]) -> str:
+    return "x".join(map(str, row["shape"])) + (" causal" if row["causal"] else "")
+
+
 def goals(results: dict[str, Any]) -> dict[str, Any]:
     """Each goal with the measured figures it is judged on; None where nothing was measured."""
     speed = [r for r in results.get("speed", []) if "median_us" in r]  # measured rows
     aligned = [r for r in speed if r["case"] == "aligned"]
     ragged = [r for r in speed if r.get("ragged_cost") is not None]
+    attention = [r for r in results.get("attention", []) if "median_us" in r]
 
     def judged(values: dict[str, Any], ok: Callable[[Any], bool]) -> dict[str, Any]:
         measured = {k: v for k, v in values.items() if v is not None}
@@ -145,6 +157,22 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             },
             lambda v: v > 1.0,
         ),
+        "attention_vs_cudnn": judged(
+            {_attention_key(r): r.get("cudnn_over_sk") for r in attention if not r["causal"]},
+            lambda v: v >= GOAL_ATTENTION_VS_CUDNN,
+        ),
+        "attention_vs_mgpu": judged(
+            {_attention_key(r): r.get("attention_mgpu_over_sk") for r in attention},
+            lambda v: v > GOAL_ATTENTION_VS_MGPU,
+        ),
+        "attention_ragged": judged(
+            {_attention_key(r): r.get("versus") for r in attention if not r["causal"]},
+            lambda v: v <= GOAL_ATTENTION_RAGGED,
+        ),
+        "attention_causal": judged(
+            {_attention_key(r): r.get("versus") for r in attention if r["causal"]},
+            lambda v: v <= GOAL_ATTENTION_CAUSAL,
+        ),
         "matmul_ragged_cost": judged(
             {
                 f"{r['size']}^3": r["ragged_cost"]
@@ -166,6 +194,10 @@ _GOAL_ROWS = (
     ("matmul_fraction", f"matmul sk / dot >= {GOAL_MATMUL_FRACTION}", True),
     ("matmul_ragged_cost", f"matmul ragged cost <= {GOAL_RAGGED}", False),
     ("grad_faster_than_xla", f"grad XLA / sk > 1 ({', '.join(GOAL_GRAD_BEATS_XLA)})", True),
+    ("attention_vs_cudnn", f"attention cuDNN / sk >= {GOAL_ATTENTION_VS_CUDNN}", True),
+    ("attention_vs_mgpu", f"attention mgpu / sk > {GOAL_ATTENTION_VS_MGPU}", True),
+    ("attention_ragged", f"attention S=4095 / 4096 <= {GOAL_ATTENTION_RAGGED}", False),
+    ("attention_causal", f"attention causal / full <= {GOAL_ATTENTION_CAUSAL}", False),
 )
 
 
@@ -326,6 +358,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["matmul"] = rows
     failed += [r for r in rows if r.get("passed") is False]
     checkpoint(matmul_table)
+
+    rows, attention_table = measure_attention(settings, budget)
+    results["attention"] = rows
+    failed += [
+        r
+        for r in rows
+        if r.get("agrees_with_xla") is False or "statickernel" in r.get("errors", {})
+    ]
+    checkpoint(attention_table)
 
     rows, grad_table = measure_grad(settings, budget)
     results["grad"] = rows

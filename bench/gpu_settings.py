@@ -8,12 +8,17 @@ __all__ = [
     "BEATS_XLA",
     "COPY_BOUND",
     "DRY_RUN",
+    "GOAL_ATTENTION_CAUSAL",
+    "GOAL_ATTENTION_RAGGED",
+    "GOAL_ATTENTION_VS_CUDNN",
+    "GOAL_ATTENTION_VS_MGPU",
     "GOAL_COPY_FRACTION",
     "GOAL_GRAD_BEATS_XLA",
     "GOAL_MATMUL_FRACTION",
     "GOAL_RAGGED",
     "GOAL_VS_HANDWRITTEN",
     "GPU",
+    "AttentionShape",
     "Budget",
     "Case",
     "GradShape",
@@ -29,6 +34,10 @@ GOAL_MATMUL_FRACTION = 0.80  # of jnp.dot at 4096^3 bf16, once statickernel has 
 COPY_BOUND = ("add", "scale_bias", "softmax", "rmsnorm", "layernorm")  # held to the copy goal
 BEATS_XLA = ("softmax", "rmsnorm", "layernorm")  # expected faster than XLA
 GOAL_GRAD_BEATS_XLA = ("rmsnorm", "layernorm")  # jax.grad expected faster than XLA's
+GOAL_ATTENTION_VS_CUDNN = 0.90  # cuDNN time / statickernel time, at least
+GOAL_ATTENTION_VS_MGPU = 1.0  # attention_mgpu time / statickernel time, more than
+GOAL_ATTENTION_RAGGED = 1.05  # S = 4095 time / S = 4096 time, at most
+GOAL_ATTENTION_CAUSAL = 0.60  # causal time / full time, at most (half the blocks, and masks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +78,20 @@ class GradShape:
 
 
 @dataclasses.dataclass(frozen=True)
+class AttentionShape:
+    """A flash-attention forward the attention part times, bf16 (B, H, S, D), Sq = Skv = S."""
+
+    b: int
+    h: int
+    s: int
+    d: int
+    causal: bool = False
+    # The (S, causal) of the same B, H, D this one's time is judged against: the aligned
+    # length for a ragged one, the full attention for a causal one.
+    versus: tuple[int, bool] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     dry_run: bool
     backend: str  # statickernel's backend
@@ -87,6 +110,7 @@ class Settings:
     copy_shape: tuple[int, int]
     matmul_sizes: tuple[int, ...]
     grad: tuple[GradShape, ...] = ()  # jax.grad through the backward kernels, against XLA's
+    attention: tuple[AttentionShape, ...] = ()  # flash attention against cuDNN and Pallas'
 
 
 # The goals' shapes, in the order they are measured.
@@ -132,6 +156,12 @@ GPU = Settings(
     speed=_GPU_SPEED,
     copy_shape=(16384, 4096),
     matmul_sizes=(4096, 4095),
+    attention=(
+        AttentionShape(1, 16, 4096, 128),
+        AttentionShape(1, 16, 4095, 128, versus=(4096, False)),
+        AttentionShape(1, 16, 4096, 128, causal=True, versus=(4096, False)),
+        AttentionShape(1, 16, 8192, 128),
+    ),
     grad=(
         GradShape("rmsnorm", 16384, 4096, "bfloat16"),
         GradShape("layernorm", 16384, 4096, "bfloat16"),
@@ -168,6 +198,11 @@ DRY_RUN = Settings(
     ),
     copy_shape=(256, 256),
     matmul_sizes=(128, 127),
+    attention=(
+        AttentionShape(1, 2, 128, 64),
+        AttentionShape(1, 2, 127, 64, versus=(128, False)),
+        AttentionShape(1, 2, 128, 64, causal=True, versus=(128, False)),
+    ),
     grad=(
         GradShape("rmsnorm", 63, 256, "bfloat16"),
         GradShape("cross_entropy", 63, 300, "float32"),
