@@ -9,7 +9,7 @@ XLA's before anything is timed.
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +32,7 @@ def _operands(shape: AttentionShape) -> tuple[jax.Array, jax.Array, jax.Array]:
 def _baselines(shape: AttentionShape, settings: Settings) -> dict[str, Callable[..., Any]]:
     """The other sides, on (B, S, H, D) inputs; cuDNN and attention_mgpu only on a GPU."""
 
-    def library(implementation: str | None) -> Callable[..., Any]:
+    def library(implementation: Literal["xla", "cudnn"]) -> Callable[..., Any]:
         return jax.jit(
             lambda q, k, v: jax.nn.dot_product_attention(
                 q, k, v, is_causal=shape.causal, implementation=implementation

@@ -35,7 +35,7 @@ def attention_reference(
 
 
 def _flash(
-    q: sk.Tile, k: sk.Tile, v: sk.Tile, causal: bool, sm_scale: float, BQ: int
+    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool, sm_scale: float, BQ: int
 ) -> tuple[jax.Array, jax.Array]:
     """The body both kernels share: the output block and its rows' log-sum-exp."""
     # The default, 0, is the usual 1 / sqrt(D).

@@ -63,7 +63,7 @@ def test_mlp_plan_keeps_the_hidden_block_on_chip() -> None:
     assert loop.products == (("x", "w1", False), ("", "w2", False))
     # HBM traffic: the operands and the result, never the (M, H) hidden activations.
     hidden_bytes = 8192 * 1024 * 2
-    assert plan.cost.hbm_bytes < hidden_bytes
+    assert plan.cost is not None and plan.cost.hbm_bytes < hidden_bytes
     with sk.backend("mosaic_gpu"):
         assert "mosaic_gpu" in mlp.lower(x, w1, w2).as_text()
 
