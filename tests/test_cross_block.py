@@ -338,7 +338,14 @@ ROW_FORM_SHAPES = {
 }
 
 
-@pytest.mark.parametrize("shape", list(ROW_FORM_SHAPES.values()), ids=list(ROW_FORM_SHAPES))
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(s, marks=pytest.mark.slow) if n == "ragged-persistent" else s
+        for n, s in ROW_FORM_SHAPES.items()
+    ],
+    ids=list(ROW_FORM_SHAPES),
+)
 def test_the_row_form_adds_up_the_rows_of_each_cta(shape: tuple[int, int]) -> None:
     keys = jax.random.split(jax.random.key(shape[0]), 3)
     x = jax.random.normal(keys[0], shape, jnp.float32).astype(jnp.bfloat16)

@@ -1394,7 +1394,7 @@ def test_dot_operand_error_names_distinct_dims():
             return sk.sum(sk.loop("N", step, init=jnp.zeros((BM, BN), jnp.float32)), axis=1)
 
     check(info.value, "dot-1d", operand="b", dim="N")
-    assert info.value.expected == "'M N' for a and 'N P' or 'P N' for b"
+    assert info.value.expected == "'N P' or 'P N' for b"
 
 
 def test_dim_outside_body():

@@ -405,6 +405,7 @@ def summary() -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_every_case_is_a_result_or_a_statickernel_error(capsys: pytest.CaptureFixture[str]) -> None:
     STATS.clear()
     try:

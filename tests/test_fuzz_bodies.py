@@ -349,6 +349,7 @@ def _child(records: str, examples: int, seed_value: int | None) -> None:
         _fuzzer(examples, seed_value, record)()
 
 
+@pytest.mark.slow
 def test_bodies_compute_what_jnp_computes(capsys: pytest.CaptureFixture[str]) -> None:
     if SHRINK:  # in this process, so that hypothesis shrinks and prints the first failure
         _fuzzer(EXAMPLES, int(SEED) if SEED else None, lambda entry: None)()

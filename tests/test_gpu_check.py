@@ -34,6 +34,7 @@ def run_script(out: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow
 def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: pathlib.Path) -> None:
     proc = run_script(tmp_path, "--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr

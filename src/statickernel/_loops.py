@@ -268,12 +268,17 @@ def dot(a: Any, b: Any) -> jax.Array:
     assert context is not None
     axis = loops[-1]
     if len(b.dims) != 2:
+        # The dim b should share with a, and a name for its other dim unlike every other.
+        over = a.dims[-1] if isinstance(a, Tile) and a.dims else axis
+        taken = {*b.dims, over, *(a.dims if isinstance(a, Tile) else ())}
+        other = next(d for d in ("N", "P", "Q", "R", "S", "T") if d not in taken)
         raise BodyError(
             f"sk.dot's `{b.name}` is not a 2-D operand",
             operand=b.name,
-            expected="an operand with two dims besides its batch dims",
+            dim=over,
+            expected=f"'{over} {other}' or '{other} {over}' for {b.name}",
             actual=f"'{' '.join(b.dims)}'",
-            fix=f"annotate {b.name} with the contracted dim and one other",
+            fix=f"annotate {b.name} with the contracted dim {over} and one other",
         )
     if isinstance(a, Tile):
         over = _tile_contraction(a, b, axis)
