@@ -3,9 +3,11 @@
 A dim declared in `loop=` is not split across the grid: each block walks it in blocks of its
 constant, one step after another, through a software pipeline. The body says what a step does:
 
-- `sk.loop(axis, step, init)` folds the steps into a carry and returns the final carry;
+- `sk.loop(axis, step, init, stop=None)` folds the steps into a carry and returns the final
+  carry, walking only the blocks before `stop` when it is given;
 - `sk.map_blocks(axis, fn)` computes one output block per step and writes it as it goes;
-- `sk.dot(a, b)` inside a step multiplies the current blocks of two operands on the tensor cores.
+- `sk.dot(a, b)` inside a step multiplies an operand's current block `b` by an operand's block
+  or a value `a` on the tensor cores, over the loop dim or a whole dim both hold.
 
 Each is recorded in the traced body as one primitive whose parameters hold the step's own traced
 equations, so the import-time checks and the code generator see the loop as the user wrote it.

@@ -1,9 +1,12 @@
 """Translation of a loop's step: its statements, its carries and its tensor-core products.
 
-A carry that the step only ever updates as `carry + sk.dot(a, b)` becomes a WGMMA accumulator:
-it lives in an accumulator ref for the whole loop and each step issues one WGMMA into it. Every
-other carry is a register value threaded through the pipeline. The step's other equations are
-translated like the body's, with the geometry of one step (the loop dim at its block size).
+A carry that the step only ever updates as `carry + sk.dot(a, b)` of two operands, from zero,
+becomes a WGMMA accumulator: it lives in an accumulator ref for the whole loop and each step
+issues one WGMMA into it. Every other carry is a register value threaded through the pipeline,
+and every other product a value of the step (`_dotgen`); an `x + sk.dot(a, b)` is fused into one
+equation first, so that the product can start at `x`. The step's other equations are
+translated like the body's, with the geometry of one step (the loop dim at its block size). A
+loop with a `stop` walks a trip count traced per block.
 """
 
 import dataclasses

@@ -1,17 +1,19 @@
 """Turns a traced body into Pallas Mosaic GPU statements, as IR: one statement per equation,
 and a `LoopBlock` per loop.
 
-Every value of a body lives in one of four register forms, its *kind* (`_ir.Kind`):
-  tile    a 2-D block (rows, cols), in the WGMMA layout;
-  row     a per-row vector (rows,), in the WGMMA layout reduced over columns;
-  col     a per-column vector (cols,), in the WGMMA layout reduced over rows;
-  scalar  a 0-d value.
+Every value of a body lives in one register form, its *kind* (`_ir.Kind`):
+  tile       a 2-D block (rows, cols), in the WGMMA layout;
+  row        a per-row vector (rows,), in the WGMMA layout reduced over columns;
+  col        a per-column vector (cols,), in the WGMMA layout reduced over rows;
+  scalar     a 0-d value;
+and, in the step of a loop over a dim outside (rows, cols), along that dim:
+  loop_tile  a (rows, loop block) block, such as attention's scores;
+  loop_col   a per-column vector of one, such as the loop's positions.
 jnp writes a per-row vector as (rows, 1) after `keepdims`; here it stays a vector and is
 broadcast explicitly where it meets a tile, because Mosaic GPU cannot broadcast implicitly.
 
-The rules for the body's ops are in `_rules`, those for loops in `_steps`, `sk.position`'s in
-`_position`; this module puts
-them together. Import-time checks and code generation both run this translation, so an op the
+The rules for the body's ops are in `_rules`, those for loops in `_steps`, `sk.dot`'s values
+in `_dotgen`, `sk.position`'s in `_position`; this module puts them together. Import-time checks and code generation both run this translation, so an op the
 translation accepts is an op the generated kernel contains.
 """
 
