@@ -13,7 +13,8 @@
    jnp.dot at 4096^3 and 4095^3. Every timed kernel is also given as a fraction of its plan's
    roofline floor (`plan.cost`), and its result is checked against XLA's.
 3. Attention: examples/attention.py at B=1, H=16, D=128 and S = 4096 (also 4095, causal) and
-   8192, against cuDNN's and XLA's jax.nn.dot_product_attention and jax's attention_mgpu.
+   8192, against cuDNN's and XLA's jax.nn.dot_product_attention and jax's attention_mgpu;
+   examples/mlp.py at 16384x256x1024x256 (and a ragged one) against XLA's two products.
 4. Training: jax.grad of rmsnorm, layernorm, softmax and the cross-entropy through their
    backward kernels, against jax.grad of the same loss in jnp (XLA), side by side, at
    16384x4096 (16384x32000 for the loss); the gradients are checked to agree first.
@@ -45,6 +46,7 @@ from gallery import select
 from gpu_attention import measure_attention
 from gpu_correctness import check_correctness, lower_gpu_shapes
 from gpu_grad import measure_grad
+from gpu_mlp import measure_mlp
 from gpu_settings import (
     BEATS_XLA,
     COPY_BOUND,
@@ -367,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if r.get("agrees_with_xla") is False or "statickernel" in r.get("errors", {})
     ]
     checkpoint(attention_table)
+
+    rows, mlp_table = measure_mlp(settings, budget)
+    results["mlp"] = rows
+    failed += [r for r in rows if r.get("agrees_with_xla") is False or "error" in r]
+    checkpoint(mlp_table)
 
     rows, grad_table = measure_grad(settings, budget)
     results["grad"] = rows

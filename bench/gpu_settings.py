@@ -22,6 +22,7 @@ __all__ = [
     "Budget",
     "Case",
     "GradShape",
+    "MlpShape",
     "Settings",
     "SpeedShape",
 ]
@@ -92,6 +93,16 @@ class AttentionShape:
 
 
 @dataclasses.dataclass(frozen=True)
+class MlpShape:
+    """A fused MLP the chained-product part times: x (M, K), w1 (K, H), w2 (H, N), bf16."""
+
+    m: int
+    k: int
+    h: int
+    n: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     dry_run: bool
     backend: str  # statickernel's backend
@@ -111,6 +122,7 @@ class Settings:
     matmul_sizes: tuple[int, ...]
     grad: tuple[GradShape, ...] = ()  # jax.grad through the backward kernels, against XLA's
     attention: tuple[AttentionShape, ...] = ()  # flash attention against cuDNN and Pallas'
+    mlp: tuple[MlpShape, ...] = ()  # the fused MLP against XLA's two products
 
 
 # The goals' shapes, in the order they are measured.
@@ -162,6 +174,7 @@ GPU = Settings(
         AttentionShape(1, 16, 4096, 128, causal=True, versus=(4096, False)),
         AttentionShape(1, 16, 8192, 128),
     ),
+    mlp=(MlpShape(16384, 256, 1024, 256), MlpShape(16383, 256, 1000, 256)),
     grad=(
         GradShape("rmsnorm", 16384, 4096, "bfloat16"),
         GradShape("layernorm", 16384, 4096, "bfloat16"),
@@ -203,6 +216,7 @@ DRY_RUN = Settings(
         AttentionShape(1, 2, 127, 64, versus=(128, False)),
         AttentionShape(1, 2, 128, 64, causal=True, versus=(128, False)),
     ),
+    mlp=(MlpShape(127, 64, 200, 64),),
     grad=(
         GradShape("rmsnorm", 63, 256, "bfloat16"),
         GradShape("cross_entropy", 63, 300, "float32"),
