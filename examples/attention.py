@@ -22,14 +22,14 @@ else:
 
 
 def attention_reference(
-    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False, sm_scale: float = 0.0
+    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False, sm_scale: float | None = None
 ) -> jax.Array:
     # jax.nn.dot_product_attention takes (B, S, H, D); compute in float32.
     def heads_last(x: jax.Array) -> jax.Array:
         return jnp.swapaxes(x, 1, 2).astype(jnp.float32)
 
     out = jax.nn.dot_product_attention(
-        heads_last(q), heads_last(k), heads_last(v), scale=sm_scale or None, is_causal=causal
+        heads_last(q), heads_last(k), heads_last(v), scale=sm_scale, is_causal=causal
     )
     return jnp.swapaxes(out, 1, 2).astype(q.dtype)
 
@@ -39,11 +39,11 @@ LN_2 = math.log(2.0)
 
 
 def _flash(
-    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool, sm_scale: float, BQ: int
+    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool, sm_scale: float | None, BQ: int
 ) -> tuple[jax.Array, jax.Array]:
     """The body both kernels share: the output block and its rows' log-sum-exp."""
-    # The default, 0, is the usual 1 / sqrt(D).
-    scale = sm_scale or 1 / math.sqrt(sk.dim("D"))
+    # By default, the usual 1 / sqrt(D).
+    scale = 1 / math.sqrt(sk.dim("D")) if sm_scale is None else sm_scale
 
     def step(carry):
         running_max, running_sum, acc = carry
@@ -81,7 +81,7 @@ def attention(
     v: Half[Array, "B H Skv D"],
     *,
     causal: sk.Const[bool] = False,
-    sm_scale: sk.Const[float] = 0.0,
+    sm_scale: sk.Const[float | None] = None,
     BQ: sk.Const[int] = 64,
     BKV: sk.Const[int] = 64,
     stages: sk.Const[int] = 2,
@@ -91,9 +91,9 @@ def attention(
 
 
 def attention_lse_reference(
-    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False, sm_scale: float = 0.0
+    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False, sm_scale: float | None = None
 ) -> tuple[jax.Array, jax.Array]:
-    scale = sm_scale or 1 / math.sqrt(q.shape[-1])
+    scale = 1 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     s = jnp.einsum("bhqd,bhkd->bhqk", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
     if causal:
         s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -jnp.inf)
@@ -109,7 +109,7 @@ def attention_lse(
     v: Half[Array, "B H Skv D"],
     *,
     causal: sk.Const[bool] = False,
-    sm_scale: sk.Const[float] = 0.0,
+    sm_scale: sk.Const[float | None] = None,
     BQ: sk.Const[int] = 64,
     BKV: sk.Const[int] = 64,
     stages: sk.Const[int] = 2,

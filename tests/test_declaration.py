@@ -590,6 +590,37 @@ def test_tile_by_float_constant():
     assert info.value.actual == "sk.Const[float]"
 
 
+def test_tile_by_optional_int_constant():
+    with pytest.raises(sk.TilingError) as info:
+
+        @sk.kernel(tile={"M": "BM"})  # @tile-optional
+        def k(x: Float[Array, "M N"], *, BM: sk.Const[int | None] = 64) -> Float[Array, "M N"]:
+            return sk.load(x)
+
+    check(info.value, "tile-optional", dim="M")
+    assert info.value.expected == "sk.Const[int]"
+
+
+@sk.kernel(tile={"M": "BM"})
+def scaled(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, scale: sk.Const[float | None] = None
+) -> Float[Array, "M N"]:
+    # None stands for a default computed from the shapes: here, 1 / N.
+    return sk.load(x) * (1 / sk.dim("N") if scale is None else scale)
+
+
+def test_optional_constant_takes_none_or_its_type():
+    x = jnp.ones((70, 40), jnp.float32)
+    np.testing.assert_allclose(np.asarray(scaled(x)), 1 / 40)
+    np.testing.assert_allclose(np.asarray(scaled(x, scale=0.5)), 0.5)
+    np.testing.assert_allclose(np.asarray(scaled(x, scale=None)), 1 / 40)
+    assert "scale=None" in str(scaled.plan(x))
+    with pytest.raises(sk.OverrideError) as info:
+        scaled(x, scale="half")  # pyright: ignore[reportArgumentType]
+    assert info.value.expected == "float or None"
+    assert info.value.constant == "scale"
+
+
 def test_result_lacking_a_tiled_dim_must_be_a_reduction_over_it():
     with pytest.raises(sk.CrossBlockResultError) as info:
 

@@ -245,6 +245,7 @@ def bind_consts(
             ctx.facts(),
             OverrideError,
             example=by_name[name].default,
+            optional=by_name[name].optional,
         )
     return {**defaults, **checked}
 

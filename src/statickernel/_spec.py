@@ -6,6 +6,7 @@ Everything here runs when the decorator runs, before any data exists. Each check
 
 import dataclasses
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
@@ -55,6 +56,13 @@ class ConstSpec:
     name: str
     type: type
     default: Any
+    optional: bool = False
+    """Declared `sk.Const[T | None]`: None is a value too (a scale that defaults to a formula)."""
+
+    @property
+    def is_int(self) -> bool:
+        """An int constant that is never None: what a block size or a stage count needs."""
+        return self.type is int and not self.optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +248,13 @@ def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> Con
         args = typing.get_args(hint)
         if any(isinstance(a, _ConstMarker) for a in args[1:]):
             base = args[0]
+    # `sk.Const[float | None]`: a constant that may also be None.
+    members = (
+        typing.get_args(base) if typing.get_origin(base) in (typing.Union, types.UnionType) else ()
+    )
+    optional = len(members) == 2 and type(None) in members
+    if optional:
+        base = next(m for m in members if m is not type(None))
     if base not in CONST_TYPES:
         raise ConstantError(
             f"constant `{param.name}` is not annotated as an int, float or bool constant",
@@ -257,8 +272,10 @@ def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> Con
             constant=param.name,
             fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
         )
-    default = check_const_value(param.name, base, param.default, err, ConstantError)
-    return ConstSpec(param.name, base, default)
+    default = check_const_value(
+        param.name, base, param.default, err, ConstantError, optional=optional
+    )
+    return ConstSpec(param.name, base, default, optional)
 
 
 def check_const_value(
@@ -268,9 +285,14 @@ def check_const_value(
     err: Mapping[str, Any],
     error: type[StaticKernelError],
     example: Any = 64,
+    *,
+    optional: bool = False,
 ) -> Any:
     """Checks a constant's default or override value against its declared type, and returns it
-    as a Python value: a numpy scalar such as np.int64(64) becomes the int, float or bool."""
+    as a Python value: a numpy scalar such as np.int64(64) becomes the int, float or bool. An
+    optional constant may also be None."""
+    if optional and value is None:
+        return None
     shown = f"{value!r} ({type(value).__name__})"
     if isinstance(value, np.bool_ | np.integer | np.floating):
         value = value.item()
@@ -282,7 +304,7 @@ def check_const_value(
             f"constant `{name}` must be a Python {base.__name__}",
             **err,
             constant=name,
-            expected=base.__name__,
+            expected=base.__name__ + (" or None" if optional else ""),
             actual=shown,
             fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
             "be traced",
@@ -466,13 +488,13 @@ def _check_loops(
                 "the grid",
             )
         const = const_by_name.get(const_name)
-        if const is None or const.type is not int:
+        if const is None or not const.is_int:
             raise TilingError(
                 f"dim {dim} is looped over in blocks of {const_name!r}, which is not an int "
                 "constant of the kernel",
                 **err,
                 dim=dim,
-                expected=f"one of {', '.join(c.name for c in consts if c.type is int) or '(none)'}",
+                expected=f"one of {', '.join(c.name for c in consts if c.is_int) or '(none)'}",
                 actual=repr(const_name),
                 fix=f"add a keyword-only parameter `{const_name}: sk.Const[int] = 64`",
             )
@@ -494,7 +516,7 @@ def _stage_spec(
     """The pipeline's stage count: a named int constant, a fixed int, or `stages` if declared."""
     names = {c.name: c for c in consts}
     if stages is None:
-        return "stages" if "stages" in names and names["stages"].type is int else 2
+        return "stages" if "stages" in names and names["stages"].is_int else 2
     if isinstance(stages, bool) or not isinstance(stages, int | str):
         raise ConstantError(
             "stages= must name an int constant or be a positive int",
@@ -511,12 +533,12 @@ def _stage_spec(
                 fix="use stages=2 or more to overlap copies with compute",
             )
         return stages
-    if stages not in names or names[stages].type is not int:
+    if stages not in names or not names[stages].is_int:
         raise ConstantError(
             f"stages= names {stages!r}, which is not an int constant of the kernel",
             **err,
             constant=stages,
-            expected=f"one of {', '.join(c.name for c in consts if c.type is int) or '(none)'}",
+            expected=f"one of {', '.join(c.name for c in consts if c.is_int) or '(none)'}",
             actual=repr(stages),
             fix=f"add a keyword-only parameter `{stages}: sk.Const[int] = 3`",
         )
@@ -551,7 +573,7 @@ def _check_tiling(
                 actual=repr(const_name),
                 fix=f"add a keyword-only parameter `{const_name}: sk.Const[int] = 64`",
             )
-        if const_by_name[const_name].type is not int:
+        if not const_by_name[const_name].is_int:
             raise TilingError(
                 f"dim {dim} is tiled by constant `{const_name}`, which is not an int",
                 **err,

@@ -2,7 +2,7 @@
 # Declared at: examples/attention.py:103
 # Operands:    q: bfloat16[1, 2, 100, 64], k: bfloat16[1, 2, 300, 64], v: bfloat16[1, 2, 300, 64]
 # Dims:        B=1, H=2, Sq=100, D=64, Skv=300
-# Constants:   causal=False, sm_scale=0.0, BQ=64, BKV=64, stages=2
+# Constants:   causal=False, sm_scale=None, BQ=64, BKV=64, stages=2
 # Grid:        (1, 2, 2) over (B, H, Sq)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
