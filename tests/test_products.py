@@ -1,6 +1,8 @@
 """`sk.dot` beyond the matmul: a chained product (a fused MLP) whose first product contracts a
 whole dim and whose second multiplies a value in registers, and the generalized dot misused."""
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -189,3 +191,55 @@ def test_whole_dim_wgmma_cannot_take_is_refused_at_the_call() -> None:
         attention(q, k, v)
     assert info.value.dim == "D"
     assert "pad D with zeros to 128" in str(info.value.fix)
+
+
+def attention_like(step_body: Any) -> None:
+    """Declares a kernel whose loop over N computes `step_body(q, kv, acc)` for its carry."""
+
+    @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+    def k(
+        q: BFloat16[Array, "M D"],
+        kv: BFloat16[Array, "N D"],
+        *,
+        BM: sk.Const[int] = 64,
+        BN: sk.Const[int] = 64,
+    ) -> Float32[Array, "M D"]:
+        return sk.loop(
+            "N",
+            lambda acc: step_body(q, kv, acc),
+            init=jnp.zeros((BM, sk.dim("D")), jnp.float32),
+        )
+
+
+def test_scores_reduced_over_their_rows() -> None:
+    def body(q: Any, kv: Any, acc: Any) -> Any:
+        s = sk.dot(q, kv)
+        column_max = sk.max(s, axis=0)  # @rows
+        return acc + sk.dot((s - column_max[None, :]).astype(jnp.bfloat16), kv)
+
+    with pytest.raises(sk.UnsupportedOpError) as info:
+        attention_like(body)
+    assert info.value.where is not None and info.value.where.endswith(f":{line_of('rows')}")
+    assert "over its rows" in info.value.what
+
+
+def test_stop_that_is_a_vector() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+        def k(
+            q: BFloat16[Array, "M D"],
+            kv: BFloat16[Array, "N D"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+        ) -> Float32[Array, "M D"]:
+            init = jnp.zeros((BM, sk.dim("D")), jnp.float32)
+
+            def step(acc: Any) -> Any:
+                return acc + sk.dot(sk.dot(q, kv).astype(jnp.bfloat16), kv)
+
+            return sk.loop("N", step, init=init, stop=sk.position("M") + 1)  # @vector-stop
+
+    assert "not an integer scalar" in info.value.what
+    assert 'sk.position("M").max() + 1' in str(info.value.expected)
