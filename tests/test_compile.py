@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any
@@ -316,6 +317,18 @@ def test_one_architecture_per_process() -> None:
 def test_a_matmul_uses_the_tensor_cores() -> None:
     report = KERNELS["matmul"].compile(*structs("matmul"))
     assert dict(report.sass_mix)["HGMMA"] > 0
+
+
+@toolchain
+@pytest.mark.parametrize("name", ["attention", "mlp"])
+def test_a_product_of_a_value_reads_it_from_registers(name: str) -> None:
+    """The device form of `sk.dot(p, v)`: one HGMMA whose `a` is registers (R<n>), not a shared
+    memory descriptor (gdesc), as the interpreter's staged form would be."""
+    report = KERNELS[name].compile(*structs(name))
+    hgmma = [line for line in report.sass.splitlines() if "HGMMA." in line]
+    from_registers = re.compile(r"HGMMA\.\S+ R\d+, R\d+, gdesc")
+    assert hgmma and report.sass, "no SASS listing"
+    assert any(from_registers.search(line) for line in hgmma), "\n".join(hgmma[:8])
 
 
 @toolchain
