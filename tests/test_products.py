@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jaxtyping import Array, BFloat16, Float32
 
 import statickernel as sk
-from attention import attention
+from attention import attention, attention_reference
 from markers import line_finder
 from mlp import mlp, mlp_reference
 
@@ -185,12 +185,22 @@ def test_dot_whose_a_does_not_share_its_last_dim() -> None:
     assert info.value.expected == "'D N' or 'N D' for kv"
 
 
-def test_whole_dim_wgmma_cannot_take_is_refused_at_the_call() -> None:
-    q = k = v = jnp.zeros((1, 1, 64, 96), jnp.bfloat16)
+def test_any_whole_dim_is_exact_and_one_too_large_is_refused() -> None:
+    # A whole dim only sk.dot reads is padded to WGMMA's swizzle: D = 40 and K = 100 are exact.
+    q = jax.random.normal(jax.random.key(0), (1, 1, 33, 40), jnp.float32).astype(jnp.bfloat16)
+    np.testing.assert_allclose(
+        np.asarray(attention(q, q, q), np.float32),
+        np.asarray(attention_reference(q, q, q), np.float32),
+        rtol=2e-2,
+        atol=2e-2,
+    )
+    assert_mlp(*mlp_args(70, 100, 130, 40))
+    # A whole K wider than one TMA box is refused, with the loop that would walk it.
     with pytest.raises(sk.DotShapeError) as info:
-        attention(q, k, v)
-    assert info.value.dim == "D"
-    assert "pad D with zeros to 128" in str(info.value.fix)
+        mlp(*mlp_args(64, 512, 128, 64))
+    assert info.value.dim == "K"
+    assert 'loop={"K": "BK"}' in str(info.value.fix)
+    assert "at most 256" in str(info.value.expected)
 
 
 def attention_like(step_body: Any) -> None:

@@ -10,6 +10,8 @@ SMEM_BYTES = 232448
 TMA_BOX_MAX = 256
 # TMA moves rows in 16-byte units: strides and the box's last dim must be multiples of this.
 TMA_ALIGN_BYTES = 16
+# WGMMA reads its operands from shared memory tiled (8 rows) and swizzled over 128-byte rows.
+SWIZZLE_BYTES = 128
 # The WGMMA register layout tiles a 2-D value in (64, 8) units.
 WGMMA_ROWS = 64
 WGMMA_COLS = 8

@@ -216,13 +216,21 @@ def _axis(spec: KernelSpec, dim: str) -> str:
 def quantum(
     spec: KernelSpec, dim: str, dtypes: Mapping[str, tuple[str, ...]]
 ) -> tuple[int, str, str]:
-    """The unit `dim`'s block extent must be a multiple of, and the operand and dtype needing it."""
+    """The unit `dim`'s block extent must be a multiple of, and the operand and dtype needing it.
+
+    A whole dim of an operand laid out off the blocks' (rows, cols), which only `sk.dot` reads
+    (a matmul's b "K N", attention's k "Skv D"), is padded to WGMMA's 128-byte swizzle: the
+    zeros past its edge add nothing to a product, so any size is exact."""
     best = (1, "", "")
+    whole = dim not in spec.block_map
     for op in spec.operands + spec.results:
         if dim not in op.dims:
             continue
+        off_frame = len(op.block_dims) == 2 and op.block_dims != (spec.rows, spec.cols)
         for dtype in dtypes[op.name]:
             unit = hw.block_quantum(_axis(spec, dim), op.rank, dtype)
+            if whole and off_frame and spec.loop:
+                unit = max(unit, hw.SWIZZLE_BYTES // hw.itemsize(dtype))
             if unit > best[0]:
                 best = (unit, op.name, dtype)
     return best

@@ -199,16 +199,16 @@ def _check_dot(
     swizzle = swizzle_elements(a_dtype)
 
     def fail(dim: str, extent: int, expected: str, fixed: int) -> DotShapeError:
-        if dim not in consts:  # a whole dim: the block is the whole of it
+        if dim not in consts:  # a whole dim: the block is the whole of it, and too large
             return ctx.error(
                 DotShapeError,
-                f"{what}: {dim} is {extent}, and the block holds all of it, which WGMMA "
-                "cannot take",
+                f"{what}: {dim} is whole, and its block of {extent} is more than WGMMA or one "
+                "TMA box takes",
                 dim=dim,
                 expected=expected,
-                actual=f"{dim}={extent}",
-                fix=f"pad {dim} with zeros to {fixed} outside the kernel (zeros add nothing to "
-                "a product) and slice the result back, or split it with tile=/loop=",
+                actual=f"{dim} whole: a block of {extent}",
+                fix=f'walk {dim} in a loop (loop={{"{dim}": "B{dim}"}}) or tile it, in '
+                f"blocks of at most {fixed}",
             )
         const = consts[dim]
         return ctx.error(
@@ -240,6 +240,8 @@ def _check_dot(
         raise fail(
             n_dim, bn, f"a multiple of {n_unit} ({why})", min(WGMMA_N_MAX, hw.round_up(bn, n_unit))
         )
+    if bk > hw.TMA_BOX_MAX and k_dim not in consts:
+        raise fail(k_dim, bk, f"at most {hw.TMA_BOX_MAX} (one TMA box)", hw.TMA_BOX_MAX)
     if bk % swizzle:
         raise fail(
             k_dim,
