@@ -313,6 +313,11 @@ def make_plan(
         loop_dim = next((d for d in dims_seen if d in looped), None)
         if swizzle:
             gmem = dot_gmem_shape(shape, dtype)
+            # A whole dim's block is padded to the swizzle: the array holds the whole block.
+            gmem = tuple(
+                g if d in spec.block_map else max(g, layout.dim(d).extent)
+                for d, g in zip(dims_seen, gmem, strict=True)
+            )
             if gmem != shape:
                 notes.append(
                     f"fallback: `{op.name}` {list(shape)} is padded with zeros on the host to "
