@@ -42,16 +42,14 @@ from ._translator import Rule, Translator
 
 __all__ = ["DOT_RULES", "wgmma_transforms"]
 
-SWIZZLE_BYTES = 128
-
 
 def wgmma_transforms(dtype: str) -> Expr:
     """The tiling and swizzle of a WGMMA operand in shared memory: 8 rows by one 128-byte row."""
-    tile = (8, SWIZZLE_BYTES // hw.itemsize(dtype))
+    tile = (8, hw.SWIZZLE_BYTES // hw.itemsize(dtype))
     return Tuple(
         (
             call("plgpu.TilingTransform", Const(tile)),
-            call("plgpu.SwizzleTransform", Const(SWIZZLE_BYTES)),
+            call("plgpu.SwizzleTransform", Const(hw.SWIZZLE_BYTES)),
         )
     )
 
@@ -75,10 +73,13 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     b_ref = Name(f"{b_name}_smem.T" if transpose_b else f"{b_name}_smem")
     acc = Name(f"{out}_acc")
     wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
-    fused = start is not None and tr.kind(start) in (kind, Kind.SCALAR)
-    fused = fused and start is not None and tr.dtype(start) == "float32"
     # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate add.
-    fused = fused and not tr.g.interpreted
+    fused = (
+        start is not None
+        and tr.kind(start) in (kind, Kind.SCALAR)
+        and tr.dtype(start) == "float32"
+        and not tr.g.interpreted
+    )
     if fused:
         assert start is not None
         product = FunctionDef(f"{out}_product", (acc.text,), (wgmma,))

@@ -6,6 +6,7 @@ masks the last block with each load's fill, and either folds into the carry (WGM
 accumulator ref, or register values threaded through the pipeline) or writes its output block.
 """
 
+from ._dotgen import wgmma_transforms
 from ._ir import (
     PASS,
     Assign,
@@ -172,12 +173,7 @@ def _block_spec(plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int
     index = tuple(Name("step") if d == axis else Const(0) for d in op.dims)
     keywords: dict[str, Expr] = {}
     if op.swizzle:
-        keywords["transforms"] = Tuple(
-            (
-                call("plgpu.TilingTransform", Const((8, op.swizzle))),
-                call("plgpu.SwizzleTransform", Const(128)),
-            )
-        )
+        keywords["transforms"] = wgmma_transforms(op.dtype)
     if delay_release:
         keywords["delay_release"] = Const(delay_release)
     return call("plgpu.BlockSpec", Const(shape), Lambda(("step",), Tuple(index)), **keywords)

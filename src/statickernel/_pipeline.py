@@ -25,7 +25,7 @@ __all__ = [
     "swizzle_elements",
 ]
 
-SWIZZLE_BYTES = 128
+SWIZZLE_BYTES = hw.SWIZZLE_BYTES
 WGMMA_N_MAX = 256
 WGMMA_DTYPES = ("bfloat16", "float16", "float32")
 
