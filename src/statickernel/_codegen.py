@@ -52,6 +52,7 @@ from ._printer import module_source
 from ._rowgen import row_block_function, row_copies
 from ._schedule import ScheduleKind
 from ._translation import LoopBlock, Translation, line_reads
+from ._wsgen import WG_AXIS, warp_specialized_function
 
 __all__ = ["generate_source"]
 
@@ -154,12 +155,16 @@ class _Generator:
         return 1
 
     def _grid_names(self) -> tuple[str, ...]:
-        return ("cta",) if self._stages() > 1 else self.plan.grid_names
+        persistent = self._stages() > 1 or self.plan.warp_specialized is not None
+        return ("cta",) if persistent else self.plan.grid_names
 
     def _launch_grid(self) -> tuple[int, ...]:
         """The CTAs launched: a persistent launch's, else one a block."""
         schedule = self.plan.schedule
-        if schedule is not None and schedule.kind is ScheduleKind.PERSISTENT:
+        if schedule is not None and schedule.kind in (
+            ScheduleKind.PERSISTENT,
+            ScheduleKind.WARP_SPECIALIZED,
+        ):
             return (schedule.ctas,)
         return self.plan.grid
 
@@ -280,6 +285,8 @@ class _Generator:
         plan = self.plan
         if plan.row_frame is not None:
             return row_block_function(plan, self.t, self.new_store_api)
+        if plan.warp_specialized is not None:
+            return warp_specialized_function(plan, self.t, self.new_store_api)
         if self._stages() > 1:
             return self._persistent_block_function()
         body: list[Stmt] = []
@@ -497,6 +504,12 @@ class _Generator:
             scratch.append(call("plgpu.Barrier", **arrivals))
         lane = Name("plgpu.LoweringSemantics.Lane")
         interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
+        threads: tuple[Keyword, ...] = ()
+        if plan.warp_specialized is not None:  # the consumers, then the producer
+            threads = (
+                Keyword("num_threads", Const(plan.warp_specialized.consumers + 1)),
+                Keyword("thread_name", Const(WG_AXIS)),
+            )
         kernel = Call(
             Name("plgpu.kernel"),
             (Name(f"_{plan.kernel}_block"),),
@@ -504,6 +517,7 @@ class _Generator:
                 Keyword("out_type", out_type),
                 Keyword("grid", Const(self._launch_grid())),
                 Keyword("grid_names", Tuple(tuple(Const(n) for n in self._grid_names()))),
+                *threads,
                 Keyword("scratch_types", List(tuple(scratch), one_per_line=True)),
                 Keyword("compiler_params", call("plgpu.CompilerParams", lowering_semantics=lane)),
                 Keyword("interpret", interpret),

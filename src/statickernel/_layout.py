@@ -326,7 +326,7 @@ def declaration_layout(
         block = split[name] if name in split else quantum(spec, name, options)[0]
         blocks[name] = (block, block)
         if name in spec.loop_map:
-            sizes[name] = block * max(2, spec.stage_count(consts)) + 1
+            sizes[name] = block * max(2, spec.stage_count(consts) or 2) + 1
         elif name in spec.tile_map:
             sizes[name] = 2 * block + 1
         else:

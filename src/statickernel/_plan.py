@@ -28,11 +28,13 @@ from ._pipeline import (
     swizzle_elements,
 )
 from ._rowform import per_row_slots, row_form_notes
+from . import _schedule
 from ._schedule import Persistent, Schedule, persistent_blocks, plan_schedule
 from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
 from ._translate import COL, ROW, SCALAR, TILE, LoopBlock
+from ._warpspec import MAX_STAGES, WarpSpecialized, plan_warp_specialized
 
 __all__ = ["DimPlan", "LaunchPlan", "OperandPlan", "Role", "make_plan"]
 
@@ -92,6 +94,8 @@ class LaunchPlan(TextDisplay):
     cross_blocks: tuple[CrossBlock, ...] = ()
     """The results reduced across blocks: each block writes a partial, and the wrapper
     combines them after the launch (see `_crossblock`)."""
+    warp_specialized: WarpSpecialized | None = None
+    """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
 
     @property
     def form(self) -> Form:
@@ -126,6 +130,9 @@ class LaunchPlan(TextDisplay):
         assert self.smem_bytes <= hw.SMEM_BYTES
         for d in self.dims:
             d.check_invariants()
+        if self.warp_specialized is not None:
+            self.warp_specialized.check_invariants()
+            assert len(self.loops) == 1 and self.loops[0].stages == self.warp_specialized.stages
         for loop in self.loops:
             assert loop.steps == hw.cdiv(loop.size, loop.block)
             assert 1 <= loop.stages <= loop.steps
@@ -234,6 +241,8 @@ class LaunchPlan(TextDisplay):
                 f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
                 f"({self.row_frame.width},) vector of {self.row_frame.vector} elements a thread"
             )
+        if self.warp_specialized is not None:
+            lines.append(f"  form: {self.warp_specialized}")
         if self.flat_frame is not None:
             lines.append(
                 f"  form: strided: the block's elementwise body on {self.flat_frame.vector} "
@@ -378,6 +387,27 @@ def make_plan(
     if row_frame is not None:
         notes += row_form_notes(spec, layout, consts, block_form_smem, persistent, results)
     loop_plans = _loop_plans(spec, loops, layout, dtypes, consts, loads)
+    warp_specialized = None
+    if loop_plans and row_frame is None and flat_frame is None and persistent is None:
+        warp_specialized = plan_warp_specialized(
+            loops,
+            operands,
+            results,
+            layout,
+            spec.rows,
+            spec.cols,
+            bool(masked_reductions),
+            spec.stage_count(consts),
+            spec.stages if isinstance(spec.stages, str) else "stages",
+            _schedule.SMS,
+            ctx,
+        )
+    if warp_specialized is not None:
+        loop_plans = _loop_plans(
+            spec, loops, layout, dtypes, consts, loads, warp_specialized.stages
+        )
+    elif loop_plans and spec.stage_count(consts) is None:
+        loop_plans = _fitted_loop_plans(spec, loops, layout, dtypes, consts, loads)
     if loop_plans:
         # Results written after the loops take scoped shared memory that reuses the pipelines'.
         streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
@@ -403,6 +433,8 @@ def make_plan(
         persistent = persistent_blocks(grid, smem, stage_bytes)
     if persistent is not None:
         smem += (persistent.stages - 1) * (sum(stage_bytes) + hw.BARRIER_BYTES * len(staged))
+    if warp_specialized is not None:
+        smem = warp_specialized.smem_bytes
     if smem > hw.SMEM_BYTES and loop_plans:
         raise ctx.error(
             SharedMemoryError,
@@ -454,7 +486,16 @@ def make_plan(
             ),
             persistent,
             sum(op.smem_bytes for op in staged),
+            None
+            if warp_specialized is None
+            else (
+                warp_specialized.ctas,
+                warp_specialized.threads,
+                warp_specialized.stages,
+                warp_specialized.stage_bytes,
+            ),
         ),
+        warp_specialized=warp_specialized,
     )
     plan.check_invariants()
     return plan
@@ -505,7 +546,7 @@ def _loop_plans(
     loads: tuple[LoadRecord, ...],
     stages: int | None = None,
 ) -> tuple[LoopPlan, ...]:
-    declared = stages if stages is not None else spec.stage_count(consts)
+    declared = stages if stages is not None else spec.stage_count(consts) or MAX_STAGES
     out = []
     for block in loops:
         size, step = layout.dim(block.axis).size, layout.dim(block.axis).block
@@ -545,6 +586,29 @@ def _loop_plans(
     return tuple(out)
 
 
+def _fitted_loop_plans(
+    spec: KernelSpec,
+    loops: tuple[LoopBlock, ...],
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    consts: Mapping[str, Any],
+    loads: tuple[LoadRecord, ...],
+) -> tuple[LoopPlan, ...]:
+    """For a stage constant left None: the loops with the most stages, up to `MAX_STAGES`,
+    whose pipelines fit beside the blocks copied once (one stage when none does: the
+    shared-memory error then says what to lower)."""
+    looped = spec.loop_map
+    streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
+    once = {o.name for o in spec.operands if not any(d in looped for d in dims_of(spec, o.name))}
+    base = smem_bytes(spec, layout, dtypes, once, results=streamed)
+    epilogue = epilogue_bytes(spec, layout, dtypes, streamed)
+    for stages in range(MAX_STAGES, 1, -1):
+        plans = _loop_plans(spec, loops, layout, dtypes, consts, loads, stages)
+        if base + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
+            return plans
+    return _loop_plans(spec, loops, layout, dtypes, consts, loads, 1)
+
+
 def _stages_fix(
     spec: KernelSpec,
     consts: Mapping[str, Any],
@@ -556,7 +620,7 @@ def _stages_fix(
     loads: tuple[LoadRecord, ...],
 ) -> str:
     """Proposes the largest stage count whose pipelines fit, else smaller loop blocks."""
-    declared = spec.stage_count(consts)
+    declared = spec.stage_count(consts) or MAX_STAGES
     for stages in range(declared - 1, 0, -1):
         plans = _loop_plans(spec, loops, layout, dtypes, consts, loads, stages)
         if fixed_bytes + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:

@@ -27,6 +27,8 @@ class ScheduleKind(enum.StrEnum):
     ONE_BLOCK_PER_CTA = "one block per CTA"  # copy in, compute, copy out; CTAs overlap
     PIPELINED_LOOPS = "pipelined loops"  # each loop of the body a software pipeline
     PERSISTENT = "persistent, pipelined"  # each CTA walks many blocks, `stages` in flight
+    # a producer warpgroup copies, consumer warpgroups multiply; each CTA walks many tiles
+    WARP_SPECIALIZED = "warp-specialized, persistent"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,13 +68,21 @@ class Schedule:
     """`ctas_per_sm` times `load_bytes_per_cta`: the bytes of loads each SM keeps in flight."""
     smem_bytes: int
     """One CTA's shared memory, as the plan counts it."""
+    threads: int = _THREADS
+    """Threads a CTA: one warpgroup, or a producer and consumers when warp-specialized."""
 
     def with_registers(self, registers: int, smem_bytes: int | None = None) -> "Schedule":
         """This schedule with a compiled kernel's registers per thread counted in (and the
         shared memory the compile measured, when given)."""
         smem = self.smem_bytes if smem_bytes is None else smem_bytes
         return _schedule(
-            self.kind, self.ctas, self.stages, self.load_bytes_per_cta, smem, registers
+            self.kind,
+            self.ctas,
+            self.stages,
+            self.load_bytes_per_cta,
+            smem,
+            registers,
+            threads=self.threads,
         )
 
     def check_invariants(self) -> None:
@@ -102,9 +112,10 @@ def _schedule(
     smem_bytes: int,
     registers: int = 0,
     target: GpuTarget | None = None,
+    threads: int = _THREADS,
 ) -> Schedule:
     target = target or TARGETS[_TARGET]
-    occ = occupancy(target, registers, smem_bytes, _THREADS)
+    occ = occupancy(target, registers, smem_bytes, threads)
     resident, limited_by = occ.ctas_per_sm, occ.limited_by
     per_sm = hw.cdiv(ctas, target.sms)
     if per_sm < resident:
@@ -118,6 +129,7 @@ def _schedule(
         load_bytes_per_cta=load_bytes,
         bytes_in_flight_per_sm=resident * load_bytes,
         smem_bytes=smem_bytes,
+        threads=threads,
     )
     schedule.check_invariants()
     return schedule
@@ -130,13 +142,19 @@ def plan_schedule(
     loops: tuple[tuple[int, int], ...],
     persistent: Persistent | None = None,
     staged_bytes: int = 0,
+    warp_specialized: tuple[int, int, int, int] | None = None,
 ) -> Schedule:
     """The schedule of a plan: `once_bytes` of loads copied once per CTA, and for each loop
     its (stages, bytes of one step's loads); for a persistent launch, `staged_bytes` of
-    them are copied for each block, `stages` blocks at a time."""
+    them are copied for each block, `stages` blocks at a time; a warp-specialized one is
+    (CTAs, threads a CTA, stages, bytes of one stage)."""
     ctas = 1
     for g in grid:
         ctas *= g
+    if warp_specialized is not None:
+        ws_ctas, threads, stages, stage_bytes = warp_specialized
+        kind = ScheduleKind.WARP_SPECIALIZED
+        return _schedule(kind, ws_ctas, stages, stages * stage_bytes, smem_bytes, threads=threads)
     if persistent is not None:
         kind, stages = ScheduleKind.PERSISTENT, persistent.stages
         in_flight = once_bytes + (stages - 1) * staged_bytes

@@ -64,6 +64,12 @@ class ConstSpec:
         """An int constant that is never None: what a block size or a stage count needs."""
         return self.type is int and not self.optional
 
+    @property
+    def counts_stages(self) -> bool:
+        """An int constant, or an optional one whose None lets the plan fit the stages to
+        shared memory: what a stage count takes."""
+        return self.type is int
+
 
 @dataclasses.dataclass(frozen=True)
 class KernelSpec:
@@ -107,8 +113,13 @@ class KernelSpec:
         """Every dim split into blocks, across the grid or along a loop, and its constant."""
         return {**dict(self.tile), **dict(self.loop)}
 
-    def stage_count(self, consts: Mapping[str, Any]) -> int:
-        return int(consts[self.stages]) if isinstance(self.stages, str) else self.stages
+    def stage_count(self, consts: Mapping[str, Any]) -> int | None:
+        """The declared stage count; None when an optional stage constant is None, which
+        lets the plan fit as many stages as shared memory holds."""
+        if not isinstance(self.stages, str):
+            return self.stages
+        value = consts[self.stages]
+        return None if value is None else int(value)
 
     @property
     def const_defaults(self) -> dict[str, Any]:
@@ -516,7 +527,7 @@ def _stage_spec(
     """The pipeline's stage count: a named int constant, a fixed int, or `stages` if declared."""
     names = {c.name: c for c in consts}
     if stages is None:
-        return "stages" if "stages" in names and names["stages"].is_int else 2
+        return "stages" if "stages" in names and names["stages"].counts_stages else 2
     if isinstance(stages, bool) or not isinstance(stages, int | str):
         raise ConstantError(
             "stages= must name an int constant or be a positive int",
@@ -533,7 +544,7 @@ def _stage_spec(
                 fix="use stages=2 or more to overlap copies with compute",
             )
         return stages
-    if stages not in names or not names[stages].is_int:
+    if stages not in names or not names[stages].counts_stages:
         raise ConstantError(
             f"stages= names {stages!r}, which is not an int constant of the kernel",
             **err,
