@@ -74,7 +74,9 @@ def parse_threads(ptx: str) -> int | None:
 # The instructions that show a kernel's structure: tensor-core products, TMA and bulk copies,
 # shared-memory traffic (and its matrix forms), global loads and stores, register reallocation.
 KEY_SASS = (
-    "HGMMA",
+    "HGMMA",  # 16-bit and tf32 operands
+    "QGMMA",  # fp8 operands
+    "IGMMA",  # int8 operands
     "UTMALDG",
     "UTMASTG",
     "UBLKCP",

@@ -49,7 +49,12 @@ SUPPORTED_DTYPES: tuple[str, ...] = (
     "uint32",
     "uint16",
     "uint8",
+    # Only sk.dot reads these: WGMMA multiplies them from shared memory.
+    "float8_e4m3fn",
+    "float8_e5m2",
 )
+# The dtypes that sk.dot multiplies and nothing else may load.
+DOT_ONLY_DTYPES: tuple[str, ...] = ("float8_e4m3fn", "float8_e5m2")
 
 
 def cuda_grid(grid: tuple[int, ...]) -> tuple[int, int, int]:

@@ -61,7 +61,9 @@ map_p.def_abstract_eval(_abstract_map)
 def _abstract_dot(lhs: Any, rhs: Any, *, contract: tuple[int, int], **_: Any) -> Any:
     rows = lhs.shape[1 - contract[0]]
     cols = rhs.shape[1 - contract[1]]
-    return jax_core.ShapedArray((rows, cols), jnp.float32)
+    # WGMMA accumulates integers (int8) in int32, floats in float32.
+    integer = jnp.issubdtype(lhs.dtype, jnp.integer)
+    return jax_core.ShapedArray((rows, cols), jnp.int32 if integer else jnp.float32)
 
 
 dot_p = jex_core.Primitive("sk_dot")

@@ -27,7 +27,9 @@ __all__ = [
 
 SWIZZLE_BYTES = hw.SWIZZLE_BYTES
 WGMMA_N_MAX = 256
-WGMMA_DTYPES = ("bfloat16", "float16", "float32")
+WGMMA_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "int8")
+# WGMMA reads b as (K, N) rows only for 16-bit dtypes; the others take b stored (N, K).
+_K_MAJOR_ONLY = ("float32", "float8_e4m3fn", "float8_e5m2", "int8")
 
 
 class PlannedDot(NamedTuple):
@@ -180,18 +182,20 @@ def _check_dot(
             DotDtypeError,
             f"{what} has {a_dtype} operands, which WGMMA does not take here",
             operand=dot.a,
-            expected="bfloat16, float16 or float32 (tf32) operands",
+            expected="bfloat16, float16, float32 (tf32), float8_e4m3fn, float8_e5m2 or int8 "
+            "operands",
             actual=a_dtype,
             fix="cast the operands to bfloat16 outside the kernel",
         )
-    if a_dtype == "float32" and not dot.transpose_b:
+    if a_dtype in _K_MAJOR_ONLY and not dot.transpose_b:
+        kind = "float32 (tf32)" if a_dtype == "float32" else a_dtype
         raise ctx.error(
             DotLayoutError,
-            f"{what} takes float32 (tf32) operands with {dot.b} laid out '{k_dim} {n_dim}'; WGMMA "
-            "reads a float32 b only as (N, K)",
+            f"{what} takes {kind} operands with {dot.b} laid out '{k_dim} {n_dim}'; WGMMA "
+            f"reads a {a_dtype} b only as (N, K)",
             operand=dot.b,
             dim=k_dim,
-            expected=f"{dot.b} annotated '{n_dim} {k_dim}' for float32",
+            expected=f"{dot.b} annotated '{n_dim} {k_dim}' for {a_dtype}",
             actual=f"'{k_dim} {n_dim}'",
             fix=f"pass {dot.b}.T from outside the kernel and annotate it '{n_dim} {k_dim}' (sk.dot "
             "contracts the shared loop dim either way), or cast both operands to bfloat16",

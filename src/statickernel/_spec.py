@@ -413,14 +413,13 @@ def _allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tup
     shown = ", ".join(str(d) for d in dtypes)
     if any(str(d).startswith("float8") for d in dtypes):
         raise AnnotationError(
-            f"{role} `{name}` allows only fp8 dtypes, which statickernel does not support yet",
+            f"{role} `{name}` allows only fp8 dtypes that WGMMA does not multiply",
             **err,
             operand=name,
-            expected=f"one of {', '.join(hw.SUPPORTED_DTYPES)}",
+            expected="float8_e4m3fn or float8_e5m2 (Float8e4m3fn, Float8e5m2)",
             actual=shown,
-            fix="annotate it BFloat16 and cast outside the kernel, x.astype(jnp.bfloat16): "
-            "Mosaic GPU's WGMMA takes fp8 operands, but sk.dot multiplies bfloat16, float16 and "
-            "float32 (tf32) blocks only, and loads have no fp8 path",
+            fix="annotate it Float8e4m3fn or Float8e5m2 and cast outside the kernel, "
+            "x.astype(jnp.float8_e4m3fn)",
         )
     raise AnnotationError(
         f"{role} `{name}` allows no dtype that Mosaic GPU supports",

@@ -139,10 +139,12 @@ def _accumulators(tr: Translator, eqn: Eqn, step: Step) -> tuple[dict[int, DotUp
         init = eqn.inputs[position]
         value = init.value if init.var is None else tr.literals.get(init.var)
         shape, dtype = tr.trace.aval(carry)
-        if value is None or value != 0 or dtype != "float32" or len(shape) != 2:
+        product_dtype = tr.trace.aval(product)[1]
+        if value is None or value != 0 or dtype != product_dtype or len(shape) != 2:
             continue
         a, b = (atom.var or "" for atom in dot.inputs)
-        found[position] = DotUpdate(carry, a, b, transpose_b=dot.param("contract")[1] == 1)
+        transposed = dot.param("contract")[1] == 1
+        found[position] = DotUpdate(carry, a, b, transposed, accumulator=dtype)
         skipped |= {id(dot), id(add)}
     return found, skipped
 

@@ -84,6 +84,7 @@ class DotUpdate:
     a: str
     b: str
     transpose_b: bool  # b is stored (N, K)
+    accumulator: str = "float32"  # int32 for int8 operands
 
 
 @dataclasses.dataclass(frozen=True)

@@ -152,7 +152,7 @@ def warp_specialized_function(
                 call(
                     "pl.run_scoped",
                     Name(accumulate.name),
-                    call("plgpu.ACC", Const((bm, bn)), DType("float32")),
+                    call("plgpu.ACC", Const((bm, bn)), DType(dot.accumulator)),
                 ),
             )
         )
