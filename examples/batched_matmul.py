@@ -25,7 +25,7 @@ def batched_matmul(
     BM: sk.Const[int] = 128,
     BN: sk.Const[int] = 128,
     BK: sk.Const[int] = 64,
-    stages: sk.Const[int] = 4,
+    stages: sk.Const[int | None] = None,
 ) -> Float32[Array, "B M N"]:
     # The body sees one batch entry: a is (BM, BK) per step, b is (BK, BN).
     return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))

@@ -52,5 +52,9 @@ if __name__ == "__main__":
     b_t = jax.random.normal(kb, (260, 256), jnp.float32).astype(jnp.float8_e4m3fn)
     a_scale, b_scale = jnp.float32(0.5), jnp.float32(0.25)
     print(matmul_fp8.plan(a, b_t, a_scale, b_scale))
-    err = jnp.max(jnp.abs(matmul_fp8(a, b_t, a_scale, b_scale) - matmul_fp8_reference(a, b_t, a_scale, b_scale)))
+    err = jnp.max(
+        jnp.abs(
+            matmul_fp8(a, b_t, a_scale, b_scale) - matmul_fp8_reference(a, b_t, a_scale, b_scale)
+        )
+    )
     print("max abs error:", float(err))

@@ -161,7 +161,9 @@ def loop_statements(
     scope.append(Return(Tuple(tuple(outs))))
     shape = (plan.dim(plan.rows).extent, plan.dim(plan.cols).extent if plan.cols else 0)
     kinds = {d.carry: d.accumulator for d in block.dots}
-    accs = [call("plgpu.ACC", Const(shape), DType(kinds.get(c.var, "float32"))) for c in accumulators]
+    accs = [
+        call("plgpu.ACC", Const(shape), DType(kinds.get(c.var, "float32"))) for c in accumulators
+    ]
     acc_params = tuple(f"{c.var}_acc" for c in accumulators)
     return [
         FunctionDef(name, acc_params, tuple(scope)),

@@ -11,6 +11,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from . import _hardware as hw
 from . import _trace_context
 from ._errors import BodyError
 from ._trace_context import LoadRecord
@@ -87,6 +88,15 @@ class Tile:
     def load(self, *, fill: float | int | bool = 0) -> jax.Array:
         """This block of the operand; elements past the array's edge read as `fill`."""
         self._check_frame()
+        dtype = np.dtype(self.dtype).name
+        if dtype in hw.DOT_ONLY_DTYPES:
+            raise BodyError(
+                f"`{self.name}` is {dtype}, which only sk.dot reads: a load has no path for it",
+                operand=self.name,
+                expected="sk.dot(a, b) of the operand, which WGMMA reads from shared memory",
+                actual=f"sk.load({self.name}) of {dtype}",
+                fix=f"multiply it with sk.dot, or cast {self.name} to bfloat16 outside the kernel",
+            )
         return self.block_for_dot(fill=fill)
 
     def block_for_dot(self, *, fill: float | int | bool = 0) -> jax.Array:

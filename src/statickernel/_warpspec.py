@@ -22,13 +22,13 @@ from . import _hardware as hw
 from ._errors import ErrorContext, SharedMemoryError
 from ._ir import Kind, LoopMode
 from ._layout import BlockLayout
+from ._loop_plans import MAX_STAGES
 from ._operand_plan import OperandPlan
 from ._pipeline import pipeline_bytes
 from ._translation import LoopBlock
 
 __all__ = [
     "EPILOGUE_ROWS",
-    "MAX_STAGES",
     "MEMORY_REGISTERS",
     "WarpSpecialized",
     "choose",
@@ -37,8 +37,6 @@ __all__ = [
 
 # The producer keeps this many registers a thread; the consumers get the rest (setmaxnreg).
 MEMORY_REGISTERS = 40
-# Stages fitted to shared memory stop here: more do not shorten a K step's wait further.
-MAX_STAGES = 4
 # An epilogue slot is 64 rows (one WGMMA row group) by one 128-byte swizzle row of columns.
 EPILOGUE_ROWS = hw.WGMMA_ROWS
 _EPILOGUE_SLOTS = 2
@@ -76,6 +74,8 @@ class WarpSpecialized:
     """Whether the epilogue slots are tiled and swizzled (the result's dims allow it)."""
     stage_bytes: int
     """Shared memory of one stage: a's and b's blocks of one K step."""
+    pipeline_bytes: int
+    """Shared memory of the pipeline: its stages and their barriers."""
     smem_bytes: int
     """Shared memory of the whole CTA: the stages, the epilogue slots, barriers, reserve."""
     reason: str
@@ -94,7 +94,7 @@ class WarpSpecialized:
         assert (self.paired is None) == (self.consumers == 1)
         assert 1 <= self.ctas <= self.tiles
         assert self.minor in (0, 1) and 1 <= self.band <= self.tile_grid[self.minor]
-        assert 1 <= self.stages and self.slots in (1, 2)
+        assert self.stages >= 1 and self.slots in (1, 2)
         assert self.epilogue[0] % hw.WGMMA_ROWS == 0
         assert self.smem_bytes <= hw.SMEM_BYTES
 
@@ -226,6 +226,7 @@ def choose(
         slots=slots,
         swizzled=swizzled,
         stage_bytes=a_block + b_block,
+        pipeline_bytes=pipeline_bytes([a_block, b_block], stages) + hw.BARRIER_BYTES * stages,
         smem_bytes=smem(stages),
         reason=f"{reason}; {stages} stage(s) {fitted}"
         + ("" if swizzled else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"),
@@ -262,7 +263,10 @@ def plan_warp_specialized(
     a, b = (next(op for op in operands if op.name == n) for n in (dot.a, dot.b))
     k = layout.dim(loops[0].axis)
     batch = tuple(layout.dim(d).size for d in results[0].batch)
-    counts = (hw.cdiv(layout.dim(rows).size, tiled[rows]), hw.cdiv(layout.dim(cols).size, tiled[cols]))
+    counts = (
+        hw.cdiv(layout.dim(rows).size, tiled[rows]),
+        hw.cdiv(layout.dim(cols).size, tiled[cols]),
+    )
     args = (a, b, results[0], (tiled[rows], tiled[cols], k.block), counts, batch, (rows, cols))
     steps = hw.cdiv(k.size, k.block)
     config = choose(*args, steps, declared_stages, sms)

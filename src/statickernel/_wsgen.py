@@ -105,9 +105,7 @@ def warp_specialized_function(
     tile_body: list[Stmt] = []
     batch_names = [Name(f"block_{d}") for d in batch]
     tile_index = Name("tile_index")
-    tile_body.append(
-        Assign((Tuple((*batch_names, tile_index)),), Name("tile_info.index"))
-    )
+    tile_body.append(Assign((Tuple((*batch_names, tile_index)),), Name("tile_info.index")))
     tile_rows, tile_cols = Name(f"tile_{rows}"), Name(f"tile_{cols}")
     snake = call(
         "plgpu.planar_snake", tile_index, Const(ws.tile_grid), Const(ws.minor), Const(ws.band)
@@ -115,9 +113,7 @@ def warp_specialized_function(
     tile_body.append(Assign((Tuple((tile_rows, tile_cols)),), snake))
     block_rows = _add(_mul(tile_rows, 2), _WG) if pair_rows == 2 else tile_rows
     block_cols = _add(_mul(tile_cols, 2), _WG) if pair_cols == 2 else tile_cols
-    tile_body.append(
-        Assign((Name(f"block_{rows}"),), block_rows, comment="this consumer's block")
-    )
+    tile_body.append(Assign((Name(f"block_{rows}"),), block_rows, comment="this consumer's block"))
     tile_body.append(Assign((Name(f"block_{cols}"),), block_cols))
     gmem = {op.name: Name(f"{op.name}_gmem") for op in (a, b, result)}
     if batch:
@@ -141,7 +137,14 @@ def warp_specialized_function(
             (acc,),
             (
                 ExprStmt(call("run_pipeline", Name(acc))),
-                Return(Tuple(tuple(Subscript(Name(f"{c.var}_acc"), (EllipsisIndex(),)) for c in line.carries))),
+                Return(
+                    Tuple(
+                        tuple(
+                            Subscript(Name(f"{c.var}_acc"), (EllipsisIndex(),))
+                            for c in line.carries
+                        )
+                    )
+                ),
             ),
         )
         finals = Tuple(tuple(Name(f) for f in line.finals))
@@ -254,9 +257,7 @@ def warp_specialized_function(
 
 
 def _spec(shape: tuple[int, int], index: Lambda, dtype: str) -> Expr:
-    return call(
-        "plgpu.BlockSpec", Const(shape), index, transforms=wgmma_transforms(dtype)
-    )
+    return call("plgpu.BlockSpec", Const(shape), index, transforms=wgmma_transforms(dtype))
 
 
 def _consumer_slice(ref: Name, pair: int, extent: int, rows_first: bool) -> Expr:
@@ -291,15 +292,21 @@ def _epilogue_store(
     for r in range(0, bm, er):
         for c in range(0, bn, ec):
             slot = Subscript(Name(f"{result.name}_smem.at"), (_WG, Const(count % ws.slots)))
-            piece = Subscript(value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec))))
+            piece = Subscript(
+                value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec)))
+            )
             lines.append(
                 ExprStmt(
-                    call("plgpu.wait_smem_to_gmem", Const(ws.slots - 1), wait_read_only=Const(True)),
+                    call(
+                        "plgpu.wait_smem_to_gmem", Const(ws.slots - 1), wait_read_only=Const(True)
+                    ),
                     comment="the slot's last store has read it" if count == 0 else None,
                 )
             )
             if new_store_api:
-                lines.append(ExprStmt(call("plgpu.store", slot, piece, optimized=Const(ws.swizzled))))
+                lines.append(
+                    ExprStmt(call("plgpu.store", slot, piece, optimized=Const(ws.swizzled)))
+                )
             else:
                 lines.append(Assign((Subscript(slot, (EllipsisIndex(),)),), piece))
             lines.append(ExprStmt(call("plgpu.commit_smem")))
