@@ -35,6 +35,13 @@ class Row:
     module: str
     kernel: str
     operands: tuple[tuple[tuple[int, ...], str], ...]
+    consts: tuple[tuple[str, Any], ...] = ()
+    """Constants other than the defaults, e.g. (("bf16_out", True),)."""
+
+    @property
+    def label(self) -> str:
+        consts = ", ".join(f"{k}={v!r}" for k, v in self.consts)
+        return f"{self.kernel} ({consts})" if consts else self.kernel
 
     @property
     def structs(self) -> tuple[jax.ShapeDtypeStruct, ...]:
@@ -132,6 +139,17 @@ ROWS: tuple[Row, ...] = (
         (((4096, 4096), "bfloat16"), ((4096, 4096), "bfloat16"), ((4096,), "float32")),
     ),
     Row("batched_matmul", "batched_matmul", (((8, 1024, 1024), "bfloat16"),) * 2),
+    Row("matmul", "matmul", (((4088, 4096), "bfloat16"), ((4096, 4096), "bfloat16"))),
+    Row("matmul", "matmul", _tile(8192, 8192, "bfloat16", 2)),
+    # A bfloat16 result, as jax's hopper_matmul_mgpu writes (its row is the table's last).
+    Row("matmul", "matmul", _tile(4096, 4096, "bfloat16", 2), (("bf16_out", True),)),
+    # 1-byte products: b comes (N, K).
+    Row(
+        "matmul_fp8",
+        "matmul_fp8",
+        _tile(4096, 4096, "float8_e4m3fn", 2) + (((), "float32"),) * 2,
+    ),
+    Row("matmul_int8", "matmul_int8", _tile(4096, 4096, "int8", 2)),
     # Flash attention at the GPU check's sizes: the scores and p @ v in registers.
     Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3),
     Row("attention", "attention", (((1, 16, 4095, 128), "bfloat16"),) * 3),
@@ -148,12 +166,37 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+# jax's own warp-specialized matmul, compiled the same way: the structural anchor of the
+# table (registers, SASS mix) for statickernel's matmul at the same shape and configuration.
+JAX_MATMUL = "hopper_matmul_mgpu"
+JAX_MATMUL_ROWS: tuple[Row, ...] = (Row("jax", JAX_MATMUL, _tile(4096, 4096, "bfloat16", 2)),)
+
+
+def _jax_matmul_report(row: Row, target: str) -> Any:
+    """jax's `hopper_matmul_mgpu` at 128x128 blocks a consumer, 2 consumers along N (a CTA
+    tile of 128x256), BK=64 and 4 stages: the configuration statickernel's matmul chooses."""
+    from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hmm
+
+    from statickernel._compile import _compile  # the compile statickernel's own kernels get
+
+    # The SM count of an H100/H200; a deviceless compile has no device to ask.
+    hmm.get_num_sms = lambda: 132
+    config = hmm.TuningConfig(
+        tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4, grid_tile_width=8
+    )
+    fn = jax.jit(lambda a, b: hmm.matmul(a, b, None, config))
+    return _compile(fn, row.structs, JAX_MATMUL, target, True, 0, None)
+
+
 def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any]:
-    kernel: sk.Kernel[..., Any] = getattr(example_module(row.module), row.kernel)
-    base = {"kernel": row.kernel, "shape": row.shape, "target": target}
+    base = {"kernel": row.label, "shape": row.shape, "target": target}
     start = time.perf_counter()
     try:
-        report = kernel.compile(*row.structs, target=target)
+        if row.module == "jax":
+            report = _jax_matmul_report(row, target)
+        else:
+            kernel: sk.Kernel[..., Any] = getattr(example_module(row.module), row.kernel)
+            report = kernel.compile(*row.structs, target=target, **dict(row.consts))
     except sk.HardwareRuleError as exc:
         return base | {"status": "not emitted", "reason": exc.what}
     except sk.StaticKernelError as exc:
@@ -166,13 +209,14 @@ def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any
     facts = report.to_json()
     facts.pop("target", None)
     status = "spills" if report.spill_store_bytes or report.spill_load_bytes else "ok"
-    return base | facts | {"status": status, "compile_s": round(time.perf_counter() - start, 2)}
+    timing = {"status": status, "compile_s": round(time.perf_counter() - start, 2)}
+    return base | facts | {"kernel": row.label} | timing
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = [
         "| kernel | operands | registers | spills (B) | SMEM (B) | CTAs/SM | limited by "
-        "| loads in flight/SM (KiB) | HGMMA | TMA loads | TMA/bulk copies | LDS/STS | STSM "
+        "| loads in flight/SM (KiB) | GMMA | TMA loads | TMA/bulk copies | LDS/STS | STSM "
         "| setmaxnreg |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -188,7 +232,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['kernel']} | {shape} | {r['registers']} | {r['spill_bytes']} | "
             f"{r['smem_bytes']:,} | {r['ctas_per_sm']} | {r['limited_by']} | {flight_text} | "
-            f"{s['HGMMA']} | "
+            f"{s['HGMMA'] + s.get('QGMMA', 0) + s.get('IGMMA', 0)} | "
             f"{s['UTMALDG']} | {s['UTMASTG'] + s['UBLKCP']} | {s['LDS']}/{s['STS']} | "
             f"{s['STSM']} | {s['USETMAXREG']} |"
         )
@@ -206,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     rows = []
-    for row in ROWS:
+    for row in ROWS + JAX_MATMUL_ROWS:
         if args.only and row.kernel not in args.only:
             continue
         result = compile_row(row, args.target, args.dump)
@@ -217,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             if "registers" in result
             else result["reason"].splitlines()[0]
         )
-        print(f"{result['status']:>13}  {row.kernel} {', '.join(row.shape)}: {detail}", flush=True)
+        print(f"{result['status']:>13}  {row.label} {', '.join(row.shape)}: {detail}", flush=True)
     pathlib.Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     pathlib.Path(args.markdown).write_text(markdown(rows))
     failed = [r for r in rows if r["status"] in ("compile error", "spills")]

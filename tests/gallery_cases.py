@@ -21,6 +21,8 @@ from layernorm import (
 from layernorm_wide import layernorm_wide
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
+from matmul_fp8 import matmul_fp8
+from matmul_int8 import matmul_int8
 from mlp import mlp
 from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
 from row_sum import row_sum
@@ -38,6 +40,8 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "matmul": matmul,
     "matmul_bias_gelu": matmul_bias_gelu,
     "batched_matmul": batched_matmul,
+    "matmul_fp8": matmul_fp8,
+    "matmul_int8": matmul_int8,
     "softmax_online": softmax_online,
     "layernorm_wide": layernorm_wide,
     "softmax_backward": softmax_backward,
@@ -68,6 +72,14 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     "matmul": [((130, 100), "bfloat16"), ((100, 260), "bfloat16")],
     "matmul_bias_gelu": [((130, 100), "bfloat16"), ((100, 20), "bfloat16"), ((20,), "float32")],
     "batched_matmul": [((2, 130, 100), "bfloat16"), ((2, 100, 260), "bfloat16")],
+    # 1-byte products: b comes (N, K), K ragged against a 128-element block.
+    "matmul_fp8": [
+        ((130, 200), "float8_e4m3fn"),
+        ((260, 200), "float8_e4m3fn"),
+        ((), "float32"),
+        ((), "float32"),
+    ],
+    "matmul_int8": [((130, 200), "int8"), ((260, 200), "int8")],
     "softmax_online": [((100, 1000), "float32")],
     "layernorm_wide": [((100, 1000), "float32"), ((1000,), "float32"), ((1000,), "float32")],
     # Backward kernels: per-row ones like their forwards, and the sums across blocks of rows

@@ -403,13 +403,28 @@ def _array_spec(
 
 
 def _allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tuple[str, ...]:
-    """The dtypes of an annotation that statickernel supports; `Shaped` allows all of them."""
+    """The dtypes of an annotation that statickernel supports; `Shaped` allows all of them.
+    The fp8 dtypes, which only `sk.dot` reads, count only for an operand annotated with fp8
+    alone (`Float8e4m3fn`): `Float` and `Shaped` keep the dtypes a body can load."""
     dtypes = annotation_dtypes(hint)
+    general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in hw.DOT_ONLY_DTYPES)
     if dtypes is None:
-        return hw.SUPPORTED_DTYPES
-    allowed = tuple(d for d in hw.SUPPORTED_DTYPES if d in dtypes)
+        return general
+    allowed = tuple(d for d in general if d in dtypes)
     if allowed:
         return allowed
+    dot_only = tuple(d for d in hw.DOT_ONLY_DTYPES if d in dtypes)
+    if dot_only and role == "operand":
+        return dot_only
+    if dot_only:
+        raise AnnotationError(
+            f"{role} `{name}` allows only fp8 dtypes, which a kernel cannot store",
+            **err,
+            operand=name,
+            expected="a result of float32, bfloat16 or another dtype a body computes in",
+            actual=", ".join(dot_only),
+            fix="return float32 or bfloat16 and cast to fp8 outside the kernel",
+        )
     shown = ", ".join(str(d) for d in dtypes)
     if any(str(d).startswith("float8") for d in dtypes):
         raise AnnotationError(

@@ -182,14 +182,20 @@ def choose(
     a_block = (2 * bm if paired == names[0] else bm) * bk * item
     b_block = (2 * bn if paired == names[1] else bn) * bk * item
     out_item = hw.itemsize(result.dtype)
-    epilogue = (min(EPILOGUE_ROWS, bm), min(bn, hw.SWIZZLE_BYTES // out_item))
+    # One 128-byte swizzle row of columns when it divides the block; else the widest multiple
+    # of 8 columns (WGMMA's register tile) that does, in untiled slots.
+    swizzle_cols = hw.SWIZZLE_BYTES // out_item
+    cols = next(c for c in range(min(bn, swizzle_cols), 0, -hw.WGMMA_COLS) if bn % c == 0)
+    epilogue = (min(EPILOGUE_ROWS, bm), cols)
     slots = min(_EPILOGUE_SLOTS, (bm * bn) // (epilogue[0] * epilogue[1]))
     epilogue_bytes = hw.round_up(
         consumers * slots * epilogue[0] * epilogue[1] * out_item, hw.SMEM_BUFFER_ALIGN
     )
     rows_gmem, cols_gmem = result.gmem_shape[-2:]
-    swizzled = (rows_gmem <= 8 or rows_gmem % 8 == 0) and (
-        cols_gmem <= epilogue[1] or cols_gmem % epilogue[1] == 0
+    swizzled = (
+        cols == swizzle_cols
+        and (rows_gmem <= 8 or rows_gmem % 8 == 0)
+        and (cols_gmem <= cols or cols_gmem % cols == 0)
     )
 
     def smem(stages: int) -> int:

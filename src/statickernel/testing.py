@@ -14,6 +14,8 @@ fails when |got - want| > atol + rtol * |want|, with atol derived from the dtype
 `rtol` or `atol` is given. A failure says how many elements differ, which is worst, and
 whether they all lie in edge blocks (the blocks that cross an array's edge).
 
+`detect_races` runs a kernel's generated module in the interpreter with its race detector on.
+
 `parametrize` makes one pytest item per probe case, and `shapes` is a hypothesis strategy of
 cases. `statickernel test` runs the same machinery.
 """
@@ -39,6 +41,7 @@ from ._probes import (
     probe_dtypes,
     probe_shapes,
 )
+from ._races import RaceReport, detect_races
 from ._results import CheckResult, describe_failure, format_results
 from ._suites import case_id, cases, parametrize
 
@@ -48,12 +51,14 @@ __all__ = [
     "Placement",
     "ProbeCase",
     "ProbeShape",
+    "RaceReport",
     "WorstElement",
     "case_id",
     "cases",
     "check_case",
     "check_kernel",
     "describe_failure",
+    "detect_races",
     "format_results",
     "parametrize",
     "probe_cases",

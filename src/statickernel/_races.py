@@ -1,0 +1,42 @@
+"""Running a kernel's generated module in the Mosaic GPU interpreter with its race detector:
+every shared-memory read and write of every warpgroup is checked against the barriers and
+waits that order them, so a missing wait between a producer and a consumer, or an epilogue
+slot refilled before its store has read it, is found on a CPU."""
+
+import dataclasses
+from typing import Any
+
+import jax
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+__all__ = ["RaceReport", "detect_races"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceReport:
+    """What a run under the race detector gave."""
+
+    result: Any
+    """The kernel's result, from the interpreter."""
+    races_found: bool
+    """True when the detector saw two accesses to shared memory that nothing orders."""
+
+
+def _races_found() -> bool:
+    # The detector's state lives in the interpreter's module; jax has no public accessor.
+    from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks
+
+    return bool(gpu_callbacks.get_races().races_found)
+
+
+def detect_races(kernel: Any, *args: Any, **overrides: Any) -> RaceReport:
+    """Runs the module `kernel.emit(*args, backend="interpret", **overrides)` prints, freshly
+    executed so that nothing is reused from an earlier trace, with
+    `plgpu.InterpretGPUParams(detect_races=True)`."""
+    source = str(kernel.emit(*args, backend="interpret", **overrides))
+    name = kernel.spec.name
+    namespace: dict[str, Any] = {"__name__": f"statickernel_races_{name}"}
+    exec(compile(source, f"<generated {name}>", "exec"), namespace)
+    with plgpu.force_gpu_interpret_mode(plgpu.InterpretGPUParams(detect_races=True)):
+        result = jax.block_until_ready(namespace[name](*args))
+    return RaceReport(result, _races_found())
