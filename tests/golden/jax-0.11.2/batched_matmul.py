@@ -2,8 +2,8 @@
 # Declared at: examples/batched_matmul.py:15
 # Operands:    a: bfloat16[2, 130, 100], b: bfloat16[2, 100, 260]
 # Dims:        B=2, M=130, K=100, N=260
-# Constants:   BM=128, BN=128, BK=64, stages=4
-# Grid:        (2, 2, 3) over (B, M, N)
+# Constants:   BM=128, BN=128, BK=64, stages=None
+# Grid:        (8,) persistent CTAs, for the blocks (2, 2, 3) over (B, M, N)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.11.2
 # This module needs only jax; it does not import statickernel.
@@ -18,63 +18,138 @@ INTERPRET = True
 
 
 def _batched_matmul_block(a_gmem, b_gmem, result_gmem):
-    block_B = lax.axis_index("B")
-    block_M = lax.axis_index("M")
-    block_N = lax.axis_index("N")
-    a_gmem = a_gmem.at[block_B]  # this grid step's entry
-    b_gmem = b_gmem.at[block_B]  # this grid step's entry
-    result_gmem = result_gmem.at[block_B]  # this grid step's entry
-    # The kernel body, one statement per traced op.
-    # examples/batched_matmul.py:31: return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
-    v0 = jnp.float32(0.0)
+    # Warp-specialized: warpgroup 2 copies a's and b's K blocks; warpgroup(s) 0-1 multiply and store.
+    # Persistent: 8 CTAs walk the 8 CTA tiles; a tile's stores drain while the next runs.
+    wg = lax.axis_index("wg")
 
-    def loop0(v1_acc):
-        def loop0_step(loop0_indices, a_smem, b_smem):
-            plgpu.wgmma(v1_acc, a_smem, b_smem)
-            plgpu.wgmma_wait(1)  # the previous step's WGMMA is done; its blocks can go
-
-        loop0_a_spec = plgpu.BlockSpec(
-            (128, 64),
-            lambda step: (0, step),
-            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-            delay_release=1,
-        )
-        loop0_b_spec = plgpu.BlockSpec(
-            (64, 128),
-            lambda step: (step, 0),
-            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-            delay_release=1,
-        )
-        plgpu.emit_pipeline(
-            loop0_step,
+    def pipeline(step, consumer):
+        return plgpu.emit_pipeline_warp_specialized(
+            step,
             grid=(2,),
-            in_specs=[loop0_a_spec, loop0_b_spec],
+            memory_registers=40,
+            in_specs=[
+                plgpu.BlockSpec(
+                    (128, 64),
+                    lambda k: (0, k),
+                    transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+                ),
+                plgpu.BlockSpec(
+                    (64, 256),
+                    lambda k: (k, 0),
+                    transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+                ),
+            ],
+            wg_axis="wg",
+            num_compute_wgs=2,
             max_concurrent_steps=2,
-        )(a_gmem.at[pl.ds(block_M * 128, 128), :], b_gmem.at[:, pl.ds(block_N * 128, 128)])
-        plgpu.wgmma_wait(0)  # the last step's WGMMA
-        return (v1_acc[...],)
-
-    (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))
-
-    # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
-    # then TMA to global memory, clipped at the edge.
-    def store_results(result_smem):
-        result_smem[...] = v4
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(
-            result_smem,
-            result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
+            compute_context=consumer,
         )
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
-    pl.run_scoped(store_results, plgpu.SMEM((128, 128), jnp.float32))
+    def tiles(pipeline_allocations, result_smem):
+        @plgpu.nd_loop((2, 4), collective_axes="cta")
+        def tile(tile_info):
+            (block_B, tile_index) = tile_info.index
+            (tile_M, tile_N) = plgpu.planar_snake(tile_index, (2, 2), 1, 2)
+            block_M = tile_M  # this consumer's block
+            block_N = tile_N * 2 + wg
+            a_entry = a_gmem.at[block_B]
+            b_entry = b_gmem.at[block_B]
+            result_entry = result_gmem.at[block_B]
+
+            def consumer(run_pipeline):
+                # examples/batched_matmul.py:31: return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+                v0 = jnp.float32(0.0)
+
+                def loop0(v1_acc):
+                    run_pipeline(v1_acc)
+                    return (v1_acc[...],)
+
+                (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))
+                result = v4
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # the slot's last store has read it
+                result_smem.at[wg, 0][...] = result[0:64, 0:32]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 0],
+                    result_entry.at[pl.ds(block_M * 128, 64), pl.ds(block_N * 128, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                result_smem.at[wg, 1][...] = result[0:64, 32:64]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 1],
+                    result_entry.at[pl.ds(block_M * 128, 64), pl.ds(block_N * 128 + 32, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                result_smem.at[wg, 0][...] = result[0:64, 64:96]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 0],
+                    result_entry.at[pl.ds(block_M * 128, 64), pl.ds(block_N * 128 + 64, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                result_smem.at[wg, 1][...] = result[0:64, 96:128]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 1],
+                    result_entry.at[pl.ds(block_M * 128, 64), pl.ds(block_N * 128 + 96, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                result_smem.at[wg, 0][...] = result[64:128, 0:32]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 0],
+                    result_entry.at[pl.ds(block_M * 128 + 64, 64), pl.ds(block_N * 128, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                result_smem.at[wg, 1][...] = result[64:128, 32:64]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 1],
+                    result_entry.at[pl.ds(block_M * 128 + 64, 64), pl.ds(block_N * 128 + 32, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                result_smem.at[wg, 0][...] = result[64:128, 64:96]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 0],
+                    result_entry.at[pl.ds(block_M * 128 + 64, 64), pl.ds(block_N * 128 + 64, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                result_smem.at[wg, 1][...] = result[64:128, 96:128]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 1],
+                    result_entry.at[pl.ds(block_M * 128 + 64, 64), pl.ds(block_N * 128 + 96, 32)],
+                )
+
+            def step(indices, a_smem, b_smem, v1_acc):
+                plgpu.wgmma(v1_acc, a_smem, b_smem.at[:, pl.ds(wg * 128, 128)])
+                plgpu.wgmma_wait(0)  # the step's slots go back
+                return v1_acc
+
+            pipeline(step, consumer)(
+                a_entry.at[pl.ds(tile_M * 128, 128), :],
+                b_entry.at[:, pl.ds(tile_N * 256, 256)],
+                allocations=pipeline_allocations,
+            )
+
+    pl.run_scoped(
+        tiles,
+        pipeline_allocations=pipeline(None, None).get_allocations(a_gmem.at[0], b_gmem.at[0]),
+        result_smem=plgpu.SMEM((2, 2, 64, 32), jnp.float32),
+        collective_axes="wg",
+    )
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last tile's stores have read their slots
 
 
 _launch = plgpu.kernel(
     _batched_matmul_block,
     out_type=jax.ShapeDtypeStruct((2, 130, 260), jnp.float32),
-    grid=(2, 2, 3),
-    grid_names=("B", "M", "N"),
+    grid=(8,),
+    grid_names=("cta",),
+    num_threads=3,
+    thread_name="wg",
     scratch_types=[],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,
