@@ -28,7 +28,7 @@ def matmul_bias_gelu(
     BM: sk.Const[int] = 128,
     BN: sk.Const[int] = 128,
     BK: sk.Const[int] = 64,
-    stages: sk.Const[int] = 3,
+    stages: sk.Const[int | None] = None,
 ) -> BFloat16[Array, "M N"]:
     acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
     y = acc + sk.load(bias).astype(jnp.float32)

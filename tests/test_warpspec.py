@@ -13,14 +13,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import Array, Float, Float16
-from batched_matmul import batched_matmul, batched_matmul_reference
-from matmul import matmul, matmul_reference
-from matmul_bias_gelu import matmul_bias_gelu
-from matmul_fp8 import matmul_fp8, matmul_fp8_reference
-from matmul_int8 import matmul_int8, matmul_int8_reference
+from jaxtyping import Array, BFloat16, Float, Float16
 
 import statickernel as sk
+from batched_matmul import batched_matmul, batched_matmul_reference
+from matmul import matmul, matmul_reference
+from matmul_bias_gelu import matmul_bias_gelu, matmul_bias_gelu_reference
+from matmul_fp8 import matmul_fp8, matmul_fp8_reference
+from matmul_int8 import matmul_int8, matmul_int8_reference
 from statickernel import _schedule
 
 # (M, K, N): aligned, +1, primes, K below one block, below one block everywhere, one row.
@@ -172,9 +172,39 @@ def test_a_ragged_4095_pads_in_the_kernels_jit_and_says_what_it_costs() -> None:
     assert plan.warp_specialized is not None and not plan.warp_specialized.swizzled
 
 
-def test_a_fused_epilogue_with_a_vector_keeps_the_pipelined_form() -> None:
-    args = (_bf16(256, 256), _bf16(256, 256), jax.ShapeDtypeStruct((256,), jnp.float32))
-    plan = matmul_bias_gelu.plan(*args)
+def test_a_fused_epilogue_with_a_bias_vector(few_sms: None) -> None:
+    """Each consumer copies its block of the bias while its main loop runs."""
+    ka, kb, kc = jax.random.split(jax.random.key(5), 3)
+    a = jax.random.normal(ka, (300, 200), jnp.bfloat16)
+    b = jax.random.normal(kb, (200, 260), jnp.bfloat16)
+    bias = jax.random.normal(kc, (260,), jnp.float32)
+    plan = matmul_bias_gelu.plan(a, b, bias)
+    assert plan.warp_specialized is not None
+    source = matmul_bias_gelu.emit(a, b, bias)
+    assert "bias_gmem.at[pl.ds(block_N * 128, 128)]" in source and "bias_barrier.at[wg]" in source
+    got = _run(matmul_bias_gelu, a, b, bias).astype(jnp.float32)
+    want = matmul_bias_gelu_reference(a, b, bias).astype(jnp.float32)
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+
+
+def test_a_tile_operand_in_the_epilogue_keeps_the_pipelined_form() -> None:
+    """A whole (BM, BN) block of another operand would not fit beside the stages."""
+
+    @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+    def matmul_add(
+        a: BFloat16[Array, "M K"],
+        b: BFloat16[Array, "K N"],
+        c: Float[Array, "M N"],
+        *,
+        BM: sk.Const[int] = 128,
+        BN: sk.Const[int] = 128,
+        BK: sk.Const[int] = 64,
+    ) -> Float[Array, "M N"]:
+        acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+        return acc + sk.load(c)
+
+    args = (_bf16(256, 256), _bf16(256, 256), jax.ShapeDtypeStruct((256, 256), jnp.float32))
+    plan = matmul_add.plan(*args)
     assert plan.warp_specialized is None and plan.schedule is not None
     assert plan.schedule.kind is _schedule.ScheduleKind.PIPELINED_LOOPS
 
@@ -210,16 +240,11 @@ def test_declared_stages_that_do_not_fit_beside_the_epilogue() -> None:
 def test_the_race_detector_sees_an_epilogue_slot_refilled_too_early(few_sms: None) -> None:
     """Without the wait before each slot is refilled, a slot's next piece of the block would
     overwrite what its TMA store has not read yet: the detector must say so."""
-    from jax.experimental.pallas import mosaic_gpu as plgpu
-
-    from statickernel._races import _races_found
+    from statickernel._races import run_detecting_races
 
     a, b = _operands(256, 128, 512, jnp.bfloat16)
     source = str(matmul.emit(a, b, backend="interpret"))
     wait = "plgpu.wait_smem_to_gmem(1, wait_read_only=True)"
     assert wait in source
-    namespace: dict[str, Any] = {}
-    exec(compile(source.replace(wait, "pass"), "<matmul without its waits>", "exec"), namespace)
-    with plgpu.force_gpu_interpret_mode(plgpu.InterpretGPUParams(detect_races=True)):
-        jax.block_until_ready(namespace["matmul"](a, b))
-    assert _races_found()
+    assert run_detecting_races(source.replace(wait, "pass"), "matmul", (a, b)).races_found
+    assert not run_detecting_races(source, "matmul", (a, b)).races_found

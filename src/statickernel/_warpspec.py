@@ -32,6 +32,7 @@ __all__ = [
     "MEMORY_REGISTERS",
     "WarpSpecialized",
     "choose",
+    "epilogue_vectors",
     "plan_warp_specialized",
 ]
 
@@ -120,9 +121,11 @@ def eligible(
     cols: str | None,
     tiled: Mapping[str, int],
     masked: bool,
+    ragged: frozenset[str] = frozenset(),
 ) -> bool:
     """A body this form computes: one loop folding `acc + sk.dot(a, b)` over a dim outside
-    the (rows, cols) tile, both tiled, nothing else loaded but scalars, and one 2-D result."""
+    the (rows, cols) tile, both tiled; besides a and b, only scalars and vectors along the rows
+    or the columns (a bias) that read zeros past a `ragged` edge; and one 2-D result."""
     if len(loops) != 1 or cols is None or masked:
         return False
     (loop,) = loops
@@ -134,8 +137,13 @@ def eligible(
     if set(loop.operands) != {dot.a, dot.b} or rows not in tiled or cols not in tiled:
         return False
     others = [op for op in operands if op.loaded and op.name not in (dot.a, dot.b)]
-    if any(op.kind != Kind.SCALAR for op in others):
-        return False
+    for op in others:
+        if op.kind == Kind.SCALAR:
+            continue
+        if op.kind not in (Kind.ROW, Kind.COL) or op.batch not in ((), results[0].batch):
+            return False
+        if op.dims[0] in ragged and op.fill not in (0, None):  # TMA fills zeros, no mask
+            return False
     if len(results) != 1 or results[0].kind != Kind.TILE or results[0].per_block:
         return False
     a_op, b_op = (next(op for op in operands if op.name == n) for n in (dot.a, dot.b))
@@ -155,6 +163,7 @@ def choose(
     steps: int,
     declared_stages: int | None,
     sms: int,
+    vector_bytes: tuple[int, ...] = (),
 ) -> WarpSpecialized | None:
     """The configuration for blocks (BM, BN, BK) and `block_counts` blocks along (rows,
     cols); None when even one stage does not fit beside the epilogue (the pipelined form
@@ -198,6 +207,12 @@ def choose(
         and (cols_gmem <= cols or cols_gmem % cols == 0)
     )
 
+    # Each consumer copies its block of each vector operand into a buffer of its own.
+    vectors = sum(
+        hw.round_up(consumers * n, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES * consumers
+        for n in vector_bytes
+    )
+
     def smem(stages: int) -> int:
         # The pipeline's produced and consumed barriers: one of each a stage.
         barriers = hw.BARRIER_BYTES * stages
@@ -205,6 +220,7 @@ def choose(
             pipeline_bytes([a_block, b_block], stages)
             + barriers
             + epilogue_bytes
+            + vectors
             + hw.SMEM_RESERVED_BYTES
         )
 
@@ -240,6 +256,16 @@ def choose(
     return config
 
 
+def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list[OperandPlan]:
+    """The vector operands the epilogue loads (a bias along the rows or the columns)."""
+    dot = loop.dots[0]
+    return [
+        op
+        for op in operands
+        if op.loaded and op.name not in (dot.a, dot.b) and op.kind in (Kind.ROW, Kind.COL)
+    ]
+
+
 def _transposed(b: OperandPlan) -> bool:
     """True when `b` is laid out (N, K): its last dim is the loop dim."""
     return b.loop_dim == b.dims[-1]
@@ -262,7 +288,8 @@ def plan_warp_specialized(
     when one stage does not fit). Declared stages that do not fit beside the epilogue are an
     error, with the largest count that fits."""
     tiled = {d.name: d.block for d in layout.dims if d.tiled_by}
-    if not eligible(loops, operands, results, rows, cols, tiled, masked):
+    ragged = frozenset(d.name for d in layout.dims if d.ragged)
+    if not eligible(loops, operands, results, rows, cols, tiled, masked, ragged):
         return None
     assert cols is not None
     dot = loops[0].dots[0]
@@ -275,12 +302,13 @@ def plan_warp_specialized(
     )
     args = (a, b, results[0], (tiled[rows], tiled[cols], k.block), counts, batch, (rows, cols))
     steps = hw.cdiv(k.size, k.block)
-    config = choose(*args, steps, declared_stages, sms)
+    vectors = tuple(op.smem_bytes for op in epilogue_vectors(operands, loops[0]))
+    config = choose(*args, steps, declared_stages, sms, vectors)
     if config is None or config.smem_bytes <= hw.SMEM_BYTES:
         if config is not None:
             config.check_invariants()
         return config
-    fitted = choose(*args, steps, None, sms)
+    fitted = choose(*args, steps, None, sms, vectors)
     fix = (
         f"set {stages_name}={fitted.stages} (the largest stage count that fits beside the "
         "epilogue), or leave it None to fit it"

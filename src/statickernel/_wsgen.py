@@ -31,9 +31,11 @@ from ._ir import (
     Tuple,
     call,
 )
+from ._pallas import load
 from ._plan import LaunchPlan, OperandPlan
 from ._printer import expression_source
 from ._translation import LoopBlock, Translation
+from ._warpspec import epilogue_vectors
 
 __all__ = ["WG_AXIS", "warp_specialized_function"]
 
@@ -67,7 +69,12 @@ def warp_specialized_function(
     bm, bn, bk = plan.dim(rows).block, plan.dim(cols).block, loop.block
     pair_rows = 2 if ws.paired == rows else 1
     pair_cols = 2 if ws.paired == cols else 1
-    scalars = [op for op in plan.operands if op.loaded and op.name not in (dot.a, dot.b)]
+    vectors = epilogue_vectors(plan.operands, block)
+    scalars = [
+        op
+        for op in plan.operands
+        if op.loaded and op.name not in (dot.a, dot.b) and op not in vectors
+    ]
     batch = result.batch
 
     # The pipeline: a's and b's blocks of one K step, a CTA tile wide.
@@ -115,9 +122,9 @@ def warp_specialized_function(
     block_cols = _add(_mul(tile_cols, 2), _WG) if pair_cols == 2 else tile_cols
     tile_body.append(Assign((Name(f"block_{rows}"),), block_rows, comment="this consumer's block"))
     tile_body.append(Assign((Name(f"block_{cols}"),), block_cols))
-    gmem = {op.name: Name(f"{op.name}_gmem") for op in (a, b, result)}
+    gmem = {op.name: Name(f"{op.name}_gmem") for op in (a, b, result, *vectors)}
     if batch:
-        for op in (a, b, result):
+        for op in (a, b, result, *(v for v in vectors if v.batch)):
             entry = Subscript(Name(f"{op.name}_gmem.at"), tuple(batch_names))
             tile_body.append(Assign((Name(f"{op.name}_entry"),), entry))
             gmem[op.name] = Name(f"{op.name}_entry")
@@ -127,6 +134,25 @@ def warp_specialized_function(
     for op in scalars:
         value = Subscript(Name(f"{op.name}_gmem"), (EllipsisIndex(),))
         consumer.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
+    for op in vectors:
+        # Copied while the main loop runs; waited for after it.
+        (dim,) = op.dims
+        extent = op.block_shape[0]
+        source = Subscript(
+            Name(f"{gmem[op.name].text}.at"),
+            (call("pl.ds", _mul(Name(f"block_{dim}"), extent), Const(extent)),),
+        )
+        consumer.append(
+            ExprStmt(
+                call(
+                    "plgpu.copy_gmem_to_smem",
+                    source,
+                    Subscript(Name(f"{op.name}_smem.at"), (_WG,)),
+                    Subscript(Name(f"{op.name}_barrier.at"), (_WG,)),
+                ),
+                comment="this block's part, while the main loop runs",
+            )
+        )
     acc = f"{dot.carry}_acc"
     for line in translation.lines:
         if not isinstance(line, LoopBlock):
@@ -159,6 +185,14 @@ def warp_specialized_function(
                 ),
             )
         )
+        for op in vectors:
+            consumer.append(
+                ExprStmt(
+                    call("plgpu.barrier_wait", Subscript(Name(f"{op.name}_barrier.at"), (_WG,)))
+                )
+            )
+            ref = Subscript(Name(f"{op.name}_smem.at"), (_WG,))
+            consumer.append(Assign((Name(op.name),), load(ref, op.kind)))
     (value,) = translation.outputs
     assert value is not None
     out = Name(result.name)
@@ -201,9 +235,10 @@ def warp_specialized_function(
     ]
     grid = (*(plan.dim(d).size for d in batch), ws.tile_grid[0] * ws.tile_grid[1])
     walk = call("plgpu.nd_loop", Const(grid), collective_axes=Const(CTA_AXIS))
+    vector_refs = [f"{op.name}_{what}" for op in vectors for what in ("smem", "barrier")]
     tiles = FunctionDef(
         "tiles",
-        ("pipeline_allocations", f"{result.name}_smem"),
+        ("pipeline_allocations", f"{result.name}_smem", *vector_refs),
         (FunctionDef("tile", ("tile_info",), tuple(tile_body), decorators=(walk,)),),
     )
     slots = call(
@@ -241,6 +276,24 @@ def warp_specialized_function(
                 (
                     Keyword("pipeline_allocations", allocations),
                     Keyword(f"{result.name}_smem", slots),
+                    *(
+                        keyword
+                        for op in vectors
+                        for keyword in (
+                            Keyword(
+                                f"{op.name}_smem",
+                                call(
+                                    "plgpu.SMEM",
+                                    Const((ws.consumers, op.block_shape[0])),
+                                    DType(op.dtype),
+                                ),
+                            ),
+                            Keyword(
+                                f"{op.name}_barrier",
+                                call("plgpu.Barrier", num_barriers=Const(ws.consumers)),
+                            ),
+                        )
+                    ),
                     Keyword("collective_axes", Const(WG_AXIS)),
                 ),
                 one_per_line=True,

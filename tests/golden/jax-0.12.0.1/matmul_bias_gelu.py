@@ -2,8 +2,8 @@
 # Declared at: examples/matmul_bias_gelu.py:17
 # Operands:    a: bfloat16[130, 100], b: bfloat16[100, 20], bias: float32[20]
 # Dims:        M=130, K=100, N=20
-# Constants:   BM=128, BN=128, BK=64, stages=3
-# Grid:        (2, 1) over (M, N)
+# Constants:   BM=128, BN=128, BK=64, stages=None
+# Grid:        (2,) persistent CTAs, for the blocks (2, 1) over (M, N)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
 # This module needs only jax; it does not import statickernel.
@@ -17,81 +17,134 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _matmul_bias_gelu_block(a_gmem, b_gmem, bias_gmem, result_gmem, bias_smem, bias_barrier):
-    block_M = lax.axis_index("M")
-    block_N = lax.axis_index("N")
-    # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(bias_gmem.at[pl.ds(block_N * 128, 128)], bias_smem, bias_barrier)
-    plgpu.barrier_wait(bias_barrier)
-    # The kernel body, one statement per traced op.
-    # examples/matmul_bias_gelu.py:33: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
-    v0 = jnp.float32(0.0)
+def _matmul_bias_gelu_block(a_gmem, b_gmem, bias_gmem, result_gmem):
+    # Warp-specialized: warpgroup 1 copies a's and b's K blocks; warpgroup(s) 0 multiply and store.
+    # Persistent: 2 CTAs walk the 2 CTA tiles; a tile's stores drain while the next runs.
+    wg = lax.axis_index("wg")
 
-    def loop0(v1_acc):
-        def loop0_step(loop0_indices, a_smem, b_smem):
-            plgpu.wgmma(v1_acc, a_smem, b_smem)
-            plgpu.wgmma_wait(1)  # the previous step's WGMMA is done; its blocks can go
-
-        loop0_a_spec = plgpu.BlockSpec(
-            (128, 64),
-            lambda step: (0, step),
-            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-            delay_release=1,
-        )
-        loop0_b_spec = plgpu.BlockSpec(
-            (64, 128),
-            lambda step: (step, 0),
-            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-            delay_release=1,
-        )
-        plgpu.emit_pipeline(
-            loop0_step,
+    def pipeline(step, consumer):
+        return plgpu.emit_pipeline_warp_specialized(
+            step,
             grid=(2,),
-            in_specs=[loop0_a_spec, loop0_b_spec],
+            memory_registers=40,
+            in_specs=[
+                plgpu.BlockSpec(
+                    (128, 64),
+                    lambda k: (0, k),
+                    transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+                ),
+                plgpu.BlockSpec(
+                    (64, 128),
+                    lambda k: (k, 0),
+                    transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+                ),
+            ],
+            wg_axis="wg",
+            num_compute_wgs=1,
             max_concurrent_steps=2,
-        )(a_gmem.at[pl.ds(block_M * 128, 128), :], b_gmem.at[:, pl.ds(block_N * 128, 128)])
-        plgpu.wgmma_wait(0)  # the last step's WGMMA
-        return (v1_acc[...],)
-
-    (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))
-    # `bias` is first read after a loop: not held through it.
-    bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
-    # examples/matmul_bias_gelu.py:34: y = acc + sk.load(bias).astype(jnp.float32)
-    v6 = lax.add(v4, lax.broadcast_in_dim(bias, (128, 128), (1,)))
-    # examples/matmul_bias_gelu.py:35: return jax.nn.gelu(y, approximate=True).astype(jnp.bfloat16)
-    v7 = lax.integer_pow(v6, 3)
-    v8 = lax.mul(jnp.float32(0.044715), v7)
-    v9 = lax.add(v6, v8)
-    v10 = lax.mul(jnp.float32(0.7978846), v9)
-    v11 = lax.tanh(v10)
-    v12 = lax.add(jnp.float32(1.0), v11)
-    v13 = lax.mul(jnp.float32(0.5), v12)
-    v14 = lax.mul(v6, v13)
-    v15 = lax.convert_element_type(v14, jnp.bfloat16)
-
-    # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
-    # then TMA to global memory, clipped at the edge.
-    def store_results(result_smem):
-        plgpu.store(result_smem, v15, optimized=False)
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(
-            result_smem,
-            result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
+            compute_context=consumer,
         )
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
-    pl.run_scoped(store_results, plgpu.SMEM((128, 128), jnp.bfloat16))
+    def tiles(pipeline_allocations, result_smem, bias_smem, bias_barrier):
+        @plgpu.nd_loop((2,), collective_axes="cta")
+        def tile(tile_info):
+            (tile_index,) = tile_info.index
+            (tile_M, tile_N) = plgpu.planar_snake(tile_index, (2, 1), 0, 2)
+            block_M = tile_M  # this consumer's block
+            block_N = tile_N
+
+            def consumer(run_pipeline):
+                plgpu.copy_gmem_to_smem(
+                    bias_gmem.at[pl.ds(block_N * 128, 128)],
+                    bias_smem.at[wg],
+                    bias_barrier.at[wg],
+                )  # this block's part, while the main loop runs
+                # examples/matmul_bias_gelu.py:33: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+                v0 = jnp.float32(0.0)
+
+                def loop0(v1_acc):
+                    run_pipeline(v1_acc)
+                    return (v1_acc[...],)
+
+                (v4,) = pl.run_scoped(loop0, plgpu.ACC((128, 128), jnp.float32))
+                plgpu.barrier_wait(bias_barrier.at[wg])
+                bias = plgpu.load(
+                    bias_smem.at[wg],
+                    layout=plgpu.Layout.WGMMA.reduce(0),
+                    optimized=False,
+                )
+                # examples/matmul_bias_gelu.py:34: y = acc + sk.load(bias).astype(jnp.float32)
+                v6 = lax.add(v4, lax.broadcast_in_dim(bias, (128, 128), (1,)))
+                # examples/matmul_bias_gelu.py:35: return jax.nn.gelu(y, approximate=True).astype(jnp.bfloat16)
+                v7 = lax.integer_pow(v6, 3)
+                v8 = lax.mul(jnp.float32(0.044715), v7)
+                v9 = lax.add(v6, v8)
+                v10 = lax.mul(jnp.float32(0.7978846), v9)
+                v11 = lax.tanh(v10)
+                v12 = lax.add(jnp.float32(1.0), v11)
+                v13 = lax.mul(jnp.float32(0.5), v12)
+                v14 = lax.mul(v6, v13)
+                v15 = lax.convert_element_type(v14, jnp.bfloat16)
+                result = v15
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # the slot's last store has read it
+                plgpu.store(result_smem.at[wg, 0], result[0:64, 0:64], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 0],
+                    result_gmem.at[pl.ds(block_M * 128, 64), pl.ds(block_N * 128, 64)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                plgpu.store(result_smem.at[wg, 1], result[0:64, 64:128], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 1],
+                    result_gmem.at[pl.ds(block_M * 128, 64), pl.ds(block_N * 128 + 64, 64)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                plgpu.store(result_smem.at[wg, 0], result[64:128, 0:64], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 0],
+                    result_gmem.at[pl.ds(block_M * 128 + 64, 64), pl.ds(block_N * 128, 64)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                plgpu.store(result_smem.at[wg, 1], result[64:128, 64:128], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[wg, 1],
+                    result_gmem.at[pl.ds(block_M * 128 + 64, 64), pl.ds(block_N * 128 + 64, 64)],
+                )
+
+            def step(indices, a_smem, b_smem, v1_acc):
+                plgpu.wgmma(v1_acc, a_smem, b_smem)
+                plgpu.wgmma_wait(0)  # the step's slots go back
+                return v1_acc
+
+            pipeline(step, consumer)(
+                a_gmem.at[pl.ds(tile_M * 128, 128), :],
+                b_gmem.at[:, pl.ds(tile_N * 128, 128)],
+                allocations=pipeline_allocations,
+            )
+
+    pl.run_scoped(
+        tiles,
+        pipeline_allocations=pipeline(None, None).get_allocations(a_gmem, b_gmem),
+        result_smem=plgpu.SMEM((1, 2, 64, 64), jnp.bfloat16),
+        bias_smem=plgpu.SMEM((1, 128), jnp.float32),
+        bias_barrier=plgpu.Barrier(num_barriers=1),
+        collective_axes="wg",
+    )
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last tile's stores have read their slots
 
 
 _launch = plgpu.kernel(
     _matmul_bias_gelu_block,
     out_type=jax.ShapeDtypeStruct((130, 24), jnp.bfloat16),
-    grid=(2, 1),
-    grid_names=("M", "N"),
-    scratch_types=[
-        plgpu.SMEM((128,), jnp.float32),
-        plgpu.Barrier(),
-    ],
+    grid=(2,),
+    grid_names=("cta",),
+    num_threads=2,
+    thread_name="wg",
+    scratch_types=[],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,
 )
