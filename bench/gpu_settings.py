@@ -22,6 +22,7 @@ __all__ = [
     "Budget",
     "Case",
     "GradShape",
+    "MatmulShape",
     "MlpShape",
     "Settings",
     "SpeedShape",
@@ -31,7 +32,11 @@ __all__ = [
 GOAL_COPY_FRACTION = 0.85  # memory-bound kernels, of the measured copy bandwidth
 GOAL_VS_HANDWRITTEN = 1.03  # statickernel time / hand-written time
 GOAL_RAGGED = 1.05  # ragged time per byte / aligned time per byte
-GOAL_MATMUL_FRACTION = 0.80  # of jnp.dot at 4096^3 bf16, once statickernel has a matmul
+GOAL_MATMUL_FRACTION = 0.90  # of jnp.dot's throughput, bf16 at 4096^3 and 8192^3
+GOAL_MATMUL_RAGGED_M = 1.05  # M = 4088 time per flop / 4096^3's, at most (no host padding)
+GOAL_MATMUL_RAGGED = 1.10  # 4095^3 time per flop / 4096^3's, at most
+GOAL_MATMUL_VS_MGPU = 1.0  # hopper_matmul_mgpu time / statickernel time, at least
+GOAL_FP8_FRACTION = 0.80  # of jnp.dot's throughput on the same fp8 arrays, at 4096^3
 COPY_BOUND = ("add", "scale_bias", "softmax", "rmsnorm", "layernorm")  # held to the copy goal
 BEATS_XLA = ("softmax", "rmsnorm", "layernorm")  # expected faster than XLA
 GOAL_GRAD_BEATS_XLA = ("rmsnorm", "layernorm")  # jax.grad expected faster than XLA's
@@ -93,6 +98,20 @@ class AttentionShape:
 
 
 @dataclasses.dataclass(frozen=True)
+class MatmulShape:
+    """A matmul the matmul part times: a (M, K) by b (K, N). `kind` is "bf16" (a float32
+    result, against jnp.dot), "bf16-out" (a bfloat16 result, also against jax's
+    hopper_matmul_mgpu) or "fp8" (e4m3fn, b given (N, K), against jnp.dot of the same)."""
+
+    m: int
+    k: int
+    n: int
+    kind: str = "bf16"
+    # The (M, K, N) of the same kind this one's time per flop is judged against.
+    versus: tuple[int, int, int] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class MlpShape:
     """A fused MLP the chained-product part times: x (M, K), w1 (K, H), w2 (H, N), bf16."""
 
@@ -119,7 +138,7 @@ class Settings:
     # Speed, in this order: what the time budget cuts comes last.
     speed: tuple[SpeedShape, ...]
     copy_shape: tuple[int, int]
-    matmul_sizes: tuple[int, ...]
+    matmul: tuple[MatmulShape, ...]
     grad: tuple[GradShape, ...] = ()  # jax.grad through the backward kernels, against XLA's
     attention: tuple[AttentionShape, ...] = ()  # flash attention against cuDNN and Pallas'
     mlp: tuple[MlpShape, ...] = ()  # the fused MLP against XLA's two products
@@ -167,7 +186,15 @@ GPU = Settings(
     ),
     speed=_GPU_SPEED,
     copy_shape=(16384, 4096),
-    matmul_sizes=(4096, 4095),
+    matmul=(
+        MatmulShape(4096, 4096, 4096),
+        MatmulShape(8192, 8192, 8192),
+        MatmulShape(4088, 4096, 4096, versus=(4096, 4096, 4096)),
+        MatmulShape(4095, 4095, 4095, versus=(4096, 4096, 4096)),
+        MatmulShape(4096, 4096, 4096, "bf16-out"),
+        MatmulShape(8192, 8192, 8192, "bf16-out"),
+        MatmulShape(4096, 4096, 4096, "fp8"),
+    ),
     attention=(
         AttentionShape(1, 16, 4096, 128),
         AttentionShape(1, 16, 4095, 128, versus=(4096, False)),
@@ -210,7 +237,12 @@ DRY_RUN = Settings(
         SpeedShape(64, 1024, "bfloat16", kernels=("rmsnorm",)),
     ),
     copy_shape=(256, 256),
-    matmul_sizes=(128, 127),
+    matmul=(
+        MatmulShape(256, 128, 256),
+        MatmulShape(255, 127, 255, versus=(256, 128, 256)),
+        MatmulShape(256, 128, 256, "bf16-out"),
+        MatmulShape(256, 128, 256, "fp8"),
+    ),
     attention=(
         AttentionShape(1, 2, 128, 64),
         AttentionShape(1, 2, 127, 64, versus=(128, False)),

@@ -1,6 +1,6 @@
 """The GPU check's speed part: the copy bandwidth, each gallery kernel against hand-written
 Pallas and XLA at the shapes of the settings (aligned, ragged, the widths models use), and the
-matmul against jnp.dot."""
+matmul's own module is gpu_matmul."""
 
 import functools
 import math
@@ -18,7 +18,6 @@ from gpu_settings import (
     BEATS_XLA,
     COPY_BOUND,
     GOAL_COPY_FRACTION,
-    GOAL_MATMUL_FRACTION,
     GOAL_RAGGED,
     GOAL_VS_HANDWRITTEN,
     Budget,
@@ -31,7 +30,6 @@ __all__ = [
     "NOT_APPLICABLE",
     "floor_fraction",
     "measure_copy",
-    "measure_matmul",
     "measure_speed",
     "ragged_against_aligned",
     "shape_text",
@@ -288,95 +286,3 @@ def ragged_against_aligned(rows: Sequence[dict]) -> Table:
             _cell(ragged, "handwritten", hand_cost),
         )
     return table
-
-
-def measure_matmul(settings: Settings, budget: Budget) -> tuple[list[dict], Table]:
-    """examples/matmul.py against jnp.dot, side by side, at an aligned and a ragged size.
-
-    Each size is also checked for correctness against jnp.dot in float32 before it is timed.
-    """
-    from gallery import example_module
-
-    matmul = example_module("matmul").matmul
-    table = Table(
-        "Matmul (bf16 in, f32 out): statickernel against jnp.dot",
-        [
-            "size",
-            "jnp.dot us",
-            "sk us",
-            "dot TFLOP/s",
-            "sk TFLOP/s",
-            "sk / dot throughput",
-            "of floor",
-            "ok",
-        ],
-        f"Goal: >= {GOAL_MATMUL_FRACTION:.0%} of jnp.dot's throughput at 4096^3, and the ragged "
-        f"size within {GOAL_RAGGED - 1:.0%} of the aligned one. Default constants "
-        "(BM=BN=128, BK=64, stages=4). of floor: the plan's roofline floor over sk's time.",
-    )
-    rows = []
-    for size in settings.matmul_sizes:
-        if budget.spent():
-            rows.append({"size": size, "skipped": "time budget"})
-            continue
-        print(f"  .. matmul: {size}^3", flush=True)
-        ka, kb = jax.random.split(jax.random.key(size))
-        a = jax.random.normal(ka, (size, size), jnp.bfloat16)
-        b = jax.random.normal(kb, (size, size), jnp.bfloat16)
-        dot = jax.jit(functools.partial(jnp.dot, preferred_element_type=jnp.float32))
-        row: dict[str, Any] = {"size": size, "dtype": "bfloat16"}
-        try:
-            got = matmul(a, b, backend=settings.backend)
-            want = dot(a, b)
-            scale = float(jnp.max(jnp.abs(want))) or 1.0
-            row["max_rel_error"] = float(jnp.max(jnp.abs(got - want))) / scale
-            row["passed"] = row["max_rel_error"] <= 1e-3
-            timings = time_side_by_side(
-                {
-                    "dot": functools.partial(dot, a, b),
-                    "statickernel": functools.partial(matmul, a, b, backend=settings.backend),
-                },
-                warmup=settings.warmup,
-                runs=settings.runs,
-                min_run_s=settings.min_run_s,
-            )
-        except Exception as exc:  # a failure is a finding: record it and go on
-            row["error"] = describe_error(exc)
-            row["passed"] = False
-            rows.append(row)
-            table.add(f"{size}^3", None, None, None, None, None, None, "error")
-            continue
-        flops = 2 * size**3
-        dot_s, sk_s = timings["dot"].median_s, timings["statickernel"].median_s
-        cost = matmul.plan(a, b, backend=settings.backend).cost
-        floor_s = cost.floor_seconds if cost is not None else None
-        row.update(
-            jnp_dot_us=timings["dot"].median_us,
-            statickernel_us=timings["statickernel"].median_us,
-            dot_tflop_per_s=flops / dot_s / 1e12,
-            sk_tflop_per_s=flops / sk_s / 1e12,
-            sk_fraction_of_dot=dot_s / sk_s,
-            floor_us=floor_s * 1e6 if floor_s is not None else None,
-            floor_fraction=floor_fraction(floor_s, timings["statickernel"]),
-            timing={k: t.to_json() for k, t in timings.items()},
-        )
-        rows.append(row)
-        table.add(
-            f"{size}^3",
-            row["jnp_dot_us"],
-            row["statickernel_us"],
-            row["dot_tflop_per_s"],
-            row["sk_tflop_per_s"],
-            row["sk_fraction_of_dot"],
-            row["floor_fraction"],
-            "yes" if row["passed"] else "NO",
-        )
-    timed = [r for r in rows if "statickernel_us" in r]
-    if len(timed) == 2:
-        aligned, ragged = timed
-        # Per flop, so that one size smaller does not count as a speedup.
-        cost = (ragged["statickernel_us"] / ragged["size"] ** 3) / (
-            aligned["statickernel_us"] / aligned["size"] ** 3
-        )
-        ragged["ragged_cost"] = cost
-    return rows, table

@@ -319,6 +319,51 @@ def test_a_matmul_uses_the_tensor_cores() -> None:
     assert dict(report.sass_mix)["HGMMA"] > 0
 
 
+_MATMUL_4096 = (jax.ShapeDtypeStruct((4096, 4096), jnp.bfloat16),) * 2
+
+
+@toolchain
+def test_the_matmul_is_warp_specialized_on_its_sass() -> None:
+    """At 4096^3 bf16: WGMMA and register reallocation in the SASS, a producer and two
+    consumers, a persistent grid of at most 2 x 132 CTAs, and no spills."""
+    report = KERNELS["matmul"].compile(*_MATMUL_4096)
+    mix = dict(report.sass_mix)
+    assert mix["HGMMA"] > 0 and mix["USETMAXREG"] >= 2, str(report)
+    assert report.threads == 384
+    assert report.spill_store_bytes == report.spill_load_bytes == 0
+    assert report.schedule is not None and report.schedule.ctas <= 2 * 132
+
+
+@toolchain
+@pytest.mark.parametrize(("name", "opcode"), [("matmul_fp8", "QGMMA"), ("matmul_int8", "IGMMA")])
+def test_one_byte_products_take_their_tensor_core_instructions(name: str, opcode: str) -> None:
+    report = KERNELS[name].compile(*structs(name))
+    mix = dict(report.sass_mix)
+    assert mix[opcode] > 0 and mix["HGMMA"] == 0 and mix["USETMAXREG"] >= 2, str(report)
+
+
+@toolchain
+def test_the_matmul_has_the_structure_of_jax_own_hopper_matmul() -> None:
+    """jax's hopper_matmul_mgpu at the configuration statickernel's matmul chooses (128x128
+    a consumer, two consumers along N, BK=64, 4 stages, a bfloat16 result): the same
+    registers, shared memory and SASS mix of tensor-core, TMA, stmatrix and setmaxnreg."""
+    pytest.importorskip("absl")
+    from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hmm
+
+    from statickernel._compile import _compile
+
+    ours = KERNELS["matmul"].compile(*_MATMUL_4096, bf16_out=True)
+    hmm.get_num_sms = lambda: 132  # an H100/H200; a deviceless compile has no device to ask
+    config = hmm.TuningConfig(
+        tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4, grid_tile_width=8
+    )
+    fn = jax.jit(lambda a, b: hmm.matmul(a, b, None, config))
+    theirs = _compile(fn, _MATMUL_4096, "hopper_matmul_mgpu", "sm_90a", True, 0, None)
+    keys = ("HGMMA", "UTMALDG", "UTMASTG", "STSM", "USETMAXREG")
+    assert [dict(ours.sass_mix)[k] for k in keys] == [dict(theirs.sass_mix)[k] for k in keys]
+    assert (ours.registers, ours.smem_bytes) == (theirs.registers, theirs.smem_bytes)
+
+
 @toolchain
 @pytest.mark.parametrize("name", ["attention", "mlp"])
 def test_a_product_of_a_value_reads_it_from_registers(name: str) -> None:

@@ -33,7 +33,7 @@ from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord, operand_fills
 from ._translate import COL, ROW, SCALAR, TILE, LoopBlock
-from ._warpspec import WarpSpecialized, plan_warp_specialized
+from ._warpspec import WarpSpecialized, hold_paired_blocks, plan_warp_specialized
 
 __all__ = ["DimPlan", "LaunchPlan", "OperandPlan", "Role", "make_plan"]
 
@@ -413,6 +413,9 @@ def make_plan(
             ctx,
         )
     if warp_specialized is not None:
+        blocks_of = {d.name: d.block for d in layout.dims}
+        operands, held = hold_paired_blocks(warp_specialized, operands, loops[0], blocks_of)
+        notes += held
         (paired,) = plan_loops(spec, loops, layout, dtypes, consts, loads, warp_specialized.stages)
         loop_plans = (dataclasses.replace(paired, smem_bytes=warp_specialized.pipeline_bytes),)
     elif loop_plans and spec.stage_count(consts) is None:

@@ -33,6 +33,7 @@ __all__ = [
     "WarpSpecialized",
     "choose",
     "epilogue_vectors",
+    "hold_paired_blocks",
     "plan_warp_specialized",
 ]
 
@@ -52,9 +53,9 @@ class WarpSpecialized:
     """The launch of a warp-specialized, persistent matmul."""
 
     consumers: int
-    """Consumer warpgroups a CTA: each computes one block, as the body declares it."""
-    paired: str | None
-    """The dim whose consecutive blocks a CTA's consumers take; None with one consumer."""
+    """Consumer warpgroups a CTA (two): each computes one block, as the body declares it."""
+    paired: str
+    """The dim whose consecutive blocks a CTA's consumers take."""
     tile_grid: tuple[int, int]
     """CTA tiles along (rows, cols): each is `consumers` blocks."""
     batch: tuple[int, ...]
@@ -91,8 +92,7 @@ class WarpSpecialized:
         return 128 * (self.consumers + 1)
 
     def check_invariants(self) -> None:
-        assert self.consumers in (1, 2)
-        assert (self.paired is None) == (self.consumers == 1)
+        assert self.consumers == 2
         assert 1 <= self.ctas <= self.tiles
         assert self.minor in (0, 1) and 1 <= self.band <= self.tile_grid[self.minor]
         assert self.stages >= 1 and self.slots in (1, 2)
@@ -101,7 +101,7 @@ class WarpSpecialized:
 
     def __str__(self) -> str:
         order = ("rows", "cols")[self.minor]
-        pair = f", paired along {self.paired}" if self.paired else ""
+        pair = f", paired along {self.paired}"
         return (
             f"warp-specialized: 1 producer + {self.consumers} consumer warpgroup(s){pair} "
             f"(setmaxnreg {MEMORY_REGISTERS} for the producer); {self.ctas} persistent CTAs "
@@ -166,18 +166,16 @@ def choose(
     vector_bytes: tuple[int, ...] = (),
 ) -> WarpSpecialized | None:
     """The configuration for blocks (BM, BN, BK) and `block_counts` blocks along (rows,
-    cols); None when even one stage does not fit beside the epilogue (the pipelined form
-    then keeps the kernel)."""
+    cols); None when no dim has two blocks for the consumers to pair, or even one stage does
+    not fit beside the epilogue (the pipelined form then keeps the kernel)."""
     bm, bn, bk = blocks
     m_blocks, n_blocks = block_counts
-    a_rows = a.gmem_shape[-2]
-    b_cols = b.gmem_shape[-2] if _transposed(b) else b.gmem_shape[-1]
     # Pair along cols when it wastes no more blocks than rows would: the consumers then share
     # a's block and b's paired block is one wide TMA copy, as jax's own matmul does.
     waste_cols = m_blocks * (n_blocks % 2)
     waste_rows = n_blocks * (m_blocks % 2)
-    can_cols = n_blocks >= 2 and 2 * bn <= b_cols
-    can_rows = m_blocks >= 2 and 2 * bm <= a_rows
+    can_cols = n_blocks >= 2
+    can_rows = m_blocks >= 2
     if can_cols and (waste_cols <= waste_rows or not can_rows):
         paired, consumers, tile_grid = names[1], 2, (m_blocks, hw.cdiv(n_blocks, 2))
         reason = f"two consumers share a's {bm}-row block: a CTA tile of {bm}x{2 * bn}"
@@ -185,8 +183,9 @@ def choose(
         paired, consumers, tile_grid = names[0], 2, (hw.cdiv(m_blocks, 2), n_blocks)
         reason = f"two consumers share b's {bn}-column block: a CTA tile of {2 * bm}x{bn}"
     else:
-        paired, consumers, tile_grid = None, 1, (m_blocks, n_blocks)
-        reason = "one block along both dims: one consumer"
+        # One block both ways: a lone consumer would take every register of the SM
+        # (setmaxnreg), and the pipelined form of one warpgroup a CTA does as well.
+        return None
     item = hw.itemsize(a.dtype)
     a_block = (2 * bm if paired == names[0] else bm) * bk * item
     b_block = (2 * bn if paired == names[1] else bn) * bk * item
@@ -254,6 +253,39 @@ def choose(
         + ("" if swizzled else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"),
     )
     return config
+
+
+def hold_paired_blocks(
+    config: WarpSpecialized,
+    operands: tuple[OperandPlan, ...],
+    loop: LoopBlock,
+    blocks: Mapping[str, int],
+) -> tuple[tuple[OperandPlan, ...], list[str]]:
+    """The operands with the array of the paired one padded to hold one paired block (two
+    blocks) where it is smaller: a copy must not address a block past the whole array. Only an
+    array under two blocks long is padded, so the cost is small; the notes say what."""
+    dot = loop.dots[0]
+    name = (
+        dot.b if config.paired != next(op for op in operands if op.name == dot.a).dims[0] else dot.a
+    )
+    out, notes = [], []
+    for op in operands:
+        if op.name != name:
+            out.append(op)
+            continue
+        axis = len(op.batch) + op.dims.index(config.paired)
+        need = 2 * blocks[config.paired]
+        if op.gmem_shape[axis] >= need:
+            out.append(op)
+            continue
+        gmem = (*op.gmem_shape[:axis], need, *op.gmem_shape[axis + 1 :])
+        notes.append(
+            f"fallback: `{op.name}` {list(op.shape)} is padded with zeros to {list(gmem)}, so "
+            f"that its array holds the two {config.paired} blocks a CTA's consumers share: a "
+            "jnp.pad in the kernel's jit"
+        )
+        out.append(dataclasses.replace(op, gmem_shape=gmem))
+    return tuple(out), notes
 
 
 def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list[OperandPlan]:

@@ -3,7 +3,7 @@
 # Operands:    a: bfloat16[2, 130, 100], b: bfloat16[2, 100, 260]
 # Dims:        B=2, M=130, K=100, N=260
 # Constants:   BM=128, BN=128, BK=64, stages=None
-# Grid:        (8,) persistent CTAs, for the blocks (2, 2, 3) over (B, M, N)
+# Grid:        (6,) persistent CTAs, for the blocks (2, 2, 3) over (B, M, N)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
 # This module needs only jax; it does not import statickernel.
@@ -19,7 +19,7 @@ INTERPRET = True
 
 def _batched_matmul_block(a_gmem, b_gmem, result_gmem):
     # Warp-specialized: warpgroup 2 copies a's and b's K blocks; warpgroup(s) 0-1 multiply and store.
-    # Persistent: 8 CTAs walk the 8 CTA tiles; a tile's stores drain while the next runs.
+    # Persistent: 6 CTAs walk the 6 CTA tiles; a tile's stores drain while the next runs.
     wg = lax.axis_index("wg")
 
     def pipeline(step, consumer):
@@ -29,12 +29,12 @@ def _batched_matmul_block(a_gmem, b_gmem, result_gmem):
             memory_registers=40,
             in_specs=[
                 plgpu.BlockSpec(
-                    (128, 64),
+                    (256, 64),
                     lambda k: (0, k),
                     transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
                 ),
                 plgpu.BlockSpec(
-                    (64, 256),
+                    (64, 128),
                     lambda k: (k, 0),
                     transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
                 ),
@@ -46,12 +46,12 @@ def _batched_matmul_block(a_gmem, b_gmem, result_gmem):
         )
 
     def tiles(pipeline_allocations, result_smem):
-        @plgpu.nd_loop((2, 4), collective_axes="cta")
+        @plgpu.nd_loop((2, 3), collective_axes="cta")
         def tile(tile_info):
             (block_B, tile_index) = tile_info.index
-            (tile_M, tile_N) = plgpu.planar_snake(tile_index, (2, 2), 1, 2)
-            block_M = tile_M  # this consumer's block
-            block_N = tile_N * 2 + wg
+            (tile_M, tile_N) = plgpu.planar_snake(tile_index, (1, 3), 1, 3)
+            block_M = tile_M * 2 + wg  # this consumer's block
+            block_N = tile_N
             a_entry = a_gmem.at[block_B]
             b_entry = b_gmem.at[block_B]
             result_entry = result_gmem.at[block_B]
@@ -124,13 +124,13 @@ def _batched_matmul_block(a_gmem, b_gmem, result_gmem):
                 )
 
             def step(indices, a_smem, b_smem, v1_acc):
-                plgpu.wgmma(v1_acc, a_smem, b_smem.at[:, pl.ds(wg * 128, 128)])
+                plgpu.wgmma(v1_acc, a_smem.at[pl.ds(wg * 128, 128)], b_smem)
                 plgpu.wgmma_wait(0)  # the step's slots go back
                 return v1_acc
 
             pipeline(step, consumer)(
-                a_entry.at[pl.ds(tile_M * 128, 128), :],
-                b_entry.at[:, pl.ds(tile_N * 256, 256)],
+                a_entry.at[pl.ds(tile_M * 256, 256), :],
+                b_entry.at[:, pl.ds(tile_N * 128, 128)],
                 allocations=pipeline_allocations,
             )
 
@@ -146,7 +146,7 @@ def _batched_matmul_block(a_gmem, b_gmem, result_gmem):
 _launch = plgpu.kernel(
     _batched_matmul_block,
     out_type=jax.ShapeDtypeStruct((2, 130, 260), jnp.float32),
-    grid=(8,),
+    grid=(6,),
     grid_names=("cta",),
     num_threads=3,
     thread_name="wg",
@@ -159,7 +159,7 @@ _launch = plgpu.kernel(
 @jax.jit
 def batched_matmul(a, b):
     # `a` pad for WGMMA's tiled shared memory (extra copy).
-    a = jnp.pad(a, ((0, 0), (0, 6), (0, 28)))
+    a = jnp.pad(a, ((0, 0), (0, 126), (0, 28)))
     # `b` pad for WGMMA's tiled shared memory (extra copy).
     b = jnp.pad(b, ((0, 0), (0, 4), (0, 60)))
     result = _launch(a, b)

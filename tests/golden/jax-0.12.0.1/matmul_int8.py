@@ -3,7 +3,7 @@
 # Operands:    a: int8[130, 200], b_t: int8[260, 200]
 # Dims:        M=130, K=200, N=260
 # Constants:   BM=128, BN=128, BK=128, stages=None
-# Grid:        (4,) persistent CTAs, for the blocks (2, 3) over (M, N)
+# Grid:        (3,) persistent CTAs, for the blocks (2, 3) over (M, N)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
 # This module needs only jax; it does not import statickernel.
@@ -19,7 +19,7 @@ INTERPRET = True
 
 def _matmul_int8_block(a_gmem, b_t_gmem, result_gmem):
     # Warp-specialized: warpgroup 2 copies a's and b's K blocks; warpgroup(s) 0-1 multiply and store.
-    # Persistent: 4 CTAs walk the 4 CTA tiles; a tile's stores drain while the next runs.
+    # Persistent: 3 CTAs walk the 3 CTA tiles; a tile's stores drain while the next runs.
     wg = lax.axis_index("wg")
 
     def pipeline(step, consumer):
@@ -29,12 +29,12 @@ def _matmul_int8_block(a_gmem, b_t_gmem, result_gmem):
             memory_registers=40,
             in_specs=[
                 plgpu.BlockSpec(
-                    (128, 128),
+                    (256, 128),
                     lambda k: (0, k),
                     transforms=(plgpu.TilingTransform((8, 128)), plgpu.SwizzleTransform(128)),
                 ),
                 plgpu.BlockSpec(
-                    (256, 128),
+                    (128, 128),
                     lambda k: (0, k),
                     transforms=(plgpu.TilingTransform((8, 128)), plgpu.SwizzleTransform(128)),
                 ),
@@ -46,12 +46,12 @@ def _matmul_int8_block(a_gmem, b_t_gmem, result_gmem):
         )
 
     def tiles(pipeline_allocations, result_smem):
-        @plgpu.nd_loop((4,), collective_axes="cta")
+        @plgpu.nd_loop((3,), collective_axes="cta")
         def tile(tile_info):
             (tile_index,) = tile_info.index
-            (tile_M, tile_N) = plgpu.planar_snake(tile_index, (2, 2), 1, 2)
-            block_M = tile_M  # this consumer's block
-            block_N = tile_N * 2 + wg
+            (tile_M, tile_N) = plgpu.planar_snake(tile_index, (1, 3), 1, 3)
+            block_M = tile_M * 2 + wg  # this consumer's block
+            block_N = tile_N
 
             def consumer(run_pipeline):
                 # examples/matmul_int8.py:27: return sk.loop("K", lambda acc: acc + sk.dot(a, b_t), init=jnp.zeros((BM, BN), jnp.int32))
@@ -121,13 +121,13 @@ def _matmul_int8_block(a_gmem, b_t_gmem, result_gmem):
                 )
 
             def step(indices, a_smem, b_t_smem, v1_acc):
-                plgpu.wgmma(v1_acc, a_smem, b_t_smem.at[pl.ds(wg * 128, 128)].T)
+                plgpu.wgmma(v1_acc, a_smem.at[pl.ds(wg * 128, 128)], b_t_smem.T)
                 plgpu.wgmma_wait(0)  # the step's slots go back
                 return v1_acc
 
             pipeline(step, consumer)(
-                a_gmem.at[pl.ds(tile_M * 128, 128), :],
-                b_t_gmem.at[pl.ds(tile_N * 256, 256), :],
+                a_gmem.at[pl.ds(tile_M * 256, 256), :],
+                b_t_gmem.at[pl.ds(tile_N * 128, 128), :],
                 allocations=pipeline_allocations,
             )
 
@@ -143,7 +143,7 @@ def _matmul_int8_block(a_gmem, b_t_gmem, result_gmem):
 _launch = plgpu.kernel(
     _matmul_int8_block,
     out_type=jax.ShapeDtypeStruct((130, 260), jnp.int32),
-    grid=(4,),
+    grid=(3,),
     grid_names=("cta",),
     num_threads=3,
     thread_name="wg",
@@ -156,7 +156,7 @@ _launch = plgpu.kernel(
 @jax.jit
 def matmul_int8(a, b_t):
     # `a` pad for WGMMA's tiled shared memory (extra copy).
-    a = jnp.pad(a, ((0, 6), (0, 56)))
+    a = jnp.pad(a, ((0, 126), (0, 56)))
     # `b_t` pad for WGMMA's tiled shared memory (extra copy).
     b_t = jnp.pad(b_t, ((0, 4), (0, 56)))
     result = _launch(a, b_t)
