@@ -250,3 +250,89 @@ def test_the_race_detector_sees_an_epilogue_slot_refilled_too_early(few_sms: Non
     assert wait in source
     assert run_detecting_races(source.replace(wait, "pass"), "matmul", (a, b)).races_found
     assert not run_detecting_races(source, "matmul", (a, b)).races_found
+
+
+# --- the WGMMA rules of 1-byte products, each with its fix ---------------------------------
+
+
+def _fp8(*shape: int, dtype: Any = jnp.float8_e4m3fn) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+_SCALE = jax.ShapeDtypeStruct((), jnp.float32)
+
+
+def test_an_fp8_k_block_is_one_swizzle_row() -> None:
+    with pytest.raises(sk.DotShapeError) as info:
+        matmul_fp8.plan(_fp8(256, 256), _fp8(256, 256), _SCALE, _SCALE, BK=64)
+    assert info.value.fix == "set BK=128"
+
+
+def test_an_fp8_b_laid_out_k_n_is_refused_with_the_layout_wgmma_reads() -> None:
+    from jaxtyping import Float8e4m3fn
+
+    with pytest.raises(sk.DotLayoutError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+        def fp8_kn(
+            a: Float8e4m3fn[Array, "M K"],
+            b: Float8e4m3fn[Array, "K N"],
+            *,
+            BM: sk.Const[int] = 128,
+            BN: sk.Const[int] = 128,
+            BK: sk.Const[int] = 128,
+        ) -> Float[Array, "M N"]:
+            return sk.loop(
+                "K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32)
+            )
+
+    assert "'N K'" in str(info.value.expected) and "b.T" in str(info.value.fix)
+
+
+def test_fp8_operands_of_two_formats_are_refused() -> None:
+    e5m2 = _fp8(256, 256, dtype=jnp.float8_e5m2)
+    with pytest.raises(sk.DotDtypeError) as info:
+        matmul_fp8.plan(_fp8(256, 256), e5m2, _SCALE, _SCALE)
+    assert "float8_e4m3fn" in str(info.value) and "float8_e5m2" in str(info.value)
+
+
+def test_fp8_is_read_only_by_sk_dot() -> None:
+    from jaxtyping import Float8e4m3fn
+
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"})
+        def loads_fp8(
+            x: Float8e4m3fn[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+        ) -> Float[Array, "M N"]:
+            return sk.load(x).astype(jnp.float32)
+
+    assert "only sk.dot reads" in str(info.value) and "bfloat16" in str(info.value.fix)
+
+
+def test_an_fp8_result_is_refused() -> None:
+    from jaxtyping import Float8e4m3fn
+
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"})
+        def to_fp8(
+            x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+        ) -> Float8e4m3fn[Array, "M N"]:
+            return sk.load(x)
+
+    assert "cast to fp8 outside the kernel" in str(info.value.fix)
+
+
+@pytest.mark.parametrize(
+    ("consts", "error", "fix"),
+    [
+        ({"BN": 200}, sk.DotShapeError, "set BN=256"),  # N: the 64-element swizzle of b
+        ({"BK": 40}, sk.DotShapeError, "set BK=64"),  # K: the swizzle of a and b
+        ({"BN": 512}, sk.TmaBoxError, "set BN to at most 256"),  # one TMA box, WGMMA's N
+    ],
+)
+def test_overrides_that_break_a_wgmma_rule(consts: dict[str, Any], error: Any, fix: str) -> None:
+    with pytest.raises(error) as info:
+        matmul.plan(_bf16(1024, 1024), _bf16(1024, 1024), **consts)
+    assert info.value.fix == fix

@@ -279,10 +279,12 @@ def hold_paired_blocks(
             out.append(op)
             continue
         gmem = (*op.gmem_shape[:axis], need, *op.gmem_shape[axis + 1 :])
+        further = "further, " if op.host_padded else ""
+        written = math.prod(gmem) * hw.itemsize(op.dtype)
         notes.append(
-            f"fallback: `{op.name}` {list(op.shape)} is padded with zeros to {list(gmem)}, so "
-            f"that its array holds the two {config.paired} blocks a CTA's consumers share: a "
-            "jnp.pad in the kernel's jit"
+            f"fallback: `{op.name}` {list(op.shape)} is padded with zeros {further}to "
+            f"{list(gmem)}, so that its array holds the two {config.paired} blocks a CTA's "
+            f"consumers share: one jnp.pad in the kernel's jit, {written:,} B written"
         )
         out.append(dataclasses.replace(op, gmem_shape=gmem))
     return tuple(out), notes
