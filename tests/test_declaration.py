@@ -22,6 +22,7 @@ from jaxtyping import (
     Bool,
     Float,
     Float8e4m3fn,
+    Float8e4m3fnuz,
     Float8e5m2,
     Float32,
     Float64,
@@ -318,19 +319,31 @@ def test_dtype_category_without_supported_dtype(annotation: Any):
     [Float8e4m3fn[Array, "M N"], Float8e5m2[Array, "M N"]],
     ids=["e4m3fn", "e5m2"],
 )
-def test_fp8_annotation_says_what_is_unsupported(annotation: Any):
-    with pytest.raises(sk.AnnotationError) as info:
+def test_fp8_operands_are_read_only_by_sk_dot(annotation: Any):
+    """An fp8 annotation is accepted for an operand (WGMMA multiplies fp8), but a load of it
+    is refused at the user's line: no register path reads fp8."""
+    with pytest.raises(sk.BodyError) as info:
 
-        @sk.kernel  # @fp8
+        @sk.kernel
         def k(x: annotation) -> Float[Array, "M N"]:  # pyright: ignore[reportInvalidTypeForm]
-            return sk.load(x).astype(jnp.float32)
+            return sk.load(x).astype(jnp.float32)  # @fp8
 
     check(info.value, "fp8", operand="x")
     exc = info.value
-    assert "fp8" in exc.what and "statickernel" in exc.what
-    assert "no dtype that Mosaic GPU supports" not in exc.what
-    assert exc.actual.startswith("float8_")
-    assert "BFloat16" in str(exc.fix) and "astype(jnp.bfloat16)" in str(exc.fix)
+    assert "only sk.dot reads" in exc.what
+    assert exc.actual is not None and "float8_" in exc.actual
+    assert "sk.dot" in str(exc.fix) and "bfloat16" in str(exc.fix)
+
+
+def test_an_annotation_of_other_fp8_formats_names_the_two_wgmma_takes():
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel  # @fp8-other
+        def k(x: Float8e4m3fnuz[Array, "M N"]) -> Float[Array, "M N"]:
+            return sk.load(x)
+
+    check(info.value, "fp8-other", operand="x")
+    assert "float8_e4m3fn or float8_e5m2" in str(info.value.expected)
 
 
 def test_shaped_annotation_allows_every_supported_dtype():
@@ -338,8 +351,10 @@ def test_shaped_annotation_allows_every_supported_dtype():
     def k(x: Shaped[Array, "M N"], *, BM: sk.Const[int] = 64) -> Shaped[Array, "M N"]:
         return sk.load(x)
 
-    assert k.spec.operands[0].dtypes == hw.SUPPORTED_DTYPES
-    assert k.spec.results[0].dtypes == hw.SUPPORTED_DTYPES
+    # Every dtype but fp8, which only an fp8 annotation allows (only sk.dot reads it).
+    general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in hw.DOT_ONLY_DTYPES)
+    assert k.spec.operands[0].dtypes == general
+    assert k.spec.results[0].dtypes == general
     for dtype in (jnp.float32, jnp.bfloat16, jnp.int8):
         plan = k.plan(jax.ShapeDtypeStruct((100, 128), dtype))
         assert plan.operand("x").dtype == jnp.dtype(dtype).name

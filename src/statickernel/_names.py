@@ -53,12 +53,34 @@ BLOCK_NAMES: Mapping[str, str] = {
     "row_index_vec": "the row positions of the per-row edge mask",
     "col_index_vec": "the column positions of the per-column edge mask",
     "store_results": "the scoped store of the results after the loops",
+    # The persistent launches: the CTA, its trip count, the block and slot of a step.
+    "cta": "the persistent launch's CTA index",
+    "trips": "the blocks a persistent CTA takes",
+    "slot": "the shared-memory slot of a persistent step",
+    "i": "a persistent CTA's step",
+    "load_block": "a persistent launch's copies of one block",
+    "refill": "a persistent launch's refill of a slot",
+    # The warp-specialized matmul's warpgroups, pipeline and tile walk.
+    "wg": "the warpgroup index of a warp-specialized launch",
+    "pipeline": "the warp-specialized pipeline",
+    "pipeline_allocations": "the warp-specialized pipeline's buffers",
+    "tiles": "the scope of the warp-specialized tile walk",
+    "tile": "one CTA tile of the warp-specialized walk",
+    "tile_info": "the warp-specialized tile walk's loop index",
+    "tile_index": "the warp-specialized CTA tile's linear index",
+    "consumer": "a consumer warpgroup's part of a tile",
+    "run_pipeline": "the warp-specialized pipeline, run by a consumer",
+    "step": "a pipeline step",
+    "indices": "a pipeline step's indices",
 }
 # Families of generated locals.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"v\d+(?:_block|_acc|_nans|_in)?"), "a value the body computes (v0, v1, ...)"),
     (re.compile(r"loop\d+(?:_\w*)?"), "a loop's pipeline (loop0, loop0_step, loop0_carry, ...)"),
     (re.compile(r"result\d*"), "a result (the results are named result, or result0, result1, ...)"),
+    (re.compile(r"fill_slot_\d+"), "a persistent launch's first copies"),
+    (re.compile(r"tile_\w+"), "a CTA tile's index along a dim (tile_M, ...)"),
+    (re.compile(r"\w+_entry"), "an array's batch entry in the warp-specialized walk"),
 )
 
 
@@ -180,8 +202,9 @@ def check_names(
         expected="a name the generated module does not use: not "
         + ", ".join(MODULE_NAMES)
         + ", a mask or offset (row_ok, col_ok, row_index, edge_start, ...), store_results, "
-        "v<N>, loop<N>... or result<N>, nor another array's <name>_gmem, <name>_smem or "
-        "<name>_barrier, nor a dim's block_<dim>",
+        "the persistent and warp-specialized launches' locals (cta, slot, step, wg, tile, "
+        "consumer, ...), v<N>, loop<N>... or result<N>, nor another array's <name>_gmem, "
+        "<name>_smem or <name>_barrier, nor a dim's block_<dim>",
         actual=f"`{name}`: {what}",
         fix=f"rename `{name}` in the signature and the body, e.g. to "
         f"`{suggest(name, operands, results, dims)}`",

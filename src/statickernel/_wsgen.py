@@ -35,7 +35,7 @@ from ._pallas import load
 from ._plan import LaunchPlan, OperandPlan
 from ._printer import expression_source
 from ._translation import LoopBlock, Translation
-from ._warpspec import epilogue_vectors
+from ._warpspec import MEMORY_REGISTERS, epilogue_vectors
 
 __all__ = ["WG_AXIS", "warp_specialized_function"]
 
@@ -95,7 +95,7 @@ def warp_specialized_function(
                     (Name("step"),),
                     (
                         Keyword("grid", Const((loop.steps,))),
-                        Keyword("memory_registers", Const(40)),
+                        Keyword("memory_registers", Const(MEMORY_REGISTERS)),
                         Keyword("in_specs", List((a_spec, b_spec), one_per_line=True)),
                         Keyword("wg_axis", Const(WG_AXIS)),
                         Keyword("num_compute_wgs", Const(ws.consumers)),
