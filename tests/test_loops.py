@@ -464,16 +464,19 @@ def round_up(value: int, multiple: int) -> int:
 def test_stages_are_capped_at_the_step_count(k: int, steps: int, stages: int) -> None:
     """The pipeline never holds more blocks than there are steps, and pays SMEM only for those."""
     plan = matmul.plan(*specs("matmul", (256, k, 256)))
-    assert dict(plan.constants)["stages"] == 4
+    assert dict(plan.constants)["stages"] is None  # fitted to shared memory, up to 4
     (loop,) = plan.loops
     assert (loop.axis, loop.constant, loop.block, loop.size) == ("K", "BK", 64, k)
     assert (loop.steps, loop.stages) == (steps, stages)
     assert loop.mode == "fold"
     assert loop.operands == ("a", "b")
     assert loop.dots == (("a", "b", False),)
-    # Each stage holds one (128, 64) block of a and one (64, 128) block of b, in bf16.
-    assert loop.smem_bytes >= stages * 2 * (128 * 64 * 2)
-    assert loop.smem_bytes < (stages + 1) * 2 * (128 * 64 * 2)
+    # Warp-specialized, paired along N: each stage holds one (128, 64) block of a and the
+    # consumers' (64, 256) block of b, in bf16.
+    assert plan.warp_specialized is not None
+    assert plan.warp_specialized.stage_bytes == (128 * 64 + 64 * 256) * 2
+    assert loop.smem_bytes >= stages * (128 * 64 + 64 * 256) * 2
+    assert loop.smem_bytes < (stages + 1) * (128 * 64 + 64 * 256) * 2
     assert loop.smem_bytes <= plan.smem_bytes <= SMEM_BYTES
     plan.check_invariants()
 
@@ -512,12 +515,15 @@ def test_grid_covers_the_result(shape: tuple[int, int, int], overrides: dict[str
     assert plan.dim("M").tiled_by == "BM" and plan.dim("N").tiled_by == "BN"
 
 
-def assert_tma_can_tile(shape: tuple[int, int], gmem: tuple[int, int]) -> None:
+def assert_tma_can_tile(
+    shape: tuple[int, int], gmem: tuple[int, int], floors: tuple[int, int] = (0, 0)
+) -> None:
     """TMA copies a bf16 sk.dot operand into WGMMA's tiled (8, 64) shared memory only when each
     of its dims is a multiple of its tile (or, for Mosaic GPU, no larger than it) and its rows are
-    whole 16 bytes. The host pads with zeros as far as that needs, and not a tile further."""
-    for size, padded, tile in zip(shape, gmem, (8, 64), strict=True):
-        assert size <= padded < size + tile, (shape, gmem)
+    whole 16 bytes. The host pads with zeros as far as that needs, and not a tile further, except
+    up to `floors`: the two blocks a warp-specialized matmul's consumers share."""
+    for size, padded, tile, floor in zip(shape, gmem, (8, 64), floors, strict=True):
+        assert padded == max(round_up(size, tile), floor), (shape, gmem, floors)
         assert padded <= tile or padded % tile == 0, (shape, gmem)
     assert gmem[1] * 2 % 16 == 0, gmem
 
@@ -530,14 +536,18 @@ def test_ragged_dot_operands_are_padded_on_the_host(shape: tuple[int, int, int])
     plan = matmul.plan(*specs("matmul", shape))
     a, b = plan.operand("a"), plan.operand("b")
     assert a.shape == (m, k) and b.shape == (k, n)
-    assert_tma_can_tile((m, k), (a.gmem_shape[0], a.gmem_shape[1]))
-    assert_tma_can_tile((k, n), (b.gmem_shape[0], b.gmem_shape[1]))
+    # A warp-specialized matmul's paired operand holds at least the two blocks it shares.
+    paired = plan.warp_specialized.paired if plan.warp_specialized else None
+    a_floor, b_floor = (256 if paired == "M" else 0, 0), (0, 256 if paired == "N" else 0)
+    assert_tma_can_tile((m, k), (a.gmem_shape[0], a.gmem_shape[1]), a_floor)
+    assert_tma_can_tile((k, n), (b.gmem_shape[0], b.gmem_shape[1]), b_floor)
     assert a.host_padded and b.host_padded
     assert a.swizzle == b.swizzle == 64
     assert a.loop_dim == b.loop_dim == "K"
     for name in ("a", "b"):
         notes = [note for note in plan.notes if f"`{name}`" in note]
-        assert len(notes) == 1 and "padded" in notes[0], plan.notes
+        held = (name == "a" and a_floor[0]) or (name == "b" and b_floor[1])
+        assert len(notes) == (2 if held else 1) and "padded" in notes[0], plan.notes
     # The f32 result only needs rows of whole 16 bytes.
     result = plan.operand("result")
     assert result.gmem_shape == (m, round_up(n, 4))

@@ -68,8 +68,9 @@ def matmul_f16(
 
 @pytest.fixture
 def few_sms(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Four SMs: the CTAs each walk several tiles at the small shapes the interpreter runs."""
-    monkeypatch.setattr(_schedule, "SMS", 4)
+    """Two SMs: the CTAs each walk several tiles at the small shapes the interpreter runs,
+    so that a slot or buffer reused from one tile to the next is checked for races."""
+    monkeypatch.setattr(_schedule, "SMS", 2)
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=["bf16", "f16"])
@@ -175,13 +176,15 @@ def test_a_ragged_4095_pads_in_the_kernels_jit_and_says_what_it_costs() -> None:
 
 
 def test_a_fused_epilogue_with_a_bias_vector(few_sms: None) -> None:
-    """Each consumer copies its block of the bias while its main loop runs."""
+    """Each consumer copies its block of the bias while its main loop runs, into its own
+    buffer, which the next tile's copy refills: the CTAs here walk several tiles each."""
     ka, kb, kc = jax.random.split(jax.random.key(5), 3)
     a = jax.random.normal(ka, (300, 200), jnp.bfloat16)
-    b = jax.random.normal(kb, (200, 260), jnp.bfloat16)
-    bias = jax.random.normal(kc, (260,), jnp.float32)
+    b = jax.random.normal(kb, (200, 520), jnp.bfloat16)
+    bias = jax.random.normal(kc, (520,), jnp.float32)
     plan = matmul_bias_gelu.plan(a, b, bias)
     assert plan.warp_specialized is not None
+    assert plan.warp_specialized.ctas < plan.warp_specialized.tiles
     source = matmul_bias_gelu.emit(a, b, bias)
     assert "bias_gmem.at[pl.ds(block_N * 128, 128)]" in source and "bias_barrier.at[wg]" in source
     got = _run(matmul_bias_gelu, a, b, bias).astype(jnp.float32)
@@ -336,3 +339,31 @@ def test_overrides_that_break_a_wgmma_rule(consts: dict[str, Any], error: Any, f
     with pytest.raises(error) as info:
         matmul.plan(_bf16(1024, 1024), _bf16(1024, 1024), **consts)
     assert info.value.fix == fix
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+def matmul_nt_72(
+    a: BFloat16[Array, "M K"],
+    b: BFloat16[Array, "N K"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 72,
+    BK: sk.Const[int] = 64,
+) -> Float[Array, "M N"]:
+    """b stored (N, K), so BN needs to be a multiple of 8 only: 72 columns."""
+    return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+
+
+def test_an_odd_number_of_epilogue_pieces_waits_for_the_last_tiles_store(
+    few_sms: None,
+) -> None:
+    """64 x 72 float32 blocks go out in three 64 x 24 pieces: a block's first piece takes the
+    slot the last tile's last piece used, whose store must have read it first (the race
+    detector found this when the wait kept one store pending)."""
+    ka, kb = jax.random.split(jax.random.key(9))
+    a = jax.random.normal(ka, (256, 64), jnp.bfloat16)
+    b = jax.random.normal(kb, (300, 64), jnp.bfloat16)
+    ws = _ws(matmul_nt_72, a, b)
+    assert ws.epilogue == (64, 24) and ws.ctas < ws.tiles
+    got = _run(matmul_nt_72, a, b)
+    np.testing.assert_allclose(got, matmul_reference(a, b.T), rtol=1e-5, atol=1e-4)

@@ -102,6 +102,11 @@ def loop_statements(
         step.append(ExprStmt(call("plgpu.commit_smem")))
         view = _output_view(plan, result, block.axis, index, loop.block)
         step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(f"{result.name}_smem"), view)))
+    if block.loads and not writes:
+        # The pipeline refills this step's slots as soon as it returns, by TMA: order the
+        # step's reads of them before that copy (a map's commit_smem above does it too).
+        done = "the step's reads of its slots come before their refill"
+        step.append(ExprStmt(call("plgpu.commit_smem"), comment=done))
     if registers:
         updates = tuple(c.update for c in registers if c.update is not None)
         assert len(updates) == len(registers), "a register carry without its update"

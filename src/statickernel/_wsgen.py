@@ -342,17 +342,19 @@ def _epilogue_store(
     er, ec = ws.epilogue
     lines: list[Stmt] = []
     count = 0
+    # With an odd number of pieces, a block's first piece takes the slot of the last tile's
+    # last piece, whose store may still be reading it: wait for every store there.
+    pieces = (bm // er) * (bn // ec)
     for r in range(0, bm, er):
         for c in range(0, bn, ec):
             slot = Subscript(Name(f"{result.name}_smem.at"), (_WG, Const(count % ws.slots)))
             piece = Subscript(
                 value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec)))
             )
+            pending = 0 if count == 0 and pieces % 2 else ws.slots - 1
             lines.append(
                 ExprStmt(
-                    call(
-                        "plgpu.wait_smem_to_gmem", Const(ws.slots - 1), wait_read_only=Const(True)
-                    ),
+                    call("plgpu.wait_smem_to_gmem", Const(pending), wait_read_only=Const(True)),
                     comment="the slot's last store has read it" if count == 0 else None,
                 )
             )

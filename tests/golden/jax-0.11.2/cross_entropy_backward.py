@@ -74,6 +74,7 @@ def _cross_entropy_backward_block(
         v12 = lax.exp(v11)
         v13 = lax.reduce_sum(jnp.where(col_ok, v12, 0.0), (1,))
         v14 = lax.add(v9, v13)
+        plgpu.commit_smem()  # the step's reads of its slots come before their refill
         return (v6, v14)
 
     loop0_logits_spec = plgpu.BlockSpec((64, 128), lambda step: (0, step))

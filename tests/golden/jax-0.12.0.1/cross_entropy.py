@@ -83,6 +83,7 @@ def _cross_entropy_block(logits_gmem, labels_gmem, result_gmem, labels_smem, lab
         v22 = lax.mul(v3, v9)
         v23 = lax.add(v22, v13)
         v24 = lax.add(v4, v21)
+        plgpu.commit_smem()  # the step's reads of its slots come before their refill
         return (v7, v23, v24)
 
     loop0_logits_spec = plgpu.BlockSpec((64, 128), lambda step: (0, step))

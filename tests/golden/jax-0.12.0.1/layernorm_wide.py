@@ -63,6 +63,7 @@ def _layernorm_wide_block(x_gmem, weight_gmem, bias_gmem, result_gmem, result_sm
         v20 = lax.div(v19, v12)
         v21 = lax.mul(v18, v20)
         v22 = lax.add(v17, v21)
+        plgpu.commit_smem()  # the step's reads of its slots come before their refill
         return (v12, v16, v22)
 
     loop0_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))

@@ -56,6 +56,7 @@ def _softmax_online_block(x_gmem, result_gmem, result_smem):
         # examples/softmax_online.py:29: return new_max, running_sum * rescale + block_sum
         v12 = lax.mul(v3, v7)
         v13 = lax.add(v12, v11)
+        plgpu.commit_smem()  # the step's reads of its slots come before their refill
         return (v5, v13)
 
     loop0_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
