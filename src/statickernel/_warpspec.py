@@ -300,11 +300,6 @@ def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list
     ]
 
 
-def _transposed(b: OperandPlan) -> bool:
-    """True when `b` is laid out (N, K): its last dim is the loop dim."""
-    return b.loop_dim == b.dims[-1]
-
-
 def plan_warp_specialized(
     loops: tuple[LoopBlock, ...],
     operands: tuple[OperandPlan, ...],
