@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, ClassVar
 import jax
 import jax.numpy as jnp
 import jaxtyping
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Float32
 
 import statickernel as sk
 
@@ -31,8 +31,8 @@ def matmul_fp8_reference(
 def matmul_fp8(
     a: Fp8[Array, "M K"],
     b_t: Fp8[Array, "N K"],
-    a_scale: Float[Array, ""],
-    b_scale: Float[Array, ""],
+    a_scale: Float32[Array, ""],
+    b_scale: Float32[Array, ""],
     *,
     BM: sk.Const[int] = 128,
     BN: sk.Const[int] = 128,
