@@ -25,6 +25,7 @@ __all__ = [
     "convert_constvars_jaxpr",
     "cuda_plugin_installed",
     "has_plgpu_store",
+    "interpreter_races_found",
     "lowering_for_export",
     "mesh_manual_axes",
     "plain_dim_names",
@@ -166,6 +167,18 @@ def reset_mosaic_gpu_interpreter() -> bool:
         return False
     reset()
     return True
+
+
+def interpreter_races_found() -> bool:
+    """Whether the Mosaic GPU interpreter's race detector has seen a race since it was last
+    reset. Its state is module state of `gpu_callbacks` (`get_races().races_found`, present in
+    jax 0.11.2 and 0.12.0.1); jax has no public accessor. False where there is none."""
+    try:
+        callbacks = importlib.import_module(_GPU_CALLBACKS)
+    except ImportError:
+        return False
+    get_races = getattr(callbacks, "get_races", None)
+    return bool(get_races is not None and get_races().races_found)
 
 
 def has_plgpu_store() -> bool:

@@ -9,6 +9,8 @@ from typing import Any
 import jax
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
+from ._compat import interpreter_races_found
+
 __all__ = ["RaceReport", "detect_races", "run_detecting_races"]
 
 
@@ -20,13 +22,6 @@ class RaceReport:
     """The kernel's result, from the interpreter; None when the run stopped at a race."""
     races_found: bool
     """True when the detector saw two accesses to shared memory that nothing orders."""
-
-
-def _races_found() -> bool:
-    # The detector's state lives in the interpreter's module; jax has no public accessor.
-    from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks
-
-    return bool(gpu_callbacks.get_races().races_found)
 
 
 def detect_races(kernel: Any, *args: Any, **overrides: Any) -> RaceReport:
@@ -51,4 +46,4 @@ def run_detecting_races(source: str, name: str, args: tuple[Any, ...]) -> RaceRe
         if "RACE DETECTED" not in str(exc):
             raise
         return RaceReport(None, True)
-    return RaceReport(result, _races_found())
+    return RaceReport(result, interpreter_races_found())
