@@ -85,10 +85,12 @@ class _Generator:
         self.loaded = [
             op
             for op in plan.operands
-            if op.loaded and op.loop_dim is None and op.kind != Kind.SCALAR
+            if op.loaded
+            and op.loop_dim is None
+            and op.kind != Kind.SCALAR
+            # A warp-specialized launch's consumers hold their own buffers.
+            and plan.warp_specialized is None
         ]
-        if plan.warp_specialized is not None:  # its consumers hold their own buffers
-            self.loaded = []
         self.inputs = [op for op in plan.operands if op.loaded]
         self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
         written = {plan.results[r].name for r, _, _ in translation.streamed}

@@ -37,6 +37,8 @@ DOT_FLOPS_PER_S = 790e12
 # The CUDA cores: float32 arithmetic (flop per second).
 VECTOR_FLOPS_PER_S = 67e12
 
+# The dtypes that sk.dot multiplies and nothing else may load.
+DOT_ONLY_DTYPES: tuple[str, ...] = ("float8_e4m3fn", "float8_e5m2")
 # Dtypes that statickernel moves with TMA and computes on in registers, in the order it prefers
 # when an annotation allows several (used for the import-time trace).
 SUPPORTED_DTYPES: tuple[str, ...] = (
@@ -50,11 +52,8 @@ SUPPORTED_DTYPES: tuple[str, ...] = (
     "uint16",
     "uint8",
     # Only sk.dot reads these: WGMMA multiplies them from shared memory.
-    "float8_e4m3fn",
-    "float8_e5m2",
+    *DOT_ONLY_DTYPES,
 )
-# The dtypes that sk.dot multiplies and nothing else may load.
-DOT_ONLY_DTYPES: tuple[str, ...] = ("float8_e4m3fn", "float8_e5m2")
 
 
 def cuda_grid(grid: tuple[int, ...]) -> tuple[int, int, int]:

@@ -8,7 +8,7 @@ from typing import Any
 from . import _hardware as hw
 from ._layout import BlockLayout
 from ._pipeline import LoopPlan, PlannedDot, pipeline_bytes
-from ._smem import block_bytes, dims_of, epilogue_bytes, smem_bytes
+from ._smem import block_bytes
 from ._spec import KernelSpec
 from ._trace_context import LoadRecord
 from ._translation import LoopBlock
@@ -68,6 +68,27 @@ def plan_loops(
     return tuple(out)
 
 
+def _largest_fitting(
+    spec: KernelSpec,
+    loops: tuple[LoopBlock, ...],
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    consts: Mapping[str, Any],
+    loads: tuple[LoadRecord, ...],
+    fixed_bytes: int,
+    epilogue: int,
+    most: int,
+) -> tuple[int, tuple[LoopPlan, ...]] | None:
+    """The largest stage count up to `most`, and the loops with it, whose pipelines fit beside
+    `fixed_bytes` of blocks copied once (the results after the loops, `epilogue`, reuse the
+    pipelines' memory); None when even one stage does not."""
+    for stages in range(most, 0, -1):
+        plans = plan_loops(spec, loops, layout, dtypes, consts, loads, stages)
+        if fixed_bytes + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
+            return stages, plans
+    return None
+
+
 def plan_fitted_loops(
     spec: KernelSpec,
     loops: tuple[LoopBlock, ...],
@@ -75,20 +96,14 @@ def plan_fitted_loops(
     dtypes: Mapping[str, str],
     consts: Mapping[str, Any],
     loads: tuple[LoadRecord, ...],
+    fixed_bytes: int,
+    epilogue: int,
 ) -> tuple[LoopPlan, ...]:
     """For a stage constant left None: the loops with the most stages, up to `MAX_STAGES`,
-    whose pipelines fit beside the blocks copied once (one stage when none does: the
-    shared-memory error then says what to lower)."""
-    looped = spec.loop_map
-    streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
-    once = {o.name for o in spec.operands if not any(d in looped for d in dims_of(spec, o.name))}
-    base = smem_bytes(spec, layout, dtypes, once, results=streamed)
-    epilogue = epilogue_bytes(spec, layout, dtypes, streamed)
-    for stages in range(MAX_STAGES, 1, -1):
-        plans = plan_loops(spec, loops, layout, dtypes, consts, loads, stages)
-        if base + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
-            return plans
-    return plan_loops(spec, loops, layout, dtypes, consts, loads, 1)
+    that fit (one stage when none does: the shared-memory error then says what to lower)."""
+    args = (spec, loops, layout, dtypes, consts, loads, fixed_bytes, epilogue)
+    fitted = _largest_fitting(*args, MAX_STAGES)
+    return fitted[1] if fitted else plan_loops(spec, loops, layout, dtypes, consts, loads, 1)
 
 
 def stages_fix(
@@ -103,11 +118,11 @@ def stages_fix(
 ) -> str:
     """Proposes the largest stage count whose pipelines fit, else smaller loop blocks."""
     declared = spec.stage_count(consts) or MAX_STAGES
-    for stages in range(declared - 1, 0, -1):
-        plans = plan_loops(spec, loops, layout, dtypes, consts, loads, stages)
-        if fixed_bytes + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
-            name = spec.stages if isinstance(spec.stages, str) else "stages="
-            sep = "=" if isinstance(spec.stages, str) else ""
-            return f"set {name}{sep}{stages} (the largest stage count that fits)"
+    args = (spec, loops, layout, dtypes, consts, loads, fixed_bytes, epilogue)
+    fitted = _largest_fitting(*args, declared - 1)
+    if fitted is not None:
+        name = spec.stages if isinstance(spec.stages, str) else "stages="
+        sep = "=" if isinstance(spec.stages, str) else ""
+        return f"set {name}{sep}{fitted[0]} (the largest stage count that fits)"
     consts_text = ", ".join(f"{c}" for c in spec.block_map.values())
     return f"even one stage does not fit: lower the block constants ({consts_text})"

@@ -28,8 +28,6 @@ __all__ = [
 SWIZZLE_BYTES = hw.SWIZZLE_BYTES
 WGMMA_N_MAX = 256
 WGMMA_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "int8")
-# WGMMA reads b as (K, N) rows only for 16-bit dtypes; the others take b stored (N, K).
-_K_MAJOR_ONLY = ("float32", "float8_e4m3fn", "float8_e5m2", "int8")
 
 
 class PlannedDot(NamedTuple):
@@ -187,7 +185,8 @@ def _check_dot(
             actual=a_dtype,
             fix="cast the operands to bfloat16 outside the kernel",
         )
-    if a_dtype in _K_MAJOR_ONLY and not dot.transpose_b:
+    # WGMMA reads b as (K, N) rows only for 16-bit dtypes; the others take b stored (N, K).
+    if hw.itemsize(a_dtype) != 2 and not dot.transpose_b:
         kind = "float32 (tf32)" if a_dtype == "float32" else a_dtype
         raise ctx.error(
             DotLayoutError,

@@ -6,6 +6,7 @@ blocks take, and any fallback taken because TMA cannot address an array.
 """
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, override
 
@@ -327,15 +328,8 @@ def make_plan(
                 for d, g in zip(dims_seen, gmem, strict=True)
             )
             if gmem != shape:
-                entries = 1
-                for n in lead:
-                    entries *= n
-                read = entries * hw.itemsize(dtype)
-                for n in shape:
-                    read *= n
-                written = entries * hw.itemsize(dtype)
-                for n in gmem:
-                    written *= n
+                read = math.prod(lead + shape) * hw.itemsize(dtype)
+                written = math.prod(lead + gmem) * hw.itemsize(dtype)
                 notes.append(
                     f"fallback: `{op.name}` {list(shape)} is padded with zeros to {list(gmem)}, "
                     f"so that TMA can copy it into WGMMA's tiled shared memory (rows a multiple "
@@ -397,6 +391,13 @@ def make_plan(
     if row_frame is not None:
         notes += row_form_notes(spec, layout, consts, block_form_smem, persistent, results)
     loop_plans = plan_loops(spec, loops, layout, dtypes, consts, loads)
+    base = epilogue = 0
+    if loop_plans:
+        # Results written after the loops take scoped shared memory that reuses the pipelines'.
+        streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
+        once = {n for n in fills if not any(d in looped for d in dims_of(spec, n))}
+        base = smem_bytes(spec, layout, dtypes, once, results=streamed)
+        epilogue = epilogue_bytes(spec, layout, dtypes, streamed)
     warp_specialized = None
     if loop_plans and row_frame is None and flat_frame is None and persistent is None:
         warp_specialized = plan_warp_specialized(
@@ -419,16 +420,10 @@ def make_plan(
         (paired,) = plan_loops(spec, loops, layout, dtypes, consts, loads, warp_specialized.stages)
         loop_plans = (dataclasses.replace(paired, smem_bytes=warp_specialized.pipeline_bytes),)
     elif loop_plans and spec.stage_count(consts) is None:
-        loop_plans = plan_fitted_loops(spec, loops, layout, dtypes, consts, loads)
+        loop_plans = plan_fitted_loops(spec, loops, layout, dtypes, consts, loads, base, epilogue)
     if loop_plans:
-        # Results written after the loops take scoped shared memory that reuses the pipelines'.
-        streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
-        once = {n for n in fills if not any(d in looped for d in dims_of(spec, n))}
-        base = smem_bytes(spec, layout, dtypes, once, results=streamed)
-        epilogue = epilogue_bytes(spec, layout, dtypes, streamed)
         smem = base + max(epilogue, *(lp.smem_bytes for lp in loop_plans))
     else:
-        base = epilogue = 0
         held = {r.name for r in spec.results} - set(aliases or {})
         smem = smem_bytes(spec, layout, dtypes, set(fills), results=held)
     # A persistent launch gives each staged operand's block a buffer (and a barrier) a stage:

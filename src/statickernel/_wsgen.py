@@ -247,20 +247,17 @@ def warp_specialized_function(
         DType(result.dtype),
         **({"transforms": wgmma_transforms(result.dtype)} if ws.swizzled else {}),
     )
-    allocations = call(
-        Name("pipeline(None, None).get_allocations"), Name(f"{a.name}_gmem"), Name(f"{b.name}_gmem")
-    )
-    if batch:  # the pipeline's buffers are sized by one batch entry's arrays
-        first = tuple(Const(0) for _ in batch)
-        allocations = call(
-            Name("pipeline(None, None).get_allocations"),
-            Subscript(Name(f"{a.name}_gmem.at"), first),
-            Subscript(Name(f"{b.name}_gmem.at"), first),
-        )
+    # The pipeline's buffers are sized by the arrays of one batch entry.
+    first = tuple(Const(0) for _ in batch)
+    sized_by = [
+        Subscript(Name(f"{op.name}_gmem.at"), first) if batch else Name(f"{op.name}_gmem")
+        for op in (a, b)
+    ]
+    allocations = call(Name("pipeline(None, None).get_allocations"), *sized_by)
     body: list[Stmt] = [
         Comment(
             f"Warp-specialized: warpgroup {ws.consumers} copies a's and b's K blocks; "
-            f"warpgroup(s) 0{'-1' if ws.consumers == 2 else ''} multiply and store."
+            f"warpgroup(s) 0-{ws.consumers - 1} multiply and store."
         ),
         Comment(
             f"Persistent: {ws.ctas} CTAs walk the {ws.tiles} CTA tiles; a tile's stores drain "
