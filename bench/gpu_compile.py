@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 import statickernel as sk
 from gallery import example_module
+from gpu_matmul import hopper_matmul_config
 from statickernel._compile_cli import write_dump
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -181,9 +182,7 @@ def _jax_matmul_report(row: Row, target: str) -> Any:
 
     # The SM count of an H100/H200; a deviceless compile has no device to ask.
     hmm.get_num_sms = lambda: 132
-    config = hmm.TuningConfig(
-        tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4, grid_tile_width=8
-    )
+    config = hopper_matmul_config()
     fn = jax.jit(lambda a, b: hmm.matmul(a, b, None, config))
     return _compile(fn, row.structs, JAX_MATMUL, target, True, 0, None)
 

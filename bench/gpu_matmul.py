@@ -28,7 +28,7 @@ from gpu_settings import Budget, MatmulShape, Settings
 from report import Table, describe_error
 from timing import ratio, time_side_by_side
 
-__all__ = ["measure_matmul", "shape_label"]
+__all__ = ["hopper_matmul_config", "measure_matmul", "shape_label"]
 
 
 def shape_label(shape: MatmulShape) -> str:
@@ -36,13 +36,22 @@ def shape_label(shape: MatmulShape) -> str:
     return dims + {"bf16": "", "bf16-out": " bf16 out", "fp8": " fp8"}[shape.kind]
 
 
+def hopper_matmul_config() -> Any:
+    """The `TuningConfig` of jax's hopper_matmul_mgpu that statickernel's matmul chooses at
+    4096^3: 128 x 128 a consumer, two consumers along N (a CTA tile of 128 x 256), BK = 64,
+    4 stages, a snake order in bands of 8. Importing jax's module needs absl-py."""
+    from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hmm
+
+    return hmm.TuningConfig(
+        tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4, grid_tile_width=8
+    )
+
+
 def _hopper_matmul(settings: Settings) -> Any:
     """jax's hopper_matmul_mgpu at the configuration statickernel's matmul chooses."""
     from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hmm
 
-    config = hmm.TuningConfig(
-        tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4, grid_tile_width=8
-    )
+    config = hopper_matmul_config()
     if settings.interpret:  # the interpreter has no SMs to count
         hmm.get_num_sms = lambda: 4
 
