@@ -126,6 +126,9 @@ def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
     )
 
 
+_NO_MESH = jax.sharding.AbstractMesh((), ())
+
+
 def trace_body(
     spec: KernelSpec,
     block_shapes: Mapping[str, tuple[int, ...]],
@@ -166,7 +169,11 @@ def trace_body(
 
     avals = [jax.ShapeDtypeStruct(block_shapes[n], dtypes[n]) for n in names]
     try:
-        closed = jax.make_jaxpr(body)(*avals)
+        # One block's work, whatever mesh the call runs under: traced in a shard_map (or under
+        # jax.set_mesh) the body would see that mesh, and jnp would add sharding ops that mean
+        # nothing in a block (a `reshard` of the tile in jnp.where(c, v, -jnp.inf)).
+        with jax.sharding.use_abstract_mesh(_NO_MESH):
+            closed = jax.make_jaxpr(body)(*avals)
     except BodyError as exc:
         exc.kernel = exc.kernel or spec.name
         exc.where = exc.where or _innermost_user_line(exc.__traceback__) or spec.location

@@ -33,6 +33,7 @@ __all__ = [
     "register_lowering",
     "reset_mosaic_gpu_interpreter",
     "user_frames",
+    "varying_manual_axes",
 ]
 
 # --------------------------------------------------------------------------------- jaxtyping
@@ -143,6 +144,17 @@ def mesh_manual_axes() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     if not manual or getattr(mesh, "are_all_axes_manual", True):
         return None
     return manual, tuple(a for a in mesh.axis_names if a not in manual)
+
+
+def varying_manual_axes(value: Any) -> tuple[str, ...]:
+    """The manual mesh axes along which `value` varies inside a shard_map (what jax's docs
+    call its "vma"), sorted; () outside one.
+
+    Read from `jax.typeof(value).manual_axis_type.varying`, which jax does not document (jax
+    0.11.2 and 0.12.0.1); a jax without it reads as varying along none.
+    """
+    manual = getattr(jax.typeof(value), "manual_axis_type", None)
+    return tuple(sorted(getattr(manual, "varying", ())))
 
 
 # ------------------------------------------------------------------------------ Mosaic GPU

@@ -17,10 +17,21 @@ interpreter reads to size its device grid; the thread of its own keeps that cont
 calls, jax.jit from any thread, vmap (one launch per element), shard_map and pmap (one launch
 per device's block) and jit of a sharded array (one launch on the gathered array) all go
 through it. A launch that fails resets the interpreter's state, so later launches still run.
+
+The thread is a daemon of statickernel's own, not a `concurrent.futures` executor: an executor
+refuses new work once the process starts to exit, yet a computation dispatched before the exit
+and not awaited still calls back then. A refused launch fails that device's part of a
+multi-device computation, and the devices waiting for it in a collective (jit of a sharded
+array gathers and broadcasts) abort the process when XLA's rendezvous times out.
 """
 
+import atexit
 import concurrent.futures
+import contextlib
+import dataclasses
 import functools
+import queue
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -35,20 +46,80 @@ from ._compat import (
     register_batching_rule,
     register_lowering,
     reset_mosaic_gpu_interpreter,
+    varying_manual_axes,
 )
 from ._errors import BackendError
 
 __all__ = ["interpreted_launch"]
 
-# Runs every interpreted launch in the process: one worker, so one launch at a time.
-_INTERPRETER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="statickernel-interpret")
+
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """One interpreted launch waiting for the interpreter thread, and where its result goes."""
+
+    generated: Callable[..., Any]
+    arrays: tuple[np.ndarray, ...]
+    outcome: "concurrent.futures.Future[Any]"
+
+
+class _InterpreterThread:
+    """The one thread that runs every interpreted launch in the process, one at a time, in the
+    order they arrive."""
+
+    def __init__(self) -> None:
+        self._launches: queue.SimpleQueue[_Launch] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._waits_at_exit = False
+
+    def start(self) -> None:
+        """Starts the thread unless it runs: when a kernel is built, since a launch that comes
+        while the process exits could not start one. A fork leaves none in the child."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._serve, name="statickernel-interpret", daemon=True
+                )
+                self._thread.start()
+            if not self._waits_at_exit:
+                # Registered after JAX's own exit hook, so it runs before it.
+                atexit.register(_finish_dispatched)
+                self._waits_at_exit = True
+
+    def run(self, generated: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> Any:
+        launch = _Launch(generated, arrays, concurrent.futures.Future())
+        self.start()
+        self._launches.put(launch)
+        return launch.outcome.result()
+
+    def _serve(self) -> None:
+        while True:
+            launch = self._launches.get()
+            try:
+                launch.outcome.set_result(_interpret(launch.generated, launch.arrays))
+            except BaseException as exc:  # the callback that waits for it re-raises it
+                launch.outcome.set_exception(exc)
+
+
+_INTERPRETER = _InterpreterThread()
+
+
+def _finish_dispatched() -> None:
+    """At exit, waits for the computations still running: one dispatched and never awaited
+    can still call back into an interpreted launch, and JAX's own exit hook, which runs after
+    this one, clears the caches and backends that the launch's interpreter uses."""
+    for array in jax.live_arrays():
+        # A computation that failed: its error was its caller's to see.
+        with contextlib.suppress(Exception):
+            array.block_until_ready()
 
 
 def interpreted_launch(generated: Callable[..., Any], name: str) -> Callable[..., Any]:
     """`generated` (an interpreted module's kernel function) launched as one host callback."""
+    _INTERPRETER.start()
 
     def run_on_host(*arrays: np.ndarray) -> Any:
-        return _INTERPRETER.submit(_interpret, generated, arrays).result()
+        return _INTERPRETER.run(generated, arrays)
 
     def launch(*args: Any) -> Any:
         _check_mesh(name)
@@ -56,7 +127,17 @@ def interpreted_launch(generated: Callable[..., Any], name: str) -> Callable[...
         results = jax.eval_shape(generated, *structs)
         args = _not_exported_p.bind(*args, kernel=name)
         # One launch per element under vmap: the specialization is for one element's shapes.
-        return jax.pure_callback(run_on_host, results, *args, vmap_method="sequential")
+        out = jax.pure_callback(run_on_host, results, *args, vmap_method="sequential")
+        # In a shard_map each device's launch gives its own results, which vary along the mesh
+        # axes its operands vary along; a callback's are typed as varying along none, and a
+        # custom_vjp refuses a declared backward's cotangents typed so as mistyped.
+        varying = sorted({axis for a in args for axis in varying_manual_axes(a)})
+        if varying:
+            out = jax.lax.pcast(out, tuple(varying), to="varying")
+        # The callback's results live on one device (a "maximal" sharding). As a jit's own
+        # results under a mesh set by jax.set_mesh, jax cannot name that sharding on the mesh
+        # and fails to compile; past the barrier they are plain values, which it can.
+        return jax.lax.optimization_barrier(out)
 
     return launch
 
