@@ -26,6 +26,7 @@ from ._compat import convert_constvars_jaxpr
 from ._errors import BodyError
 from ._tile import Tile
 from ._trace_context import LoopDim
+from ._where import call_site
 
 __all__ = ["dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
 
@@ -75,6 +76,7 @@ def _loop_dims(what: str) -> Mapping[str, LoopDim]:
     if context is None:
         raise BodyError(
             f"{what} was called outside a kernel body",
+            where=call_site(),
             fix=f"call {what} inside the body of an @sk.kernel function that declares loop=",
         )
     return context.loop_dims
