@@ -1239,6 +1239,43 @@ def test_a_loop_over_the_rows_plans_and_lowers() -> None:
     assert "mosaic_gpu" in lowered.as_text()
 
 
+@sk.kernel(tile={"N": "BN"}, loop={"M": "BM"})
+def column_sum_max_and_count(
+    x: Float32[Array, "M N"], *, BN: sk.Const[int] = 64, BM: sk.Const[int] = 64
+) -> tuple[Float32[Array, " N"], Float32[Array, " N"], Float32[Array, " N"]]:
+    """Three column carries as long as the rows of a step, one only ever added a constant."""
+
+    def step(carry: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
+        total, biggest, steps = carry
+        v = sk.load(x, fill=-jnp.inf)
+        kept = jnp.where(v == -jnp.inf, 0.0, v)
+        return total + sk.sum(kept, axis=0), jnp.maximum(biggest, sk.max(v, axis=0)), steps + 1
+
+    zeros = jnp.zeros((BN,), jnp.float32)
+    return sk.loop("M", step, init=(zeros, jnp.full((BN,), -jnp.inf, jnp.float32), zeros))
+
+
+@pytest.mark.parametrize("shape", [(1000, 300), (64, 64), (130, 70)], ids=str)
+def test_a_loop_over_the_rows_with_square_blocks(shape: tuple[int, int]) -> None:
+    """BN == BM (64, the default of both): a carry of BN elements is as long as a step's rows
+    as its columns. Before, it was read as a per-row vector, and the kernel was refused ("the
+    body combines a per-row and a per-column vector") or raised an AssertionError."""
+    square = weighted_column_sums.bind(BN=64)
+    x = jax.random.normal(jax.random.key(shape[1]), shape, jnp.float32)
+    r = jax.random.uniform(jax.random.key(1), (shape[0],), jnp.float32)
+    np.testing.assert_allclose(
+        square(x, r), _weighted_column_sums_reference(x, r), rtol=1e-4, atol=1e-4
+    )
+    total, biggest, steps = column_sum_max_and_count(x)
+    np.testing.assert_allclose(total, jnp.sum(x, axis=0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(biggest, jnp.max(x, axis=0))
+    np.testing.assert_array_equal(steps, jnp.full((shape[1],), -(-shape[0] // 64), jnp.float32))
+    structs = (jax.ShapeDtypeStruct(shape, F32), jax.ShapeDtypeStruct((shape[0],), F32))
+    assert "mosaic_gpu" in square.with_backend("mosaic_gpu").lower(*structs).as_text()
+    lowered = column_sum_max_and_count.with_backend("mosaic_gpu").lower(structs[0])
+    assert "mosaic_gpu" in lowered.as_text()
+
+
 def test_the_row_dim_neither_tiled_nor_looped() -> None:
     with pytest.raises(sk.TilingError) as info:
 
