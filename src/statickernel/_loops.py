@@ -256,11 +256,19 @@ def dot(a: Any, b: Any) -> jax.Array:
     """
     loops = _active_loops()
     if not isinstance(b, Tile):
+        value = hasattr(b, "shape") and hasattr(b, "dtype")
         raise BodyError(
-            "sk.dot's `b` is not an operand of the kernel",
-            actual=type(b).__name__,
-            fix="pass an operand as b, e.g. sk.dot(p, v): WGMMA reads b from shared memory; "
-            "only a may be a value computed in the step",
+            "sk.dot's `b` is "
+            + ("a value computed in the body" if value else "not an operand of the kernel")
+            + ": WGMMA reads b straight from shared memory, so it must be an operand as it is",
+            expected="an operand of the kernel, passed as it is: sk.dot(p, v), not "
+            "sk.dot(p, sk.load(v))",
+            actual=f"a {jnp.dtype(b.dtype).name}{list(b.shape)} value"
+            if value
+            else type(b).__name__,
+            fix="pass the operand itself as b, and scale or cast the product instead: "
+            "sk.dot(p, v) * s rather than sk.dot(p, sk.load(v) * s); only a may be a value "
+            "computed in the step",
         )
     a_name = a.name if isinstance(a, Tile) else "a"
     if not loops:
