@@ -1223,8 +1223,12 @@ def test_empty_carry() -> None:
 
 def test_loop_outside_a_kernel_body() -> None:
     with pytest.raises(sk.BodyError) as info:
-        sk.loop("K", lambda acc: acc, init=jnp.zeros((64,), jnp.float32))
+        sk.loop("K", lambda acc: acc, init=jnp.zeros((64,), jnp.float32))  # @loop-outside
     assert info.value.fix
+    assert_at(info.value, "loop-outside")
+    with pytest.raises(sk.BodyError, match="outside a kernel body") as info:
+        sk.dim("M")  # @dim-outside
+    assert_at(info.value, "dim-outside")
 
 
 # --- operands of sk.dot read in the step -------------------------------------------------------

@@ -17,7 +17,7 @@ from jaxtyping import AbstractArray
 from ._compat import plain_dim_names
 from ._dtypes import allowed_dtypes
 from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
-from ._frame import check_batch, check_derivable, frame
+from ._frame import check_batch, check_batch_leads, check_derivable, frame
 from ._names import check_names, result_name
 from ._operand import OperandSpec
 from ._where import call_site, display_path, source_location
@@ -342,45 +342,6 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or repr(hint)
 
 
-def _check_batch_leads(
-    name: str, dims: list[str], batch: tuple[str, ...], err: dict[str, Any], *, role: str
-) -> None:
-    """The batch dims an array has come first, in the order of batch=: each grid step takes
-    one entry of them, and the blocks are the dims after them."""
-    present = [d for d in batch if d in dims]
-    leading = present + [d for d in dims if d not in batch]
-    if leading == dims:
-        return
-    source = tuple(dims.index(d) for d in present)
-    target = tuple(range(len(present)))
-
-    def axes(positions: tuple[int, ...]) -> str:
-        return str(positions[0]) if len(positions) == 1 else str(positions)
-
-    stray = next(d for d, want in zip(dims, leading, strict=True) if d != want and d in batch)
-    wanted = " ".join(leading)
-    if role == "operand":
-        fix = (
-            f"move the batch dims to the front outside the kernel, "
-            f"jnp.moveaxis({name}, {axes(source)}, {axes(target)}), and annotate it '{wanted}'"
-        )
-    else:
-        fix = (
-            f"declare the result '{wanted}' and move its axes back after the kernel, "
-            f"jnp.moveaxis(out, {axes(target)}, {axes(source)})"
-        )
-    raise AnnotationError(
-        f"{role} `{name}` does not lead with its batch dims: they come first, in the order "
-        "of batch=",
-        **err,
-        operand=name,
-        dim=stray,
-        expected=f"the batch dims first, in the order of batch= ({' '.join(batch)}): '{wanted}'",
-        actual=f"'{' '.join(dims)}'",
-        fix=fix,
-    )
-
-
 def _array_spec(
     name: str, hint: Any, err: dict[str, Any], *, role: str, batch: tuple[str, ...] = ()
 ) -> OperandSpec:
@@ -406,7 +367,7 @@ def _array_spec(
             "supported in kernel signatures",
         )
     dims = list(names)
-    _check_batch_leads(name, dims, batch, err, role=role)
+    check_batch_leads(name, dims, batch, err, role=role)
     leading = 0
     while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
         leading += 1
