@@ -264,6 +264,46 @@ def test_a_mean_over_the_block_is_refused() -> None:
     assert "sk.dim('M')" in str(error.fix)
 
 
+def test_a_sum_divided_by_the_block_size_is_refused_for_what_it_is() -> None:
+    """A sum over the tiled M divided by BM (64, one block's rows): a mean's count only if M
+    were one block. Before, it was called "a mean", which the body never wrote."""
+
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+        return sk.sum(sk.load(x), axis=0) / BM
+
+    error = _refused(k)
+    assert error.dim == "M" and error.operand == "result"
+    assert "divides its sum over the tiled dim M by 64" in error.what
+    assert "jnp.sum(v, axis=0) / sk.dim('M')" in str(error.fix)
+    assert "after the kernel" in str(error.fix)
+    assert "`div` by 64" in str(error.actual)
+
+
+def test_two_scalar_results_from_one_sum() -> None:
+    """`s, s * 2` from one sum: before, the shared sum stayed in the body, whole, and was
+    refused as "a block reduced to a scalar" though `jnp.sum(v), jnp.sum(v) * 2` works."""
+
+    @sk.kernel(tile={"M": "BM"})
+    def sum_and_double(
+        x: Float[Array, "M N"], *, BM: sk.Const[int] = 64
+    ) -> tuple[Float32[Array, ""], Float32[Array, ""], Float32[Array, ""]]:
+        s = jnp.sum(sk.load(x).astype(jnp.float32))
+        return s, s * 2, s / sk.dim("M")
+
+    for shape in [(300, 130), (64, 8), (1, 7)]:
+        x = jax.random.normal(jax.random.key(shape[0]), shape, jnp.float32)
+        want = jnp.sum(x)
+        got = sum_and_double(x)
+        atol = 1e-5 * np.sqrt(x.size)  # float32 sums in another order
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=atol)
+        np.testing.assert_allclose(got[1], 2 * want, rtol=1e-5, atol=2 * atol)
+        np.testing.assert_allclose(got[2], want / shape[0], rtol=1e-5, atol=atol)
+    lowered = sum_and_double.with_backend("mosaic_gpu").lower(
+        jax.ShapeDtypeStruct((300, 130), jnp.float32)
+    )
+    assert "mosaic_gpu" in lowered.as_text()
+
+
 def test_a_scaled_max_is_refused() -> None:
     def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
         return sk.max(sk.load(x), axis=0) * 2.0

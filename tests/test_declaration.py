@@ -9,6 +9,7 @@ depend on how the formatter lays the file out.
 """
 
 import pathlib
+import re
 from typing import Any
 
 import jax
@@ -134,6 +135,54 @@ def test_rank_3_result():
 
     check(info.value, "rank-3-result", operand="result")
     assert "rank 3" in info.value.what
+
+
+def _doubling(batch: str | tuple[str, ...], x_dims: str, out_dims: str) -> Any:
+    def k(  # @batch-not-leading
+        x: Float[Array, x_dims], *, BM: sk.Const[int] = 64
+    ) -> Float[Array, out_dims]:
+        return sk.load(x) * 2
+
+    return sk.kernel(tile={"M": "BM"}, batch=batch)(k)
+
+
+_MOVEAXIS = re.compile(r"jnp\.moveaxis\((?:[^()]|\([^()]*\))*\)")
+
+
+@pytest.mark.parametrize(
+    ("batch", "x_dims", "out_dims", "fixed_x", "fixed_out", "dim"),
+    [
+        ("B", "M B N", "B M N", "B M N", "B M N", "B"),
+        (("B", "H"), "B M H N", "B H M N", "B H M N", "B H M N", "H"),
+        (("B", "H"), "H B M N", "B H M N", "B H M N", "B H M N", "H"),
+        ("B", "B M N", "M B N", "B M N", "B M N", "B"),
+    ],
+    ids=["operand", "second-batch-dim", "batch-dims-swapped", "result"],
+)
+def test_a_batch_dim_that_does_not_lead(
+    batch: Any, x_dims: str, out_dims: str, fixed_x: str, fixed_out: str, dim: str
+) -> None:
+    """Before, "rank 3; reshape the array to 2-D". The fix's jnp.moveaxis call is run here,
+    on a kernel annotated as it says."""
+    with pytest.raises(sk.AnnotationError) as info:
+        _doubling(batch, x_dims, out_dims)
+    check(info.value, "batch-not-leading", dim=dim)
+    assert "batch dims" in info.value.what
+    assert "reshape" not in str(info.value.fix)
+    assert f"'{fixed_x if info.value.operand == 'x' else fixed_out}'" in str(info.value.fix)
+    (call,) = _MOVEAXIS.findall(str(info.value.fix))
+    sizes = {"B": 2, "H": 3, "M": 70, "N": 16}
+    x = jnp.asarray(
+        np.random.default_rng(0).standard_normal([sizes[d] for d in x_dims.split()]), jnp.float32
+    )
+    fixed = _doubling(batch, fixed_x, fixed_out).with_backend("interpret")
+    if info.value.operand == "x":
+        out = fixed(eval(call, {"jnp": jnp, "x": x}))
+    else:
+        out = eval(call, {"jnp": jnp, "out": fixed(x)})
+    assert out.shape == tuple(sizes[d] for d in out_dims.split())
+    want = jnp.einsum(f"{x_dims.replace(' ', '')}->{out_dims.replace(' ', '')}", x) * 2
+    np.testing.assert_array_equal(out, want)
 
 
 def test_repeated_dim_name():

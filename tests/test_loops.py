@@ -931,6 +931,116 @@ def test_dot_outside_a_loop() -> None:
     assert "sk.loop" in str(info.value.fix)
 
 
+@pytest.mark.parametrize("bn", [64, 128])
+def test_dot_of_a_scaled_load_of_its_operand(bn: int) -> None:
+    """`a` ("M K") is laid out unlike the blocks ("M N"): only sk.dot reads it, as it is.
+    Before, the refusal said its value "does not run along the contracted dim K"."""
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+        def k(
+            a: BFloat16[Array, "M K"],
+            b: BFloat16[Array, "K N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = bn,
+            BK: sk.Const[int] = 64,
+        ) -> Float32[Array, "M N"]:
+            def step(acc):
+                return acc + sk.dot(sk.load(a) * 2, b)  # @dot-scaled-a
+
+            return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
+
+    check_misuse(info.value, "dot-scaled-a")
+    assert info.value.operand == "a"
+    assert "laid out unlike the kernel's blocks ('M N')" in info.value.what
+    assert "sk.dot(a, b) * s" in str(info.value.fix)
+
+
+def test_dot_of_a_loaded_b() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+        def k(
+            a: BFloat16[Array, "M K"],
+            b: BFloat16[Array, "K N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+            BK: sk.Const[int] = 64,
+        ) -> Float32[Array, "M N"]:
+            def step(acc):
+                return acc + sk.dot(a, sk.load(b) * 2)  # @dot-loaded-b
+
+            return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
+
+    check_misuse(info.value, "dot-loaded-b")
+    assert "a value computed in the body" in info.value.what
+    assert info.value.actual == "a bfloat16[64, 64] value"  # not the tracer's class
+    assert "scale or cast the product instead" in str(info.value.fix)
+
+
+def test_dot_of_a_product_over_the_tiled_columns() -> None:
+    """A product along the tiled N, contracted again: with BN == BK its columns were taken for
+    K's by their length, and the refusal named K; it is N that is split across the grid."""
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+        def k(
+            a: BFloat16[Array, "M K"],
+            b: BFloat16[Array, "K N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+            BK: sk.Const[int] = 64,
+        ) -> Float32[Array, "M N"]:
+            def step(acc):
+                p = sk.dot(a, b).astype(jnp.bfloat16)
+                return acc + sk.dot(p, b)  # @dot-of-dot
+
+            return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
+
+    check_misuse(info.value, "dot-of-dot")
+    assert info.value.dim == "N"
+    assert "split across the grid" in info.value.what
+
+
+def _scaled_scores_max_reference(q: jax.Array, k: jax.Array) -> jax.Array:
+    scores = jnp.dot(q * 2, k.T, preferred_element_type=jnp.float32)
+    return jnp.max(scores, axis=1)
+
+
+@pytest.mark.parametrize(("d", "bn"), [(64, 64), (128, 128), (64, 128)], ids=str)
+def test_dot_of_a_value_over_a_whole_dim_as_long_as_the_loop_block(d: int, bn: int) -> None:
+    """`sk.dot(sk.load(q) * 2, k)` contracts the whole D. When D has the length of the loop's
+    block (64, the default), the value's columns were taken for the loop dim's, and a kernel
+    the docs allow was refused."""
+
+    @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"}, reference=_scaled_scores_max_reference)
+    def scaled_scores_max(
+        q: BFloat16[Array, "M D"],
+        k: BFloat16[Array, "N D"],
+        *,
+        BM: sk.Const[int] = 64,
+        BN: sk.Const[int] = bn,
+    ) -> Float32[Array, " M"]:
+        scaled = sk.load(q) * 2
+
+        def step(running: jax.Array) -> jax.Array:
+            return jnp.maximum(running, sk.max(sk.dot(scaled, k), axis=1))
+
+        return sk.loop("N", step, init=jnp.full((BM,), -jnp.inf, jnp.float32))
+
+    rng = np.random.default_rng(d + bn)
+    q = jnp.asarray(normal(rng, 100, d), jnp.bfloat16)
+    k = jnp.asarray(normal(rng, 200, d), jnp.bfloat16)
+    # bf16 products are exact in float32: only the order of the D additions may differ.
+    assert_matches(scaled_scores_max(q, k), _scaled_scores_max_reference(q, k), 1e-5, 1e-3)
+    structs = (jax.ShapeDtypeStruct(q.shape, BF16), jax.ShapeDtypeStruct(k.shape, BF16))
+    lowered = scaled_scores_max.with_backend("mosaic_gpu").lower(*structs)
+    assert "mosaic_gpu" in lowered.as_text()
+
+
 # A product that is not simply added to a zero-started carry is a value of the step: scaled,
 # replacing the carry, or added to a carry that starts elsewhere. Each is its own WGMMA.
 
@@ -1113,8 +1223,12 @@ def test_empty_carry() -> None:
 
 def test_loop_outside_a_kernel_body() -> None:
     with pytest.raises(sk.BodyError) as info:
-        sk.loop("K", lambda acc: acc, init=jnp.zeros((64,), jnp.float32))
+        sk.loop("K", lambda acc: acc, init=jnp.zeros((64,), jnp.float32))  # @loop-outside
     assert info.value.fix
+    assert_at(info.value, "loop-outside")
+    with pytest.raises(sk.BodyError, match="outside a kernel body") as info:
+        sk.dim("M")  # @dim-outside
+    assert_at(info.value, "dim-outside")
 
 
 # --- operands of sk.dot read in the step -------------------------------------------------------
@@ -1236,6 +1350,43 @@ def test_a_loop_over_the_rows_plans_and_lowers() -> None:
     assert loop.axis == "M" and loop.steps == 16384 // 64 and loop.operands == ("x", "r")
     assert plan.grid == (4096 // 128,)
     lowered = weighted_column_sums.with_backend("mosaic_gpu").lower(x, r)
+    assert "mosaic_gpu" in lowered.as_text()
+
+
+@sk.kernel(tile={"N": "BN"}, loop={"M": "BM"})
+def column_sum_max_and_count(
+    x: Float32[Array, "M N"], *, BN: sk.Const[int] = 64, BM: sk.Const[int] = 64
+) -> tuple[Float32[Array, " N"], Float32[Array, " N"], Float32[Array, " N"]]:
+    """Three column carries as long as the rows of a step, one only ever added a constant."""
+
+    def step(carry: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
+        total, biggest, steps = carry
+        v = sk.load(x, fill=-jnp.inf)
+        kept = jnp.where(v == -jnp.inf, 0.0, v)
+        return total + sk.sum(kept, axis=0), jnp.maximum(biggest, sk.max(v, axis=0)), steps + 1
+
+    zeros = jnp.zeros((BN,), jnp.float32)
+    return sk.loop("M", step, init=(zeros, jnp.full((BN,), -jnp.inf, jnp.float32), zeros))
+
+
+@pytest.mark.parametrize("shape", [(1000, 300), (64, 64), (130, 70)], ids=str)
+def test_a_loop_over_the_rows_with_square_blocks(shape: tuple[int, int]) -> None:
+    """BN == BM (64, the default of both): a carry of BN elements is as long as a step's rows
+    as its columns. Before, it was read as a per-row vector, and the kernel was refused ("the
+    body combines a per-row and a per-column vector") or raised an AssertionError."""
+    square = weighted_column_sums.bind(BN=64)
+    x = jax.random.normal(jax.random.key(shape[1]), shape, jnp.float32)
+    r = jax.random.uniform(jax.random.key(1), (shape[0],), jnp.float32)
+    np.testing.assert_allclose(
+        square(x, r), _weighted_column_sums_reference(x, r), rtol=1e-4, atol=1e-4
+    )
+    total, biggest, steps = column_sum_max_and_count(x)
+    np.testing.assert_allclose(total, jnp.sum(x, axis=0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(biggest, jnp.max(x, axis=0))
+    np.testing.assert_array_equal(steps, jnp.full((shape[1],), -(-shape[0] // 64), jnp.float32))
+    structs = (jax.ShapeDtypeStruct(shape, F32), jax.ShapeDtypeStruct((shape[0],), F32))
+    assert "mosaic_gpu" in square.with_backend("mosaic_gpu").lower(*structs).as_text()
+    lowered = column_sum_max_and_count.with_backend("mosaic_gpu").lower(structs[0])
     assert "mosaic_gpu" in lowered.as_text()
 
 

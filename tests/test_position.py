@@ -15,10 +15,13 @@ import pytest
 from jaxtyping import Array, BFloat16, Float, Int32
 
 import statickernel as sk
+from markers import line_finder
 
 F32 = jnp.float32
 # Ragged both ways, primes, smaller than one block, a single row, and aligned.
 SHAPES = [(129, 257), (97, 131), (33, 65), (1, 300), (128, 256)]
+
+line_of = line_finder(__file__)
 
 
 @sk.kernel(tile={"M": "BM", "N": "BN"})
@@ -204,8 +207,14 @@ def declare(body: Any, **decorator: Any) -> None:
 
 
 def test_outside_a_body() -> None:
-    with pytest.raises(sk.BodyError, match="outside a kernel body"):
-        sk.position("M")
+    with pytest.raises(sk.BodyError, match="outside a kernel body") as info:
+        sk.position("M")  # @position-outside
+    # At the user's line, and saying where it is valid.
+    assert info.value.where is not None
+    assert info.value.where.endswith(f"test_position.py:{line_of('position-outside')}")
+    assert "only valid inside" in info.value.what
+    assert info.value.dim == "M"
+    assert info.value.fix is not None and "jnp.arange" in info.value.fix
 
 
 def test_an_unknown_dim() -> None:

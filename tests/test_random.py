@@ -16,10 +16,13 @@ from jaxtyping import Array, Float, Float32, Int32, UInt32
 
 import statickernel as sk
 from dropout import dropout, dropout_reference
+from markers import line_finder
 
 F32 = jnp.float32
 SHAPES = [(129, 257), (97, 131), (33, 65), (1, 300), (128, 256)]
 SEEDS = [0, 1, 2**32 - 1, 123_456_789]
+
+line_of = line_finder(__file__)
 
 
 @sk.kernel(tile={"M": "BM", "N": "BN"})
@@ -199,9 +202,16 @@ def test_the_plan_shows_the_scalar() -> None:
 # --- misuse ------------------------------------------------------------------------------------
 
 
-def test_outside_a_body() -> None:
-    with pytest.raises(sk.BodyError, match="outside a kernel body"):
-        sk.uniform(0)
+@pytest.mark.parametrize("name", ["uniform", "random_bits"])
+def test_outside_a_body(name: str) -> None:
+    with pytest.raises(sk.BodyError, match="outside a kernel body") as info:
+        getattr(sk, name)(0)  # @random-outside
+    # At the user's line, naming the function called and its whole-array reference.
+    assert info.value.where is not None
+    assert info.value.where.endswith(f"test_random.py:{line_of('random-outside')}")
+    assert info.value.what.startswith(f"sk.{name} was called")
+    assert "only valid inside" in info.value.what
+    assert info.value.fix is not None and f"sk.{name}_reference(seed, shape)" in info.value.fix
 
 
 def test_a_float_seed() -> None:

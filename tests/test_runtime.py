@@ -442,35 +442,73 @@ def test_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unknown_backend_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STATICKERNEL_BACKEND", "cuda")
     with pytest.raises(sk.BackendError) as info:
-        sk.default_backend()
+        sk.default_backend()  # @env-default
     assert "STATICKERNEL_BACKEND" in str(info.value)
-    with pytest.raises(sk.BackendError):
-        fresh(softmax)(rand(10, 10))
+    assert info.value.where is not None
+    assert info.value.where.endswith(f"test_runtime.py:{line_of('env-default')}")
+    for k in (fresh(softmax), fresh(softmax).plan):
+        # Read at the call: the error names the kernel and the call's line, and its fix the
+        # variable to change.
+        with pytest.raises(sk.BackendError) as info:
+            k(rand(10, 10))  # @env-call
+        assert info.value.kernel == "softmax"
+        assert info.value.where is not None
+        assert info.value.where.endswith(f"test_runtime.py:{line_of('env-call')}")
+        assert info.value.fix is not None and "STATICKERNEL_BACKEND=interpret" in info.value.fix
+        assert info.value.expected == "'mosaic_gpu' or 'interpret'"
 
 
 def _declare_with_unknown_backend() -> None:
-    @sk.kernel(tile={"M": "BM"}, backend="cuda")
+    @sk.kernel(tile={"M": "BM"}, backend="cuda")  # @decorator-backend
     def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
         return sk.load(x)
 
 
+def _backend_block() -> None:
+    with sk.backend("cuda"):  # @block-backend
+        pass
+
+
+def _call_backend() -> None:
+    softmax(rand(10, 10), backend="cuda")  # @call-backend  # pyright: ignore[reportCallIssue]
+
+
+def _plan_backend() -> None:
+    softmax.plan(rand(10, 10), backend="gpu")  # @plan-backend
+
+
+def _with_backend() -> None:
+    softmax.with_backend("cuda")  # @with-backend
+
+
+def _set_backend() -> None:
+    sk.set_backend("cuda")  # @set-backend
+
+
 @pytest.mark.parametrize(
-    "call",
+    ("call", "marker", "kernel"),
     [
-        lambda: softmax(rand(10, 10), backend="cuda"),  # pyright: ignore[reportCallIssue]
-        lambda: softmax.plan(rand(10, 10), backend="gpu"),
-        lambda: softmax.with_backend("cuda"),
-        lambda: sk.set_backend("cuda"),
-        _declare_with_unknown_backend,
+        (_call_backend, "call-backend", "softmax"),
+        (_plan_backend, "plan-backend", "softmax"),
+        (_with_backend, "with-backend", "softmax"),
+        (_set_backend, "set-backend", None),
+        (_backend_block, "block-backend", None),
+        (_declare_with_unknown_backend, "decorator-backend", "k"),
     ],
-    ids=["call", "plan", "with_backend", "set_backend", "decorator"],
+    ids=["call", "plan", "with_backend", "set_backend", "block", "decorator"],
 )
-def test_unknown_backend_is_a_backend_error(call: Callable[[], Any]) -> None:
+def test_unknown_backend_is_a_backend_error(
+    call: Callable[[], Any], marker: str, kernel: str | None
+) -> None:
     with pytest.raises(sk.BackendError) as info:
         call()
     text = str(info.value)
     assert "'mosaic_gpu'" in text
     assert "'interpret'" in text
+    # At the user's line that named the backend.
+    assert info.value.where is not None
+    assert info.value.where.endswith(f"test_runtime.py:{line_of(marker)}"), info.value.where
+    assert info.value.kernel == kernel
     assert sk.default_backend() == DEVICE_BACKEND  # nothing was changed
 
 

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator
 
 from ._errors import BackendError
+from ._where import call_site
 
 __all__ = [
     "BACKENDS",
@@ -37,13 +38,16 @@ _block_backend: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-def _check(name: str, origin: str) -> str:
+def _check(name: str, origin: str, fix: str | None = None) -> str:
     if name not in BACKENDS:
         raise BackendError(
             f"unknown backend {name!r} ({origin})",
+            # The user's line that named it: the call, the `with` or the decorator; for the
+            # environment variable, the call that read it.
+            where=call_site(),
             expected=" or ".join(repr(b) for b in BACKENDS),
             actual=repr(name),
-            fix="use 'mosaic_gpu' on a machine with a Hopper GPU, or 'interpret' anywhere",
+            fix=fix or "use 'mosaic_gpu' on a machine with a Hopper GPU, or 'interpret' anywhere",
         )
     return name
 
@@ -130,7 +134,12 @@ def default_backend() -> str:
         return _process_backend
     env = os.environ.get(ENV_VAR)
     if env:
-        return _check(env, f"environment variable {ENV_VAR}")
+        return _check(
+            env,
+            f"environment variable {ENV_VAR}",
+            fix=f"set {ENV_VAR}=interpret, or {ENV_VAR}=mosaic_gpu on a machine with a Hopper "
+            "GPU, or unset it to let the machine decide",
+        )
     if has_cuda():
         return "mosaic_gpu"
     if has_nvidia_gpu():
@@ -138,9 +147,11 @@ def default_backend() -> str:
     return "interpret"
 
 
-def resolve_backend(call: str | None, kernel: str | None) -> str:
+def resolve_backend(call: str | None, kernel: str | None, origin: str = "backend= argument") -> str:
+    """The backend a call runs on: `call` (named by `origin`, for the error), else the
+    kernel's, else the default."""
     if call is not None:
-        return _check(call, "backend= argument")
+        return _check(call, origin)
     if kernel is not None:
         return kernel
     return default_backend()

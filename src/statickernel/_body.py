@@ -203,7 +203,61 @@ def trace_body(
             "size and whole dims at their full size",
         ) from None
     flat = _Flattener(spec)
-    return flat.run(closed, names, loads, tuple(misplaced))
+    return _scalar_reductions_unshared(flat.run(closed, names, loads, tuple(misplaced)))
+
+
+# The reductions a block can compute its part of, for a result reduced across blocks.
+_PARTIAL_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
+
+
+def _scalar_reductions_unshared(trace: BodyTrace) -> BodyTrace:
+    """The trace with each reduction to a scalar that is read more than once computed once per
+    reader, as if the body had written `jnp.sum(v), jnp.sum(v) * 2` for `s, s * 2`.
+
+    A scalar result lacks every tiled dim: each block writes its part of the reduction, and one
+    reduction after the launch combines them, following the result's own ops back to its
+    reduction. Two results read from one sum then each have their own; a block computes it
+    twice, in registers. A scalar read inside the body stays refused, as before."""
+    avals = dict(trace.avals)
+    readers: dict[str, int] = {}
+    for eqn in trace.eqns:
+        for atom in eqn.inputs:
+            if atom.var is not None:
+                readers[atom.var] = readers.get(atom.var, 0) + 1
+    for atom in trace.outputs:
+        if atom.var is not None:
+            readers[atom.var] = readers.get(atom.var, 0) + 1
+    shared = {
+        eqn.outputs[0]: eqn
+        for eqn in trace.eqns
+        if eqn.prim in _PARTIAL_REDUCTIONS
+        and avals[eqn.outputs[0]][0] == ()
+        and readers.get(eqn.outputs[0], 0) > 1
+    }
+    if not shared:
+        return trace
+    seen: dict[str, int] = {}  # a shared scalar -> the readers given it so far
+
+    def reread(atom: Atom, before: list[Eqn]) -> Atom:
+        """The atom, or for a shared scalar's second and later readers, a copy of it."""
+        if atom.var not in shared:
+            return atom
+        n = seen[atom.var] = seen.get(atom.var, 0) + 1
+        if n == 1:
+            return atom
+        copy = f"{atom.var}_copy{n}"
+        avals[copy] = avals[atom.var]
+        before.append(dataclasses.replace(shared[atom.var], outputs=(copy,)))
+        return Atom(copy)
+
+    eqns: list[Eqn] = []
+    for eqn in trace.eqns:
+        copies: list[Eqn] = []
+        inputs = tuple(reread(atom, copies) for atom in eqn.inputs)
+        eqns.extend(copies)
+        eqns.append(dataclasses.replace(eqn, inputs=inputs))
+    outputs = tuple(reread(atom, eqns) for atom in trace.outputs)
+    return dataclasses.replace(trace, eqns=tuple(eqns), outputs=outputs, avals=tuple(avals.items()))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -433,6 +433,7 @@ def _geometry(
         row_dim=spec.rows,
         col_dim=spec.cols,
         row_tiled=spec.rows in spec.tile_map,
+        col_tiled=spec.cols in spec.tile_map,
     )
     loops = spec.loop_map
     if not loops:

@@ -293,14 +293,25 @@ def _check_mean(
     true_sizes = math.prod(sizes[d] for d in lacks)
     if true_blocks == true_sizes or not any(v == block_count for v in divisors):
         return
+    # Refused rather than taken as a constant scale: a body sees one block, so a count it
+    # divides by (jnp.mean, v.shape[0]) is the block's, and the result would be wrong.
+    dim = lacks[0]
+    summed = f"jnp.sum(v, axis={axes[0]})" if len(axes) == 1 else "jnp.sum(v)"
     raise _error(
         spec,
         result,
         reduction,
         lacks,
-        f"{result.name} is a mean over the tiled dim {lacks[0]}: it divides by the elements "
-        f"of one block ({block_count}), not by those of the whole dim",
-        f"divide by the dim's size: jnp.sum(v, axis=...) / sk.dim({lacks[0]!r})",
+        f"{result.name} divides its sum over the tiled dim {dim} by {block_count}, the "
+        f"elements of one block of {dim}, but the result sums every block: as a mean (jnp.mean, "
+        f"or a division by v.shape), it would divide by the wrong count",
+        f"for a mean over {dim}, divide by the dim's size: {summed} / sk.dim({dim!r}); to "
+        f"divide by the constant {block_count} itself, divide the kernel's result after the "
+        "kernel, where XLA fuses it",
+        actual=f"`reduce_sum` over {dim}, then `div` by {block_count}"
+        + (f" in: {reduction.source}" if reduction.source else ""),
+        expected=f"a sum over {dim} divided by sk.dim({dim!r}), or by a constant other than "
+        f"the {block_count} elements of its block",
     )
 
 
@@ -312,6 +323,7 @@ def _error(
     what: str,
     fix: str,
     actual: str | None = None,
+    expected: str | None = None,
 ) -> CrossBlockResultError:
     return CrossBlockResultError(
         what,
@@ -319,7 +331,8 @@ def _error(
         where=(eqn.line if eqn is not None else None) or spec.location,
         operand=result.name,
         dim=lacks[0],
-        expected=f"a sum, max or min over {', '.join(lacks)}, then casts or constant scales",
+        expected=expected
+        or f"a sum, max or min over {', '.join(lacks)}, then casts or constant scales",
         actual=actual or (f"`{eqn.prim}`" if eqn is not None else None),
         fix=fix,
     )

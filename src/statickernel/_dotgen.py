@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from . import _hardware as hw
 from ._body import Atom, Eqn
+from ._errors import BodyError
 from ._ir import (
     Assign,
     Call,
@@ -37,7 +38,7 @@ from ._ir import (
     call,
 )
 from ._pallas import select
-from ._translation import Product
+from ._translation import Geometry, Product
 from ._translator import Rule, Translator
 
 __all__ = ["DOT_RULES", "wgmma_transforms"]
@@ -59,6 +60,8 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     start = eqn.inputs[2] if len(eqn.inputs) > 2 else None  # x of a fused `x + sk.dot(a, b)`
     a_name, b_name, over = eqn.param("a"), eqn.param("b"), eqn.param("over")
     b_dims: tuple[str, ...] = eqn.param("b_dims")
+    if not a_name:
+        over = _value_contraction(tr, eqn, a_atom, b_name, over, b_dims)
     kind = _product_kind(tr, eqn, a_name or "a", b_name, over, b_dims)
     along = next(d for d in b_dims if d != over)
     transpose_b = b_dims.index(over) == 1
@@ -140,6 +143,65 @@ def _product_kind(
     )
 
 
+def _columns_of(g: Geometry, kind: Kind) -> str | None:
+    """The dim a value's columns run along, by its register kind: a block of the step along
+    the loop dim, or a block of the kernel's columns; None for a vector or a scalar."""
+    if kind == Kind.LOOP_TILE:
+        return g.loop_dim
+    return g.col_dim if kind == Kind.TILE else None
+
+
+def _value_contraction(
+    tr: Translator, eqn: Eqn, atom: Atom, b_name: str, over: str, b_dims: tuple[str, ...]
+) -> str:
+    """The dim a value `a` of `sk.dot(a, b)` contracts: the one its columns run along.
+
+    The trace matched a's columns to a dim of `b` by the length of its block, the loop dim
+    first; when two dims of `b` have blocks that long (a loop block of 64 beside a whole D of
+    64), the value's register kind says which one its columns are."""
+    g = tr.g
+    kind = tr.kind(atom)
+    if tr.trace.misplaced and _columns_of(g, kind) != over:
+        raise _misplaced_a(tr, b_name)
+    along = _columns_of(g, kind)
+    shape = tr.trace.aval(atom.var)[0] if atom.var is not None else ()
+    if along is None or along == over or along not in b_dims or g.shape(kind) != tuple(shape):
+        return over
+    if kind == Kind.TILE and g.col_tiled:
+        raise BodyError(
+            f"sk.dot(a, {b_name}) contracts {along}, the dim a's columns run along, which is "
+            "split across the grid: each block would hold only part of the sum",
+            kernel=tr.kernel,
+            where=eqn.line or tr.where,
+            operand=b_name,
+            dim=along,
+            expected=f"a block of the step along the loop dim {g.loop_dim}, or of a whole dim",
+            actual=f"a block of the kernel's columns {along}, split across the grid",
+            fix=f"leave {along} out of tile= so that each block holds all of it, or multiply a "
+            f"block of the step along {g.loop_dim}",
+        )
+    return along
+
+
+def _misplaced_a(tr: Translator, b_name: str) -> BodyError:
+    """`a` is computed from an operand loaded into registers though laid out unlike the
+    kernel's blocks, which only `sk.dot` reads, straight from shared memory."""
+    name, line = tr.trace.misplaced[0]
+    g = tr.g
+    frame = f"'{g.row_dim} {g.col_dim}'" if g.col_dim else f"'{g.row_dim}'"
+    return BodyError(
+        f"`{name}` is loaded into registers, but it is laid out unlike the kernel's blocks "
+        f"({frame}): sk.dot reads such an operand only as it is, straight from shared memory",
+        kernel=tr.kernel,
+        where=line or tr.where,
+        operand=name,
+        expected=f"sk.dot({name}, {b_name}): the operand itself",
+        actual=f"sk.load({name}), a value computed in registers",
+        fix=f"pass {name} to sk.dot as it is, and scale or cast the product instead: "
+        f"sk.dot({name}, {b_name}) * s rather than sk.dot(sk.load({name}) * s, {b_name})",
+    )
+
+
 def _register_a(tr: Translator, eqn: Eqn, atom: Atom, over: str) -> Expr:
     """The value `a`, its columns past a ragged loop dim's edge zeroed: WGMMA would add in
     whatever they hold, and the scores' exp there is not 0."""
@@ -147,9 +209,11 @@ def _register_a(tr: Translator, eqn: Eqn, atom: Atom, over: str) -> Expr:
     kind = tr.kind(atom)
     expected = Kind.LOOP_TILE if over == g.loop_dim else Kind.TILE
     if kind != expected or over not in (g.loop_dim, g.col_dim):
+        along = _columns_of(g, kind)
+        value = f"a block along {along}" if along else f"a {kind} value"
         raise tr.fail(
             eqn,
-            f"sk.dot's `a` is a {kind} value, which does not run along the contracted dim {over}",
+            f"sk.dot's `a` is {value}, but its columns must run along the contracted dim {over}",
             "multiply a block of the step whose columns are the contracted dim, e.g. the "
             "probabilities p of the scores sk.dot(q, k) by sk.dot(p.astype(jnp.bfloat16), v)",
         )

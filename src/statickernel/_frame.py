@@ -11,7 +11,7 @@ from typing import Any
 from ._errors import AnnotationError
 from ._operand import OperandSpec
 
-__all__ = ["check_batch", "check_derivable", "frame"]
+__all__ = ["check_batch", "check_batch_leads", "check_derivable", "frame"]
 
 
 def check_batch(
@@ -53,6 +53,45 @@ def check_batch(
                 fix="each grid step writes one batch entry, so the result must have them all, "
                 "in the order of batch=",
             )
+
+
+def check_batch_leads(
+    name: str, dims: list[str], batch: tuple[str, ...], err: dict[str, Any], *, role: str
+) -> None:
+    """The batch dims an array has come first, in the order of batch=: each grid step takes
+    one entry of them, and the blocks are the dims after them."""
+    present = [d for d in batch if d in dims]
+    leading = present + [d for d in dims if d not in batch]
+    if leading == dims:
+        return
+    source = tuple(dims.index(d) for d in present)
+    target = tuple(range(len(present)))
+
+    def axes(positions: tuple[int, ...]) -> str:
+        return str(positions[0]) if len(positions) == 1 else str(positions)
+
+    stray = next(d for d, want in zip(dims, leading, strict=True) if d != want and d in batch)
+    wanted = " ".join(leading)
+    if role == "operand":
+        fix = (
+            f"move the batch dims to the front outside the kernel, "
+            f"jnp.moveaxis({name}, {axes(source)}, {axes(target)}), and annotate it '{wanted}'"
+        )
+    else:
+        fix = (
+            f"declare the result '{wanted}' and move its axes back after the kernel, "
+            f"jnp.moveaxis(out, {axes(target)}, {axes(source)})"
+        )
+    raise AnnotationError(
+        f"{role} `{name}` does not lead with its batch dims: they come first, in the order "
+        "of batch=",
+        **err,
+        operand=name,
+        dim=stray,
+        expected=f"the batch dims first, in the order of batch= ({' '.join(batch)}): '{wanted}'",
+        actual=f"'{' '.join(dims)}'",
+        fix=fix,
+    )
 
 
 def check_derivable(

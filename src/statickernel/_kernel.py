@@ -101,7 +101,7 @@ class Kernel[**P, R]:
                 key = (
                     tuple((a.shape, a.dtype) for a in operands),
                     _overrides_key(overrides),
-                    backend or self.backend or default_backend(),
+                    self._backend_key(backend),
                 )
                 entry = self._cache.get(key)
             except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
@@ -173,6 +173,14 @@ class Kernel[**P, R]:
                     self._by_consts[canonical] = entry
         return entry
 
+    def _backend_key(self, backend: str | None) -> str:
+        """The backend of a call's cache key: named by the call or the kernel, or the default,
+        whose environment variable may name an unknown one."""
+        try:
+            return backend or self.backend or default_backend()
+        except BackendError as exc:
+            raise _for_kernel(exc, self.spec.name) from None
+
     def _canonical_key(self, key: Any, overrides: Mapping[str, Any], backend: str | None) -> Any:
         if key is None:
             return None
@@ -200,7 +208,7 @@ class Kernel[**P, R]:
             key = (
                 tuple((a.shape, a.dtype) for a in args),
                 _overrides_key(overrides),
-                backend or self.backend or default_backend(),
+                self._backend_key(backend),
             )
             entry = self._cache.get(key)
         except (AttributeError, TypeError):
@@ -272,7 +280,10 @@ class Kernel[**P, R]:
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
         """A new kernel that runs on `backend` unless a call says otherwise."""
-        chosen = resolve_backend(backend, None) if backend else None
+        try:
+            chosen = resolve_backend(backend, None, "kernel.with_backend") if backend else None
+        except BackendError as exc:
+            raise _for_kernel(exc, self.spec.name) from None
         return Kernel(
             self.spec, self.consts, chosen, shares_cache_with=self, derivative=self._derivative
         )
@@ -291,14 +302,7 @@ class Kernel[**P, R]:
         try:
             chosen = resolve_backend(backend, self.backend)
         except BackendError as exc:
-            raise BackendError(
-                exc.what,
-                kernel=spec.name,
-                where=where,
-                expected=exc.expected,
-                actual=exc.actual,
-                fix=exc.fix,
-            ) from None
+            raise _for_kernel(exc, spec.name) from None
         binding = bind(spec, args, self.consts, overrides, call=call)
         compiled = compile_call(spec, binding, chosen, where)
         assert compiled.plan is not None and compiled.source is not None
@@ -329,6 +333,18 @@ def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any],
     return tuple(
         (name, type(value), struct.pack("<d", value) if isinstance(value, float) else value)
         for name, value in overrides.items()
+    )
+
+
+def _for_kernel(exc: BackendError, kernel: str) -> BackendError:
+    """`exc`, which the backend's check raised without a kernel, naming `kernel`."""
+    return BackendError(
+        exc.what,
+        kernel=kernel,
+        where=exc.where or call_site(),
+        expected=exc.expected,
+        actual=exc.actual,
+        fix=exc.fix,
     )
 
 
@@ -433,7 +449,10 @@ def kernel[**P, R](
                 batch=(batch,) if isinstance(batch, str) else tuple(batch),
             )
             derivative = parse_vjp(vjp, spec)
-            chosen = resolve_backend(backend, None) if backend else None
+            try:
+                chosen = resolve_backend(backend, None) if backend else None
+            except BackendError as exc:
+                raise _for_kernel(exc, spec.name) from None
             compile_declaration(spec, spec.const_defaults)
         except StaticKernelError as exc:
             raise _at_entry_point(exc, Phase.DECLARATION) from None

@@ -26,6 +26,7 @@ from ._compat import convert_constvars_jaxpr
 from ._errors import BodyError
 from ._tile import Tile
 from ._trace_context import LoopDim
+from ._where import call_site
 
 __all__ = ["dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
 
@@ -75,6 +76,7 @@ def _loop_dims(what: str) -> Mapping[str, LoopDim]:
     if context is None:
         raise BodyError(
             f"{what} was called outside a kernel body",
+            where=call_site(),
             fix=f"call {what} inside the body of an @sk.kernel function that declares loop=",
         )
     return context.loop_dims
@@ -254,11 +256,19 @@ def dot(a: Any, b: Any) -> jax.Array:
     """
     loops = _active_loops()
     if not isinstance(b, Tile):
+        value = hasattr(b, "shape") and hasattr(b, "dtype")
         raise BodyError(
-            "sk.dot's `b` is not an operand of the kernel",
-            actual=type(b).__name__,
-            fix="pass an operand as b, e.g. sk.dot(p, v): WGMMA reads b from shared memory; "
-            "only a may be a value computed in the step",
+            "sk.dot's `b` is "
+            + ("a value computed in the body" if value else "not an operand of the kernel")
+            + ": WGMMA reads b straight from shared memory, so it must be an operand as it is",
+            expected="an operand of the kernel, passed as it is: sk.dot(p, v), not "
+            "sk.dot(p, sk.load(v))",
+            actual=f"a {jnp.dtype(b.dtype).name}{list(b.shape)} value"
+            if value
+            else type(b).__name__,
+            fix="pass the operand itself as b, and scale or cast the product instead: "
+            "sk.dot(p, v) * s rather than sk.dot(p, sk.load(v) * s); only a may be a value "
+            "computed in the step",
         )
     a_name = a.name if isinstance(a, Tile) else "a"
     if not loops:

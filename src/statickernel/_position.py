@@ -18,6 +18,7 @@ from ._body import Eqn
 from ._errors import BodyError
 from ._ir import Kind, Mask, Name
 from ._translator import NotInForm, Rule, Translator
+from ._where import call_site
 
 __all__ = ["POSITION_RULES", "position", "position_p"]
 
@@ -40,9 +41,14 @@ def position(dim: str) -> jax.Array:
     context = _trace_context.current()
     if context is None:
         raise BodyError(
-            f"sk.position({dim!r}) was called outside a kernel body",
+            f"sk.position({dim!r}) was called outside a kernel body: it is only valid inside "
+            "one, where it gives the indices of the block being computed",
+            where=call_site(),
+            dim=str(dim),
+            expected="a call inside the body of an @sk.kernel function",
+            actual="a call outside any kernel body",
             fix="call sk.position inside the body of an @sk.kernel function; on whole arrays, "
-            "use jnp.arange",
+            "use jnp.arange(n) for the indices of a dim of size n",
         )
     rows, cols = context.frame
     frame = [d for d in (rows, cols) if d]

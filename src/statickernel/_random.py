@@ -23,6 +23,7 @@ from . import _trace_context
 from ._errors import BodyError
 from ._position import position
 from ._tile import Tile
+from ._where import call_site
 
 __all__ = ["random_bits", "random_bits_reference", "uniform", "uniform_reference"]
 
@@ -94,12 +95,22 @@ def random_bits(seed: Any) -> jax.Array:
     do not depend on the block sizes; `sk.random_bits_reference(seed, shape)` gives the same
     bits for a whole array.
     """
+    return _random_bits("sk.random_bits", seed)
+
+
+def _random_bits(what: str, seed: Any) -> jax.Array:
+    """`sk.random_bits(seed)`, called as `what` (`sk.random_bits` or `sk.uniform`)."""
     context = _trace_context.current()
     if context is None:
+        reference = f"{what}_reference"
         raise BodyError(
-            "sk.random_bits / sk.uniform was called outside a kernel body",
-            fix="call it inside the body of an @sk.kernel function; on whole arrays, use "
-            "sk.random_bits_reference(seed, shape) or sk.uniform_reference(seed, shape)",
+            f"{what} was called outside a kernel body: it is only valid inside one, where it "
+            "gives the numbers of the block being computed",
+            where=call_site(),
+            expected="a call inside the body of an @sk.kernel function",
+            actual="a call outside any kernel body",
+            fix=f"call {what} inside the body of an @sk.kernel function; on whole arrays, use "
+            f"{reference}(seed, shape), which gives the same numbers",
         )
     rows, cols = context.frame
     if cols is None:
@@ -119,7 +130,7 @@ def uniform(seed: Any) -> jax.Array:
     keeps an element with probability 1 - rate (to 2**-24). `sk.uniform_reference(seed,
     shape)` gives the same numbers, bit for bit, for a whole array.
     """
-    return _unit(random_bits(seed))
+    return _unit(_random_bits("sk.uniform", seed))
 
 
 def _seed_on_host(seed: Any) -> jax.Array:

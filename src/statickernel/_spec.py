@@ -17,7 +17,7 @@ from jaxtyping import AbstractArray
 from ._compat import plain_dim_names
 from ._dtypes import allowed_dtypes
 from ._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
-from ._frame import check_batch, check_derivable, frame
+from ._frame import check_batch, check_batch_leads, check_derivable, frame
 from ._names import check_names, result_name
 from ._operand import OperandSpec
 from ._where import call_site, display_path, source_location
@@ -367,6 +367,7 @@ def _array_spec(
             "supported in kernel signatures",
         )
     dims = list(names)
+    check_batch_leads(name, dims, batch, err, role=role)
     leading = 0
     while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
         leading += 1

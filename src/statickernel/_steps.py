@@ -10,13 +10,15 @@ loop with a `stop` walks a trip count traced per block.
 """
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 
 from ._body import Atom, Eqn, Step
+from ._errors import UnsupportedOpError
 from ._ir import Comment, Expr, Kind, LoopMode, SourceLine
 from ._pallas import full
 from ._translation import Carry, DotUpdate, Geometry, LoopBlock
-from ._translator import Rule, Translator, source_line
+from ._translator import NotInForm, Rule, Translator, source_line
 
 __all__ = ["LOOP_RULES"]
 
@@ -51,21 +53,21 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
     for atom in step.outputs:
         if atom.var in looped and atom.var not in used:
             used.append(atom.var)
-    kinds = [_initial_kind(tr, atom) for atom in eqn.inputs]
-    for _attempt in range(2):
-        block, out_kinds = _translate_step(
-            tr, eqn, step, index, mode, accumulators, skipped, kinds, tuple(used), loads
-        )
-        if mode == LoopMode.MAP or out_kinds == kinds:
+    guesses = _initial_kinds(tr, eqn.inputs, step.axis)
+    first_error: UnsupportedOpError | NotInForm | None = None
+    for kinds in guesses:
+        try:
+            block = _translate_carries(
+                tr, eqn, step, index, mode, accumulators, skipped, kinds, tuple(used), loads
+            )
             break
-        kinds = out_kinds
+        except (UnsupportedOpError, NotInForm) as exc:
+            # A vector carry as long as both the rows and the columns of the block may be
+            # either; the next guess reads it the other way. The first guess's error stands.
+            first_error = first_error or exc
     else:
-        raise tr.fail(
-            eqn,
-            f"the step of sk.loop({step.axis!r}) returns carries in other register forms than "
-            "it receives",
-            "keep each carry a per-row vector, a per-column vector or a block throughout",
-        )
+        assert first_error is not None
+        raise first_error
     stop = dict(eqn.params).get("stop")
     if stop is not None:
         if tr.kind(stop) != Kind.SCALAR:
@@ -84,16 +86,63 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
         tr.define(out, Kind(carry.kind), carry.dtype)
 
 
-def _initial_kind(tr: Translator, atom: Atom) -> Kind:
-    kind = tr.kind(atom)
-    if kind != Kind.SCALAR or atom.var is None:
-        return kind
-    shape = tr.trace.aval(atom.var)[0]
-    if len(shape) == 2:
-        return Kind.TILE
-    if len(shape) == 1:
-        return Kind.ROW if shape[0] == tr.g.rows else Kind.COL
-    return Kind.SCALAR
+def _translate_carries(
+    tr: Translator,
+    eqn: Eqn,
+    step: Step,
+    index: int,
+    mode: LoopMode,
+    accumulators: dict[int, DotUpdate],
+    skipped: set[int],
+    kinds: list[Kind],
+    used: tuple[str, ...],
+    loads: tuple[str, ...],
+) -> LoopBlock:
+    """The loop's block, its carries in `kinds`, or in the kinds its step returns them in when
+    they differ (a carry whose initial value is one constant takes the step's kind)."""
+    for _attempt in range(2):
+        block, out_kinds = _translate_step(
+            tr, eqn, step, index, mode, accumulators, skipped, kinds, used, loads
+        )
+        if mode == LoopMode.MAP or out_kinds == kinds:
+            return block
+        kinds = out_kinds
+    raise tr.fail(
+        eqn,
+        f"the step of sk.loop({step.axis!r}) returns carries in other register forms than "
+        "it receives",
+        "keep each carry a per-row vector, a per-column vector or a block throughout",
+    )
+
+
+# Each carry whose initial value is one constant (jnp.zeros((n,))) and so has no register
+# kind of its own, read the other way as the rows and the columns of the block: at most this
+# many guesses are tried, each a translation of the step.
+_MAX_GUESSES = 16
+
+
+def _initial_kinds(tr: Translator, inits: tuple[Atom, ...], axis: str) -> list[list[Kind]]:
+    """The carries' kinds to try, most likely first. A carry initialized from a constant has
+    its kind from its shape; a vector as long as both the rows and the columns of the block
+    (BM == BN) may be either. Such a carry most likely runs along the dim the loop does not
+    walk (a loop over the rows sums columns), so it is tried that way first, then the other."""
+    # The guess for a vector whose length is both the rows' and the columns'.
+    either = (Kind.COL, Kind.ROW) if axis == tr.g.row_dim else (Kind.ROW, Kind.COL)
+    options: list[tuple[Kind, ...]] = []
+    for atom in inits:
+        kind = tr.kind(atom)
+        shape = tr.trace.aval(atom.var)[0] if atom.var is not None else ()
+        if kind != Kind.SCALAR or atom.var is None:
+            options.append((kind,))
+        elif len(shape) == 2:
+            options.append((Kind.TILE,))
+        elif len(shape) == 1 and shape[0] == tr.g.rows == tr.g.cols:
+            options.append(either)
+        elif len(shape) == 1:
+            options.append((Kind.ROW if shape[0] == tr.g.rows else Kind.COL,))
+        else:
+            options.append((Kind.SCALAR,))
+    return [list(kinds) for kinds in itertools.islice(itertools.product(*options), _MAX_GUESSES)]
 
 
 def _uses(step: Step) -> dict[str, list[Eqn | None]]:

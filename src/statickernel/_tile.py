@@ -15,7 +15,7 @@ from . import _hardware as hw
 from . import _trace_context
 from ._errors import BodyError
 from ._trace_context import LoadRecord
-from ._where import caller_user_line
+from ._where import call_site, caller_user_line
 
 __all__ = ["Tile", "dim", "load"]
 
@@ -30,6 +30,7 @@ def dim(name: str) -> int:
     if context is None:
         raise BodyError(
             f"sk.dim({name!r}) was called outside a kernel body",
+            where=call_site(),
             fix="call sk.dim inside the body of an @sk.kernel function",
         )
     dims = context.dims

@@ -43,6 +43,7 @@ class Geometry:
     row_dim: str = ""
     col_dim: str | None = None
     row_tiled: bool = False  # the rows split across the grid, from block_<row_dim>
+    col_tiled: bool = False  # the columns split across the grid
     # In the step of a loop over a dim outside the frame: that dim, its block (the columns of
     # a LOOP_TILE) and whether the last step is ragged. Empty outside such a step.
     loop_dim: str | None = None

@@ -12,6 +12,9 @@ __all__ = ["call_site", "caller_user_line", "display_path", "is_user_file", "sou
 # decorator wrappers), and they are never the user's call site.
 _STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 _PACKAGE = os.path.dirname(__file__)
+# Where console scripts are installed: the `statickernel` command's launcher, which only
+# calls the CLI, lives there and is not the user's line.
+_SCRIPTS_DIR = sysconfig.get_paths()["scripts"] + os.sep
 
 
 def _in_stdlib(path: str) -> bool:
@@ -29,6 +32,7 @@ def call_site() -> str | None:
             and "/jax/" not in path
             and "/jaxtyping/" not in path
             and not _in_stdlib(path)
+            and not path.startswith(_SCRIPTS_DIR)
         ):
             return f"{display_path(path)}:{frame.f_lineno}"
         frame = frame.f_back
