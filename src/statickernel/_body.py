@@ -410,7 +410,7 @@ def _check_result_structure(spec: KernelSpec, out: Any) -> None:
         if isinstance(out, tuple | list) and all(_is_tile(v) for v in out):
             return
         n = len(spec.results)
-        expected = f"a tuple of {n} tiles, one per declared result in order"
+        expected = f"a tuple of {n} tile{'s' if n != 1 else ''}, one per declared result in order"
         fix = f"return a tuple, ({', '.join(r.name for r in spec.results)})"
     else:
         if _is_tile(out):

@@ -136,8 +136,8 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None) 
     `stop`, an int or an integer scalar of the block (`sk.position("M").max() + 1`), ends the
     loop early: the blocks of `axis` that lie wholly at or past it are skipped, loads and all,
     and at least the first block is always walked; a stop past the dim walks it all, however
-    wide its dtype. The step still sees the positions at or past
-    `stop` in the last block it walks: mask them as the computation needs (a causal mask does).
+    wide its dtype. The step still sees the positions at or past `stop` in the last block it
+    walks: mask them as the computation needs (a causal mask does).
     """
     _check_axis("sk.loop", axis)
     stops = _stop_operand(axis, stop)
