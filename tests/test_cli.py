@@ -498,6 +498,90 @@ def test_import_failures_are_counted_apart_and_fail(
     assert "broken.py: import failed" in capsys.readouterr().out
 
 
+def test_a_module_that_exits_at_import_is_a_failed_import(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: `sys.exit(0)` at import ended `check` and `test` with exit 0 and no output, and
+    the modules after it (a declaration error here) were never imported."""
+    (tmp_path / "a_exits.py").write_text("import sys\n\nsys.exit(0)\n")
+    (tmp_path / "b_bad.py").write_text(BAD_KERNEL)
+    (tmp_path / "c_good.py").write_text(GOOD_KERNEL)
+    for command in ("check", "test"):
+        argv = [command, str(tmp_path)] + (["--dtype", "float32"] if command == "test" else [])
+        assert cli.main(argv) == 1
+        out = capsys.readouterr().out
+        assert "a_exits.py: import failed" in out and "sys.exit(0)" in out
+        assert "b_bad.py: declaration error" in out and "not a multiple of 64" in out
+        assert "2 modules failed to import" in out and "double" in out
+    target = f"{tmp_path / 'a_exits.py'}:k"
+    assert cli.main(["plan", target, "--arg", "x=float32[8,8]"]) == 1
+    assert "sys.exit(0)" in capsys.readouterr().err
+
+
+def test_a_keyboard_interrupt_at_import_still_interrupts(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a_interrupted.py").write_text("raise KeyboardInterrupt\n")
+    (tmp_path / "b_good.py").write_text(GOOD_KERNEL)
+    assert cli.main(["check", str(tmp_path)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--rtol", "nan"], "argument --rtol: 'nan' is not a tolerance"),
+        (["--atol", "nan"], "argument --atol: 'nan' is not a tolerance"),
+        (["--atol", "inf"], "argument --atol: 'inf' is not a tolerance"),
+        (["--atol=-1e-3"], "argument --atol: '-1e-3' is not a tolerance"),
+        (["--rtol", "-0.1"], "argument --rtol: '-0.1' is not a tolerance"),
+        (["--seed", "-1"], "argument --seed: '-1' is not a seed"),
+    ],
+)
+def test_test_refuses_a_tolerance_or_seed_that_decides_every_case(
+    option: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a NaN tolerance passed a wrong reference (exit 0), and a negative tolerance or
+    seed failed every case of a correct kernel."""
+    with pytest.raises(SystemExit) as info:  # argparse's usage error
+        cli.main(["test", "examples/add.py:add", *option])
+    assert info.value.code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and ">= 0" in err
+
+
+def test_const_none_is_a_value_for_an_optional_constant(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: `--const stages=None` was "not NAME=VALUE with a Python literal value", though
+    `stages` is `sk.Const[int | None]` (and `sm_scale` is `sk.Const[float | None]`)."""
+    argv = ["plan", "examples/matmul.py:matmul", "--arg", "a=bf16[128,128]"]
+    argv += ["--arg", "b=bf16[128,128]"]
+    assert cli.main([*argv, "--const", "stages=None"]) == 0
+    assert "stages=None" in capsys.readouterr().out
+    heads = [f"--arg={n}=bf16[1,2,128,64]" for n in "qkv"]
+    attention = ["plan", "examples/attention.py:attention", *heads]
+    assert cli.main([*attention, "--const", "sm_scale=None"]) == 0
+    assert "sm_scale=None" in capsys.readouterr().out
+    assert cli.main([*argv, "--const", "BM=None"]) == 1  # an int constant takes no None
+    err = capsys.readouterr().err
+    assert "constant `BM` must be a Python int" in err and "None (NoneType)" in err
+
+
+@pytest.mark.parametrize("dtype", ["V8", "U4", "O", "M8"])
+def test_arg_with_a_dtype_that_holds_no_numbers_is_a_usage_error(
+    dtype: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """numpy parses these codes (void, str, object, datetime). Before: `--arg x=V8[3,4]` was a
+    raw TypeError "data type 'void64' not understood"."""
+    argv = ["plan", "examples/softmax.py:softmax", "--arg", f"x={dtype}[3,4]"]
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{dtype!r} is not a dtype an operand can have" in err
+    assert "float32, bfloat16" in err and "bf16 (bfloat16)" in err
+    assert "TypeError" not in err
+
+
 # --- colour -----------------------------------------------------------------------------------
 
 GREEN_TICK = "\033[32m✓\033[0m"

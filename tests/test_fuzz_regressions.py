@@ -175,3 +175,175 @@ def test_8_bit_fills_and_reductions_lower(shape: tuple[int, int]) -> None:
     np.testing.assert_array_equal(copy, x)
     np.testing.assert_array_equal(row_max, x.max(axis=1))
     row_max_and_copy.lower(x)  # the check that failed
+
+
+# --- silent acceptance: values the declaration, a loop or the checks took without a word ---
+
+
+@pytest.mark.parametrize(
+    ("annotation", "default"),
+    [(sk.Const[float], 3.0), (sk.Const[bool], True), (sk.Const[float | None], None)],
+    ids=["float", "bool", "optional-float"],
+)
+def test_a_stages_constant_that_is_not_an_int_is_refused(annotation: Any, default: Any) -> None:
+    """`stages` is the pipeline's stage count when `stages=` is not given: an int constant.
+
+    Before: `stages: sk.Const[float] = 3.0` was ignored, and the loop ran 2 stages."""
+    with pytest.raises(sk.ConstantError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})  # @float-stages
+        def k(
+            x: Float[Array, "M N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+            stages: annotation = default,  # pyright: ignore[reportInvalidTypeForm]
+        ) -> Float[Array, " M"]:
+            return sk.loop("N", lambda t: t + sk.sum(sk.load(x), axis=1), jnp.zeros((BM,)))
+
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('float-stages')}")
+    assert info.value.constant == "stages"
+    assert "sk.Const[int]" in str(info.value.fix) and "int | None" in str(info.value.expected)
+
+
+@pytest.mark.parametrize(
+    "stop",
+    [
+        pytest.param(lambda: jnp.uint32(2**32 - 1), id="uint32-max"),
+        pytest.param(lambda: jnp.uint32(2**31), id="uint32-past-int32"),
+        pytest.param(lambda: 2**40, id="python-int-past-int32"),
+        pytest.param(lambda: 2**31 - 1, id="int32-max"),
+        pytest.param(lambda: jnp.uint32(130), id="uint32-in-range"),
+    ],
+)
+def test_a_wide_loop_stop_is_exact(stop: Any) -> None:
+    """A stop at or past the loop dim walks every block; one inside it, the blocks before it.
+
+    Before: a uint32 stop of 2**32 - 1 became the int32 -1 and walked one block; an int32 stop
+    near 2**31 overflowed when rounded up to whole blocks, and a Python int past int32 raised
+    OverflowError inside the trace."""
+
+    upto = min(int(stop()), 300)  # the columns summed: the mask keeps those before it
+
+    @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"}, backend="interpret")
+    def prefix_sum(
+        x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+    ) -> Float[Array, " M"]:
+        def step(total):
+            kept = jnp.where(sk.position("N")[None, :] < upto, sk.load(x), 0.0)
+            return total + sk.sum(kept, axis=1)
+
+        return sk.loop("N", step, init=jnp.zeros((BM,), jnp.float32), stop=stop())
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((70, 300)), jnp.float32)
+    np.testing.assert_allclose(prefix_sum(x), jnp.sum(x[:, :upto], axis=1), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        pytest.param(lambda v: {"z": v, "a": 2 * v}, id="dict"),
+        pytest.param(lambda v: ((v, 2 * v),), id="nested-tuple"),
+    ],
+)
+def test_a_tuple_result_returned_as_another_structure_is_refused(returned: Any) -> None:
+    """A tuple of results is matched to the declared results by position.
+
+    Before: a dict came back sorted by key, so `{"z": v, "a": 2 * v}` gave (2 * v, v)."""
+    with pytest.raises(sk.ResultMismatchError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, backend="interpret")  # @dict-result
+        def k(
+            x: Float[Array, "M N"], *, BM: sk.Const[int] = 64
+        ) -> tuple[Float[Array, "M N"], Float[Array, "M N"]]:
+            return returned(sk.load(x))
+
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('dict-result')}")
+    assert "a tuple of 2 tiles" in str(info.value.expected)
+    assert "tuple" in str(info.value.fix)
+
+
+def test_a_single_result_returned_in_a_dict_is_refused() -> None:
+    """Before: `{"out": v}` for a single declared result was taken as the result."""
+    with pytest.raises(sk.ResultMismatchError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, backend="interpret")
+        def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+            return {"out": sk.load(x)}  # pyright: ignore[reportReturnType]
+
+    assert "one tile" in str(info.value.expected) and "dict" in str(info.value.actual)
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ({"M": 3.7, "N": 8}, "dim M is 3.7"),
+        ({"M": True, "N": 8}, "dim M is True"),
+        ({"M": 0, "N": 8}, "dim M is 0"),
+        ({"M": -5, "N": 8}, "dim M is -5"),
+        ([(3.7, 8)], "dim 0 of operand x is 3.7"),
+    ],
+)
+def test_check_kernel_refuses_a_dim_that_is_not_a_positive_int(shape: Any, message: str) -> None:
+    """Before: `shapes=[{"M": 3.7, ...}]` checked M = 3, and True checked M = 1."""
+    with pytest.raises(ValueError, match="positive int") as info:
+        sk.testing.check_kernel(scaled_with_reference, shapes=[shape], dtypes=["float32"])
+    assert message in str(info.value)
+    three: Any = np.int64(3)  # a numpy int is an int here, as elsewhere in statickernel
+    ok = sk.testing.check_kernel(
+        scaled_with_reference, shapes=[{"M": three, "N": 8}], dtypes=["float32"]
+    )
+    assert ok[0].shapes == ((3, 8),)
+
+
+@sk.kernel(tile={"M": "BM"}, backend="interpret", reference=lambda x: 2 * x)
+def scaled_with_reference(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return 2 * sk.load(x)
+
+
+@pytest.mark.parametrize("shape", [(3, -4), (3.5, 4), (True, 4)])
+def test_uniform_reference_refuses_a_dim_that_is_not_a_size(shape: Any) -> None:
+    """Before: `sk.uniform_reference(1, (3, -4))` returned a (3, 0) array, and (3.5, 4) a
+    (3, 4) one."""
+    with pytest.raises(ValueError, match="non-negative int"):
+        sk.uniform_reference(1, shape)
+    with pytest.raises(ValueError, match="non-negative int"):
+        sk.random_bits_reference(1, shape)
+    three: Any = np.int64(3)
+    assert sk.uniform_reference(1, (three, 0)).shape == (3, 0)
+
+
+@pytest.mark.parametrize(
+    "tolerance",
+    [
+        {"rtol": float("nan")},
+        {"atol": float("nan")},
+        {"rtol": float("inf")},
+        {"atol": -1.0},
+        {"rtol": -1e-3, "atol": 1e-3},
+    ],
+    ids=["nan-rtol", "nan-atol", "inf-rtol", "negative-atol", "negative-rtol"],
+)
+def test_check_kernel_refuses_a_tolerance_that_is_not_a_finite_non_negative_number(
+    tolerance: dict[str, Any],
+) -> None:
+    """Before: a NaN (or infinite) tolerance passed any reference, and a negative one failed a
+    correct kernel at every case."""
+    wrong = lambda x: 3 * x  # noqa: E731
+    with pytest.raises(ValueError, match="finite number >= 0") as info:
+        sk.testing.check_kernel(scaled_with_reference, reference=wrong, **tolerance)
+    assert next(iter(tolerance)) in str(info.value)
+    case = sk.testing.probe_cases(scaled_with_reference)[0]
+    with pytest.raises(ValueError, match="finite number >= 0"):
+        sk.testing.run_case(scaled_with_reference, case, **tolerance)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_check_kernel_refuses_a_seed_that_is_not_a_non_negative_int(seed: Any) -> None:
+    """Before: seed=-1 failed a correct kernel at every case with numpy's "expected
+    non-negative integer"."""
+    with pytest.raises(ValueError, match="seed"):
+        sk.testing.check_kernel(scaled_with_reference, seed=seed)
+    case = sk.testing.probe_cases(scaled_with_reference)[0]
+    with pytest.raises(ValueError, match="seed"):
+        sk.testing.check_case(scaled_with_reference, case, seed=seed)

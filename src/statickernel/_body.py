@@ -165,7 +165,9 @@ def trace_body(
             for n, v in zip(names, values, strict=True)
         }
         with tracing(context):
-            return spec.fn(**tiles, **consts)
+            out = spec.fn(**tiles, **consts)
+        _check_result_structure(spec, out)
+        return out
 
     avals = [jax.ShapeDtypeStruct(block_shapes[n], dtypes[n]) for n in names]
     try:
@@ -451,6 +453,54 @@ def _used_vars(jaxpr: Any) -> set[Any]:
 
 def _aval(aval: Any) -> tuple[tuple[int, ...], str]:
     return tuple(int(d) for d in aval.shape), str(aval.dtype)
+
+
+def _is_tile(value: Any) -> bool:
+    return jax.tree_util.treedef_is_leaf(jax.tree.structure(value)) and value is not None
+
+
+def _check_result_structure(spec: KernelSpec, out: Any) -> None:
+    """The body's return against the declared results: one tile, or a tuple of tiles.
+
+    The results are matched by position once the return is flattened, so another structure
+    would be matched silently in its flattened order (a dict's is sorted by key). A count
+    that differs is left to `check_outputs`, which says so."""
+    if len(jax.tree.leaves(out)) != len(spec.results):
+        return
+    if spec.result_is_tuple:
+        if isinstance(out, tuple | list) and all(_is_tile(v) for v in out):
+            return
+        n = len(spec.results)
+        expected = f"a tuple of {n} tile{'s' if n != 1 else ''}, one per declared result in order"
+        fix = f"return a tuple, ({', '.join(r.name for r in spec.results)})"
+    else:
+        if _is_tile(out):
+            return
+        expected = "one tile, as the result is not a tuple"
+        fix = "return the result's tile itself, not a container holding it"
+    raise ResultMismatchError(
+        "the body returns a value whose structure differs from the declared results",
+        kernel=spec.name,
+        where=spec.location,
+        expected=expected,
+        actual=_structure_text(out),
+        fix=fix + "; the declared results are matched by position",
+    )
+
+
+def _structure_text(value: Any) -> str:
+    """A returned value's structure: containers spelled out, tiles as their dtype and shape."""
+    if isinstance(value, dict):
+        items = ", ".join(f"{k!r}: {_structure_text(v)}" for k, v in value.items())
+        return f"dict {{{items}}}"
+    if isinstance(value, tuple | list):
+        items = ", ".join(_structure_text(v) for v in value)
+        return f"{type(value).__name__} ({items})"
+    if value is None:
+        return "None"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{value.dtype}{list(value.shape)}"
+    return type(value).__name__
 
 
 def _user_line(eqn: Any) -> tuple[str | None, str]:

@@ -2,6 +2,7 @@
 become ShapeDtypeStructs and constant overrides, and `FILE.py:KERNEL` becomes the kernel."""
 
 import ast
+import contextlib
 import dataclasses
 import re
 from collections.abc import Sequence
@@ -10,6 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from . import _hardware as hw
 from ._cli_parser import UsageError
 from ._discover import TargetError, load_target
 from ._errors import StaticKernelError
@@ -42,6 +44,7 @@ _ARG_PATTERN = re.compile(
     r"^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<dtype>\w+)\s*\[(?P<dims>\s*(?:\d+\s*(?:,\s*\d+\s*)*)?)\]\s*$"
 )
 _CONST_PATTERN = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*=(?P<value>.+)$")
+_NOT_A_LITERAL = object()
 
 
 # --- parsing operands and constants -----------------------------------------------------------
@@ -69,12 +72,18 @@ def parse_operand(text: str) -> OperandArg:
         )
     dtype = DTYPE_ALIASES.get(match["dtype"], match["dtype"])
     try:
-        dtype = jnp.dtype(dtype).name
+        dtype = jnp.dtype(dtype)
     except TypeError:
+        dtype = None
+    # numpy also parses codes of dtypes that hold no numbers (V8, U4, O, M8), which jax
+    # cannot make arrays of.
+    if dtype is None or not (jnp.issubdtype(dtype, jnp.number) or dtype == jnp.bool_):
+        aliases = ", ".join(f"{short} ({name})" for short, name in DTYPE_ALIASES.items())
         raise UsageError(
-            f"--arg {text!r}: {match['dtype']!r} is not a dtype; use e.g. float32, bfloat16, "
-            "float16 or int32"
-        ) from None
+            f"--arg {text!r}: {match['dtype']!r} is not a dtype an operand can have; a kernel "
+            f"takes {', '.join(hw.SUPPORTED_DTYPES)}, also written {aliases}"
+        )
+    dtype = dtype.name
     # `DTYPE[]` is a scalar (0-d) operand, such as a seed.
     shape = tuple(int(n) for n in match["dims"].split(",")) if match["dims"].strip() else ()
     return OperandArg(match["name"], dtype, shape)
@@ -82,11 +91,11 @@ def parse_operand(text: str) -> OperandArg:
 
 def parse_const(text: str) -> tuple[str, Any]:
     match = _CONST_PATTERN.match(text)
-    try:
-        value = ast.literal_eval(match["value"].strip()) if match else None
-    except (ValueError, SyntaxError):
-        value = None
-    if match is None or value is None:
+    # None is a value too, for an optional constant (`sm_scale: sk.Const[float | None]`).
+    value: Any = _NOT_A_LITERAL
+    with contextlib.suppress(ValueError, SyntaxError):
+        value = ast.literal_eval(match["value"].strip()) if match else _NOT_A_LITERAL
+    if match is None or value is _NOT_A_LITERAL:
         raise UsageError(
             f"--const {text!r} is not NAME=VALUE with a Python literal value; for example "
             "--const BM=128 or --const eps=1e-6"

@@ -7,6 +7,7 @@ they need when they run.
 
 import argparse
 import enum
+import math
 from typing import Any
 
 from ._backend import BACKENDS
@@ -53,6 +54,31 @@ class _ShowVersion(argparse.Action):
         del args
         print(_version())
         parser.exit()
+
+
+def _seed(text: str) -> int:
+    """`--seed`: an int >= 0, numpy's seeds (a negative one would fail every case)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed: give an int >= 0, e.g. 1")
+    return seed
+
+
+def _tolerance(text: str) -> float:
+    """`--rtol` and `--atol`: a finite number >= 0. A NaN or infinite tolerance would pass any
+    result, and a negative one fail every case."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a tolerance: give a finite number >= 0, e.g. 1e-3"
+        )
+    return value
 
 
 def _version() -> str:
@@ -250,7 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype float16",
     )
     test.add_argument(
-        "--seed", type=int, default=0, help="the random data's seed (default 0), e.g. --seed 1"
+        "--seed",
+        type=_seed,
+        default=0,
+        help="the random data's seed (default 0), e.g. --seed 1",
     )
     test.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
     test.add_argument(
@@ -264,14 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     test.add_argument(
         "--rtol",
-        type=float,
+        type=_tolerance,
         default=None,
         help="the allowed error relative to |want|, replacing the tolerance derived from the "
         "dtypes: an element fails when |got - want| > atol + rtol * |want|; e.g. --rtol 1e-3",
     )
     test.add_argument(
         "--atol",
-        type=float,
+        type=_tolerance,
         default=None,
         help="the allowed abs error, replacing the derived one (with only one of --rtol and "
         "--atol, the other is 0); e.g. --atol 1e-4",

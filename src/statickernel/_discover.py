@@ -20,6 +20,7 @@ from ._spec import display_path
 
 __all__ = [
     "FoundKernel",
+    "ModuleExitError",
     "ModuleResult",
     "TargetError",
     "discover",
@@ -38,6 +39,27 @@ _RENAMED = itertools.count()
 
 class TargetError(Exception):
     """A path, module or `file.py:name` target that does not name what it should."""
+
+
+class ModuleExitError(Exception):
+    """A module called `sys.exit()` (raised SystemExit) while it was imported."""
+
+    def __init__(self, code: object) -> None:
+        self.code = code
+        super().__init__(
+            f"the module called sys.exit({code!r}) while it was imported, so its kernels "
+            'cannot be checked; put the code that exits under `if __name__ == "__main__":`'
+        )
+
+
+def _run_import(load: Callable[[], ModuleType]) -> ModuleType:
+    """`load()`, with a SystemExit of the module's turned into a ModuleExitError: the exit is
+    the module's, not the command's, and would otherwise end the command with its code (0 for
+    `sys.exit()`) before anything is reported. KeyboardInterrupt still interrupts."""
+    try:
+        return load()
+    except SystemExit as exc:
+        raise ModuleExitError(exc.code) from exc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +168,7 @@ def kernels_in(module: ModuleType) -> tuple[FoundKernel, ...]:
 
 def _import_one(source: str, load: Callable[[], ModuleType]) -> ModuleResult:
     try:
-        module = load()
+        module = _run_import(load)
     except Exception as exc:  # reported per module, so one bad module does not stop the rest
         return ModuleResult(source, error=exc)
     return ModuleResult(source, kernels_in(module))
@@ -197,7 +219,8 @@ def load_target(target: str) -> tuple[str, Kernel]:
     """Resolves `path/to/file.py:name` or `package.module:name` to the kernel it names.
 
     Raises TargetError for a malformed target, a missing file or module, or a name that is not
-    a kernel; the target's own import errors (e.g. a declaration error) propagate unchanged.
+    a kernel; the target's own import errors (e.g. a declaration error) propagate unchanged,
+    and its `sys.exit()` as a ModuleExitError.
     """
     where, sep, name = target.rpartition(":")
     if not sep or not where or not name:
@@ -209,10 +232,10 @@ def load_target(target: str) -> tuple[str, Kernel]:
     if where.endswith(".py") or path.exists():
         if not path.is_file():
             raise TargetError(f"{where}: no such file")
-        module = import_path(path)
+        module = _run_import(lambda: import_path(path))
     elif _looks_like_module(where):
         _check_module_exists(where)
-        module = importlib.import_module(where)
+        module = _run_import(lambda: importlib.import_module(where))
     else:
         raise TargetError(f"{where}: no such file or module")
     if not hasattr(module, name):

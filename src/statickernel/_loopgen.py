@@ -123,9 +123,12 @@ def loop_statements(
     grid: Expr = Const((loop.steps,))
     if block.stop is not None:
         # The blocks before `stop`, at least one and at most all of them: a traced trip count.
+        # A stop past the last block's start is first brought down to one past it, which
+        # walks them all too, so that rounding up to whole blocks cannot overflow int32.
         stop_steps = Name(f"{name}_steps")
+        stop = call("lax.min", block.stop, Const((loop.steps - 1) * loop.block + 1))
         blocks = call(
-            "lax.div", BinOp(Operator.ADD, block.stop, Const(loop.block - 1)), Const(loop.block)
+            "lax.div", BinOp(Operator.ADD, stop, Const(loop.block - 1)), Const(loop.block)
         )
         bounded = call("lax.max", call("lax.min", blocks, Const(loop.steps)), Const(1))
         lines.append(

@@ -30,6 +30,8 @@ from ._where import call_site
 
 __all__ = ["dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
 
+_INT32 = jnp.iinfo(jnp.int32)
+
 
 def _active_loops() -> tuple[str, ...]:
     context = _trace_context.current()
@@ -133,10 +135,11 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None) 
     `jnp.zeros((BM, BN), jnp.float32)` for a matmul accumulator or a tuple of per-row vectors.
     Returns the carry after the last block. Blocks past the dim's edge read each load's fill.
 
-    `stop`, an int or an int32 scalar of the block (`sk.position("M").max() + 1`), ends the loop
-    early: the blocks of `axis` that lie wholly at or past it are skipped, loads and all, and
-    at least the first block is always walked. The step still sees the positions at or past
-    `stop` in the last block it walks: mask them as the computation needs (a causal mask does).
+    `stop`, an int or an integer scalar of the block (`sk.position("M").max() + 1`), ends the
+    loop early: the blocks of `axis` that lie wholly at or past it are skipped, loads and all,
+    and at least the first block is always walked; a stop past the dim walks it all, however
+    wide its dtype. The step still sees the positions at or past `stop` in the last block it
+    walks: mask them as the computation needs (a causal mask does).
     """
     _check_axis("sk.loop", axis)
     stops = _stop_operand(axis, stop)
@@ -198,7 +201,18 @@ def _stop_operand(axis: str, stop: Any) -> list[Any]:
             actual=f"{type(stop).__name__} {list(shape)}",
             fix="pass the position the loop ends at, one past its last element",
         )
-    return [jnp.asarray(stop, jnp.int32)]
+    # The trip count is int32 math: a wider stop is clamped into int32 first, not wrapped
+    # (a uint32 2**32 - 1 would become -1 and walk one block). Any stop past the dim walks
+    # it all, so the clamp changes no result.
+    if isinstance(stop, int):
+        return [jnp.asarray(min(max(stop, _INT32.min), _INT32.max), jnp.int32)]
+    stop = jnp.asarray(stop)
+    bits = jnp.iinfo(stop.dtype)
+    if bits.min < _INT32.min:
+        stop = jnp.maximum(stop, _INT32.min)
+    if bits.max > _INT32.max:
+        stop = jnp.minimum(stop, _INT32.max)
+    return [stop.astype(jnp.int32)]
 
 
 def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _hardware as hw
 from ._kernel import Kernel
@@ -186,14 +187,27 @@ def _operand_shapes(spec: KernelSpec, shape: ShapeSpec) -> tuple[tuple[int, ...]
                 f"kernel `{spec.name}`: the shape {dict(shape)} does not size dim(s) "
                 f"{', '.join(missing)}"
             )
-        return tuple(tuple(int(shape[d]) for d in o.dims) for o in spec.operands)
-    shapes = tuple(tuple(int(n) for n in s) for s in shape)
-    if len(shapes) != len(spec.operands):
+        sizes = {d: _dim_size(spec, f"dim {d}", shape[d]) for d in spec.dim_names()}
+        return tuple(tuple(sizes[d] for d in o.dims) for o in spec.operands)
+    if len(shape) != len(spec.operands):
         raise ValueError(
             f"kernel `{spec.name}` takes {len(spec.operands)} operand(s) "
-            f"({', '.join(o.name for o in spec.operands)}) but {len(shapes)} shape(s) were given"
+            f"({', '.join(o.name for o in spec.operands)}) but {len(shape)} shape(s) were given"
         )
-    return shapes
+    return tuple(
+        tuple(_dim_size(spec, f"dim {i} of operand {o.name}", n) for i, n in enumerate(s))
+        for o, s in zip(spec.operands, shape, strict=True)
+    )
+
+
+def _dim_size(spec: KernelSpec, what: str, size: Any) -> int:
+    """A given dim size as an int: int() would take 3.7 as 3 and True as 1."""
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+        raise ValueError(
+            f"kernel `{spec.name}`: {what} is {size!r}, but a shape to check takes a positive "
+            f"int for each dim (e.g. 100)"
+        )
+    return int(size)
 
 
 def shapes_text(shapes: Sequence[tuple[int, ...]]) -> str:

@@ -145,10 +145,16 @@ def _seed_on_host(seed: Any) -> jax.Array:
 
 
 def _shape_2d(shape: Sequence[int]) -> tuple[int, int]:
-    dims = tuple(int(n) for n in shape)
+    dims = tuple(shape)
     if len(dims) != 2:
         raise ValueError(f"the shape must be (rows, cols), not {shape!r}")
-    return dims[0], dims[1]
+    # int() would take 3.5 as 3, and jnp.arange(-4) is empty: a wrong shape, not an error.
+    for n in dims:
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+            raise ValueError(
+                f"the shape {shape!r} has the dim {n!r}: each dim must be a non-negative int"
+            )
+    return int(dims[0]), int(dims[1])
 
 
 def random_bits_reference(seed: Any, shape: Sequence[int]) -> jax.Array:

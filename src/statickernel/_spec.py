@@ -497,7 +497,22 @@ def _stage_spec(
     """The pipeline's stage count: a named int constant, a fixed int, or `stages` if declared."""
     names = {c.name: c for c in consts}
     if stages is None:
-        return "stages" if "stages" in names and names["stages"].counts_stages else 2
+        if "stages" not in names:
+            return 2
+        # The name means the stage count: one of another type would be silently ignored.
+        if not names["stages"].counts_stages:
+            declared = names["stages"]
+            raise ConstantError(
+                "constant `stages` is the pipeline's stage count, which is an int",
+                **err,
+                constant="stages",
+                expected="sk.Const[int] or sk.Const[int | None] (None fits the stages to "
+                "shared memory)",
+                actual=f"sk.Const[{declared.type.__name__}{' | None' if declared.optional else ''}]",
+                fix="annotate it `stages: sk.Const[int] = 2`, or rename it if it means "
+                "something else",
+            )
+        return "stages"
     if isinstance(stages, bool) or not isinstance(stages, int | str):
         raise ConstantError(
             "stages= must name an int constant or be a positive int",

@@ -112,6 +112,7 @@ def run_case(
     `rtol` and `atol` replace the tolerance derived from the dtypes: an element fails when
     |got - want| > atol + rtol * |want|; when only one is given, the other is 0.
     """
+    _check_settings(seed, rtol, atol)
     chosen = backend or kernel.backend or default_backend()
     facts: dict[str, Any] = dict(
         kernel=kernel.spec.name,
@@ -166,6 +167,22 @@ def check_case(
             f"at {case.describe()}:\n" + format_results([result])
         )
     return result
+
+
+def _check_settings(seed: Any, rtol: Any, atol: Any) -> None:
+    """Raises ValueError for a seed or tolerance that would decide every case by itself: a NaN
+    or infinite tolerance passes any result, a negative one fails a correct kernel."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed={seed!r}: the seed must be an int >= 0, e.g. seed=1")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if value is None:
+            continue
+        number = isinstance(value, int | float | np.integer | np.floating)
+        if isinstance(value, bool) or not number or not math.isfinite(value) or value < 0:
+            raise ValueError(
+                f"{name}={value!r}: a tolerance must be a finite number >= 0, e.g. {name}=1e-3 "
+                "(or None for the one derived from the dtypes)"
+            )
 
 
 def _no_reference(kernel: Kernel) -> str:
