@@ -553,7 +553,8 @@ class _Generator:
             body.append(
                 Comment(
                     f"`{op.name}`: one partial {cross.combine} per block; combined here, in a "
-                    "fixed order."
+                    "fixed order"
+                    + (f", then a {cross.outer} over {cross.kept}." if cross.outer else ".")
                 )
             )
             body.append(Assign((Name(op.name),), combined(cross, outs[cross.index], len(op.batch))))

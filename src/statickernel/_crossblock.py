@@ -246,8 +246,9 @@ def partial_plans(
         notes.append(
             f"`{cross.name}` lacks the tiled dim {', '.join(cross.lacks)}: {who} "
             f"a partial {cross.combine} along {cross.kept} ({count:,} x "
-            f"{op.shape[-1]:,} {op.dtype}); one {cross.combine} after the launch combines them, "
-            "in a fixed order (deterministic)"
+            f"{op.shape[-1]:,} {op.dtype}); one {cross.combine} after the launch combines them"
+            + (f", then a {cross.outer} over {cross.kept}" if cross.outer is not None else "")
+            + ", in a fixed order (deterministic)"
         )
     return tuple(plans), tuple(notes)
 
