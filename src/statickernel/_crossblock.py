@@ -4,19 +4,23 @@ A result without a tiled dim (a scalar loss, or the per-column `dw` of a norm's 
 when the rows are tiled) is a reduction over values that every block along that dim holds a
 part of. No block can write it alone, so:
 
-1. each block writes its *partial* once: the body's last reduction, stopped at a vector
-   (the block reduces its tile to a per-row or per-column vector, as Mosaic GPU can);
+1. each block writes its *partial* once: its part of the body's reduction over the lacking
+   dims, stopped at a vector (the block reduces its tile to a per-row or per-column vector,
+   as Mosaic GPU can);
 2. the partials go to an array with one entry per block along the lacking dims (a grid
    step narrows it to its entry, as it does a batch dim);
 3. the generated wrapper reduces the partials with one XLA reduction, then applies what the
-   body did after its reduction (a scale by a constant, a cast).
+   body did after its reduction (a scale by a constant, a cast). Where the body's last
+   reduction reduces the vector of an earlier, different one (a sum of column maxes), the
+   wrapper combines the blocks' vectors with the earlier one, applies the casts and scales
+   between the two, then reduces the kept dim with the last one.
 
 Every partial is written once and combined in a fixed order, so the result is the same, bit
 for bit, on every call: no atomics.
 
-The body's result must therefore end in a sum, max or min over the lacking dims, followed
-only by casts (and, after a sum, multiplications or divisions by constants); anything else
-cannot be split into blocks and is refused at the declaration with a fix.
+Which reduction's partials the blocks write, and which bodies cannot be split into blocks
+and are refused at the declaration, is `_crossblock_trace`'s; this module plans the partials
+and writes their combination.
 """
 
 import dataclasses
