@@ -99,22 +99,22 @@ class _Analysis:
             lhs, rhs = inputs
             contract = tuple(eqn.param("contract"))
             summed = lhs.dims[contract[0]] if len(lhs.dims) == 2 else None
-            dims = (
+            product = (
                 lhs.dims[1 - contract[0]] if len(lhs.dims) == 2 else None,
                 rhs.dims[1 - contract[1]] if len(rhs.dims) == 2 else None,
             )
-            over = ((summed, eqn),) if summed in self.tiled else ()
-            return ValueFacts(self.framed(dims, shape), _union(partial, over))
+            over = ((summed, eqn),) if summed is not None and summed in self.tiled else ()
+            return ValueFacts(self.framed(product, shape), _union(partial, over))
         if eqn.prim == "sk_position":
             return ValueFacts((str(eqn.param("dim")),))
         if eqn.prim == "broadcast_in_dim":
             (source,) = inputs[:1]
             spread = tuple(eqn.param("broadcast_dimensions"))
-            dims: list[str | None] = [None] * len(shape)
+            spread_dims: list[str | None] = [None] * len(shape)
             for axis_in, axis_out in enumerate(spread):
                 if axis_in < len(source.dims):
-                    dims[axis_out] = source.dims[axis_in]
-            return ValueFacts(self.framed(tuple(dims), shape), partial)
+                    spread_dims[axis_out] = source.dims[axis_in]
+            return ValueFacts(self.framed(tuple(spread_dims), shape), partial)
         if eqn.prim in SHAPE_OPS:
             return ValueFacts(self.reshaped(inputs[0], eqn.inputs[0], shape), partial)
         # Elementwise: jnp has made the shapes equal (with broadcast_in_dim) before.
