@@ -17,8 +17,8 @@ or be refused at the declaration with `sk.CrossBlockResultError`. A refusal must
 `blockwise` runs the body on each block alone and combines the blocks' results with the
 result's last reduction, which is what reducing across blocks without following the body's
 reductions computes; on a shape of several blocks along each tiled dim that combination must
-differ from the whole-array value, unless every reduction of the body is a max or a min, where
-an order-preserving op can make it agree by chance (a scaled max, which the rule refuses).
+differ from the whole-array value, unless every reduction over a tiled dim is a max or a min,
+where an order-preserving op can make it agree (a scaled max, which the rule refuses).
 """
 
 import dataclasses
@@ -88,7 +88,7 @@ class Composition:
     operands: tuple[str, ...]  # "x", and "w" (along N) and "r" (along M) when loaded
     results: tuple[str, ...]  # each result's dims: "", "M" or "N"
     lasts: tuple[str, ...]  # each result's last reduction: "sum", "max" or "min"
-    order_only: bool  # every reduction of the body is a max or a min
+    order_only: bool  # every reduction over a tiled dim is a max or a min
     m: int
     n: int
     seed: int
@@ -118,29 +118,32 @@ def compositions(draw: Any) -> Composition:
     first = draw(st.sampled_from([*REDUCTIONS, "sum", "mean"]))
     axis = draw(st.sampled_from([0, 1, (0, 1)]))
     lines.append("u = " + _reduce(draw, first, "t", axis))
-    reductions = [first]
+    reduced = {"M"} if axis == 0 else {"N"} if axis == 1 else {"M", "N"}
+    # The reductions over tiled dims, which the blocks hold parts of.
+    reductions = [first] if reduced & set(tiled) else []
     results: list[str] = []
     lasts: list[str] = []
     if axis == (0, 1):
         value, last, kept = "u", first, ""
     else:
         kept = "N" if axis == 0 else "M"
-        reduced = "M" if axis == 0 else "N"
         # A vector result must lack the dim it reduced, or it is an ordinary block result.
-        vector_result = reduced in tiled and draw(st.booleans())
+        vector_result = bool(reduced & set(tiled)) and draw(st.booleans())
         if vector_result:
             value, last = "u", first
         else:
             op = draw(st.sampled_from(VECTOR_OPS))
             if "other" in op:
                 other = draw(st.sampled_from(REDUCTIONS))
-                reductions.append(other)
+                if reduced & set(tiled):
+                    reductions.append(other)
                 lines.append("other = " + _reduce(draw, other, "t", axis))
             if "along" in op:
                 lines.append(f"along = {'wv' if kept == 'N' else 'rv'}")
             lines.append("s = " + op.format(u="u"))
             last = draw(st.sampled_from([*REDUCTIONS, "sum", "mean"]))
-            reductions.append(last)
+            if kept in tiled:
+                reductions.append(last)
             lines.append("total = " + _reduce(draw, last, "s", 0))
             value, kept = "total", ""
     dim = draw(st.sampled_from(["M", "N"]))

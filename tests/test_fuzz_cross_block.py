@@ -9,8 +9,8 @@ runs in the Mosaic GPU interpreter at the drawn shape and at one of two blocks a
 along each tiled dim, and must match the whole-array body within float32 rounding. A refused
 one must be refused for a reason: combining the blocks' own results with the result's last
 reduction, what a combination that ignores the body's other reductions gives, must differ from
-the whole-array value (see `cross_block_fuzz.blockwise`), unless every reduction is a max or a
-min. Any other exception, a refusal of another class, or one at the call, fails the case.
+the whole-array value (see `cross_block_fuzz.blockwise`), unless every reduction over a tiled
+dim is a max or a min. Any other exception, a refusal of another class, or one at the call, fails the case.
 
 CROSS_BLOCK_FUZZ_EXAMPLES sets the number of cases (default 60); the run is derandomized.
 """
