@@ -7,6 +7,7 @@ plan and the generated wrapper are checked, the combination is deterministic, an
 mosaic_gpu backend cross-lowers.
 """
 
+import linecache
 from collections.abc import Callable
 from typing import Any
 
@@ -422,3 +423,156 @@ def test_a_persistent_ctas_partials_are_one_a_cta() -> None:
     assert "result1_gmem = result1_gmem.at[cta]" in source
     lowered = one_pass_norm_backward.with_backend("mosaic_gpu").lower(*args)
     assert "mosaic_gpu" in lowered.as_text()
+
+
+# --- a reduction of the blocks' partial reductions ----------------------------------------------
+# The body's last reduction reduces the vector of another over the tiled dim: the blocks'
+# partials of that one are combined first, then the ops between the two and the last one run
+# after the launch. One combination of everything would sum each block's column maxes.
+
+
+@sk.kernel(tile={"M": "BM"}, reference=lambda x: jnp.sum(jnp.max(x, axis=0)))
+def sum_of_column_maxes(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, ""]:
+    return sk.sum(sk.max(sk.load(x, fill=-jnp.inf), axis=0), axis=0)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=lambda x: jnp.max(jnp.sum(x, axis=0)))
+def max_of_column_sums(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, ""]:
+    return sk.max(sk.sum(sk.load(x), axis=0), axis=0)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, reference=lambda x: jnp.min(jnp.sum(x, axis=1)))
+def min_of_row_sums(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> Float[Array, ""]:
+    # N is tiled: each block along N holds its part of every row's sum.
+    return sk.min(sk.sum(sk.load(x), axis=1), axis=0)
+
+
+@sk.kernel(
+    tile={"M": "BM", "N": "BN"},
+    reference=lambda x: jnp.sum(jnp.max(x, axis=0) * -2.0) / x.shape[1],
+)
+def mean_of_scaled_column_maxes(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> Float[Array, ""]:
+    return sk.sum(sk.max(sk.load(x, fill=-jnp.inf), axis=0) * -2.0, axis=0) / sk.dim("N")
+
+
+@sk.kernel(tile={"M": "BM"}, reference=lambda x: jnp.mean(jnp.sum(x, axis=0)))
+def mean_of_column_sums(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, ""]:
+    # A mean over the whole N divides by N's true size: it is no mean over the block.
+    return jnp.mean(sk.sum(sk.load(x), axis=0))
+
+
+COMPOSED: dict[str, sk.Kernel[..., Any]] = {
+    "sum_of_column_maxes": sum_of_column_maxes,
+    "max_of_column_sums": max_of_column_sums,
+    "min_of_row_sums": min_of_row_sums,
+    "mean_of_scaled_column_maxes": mean_of_scaled_column_maxes,
+    "mean_of_column_sums": mean_of_column_sums,
+}
+COMPOSED_SHAPES = ("aligned", "ragged", "primes", "below-one-block")
+
+
+@pytest.mark.parametrize("shape", [SHAPES[s] for s in COMPOSED_SHAPES], ids=COMPOSED_SHAPES)
+@pytest.mark.parametrize("name", list(COMPOSED))
+def test_a_reduction_of_partial_reductions_matches_jnp(name: str, shape: tuple[int, int]) -> None:
+    kernel = COMPOSED[name]
+    x = _operand(name, shape, seed=7)
+    assert kernel.reference is not None
+    _assert_matches(kernel(x), kernel.reference(x), jnp.float32)
+
+
+def test_the_blocks_partials_are_combined_before_the_outer_reduction() -> None:
+    x = jax.ShapeDtypeStruct((300, 130), jnp.float32)
+    (cross,) = sum_of_column_maxes.plan(x).cross_blocks
+    assert cross.combine == "max" and cross.outer == "sum"
+    assert cross.kept == "N" and cross.per_block == ("M",)
+    assert any(
+        "one max after the launch combines them, then a sum over N" in note
+        for note in (sum_of_column_maxes.plan(x).notes)
+    )
+    flat = "".join(sum_of_column_maxes.emit(x).split())
+    assert "jnp.sum(jnp.max(result[:,:130],axis=(0,)),axis=(0,))" in flat
+    # The scale between the reductions runs on the combined maxes; the mean's division last.
+    flat = "".join(mean_of_scaled_column_maxes.emit(x).split())
+    assert "lax.div(jnp.sum(lax.mul(jnp.max(result" in flat
+
+
+def test_a_reduction_of_partial_reductions_keeps_the_row_form() -> None:
+    """At model widths each CTA adds up its rows' maxes; the CTAs' are combined, then summed."""
+    x = jax.random.normal(jax.random.key(5), (1001, 4096), jnp.float32).astype(jnp.bfloat16)
+    assert sum_of_column_maxes.plan(x).form is sk.Form.ROWS
+    want = jnp.sum(jnp.max(x.astype(jnp.float32), axis=0))
+    np.testing.assert_allclose(np.asarray(sum_of_column_maxes(x), np.float32), want, rtol=2e-2)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "dtype"),
+    [
+        ("sum_of_column_maxes", (1001, 4096), jnp.bfloat16),
+        ("max_of_column_sums", (999, 256), jnp.float32),
+        ("min_of_row_sums", (300, 1000), jnp.float32),
+        ("mean_of_scaled_column_maxes", (1000, 4096), jnp.float32),
+    ],
+)
+def test_a_reduction_of_partial_reductions_cross_lowers(
+    name: str, shape: tuple[int, int], dtype: Any
+) -> None:
+    assert "mosaic_gpu" in _lower(COMPOSED[name], (shape, dtype))
+
+
+def _refused_at(
+    body: Callable[..., Any], marker: str, tile: dict[str, str] | None = None
+) -> sk.CrossBlockResultError:
+    """The refusal at the declaration, which names the kernel and the line holding `marker`."""
+    with pytest.raises(sk.CrossBlockResultError) as info:
+        sk.kernel(tile=tile or {"M": "BM"})(body)
+    error = info.value
+    assert error.kernel == body.__name__ and error.operand == "result" and error.fix
+    path, line = str(error.where).rsplit(":", 1)
+    assert path.endswith("test_cross_block.py")
+    assert marker in linecache.getline(__file__, int(line)), error
+    return error
+
+
+def test_exp_of_partial_column_sums_is_refused() -> None:
+    def sum_exp(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, ""]:
+        return sk.sum(jnp.exp(sk.sum(sk.load(x), axis=0)), axis=0)  # @exp
+
+    error = _refused_at(sum_exp, "# @exp")
+    assert error.dim == "M" and "`exp`" in str(error.actual)
+    assert 'Float[Array, " N"]' in str(error.fix) and "tile=" in str(error.fix)
+
+
+def test_a_square_of_partial_row_sums_is_refused() -> None:
+    def sum_of_squares(
+        x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+    ) -> Float[Array, ""]:
+        s = sk.sum(sk.load(x), axis=1)
+        return sk.sum(s * s, axis=0)  # @square
+
+    error = _refused_at(sum_of_squares, "# @square", {"M": "BM", "N": "BN"})
+    assert error.dim == "N" and "`mul`" in str(error.actual)
+
+
+def test_a_block_minus_its_own_column_max_is_refused() -> None:
+    def centred(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+        v = sk.load(x)
+        top = sk.max(v, axis=0)  # @partial-max
+        return sk.sum(v - top[None, :], axis=0)
+
+    error = _refused_at(centred, "# @partial-max")
+    assert error.dim == "M" and "reduce_max" in str(error.actual)
+
+
+def test_a_vector_every_block_holds_whole_is_not_summed() -> None:
+    def weights_total(
+        x: Float[Array, "M N"], w: Float[Array, " N"], *, BM: sk.Const[int] = 64
+    ) -> Float[Array, ""]:
+        del x
+        return sk.sum(sk.load(w), axis=0)  # @whole
+
+    error = _refused_at(weights_total, "# @whole")
+    assert error.dim == "M" and "once a block" in error.what

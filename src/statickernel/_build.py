@@ -24,13 +24,8 @@ from ._binding import Binding
 from ._body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from ._codegen import generate_source
 from ._cost import plan_cost
-from ._crossblock import (
-    CrossBlock,
-    accumulated_rows,
-    cross_block_results,
-    partial_plans,
-    partial_specs,
-)
+from ._crossblock import CrossBlock, accumulated_rows, partial_plans, partial_specs
+from ._crossblock_trace import cross_block_results
 from ._errors import (
     ErrorContext,
     LoopOperandError,
@@ -138,7 +133,7 @@ def _compile(
     result_dtypes = check_outputs(
         spec, trace, result_blocks, spec.location, sizes if phase is Phase.CALL else {}
     )
-    trace, crosses = cross_block_results(spec, trace, logical, sizes)
+    trace, crosses = cross_block_results(spec, trace, sizes)
     if declared is None:
         bound = {name: dtypes[0] for name, dtypes in options.items()}
     else:  # at the declaration, shared memory is counted with the widest dtypes allowed

@@ -550,12 +550,9 @@ class _Generator:
         outs = [_unpadded(op, plan.row_frame is not None) for op in plan.results]
         for cross in plan.cross_blocks:
             op = plan.results[cross.index]
-            body.append(
-                Comment(
-                    f"`{op.name}`: one partial {cross.combine} per block; combined here, in a "
-                    "fixed order."
-                )
-            )
+            then = f", then a {cross.outer} over {cross.kept}" if cross.outer else ""
+            what = f"one partial {cross.combine} per block; combined here, in a fixed order"
+            body.append(Comment(f"`{op.name}`: {what}{then}."))
             body.append(Assign((Name(op.name),), combined(cross, outs[cross.index], len(op.batch))))
             outs[cross.index] = Name(op.name)
         if plan.tuple_result:

@@ -4,19 +4,23 @@ A result without a tiled dim (a scalar loss, or the per-column `dw` of a norm's 
 when the rows are tiled) is a reduction over values that every block along that dim holds a
 part of. No block can write it alone, so:
 
-1. each block writes its *partial* once: the body's last reduction, stopped at a vector
-   (the block reduces its tile to a per-row or per-column vector, as Mosaic GPU can);
+1. each block writes its *partial* once: its part of the body's reduction over the lacking
+   dims, stopped at a vector (the block reduces its tile to a per-row or per-column vector,
+   as Mosaic GPU can);
 2. the partials go to an array with one entry per block along the lacking dims (a grid
    step narrows it to its entry, as it does a batch dim);
 3. the generated wrapper reduces the partials with one XLA reduction, then applies what the
-   body did after its reduction (a scale by a constant, a cast).
+   body did after its reduction (a scale by a constant, a cast). Where the body's last
+   reduction reduces the vector of an earlier, different one (a sum of column maxes), the
+   wrapper combines the blocks' vectors with the earlier one, applies the casts and scales
+   between the two, then reduces the kept dim with the last one.
 
 Every partial is written once and combined in a fixed order, so the result is the same, bit
 for bit, on every call: no atomics.
 
-The body's result must therefore end in a sum, max or min over the lacking dims, followed
-only by casts (and, after a sum, multiplications or divisions by constants); anything else
-cannot be split into blocks and is refused at the declaration with a fix.
+Which reduction's partials the blocks write, and which bodies cannot be split into blocks
+and are refused at the declaration, is `_crossblock_trace`'s; this module plans the partials
+and writes their combination.
 """
 
 import dataclasses
@@ -25,21 +29,20 @@ import math
 from collections.abc import Mapping
 
 from . import _hardware as hw
-from ._body import Atom, BodyTrace, Eqn
+from ._body import Atom, BodyTrace
 from ._errors import CrossBlockResultError
 from ._ir import Const, DType, Expr, Kind, Literal, call
-from ._operand import OperandSpec
 from ._operand_plan import OperandPlan
 from ._spec import KernelSpec
 
 __all__ = [
+    "COMBINES",
     "Combine",
     "CrossBlock",
     "PostOp",
     "PostOpKind",
     "accumulated_rows",
     "combined",
-    "cross_block_results",
     "partial_plans",
     "partial_specs",
 ]
@@ -63,7 +66,7 @@ class Combine(enum.StrEnum):
         return {Combine.SUM: "lax.add", Combine.MAX: "lax.max", Combine.MIN: "lax.min"}[self]
 
 
-_COMBINES = {c.primitive: c for c in Combine}
+COMBINES = {c.primitive: c for c in Combine}
 
 
 class PostOpKind(enum.StrEnum):
@@ -104,6 +107,18 @@ class CrossBlock:
     rows_source: str | None = None
     """For a sum, max or min of a tile over its rows alone: the tile's variable, which the
     row form accumulates row by row instead; None otherwise."""
+    outer: Combine | None = None
+    """The body's last reduction, over the kept dim, where it is not `combine` or follows it
+    through other ops (a sum of column maxes): the wrapper then combines the blocks' partials
+    alone, applies `between`, and reduces the kept dim with it. None where one `combine`
+    over the blocks and the kept dim gives the result."""
+    between: tuple[PostOp, ...] = ()
+    """The ops from the partials' reduction to `outer`, in order."""
+
+    @property
+    def last(self) -> Combine:
+        """The body's last reduction: the one `post` follows."""
+        return self.outer or self.combine
 
     @property
     def per_block(self) -> tuple[str, ...]:
@@ -116,226 +131,19 @@ class CrossBlock:
         one per block dim, and the kept dim's when the result lacks it."""
         lead = batch
         axes = list(range(lead, lead + len(self.per_block)))
-        if self.kept not in self.result_dims:
+        if self.kept not in self.result_dims and self.outer is None:
             axes.append(lead + len(self.per_block))
         return tuple(axes)
 
     def check_invariants(self) -> None:
         assert self.lacks and self.kept
         assert len(set(self.lacks)) == len(self.lacks)
-        if self.combine is not Combine.SUM:
+        if self.last is not Combine.SUM:
             assert all(p.kind is PostOpKind.CAST for p in self.post)
-
-
-def cross_block_results(
-    spec: KernelSpec,
-    trace: BodyTrace,
-    logical: Mapping[str, int],
-    sizes: Mapping[str, int],
-) -> tuple[BodyTrace, tuple[CrossBlock, ...]]:
-    """The results that lack a tiled dim, and the trace rewritten to return their partials:
-    the input of the body's last reduction, reduced as far as a vector."""
-    found: list[CrossBlock] = []
-    producers = {out: eqn for eqn in trace.eqns for out in eqn.outputs}
-    uses: dict[str, int] = {}
-    for eqn in trace.eqns:
-        for atom in eqn.inputs:
-            if atom.var is not None:
-                uses[atom.var] = uses.get(atom.var, 0) + 1
-    for atom in trace.outputs:
-        if atom.var is not None:
-            uses[atom.var] = uses.get(atom.var, 0) + 1
-    outputs = list(trace.outputs)
-    eqns = list(trace.eqns)
-    avals = dict(trace.avals)
-    for index, result in enumerate(spec.results):
-        lacks = tuple(d for d in spec.tile_map if d not in result.block_dims)
-        if not lacks:
-            continue
-        chain, reduction, post = _result_chain(spec, result, outputs[index], producers, lacks)
-        combine = _COMBINES[reduction.prim]
-        if combine is not Combine.SUM and any(p.kind is not PostOpKind.CAST for p in post):
-            raise _error(
-                spec,
-                result,
-                reduction,
-                lacks,
-                f"{result.name} scales the {combine} of its blocks; the scale does not commute "
-                "with combining them",
-                "scale the values before the reduction, or the result after the kernel",
-            )
-        source = reduction.inputs[0]
-        assert source.var is not None
-        shape, dtype = avals[source.var]
-        axes = tuple(reduction.param("axes"))
-        _check_mean(spec, result, reduction, post, shape, axes, lacks, logical, sizes)
-        # The ops from the result back to the reduction now run after the launch, as far as
-        # nothing else in the body reads them.
-        after: list[Eqn] = []
-        for eqn in chain:
-            if any(uses.get(o, 0) > 1 for o in eqn.outputs):
-                break
-            after.append(eqn)
-        partial: str
-        if len(shape) == 2 and len(axes) == 2:
-            # The whole tile: each block reduces it to a vector along a tiled dim it keeps.
-            keep_rows = spec.rows in spec.tile_map
-            partial = f"{reduction.outputs[0]}_partial"
-            stop = dataclasses.replace(
-                reduction,
-                outputs=(partial,),
-                params=tuple(
-                    (k, (1,) if keep_rows else (0,)) if k == "axes" else (k, v)
-                    for k, v in reduction.params
-                ),
-            )
-            avals[partial] = ((shape[0],) if keep_rows else (shape[1],), dtype)
-            at = eqns.index(reduction)
-            if reduction in after:
-                eqns[at] = stop
-            else:
-                eqns.insert(at + 1, stop)
-        elif len(shape) == 2:
-            partial = reduction.outputs[0]  # a vector already: the tile reduced over one axis
-        else:
-            partial = source.var  # the vector itself
-        outputs[index] = Atom(partial)
-        for eqn in after:
-            if eqn is not reduction or partial == source.var:
-                eqns.remove(eqn)
-        over_rows = len(shape) == 2 and axes == (0,)
-        found.append(
-            CrossBlock(
-                index,
-                result.name,
-                lacks,
-                combine,
-                tuple(post),
-                dtype,
-                result.block_dims,
-                rows_source=source.var if over_rows else None,
-            )
-        )
-    if not found:
-        return trace, ()
-    rewritten = dataclasses.replace(
-        trace, eqns=tuple(eqns), outputs=tuple(outputs), avals=tuple(avals.items())
-    )
-    return rewritten, tuple(found)
-
-
-def _result_chain(
-    spec: KernelSpec,
-    result: OperandSpec,
-    atom: Atom,
-    producers: Mapping[str, Eqn],
-    lacks: tuple[str, ...],
-) -> tuple[list[Eqn], Eqn, list[PostOp]]:
-    """The equations from the body's last reduction to the result, that reduction, and the ops
-    after it (in the order they run)."""
-    chain: list[Eqn] = []
-    post: list[PostOp] = []
-    var = atom.var
-    while var is not None and var in producers:
-        eqn = producers[var]
-        chain.append(eqn)
-        if eqn.prim in _COMBINES:
-            post.reverse()
-            return chain, eqn, post
-        if eqn.prim == "convert_element_type":
-            post.append(PostOp(PostOpKind.CAST, None, str(eqn.param("new_dtype"))))
-            var = eqn.inputs[0].var
-            continue
-        constants = [a for a in eqn.inputs if a.var is None]
-        values = [a for a in eqn.inputs if a.var is not None]
-        if eqn.prim in ("mul", "div") and len(constants) == 1 and len(values) == 1:
-            if eqn.prim == "div" and eqn.inputs[0].var is None:
-                break  # c / x is not a scale
-            kind = PostOpKind.MUL if eqn.prim == "mul" else PostOpKind.DIV
-            post.append(PostOp(kind, constants[0].value, constants[0].dtype))
-            var = values[0].var
-            continue
-        break
-    last = chain[-1] if chain else None
-    raise _error(
-        spec,
-        result,
-        last,
-        lacks,
-        f"{result.name} lacks the tiled dim {lacks[0]}, but the body does not compute it as a "
-        f"sum, max or min over {lacks[0]}",
-        f"end the result with the reduction over {lacks[0]} (sk.sum(v, axis=0), jnp.max, ...), "
-        "followed at most by .astype(...) or a scale by a constant; each block then writes its "
-        "part and one reduction after the launch combines them",
-        actual=f"`{last.prim}`" + (f" in: {last.source}" if last.source else "")
-        if last is not None
-        else "a value that is not computed from the blocks",
-    )
-
-
-def _check_mean(
-    spec: KernelSpec,
-    result: OperandSpec,
-    reduction: Eqn,
-    post: list[PostOp],
-    shape: tuple[int, ...],
-    axes: tuple[int, ...],
-    lacks: tuple[str, ...],
-    logical: Mapping[str, int],
-    sizes: Mapping[str, int],
-) -> None:
-    """jnp.mean over a tiled dim divides by the block, not by the dim: refuse it."""
-    if reduction.prim != "reduce_sum":
-        return
-    block_count = math.prod(shape[a] for a in axes)
-    divisors = [p.value for p in post if p.kind is PostOpKind.DIV]
-    true_blocks = math.prod(logical[d] for d in lacks)
-    true_sizes = math.prod(sizes[d] for d in lacks)
-    if true_blocks == true_sizes or not any(v == block_count for v in divisors):
-        return
-    # Refused rather than taken as a constant scale: a body sees one block, so a count it
-    # divides by (jnp.mean, v.shape[0]) is the block's, and the result would be wrong.
-    dim = lacks[0]
-    summed = f"jnp.sum(v, axis={axes[0]})" if len(axes) == 1 else "jnp.sum(v)"
-    raise _error(
-        spec,
-        result,
-        reduction,
-        lacks,
-        f"{result.name} divides its sum over the tiled dim {dim} by {block_count}, the "
-        f"elements of one block of {dim}, but the result sums every block: as a mean (jnp.mean, "
-        f"or a division by v.shape), it would divide by the wrong count",
-        f"for a mean over {dim}, divide by the dim's size: {summed} / sk.dim({dim!r}); to "
-        f"divide by the constant {block_count} itself, divide the kernel's result after the "
-        "kernel, where XLA fuses it",
-        actual=f"`reduce_sum` over {dim}, then `div` by {block_count}"
-        + (f" in: {reduction.source}" if reduction.source else ""),
-        expected=f"a sum over {dim} divided by sk.dim({dim!r}), or by a constant other than "
-        f"the {block_count} elements of its block",
-    )
-
-
-def _error(
-    spec: KernelSpec,
-    result: OperandSpec,
-    eqn: Eqn | None,
-    lacks: tuple[str, ...],
-    what: str,
-    fix: str,
-    actual: str | None = None,
-    expected: str | None = None,
-) -> CrossBlockResultError:
-    return CrossBlockResultError(
-        what,
-        kernel=spec.name,
-        where=(eqn.line if eqn is not None else None) or spec.location,
-        operand=result.name,
-        dim=lacks[0],
-        expected=expected
-        or f"a sum, max or min over {', '.join(lacks)}, then casts or constant scales",
-        actual=actual or (f"`{eqn.prim}`" if eqn is not None else None),
-        fix=fix,
-    )
+        if self.outer is None:
+            assert not self.between
+        else:  # the blocks' partials are combined first, then the kept dim reduced
+            assert self.per_block and self.kept not in self.result_dims
 
 
 def accumulated_rows(
@@ -358,7 +166,7 @@ def accumulated_rows(
     read = {a.var for e in trace.eqns for a in e.inputs} | {a.var for a in outputs}
     # The reductions over the rows are now the CTAs' sums: drop them when nothing reads them.
     eqns = tuple(
-        e for e in trace.eqns if not (e.prim in _COMBINES and all(o not in read for o in e.outputs))
+        e for e in trace.eqns if not (e.prim in COMBINES and all(o not in read for o in e.outputs))
     )
     return dataclasses.replace(trace, eqns=eqns, outputs=tuple(outputs)), frozenset(names)
 
@@ -442,8 +250,9 @@ def partial_plans(
         notes.append(
             f"`{cross.name}` lacks the tiled dim {', '.join(cross.lacks)}: {who} "
             f"a partial {cross.combine} along {cross.kept} ({count:,} x "
-            f"{op.shape[-1]:,} {op.dtype}); one {cross.combine} after the launch combines them, "
-            "in a fixed order (deterministic)"
+            f"{op.shape[-1]:,} {op.dtype}); one {cross.combine} after the launch combines them"
+            + (f", then a {cross.outer} over {cross.kept}" if cross.outer is not None else "")
+            + ", in a fixed order (deterministic)"
         )
     return tuple(plans), tuple(notes)
 
@@ -453,10 +262,18 @@ _COMBINE_CALLS = {Combine.SUM: "jnp.sum", Combine.MAX: "jnp.max", Combine.MIN: "
 
 def combined(cross: CrossBlock, partials: Expr, batch: int) -> Expr:
     """The wrapper's expression for the result: the partials reduced, then the body's ops
-    after its reduction."""
+    after its reduction; or, with an outer reduction, the blocks' partials combined, the ops
+    between the body's reductions, the outer one over the kept dim, then the ops after it."""
     axes = Const(cross.combine_axes(batch))
     value: Expr = call(_COMBINE_CALLS[cross.combine], partials, axis=axes)
-    for op in cross.post:
+    if cross.outer is not None:
+        value = _applied(value, cross.between)
+        value = call(_COMBINE_CALLS[cross.outer], value, axis=Const((batch,)))
+    return _applied(value, cross.post)
+
+
+def _applied(value: Expr, ops: tuple[PostOp, ...]) -> Expr:
+    for op in ops:
         if op.kind is PostOpKind.CAST:
             value = call("lax.convert_element_type", value, DType(op.dtype))
         else:
