@@ -9,7 +9,9 @@
 #   make package-check                               build, twine check, install the wheel in a fresh venv
 #   make lint | format | pytest | docs | bench | clean | distclean
 #
-# Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'.
+# Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'. The suite runs in parallel, one
+# worker a CPU (PYTEST_WORKERS=auto, at most 8); PYTEST_WORKERS=0 runs it in one process
+# (e.g. for --pdb or -s).
 # Point at a specific interpreter with PYTHON312=/path/to/python3.12.
 
 SHELL := /bin/bash
@@ -19,6 +21,7 @@ SHELL := /bin/bash
 JAX_VERSION ?= 0.11.2
 VENV ?= .venv
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= auto
 PYTHON312 ?=
 
 CONSTRAINTS := constraints/jax-$(JAX_VERSION).txt
@@ -103,11 +106,16 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format $(LINT_PATHS)
 	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 
+# pytest-xdist hands each worker whole test files (--dist loadfile): the tests of a module share
+# its kernels, compiled once a process, and its module-scoped fixtures (some run a subprocess
+# over the whole gallery), which a split file would pay for on every worker.
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --maxprocesses 8 --dist loadfile
+
 pytest: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 test: lint
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # The main job, through the command line: check and cross-lower the gallery, show the plan and
 # the generated Pallas source of softmax at a ragged shape, run every kernel against its reference.
