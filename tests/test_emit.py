@@ -261,7 +261,10 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cwd=folder,
         capture_output=True,
         text=True,
-        timeout=600,
+        # A guard against a hang, not a time limit: the whole gallery runs in the subprocess,
+        # which shares the CPUs with the other test workers, and took over 600 s in a
+        # parallel run on a loaded 2-CPU machine.
+        timeout=1800,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
