@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import Array, Float, Int, Int32
+from jaxtyping import Array, BFloat16, Float, Int, Int32
 
 import statickernel as sk
 
@@ -175,3 +175,68 @@ def test_8_bit_fills_and_reductions_lower(shape: tuple[int, int]) -> None:
     np.testing.assert_array_equal(copy, x)
     np.testing.assert_array_equal(row_max, x.max(axis=1))
     row_max_and_copy.lower(x)  # the check that failed
+
+
+@pytest.mark.parametrize("op", ["+", "*"])
+def test_a_column_vector_added_to_a_loop_product_is_refused_as_multiplied(op: str) -> None:
+    """`sk.dot(q, k) + v[None, :]` with `v` along the kernel's columns D, whose length happens
+    to equal the loop block: the product runs along the loop dim, the vector along D.
+
+    Before: AssertionError "cannot convert col to loop_tile" inside the translator for `+`
+    (fused into the product's accumulator); `*` gave this UnsupportedOpError.
+    """
+    with pytest.raises(sk.UnsupportedOpError) as info:
+
+        @sk.kernel(tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, backend="interpret")
+        def biased(
+            q: BFloat16[Array, "Sq D"],
+            k: BFloat16[Array, "Skv D"],
+            v: BFloat16[Array, "Skv D"],
+            bias: Float[Array, " D"],
+            *,
+            BQ: sk.Const[int] = 64,
+            BKV: sk.Const[int] = 64,
+        ) -> Float[Array, "Sq D"]:
+            def step(acc: jax.Array) -> jax.Array:
+                bias_row = sk.load(bias)[None, :]
+                s = sk.dot(q, k) + bias_row if op == "+" else sk.dot(q, k) * bias_row  # @bias
+                return acc + sk.dot(s.astype(q.dtype), v)
+
+            return sk.loop("Skv", step, init=jnp.zeros((BQ, sk.dim("D")), jnp.float32))
+
+    assert "along the kernel's columns with one along the loop dim" in info.value.what
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('bias')}")
+    assert info.value.actual is not None and info.value.actual.startswith(
+        "`add`" if op == "+" else "`mul`"
+    )
+
+
+def test_a_per_row_vector_added_to_a_loop_product_runs_and_lowers() -> None:
+    """The add of a per-row vector to a product along the loop dim is fused into its
+    accumulator, and broadcast to the block in the interpreter."""
+
+    @sk.kernel(tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, backend="interpret")
+    def biased_row_max(
+        q: BFloat16[Array, "Sq D"],
+        k: BFloat16[Array, "Skv D"],
+        bias: Float[Array, " Sq"],
+        *,
+        BQ: sk.Const[int] = 64,
+        BKV: sk.Const[int] = 64,
+    ) -> Float[Array, " Sq"]:
+        def step(running_max: jax.Array) -> jax.Array:
+            s = sk.dot(q, k) + sk.load(bias)[:, None]
+            return jnp.maximum(running_max, sk.max(s, axis=1))
+
+        return sk.loop("Skv", step, init=jnp.full((BQ,), -jnp.inf, jnp.float32))
+
+    kq, kk = jax.random.split(jax.random.key(0))
+    q = jax.random.normal(kq, (100, 64), jnp.bfloat16)
+    k = jax.random.normal(kk, (130, 64), jnp.bfloat16)
+    bias = jnp.arange(100.0)
+    scores = q.astype(jnp.float32) @ k.astype(jnp.float32).T
+    # float32 sums of 64 bf16 products: a few ulps of the scores' magnitude of tens.
+    np.testing.assert_allclose(
+        biased_row_max(q, k, bias), (scores + bias[:, None]).max(axis=1), rtol=1e-5, atol=1e-4
+    )
+    biased_row_max.with_backend("mosaic_gpu").lower(q, k, bias)
