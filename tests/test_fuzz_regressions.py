@@ -240,3 +240,121 @@ def test_a_per_row_vector_added_to_a_loop_product_runs_and_lowers() -> None:
         biased_row_max(q, k, bias), (scores + bias[:, None]).max(axis=1), rtol=1e-5, atol=1e-4
     )
     biased_row_max.with_backend("mosaic_gpu").lower(q, k, bias)
+
+
+def _two_operand_reference(x: jax.Array, y: jax.Array) -> jax.Array:
+    return x * y
+
+
+def test_a_reference_of_the_wrong_arity_is_refused_at_declaration() -> None:
+    """`vjp="reference"` calls the reference with the operands, then by name the constants it
+    names.
+
+    Before: the declaration passed, and jax.grad raised TypeError "missing 1 required
+    positional argument: 'y'" from inside JAX's JVP rule.
+    """
+    with pytest.raises(sk.VjpError) as info:
+
+        @sk.kernel(  # @wrong-arity
+            tile={"M": "BM"}, backend="interpret", reference=_two_operand_reference, vjp="reference"
+        )
+        def double(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+            return sk.load(x) * 2
+
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('wrong-arity')}")
+    assert "_two_operand_reference(x)" in str(info.value.expected)
+    assert "'y'" in str(info.value.actual)
+
+
+def test_a_reference_taking_a_constant_by_name_is_accepted() -> None:
+    """A reference's parameters after the operands that name constants get them by name."""
+
+    def reference(x: jax.Array, scale: float) -> jax.Array:
+        return x * scale
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret", reference=reference, vjp="reference")
+    def scaled_by(
+        x: Float[Array, "M N"], *, scale: sk.Const[float] = 2.0, BM: sk.Const[int] = 64
+    ) -> Float[Array, "M N"]:
+        return sk.load(x) * scale
+
+    x = jnp.ones((100, 8), jnp.float32)
+    grad = jax.grad(lambda x: scaled_by(x, scale=3.0).sum())(x)
+    np.testing.assert_array_equal(grad, jnp.full_like(x, 3.0))
+
+
+def _double_backward(x: jax.Array, out: jax.Array, dout: jax.Array) -> tuple[jax.Array]:
+    return (2 * dout,)
+
+
+@pytest.mark.parametrize("vjp", [None, "reference", _double_backward], ids=["none", "ref", "bwd"])
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_a_kernel_under_linear_transpose_is_not_differentiable(vjp: Any, jitted: bool) -> None:
+    """Before: ValueError "Pure callbacks do not support transpose" (the interpreter's launch),
+    or NotImplementedError "Transpose rule ... for 'custom_vjp_call' not implemented"."""
+
+    @sk.kernel(tile={"M": "BM"}, backend="interpret", reference=lambda x: 2 * x, vjp=vjp)
+    def double(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        return 2 * sk.load(x)
+
+    x = jnp.ones((100, 8), jnp.float32)
+    fn = jax.jit(lambda x: double(x)) if jitted else double
+    transpose = jax.linear_transpose(fn, x)
+    with pytest.raises(sk.NotDifferentiableError) as info:
+        transpose(x)  # @transpose
+    assert info.value.kernel == "double"
+    assert "jax.linear_transpose" in info.value.what
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('transpose')}")
+    assert "jax.vjp" in str(info.value.fix)
+    if vjp is not None:  # the map the fix offers, and the derivatives, still work
+        _, vjp_fn = jax.vjp(fn, x)
+        np.testing.assert_array_equal(vjp_fn(x)[0], 2 * x)
+        np.testing.assert_array_equal(jax.grad(lambda x: fn(x).sum())(x), jnp.full_like(x, 2))
+        batched = jnp.stack([x, 3 * x])
+        np.testing.assert_array_equal(jax.vmap(fn)(batched), 2 * batched)
+
+
+def test_a_kernel_on_the_gpu_backend_under_linear_transpose_is_not_differentiable() -> None:
+    """The launch is a pallas_call inside the specialization's jit; the refusal is the same."""
+    x = jax.ShapeDtypeStruct((100, 8), jnp.float32)
+    transpose = jax.linear_transpose(scaled.with_backend("mosaic_gpu"), x)
+    with pytest.raises(sk.NotDifferentiableError) as info:
+        transpose(jnp.ones((100, 8), jnp.float32))
+    assert info.value.kernel == "scaled"
+
+
+@pytest.mark.parametrize("target", [["sm_90a"], None, "sm_80"], ids=["list", "none", "unknown"])
+def test_a_compile_target_that_is_not_a_targets_name_is_refused(target: Any) -> None:
+    """Before: TypeError "unhashable type: 'list'" from the compile cache's key for
+    `target=["sm_90a"]`; an unknown name was refused already."""
+    with pytest.raises(sk.CompileTargetError) as info:
+        scaled.compile(jax.ShapeDtypeStruct((100, 8), jnp.float32), target=target)  # @target
+    assert info.value.kernel == "scaled"
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('target')}")
+    assert info.value.expected == "'sm_90a' or 'sm_100a'"
+    assert "target='sm_90a'" in str(info.value.fix)
+
+
+@pytest.mark.parametrize(
+    "function",
+    ["check_kernel", "run_checks", "probe_cases", "probe_shapes", "parametrize", "cases"],
+)
+def test_a_plain_function_given_to_sk_testing_is_not_a_kernel(function: str) -> None:
+    """Before: AttributeError "'function' object has no attribute 'reference'" (or 'spec')."""
+
+    def plain(x: jax.Array) -> jax.Array:
+        return x
+
+    with pytest.raises(sk.NotAKernelError) as info:
+        getattr(sk.testing, function)(plain)  # @not-a-kernel
+    assert f"sk.testing.{function}" in info.value.what and "`plain`" in info.value.what
+    assert info.value.where is not None and info.value.where.endswith(f":{_line('not-a-kernel')}")
+    assert "@sk.kernel" in str(info.value.fix)
+
+
+def test_a_lambda_or_a_value_given_to_check_case_is_not_a_kernel() -> None:
+    case = sk.testing.probe_cases(scaled)[0]
+    with pytest.raises(sk.NotAKernelError, match="plain function `<lambda>`"):
+        sk.testing.check_case(lambda x: x, case)
+    with pytest.raises(sk.NotAKernelError, match="was given a value of type int"):
+        sk.testing.run_case(3, case)  # type: ignore[arg-type]
