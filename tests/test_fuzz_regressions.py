@@ -358,3 +358,42 @@ def test_a_lambda_or_a_value_given_to_check_case_is_not_a_kernel() -> None:
         sk.testing.check_case(lambda x: x, case)
     with pytest.raises(sk.NotAKernelError, match="was given a value of type int"):
         sk.testing.run_case(3, case)  # type: ignore[arg-type]
+
+
+@sk.kernel(batch=("B", "H"), tile={"L": "BL"}, backend="interpret")
+def masked_per_head(
+    x: Float[Array, "B H L D"], mask: Float[Array, "B H L"], *, BL: sk.Const[int] = 64
+) -> Float[Array, "B H L D"]:
+    return sk.load(x) * sk.load(mask)[:, None]
+
+
+@pytest.mark.parametrize("length", [97, 1, 4096])
+def test_a_batched_vector_whose_entries_are_not_16_byte_multiples_is_padded(length: int) -> None:
+    """A (B, H, L) attention mask beside (B, H, L, D) values: TMA addresses the whole array,
+    and its batch strides (L x 4 B) must be multiples of 16 B, so the mask is padded on the
+    host. The interpreter was right; cross-lowering failed.
+
+    Before: ValueError "async_copy requires all GMEM strides except the last one to be a
+    multiple of 16 bytes" from `kernel.lower` at L = 97 and at L = 1.
+    """
+    kx, km = jax.random.split(jax.random.key(0))
+    x = jax.random.normal(kx, (2, 3, length, 32), jnp.float32)
+    mask = jax.random.normal(km, (2, 3, length), jnp.float32)
+    np.testing.assert_array_equal(masked_per_head(x, mask), x * mask[..., None])  # one multiply
+    plan = masked_per_head.plan(x, mask, backend="mosaic_gpu")
+    padded = {op.name: op.gmem_shape for op in plan.operands if op.host_padded}
+    x_bytes = 2 * x.size * 4  # read once, written once as the result
+    assert plan.cost is not None
+    if length * 4 % 16 == 0:
+        assert plan.cost.hbm_bytes == x_bytes + mask.size * 4
+        assert padded == {}  # unchanged: no padding, no note
+        assert not any("batch entries" in note for note in plan.notes)
+    else:
+        width = -(-length // 4) * 4
+        assert padded == {"mask": (2, 3, width)}
+        note = next(n for n in plan.notes if "`mask`'s batch entries" in n)
+        assert f"{6 * length * 4:,} B read and {6 * width * 4:,} B written" in note
+        # The kernel reads the padded mask; the jnp.pad reads the true one and writes it.
+        assert plan.cost.hbm_bytes == x_bytes + 6 * width * 4 + 6 * length * 4 + 6 * width * 4
+        assert "jnp.pad" in str(masked_per_head.emit(x, mask, backend="mosaic_gpu"))
+    masked_per_head.lower(x, mask)  # the check that failed
