@@ -355,7 +355,7 @@ def test_a_plain_function_given_to_sk_testing_is_not_a_kernel(function: str) -> 
 def test_a_lambda_or_a_value_given_to_check_case_is_not_a_kernel() -> None:
     case = sk.testing.probe_cases(scaled)[0]
     with pytest.raises(sk.NotAKernelError, match="plain function `<lambda>`"):
-        sk.testing.check_case(lambda x: x, case)
+        sk.testing.check_case(lambda x: x, case)  # type: ignore[arg-type]
     with pytest.raises(sk.NotAKernelError, match="was given a value of type int"):
         sk.testing.run_case(3, case)  # type: ignore[arg-type]
 
@@ -397,3 +397,22 @@ def test_a_batched_vector_whose_entries_are_not_16_byte_multiples_is_padded(leng
         assert plan.cost.hbm_bytes == x_bytes + 6 * width * 4 + 6 * length * 4 + 6 * width * 4
         assert "jnp.pad" in str(masked_per_head.emit(x, mask, backend="mosaic_gpu"))
     masked_per_head.lower(x, mask)  # the check that failed
+
+
+def test_a_batched_vector_result_along_a_padded_whole_dim_is_written_whole() -> None:
+    """A (B, D) result of column sums, D = 97 whole (a block of 104): each entry is written
+    as a bulk copy of the whole block.
+
+    Before: the result was "written as [2, 97] and sliced back to [2, 97]", and
+    cross-lowering failed with jax's "GMEM strides ... multiple of 16 bytes".
+    """
+
+    @sk.kernel(batch="B", backend="interpret")
+    def column_sums(x: Float[Array, "B L D"]) -> Float[Array, "B D"]:
+        return sk.sum(sk.load(x), axis=0)
+
+    x = jnp.arange(2 * 5 * 97, dtype=jnp.float32).reshape(2, 5, 97) / 100
+    np.testing.assert_allclose(column_sums(x), x.sum(axis=1), rtol=1e-6)  # five small sums
+    plan = column_sums.plan(x, backend="mosaic_gpu")
+    assert plan.results[0].gmem_shape == (2, 104)
+    column_sums.lower(x)

@@ -354,8 +354,9 @@ def make_plan(
             role is Role.OUTPUT and len(shape) == 1 and op.batch and layout.dim(dims_seen[0]).ragged
         ):
             # A 1-D block is stored by a bulk copy, which clips only at the end of the whole
-            # array: past this entry's edge it would write into the next batch entry's.
-            block = layout.dim(dims_seen[0]).block
+            # array: past this entry's edge it would write into the next batch entry's. The
+            # block is its extent: a whole dim's is padded past its size.
+            block = layout.dim(dims_seen[0]).extent
             gmem = (hw.round_up(shape[0], block),)
             notes.append(
                 f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "
