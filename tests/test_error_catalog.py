@@ -197,6 +197,7 @@ CODES = {
     "NotDifferentiableError": "SK206",
     "BackendError": "SK207",
     "BackwardError": "SK208",
+    "NotAKernelError": "SK209",
     "PlanError": "SK299",
     "HardwareRuleError": "SK300",
     "TmaBoxError": "SK301",

@@ -45,6 +45,7 @@ __all__ = [
     "LoopMode",
     "LoopOperandError",
     "LoopPlan",
+    "NotAKernelError",
     "NotDifferentiableError",
     "Occupancy",
     "OccupancyLimit",

@@ -23,8 +23,15 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.extend.core import Primitive
 
 from ._backend import backend
+from ._compat import (
+    register_batching_rule,
+    register_jvp_rule,
+    register_lowering,
+    register_transpose_rule,
+)
 from ._errors import BackwardError, NotDifferentiableError, VjpError
 from ._spec import KernelSpec
 from ._where import call_site
@@ -102,6 +109,7 @@ def parse_vjp(vjp: Any, spec: KernelSpec) -> Derivative:
                 f"or declare a backward: vjp=my_backward, with my_backward"
                 f"{backward_signature(spec)}",
             )
+        _check_reference_takes_operands(spec.reference, spec)
         return FromReference(spec.reference)
     if isinstance(vjp, str) or not callable(vjp):
         raise VjpError(
@@ -134,6 +142,31 @@ def parse_vjp(vjp: Any, spec: KernelSpec) -> Derivative:
     return DeclaredBackward(vjp)
 
 
+def _check_reference_takes_operands(reference: Callable[..., Any], spec: KernelSpec) -> None:
+    """The reference is called as `reference(*operands, **constants_it_names)` by the JVP
+    rule: one that cannot take that call fails inside JAX's differentiation, far from here."""
+    try:
+        sig = inspect.signature(reference)
+    except (TypeError, ValueError):
+        return  # no signature to check: the call will tell
+    positional = len(spec.operands)
+    try:
+        sig.bind(*range(positional), **named_constants(reference, positional, spec.const_defaults))
+    except TypeError as exc:
+        name = getattr(reference, "__name__", "reference")
+        operands = ", ".join(o.name for o in spec.operands)
+        raise VjpError(
+            'vjp="reference" differentiates the reference, which cannot take the operands',
+            kernel=spec.name,
+            where=spec.location,
+            expected=f"a reference taking {positional} positional argument(s): "
+            f"{name}({operands}), then by name the constants it needs",
+            actual=f"{name}{sig}: {exc}",
+            fix=f"make `{name}` take the kernel's operands in their order ({operands}); "
+            "a constant it needs is a parameter named as the constant",
+        ) from None
+
+
 def differentiable(
     launch: Callable[..., Any],
     derivative: Derivative,
@@ -145,10 +178,75 @@ def differentiable(
     constants are `consts` and which runs on `backend_name`: the kernels a declared backward
     calls run there too, unless they name a backend of their own."""
     if isinstance(derivative, FromReference):
-        return _from_reference(launch, derivative.reference, spec, consts)
+        fn = _from_reference(launch, derivative.reference, spec, consts)
+    elif isinstance(derivative, DeclaredBackward):
+        fn = _declared_backward(launch, derivative.backward, spec, consts, backend_name)
+    else:
+        fn = _not_differentiable(launch, spec)
+    refusal = _transpose_refusal(spec.name, derivative)
+
+    def not_transposable(*args: Any) -> Any:
+        results, tree = jax.tree.flatten(fn(*args))
+        return jax.tree.unflatten(tree, _not_transposable_p.bind(*results, refusal=refusal))
+
+    return not_transposable
+
+
+@dataclasses.dataclass(frozen=True)
+class _TransposeRefusal:
+    """What jax.linear_transpose of a kernel is told: the transforms its derivative supports."""
+
+    kernel: str
+    supported: str
+    fix: str
+
+
+def _transpose_refusal(kernel: str, derivative: Derivative) -> _TransposeRefusal:
+    vjp = "take `_, transpose = jax.vjp(kernel, *operands)`: for a linear kernel it is the same map"
+    jnp_fn = "or transpose a jnp function (the kernel's reference, say)"
+    if isinstance(derivative, FromReference):
+        supported = 'jax.grad, jax.vjp, jax.jvp and jax.linearize, through vjp="reference"'
+        return _TransposeRefusal(kernel, supported, f"{vjp}; {jnp_fn}")
     if isinstance(derivative, DeclaredBackward):
-        return _declared_backward(launch, derivative.backward, spec, consts, backend_name)
-    return _not_differentiable(launch, spec)
+        supported = "jax.grad and jax.vjp, through its declared backward"
+        return _TransposeRefusal(kernel, supported, f"{vjp}; {jnp_fn}")
+    supported = 'none: it declares no derivative (vjp="reference" or vjp=backward)'
+    return _TransposeRefusal(kernel, supported, f"declare vjp=, then {vjp}; {jnp_fn}")
+
+
+# An identity on a kernel's results whose transpose raises: jax.linear_transpose of a kernel
+# would otherwise reach its launch (a host callback, a pallas_call, a custom_vjp) and fail
+# without naming the kernel. Its tangents pass through untouched, so jax.grad and jax.vjp,
+# which transpose the derivative rule's tangents and never the launch, do not meet it.
+_not_transposable_p = Primitive("statickernel_not_transposable")
+_not_transposable_p.multiple_results = True
+_not_transposable_p.def_impl(lambda *args, **_: args)
+_not_transposable_p.def_abstract_eval(lambda *avals, **_: avals)
+register_lowering(_not_transposable_p, lambda ctx, *operands, **_: operands)
+
+
+def _batch_not_transposable(args: Any, dims: Any, **params: Any) -> Any:
+    return _not_transposable_p.bind(*args, **params), dims
+
+
+def _jvp_not_transposable(primals: Any, tangents: Any, **params: Any) -> Any:
+    return _not_transposable_p.bind(*primals, **params), list(tangents)
+
+
+def _transpose_not_transposable(cotangents: Any, *results: Any, refusal: _TransposeRefusal) -> Any:
+    raise NotDifferentiableError(
+        "it was transposed as a linear function (jax.linear_transpose), which a kernel is not",
+        kernel=refusal.kernel,
+        where=call_site(),
+        expected=f"the transforms the kernel supports: {refusal.supported}",
+        actual="jax.linear_transpose",
+        fix=refusal.fix,
+    ).with_traceback(None)
+
+
+register_batching_rule(_not_transposable_p, _batch_not_transposable)
+register_jvp_rule(_not_transposable_p, _jvp_not_transposable)
+register_transpose_rule(_not_transposable_p, _transpose_not_transposable)
 
 
 def _not_differentiable(launch: Callable[..., Any], spec: KernelSpec) -> Callable[..., Any]:

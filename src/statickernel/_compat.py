@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
-from jax.interpreters import batching, mlir, partial_eval
+from jax.interpreters import ad, batching, mlir, partial_eval
 
 __all__ = [
     "CUDA_PLUGINS",
@@ -30,7 +30,9 @@ __all__ = [
     "mesh_manual_axes",
     "plain_dim_names",
     "register_batching_rule",
+    "register_jvp_rule",
     "register_lowering",
+    "register_transpose_rule",
     "reset_mosaic_gpu_interpreter",
     "user_frames",
     "varying_manual_axes",
@@ -120,6 +122,20 @@ def register_batching_rule(primitive: Any, rule: Callable[..., Any]) -> None:
     and their batch dims. Through `jax.interpreters.batching.primitive_batchers`, as jax's guide
     to new primitives does."""
     batching.primitive_batchers[primitive] = rule
+
+
+def register_jvp_rule(primitive: Any, rule: Callable[..., Any]) -> None:
+    """Registers the forward-mode rule of a primitive: `rule(primals, tangents, **params)`
+    returns the outputs and their tangents. Through `jax.interpreters.ad.primitive_jvps`, as
+    jax's guide to new primitives does."""
+    ad.primitive_jvps[primitive] = rule
+
+
+def register_transpose_rule(primitive: Any, rule: Callable[..., Any]) -> None:
+    """Registers the transpose rule of a primitive, which jax.linear_transpose and reverse mode
+    call as `rule(cotangents, *operands, **params)`. Through
+    `jax.interpreters.ad.primitive_transposes`, as jax's guide to new primitives does."""
+    ad.primitive_transposes[primitive] = rule
 
 
 def lowering_for_export(ctx: Any) -> bool:

@@ -59,16 +59,23 @@ _architectures: list[str] = []  # the one this process compiles for, once it has
 _TOOL_PACKAGES = ("nvidia.cu13", "nvidia.cuda_nvcc")
 
 
-def find_target(name: str, kernel: str, where: str | None) -> GpuTarget:
-    target = TARGETS.get(name)
+def find_target(name: object, kernel: str, where: str | None) -> GpuTarget:
+    target = TARGETS.get(name) if isinstance(name, str) else None
     if target is None:
+        named = isinstance(name, str)
+        what = (
+            f"unknown compile target {name!r}"
+            if named
+            else (f"the compile target is a {type(name).__name__}, not the name of one GPU target")
+        )
         raise CompileTargetError(
-            f"unknown compile target {name!r}",
+            what,
             kernel=kernel,
             where=where,
             expected=" or ".join(repr(t) for t in TARGETS),
-            actual=repr(name),
-            fix=f"use target={DEFAULT_TARGET!r} for H100 and H200",
+            actual=repr(name)[:120],
+            fix=f"use target={DEFAULT_TARGET!r} for H100 and H200"
+            + ("" if named else "; compile once per target to compile for several"),
         )
     target.check_invariants()
     return target
@@ -220,6 +227,7 @@ def compile_kernel(
     kernel: Any, args: Sequence[Any], overrides: dict[str, Any], target: str, where: str | None
 ) -> CompileReport:
     """Compiles `kernel`'s mosaic_gpu specialization for `args` (arrays or ShapeDtypeStructs)."""
+    find_target(target, kernel.spec.name, where)  # before the specialization it would wait for
     entry = kernel.specialize(*args, backend="mosaic_gpu", **overrides)
     return compile_specialization(entry.plan, entry.fn, args, target, where)
 
@@ -229,6 +237,7 @@ def compile_specialization(
 ) -> CompileReport:
     """Compiles the jitted function `fn` of a mosaic_gpu specialization, planned as `plan`, for
     `args` (arrays or ShapeDtypeStructs). Reports are kept per specialization and target."""
+    find_target(target_name, plan.kernel, where)  # before the cache, which hashes it
     key = (fn, target_name)
     with _COMPILE_LOCK:
         cached = _REPORTS.get(key)

@@ -38,6 +38,7 @@ from ._ir import (
     call,
 )
 from ._pallas import select
+from ._rules import refuse_columns_meeting_loop
 from ._translation import Geometry, Product
 from ._translator import Rule, Translator
 
@@ -63,6 +64,12 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     if not a_name:
         over = _value_contraction(tr, eqn, a_atom, b_name, over, b_dims)
     kind = _product_kind(tr, eqn, a_name or "a", b_name, over, b_dims)
+    if start is not None:
+        # The add this product was fused from: its operands meet as an elementwise add's do.
+        kinds = {tr.kind(start), kind} - {Kind.SCALAR}
+        if not {Kind.TILE, Kind.LOOP_TILE} <= kinds:  # equal shapes, as jnp checked
+            actual = "`add`" + (f" in: {eqn.source}" if eqn.source else "")
+            refuse_columns_meeting_loop(tr, eqn, kinds, actual)
     along = next(d for d in b_dims if d != over)
     transpose_b = b_dims.index(over) == 1
     tr.products.append(Product(a_name, b_name, transpose_b, over, along, tr.dtype(a_atom)))

@@ -206,7 +206,8 @@ class HardwareLimitError(DeclarationError):
 
 class VjpError(DeclarationError):
     """`vjp=` is neither "reference" nor a function, says "reference" for a kernel without a
-    `reference=`, or names a backward that cannot take the operands, results and cotangents."""
+    `reference=` or with one that cannot take the operands, or names a backward that cannot
+    take the operands, results and cotangents."""
 
     code: ClassVar[str] = "SK107"
 
@@ -295,8 +296,9 @@ class OverrideError(CallError):
 
 
 class NotDifferentiableError(CallError):
-    """A kernel declared without `vjp=` was differentiated, or one declared with a backward
-    was differentiated in forward mode (`jax.jvp`), which a backward cannot give."""
+    """A kernel declared without `vjp=` was differentiated, one declared with a backward
+    was differentiated in forward mode (`jax.jvp`), which a backward cannot give, or a kernel
+    was transposed as a linear function (`jax.linear_transpose`)."""
 
     code: ClassVar[str] = "SK206"
 
@@ -312,6 +314,13 @@ class BackwardError(CallError):
     operand in shape or dtype; or its reference returned results unlike the kernel's."""
 
     code: ClassVar[str] = "SK208"
+
+
+class NotAKernelError(CallError):
+    """A function of `sk.testing` was given something other than a kernel: a plain function,
+    say, with no `@sk.kernel` declaration."""
+
+    code: ClassVar[str] = "SK209"
 
 
 # --- raised when a kernel is compiled for a GPU (kernel.compile) -------------------------------

@@ -354,14 +354,17 @@ def make_plan(
             role is Role.OUTPUT and len(shape) == 1 and op.batch and layout.dim(dims_seen[0]).ragged
         ):
             # A 1-D block is stored by a bulk copy, which clips only at the end of the whole
-            # array: past this entry's edge it would write into the next batch entry's.
-            block = layout.dim(dims_seen[0]).block
+            # array: past this entry's edge it would write into the next batch entry's. The
+            # block is its extent: a whole dim's is padded past its size.
+            block = layout.dim(dims_seen[0]).extent
             gmem = (hw.round_up(shape[0], block),)
             notes.append(
                 f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "
                 f"{list(lead + shape)}: a vector's store past the edge of one batch entry would "
                 "reach into the next"
             )
+        elif len(shape) == 1 and op.batch and shape[0] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
+            gmem = _batched_vector_gmem(op.name, role, lead, shape, dtype, notes)
         loaded = role is Role.OUTPUT or op.name in fills
         return OperandPlan(
             name=op.name,
@@ -506,6 +509,38 @@ def make_plan(
     )
     plan.check_invariants()
     return plan
+
+
+def _batched_vector_gmem(
+    name: str,
+    role: Role,
+    lead: tuple[int, ...],
+    shape: tuple[int, ...],
+    dtype: str,
+    notes: list[str],
+) -> tuple[int, ...]:
+    """The array of a 1-D operand or result after its batch dims whose batch entries are not
+    16-byte multiples: TMA addresses the whole array, and needs every stride but the last to
+    be one, so each entry is padded to the next."""
+    padded = (hw.round_up(shape[0], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)),)
+    true_bytes = math.prod(lead + shape) * hw.itemsize(dtype)
+    padded_bytes = math.prod(lead + padded) * hw.itemsize(dtype)
+    entry = (
+        f"`{name}`'s batch entries are {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B"
+    )
+    if role is Role.OUTPUT:
+        notes.append(
+            f"fallback: {entry}, so TMA cannot address them; it is written as "
+            f"{list(lead + padded)} and sliced back to {list(lead + shape)} in the kernel's jit, "
+            f"{padded_bytes:,} B read and {true_bytes:,} B written"
+        )
+    else:
+        notes.append(
+            f"fallback: {entry}, so TMA cannot address them; it is padded with zeros to "
+            f"{list(lead + padded)}: a jnp.pad in the kernel's jit, {true_bytes:,} B read and "
+            f"{padded_bytes:,} B written unless XLA fuses it into `{name}`'s producer"
+        )
+    return padded
 
 
 def _row_form_gmem(

@@ -11,10 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _hardware as hw
+from ._errors import NotAKernelError
 from ._kernel import Kernel
 from ._layout import call_layout, split_blocks
 from ._smem import smem_bytes
 from ._spec import KernelSpec
+from ._where import call_site
 
 __all__ = [
     "ProbeCase",
@@ -24,6 +26,7 @@ __all__ = [
     "probe_cases",
     "probe_dtypes",
     "probe_shapes",
+    "require_kernel",
     "shapes_text",
 ]
 
@@ -73,6 +76,26 @@ class ProbeCase:
         return f"{self.label}, {shapes_text(self.shapes)} {dtype_text(self.dtypes)}"
 
 
+def require_kernel(kernel: object, function: str) -> None:
+    """Refuses anything but a kernel where `sk.testing.<function>` needs one: it reads the
+    kernel's declaration (its annotations, tiling and reference), which a plain function lacks."""
+    if isinstance(kernel, Kernel):
+        return
+    name = getattr(kernel, "__name__", None)
+    if callable(kernel) and isinstance(name, str):  # named, not shown by its address
+        given, actual = f"the plain function `{name}`", f"{type(kernel).__name__} `{name}`"
+    else:
+        given, actual = f"a value of type {type(kernel).__name__}", repr(kernel)[:80]
+    raise NotAKernelError(
+        f"sk.testing.{function} needs a kernel, and was given {given}",
+        where=call_site(),
+        expected="a kernel: a function decorated with @sk.kernel(...)",
+        actual=actual,
+        fix="decorate the function with @sk.kernel(...), annotating its operands and result "
+        '(e.g. x: Float[Array, "M N"]), and pass the kernel',
+    )
+
+
 def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     """Dim sizes that exercise each edge case of the kernel's tiling, at its current constants.
 
@@ -81,6 +104,7 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     columns or 64 rows (aligned), three quarters of that minus one (ragged), and 5 columns or 3
     rows (small).
     """
+    require_kernel(kernel, "probe_shapes")
     spec = kernel.spec
     # Loop dims have edges like tiled ones: the last step of the loop is partly past the edge.
     tile = spec.block_map
@@ -143,6 +167,7 @@ def probe_dtypes(kernel: Kernel, dtypes: Sequence[Any] | None = None) -> list[tu
     (e.g. an int32 index next to float data). A dtype no operand allows is skipped, unless it
     was asked for explicitly, which raises ValueError.
     """
+    require_kernel(kernel, "probe_dtypes")
     spec = kernel.spec
     wanted = [jnp.dtype(d).name for d in dtypes] if dtypes is not None else list(_DEFAULT_DTYPES)
     configs: list[tuple[str, ...]] = []
@@ -167,6 +192,7 @@ def probe_cases(
     dtypes: Sequence[Any] | None = None,
 ) -> list[ProbeCase]:
     """Every (shape, dtypes) pair to check: the probe shapes, or `shapes`, in each dtype."""
+    require_kernel(kernel, "probe_cases")
     spec = kernel.spec
     if shapes is None:
         labelled = [

@@ -10,6 +10,7 @@ import jax
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
 from ._compat import interpreter_races_found
+from ._probes import require_kernel
 
 __all__ = ["RaceReport", "detect_races", "run_detecting_races"]
 
@@ -28,6 +29,7 @@ def detect_races(kernel: Any, *args: Any, **overrides: Any) -> RaceReport:
     """Runs the module `kernel.emit(*args, backend="interpret", **overrides)` prints, freshly
     executed so that nothing is reused from an earlier trace, with
     `plgpu.InterpretGPUParams(detect_races=True)`."""
+    require_kernel(kernel, "detect_races")
     source = str(kernel.emit(*args, backend="interpret", **overrides))
     return run_detecting_races(source, kernel.spec.name, args)
 

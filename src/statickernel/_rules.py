@@ -18,7 +18,7 @@ from ._ir import call as ir_call
 from ._pallas import is_8bit, select
 from ._translator import NotInForm, Rule, Translator
 
-__all__ = ["BODY_RULES", "reduction_identity"]
+__all__ = ["BODY_RULES", "reduction_identity", "refuse_columns_meeting_loop"]
 
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
 LOOP_TILE, LOOP_COL = Kind.LOOP_TILE, Kind.LOOP_COL
@@ -86,6 +86,21 @@ _WRITTEN_AS |= {"max": "jnp.maximum", "min": "jnp.minimum", "clamp": "jnp.clip"}
 _NAN_COMMENT = Comment("NaN where a NaN is reduced: the interpreter's max and min skip it.")
 
 
+def refuse_columns_meeting_loop(
+    tr: Translator, eqn: Eqn, kinds: set[Kind], actual: str | None = None
+) -> None:
+    """A value along the kernel's columns and one along the loop dim have different blocks:
+    they meet only when their block shapes happen to be equal, which a shape change breaks."""
+    if kinds & {TILE, COL} and kinds & {LOOP_TILE, LOOP_COL}:
+        raise tr.fail(
+            eqn,
+            "the body combines a value along the kernel's columns with one along the loop dim",
+            "keep values along the loop dim (the scores of sk.dot(q, k)) and values along the "
+            "kernel's columns (the accumulator) apart; only per-row vectors meet both",
+            actual,
+        )
+
+
 def elementwise(tr: Translator, eqn: Eqn) -> None:
     kinds = {tr.kind(a) for a in eqn.inputs} - {SCALAR}
     out_shape = tr.trace.aval(eqn.outputs[0])[0]
@@ -98,13 +113,7 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
             # A (rows, 1) and a (1, cols) vector, as jnp writes an outer sum or product (a
             # causal mask): lax broadcasts both to the block, and so do the statements below.
             kinds = {block}
-    if kinds & {TILE, COL} and kinds & {LOOP_TILE, LOOP_COL}:
-        raise tr.fail(
-            eqn,
-            "the body combines a value along the kernel's columns with one along the loop dim",
-            "keep values along the loop dim (the scores of sk.dot(q, k)) and values along the "
-            "kernel's columns (the accumulator) apart; only per-row vectors meet both",
-        )
+    refuse_columns_meeting_loop(tr, eqn, kinds)
     if kinds in ({ROW, COL}, {ROW, LOOP_COL}):
         raise tr.fail(
             eqn,

@@ -9,7 +9,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._kernel import Kernel
-from ._probes import ProbeCase, ShapeSpec, dtype_text, probe_cases, probe_dtypes
+from ._probes import (
+    ProbeCase,
+    ShapeSpec,
+    dtype_text,
+    probe_cases,
+    probe_dtypes,
+    require_kernel,
+)
 
 __all__ = ["case_id", "cases", "parametrize"]
 
@@ -38,6 +45,7 @@ def parametrize(
 
     The items are named after the probe and dtypes, e.g. `test_softmax[ragged_M-float32]`.
     """
+    require_kernel(kernel, "parametrize")
     import pytest  # optional: only a pytest suite calls this
 
     found = probe_cases(kernel, shapes, dtypes)
@@ -64,6 +72,7 @@ def cases(
         def test_softmax_at_any_shape(case):
             sk.testing.check_case(softmax, case)
     """
+    require_kernel(kernel, "cases")
     from hypothesis import strategies as st  # optional: only a hypothesis suite calls this
 
     spec = kernel.spec

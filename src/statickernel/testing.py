@@ -40,6 +40,7 @@ from ._probes import (
     probe_cases,
     probe_dtypes,
     probe_shapes,
+    require_kernel,
 )
 from ._races import RaceReport, detect_races
 from ._results import CheckResult, describe_failure, format_results
@@ -112,6 +113,7 @@ def run_case(
     `rtol` and `atol` replace the tolerance derived from the dtypes: an element fails when
     |got - want| > atol + rtol * |want|; when only one is given, the other is 0.
     """
+    require_kernel(kernel, "run_case")
     _check_settings(seed, rtol, atol)
     chosen = backend or kernel.backend or default_backend()
     facts: dict[str, Any] = dict(
@@ -156,6 +158,7 @@ def check_case(
 ) -> CheckResult:
     """Runs one case, as `run_case`, and raises AssertionError saying what differs (or what
     raised) if it fails; returns the result otherwise. For `parametrize` and `cases`."""
+    require_kernel(kernel, "check_case")
     if (reference or kernel.reference) is None:
         raise ValueError(_no_reference(kernel))
     result = run_case(
@@ -215,6 +218,7 @@ def run_checks(
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
     """Every case of `kernel` against its reference; never raises for a failing case."""
+    require_kernel(kernel, "run_checks")
     if (reference or kernel.reference) is None:
         raise ValueError(_no_reference(kernel))
     results = []
@@ -253,6 +257,7 @@ def check_kernel(
         dtypes: an element fails when |got - want| > atol + rtol * |want|.
       atol: the allowed abs error, likewise; when only one of the two is given, the other is 0.
     """
+    require_kernel(kernel, "check_kernel")
     results = run_checks(
         kernel,
         shapes,
