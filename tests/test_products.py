@@ -158,7 +158,7 @@ def test_dot_of_a_b_that_is_a_value() -> None:
 
             return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
 
-    assert "`b` is not an operand" in info.value.what
+    assert "`b` is a value computed in the body" in info.value.what
     assert "only a may be a value" in str(info.value.fix)
 
 
