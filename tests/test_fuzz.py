@@ -16,7 +16,6 @@ and errors.
 import atexit
 import collections
 import hashlib
-import importlib.util
 import itertools
 import os
 import pathlib
@@ -34,6 +33,7 @@ from hypothesis import strategies as st
 
 import statickernel as sk
 from fuzz_kernels import COL_BLOCKS, KERNEL_NAME, ROW_BLOCKS, Declaration, declarations
+from generated_modules import write_and_import
 from statickernel._trace_context import TraceContext, tracing
 
 settings.register_profile(
@@ -80,12 +80,8 @@ def declare(decl: Declaration) -> sk.Kernel[..., Any] | sk.StaticKernelError:
     digest = hashlib.sha1(decl.source.encode()).hexdigest()[:16]
     if digest not in _MODULES:
         path = _MODULE_DIR / f"fuzzed_{digest}.py"
-        path.write_text(decl.source)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
         try:
-            spec.loader.exec_module(module)
+            module = write_and_import(path, decl.source)
         except sk.StaticKernelError as exc:
             check_error(exc, expected_files=(path.name,), declaration=True)
             _MODULES[digest] = exc

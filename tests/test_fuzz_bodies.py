@@ -35,7 +35,6 @@ import atexit
 import collections
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import pathlib
@@ -66,6 +65,7 @@ from body_fuzz import (
     make_args,
     reference_function,
 )
+from generated_modules import write_and_import
 
 EXAMPLES = int(os.environ.get("BODY_FUZZ_EXAMPLES", "300"))
 SEED = os.environ.get("BODY_FUZZ_SEED")
@@ -110,12 +110,8 @@ def _module_path(case: Case) -> pathlib.Path:
 def declare(case: Case) -> tuple[sk.Kernel[..., Any], pathlib.Path]:
     """Imports the case's module from its own file; a refusal raises Refusal."""
     path = _module_path(case)
-    path.write_text(case.source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        module = write_and_import(path, case.source)
     except sk.StaticKernelError as exc:
         _check_location(exc, case, path.name)
         raise Refusal("declaration", exc) from None

@@ -18,7 +18,6 @@ CROSS_BLOCK_FUZZ_EXAMPLES sets the number of cases (default 60); the run is dera
 import atexit
 import collections
 import hashlib
-import importlib.util
 import os
 import pathlib
 import shutil
@@ -39,6 +38,7 @@ from cross_block_fuzz import (
     multi_block_shape,
     whole_array,
 )
+from generated_modules import write_and_import
 
 EXAMPLES = int(os.environ.get("CROSS_BLOCK_FUZZ_EXAMPLES", "60"))
 _MODULE_DIR = pathlib.Path(tempfile.mkdtemp(prefix="statickernel_cross_block_"))
@@ -57,12 +57,8 @@ def declare(case: Composition) -> tuple[sk.Kernel[..., Any] | sk.CrossBlockResul
     """The kernel, or its refusal, from the module imported from a file."""
     digest = hashlib.sha1(case.source.encode()).hexdigest()[:16]
     path = _MODULE_DIR / f"cross_block_{digest}.py"
-    path.write_text(case.source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        module = write_and_import(path, case.source)
     except sk.StaticKernelError as exc:
         assert isinstance(exc, sk.CrossBlockResultError), (
             f"refused with {type(exc).__name__}, not CrossBlockResultError:\n{exc}\n\n"
