@@ -447,11 +447,32 @@ def test_test_exits_at_the_first_failing_kernel(
     assert "0 ✓, 4 ✗ (4 cases of 1 kernel" in out and "stopped after 1 kernel (-x)" in out
 
 
-def test_test_tolerances_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    target = "examples/softmax.py:softmax"
-    assert cli.main(["test", target, "--dtype", "f32", "--atol", "0", "--json"]) == 1
+SLIGHTLY_OFF = '''\
+"""A kernel one part in a million away from its reference: within the default f32 tolerance."""
+
+from jaxtyping import Array, Float
+
+import statickernel as sk
+
+
+@sk.kernel(tile={"M": "BM"}, reference=lambda x: x)
+def nudge(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return sk.load(x) + 2.0**-20
+'''
+
+
+def test_test_tolerances_from_the_command_line(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "slightly_off.py").write_text(SLIGHTLY_OFF)
+    off = f"{tmp_path / 'slightly_off.py'}:nudge"
+    assert cli.main(["test", off, "--dtype", "f32"]) == 0
+    capsys.readouterr()
+    assert cli.main(["test", off, "--dtype", "f32", "--atol", "0", "--json"]) == 1
     strict = json.loads(capsys.readouterr().out)
     assert all(c["tolerance"] == 0 and c["rtol"] == 0 for c in strict["cases"])
+    assert all(c["mismatches"] > 0 for c in strict["cases"])
+    target = "examples/softmax.py:softmax"
     assert cli.main(["test", target, "--dtype", "bf16", "--rtol", "0.1", "--atol", "1e-3"]) == 0
     assert "0.001+0.1·|want|" in capsys.readouterr().out
 

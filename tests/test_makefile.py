@@ -4,12 +4,16 @@ caller's arguments, and pyright gets a node.js it can run on."""
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+# What a calling make (CI runs `make pytest VENV=... JAX_VERSION=...`) exports to the suite:
+# its flags and its command-line variables, which would override the planned make's defaults.
+CALLER_MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
 
 MAKE = shutil.which("make") or "make"
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
@@ -18,7 +22,9 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU 
 def _plan(target: str, venv: pathlib.Path, *variables: str, path: str | None = None) -> str:
     """The commands `make TARGET` would run with the venv at `venv`."""
     env = dict(os.environ, PATH=path or os.environ["PATH"])
-    env.pop("MAKEFLAGS", None)
+    overridden = re.findall(r"^(\w+)\s*[?:]?=", (REPO / "Makefile").read_text(), re.MULTILINE)
+    for name in (*CALLER_MAKE_VARIABLES, *overridden):
+        env.pop(name, None)
     done = subprocess.run(
         [MAKE, "-n", "--no-print-directory", target, f"VENV={venv}", *variables],
         cwd=REPO,
