@@ -37,7 +37,7 @@ import numpy as np
 import statickernel as sk
 from gallery import EXAMPLES_DIR, Subject, select
 from report import Table, environment, write_json
-from statickernel import _binding
+from statickernel._compiler.declare import binding as _binding
 from timing import Timing, ratio, time_side_by_side
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import statickernel as sk
 from gallery import example_module
 from gpu_matmul import hopper_matmul_config
-from statickernel._compile_cli import write_dump
+from statickernel.cli.compile import write_dump
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -178,7 +178,7 @@ def _jax_matmul_report(row: Row, target: str) -> Any:
     tile of 128x256), BK=64 and 4 stages: the configuration statickernel's matmul chooses."""
     from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hmm
 
-    from statickernel._compile import _compile  # the compile statickernel's own kernels get
+    from statickernel.aot.compile import _compile  # the compile statickernel's own kernels get
 
     # The SM count of an H100/H200; a deviceless compile has no device to ask.
     hmm.get_num_sms = lambda: 132

@@ -10,7 +10,7 @@ import pytest
 
 import statickernel as sk
 from softmax import softmax, softmax_reference
-from statickernel import _backend
+from statickernel.runtime import backend as _backend
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from jaxtyping import Array, Float, Float32
 
 import statickernel as sk
 from markers import line_finder
-from statickernel._binding import bind, check_arguments
+from statickernel._compiler.declare.binding import bind, check_arguments
 
 _FILE = pathlib.Path(__file__)
 S = jax.ShapeDtypeStruct

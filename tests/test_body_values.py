@@ -13,7 +13,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import statickernel as sk
-from statickernel._translate import literal_source
+from statickernel._compiler.lower.translate import literal_source
 
 Body = Callable[[Any], Any]
 SHAPES = [(1, 1), (1, 37), (63, 5), (64, 128), (100, 37), (130, 300)]

@@ -369,7 +369,7 @@ def test_plan_json_is_the_launch_plan(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_plan_to_json_round_trips_through_json() -> None:
-    from statickernel._plan_json import plan_to_json
+    from statickernel.cli.json_output import plan_to_json
 
     plan = softmax.plan(jax.ShapeDtypeStruct((1000, 100), jnp.float32))
     facts = json.loads(json.dumps(plan_to_json(plan), allow_nan=False))
@@ -429,7 +429,7 @@ def test_test_selects_kernels_by_name(capsys: pytest.CaptureFixture[str]) -> Non
     assert cli.main(["test", "examples", "-k", "ROW_S*", "--dtype", "float32", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert {c["kernel"] for c in document["cases"]} == {"row_sum"}
-    from statickernel._cli_test import selected
+    from statickernel.cli.run_tests import selected
 
     assert selected("softmax_online", ["online"]) and selected("softmax", ["soft*"])
     assert not selected("softmax", ["norm"]) and selected("layernorm", ["x", "norm"])
@@ -671,6 +671,7 @@ def test_help_does_not_import_jax(argv: list[str]) -> None:
 
 
 def test_the_parser_default_target_is_the_compilers() -> None:
-    from statickernel import _cli_parser, _compile
+    from statickernel.aot import compile as _compile
+    from statickernel.cli import parser as _cli_parser
 
     assert _cli_parser.DEFAULT_TARGET == _compile.DEFAULT_TARGET

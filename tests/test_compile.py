@@ -23,7 +23,7 @@ import pytest
 
 import statickernel as sk
 from gallery_cases import KERNELS, structs
-from statickernel._compile_report import (
+from statickernel.aot.report import (
     KEY_SASS,
     TARGETS,
     CompileReport,
@@ -350,7 +350,7 @@ def test_the_matmul_has_the_structure_of_jax_own_hopper_matmul() -> None:
     pytest.importorskip("absl")
     from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hmm
 
-    from statickernel._compile import _compile
+    from statickernel.aot.compile import _compile
 
     ours = KERNELS["matmul"].compile(*_MATMUL_4096, bf16_out=True)
     hmm.get_num_sms = lambda: 132  # an H100/H200; a deviceless compile has no device to ask

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 import statickernel as sk
 from fuzz_kernels import COL_BLOCKS, KERNEL_NAME, ROW_BLOCKS, Declaration, declarations
 from generated_modules import write_and_import
-from statickernel._trace_context import TraceContext, tracing
+from statickernel.language.context import TraceContext, tracing
 
 settings.register_profile(
     "fuzz-ci",

@@ -9,7 +9,7 @@ import ast
 
 import pytest
 
-from statickernel._ir import (
+from statickernel._compiler.ir.nodes import (
     PASS,
     Assign,
     BinOp,
@@ -37,7 +37,7 @@ from statickernel._ir import (
     mentions,
     names_read,
 )
-from statickernel._printer import (
+from statickernel._compiler.ir.printer import (
     LINE_LIMIT,
     expression_source,
     literal_source,

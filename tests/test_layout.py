@@ -9,7 +9,7 @@ from jaxtyping import Array, Float
 import statickernel as sk
 from softmax import softmax
 from softmax_online import softmax_online
-from statickernel._layout import (
+from statickernel._compiler.layout.blocks import (
     Phase,
     call_layout,
     declaration_layout,

@@ -16,8 +16,8 @@ from jaxtyping import Array, Float
 
 import statickernel as sk
 from softmax_online import softmax_online
-from statickernel._binding import bind
-from statickernel._build import compile_call
+from statickernel._compiler.build import compile_call
+from statickernel._compiler.declare.binding import bind
 
 F32 = jnp.float32
 

@@ -38,7 +38,18 @@ BOUNDS = {
     "numpy": ">=2.1",
 }
 EXTRAS = {"cuda12", "cuda13", "aot", "test", "docs", "dev", "release"}
-PACKAGE_FILES = {"statickernel/__init__.py", "statickernel/py.typed", "statickernel/cli.py"}
+# The package and one module of each sub-package: the distributions ship the stages' folders.
+PACKAGE_FILES = {
+    "statickernel/__init__.py",
+    "statickernel/py.typed",
+    "statickernel/cli/__init__.py",
+    "statickernel/language/tile.py",
+    "statickernel/_compiler/build.py",
+    "statickernel/_compiler/lower/rules.py",
+    "statickernel/runtime/kernel.py",
+    "statickernel/aot/compile.py",
+    "statickernel/testing/probes.py",
+}
 
 
 def _pyproject() -> dict:
@@ -147,8 +158,8 @@ def test_the_version_has_one_source() -> None:
     source = (ROOT / "src" / "statickernel" / "__init__.py").read_text()
     assert re.findall(r'^__version__ = "([^"]+)"$', source, re.M) == [statickernel.__version__]
     # The command line reports the package's version, not a copy of it.
-    cli = (ROOT / "src" / "statickernel" / "_cli_parser.py").read_text()
-    assert "from . import __version__" in cli
+    cli = (ROOT / "src" / "statickernel" / "cli" / "parser.py").read_text()
+    assert "from .. import __version__" in cli
     assert f"## [{statickernel.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
 
 

@@ -275,7 +275,7 @@ def test_few_blocks_keep_one_block_per_cta() -> None:
 def four_sms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A GPU of four SMs, so that a persistent launch runs in the interpreter at a small size;
     the specializations planned for it are dropped afterwards."""
-    import statickernel._schedule as schedule
+    import statickernel._compiler.plan.schedule as schedule
 
     kernels = (softmax, rmsnorm, layernorm, row_sum, add, scale_bias)
     monkeypatch.setattr(schedule, "SMS", 4)

@@ -24,7 +24,7 @@ from rmsnorm import rmsnorm, rmsnorm_reference
 from row_sum import row_sum, row_sum_reference
 from scale_bias import scale_bias, scale_bias_reference
 from softmax import softmax, softmax_reference
-from statickernel._runtime import _reset_interpreter as reset_interpreter
+from statickernel.runtime.interpreter import _reset_interpreter as reset_interpreter
 
 
 def _has_cuda() -> bool:

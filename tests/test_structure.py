@@ -14,11 +14,17 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "src" / "statickernel
 MAX_LINES = 600
 
 
+def _module_name(path: pathlib.Path) -> str:
+    """A module's dotted name inside the package; a sub-package's `__init__.py` is the
+    sub-package (`cli`), the package's own is `__init__`."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
 def _modules() -> dict[str, pathlib.Path]:
-    return {
-        ".".join(path.relative_to(PACKAGE).with_suffix("").parts): path
-        for path in sorted(PACKAGE.rglob("*.py"))
-    }
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:

@@ -21,7 +21,7 @@ from matmul import matmul, matmul_reference
 from matmul_bias_gelu import matmul_bias_gelu, matmul_bias_gelu_reference
 from matmul_fp8 import matmul_fp8, matmul_fp8_reference
 from matmul_int8 import matmul_int8, matmul_int8_reference
-from statickernel import _schedule
+from statickernel._compiler.plan import schedule as _schedule
 from tolerances import assert_close, tolerance_for
 
 # (M, K, N): aligned, +1, primes, K below one block, below one block everywhere, one row.
@@ -246,7 +246,7 @@ def test_declared_stages_that_do_not_fit_beside_the_epilogue() -> None:
 def test_the_race_detector_sees_an_epilogue_slot_refilled_too_early(few_sms: None) -> None:
     """Without the wait before each slot is refilled, a slot's next piece of the block would
     overwrite what its TMA store has not read yet: the detector must say so."""
-    from statickernel._races import run_detecting_races
+    from statickernel.testing.races import run_detecting_races
 
     a, b = _operands(256, 128, 512, jnp.bfloat16)
     source = str(matmul.emit(a, b, backend="interpret"))

@@ -6,15 +6,13 @@ that is used imports this module, and with it everything, as an eager `__init__`
 """
 
 from . import testing
-from ._backend import (
-    BACKENDS,
-    InterpreterFallbackWarning,
-    backend,
-    default_backend,
-    set_backend,
-)
-from ._compile_report import CompileReport, Occupancy, OccupancyLimit
-from ._cost import Bound, Cost
+from ._compiler.declare.spec import Const
+from ._compiler.ir.nodes import Form, Kind, LoopMode
+from ._compiler.ir.pallas import FlatFrame, RowFrame
+from ._compiler.plan.cost import Bound, Cost
+from ._compiler.plan.pipelining import LoopPlan, PlannedDot
+from ._compiler.plan.plan import DimPlan, LaunchPlan, OperandPlan, Role
+from ._compiler.plan.schedule import Persistent, Schedule, ScheduleKind
 from ._errors import (
     AnnotationError,
     BackendError,
@@ -53,18 +51,20 @@ from ._errors import (
     UnsupportedOpError,
     VjpError,
 )
-from ._ir import Form, Kind, LoopMode
-from ._kernel import Kernel, Specialization, kernel
-from ._loops import dot, loop, map_blocks
-from ._ops import max, min, sum
-from ._pallas import FlatFrame, RowFrame
-from ._pipeline import LoopPlan, PlannedDot
-from ._plan import DimPlan, LaunchPlan, OperandPlan, Role
-from ._position import position
-from ._random import random_bits, random_bits_reference, uniform, uniform_reference
-from ._schedule import Persistent, Schedule, ScheduleKind
-from ._spec import Const
-from ._tile import Tile, dim, load
+from .aot.report import CompileReport, Occupancy, OccupancyLimit
+from .language.loops import dot, loop, map_blocks
+from .language.position import position
+from .language.random import random_bits, random_bits_reference, uniform, uniform_reference
+from .language.reductions import max, min, sum
+from .language.tile import Tile, dim, load
+from .runtime.backend import (
+    BACKENDS,
+    InterpreterFallbackWarning,
+    backend,
+    default_backend,
+    set_backend,
+)
+from .runtime.kernel import Kernel, Specialization, kernel
 
 __all__ = [
     "BACKENDS",

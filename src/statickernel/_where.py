@@ -6,12 +6,19 @@ import sysconfig
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["call_site", "caller_user_line", "display_path", "is_user_file", "source_location"]
+__all__ = [
+    "PACKAGE_DIR",
+    "call_site",
+    "caller_user_line",
+    "display_path",
+    "is_user_file",
+    "source_location",
+]
 
 # The standard library's own files. JAX's tracing runs through some of them (contextlib's
 # decorator wrappers), and they are never the user's call site.
 _STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
-_PACKAGE = os.path.dirname(__file__)
+PACKAGE_DIR = os.path.dirname(__file__)
 # Where console scripts are installed: the `statickernel` command's launcher, which only
 # calls the CLI, lives there and is not the user's line.
 _SCRIPTS_DIR = sysconfig.get_paths()["scripts"] + os.sep
@@ -27,7 +34,7 @@ def call_site() -> str | None:
     while frame is not None:
         path = frame.f_code.co_filename
         if (
-            not path.startswith(_PACKAGE)
+            not path.startswith(PACKAGE_DIR)
             and not path.startswith("<frozen")
             and "/jax/" not in path
             and "/jaxtyping/" not in path
@@ -57,7 +64,7 @@ def display_path(path: str) -> str:
 
 def is_user_file(path: str) -> bool:
     """Whether a traceback's file is the user's: not statickernel's, jax's or jaxtyping's."""
-    if path.startswith(_PACKAGE) or path.startswith("<"):
+    if path.startswith(PACKAGE_DIR) or path.startswith("<"):
         return False
     return not any(f"{os.sep}{pkg}{os.sep}" in path for pkg in ("jax", "jaxlib", "jaxtyping"))
 

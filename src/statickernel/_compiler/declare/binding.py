@@ -1,0 +1,288 @@
+"""Binding: a call's arguments are checked and its dims become Python ints.
+
+statickernel's own checks run first, because they can name the operand, the dim and both
+values; jaxtyping with beartype then checks the same call against the declared annotations.
+"""
+
+import dataclasses
+import functools
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..._errors import (
+    DtypeError,
+    ErrorContext,
+    OperandError,
+    OverrideError,
+    Phase,
+    ShapeError,
+    SymbolicDimError,
+)
+from ..._where import call_site
+from .limits import check_dim_size
+from .spec import KernelSpec, check_const_value
+
+__all__ = ["Binding", "bind", "call_site", "check_argument", "check_arguments"]
+
+_UNSUPPORTED_DTYPES = {
+    "float64": "use float32 (cast with x.astype(jnp.float32))",
+    "bool": "pass an int8 or int32 array (x.astype(jnp.int32)) and compare inside the body",
+    "complex64": "split real and imaginary parts into two float32 operands",
+    "complex128": "split real and imaginary parts into two float32 operands",
+    "int64": "use int32 (enable_x64 off, or x.astype(jnp.int32))",
+    "uint64": "use uint32",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    sizes: tuple[tuple[str, int], ...]
+    dtypes: tuple[tuple[str, str], ...]  # operand name -> dtype
+    shapes: tuple[tuple[str, tuple[int, ...]], ...]
+    consts: tuple[tuple[str, Any], ...]
+
+    @property
+    def size_map(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+
+def bind(
+    spec: KernelSpec,
+    args: Sequence[Any],
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    *,
+    call: bool = False,
+) -> Binding:
+    """Checks the arguments and binds the dims; `call` is True for a call that will run, which
+    needs arrays, where plan, emit and lower also take a `jax.ShapeDtypeStruct`."""
+    ctx = ErrorContext(spec.name, call_site(), Phase.CALL)
+    names = [o.name for o in spec.operands]
+    if len(args) != len(spec.operands):
+        raise ctx.error(
+            OperandError,
+            f"it takes {len(spec.operands)} operand(s) but was called with {len(args)}",
+            expected=f"{len(spec.operands)}: {', '.join(names)}",
+            actual=len(args),
+            fix=f"call {spec.name}({', '.join(names)}); pass constants by keyword",
+        )
+    sizes: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    dtypes: dict[str, str] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for op, arg in zip(spec.operands, args, strict=True):
+        check_argument(op.name, op.dims, arg, ctx, call=call)
+        shape, dtype = arg.shape, arg.dtype
+        dtype_name = str(np.dtype(dtype))
+        if len(shape) != op.rank:
+            raise ctx.bound(sizes).error(
+                ShapeError,
+                f"operand `{op.name}` has rank {len(shape)}, but its annotation has rank {op.rank}",
+                operand=op.name,
+                expected=f"rank {op.rank} ('{' '.join(op.dims)}')",
+                actual=f"shape {tuple(shape)}",
+                fix=f"pass a {op.rank}-D array for `{op.name}`",
+            )
+        if dtype_name in _UNSUPPORTED_DTYPES or dtype_name not in op.dtypes:
+            fix = _UNSUPPORTED_DTYPES.get(dtype_name, f"cast it with .astype(jnp.{op.dtypes[0]})")
+            what = (
+                f"operand `{op.name}` is {dtype_name}, which Mosaic GPU does not support"
+                if dtype_name in _UNSUPPORTED_DTYPES
+                else f"operand `{op.name}` is {dtype_name}, which its annotation does not allow"
+            )
+            raise ctx.bound(sizes).error(
+                DtypeError,
+                what,
+                operand=op.name,
+                expected=" or ".join(op.dtypes),
+                actual=dtype_name,
+                fix=fix,
+            )
+        for axis, (dim, size) in enumerate(zip(op.dims, shape, strict=True)):
+            if not isinstance(size, int | np.integer):
+                raise ctx.bound(sizes).error(
+                    SymbolicDimError,
+                    f"dim {dim} of operand `{op.name}` is symbolic ({size}); a Mosaic GPU grid "
+                    "must be static",
+                    operand=op.name,
+                    dim=dim,
+                    expected="a Python int",
+                    actual=f"{size!r} ({type(size).__name__})",
+                    fix=f"export or trace with a concrete size for {dim} (axis {axis} of "
+                    f"`{op.name}`), e.g. one export per batch size; Mosaic GPU has no shape "
+                    "polymorphism",
+                )
+            size = int(size)
+            if size <= 0:
+                raise ctx.bound(sizes).error(
+                    ShapeError,
+                    f"dim {dim} of operand `{op.name}` is {'zero' if size == 0 else 'negative'}",
+                    operand=op.name,
+                    dim=dim,
+                    expected="a size >= 1",
+                    actual=size if size == 0 else f"{size} (axis {axis}, shape {tuple(shape)})",
+                    fix="skip the kernel call for empty arrays"
+                    if size == 0
+                    else f"give the jax.ShapeDtypeStruct the array's true shape, with {dim} >= 1",
+                )
+            check_dim_size(dim, size, op.name, axis, ctx.bound(sizes))
+            if dim in sizes and sizes[dim] != size:
+                raise ctx.bound(sizes).error(
+                    ShapeError,
+                    f"dim {dim} is {sizes[dim]} in `{origin[dim]}` but {size} in `{op.name}`",
+                    operand=op.name,
+                    dim=dim,
+                    expected=f"{dim}={sizes[dim]} (bound by `{origin[dim]}`)",
+                    actual=f"{dim}={size} (axis {axis} of `{op.name}`, shape {tuple(shape)})",
+                    fix=f"make axis {axis} of `{op.name}` match, or give it its own dim name",
+                )
+            sizes.setdefault(dim, size)
+            origin.setdefault(dim, op.name)
+        dtypes[op.name] = dtype_name
+        shapes[op.name] = tuple(int(s) for s in shape)
+    consts = bind_consts(spec, defaults, overrides, ctx.bound(sizes))
+    _typecheck(spec, args, ctx.bound(sizes))
+    return Binding(
+        sizes=tuple(sizes.items()),
+        dtypes=tuple(dtypes.items()),
+        shapes=tuple(shapes.items()),
+        consts=tuple(consts.items()),
+    )
+
+
+def check_arguments(spec: KernelSpec, args: Sequence[Any], *, call: bool) -> None:
+    """Refuses an argument that is not an array (nor, outside a call, a ShapeDtypeStruct).
+
+    `bind` runs the same check; this one is for arguments that meet a cached specialization,
+    which `bind` never sees."""
+    ctx = ErrorContext(spec.name, call_site(), Phase.CALL)
+    for op, arg in zip(spec.operands, args, strict=False):
+        check_argument(op.name, op.dims, arg, ctx, call=call)
+
+
+def check_argument(
+    name: str, dims: Sequence[str], arg: Any, ctx: ErrorContext, *, call: bool
+) -> None:
+    """An operand's argument is a jax or numpy array; outside a call, also a ShapeDtypeStruct."""
+    if isinstance(arg, jax.Array | np.ndarray | np.generic):
+        return
+    shape_text = f"an array of shape '{' '.join(dims)}'"
+    if isinstance(arg, jax.ShapeDtypeStruct):
+        if not call:
+            return
+        raise ctx.error(
+            OperandError,
+            f"operand `{name}` is a jax.ShapeDtypeStruct, which has no data to run on",
+            operand=name,
+            expected=f"{shape_text}: a jax.Array or a numpy array",
+            actual=f"ShapeDtypeStruct(shape={tuple(arg.shape)}, dtype={arg.dtype})",
+            fix="pass an array, e.g. jnp.zeros(s.shape, s.dtype); kernel.plan, kernel.emit and "
+            "kernel.lower take a ShapeDtypeStruct",
+        )
+    ducked = hasattr(arg, "shape") and hasattr(arg, "dtype")
+    raise ctx.error(
+        OperandError,
+        f"operand `{name}` is a {type(arg).__name__}, which has .shape and .dtype but is not an "
+        "array"
+        if ducked
+        else f"operand `{name}` is not an array",
+        operand=name,
+        expected=f"{shape_text}: a jax.Array or a numpy array"
+        + ("" if call else ", or a jax.ShapeDtypeStruct"),
+        actual=f"{type(arg).__name__}: {arg!r}"[:120],
+        fix=(
+            f"convert it first: jnp.asarray({name})"
+            if ducked
+            else "pass a jax.Array, e.g. jnp.asarray(...)"
+        )
+        + (
+            ""
+            if call
+            else "; kernel.plan, kernel.emit and kernel.lower also take a jax.ShapeDtypeStruct"
+        ),
+    )
+
+
+def bind_consts(
+    spec: KernelSpec,
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    ctx: ErrorContext,
+) -> dict[str, Any]:
+    by_name = {c.name: c for c in spec.consts}
+    checked: dict[str, Any] = {}
+    for name, value in overrides.items():
+        if name not in by_name:
+            raise ctx.error(
+                OverrideError,
+                f"`{name}` is not a constant of the kernel",
+                constant=name,
+                expected=f"one of {', '.join(by_name) or '(no constants)'}",
+                actual=repr(name),
+                fix="override a declared constant, e.g. "
+                + (f"{next(iter(by_name))}=128" if by_name else "declare it first"),
+            )
+        if isinstance(value, jax.Array):
+            traced = "Tracer" in type(value).__name__
+            raise ctx.error(
+                OverrideError,
+                f"constant `{name}` is a {'traced value' if traced else 'jax array'}",
+                constant=name,
+                expected=f"a Python {by_name[name].type.__name__}",
+                actual=f"{type(value).__name__}",
+                fix="compute block sizes from static shapes (x.shape) with Python ints, or mark "
+                "the argument static in jax.jit (static_argnames)",
+            )
+        # The declared default is a value known to suit this constant.
+        checked[name] = check_const_value(
+            name,
+            by_name[name].type,
+            value,
+            ctx.facts(),
+            OverrideError,
+            example=by_name[name].default,
+            optional=by_name[name].optional,
+        )
+    return {**defaults, **checked}
+
+
+@functools.cache
+def _checker(spec: KernelSpec) -> Any:
+    """A function with the kernel's operand annotations, checked by jaxtyping and beartype."""
+    import inspect
+
+    from beartype import beartype
+    from jaxtyping import jaxtyped
+
+    sig = inspect.signature(spec.fn)
+    params = [
+        p.replace(default=inspect.Parameter.empty)
+        for p in sig.parameters.values()
+        if p.kind != p.KEYWORD_ONLY
+    ]
+
+    def check(*args: Any) -> None:
+        return None
+
+    check.__signature__ = sig.replace(parameters=params, return_annotation=None)  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(spec.fn, include_extras=True)
+    check.__annotations__ = {p.name: hints[p.name] for p in params}
+    return jaxtyped(typechecker=beartype)(check)
+
+
+def _typecheck(spec: KernelSpec, args: Sequence[Any], ctx: ErrorContext) -> None:
+    checker = _checker(spec)
+    try:
+        jax.eval_shape(checker, *args)
+    except Exception as exc:
+        raise ctx.error(
+            ShapeError,
+            "the call does not match the kernel's annotations",
+            expected=", ".join(f"{o.name}: '{' '.join(o.dims)}'" for o in spec.operands),
+            actual=str(exc).strip().splitlines()[0][:300],
+            fix="pass arrays whose shapes and dtypes match the annotations",
+        ) from None

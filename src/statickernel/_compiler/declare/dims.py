@@ -1,0 +1,214 @@
+"""The dims' frame: how the dims of a declaration's operands and results must agree.
+
+Batch dims lead every result; every result dim is an operand dim; and every 2-D block of a
+kernel shares one (rows, cols) frame, since blocks are not transposed or re-laid out inside it.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..._errors import AnnotationError
+from .operand import OperandSpec
+
+__all__ = ["check_batch", "check_batch_leads", "check_derivable", "frame"]
+
+
+def check_batch(
+    batch: tuple[str, ...],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+) -> None:
+    """Batch dims lead every result, and appear nowhere but in the leading dims."""
+    for op in operands + results:
+        stray = [d for d in op.block_dims if d in batch]
+        if stray:
+            raise AnnotationError(
+                f"`{op.name}` has the batch dim {stray[0]} after its leading dims",
+                **err,
+                operand=op.name,
+                dim=stray[0],
+                expected=f"batch dims first, in the order of batch= ({' '.join(batch)})",
+                actual=f"'{' '.join(op.dims)}'",
+                fix=f"move {stray[0]} to the front with jnp.moveaxis outside the kernel",
+            )
+    if not batch:
+        return
+    if not any(op.batch for op in operands):
+        raise AnnotationError(
+            f"batch= names {', '.join(batch)}, but no operand leads with it",
+            **err,
+            dim=batch[0],
+            fix=f"annotate the batched operands with {batch[0]} first, e.g. '{batch[0]} M K'",
+        )
+    for result in results:
+        if result.batch != batch:
+            raise AnnotationError(
+                f"{result.name} does not lead with every batch dim",
+                **err,
+                operand=result.name,
+                expected=f"'{' '.join(batch)} ...'",
+                actual=f"'{' '.join(result.dims)}'",
+                fix="each grid step writes one batch entry, so the result must have them all, "
+                "in the order of batch=",
+            )
+
+
+def check_batch_leads(
+    name: str, dims: list[str], batch: tuple[str, ...], err: dict[str, Any], *, role: str
+) -> None:
+    """The batch dims an array has come first, in the order of batch=: each grid step takes
+    one entry of them, and the blocks are the dims after them."""
+    present = [d for d in batch if d in dims]
+    leading = present + [d for d in dims if d not in batch]
+    if leading == dims:
+        return
+    source = tuple(dims.index(d) for d in present)
+    target = tuple(range(len(present)))
+
+    def axes(positions: tuple[int, ...]) -> str:
+        return str(positions[0]) if len(positions) == 1 else str(positions)
+
+    stray = next(d for d, want in zip(dims, leading, strict=True) if d != want and d in batch)
+    wanted = " ".join(leading)
+    if role == "operand":
+        fix = (
+            f"move the batch dims to the front outside the kernel, "
+            f"jnp.moveaxis({name}, {axes(source)}, {axes(target)}), and annotate it '{wanted}'"
+        )
+    else:
+        fix = (
+            f"declare the result '{wanted}' and move its axes back after the kernel, "
+            f"jnp.moveaxis(out, {axes(target)}, {axes(source)})"
+        )
+    raise AnnotationError(
+        f"{role} `{name}` does not lead with its batch dims: they come first, in the order "
+        "of batch=",
+        **err,
+        operand=name,
+        dim=stray,
+        expected=f"the batch dims first, in the order of batch= ({' '.join(batch)}): '{wanted}'",
+        actual=f"'{' '.join(dims)}'",
+        fix=fix,
+    )
+
+
+def check_derivable(
+    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
+) -> None:
+    operand_dims = {d for o in operands for d in o.dims}
+    for result in results:
+        for dim in result.dims:
+            if dim not in operand_dims:
+                raise AnnotationError(
+                    f"{result.name} dim {dim} cannot be derived from the operands",
+                    **err,
+                    operand=result.name,
+                    dim=dim,
+                    expected=f"a dim among {', '.join(sorted(operand_dims))}",
+                    actual=repr(dim),
+                    fix="every result dim must be an operand dim, so its size is known at the call",
+                )
+
+
+def frame(
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+    loop: Mapping[str, str] | None = None,
+) -> tuple[str, str | None]:
+    """Picks the (rows, cols) dim order every 2-D block of the kernel shares.
+
+    With loop dims, the results set the frame, and a 2-D operand with a loop dim outside the
+    frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there."""
+    everything = [_body_view(o) for o in operands + results]
+    results = [_body_view(r) for r in results]
+    two_d = [o for o in everything if o.rank == 2]
+    if loop:
+        framed = [r for r in results if r.rank == 2] + two_d
+        frame = framed[0].dims if framed else ()
+        outside = set(loop) - set(frame)
+        names = {r.name for r in results}
+
+        def dot_only(o: OperandSpec) -> bool:
+            # A matmul's a and b (a loop dim outside the frame), or an operand with the rows
+            # and a dim outside the frame (an MLP's x "M K"), which only sk.dot can read.
+            if o.rank != 2:
+                return False
+            rows_and_other = bool(frame) and o.dims[0] == frame[0] and o.dims[1] not in frame
+            return bool(outside & set(o.dims)) or (o.name not in names and rows_and_other)
+
+        everything = [o for o in everything if not dot_only(o)]
+        two_d = [r for r in results if r.rank == 2] + [o for o in everything if o.rank == 2]
+    if not two_d:
+        raise AnnotationError(
+            "it has no 2-D operand or result; blocks are laid out as 2-D register tiles",
+            **err,
+            fix='declare the data as 2-D, e.g. `x: Float[Array, "M N"]`, reshaping 1-D arrays '
+            "to (rows, cols) outside the kernel",
+        )
+    rows, cols = two_d[0].dims
+    for other in everything:
+        if other.rank == 2 and other.dims != (rows, cols):
+            raise _layout_error(other, two_d[0], bool(loop), err)
+        if other.rank == 1 and other.dims[0] not in (rows, cols):
+            raise AnnotationError(
+                f"1-D `{other.name}` runs along dim {other.dims[0]}, which is neither the row "
+                f"dim {rows} nor the column dim {cols}",
+                **err,
+                operand=other.name,
+                expected=f"'{rows}' or '{cols}'",
+                actual=f"'{other.dims[0]}'",
+                fix=f"use the dim name {rows} or {cols}",
+            )
+    return rows, cols
+
+
+def _layout_error(
+    other: OperandSpec, first: OperandSpec, has_loops: bool, err: dict[str, Any]
+) -> AnnotationError:
+    """`other` is 2-D but not laid out like the kernel's blocks, (rows, cols) of `first`."""
+    rows, cols = first.dims
+    actual = f"'{' '.join(other.dims)}'"
+    if set(other.dims) == {rows, cols}:
+        return AnnotationError(
+            f"`{other.name}` orders its dims differently from `{first.name}`",
+            **err,
+            operand=other.name,
+            expected=f"'{rows} {cols}'",
+            actual=actual,
+            fix=f"pass a transposed array ({other.name}.T) from outside the kernel and annotate it "
+            f"'{rows} {cols}'; blocks are not transposed inside it",
+        )
+    extra = [d for d in other.dims if d not in (rows, cols)]
+    shared = [d for d in other.dims if d in (rows, cols)]
+    if len(shared) == 1 and other.dims.index(shared[0]) == first.dims.index(shared[0]):
+        missing = cols if shared[0] == rows else rows
+        same = f"if {extra[0]} always has the size of {missing}, name it {missing}; otherwise "
+    else:
+        same = ""
+    reduce = (
+        f"reduce `{other.name}` over {extra[0]} in a kernel of its own (returning "
+        f'Float[Array, " {shared[0]}"]) and pass that vector here'
+        if len(shared) == 1
+        else f"compute what you need of `{other.name}` in a kernel of its own"
+    )
+    return AnnotationError(
+        f"2-D `{other.name}` is laid out '{' '.join(other.dims)}', but the kernel's 2-D blocks "
+        f"are '{rows} {cols}', like `{first.name}`: every 2-D operand and result shares them",
+        **err,
+        operand=other.name,
+        expected=f"'{rows} {cols}'"
+        + (
+            " (or a loop dim outside them, for an operand read only by sk.dot)" if has_loops else ""
+        ),
+        actual=actual,
+        fix=f"{same}{reduce}; for a matrix product over {extra[0]}, declare "
+        f'loop={{"{extra[0]}": "B{extra[0]}"}} and multiply with sk.dot',
+    )
+
+
+def _body_view(op: OperandSpec) -> OperandSpec:
+    """The operand as the body sees it: without its batch dims."""
+    return dataclasses.replace(op, dims=op.block_dims, batch=())

@@ -1,0 +1,55 @@
+"""Which dtypes an operand's or a result's annotation allows: those of its jaxtyping dtype
+that Mosaic GPU supports, with the fp8 dtypes only for an operand annotated with fp8 alone."""
+
+from typing import Any
+
+from ... import _hardware as hw
+from ..._compat import annotation_dtypes
+from ..._errors import AnnotationError
+
+__all__ = ["allowed_dtypes"]
+
+
+def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tuple[str, ...]:
+    """The dtypes of an annotation that statickernel supports; `Shaped` allows all of them.
+    The fp8 dtypes, which only `sk.dot` reads, count only for an operand annotated with fp8
+    alone (`Float8e4m3fn`): `Float` and `Shaped` keep the dtypes a body can load."""
+    dtypes = annotation_dtypes(hint)
+    general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in hw.DOT_ONLY_DTYPES)
+    if dtypes is None:
+        return general
+    allowed = tuple(d for d in general if d in dtypes)
+    if allowed:
+        return allowed
+    dot_only = tuple(d for d in hw.DOT_ONLY_DTYPES if d in dtypes)
+    if dot_only and role == "operand":
+        return dot_only
+    if dot_only:
+        raise AnnotationError(
+            f"{role} `{name}` allows only fp8 dtypes, which a kernel cannot store",
+            **err,
+            operand=name,
+            expected="a result of float32, bfloat16 or another dtype a body computes in",
+            actual=", ".join(dot_only),
+            fix="return float32 or bfloat16 and cast to fp8 outside the kernel",
+        )
+    shown = ", ".join(str(d) for d in dtypes)
+    if any(str(d).startswith("float8") for d in dtypes):
+        raise AnnotationError(
+            f"{role} `{name}` allows only fp8 dtypes that WGMMA does not multiply",
+            **err,
+            operand=name,
+            expected="float8_e4m3fn or float8_e5m2 (Float8e4m3fn, Float8e5m2)",
+            actual=shown,
+            fix="annotate it Float8e4m3fn or Float8e5m2 and cast outside the kernel, "
+            "x.astype(jnp.float8_e4m3fn)",
+        )
+    raise AnnotationError(
+        f"{role} `{name}` allows no dtype that Mosaic GPU supports",
+        **err,
+        operand=name,
+        expected=f"one of {', '.join(hw.SUPPORTED_DTYPES)}",
+        actual=shown,
+        fix="use Float, Float32, BFloat16, Float16, Int or Int32 (float64 and bool are not "
+        "supported by Mosaic GPU)",
+    )

@@ -1,0 +1,580 @@
+"""Declaration: a decorated function becomes a frozen, checked `KernelSpec`.
+
+Everything here runs when the decorator runs, before any data exists. Each check raises a
+`DeclarationError` that points at the user's decorator line.
+"""
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
+
+import numpy as np
+from jaxtyping import AbstractArray
+
+from ..._compat import plain_dim_names
+from ..._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
+from ..._where import call_site, display_path, source_location
+from ..ir.names import check_names, result_name
+from .dims import check_batch, check_batch_leads, check_derivable, frame
+from .dtypes import allowed_dtypes
+from .operand import OperandSpec
+
+__all__ = [
+    "Const",
+    "ConstSpec",
+    "KernelSpec",
+    "OperandSpec",
+    "build_spec",
+    "display_path",
+    "source_location",
+]
+
+T = TypeVar("T")
+
+
+class _ConstMarker:
+    """Marks a keyword parameter as a compile-time constant."""
+
+    def __repr__(self) -> str:
+        return "sk.Const"
+
+
+CONST = _ConstMarker()
+# `BM: sk.Const[int] = 64` reads as a plain int to type checkers.
+Const = Annotated[T, CONST]
+
+# Parameter names the call path reserves for itself.
+RESERVED_NAMES = frozenset({"backend"})
+CONST_TYPES: tuple[type, ...] = (int, float, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstSpec:
+    name: str
+    type: type
+    default: Any
+    optional: bool = False
+    """Declared `sk.Const[T | None]`: None is a value too (a scale that defaults to a formula)."""
+
+    @property
+    def is_int(self) -> bool:
+        """An int constant that is never None: what a block size or a stage count needs."""
+        return self.type is int and not self.optional
+
+    @property
+    def counts_stages(self) -> bool:
+        """An int constant, or an optional one whose None lets the plan fit the stages to
+        shared memory: what a stage count takes."""
+        return self.type is int
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """The canonical form of a declaration.
+
+    Invariants: every operand is rank 1 or 2, or 0 (a scalar); the 2-D operands and results
+    share one dim order (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled
+    dim is declared and tiled by an int constant; every result dim comes from an operand. A
+    result may lack a tiled dim, or be a scalar: it is then reduced across blocks
+    (`trace.crossblock`).
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    location: str
+    operands: tuple[OperandSpec, ...]
+    results: tuple[OperandSpec, ...]
+    result_is_tuple: bool
+    consts: tuple[ConstSpec, ...]
+    tile: tuple[tuple[str, str], ...]
+    rows: str
+    cols: str | None
+    reference: Callable[..., Any] | None
+    loop: tuple[tuple[str, str], ...] = ()
+    """Loop dims, walked in sequence inside each block, and the constants that block them."""
+    batch: tuple[str, ...] = ()
+    """Batch dims: leading dims of the operands, one index per grid step."""
+    stages: str | int = 2
+    """The constant holding the pipeline's stage count, or a fixed count."""
+
+    @property
+    def tile_map(self) -> dict[str, str]:
+        return dict(self.tile)
+
+    @property
+    def loop_map(self) -> dict[str, str]:
+        return dict(self.loop)
+
+    @property
+    def block_map(self) -> dict[str, str]:
+        """Every dim split into blocks, across the grid or along a loop, and its constant."""
+        return {**dict(self.tile), **dict(self.loop)}
+
+    def stage_count(self, consts: Mapping[str, Any]) -> int | None:
+        """The declared stage count; None when an optional stage constant is None, which
+        lets the plan fit as many stages as shared memory holds."""
+        if not isinstance(self.stages, str):
+            return self.stages
+        value = consts[self.stages]
+        return None if value is None else int(value)
+
+    @property
+    def const_defaults(self) -> dict[str, Any]:
+        return {c.name: c.default for c in self.consts}
+
+    def dim_names(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for operand in self.operands:
+            for dim in operand.dims:
+                seen[dim] = None
+        return tuple(seen)
+
+
+def build_spec(
+    fn: Callable[..., Any],
+    tile: Mapping[str, str],
+    reference: Callable[..., Any] | None,
+    name: str | None,
+    loop: Mapping[str, str] | None = None,
+    stages: str | int | None = None,
+    batch: tuple[str, ...] = (),
+) -> KernelSpec:
+    kname = name or getattr(fn, "__name__", "kernel")
+    if not inspect.isfunction(fn):
+        raise AnnotationError(
+            "sk.kernel decorates a function, and was applied to something else",
+            kernel=name,
+            where=call_site(),
+            expected="a function defined with `def`, its operands annotated with jaxtyping "
+            "array types",
+            actual=f"{type(fn).__name__}: {fn!r}"[:120],
+            fix='write @sk.kernel(...) on the line above `def my_kernel(x: Float[Array, "M N"], '
+            "...)`; apply it to the plain function, not to a jitted or wrapped one",
+        )
+    where = source_location(fn)
+    err: dict[str, Any] = dict(kernel=kname, where=where)
+    if not isinstance(tile, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in tile.items()
+    ):
+        raise TilingError(
+            "tile= must map dim names to constant names",
+            **err,
+            expected='a dict such as {"M": "BM"}, with BM a keyword-only sk.Const[int] parameter',
+            actual=repr(tile),
+            fix='write tile={"M": "BM"} and declare `BM: sk.Const[int] = 64`',
+        )
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references and the like
+        raise AnnotationError(
+            f"its annotations cannot be resolved: {exc}",
+            **err,
+            fix="define every name used in the annotations before the kernel, and do not use "
+            "`from __future__ import annotations` in kernel modules",
+        ) from None
+    sig = inspect.signature(fn)
+    operands: list[OperandSpec] = []
+    consts: list[ConstSpec] = []
+    for param in sig.parameters.values():
+        if param.name in RESERVED_NAMES:
+            raise AnnotationError(
+                f"parameter `{param.name}` uses a name statickernel reserves for the call",
+                **err,
+                operand=param.name,
+                fix=f"rename `{param.name}`",
+            )
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise AnnotationError(
+                f"`*{param.name}` or `**{param.name}` parameters cannot be operands or constants",
+                **err,
+                operand=param.name,
+                fix="list every operand as a named parameter and every constant as a keyword-only "
+                "parameter after `*`",
+            )
+        if param.kind == param.KEYWORD_ONLY:
+            consts.append(_const_spec(param, hints.get(param.name), err))
+        else:
+            if param.default is not param.empty:
+                raise AnnotationError(
+                    f"operand `{param.name}` has a default value",
+                    **err,
+                    operand=param.name,
+                    fix=f"make `{param.name}` keyword-only after `*` and annotate it "
+                    "`sk.Const[int]` if it is a constant",
+                )
+            operands.append(
+                _array_spec(param.name, hints.get(param.name), err, role="operand", batch=batch)
+            )
+    if not operands:
+        raise AnnotationError(
+            "it declares no operands",
+            **err,
+            fix='add at least one operand, e.g. `x: Float[Array, "M N"]`',
+        )
+    results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
+    dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
+    check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
+    check_batch(batch, operands, results, err)
+    check_derivable(operands, results, err)
+    loop = dict(loop or {})
+    rows, cols = frame(operands, results, err, loop)
+    for dim in batch:
+        if dim in tile or dim in loop:
+            raise TilingError(
+                f"batch dim {dim} is also in {'tile=' if dim in tile else 'loop='}",
+                **err,
+                dim=dim,
+                expected="a batch dim in batch= only: each grid step takes one index of it",
+                actual=f"batch={batch!r}",
+                fix=f"drop {dim} from {'tile=' if dim in tile else 'loop='}",
+            )
+    _check_tiling(tile, operands, results, consts, err)
+    if loop:
+        _check_loops(loop, tile, operands, consts, rows, err)
+    stage_spec = _stage_spec(stages, consts, err)
+    return KernelSpec(
+        name=kname,
+        fn=fn,
+        location=where,
+        operands=tuple(operands),
+        results=tuple(results),
+        result_is_tuple=result_is_tuple,
+        consts=tuple(consts),
+        tile=tuple(tile.items()),
+        rows=rows,
+        cols=cols,
+        reference=reference,
+        loop=tuple(loop.items()),
+        stages=stage_spec,
+        batch=batch,
+    )
+
+
+def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> ConstSpec:
+    base = None
+    if typing.get_origin(hint) is Annotated:
+        args = typing.get_args(hint)
+        if any(isinstance(a, _ConstMarker) for a in args[1:]):
+            base = args[0]
+    # `sk.Const[float | None]`: a constant that may also be None.
+    members = (
+        typing.get_args(base) if typing.get_origin(base) in (typing.Union, types.UnionType) else ()
+    )
+    optional = len(members) == 2 and type(None) in members
+    if optional:
+        base = next(m for m in members if m is not type(None))
+    if base not in CONST_TYPES:
+        raise ConstantError(
+            f"constant `{param.name}` is not annotated as an int, float or bool constant",
+            **err,
+            constant=param.name,
+            expected="sk.Const[int], sk.Const[float] or sk.Const[bool]",
+            actual=_type_name(hint),
+            fix=f"annotate it `{param.name}: sk.Const[int] = ...`",
+        )
+    assert isinstance(base, type)
+    if param.default is param.empty:
+        raise ConstantError(
+            f"constant `{param.name}` has no default value",
+            **err,
+            constant=param.name,
+            fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
+        )
+    default = check_const_value(
+        param.name, base, param.default, err, ConstantError, optional=optional
+    )
+    return ConstSpec(param.name, base, default, optional)
+
+
+def check_const_value(
+    name: str,
+    base: type,
+    value: Any,
+    err: Mapping[str, Any],
+    error: type[StaticKernelError],
+    example: Any = 64,
+    *,
+    optional: bool = False,
+) -> Any:
+    """Checks a constant's default or override value against its declared type, and returns it
+    as a Python value: a numpy scalar such as np.int64(64) becomes the int, float or bool. An
+    optional constant may also be None."""
+    if optional and value is None:
+        return None
+    shown = f"{value!r} ({type(value).__name__})"
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        value = value.item()
+    ok = isinstance(value, base) and (base is bool or not isinstance(value, bool))
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise error(
+            f"constant `{name}` must be a Python {base.__name__}",
+            **err,
+            constant=name,
+            expected=base.__name__ + (" or None" if optional else ""),
+            actual=shown,
+            fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
+            "be traced",
+        )
+    if base is int and value <= 0:
+        raise error(
+            f"constant `{name}` must be positive",
+            **err,
+            constant=name,
+            expected="> 0",
+            actual=value,
+            fix=f"use a positive value such as `{name}={example}`",
+        )
+    return value
+
+
+def _type_name(hint: Any) -> str:
+    if hint is None:
+        return "no annotation"
+    if typing.get_origin(hint) is Annotated:
+        base, *marks = typing.get_args(hint)
+        if any(isinstance(m, _ConstMarker) for m in marks):
+            return f"sk.Const[{_type_name(base)}]"
+    return getattr(hint, "__name__", None) or repr(hint)
+
+
+def _array_spec(
+    name: str, hint: Any, err: dict[str, Any], *, role: str, batch: tuple[str, ...] = ()
+) -> OperandSpec:
+    example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
+    if not (isinstance(hint, type) and issubclass(hint, AbstractArray)):
+        raise AnnotationError(
+            f"{role} `{name}` is not annotated with a jaxtyping array type",
+            **err,
+            operand=name,
+            expected="a jaxtyping array type with named dims",
+            actual=_type_name(hint),
+            fix=f"annotate it like {example}",
+        )
+    names = plain_dim_names(hint)
+    if names is None:
+        raise AnnotationError(
+            f"{role} `{name}` has a dim that is not a plain name",
+            **err,
+            operand=name,
+            expected="named dims such as 'M N'",
+            actual=repr(hint.dim_str),
+            fix="name every dim; fixed sizes, '*', '...', '#' and expressions are not "
+            "supported in kernel signatures",
+        )
+    dims = list(names)
+    check_batch_leads(name, dims, batch, err, role=role)
+    leading = 0
+    while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
+        leading += 1
+    # A 0-d operand is a scalar the kernel reads from global memory (a seed, a step count):
+    # a runtime value, unlike a constant, so a new value reuses the compiled kernel. A 0-d
+    # result is a reduction across every block (`trace.crossblock`).
+    ranks = (0, 1, 2) if role == "result" or not dims else (1, 2)
+    if len(dims) - leading not in ranks:
+        batch_text = f" after its batch dims ({' '.join(batch)})" if leading else ""
+        raise AnnotationError(
+            f"{role} `{name}` has rank {len(dims) - leading}{batch_text}; kernels take rank 1 "
+            "and 2 arrays" + (" (and scalar results)" if role == "result" else ""),
+            **err,
+            operand=name,
+            expected="rank 1 or 2"
+            + (", after leading batch dims" if batch else "")
+            + (
+                ", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"
+            ),
+            actual=f"rank {len(dims)} ({hint.dim_str!r})",
+            fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
+            + (", or declare its leading dims in batch=" if not batch else ""),
+        )
+    if len(set(dims)) != len(dims):
+        raise AnnotationError(
+            f"{role} `{name}` repeats a dim name",
+            **err,
+            operand=name,
+            actual=repr(hint.dim_str),
+            fix="give each axis its own dim name",
+        )
+    allowed = allowed_dtypes(name, hint, err, role)
+    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__), tuple(dims[:leading]))
+
+
+def _result_specs(
+    hint: Any, err: dict[str, Any], batch: tuple[str, ...] = ()
+) -> tuple[list[OperandSpec], bool]:
+    if hint is None:
+        raise AnnotationError(
+            "it has no result annotation",
+            **err,
+            fix='annotate the result, e.g. `-> Float[Array, "M N"]`',
+        )
+    if typing.get_origin(hint) is tuple:
+        parts = typing.get_args(hint)
+        if not parts or Ellipsis in parts:
+            raise AnnotationError(
+                "its tuple result annotation must list each result",
+                **err,
+                actual=_type_name(hint),
+                fix='write e.g. `-> tuple[Float[Array, "M N"], Float[Array, "M"]]`',
+            )
+        return [
+            _array_spec(result_name(i, True), p, err, role="result", batch=batch)
+            for i, p in enumerate(parts)
+        ], True
+    return [_array_spec(result_name(0, False), hint, err, role="result", batch=batch)], False
+
+
+def _check_loops(
+    loop: Mapping[str, str],
+    tile: Mapping[str, str],
+    operands: list[OperandSpec],
+    consts: list[ConstSpec],
+    rows: str,
+    err: dict[str, Any],
+) -> None:
+    operand_dims = {d for o in operands for d in o.dims}
+    const_by_name = {c.name: c for c in consts}
+    if not isinstance(loop, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in loop.items()
+    ):
+        raise TilingError(
+            "loop= must map dim names to constant names",
+            **err,
+            expected='a dict such as {"K": "BK"}, with BK a keyword-only sk.Const[int] parameter',
+            actual=repr(loop),
+            fix='write loop={"K": "BK"} and declare `BK: sk.Const[int] = 64`',
+        )
+    for dim, const_name in loop.items():
+        if dim not in operand_dims:
+            raise TilingError(
+                f"loop= names dim {dim}, which no operand declares",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(sorted(operand_dims))}",
+                actual=repr(dim),
+                fix="loop over a declared dim",
+            )
+        if dim in tile:
+            raise TilingError(
+                f"dim {dim} is both tiled across the grid and looped over",
+                **err,
+                dim=dim,
+                expected="each dim in at most one of tile= and loop=",
+                actual=f"tile[{dim!r}]={tile[dim]!r}, loop[{dim!r}]={const_name!r}",
+                fix=f"drop {dim} from tile= to walk it in a loop, or from loop= to spread it over "
+                "the grid",
+            )
+        const = const_by_name.get(const_name)
+        if const is None or not const.is_int:
+            raise TilingError(
+                f"dim {dim} is looped over in blocks of {const_name!r}, which is not an int "
+                "constant of the kernel",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(c.name for c in consts if c.is_int) or '(none)'}",
+                actual=repr(const_name),
+                fix=f"add a keyword-only parameter `{const_name}: sk.Const[int] = 64`",
+            )
+    if rows not in tile and rows not in loop:
+        raise TilingError(
+            f"the row dim {rows} of a kernel with loop dims is neither tiled nor looped over",
+            **err,
+            dim=rows,
+            expected=f"{rows} in tile= or in loop=",
+            actual=f"tile={dict(tile)!r}, loop={dict(loop)!r}",
+            fix=f'tile it, e.g. tile={{"{rows}": "B{rows}", ...}} with `B{rows}: sk.Const[int] = 64`, '
+            f'or walk it: loop={{"{rows}": "B{rows}"}}',
+        )
+
+
+def _stage_spec(
+    stages: str | int | None, consts: list[ConstSpec], err: dict[str, Any]
+) -> str | int:
+    """The pipeline's stage count: a named int constant, a fixed int, or `stages` if declared."""
+    names = {c.name: c for c in consts}
+    if stages is None:
+        if "stages" not in names:
+            return 2
+        # The name means the stage count: one of another type would be silently ignored.
+        if not names["stages"].counts_stages:
+            declared = names["stages"]
+            raise ConstantError(
+                "constant `stages` is the pipeline's stage count, which is an int",
+                **err,
+                constant="stages",
+                expected="sk.Const[int] or sk.Const[int | None] (None fits the stages to "
+                "shared memory)",
+                actual=f"sk.Const[{declared.type.__name__}{' | None' if declared.optional else ''}]",
+                fix="annotate it `stages: sk.Const[int] = 2`, or rename it if it means "
+                "something else",
+            )
+        return "stages"
+    if isinstance(stages, bool) or not isinstance(stages, int | str):
+        raise ConstantError(
+            "stages= must name an int constant or be a positive int",
+            **err,
+            actual=repr(stages),
+            fix='write stages="stages" and declare `stages: sk.Const[int] = 3`',
+        )
+    if isinstance(stages, int):
+        if stages < 1:
+            raise ConstantError(
+                "stages= must be at least 1",
+                **err,
+                actual=stages,
+                fix="use stages=2 or more to overlap copies with compute",
+            )
+        return stages
+    if stages not in names or not names[stages].counts_stages:
+        raise ConstantError(
+            f"stages= names {stages!r}, which is not an int constant of the kernel",
+            **err,
+            constant=stages,
+            expected=f"one of {', '.join(c.name for c in consts if c.is_int) or '(none)'}",
+            actual=repr(stages),
+            fix=f"add a keyword-only parameter `{stages}: sk.Const[int] = 3`",
+        )
+    return stages
+
+
+def _check_tiling(
+    tile: Mapping[str, str],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    consts: list[ConstSpec],
+    err: dict[str, Any],
+) -> None:
+    operand_dims = {d for o in operands for d in o.dims}
+    const_by_name = {c.name: c for c in consts}
+    for dim, const_name in tile.items():
+        if dim not in operand_dims:
+            raise TilingError(
+                f"the tiling names dim {dim}, which no operand declares",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(sorted(operand_dims))}",
+                actual=repr(dim),
+                fix=f"tile a declared dim, e.g. tile={{{sorted(operand_dims)[0]!r}: 'B'}}",
+            )
+        if not isinstance(const_name, str) or const_name not in const_by_name:
+            raise TilingError(
+                f"dim {dim} is tiled by {const_name!r}, which is not a constant of the kernel",
+                **err,
+                dim=dim,
+                expected=f"one of {', '.join(const_by_name) or '(no constants declared)'}",
+                actual=repr(const_name),
+                fix=f"add a keyword-only parameter `{const_name}: sk.Const[int] = 64`",
+            )
+        if not const_by_name[const_name].is_int:
+            raise TilingError(
+                f"dim {dim} is tiled by constant `{const_name}`, which is not an int",
+                **err,
+                dim=dim,
+                expected="sk.Const[int]",
+                actual=f"sk.Const[{const_by_name[const_name].type.__name__}]",
+                fix=f"annotate `{const_name}: sk.Const[int]`",
+            )

@@ -1,0 +1,106 @@
+"""Edge masks: which positions of a block lie inside the array, and which masks a load needs.
+
+Each axis gets a vector of positions (an iota in the per-row or per-column layout, plus where
+the block starts) compared with the dim's true size; a block's mask is that vector broadcast.
+The positions themselves are what `sk.position` returns, built by the same statements. A broadcast shares the
+vector's registers, where a block-shaped iota would take one register per element and per
+mask: in a loop step, next to a block of data, those spill.
+"""
+
+import dataclasses
+import math
+from collections.abc import Iterable
+
+from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Mask, Name, Operator, Stmt, call
+from ..ir.pallas import broadcast, layout
+from ..plan.plan import LaunchPlan, OperandPlan
+
+__all__ = ["MaskAxis", "edge_mask_statements", "fill_masks", "reads_zero"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskAxis:
+    """One axis of the block: its extent in registers, the dim's size, and where the block
+    starts along it (None for a block at 0)."""
+
+    extent: int
+    size: int
+    start: Expr | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Along:
+    """The masks of one axis and the names of its positions."""
+
+    prefix: str
+    kind: Kind
+    block: Mask
+    vector: Mask
+    position: Mask
+
+
+_ROWS = _Along("row", Kind.ROW, Mask.ROW_OK, Mask.ROW_OK_VEC, Mask.ROW_POSITION)
+_COLS = _Along("col", Kind.COL, Mask.COL_OK, Mask.COL_OK_VEC, Mask.COL_POSITION)
+_LOOP = _Along("loop", Kind.LOOP_COL, Mask.LOOP_OK, Mask.LOOP_OK_VEC, Mask.LOOP_POSITION)
+
+
+def edge_mask_statements(
+    needed: Iterable[Mask], rows: MaskAxis, cols: MaskAxis | None, loop: MaskAxis | None = None
+) -> list[Stmt]:
+    """Statements defining the masks in `needed`: `row_ok` and `col_ok` for blocks,
+    `row_ok_vec` and `col_ok_vec` for vectors, and the positions `row_position` and
+    `col_position` (global indices along the axis, past the dim's size too). In the step of a
+    loop over a dim outside the frame, `loop` is that dim, with `loop_ok`, `loop_ok_vec` and
+    `loop_position`."""
+    needed = set(needed)
+    statements: list[Stmt] = []
+    for along, axis in ((_ROWS, rows), (_COLS, cols), (_LOOP, loop)):
+        across = loop if along is _LOOP else cols
+        shape = (rows.extent, across.extent if across else 1)
+        masks = {along.block, along.vector} & needed
+        if not masks and along.position not in needed:
+            continue
+        assert axis is not None
+        index = Name(f"{along.prefix}_index")
+        iota = call(
+            "plgpu.broadcasted_iota",
+            DType("int32"),
+            Const((axis.extent,)),
+            Const(0),
+            layout=layout(along.kind),
+        )
+        statements.append(Assign((index,), iota))
+        position: Expr = index if axis.start is None else BinOp(Operator.ADD, index, axis.start)
+        if along.position in needed:
+            statements.append(Assign((Name(along.position),), position))
+            position = Name(along.position)
+        if not masks:
+            continue
+        statements.append(
+            Assign((Name(along.vector),), BinOp(Operator.LT, position, Const(axis.size)))
+        )
+        if along.block in needed:
+            dimension = 0 if along is _ROWS else 1
+            statements.append(
+                Assign((Name(along.block),), broadcast(Name(along.vector), shape, dimension))
+            )
+    return statements
+
+
+def reads_zero(fill: object) -> bool:
+    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
+    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
+
+
+def fill_masks(plan: LaunchPlan, op: OperandPlan, fill: object) -> set[Mask]:
+    """The masks a load of `op` needs to read `fill` past the edge: none for +0, which TMA, the
+    interpreter and host padding all read there already."""
+    if fill is None or reads_zero(fill):
+        return set()
+    masks: set[Mask] = set()
+    for dim in op.dims:
+        if not plan.dim(dim).ragged:
+            continue
+        along = _ROWS if dim == plan.rows else _COLS
+        masks.add(along.block if op.kind == Kind.TILE else along.vector)
+    return masks

@@ -1,0 +1,597 @@
+"""Code generation: a `LaunchPlan` and a translated body become a standalone Pallas module.
+
+The module imports only jax (and numpy), defines one jitted function named after the kernel,
+and is what statickernel itself executes for that specialization. It is built as IR and
+printed once, by `ir.printer`.
+"""
+
+import itertools
+import math
+
+import jax
+
+from ..._compat import has_plgpu_store
+from ..ir.nodes import (
+    Assign,
+    BinOp,
+    Call,
+    Comment,
+    Const,
+    DType,
+    EllipsisIndex,
+    Expr,
+    ExprStmt,
+    FunctionDef,
+    IfExp,
+    Import,
+    ImportFrom,
+    Keyword,
+    Kind,
+    List,
+    Mask,
+    Module,
+    Name,
+    Operator,
+    Return,
+    Slice,
+    SourceLine,
+    Stmt,
+    Subscript,
+    Tuple,
+    call,
+    names_read,
+)
+from ..ir.pallas import fill_past_edge, load, store
+from ..ir.printer import module_source
+from ..lower.dots import wgmma_transforms
+from ..lower.translation import LoopBlock, Translation, line_reads
+from ..plan.plan import DimPlan, LaunchPlan, OperandPlan, Role
+from ..plan.schedule import ScheduleKind
+from ..trace.crossblock import combined
+from .loops import loop_statements
+from .masks import MaskAxis, edge_mask_statements, fill_masks
+from .persistent import CTA, SLOT, STEP, persistent_statements
+from .rows import row_block_function, row_copies
+from .warpspec import WG_AXIS, warp_specialized_function
+
+__all__ = ["generate_source"]
+
+_BACKEND_TEXT = {
+    "interpret": "interpret (the Mosaic GPU interpreter; runs on any machine)",
+    "mosaic_gpu": "mosaic_gpu (compiled for an NVIDIA Hopper GPU)",
+}
+_IMPORTS: tuple[Stmt, ...] = (
+    Import("jax"),
+    Import("jax.numpy", "jnp"),
+    ImportFrom("jax", "lax"),
+    ImportFrom("jax.experimental", "pallas", "pl"),
+    ImportFrom("jax.experimental.pallas", "mosaic_gpu", "plgpu"),
+)
+_EDGE_START = Name("edge_start")
+
+
+def generate_source(plan: LaunchPlan, translation: Translation) -> str:
+    return module_source(_Generator(plan, translation).module())
+
+
+class _Generator:
+    def __init__(self, plan: LaunchPlan, translation: Translation):
+        self.plan = plan
+        self.t = translation
+        # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
+        self.new_store_api = has_plgpu_store()
+        # Operands copied once per block; those with a loop dim are copied by their pipeline.
+        # A scalar operand is not copied: each block reads it from global memory.
+        self.loaded = [
+            op
+            for op in plan.operands
+            if op.loaded
+            and op.loop_dim is None
+            and op.kind != Kind.SCALAR
+            # A warp-specialized launch's consumers hold their own buffers.
+            and plan.warp_specialized is None
+        ]
+        self.inputs = [op for op in plan.operands if op.loaded]
+        self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
+        written = {plan.results[r].name for r, _, _ in translation.streamed}
+        self.stored = [op for op in plan.results if op.name not in written]
+        # With loops, results stored after them take scoped shared memory, which reuses the
+        # pipelines' buffers; results written by a loop keep theirs for the whole kernel.
+        self.scoped = bool(plan.loops)
+        self.kernel_results = [op for op in plan.results if not (self.scoped and op in self.stored)]
+
+    # --- pieces ------------------------------------------------------------------------------
+
+    def _boxes(self, op: OperandPlan) -> list[tuple[Expr, Expr]]:
+        """(GMEM slice, SMEM ref) of each TMA box of an operand's block.
+
+        A whole dim wider than one box is copied in equal boxes: along rows they are
+        contiguous slices of one SMEM buffer; along columns each box has its own leading SMEM
+        index, because a TMA destination must be contiguous.
+        """
+        per_dim: list[list[tuple[Expr, int | None, Expr | None]]] = []
+        for dim_name, extent, gmem in zip(
+            op.dims, op.block_shape, op.block_gmem_shape, strict=True
+        ):
+            d = self.plan.dim(dim_name)
+            if d.tiled_by:
+                start = BinOp(Operator.MUL, Name(f"block_{dim_name}"), Const(extent))
+                per_dim.append([(call("pl.ds", start, Const(extent)), None, None)])
+                continue
+            boxes, size = d.boxes, extent // d.boxes
+            column = dim_name == self.plan.cols
+            options: list[tuple[Expr, int | None, Expr | None]] = []
+            for k in range(boxes):
+                start = k * size
+                gslice: Expr
+                if boxes == 1 and extent == gmem:
+                    gslice = Slice()
+                elif start + size <= gmem:
+                    gslice = call("pl.ds", Const(start), Const(size))
+                else:
+                    edge = BinOp(Operator.ADD, _EDGE_START, Const(start)) if start else _EDGE_START
+                    gslice = call("pl.ds", edge, Const(size))
+                if boxes == 1:
+                    options.append((gslice, None, None))
+                elif column:
+                    options.append((gslice, k, None))
+                else:
+                    options.append((gslice, None, call("pl.ds", Const(start), Const(size))))
+            per_dim.append(options)
+        boxes_out = []
+        for combo in itertools.product(*per_dim):
+            gmem_ref = Subscript(Name(f"{op.name}_gmem.at"), tuple(g for g, _, _ in combo))
+            index: list[Expr] = [Const(k) for _, k, _ in combo if k is not None]
+            index += [r for _, _, r in combo if r is not None]
+            smem = f"{op.name}_smem"
+            smem_ref = Subscript(Name(f"{smem}.at"), tuple(index)) if index else Name(smem)
+            boxes_out.append((gmem_ref, smem_ref))
+        return boxes_out
+
+    def _column_boxes(self, op: OperandPlan) -> int:
+        return self.plan.dim(self.plan.cols).boxes if self.plan.cols in op.dims else 1
+
+    def _stages(self) -> int:
+        """Buffers a row-wise operand's block has: a persistent launch's stages, else one."""
+        schedule = self.plan.schedule
+        if schedule is not None and schedule.kind is ScheduleKind.PERSISTENT:
+            return schedule.stages
+        return 1
+
+    def _grid_names(self) -> tuple[str, ...]:
+        persistent = self._stages() > 1 or self.plan.warp_specialized is not None
+        return ("cta",) if persistent else self.plan.grid_names
+
+    def _launch_grid(self) -> tuple[int, ...]:
+        """The CTAs launched: a persistent launch's, else one a block."""
+        schedule = self.plan.schedule
+        if schedule is not None and schedule.kind in (
+            ScheduleKind.PERSISTENT,
+            ScheduleKind.WARP_SPECIALIZED,
+        ):
+            return (schedule.ctas,)
+        return self.plan.grid
+
+    def _grid_text(self) -> str:
+        plan = self.plan
+        blocks = f"{plan.grid} over ({', '.join(plan.grid_names)})"
+        if self._launch_grid() == plan.grid:
+            return blocks
+        return f"{self._launch_grid()} persistent CTAs, for the blocks {blocks}"
+
+    def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
+        if self.plan.row_frame is not None:
+            if op.kind == Kind.ROW:  # a 16-byte slot a row
+                return (*op.block_shape, op.gmem_shape[-1])
+            stages = self._stages() if op.role is Role.INPUT and op.kind == Kind.TILE else 1
+            return (stages, *op.block_shape) if stages > 1 else op.block_shape
+        if self._stages() > 1 and op.role is Role.INPUT:  # a slot a stage
+            return (self._stages(), *op.block_shape)
+        boxes = self._column_boxes(op)
+        if boxes == 1:
+            return op.block_shape
+        return (boxes, *op.block_shape[:-1], op.block_shape[-1] // boxes)
+
+    def _smem_buffer(self, op: OperandPlan) -> Expr:
+        if op.swizzle:  # read by sk.dot: WGMMA's tiled, swizzled layout
+            shape = Const(self._smem_shape(op))
+            return call("plgpu.SMEM", shape, DType(op.dtype), transforms=wgmma_transforms(op.dtype))
+        return call("plgpu.SMEM", Const(self._smem_shape(op)), DType(op.dtype))
+
+    def _masks(self) -> list[Stmt]:
+        """Edge masks, built in registers from iota and the true dims."""
+        needed = set(self.t.masks)
+        for op in self.loaded:
+            needed |= fill_masks(self.plan, op, op.fill)
+        if not needed:
+            return []
+
+        def axis(dim: DimPlan | None) -> MaskAxis | None:
+            if dim is None:
+                return None
+            start = BinOp(Operator.MUL, Name(f"block_{dim.name}"), Const(dim.extent))
+            return MaskAxis(dim.extent, dim.size, start if dim.tiled_by else None)
+
+        rows = axis(self.plan.dim(self.plan.rows))
+        assert rows is not None
+        cols = axis(self.plan.dim(self.plan.cols) if self.plan.cols else None)
+        positions = {Mask.ROW_POSITION, Mask.COL_POSITION}
+        comment = (
+            "Positions: the block's global indices, from iota and where the block starts."
+            if needed <= positions
+            else "Edge masks: positions inside the array, from iota and the true dims."
+        )
+        return [Comment(comment), *edge_mask_statements(needed, rows, cols)]
+
+    def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]:
+        """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
+        past the edge."""
+        boxes = self._column_boxes(op)
+        smem = f"{op.name}_smem"
+        if boxes == 1:
+            value = load(ref or Name(smem), op.kind, self.plan.flat_frame)
+        else:
+            parts = (
+                load(Subscript(Name(f"{smem}.at"), (Const(k),)), op.kind) for k in range(boxes)
+            )
+            value = call("jnp.concatenate", List(tuple(parts)), axis=Const(len(op.dims) - 1))
+        lines: list[Stmt] = [Assign((Name(op.name),), value)]
+        masks = fill_masks(self.plan, op, op.fill)
+        if masks:
+            lines.append(fill_past_edge(op.name, masks, op.fill, op.dtype))
+        return lines
+
+    def _in_registers(self, op: OperandPlan) -> bool:
+        """False for an operand only `sk.dot` reads: WGMMA takes it from shared memory."""
+        return (
+            not op.swizzle
+            or any(line_reads(line, op.name) for line in self.t.lines)
+            or any(out is not None and op.name in names_read(out) for out in self.t.outputs)
+        )
+
+    def _loaded_after_loops(self) -> dict[str, int]:
+        """Loaded operands whose first use comes after a loop, and the body line to load them
+        before. Loading them at the top would hold their registers through the loop, next to
+        its accumulators (a matmul's bias, say), and make the compiler spill."""
+        lines = self.t.lines
+        first_loop = next((i for i, line in enumerate(lines) if isinstance(line, LoopBlock)), None)
+        if first_loop is None:
+            return {}
+        deferred = {}
+        for op in self.loaded:
+            in_outputs = any(
+                out is not None and op.name in names_read(out) for out in self.t.outputs
+            )
+            first = next(
+                (i for i, line in enumerate(lines) if line_reads(line, op.name, mentioned=True)),
+                len(lines) if in_outputs else None,
+            )
+            if first is None or first <= first_loop:
+                continue
+            # Above the comment that names the user's line, when there is one.
+            while first > first_loop + 1 and isinstance(lines[first - 1], Comment | SourceLine):
+                first -= 1
+            deferred[op.name] = first
+        return deferred
+
+    # --- the block body ----------------------------------------------------------------------
+
+    def _params(self) -> tuple[str, ...]:
+        """The block function's parameters: GMEM refs, then the scratch, as the launch lists it."""
+        params = [f"{op.name}_gmem" for op in self.inputs]
+        params += [f"{op.name}_gmem" for op in self.plan.results]
+        params += [f"{op.name}_smem" for op in self.loaded]
+        params += [f"{op.name}_smem" for op in self.kernel_results]
+        params += [f"{op.name}_barrier" for op in self.loaded]
+        return tuple(params)
+
+    def block_function(self) -> FunctionDef:
+        plan = self.plan
+        if plan.row_frame is not None:
+            return row_block_function(plan, self.t, self.new_store_api)
+        if plan.warp_specialized is not None:
+            return warp_specialized_function(plan, self.t, self.new_store_api)
+        if self._stages() > 1:
+            return self._persistent_block_function()
+        body: list[Stmt] = []
+        for d in plan.dims:
+            if d.tiled_by or d.batched:
+                axis_index = call("lax.axis_index", Const(d.name))
+                body.append(Assign((Name(f"block_{d.name}"),), axis_index))
+        for op in [*self.inputs, *plan.results]:
+            if op.batch or op.per_block:
+                gmem = f"{op.name}_gmem"
+                lead = (*op.batch, *op.per_block)
+                entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in lead))
+                what = "this grid step's partial" if op.per_block else "this grid step's entry"
+                body.append(Assign((Name(gmem),), entry, comment=what))
+        for op in self.scalars:
+            value = Subscript(Name(f"{op.name}_gmem"), (EllipsisIndex(),))
+            body.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
+        boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
+        if any(_EDGE_START.text in names_read(g) for g in boxes):
+            body.append(
+                Comment(
+                    "Blocks wider than a whole dim start at a traced zero: the box may extend past"
+                )
+            )
+            body.append(Comment("the array's edge, where TMA reads zeros and drops writes."))
+            zero = BinOp(Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(0))
+            body.append(Assign((_EDGE_START,), zero))
+        if self.loaded:
+            body.append(
+                Comment("Load: start every TMA copy first so they overlap, then wait for each.")
+            )
+            for op in self.loaded:
+                # A box inside the array in every block needs no bounds handling: say so.
+                promise = (
+                    {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
+                    if not any(self.plan.dim(d).ragged for d in op.dims)
+                    else {}
+                )
+                barrier = Name(f"{op.name}_barrier")
+                for gmem_ref, smem_ref in self._boxes(op):
+                    copy = call("plgpu.copy_gmem_to_smem", gmem_ref, smem_ref, barrier, **promise)
+                    body.append(ExprStmt(copy))
+            for op in self.loaded:
+                body.append(ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))))
+        body += self._masks()
+        deferred = self._loaded_after_loops()
+        for op in self.loaded:
+            if op.name not in deferred and self._in_registers(op):
+                body += self._load(op)
+        body.append(Comment("The kernel body, one statement per traced op."))
+        for i, line in enumerate(self.t.lines):
+            for op in (op for op in self.loaded if deferred.get(op.name) == i):
+                body.append(
+                    Comment(f"`{op.name}` is first read after a loop: not held through it.")
+                )
+                body += self._load(op)
+            if isinstance(line, LoopBlock):
+                body += loop_statements(plan, line, self.t.streamed, self.new_store_api)
+            else:
+                body.append(line)
+        for op in (op for op in self.loaded if deferred.get(op.name) == len(self.t.lines)):
+            body += self._load(op)
+        if self.stored:
+            body += self._store()
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+
+    def _persistent_block_function(self) -> FunctionDef:
+        """CTA `cta` takes blocks cta, cta + ctas, ... with `stages` blocks' loads in flight:
+        each operand has a shared-memory slot a stage, refilled once its block is in
+        registers and the step has synchronized (commit_smem)."""
+        plan = self.plan
+        assert plan.schedule is not None
+        assert not self.scalars, "a persistent block has no scalar operands"
+        ctas, stages = plan.schedule.ctas, plan.schedule.stages
+        blocks = math.prod(plan.grid)
+
+        def block_indices() -> list[Stmt]:
+            """The grid position of the CTA's `i`-th block: the last axis runs fastest."""
+            block = Name("block")
+            lines: list[Stmt] = [
+                Assign((block,), BinOp(Operator.ADD, CTA, BinOp(Operator.MUL, STEP, Const(ctas))))
+            ]
+            for k, name in enumerate(plan.grid_names):
+                stride = math.prod(plan.grid[k + 1 :])
+                value: Expr = (
+                    BinOp(Operator.FLOORDIV, block, Const(stride)) if stride > 1 else block
+                )
+                if k > 0:
+                    value = call("lax.rem", value, Const(plan.grid[k]))
+                lines.append(Assign((Name(f"block_{name}"),), value))
+            return lines
+
+        def slot_of(op: OperandPlan) -> Expr:
+            return Subscript(Name(f"{op.name}_smem.at"), (SLOT,))
+
+        def barrier_of(op: OperandPlan) -> Expr:
+            return Subscript(Name(f"{op.name}_barrier.at"), (SLOT,))
+
+        copies: list[Stmt] = []
+        for op in self.loaded:
+            promise = (
+                {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
+                if not any(self.plan.dim(d).ragged for d in op.dims)
+                else {}
+            )
+            for gmem_ref, _ in self._boxes(op):
+                copy = call(
+                    "plgpu.copy_gmem_to_smem", gmem_ref, slot_of(op), barrier_of(op), **promise
+                )
+                copies.append(ExprStmt(copy))
+        step: list[Stmt] = [
+            *block_indices(),
+            *[ExprStmt(call("plgpu.barrier_wait", barrier_of(op))) for op in self.loaded],
+            *self._masks(),
+        ]
+        for op in self.loaded:
+            step += self._load(op, slot_of(op))
+        step.append(Comment("The kernel body, one statement per traced op."))
+        for line in self.t.lines:
+            assert not isinstance(line, LoopBlock), "a persistent block has no loops"
+            step.append(line)
+        wait = ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)))
+        step.append(Comment("The last block's stores have read the results' buffers."))
+        step.append(wait)
+        for op, value in zip(plan.results, self.t.outputs, strict=True):
+            assert value is not None
+            step.append(store(Name(f"{op.name}_smem"), value, self.new_store_api, plan.flat_frame))
+        step.append(ExprStmt(call("plgpu.commit_smem")))
+        for op in plan.results:
+            for gmem_ref, smem_ref in self._boxes(op):
+                step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
+        body: list[Stmt] = [
+            Comment(
+                f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
+                f"with {stages} in flight."
+            ),
+            *persistent_statements(
+                blocks,
+                ctas,
+                stages,
+                (*block_indices(), *copies),
+                [],
+                step,
+                "The slot's block is in registers: the block `stages` ahead takes it.",
+            ),
+            wait,
+        ]
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+
+    def _store(self) -> list[Stmt]:
+        """Registers to shared memory, then TMA to global memory, clipped at the edge."""
+        stores: list[Stmt] = []
+        for op, value in zip(self.plan.results, self.t.outputs, strict=True):
+            if op not in self.stored:
+                continue
+            assert value is not None
+            smem = f"{op.name}_smem"
+            boxes = self._column_boxes(op)
+            if boxes == 1:
+                stores.append(store(Name(smem), value, self.new_store_api, self.plan.flat_frame))
+                continue
+            stores.append(Assign((Name(op.name),), value))
+            width = op.block_shape[-1] // boxes
+            lead = (Slice(),) if len(op.dims) == 2 else ()
+            for k in range(boxes):
+                piece = Subscript(
+                    Name(op.name), (*lead, Slice(Const(k * width), Const((k + 1) * width)))
+                )
+                stores.append(
+                    store(Subscript(Name(f"{smem}.at"), (Const(k),)), piece, self.new_store_api)
+                )
+        stores.append(ExprStmt(call("plgpu.commit_smem")))
+        for op in self.stored:
+            for gmem_ref, smem_ref in self._boxes(op):
+                stores.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
+        # At the kernel's end shared memory is free once the copies have read it: the writes
+        # finish on their own.
+        wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))
+        stores.append(ExprStmt(wait))
+        if not self.scoped:
+            return [
+                Comment(
+                    "Store: registers to shared memory, then TMA to global memory, clipped at the "
+                    "edge."
+                ),
+                *stores,
+            ]
+        refs = tuple(f"{op.name}_smem" for op in self.stored)
+        buffers = [self._smem_buffer(op) for op in self.stored]
+        return [
+            Comment(
+                "Store: registers to shared memory scoped after the loops (it reuses the "
+                "pipelines'),"
+            ),
+            Comment("then TMA to global memory, clipped at the edge."),
+            FunctionDef("store_results", refs, tuple(stores)),
+            ExprStmt(call("pl.run_scoped", Name("store_results"), *buffers)),
+        ]
+
+    def launch(self) -> Stmt:
+        plan = self.plan
+        outs = [
+            call("jax.ShapeDtypeStruct", Const(op.gmem_shape), DType(op.dtype))
+            for op in plan.results
+        ]
+        out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
+        held = [op for op in self.kernel_results if op.shares_smem_with is None]
+        scratch = [self._smem_buffer(op) for op in [*self.loaded, *held]]
+        staged = self._stages()
+        for op in self.loaded:
+            boxes = row_copies(plan, op) if plan.row_frame else len(self._boxes(op))
+            arrivals = {} if boxes == 1 else {"num_arrivals": Const(boxes)}
+            if staged > 1 and (op.kind == Kind.TILE or plan.row_frame is None):  # one a stage
+                arrivals["num_barriers"] = Const(staged)
+            scratch.append(call("plgpu.Barrier", **arrivals))
+        lane = Name("plgpu.LoweringSemantics.Lane")
+        interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
+        threads: tuple[Keyword, ...] = ()
+        if plan.warp_specialized is not None:  # the consumers, then the producer
+            threads = (
+                Keyword("num_threads", Const(plan.warp_specialized.consumers + 1)),
+                Keyword("thread_name", Const(WG_AXIS)),
+            )
+        kernel = Call(
+            Name("plgpu.kernel"),
+            (Name(f"_{plan.kernel}_block"),),
+            (
+                Keyword("out_type", out_type),
+                Keyword("grid", Const(self._launch_grid())),
+                Keyword("grid_names", Tuple(tuple(Const(n) for n in self._grid_names()))),
+                *threads,
+                Keyword("scratch_types", List(tuple(scratch), one_per_line=True)),
+                Keyword("compiler_params", call("plgpu.CompilerParams", lowering_semantics=lane)),
+                Keyword("interpret", interpret),
+            ),
+            one_per_line=True,
+        )
+        return Assign((Name("_launch"),), kernel)
+
+    def wrapper(self) -> FunctionDef:
+        plan = self.plan
+        body: list[Stmt] = []
+        for op in self.inputs:
+            if op.host_padded:
+                pads = Tuple(
+                    tuple(Const((0, g - s)) for s, g in zip(op.shape, op.gmem_shape, strict=False))
+                )
+                why = (
+                    "pad for WGMMA's tiled shared memory"
+                    if op.swizzle
+                    else "rows are not a multiple of 16 bytes: pad for TMA"
+                )
+                body.append(Comment(f"`{op.name}` {why} (extra copy)."))
+                body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
+        launched = call("_launch", *(Name(op.name) for op in self.inputs))
+        body.append(Assign(tuple(Name(op.name) for op in plan.results), launched))
+        outs = [_unpadded(op, plan.row_frame is not None) for op in plan.results]
+        for cross in plan.cross_blocks:
+            op = plan.results[cross.index]
+            then = f", then a {cross.outer} over {cross.kept}" if cross.outer else ""
+            what = f"one partial {cross.combine} per block; combined here, in a fixed order"
+            body.append(Comment(f"`{op.name}`: {what}{then}."))
+            body.append(Assign((Name(op.name),), combined(cross, outs[cross.index], len(op.batch))))
+            outs[cross.index] = Name(op.name)
+        if plan.tuple_result:
+            body.append(Return(Tuple(tuple(outs))))
+        else:
+            body.append(Return(outs[0]))
+        params = tuple(op.name for op in plan.operands)
+        return FunctionDef(plan.kernel, params, tuple(body), decorators=(Name("jax.jit"),))
+
+    def header(self) -> list[Stmt]:
+        plan = self.plan
+        dims = ", ".join(f"{d.name}={d.size}" for d in plan.dims)
+        consts = ", ".join(f"{k}={v!r}" for k, v in plan.constants) or "(none)"
+        ops = ", ".join(f"{op.name}: {op.dtype}{list(op.shape)}" for op in plan.operands)
+        return [
+            Comment(f"Pallas Mosaic GPU kernel `{plan.kernel}`, generated by statickernel."),
+            Comment(f"Declared at: {plan.location}"),
+            Comment(f"Operands:    {ops}"),
+            Comment(f"Dims:        {dims}"),
+            Comment(f"Constants:   {consts}"),
+            Comment(f"Grid:        {self._grid_text()}"),
+            Comment(f"Backend:     {_BACKEND_TEXT[plan.backend]}"),
+            Comment(f"JAX:         {jax.__version__}"),
+            Comment("This module needs only jax; it does not import statickernel."),
+        ]
+
+    def module(self) -> Module:
+        interpret = Assign((Name("INTERPRET"),), Const(self.plan.backend == "interpret"))
+        code = (interpret, self.block_function(), self.launch(), self.wrapper())
+        return Module((tuple(self.header()), _IMPORTS, code))
+
+
+def _unpadded(op: OperandPlan, row_form: bool) -> Expr:
+    if not op.host_padded:
+        return Name(op.name)
+    if row_form and op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # 16-byte slots
+        return Subscript(Name(op.name), (Slice(None, Const(op.shape[0])), Const(0)))
+    if op.gmem_shape[:-1] == op.shape[:-1]:
+        index = (*[Slice()] * (len(op.shape) - 1), Slice(None, Const(op.shape[-1])))
+    else:
+        index = tuple(Slice(None, Const(s)) for s in op.shape)
+    return Subscript(Name(op.name), index)

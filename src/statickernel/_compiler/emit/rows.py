@@ -1,0 +1,433 @@
+"""Code generation for the row form: each block's rows copied in bulk, computed one row at a
+time as a vector, and copied back in bulk.
+
+Every copy is a bulk copy of whole 128-byte pieces that lies inside its array:
+  - a row that is not a whole number of 128-byte pieces ends with a copy of its last 128
+    bytes, which overlaps the piece before it (those bytes are written twice, with the same
+    values);
+  - a block's rows past the array's edge read its last row again, and are never stored;
+  - a per-row result is written in one copy per block, to an array padded to whole blocks.
+So no copy reads or writes past an edge, and none depends on how TMA fills or clips there.
+Shared memory past the row's end is never written: loads select the operand's fill there.
+"""
+
+from ... import _hardware as hw
+from ..ir.nodes import (
+    Assign,
+    BinOp,
+    Comment,
+    Const,
+    Expr,
+    ExprStmt,
+    FunctionDef,
+    Kind,
+    Literal,
+    Mask,
+    Name,
+    Operator,
+    SourceLine,
+    Stmt,
+    Subscript,
+    call,
+    names_read,
+)
+from ..ir.pallas import RowFrame, full, load, select, store
+from ..lower.rules import reduction_identity
+from ..lower.translation import LoopBlock, Translation
+from ..plan.plan import LaunchPlan, OperandPlan
+from ..plan.schedule import ScheduleKind
+from .persistent import CTA, SLOT, STEP, persistent_statements
+
+__all__ = ["row_block_function", "row_copies"]
+
+_ROW = Name("r")
+_ROW_START = Name("row_start")
+_PROMISE = Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")
+# A copy moves a whole number of these: one byte a thread of the warpgroup.
+_PIECE_BYTES = 128
+
+
+def _pieces(elements: int, itemsize: int) -> list[tuple[int, int]]:
+    """(start, size) of the bulk copies of `elements` contiguous elements: whole 128-byte
+    pieces, and a last one that ends at the last element, overlapping the one before."""
+    unit = _PIECE_BYTES // itemsize
+    whole = elements - elements % unit
+    pieces = [(0, whole)]
+    if whole != elements:
+        pieces.append((elements - unit, unit))
+    return pieces
+
+
+def row_copies(plan: LaunchPlan, op: OperandPlan) -> int:
+    """The copies that fill a loaded operand's block: the barrier's arrivals."""
+    per_row = len(_pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)))
+    return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
+
+
+def _loop(name: str, rows: int, body: list[Stmt]) -> list[Stmt]:
+    """`body` once for each row `r` of the block; inline when the block has one row."""
+    if rows == 1:
+        return [Assign((_ROW,), Const(0)), *body]
+    return [
+        FunctionDef(name, ("r",), tuple(body), decorators=(call("pl.loop", Const(0), Const(rows)),))
+    ]
+
+
+class _RowGenerator:
+    def __init__(self, plan: LaunchPlan, translation: Translation, new_store_api: bool):
+        assert plan.row_frame is not None and plan.schedule is not None
+        self.plan = plan
+        self.t = translation
+        self.frame: RowFrame = plan.row_frame
+        self.new_store_api = new_store_api
+        self.rows = plan.dim(plan.rows).block
+        self.size = plan.dim(plan.rows).size
+        self.width = plan.dim(plan.cols).size if plan.cols else 0
+        self.ragged = self.size % self.rows != 0
+        self.loaded = [op for op in plan.operands if op.loaded]
+        self.tiles = [op for op in self.loaded if op.kind == Kind.TILE]
+        self.columns = [op for op in self.loaded if op.kind != Kind.TILE]
+        # A persistent launch keeps a buffer a stage for each row-wise operand: its blocks'
+        # refs take the slot first.
+        self.persistent = plan.schedule.kind is ScheduleKind.PERSISTENT
+        self.stages = plan.schedule.stages
+        self.ctas = plan.schedule.ctas
+        # Results summed over the rows: each CTA adds its rows into one vector in shared
+        # memory and writes it once, as its partial (see `trace.crossblock`).
+        self.accumulators = [op for op in plan.results if op.per_block]
+        combines = {plan.results[c.index].name: c.combine for c in plan.cross_blocks}
+        self.combine = {op.name: combines[op.name] for op in self.accumulators}
+
+    def _at(self, buffer: str, *index: Expr, staged: bool) -> Expr:
+        lead = (SLOT,) if staged and self.persistent else ()
+        return Subscript(Name(f"{buffer}.at"), (*lead, *index))
+
+    def _barrier(self, op: OperandPlan) -> Expr:
+        barrier = Name(f"{op.name}_barrier")
+        if self.persistent and op.kind == Kind.TILE:
+            return Subscript(Name(f"{op.name}_barrier.at"), (SLOT,))
+        return barrier
+
+    def _copies(
+        self, op: OperandPlan, row: Expr | None, buffer: str | None = None
+    ) -> list[tuple[Expr, Expr]]:
+        """(GMEM slice, SMEM slice) of each bulk copy of one row of `op` (or of the whole
+        1-D operand when `row` is None), to or from the shared-memory `buffer`."""
+        smem = buffer or f"{op.name}_smem"
+        # A row-wise operand's buffer has a slot a stage, and so does a result written into it.
+        staged = row is not None and (buffer is None or op.shares_smem_with is not None)
+        out: list[tuple[Expr, Expr]] = []
+        for start, size in _pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)):
+            span = call("pl.ds", Const(start), Const(size))
+            if row is None:
+                out.append(
+                    (
+                        Subscript(Name(f"{op.name}_gmem.at"), (span,)),
+                        self._at(smem, span, staged=False),
+                    )
+                )
+            else:
+                gmem = Subscript(Name(f"{op.name}_gmem.at"), (row, span))
+                out.append((gmem, self._at(smem, _ROW, span, staged=staged)))
+        return out
+
+    def _copy_in(self, op: OperandPlan, row: Expr | None) -> list[Stmt]:
+        return [
+            ExprStmt(
+                call("plgpu.copy_gmem_to_smem", gmem, smem, self._barrier(op), oob_mode=_PROMISE)
+            )
+            for gmem, smem in self._copies(op, row)
+        ]
+
+    def _load_block(self) -> list[Stmt]:
+        """The copies of one block's rows of every row-wise operand."""
+        row: Expr = Name("row")
+        per_row = [stmt for op in self.tiles for stmt in self._copy_in(op, row)]
+        if not per_row:
+            return []
+        position: Expr = BinOp(Operator.ADD, _ROW_START, _ROW)
+        if self.ragged:
+            position = call("jnp.minimum", position, Const(self.size - 1))
+        return _loop("load_row", self.rows, [Assign((row,), position), *per_row])
+
+    def _masks(self, needed: set[Mask]) -> list[Stmt]:
+        if not needed:
+            return []
+        iota = call(
+            "plgpu.broadcasted_iota",
+            Name("jnp.int32"),
+            Const((self.frame.width,)),
+            Const(0),
+            layout=self.frame.layout(),
+        )
+        lines: list[Stmt] = [Assign((Name("col_index"),), iota)]
+        first = Mask.COL_OK_VEC if Mask.COL_OK_VEC in needed else Mask.COL_OK
+        lines.append(
+            Assign((Name(first),), BinOp(Operator.LT, Name("col_index"), Const(self.width)))
+        )
+        for mask in needed - {first}:
+            lines.append(Assign((Name(mask),), Name(first)))
+        return lines
+
+    def _row_body(self) -> list[Stmt]:
+        padded = self.frame.width != self.width
+        needed = set(self.t.masks)
+        assert not needed & {Mask.ROW_OK, Mask.ROW_OK_VEC}, "the row form has no row masks"
+        if padded and self.loaded:
+            needed.add(Mask.COL_OK)
+        body = self._masks(needed)
+        lines: list[Stmt] = []
+        for line in self.t.lines:
+            assert not isinstance(line, LoopBlock), "the row form has no loops"
+            lines.append(line)
+        # Each operand's row is read from shared memory just before its first use: a wide row
+        # held from the top through the reductions would double what is live (x and a norm's
+        # weight, 128 registers each at 16384 f32) and spill.
+        first_use = {op.name: _first_use(lines, op.name) for op in self.loaded}
+        body.append(Comment("The kernel body, one statement per traced op, on one row."))
+        for i in range(len(lines) + 1):
+            for op in self.loaded:
+                if first_use[op.name] == i:
+                    body += self._load_row(op, padded)
+            if i < len(lines):
+                body.append(lines[i])
+        for op, value in zip(self.plan.results, self.t.outputs, strict=True):
+            assert value is not None
+            if op.kind == Kind.TILE:
+                if op.shares_smem_with is not None:
+                    body.append(
+                        Comment(
+                            f"`{op.name}` goes into `{op.shares_smem_with}`'s block: the row is read."
+                        )
+                    )
+                ref = self._at(_buffer(op), _ROW, staged=op.shares_smem_with is not None)
+                body.append(store(ref, value, self.new_store_api, self.frame))
+            elif op.per_block:
+                body += self._accumulate(op, value)
+            else:  # a per-row scalar, in its row's 16-byte slot
+                body.append(Assign((Subscript(Name(_buffer(op)), (_ROW, Const(0))),), value))
+        return body
+
+    def _accumulate(self, op: OperandPlan, value: Expr) -> list[Stmt]:
+        """The row's value added into the CTA's vector (each thread adds its own elements,
+        as it loaded them); a row past a ragged edge, a copy of the last one, is left out."""
+        ref = Name(_buffer(op))
+        combine = self.combine[op.name].pairwise
+        so_far = Name(f"{op.name}_so_far")
+        added = [
+            Assign((so_far,), load(ref, Kind.COL, self.frame)),
+            store(ref, call(combine, so_far, value), self.new_store_api, self.frame),
+        ]
+        if not self.ragged:
+            return added
+        inside = BinOp(Operator.LT, BinOp(Operator.ADD, _ROW_START, _ROW), Const(self.size))
+        guard = call("pl.when", inside)
+        return [FunctionDef(f"add_{op.name}", (), tuple(added), decorators=(guard,))]
+
+    def _accumulators_start(self) -> list[Stmt]:
+        """Each CTA's vectors start at the combination's identity, and its partial is the
+        entry of the CTA (one block a CTA, or a persistent CTA's blocks)."""
+        lines: list[Stmt] = []
+        index = CTA if self.persistent else call("lax.axis_index", Const(self.plan.grid_names[0]))
+        for op in self.accumulators:
+            identity = reduction_identity(self.combine[op.name].primitive, op.dtype)
+            start = full(
+                Literal(identity, op.dtype, weak_type=False),
+                (self.frame.width,),
+                op.dtype,
+                Kind.COL,
+                self.frame,
+            )
+            gmem = Name(f"{op.name}_gmem")
+            lines.append(
+                Assign(
+                    (gmem,),
+                    Subscript(Name(f"{op.name}_gmem.at"), (index,)),
+                    comment="this CTA's partial",
+                )
+            )
+            first = Name(f"{op.name}_start")
+            lines.append(Assign((first,), start))
+            lines.append(store(Name(_buffer(op)), first, self.new_store_api, self.frame))
+        return lines
+
+    def _accumulators_out(self) -> list[Stmt]:
+        """Each CTA's vectors, once its last row is in: bulk copies to its partial."""
+        if not self.accumulators:
+            return []
+        lines: list[Stmt] = [Comment("The CTA's sums over its rows: its partials, one copy each.")]
+        lines.append(ExprStmt(call("plgpu.commit_smem")))
+        for op in self.accumulators:
+            for gmem, smem in self._copies(op, None, _buffer(op)):
+                lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
+        lines.append(
+            ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)))
+        )
+        return lines
+
+    def _load_row(self, op: OperandPlan, padded: bool) -> list[Stmt]:
+        """The operand's row (or per-column block) from shared memory into registers."""
+        if op.kind == Kind.TILE:
+            ref = self._at(f"{op.name}_smem", _ROW, staged=True)
+        else:
+            ref = Name(f"{op.name}_smem")
+        lines: list[Stmt] = [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
+        if padded:
+            fill = op.fill if op.fill is not None else 0
+            # Shared memory past the row's end is never written: it reads the fill.
+            value = select(
+                Name(Mask.COL_OK), Name(op.name), Literal(fill, op.dtype, weak_type=False), op.dtype
+            )
+            lines.append(Assign((Name(op.name),), value, comment="past the edge reads the fill"))
+        return lines
+
+    def _store_copies(self) -> list[Stmt]:
+        per_row: list[Stmt] = []
+        once: list[Stmt] = []
+        row = Name("row")
+        for op in self.plan.results:
+            if op.kind == Kind.TILE:
+                for gmem, smem in self._copies(op, row, _buffer(op)):
+                    per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
+            elif not op.per_block:  # a summed vector goes out once, after the CTA's rows
+                gmem = Subscript(
+                    Name(f"{op.name}_gmem.at"), (call("pl.ds", _ROW_START, Const(self.rows)),)
+                )
+                once.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(_buffer(op)), gmem)))
+        body: list[Stmt] = [ExprStmt(call("plgpu.commit_smem"))]
+        if per_row:
+            inner: list[Stmt] = [Assign((row,), BinOp(Operator.ADD, _ROW_START, _ROW))]
+            if self.ragged:
+                guard = call("pl.when", BinOp(Operator.LT, row, Const(self.size)))
+                inner.append(FunctionDef("store_inside", (), tuple(per_row), decorators=(guard,)))
+            else:
+                inner += per_row
+            body += _loop("store_row", self.rows, inner)
+        body += once
+        # Shared memory may be reused (or released) once the copies have read it; the writes
+        # finish on their own.
+        body.append(ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))))
+        return body
+
+    def _params(self) -> tuple[str, ...]:
+        plan = self.plan
+        params = [f"{op.name}_gmem" for op in self.loaded]
+        params += [f"{op.name}_gmem" for op in plan.results]
+        params += [f"{op.name}_smem" for op in self.loaded]
+        params += [f"{op.name}_smem" for op in plan.results if op.shares_smem_with is None]
+        params += [f"{op.name}_barrier" for op in self.loaded]
+        return tuple(params)
+
+    def _header(self) -> list[Stmt]:
+        return [
+            Comment(
+                f"Each block is {self.rows} row(s) from row_start. A row is a vector of "
+                f"{self.frame.width} elements,"
+            ),
+            Comment(f"{self.frame.vector} contiguous a thread; a row's reductions are scalars."),
+            *(
+                [Comment("Rows past the edge read the last row again, and are never stored.")]
+                if self.ragged
+                else []
+            ),
+        ]
+
+    def _columns_in(self) -> list[Stmt]:
+        """The per-column operands: copied once, waited once."""
+        if not self.columns:
+            return []
+        lines = [stmt for op in self.columns for stmt in self._copy_in(op, None)]
+        lines += [
+            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.columns
+        ]
+        return lines
+
+    def function(self) -> FunctionDef:
+        if self.persistent:
+            return self._persistent_function()
+        plan = self.plan
+        start = BinOp(
+            Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(self.rows)
+        )
+        body: list[Stmt] = [*self._header(), Assign((_ROW_START,), start)]
+        body += self._accumulators_start()
+        body.append(Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."))
+        body += self._load_block()
+        body += [
+            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.tiles
+        ]
+        body += self._columns_in()
+        body += _loop("compute_row", self.rows, self._row_body())
+        body.append(Comment("Store: bulk copies back, each inside the array."))
+        body += self._store_copies()
+        body += self._accumulators_out()
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+
+    def _persistent_function(self) -> FunctionDef:
+        plan = self.plan
+        blocks, ctas, stages = plan.grid[0], self.ctas, self.stages
+
+        def block_start() -> Expr:
+            block = BinOp(Operator.ADD, CTA, BinOp(Operator.MUL, STEP, Const(ctas)))
+            return BinOp(Operator.MUL, block, Const(self.rows))
+
+        load_block = (
+            Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."),
+            Assign((_ROW_START,), block_start()),
+            *self._load_block(),
+        )
+        step: list[Stmt] = [
+            Assign((_ROW_START,), block_start()),
+            *[ExprStmt(call("plgpu.barrier_wait", self._barrier(op))) for op in self.tiles],
+            *_loop("compute_row", self.rows, self._row_body()),
+            Comment("Store: bulk copies back, each inside the array."),
+            *self._store_copies(),
+        ]
+        body: list[Stmt] = [
+            Comment(
+                f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
+                f"with {stages} in flight:"
+            ),
+            Comment(
+                "while one block is computed on in its shared-memory slot, the next ones arrive."
+            ),
+            *self._header(),
+            *persistent_statements(
+                blocks,
+                ctas,
+                stages,
+                load_block,
+                [*self._accumulators_start(), *self._columns_in()],
+                step,
+                "Its stores have read the slot: the block `stages` ahead takes it.",
+            ),
+            *self._accumulators_out(),
+        ]
+        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+
+
+def _first_use(lines: list[Stmt], name: str) -> int:
+    """The index of the first body line that reads `name`, moved up above the comments that
+    name the user's line; `len(lines)` when only the results read it."""
+    first = next(
+        (
+            i
+            for i, line in enumerate(lines)
+            if not isinstance(line, Comment | SourceLine) and name in names_read(line)
+        ),
+        len(lines),
+    )
+    while first > 0 and isinstance(lines[first - 1], Comment | SourceLine):
+        first -= 1
+    return first
+
+
+def _buffer(op: OperandPlan) -> str:
+    """The shared-memory buffer a result is written to: its own, or an operand's."""
+    return f"{op.shares_smem_with or op.name}_smem"
+
+
+def row_block_function(
+    plan: LaunchPlan, translation: Translation, new_store_api: bool
+) -> FunctionDef:
+    return _RowGenerator(plan, translation, new_store_api).function()

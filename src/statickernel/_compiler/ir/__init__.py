@@ -1,0 +1,1 @@
+"""The typed IR of generated code, its Pallas vocabulary, its names and its one printer."""

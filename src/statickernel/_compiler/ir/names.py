@@ -1,0 +1,211 @@
+"""The names a generated module gives its own objects, and the check that keeps a declaration's
+names clear of them.
+
+The generated module binds its imports, the interpreter switch and the launch at module level;
+inside the block function it names every operand's value after the operand, and derives more
+locals from the operands, the results, the dims and the traced values. An operand (or a kernel)
+named like one of them would shadow it, and the module would fail with a bare Python error.
+Code generation spells its names with the functions below, so the two cannot drift apart.
+"""
+
+import keyword
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..._errors import AnnotationError
+
+__all__ = [
+    "BLOCK_NAMES",
+    "MODULE_NAMES",
+    "barrier_ref",
+    "block_index",
+    "check_names",
+    "clash",
+    "gmem_ref",
+    "invalid_kernel_name",
+    "result_name",
+    "smem_ref",
+    "suggest",
+]
+
+# Module-level names of the generated module, and what each one is there.
+MODULE_NAMES: Mapping[str, str] = {
+    "jax": "the module's `import jax`",
+    "jnp": "jax.numpy (`import jax.numpy as jnp`)",
+    "lax": "jax.lax (`from jax import lax`)",
+    "pl": "Pallas (`from jax.experimental import pallas as pl`)",
+    "plgpu": "Pallas Mosaic GPU (`from jax.experimental.pallas import mosaic_gpu as plgpu`)",
+    "np": "numpy, which generated modules may import",
+    "INTERPRET": "the switch between the interpreter and the compiled kernel",
+    "_launch": "the Pallas launch (`_launch = plgpu.kernel(...)`)",
+}
+# Fixed locals of the block function: edge masks and their positions, the traced zero that
+# starts boxes wider than a whole dim, and the scoped store after the loops.
+BLOCK_NAMES: Mapping[str, str] = {
+    "edge_start": "the traced offset of boxes wider than a whole dim",
+    "row_ok": "the row edge mask",
+    "col_ok": "the column edge mask",
+    "row_ok_vec": "the row edge mask of per-row vectors",
+    "col_ok_vec": "the column edge mask of per-column vectors",
+    "row_index": "the row positions of the edge mask",
+    "col_index": "the column positions of the edge mask",
+    "row_index_vec": "the row positions of the per-row edge mask",
+    "col_index_vec": "the column positions of the per-column edge mask",
+    "store_results": "the scoped store of the results after the loops",
+    # The persistent launches: the CTA, its trip count, the block and slot of a step.
+    "cta": "the persistent launch's CTA index",
+    "trips": "the blocks a persistent CTA takes",
+    "slot": "the shared-memory slot of a persistent step",
+    "i": "a persistent CTA's step",
+    "load_block": "a persistent launch's copies of one block",
+    "refill": "a persistent launch's refill of a slot",
+    # The warp-specialized matmul's warpgroups, pipeline and tile walk.
+    "wg": "the warpgroup index of a warp-specialized launch",
+    "pipeline": "the warp-specialized pipeline",
+    "pipeline_allocations": "the warp-specialized pipeline's buffers",
+    "tiles": "the scope of the warp-specialized tile walk",
+    "tile": "one CTA tile of the warp-specialized walk",
+    "tile_info": "the warp-specialized tile walk's loop index",
+    "tile_index": "the warp-specialized CTA tile's linear index",
+    "consumer": "a consumer warpgroup's part of a tile",
+    "run_pipeline": "the warp-specialized pipeline, run by a consumer",
+    "step": "a pipeline step",
+    "indices": "a pipeline step's indices",
+}
+# Families of generated locals.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"v\d+(?:_block|_acc|_nans|_in)?"), "a value the body computes (v0, v1, ...)"),
+    (re.compile(r"loop\d+(?:_\w*)?"), "a loop's pipeline (loop0, loop0_step, loop0_carry, ...)"),
+    (re.compile(r"result\d*"), "a result (the results are named result, or result0, result1, ...)"),
+    (re.compile(r"fill_slot_\d+"), "a persistent launch's first copies"),
+    (re.compile(r"tile_\w+"), "a CTA tile's index along a dim (tile_M, ...)"),
+    (re.compile(r"\w+_entry"), "an array's batch entry in the warp-specialized walk"),
+)
+
+
+def gmem_ref(name: str) -> str:
+    """The block function's parameter for an array in global memory."""
+    return f"{name}_gmem"
+
+
+def smem_ref(name: str) -> str:
+    """The block function's shared-memory buffer for an array's block."""
+    return f"{name}_smem"
+
+
+def barrier_ref(name: str) -> str:
+    """The barrier an operand's copy into shared memory arrives on."""
+    return f"{name}_barrier"
+
+
+def block_index(dim: str) -> str:
+    """The block function's index of this grid step's block along a tiled or batch dim."""
+    return f"block_{dim}"
+
+
+def result_name(index: int, is_tuple: bool) -> str:
+    """A result's name: `result`, or `result0`, `result1`, ... for a tuple of results."""
+    return f"result{index}" if is_tuple else "result"
+
+
+def _derived(arrays: Iterable[str], dims: Iterable[str]) -> dict[str, str]:
+    """The locals derived from the arrays and dims of one kernel, and what each one is."""
+    names: dict[str, str] = {}
+    for array in arrays:
+        names[gmem_ref(array)] = f"`{array}` in global memory"
+        names[smem_ref(array)] = f"the shared-memory block of `{array}`"
+        names[barrier_ref(array)] = f"the copy barrier of `{array}`"
+    for dim in dims:
+        names[block_index(dim)] = f"the block index along dim {dim}"
+    return names
+
+
+def _reserved(name: str) -> str | None:
+    if name in MODULE_NAMES:
+        return MODULE_NAMES[name]
+    if name in BLOCK_NAMES:
+        return BLOCK_NAMES[name]
+    for pattern, what in _PATTERNS:
+        if pattern.fullmatch(name):
+            return what
+    return None
+
+
+def clash(
+    operands: Iterable[str], results: Iterable[str], dims: Iterable[str]
+) -> tuple[str, str] | None:
+    """The first operand whose name the generated module also gives something else, and what."""
+    operands, results = list(operands), list(results)
+    derived = _derived(operands + results, dims)
+    for name in operands:
+        what = _reserved(name) or derived.get(name)
+        if what is not None:
+            return name, what
+    return None
+
+
+def suggest(name: str, operands: Iterable[str], results: Iterable[str], dims: Iterable[str]) -> str:
+    """A free name close to `name`: `name_`, else `name_in`, else `my_name` with underscores
+    appended until nothing uses it."""
+    operands, results = list(operands), list(results)
+    taken = set(operands) | set(results) | set(_derived([*operands, *results], dims))
+
+    def free(candidate: str) -> bool:
+        return candidate not in taken and _reserved(candidate) is None
+
+    candidate = next((c for c in (f"{name}_", f"{name}_in") if free(c)), f"my_{name}")
+    while not free(candidate):
+        candidate += "_"
+    return candidate
+
+
+def invalid_kernel_name(name: object) -> str | None:
+    """Why `name` cannot name the generated module's kernel function, or None if it can."""
+    if not isinstance(name, str) or not name.isidentifier():
+        return "it is not a Python identifier"
+    if keyword.iskeyword(name):
+        return "it is a Python keyword"
+    if name in MODULE_NAMES:
+        return f"the generated module already binds it to {MODULE_NAMES[name]}"
+    return None
+
+
+def check_names(
+    kernel: Any, operands: list[str], results: list[str], dims: list[str], err: Mapping[str, Any]
+) -> None:
+    """Refuses a kernel or operand name that the generated module would shadow or misread."""
+    why = invalid_kernel_name(kernel)
+    if why is not None:
+        raise AnnotationError(
+            f"the kernel cannot be named {kernel!r}: {why}",
+            **err,
+            expected="a Python identifier that the generated module does not use itself (not "
+            + ", ".join(MODULE_NAMES)
+            + ")",
+            actual=repr(kernel),
+            fix="pass another name=, e.g. "
+            + (
+                f"name={kernel + '_kernel'!r}"
+                if isinstance(kernel, str) and (kernel + "_kernel").isidentifier()
+                else "name='my_kernel'"
+            ),
+        )
+    found = clash(operands, results, dims)
+    if found is None:
+        return
+    name, what = found
+    raise AnnotationError(
+        f"operand `{name}` has a name that the generated Pallas module gives {what}",
+        **err,
+        operand=name,
+        expected="a name the generated module does not use: not "
+        + ", ".join(MODULE_NAMES)
+        + ", a mask or offset (row_ok, col_ok, row_index, edge_start, ...), store_results, "
+        "the persistent and warp-specialized launches' locals (cta, slot, step, wg, tile, "
+        "consumer, ...), v<N>, loop<N>... or result<N>, nor another array's <name>_gmem, "
+        "<name>_smem or <name>_barrier, nor a dim's block_<dim>",
+        actual=f"`{name}`: {what}",
+        fix=f"rename `{name}` in the signature and the body, e.g. to "
+        f"`{suggest(name, operands, results, dims)}`",
+    )

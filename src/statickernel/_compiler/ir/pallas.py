@@ -1,0 +1,181 @@
+"""The Pallas Mosaic GPU vocabulary of generated code, as IR: register layouts, constants in a
+layout, selects, broadcasts, and the loads and stores between shared memory and registers.
+
+Translation and code generation both build their statements from these, so one op is always
+written one way.
+"""
+
+import dataclasses
+from collections.abc import Iterable
+
+import numpy as np
+
+from .nodes import (
+    Assign,
+    BinOp,
+    Const,
+    DType,
+    EllipsisIndex,
+    Expr,
+    ExprStmt,
+    Kind,
+    Literal,
+    Mask,
+    Name,
+    Operator,
+    Stmt,
+    Subscript,
+    call,
+)
+
+__all__ = [
+    "FlatFrame",
+    "RowFrame",
+    "broadcast",
+    "fill_past_edge",
+    "full",
+    "is_8bit",
+    "layout",
+    "load",
+    "masks_and",
+    "select",
+    "store",
+]
+
+_WGMMA = Name("plgpu.Layout.WGMMA")
+
+
+@dataclasses.dataclass(frozen=True)
+class RowFrame:
+    """The registers of the row form: a block is taken one whole row at a time, as a vector of
+    `width` elements spread over the warpgroup's 128 threads, `vector` contiguous elements a
+    thread (16 bytes of the narrowest dtype). A full reduction of that vector is the row's
+    reduction, and its result a scalar, so a per-row value is a scalar and a per-column one a
+    vector as wide as the row."""
+
+    width: int
+    vector: int
+
+    def layout(self) -> Expr:
+        return call("plgpu.Layout.WG_STRIDED", Const((self.width,)), Const(self.vector))
+
+    def check_invariants(self) -> None:
+        assert self.vector in (2, 4, 8, 16) and self.width % (128 * self.vector) == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FlatFrame:
+    """The registers of an elementwise body's block: the whole block spread over the
+    warpgroup's 128 threads, `vector` contiguous elements a thread (16 bytes of the narrowest
+    dtype). No reduction or per-row vector can live in it; its shared-memory transfers are
+    16 bytes a thread and free of bank conflicts, where the WGMMA layout's plain transfer
+    plan on untiled shared memory conflicts 8 ways."""
+
+    shape: tuple[int, int]
+    vector: int
+
+    def layout(self) -> Expr:
+        return call("plgpu.Layout.WG_STRIDED", Const(self.shape), Const(self.vector))
+
+    def check_invariants(self) -> None:
+        assert self.vector in (2, 4, 8, 16)
+        assert (self.shape[0] * self.shape[1]) % (128 * self.vector) == 0
+        assert self.shape[1] % self.vector == 0
+
+
+Frame = RowFrame | FlatFrame
+
+
+def layout(kind: str, rows: Frame | None = None) -> Expr:
+    """The register layout of a kind: WGMMA for a block, reduced over one axis for a vector;
+    in the row form, the row's vector layout for a row or a per-column vector; for an
+    elementwise body, the block's strided layout."""
+    if isinstance(rows, FlatFrame):
+        assert Kind(kind) == Kind.TILE, "an elementwise body's values are blocks"
+        return rows.layout()
+    if rows is not None:
+        assert Kind(kind) in (Kind.TILE, Kind.COL), "a per-row value of the row form is a scalar"
+        return rows.layout()
+    match Kind(kind):
+        case Kind.TILE | Kind.LOOP_TILE:
+            return _WGMMA
+        case Kind.ROW:
+            return call("plgpu.Layout.WGMMA.reduce", Const(1))
+        case Kind.COL | Kind.LOOP_COL:
+            return call("plgpu.Layout.WGMMA.reduce", Const(0))
+        case Kind.SCALAR:
+            raise AssertionError("a scalar has no register layout")
+
+
+def is_8bit(dtype: str) -> bool:
+    return dtype != "bool" and np.dtype(dtype).itemsize == 1
+
+
+def full(
+    value: Expr, shape: tuple[int, ...], dtype: str, kind: str, rows: Frame | None = None
+) -> Expr:
+    """A constant value of `kind`, in that kind's register layout. A bare `jnp.full` is a
+    splat, which reductions and carries do not take. (A per-row value of the row form is a
+    scalar: the value itself, of its dtype.)"""
+    if isinstance(rows, RowFrame) and Kind(kind) in (Kind.ROW, Kind.SCALAR):
+        return call("jnp.asarray", value, DType(dtype))
+    return call(
+        "plgpu.layout_cast", call("jnp.full", Const(shape), value, DType(dtype)), layout(kind, rows)
+    )
+
+
+def broadcast(
+    vector: Expr, shape: tuple[int, ...], dimension: int, rows: RowFrame | None = None
+) -> Expr:
+    """A vector spread over a block along `dimension` (0: a per-row vector, 1: per-column).
+    In the row form a per-column vector already is the row's shape, and a per-row value is a
+    scalar, spread over the row."""
+    if rows is not None:
+        if dimension == 1:
+            return vector
+        return call("lax.broadcast_in_dim", vector, Const(shape), Const(()))
+    return call("lax.broadcast_in_dim", vector, Const(shape), Const((dimension,)))
+
+
+def select(mask: Expr, value: Expr, other: Expr, dtype: str) -> Expr:
+    """`jnp.where(mask, value, other)` for a `value` of `dtype`. Mosaic GPU cannot select
+    between 8-bit integers, so those are selected as int32 and cast back."""
+    if not is_8bit(dtype):
+        return call("jnp.where", mask, value, other)
+    wide = call("lax.convert_element_type", value, DType("int32"))
+    return call("lax.convert_element_type", call("jnp.where", mask, wide, other), DType(dtype))
+
+
+def masks_and(masks: Iterable[Mask]) -> Expr:
+    """The conjunction of edge masks, the rows' first."""
+    ordered = sorted(masks, key=lambda m: not m.startswith("row"))
+    expr: Expr = Name(ordered[0])
+    for mask in ordered[1:]:
+        expr = BinOp(Operator.AND, expr, Name(mask))
+    return expr
+
+
+def load(ref: Expr, kind: str, rows: Frame | None = None) -> Expr:
+    """Shared memory to registers, in the kind's layout. The strided layouts (the row form's
+    vectors, an elementwise body's blocks) load 16 bytes a thread, without bank conflicts; the
+    WGMMA layout on untiled shared memory has no conflict-free transfer plan, so it takes the
+    plain one."""
+    if rows is not None:
+        return call("plgpu.load", ref, layout=rows.layout(), optimized=Const(True))
+    return call("plgpu.load", ref, layout=layout(kind), optimized=Const(False))
+
+
+def fill_past_edge(name: str, masks: Iterable[Mask], fill: object, dtype: str) -> Stmt:
+    """A loaded block reads its operand's fill where the masks say it is past the edge."""
+    value = select(masks_and(masks), Name(name), Literal(fill, dtype, weak_type=False), dtype)
+    return Assign((Name(name),), value, comment="past the edge reads the fill")
+
+
+def store(ref: Expr, value: Expr, new_api: bool, rows: Frame | None = None) -> Stmt:
+    """Registers to shared memory: `plgpu.store` where jax has it (0.12), whose default no
+    longer suits untiled refs in the WGMMA layout; an indexed assignment before. The row
+    form's vectors store 16 bytes a thread."""
+    if new_api:
+        optimized = Const(rows is not None)
+        return ExprStmt(call("plgpu.store", ref, value, optimized=optimized))
+    return Assign((Subscript(ref, (EllipsisIndex(),)),), value)

@@ -1,0 +1,1 @@
+"""How every dim of a specialization is cut into blocks, and what its blocks take in shared memory."""

@@ -1,0 +1,95 @@
+"""Shared-memory accounting: the bytes a layout's blocks take, and what to change when they
+do not fit.
+
+Pipelines' buffers are counted in `plan/pipelining.py`; this module counts the kernel-wide blocks
+(operands copied once per block, results) with their barriers and Mosaic GPU's reserve.
+"""
+
+from collections.abc import Mapping
+
+from ... import _hardware as hw
+from ..declare.spec import KernelSpec
+from .blocks import BlockLayout
+
+__all__ = ["block_bytes", "dims_of", "epilogue_bytes", "smem_bytes", "smem_fix"]
+
+
+def dims_of(spec: KernelSpec, name: str) -> tuple[str, ...]:
+    return next(o.dims for o in spec.operands + spec.results if o.name == name)
+
+
+def block_bytes(spec: KernelSpec, name: str, layout: BlockLayout, dtypes: Mapping[str, str]) -> int:
+    """The bytes one block of the operand or result `name` takes."""
+    count = 1
+    for d in dims_of(spec, name):
+        count *= layout.dim(d).extent
+    return count * hw.itemsize(dtypes[name])
+
+
+def smem_bytes(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    loaded: set[str],
+    results: set[str] | None = None,
+) -> int:
+    """Shared memory of the kernel-wide buffers: the loaded operands' blocks and the results'
+    (`results` names the results held there; all of them by default), their barriers, and
+    Mosaic GPU's reserve."""
+    total = 0
+    # A scalar operand is read from global memory: no buffer, no barrier.
+    loaded = {name for name in loaded if dims_of(spec, name)}
+    for op in spec.operands + spec.results:
+        if op in spec.operands and op.name not in loaded:
+            continue
+        if op in spec.results and results is not None and op.name not in results:
+            continue
+        total += hw.round_up(block_bytes(spec, op.name, layout, dtypes), hw.SMEM_BUFFER_ALIGN)
+    return total + hw.BARRIER_BYTES * len(loaded) + hw.SMEM_RESERVED_BYTES
+
+
+def epilogue_bytes(
+    spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], streamed: set[str]
+) -> int:
+    """Shared memory of the results stored after the loops (all but those `streamed` out
+    block by block by sk.map_blocks)."""
+    return sum(
+        hw.round_up(block_bytes(spec, r.name, layout, dtypes), hw.SMEM_BUFFER_ALIGN)
+        for r in spec.results
+        if r.name not in streamed
+    )
+
+
+def smem_fix(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    loaded: set[str],
+) -> str:
+    """Proposes the largest smaller tiled block that fits, or a loop over the widest whole dim."""
+    tile = spec.tile_map
+    for dim, const in tile.items():
+        block = layout.dim(dim).block
+        unit = hw.WGMMA_ROWS if dim == spec.rows else hw.WGMMA_COLS
+        candidate = block - unit
+        while candidate >= unit:
+            trial = layout.with_block(dim, candidate)
+            if smem_bytes(spec, trial, dtypes, loaded) <= hw.SMEM_BYTES and candidate % unit == 0:
+                return f"set {const}={candidate} (the largest {const} whose blocks fit)"
+            candidate -= unit
+    whole = [d for d in layout.dims if d.name not in tile and not d.batched]
+    if not whole:
+        return "use smaller block constants or fewer operands"
+    wide = max(whole, key=lambda d: d.extent).name
+    if wide == spec.rows:
+        return (
+            f"dim {wide} is whole in each block and too long for shared memory: tile it, e.g. "
+            f'tile={{"{wide}": "B{wide}"}} with `B{wide}: sk.Const[int] = 64`'
+        )
+    return (
+        f"dim {wide} is whole in each block and too wide for shared memory: walk it in blocks "
+        f'instead, with loop={{"{wide}": "B{wide}"}} and `B{wide}: sk.Const[int] = 256` in the '
+        f'decorator; in the body, sk.loop("{wide}", step, init) folds its blocks into per-row '
+        f'values and sk.map_blocks("{wide}", fn) writes each result block (see '
+        "examples/softmax_online.py)"
+    )

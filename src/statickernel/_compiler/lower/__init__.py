@@ -1,0 +1,1 @@
+"""Translation: a traced body's equations become IR statements, one rule per primitive."""

@@ -1,0 +1,218 @@
+"""The translator's state and its dispatch: equations in, IR statements out, one rule per
+primitive.
+
+A rule reads its equation's inputs through the translator (their source, register kind and
+dtype), and appends the statements that compute its outputs. The rules themselves live in
+`lower.rules` (the body's ops) and `lower.steps` (loops); `lower.translate` puts them together, so data and
+imports flow one way.
+"""
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+from ..._errors import UnsupportedOpError
+from ..ir.nodes import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
+from ..ir.pallas import broadcast, full
+from ..trace.body import Atom, BodyTrace, Eqn
+from .translation import Geometry, Line, Product
+
+__all__ = ["NotInForm", "Rule", "Translator", "trace_inputs"]
+
+
+class NotInForm(Exception):
+    """The body does something the register form being tried cannot express (the row form:
+    it mixes rows; the strided block: it has a reduction or a vector): the compile path keeps
+    the block form. Never reaches the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """How one primitive translates."""
+
+    translate: Callable[["Translator", Eqn], None]
+    # A loop writes the comment naming the user's line itself, above the loop's statements;
+    # the translator writes it for every other equation.
+    own_comment: bool = False
+
+
+# What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
+_HINTS: dict[str, tuple[str, str]] = {
+    "dot_general": (
+        "jnp.dot / @ / jnp.einsum",
+        "multiply the operands themselves with sk.dot(a, b) in the step of a loop over the "
+        'contracted dim: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), '
+        'init=jnp.zeros((BM, BN), jnp.float32)), with loop={"K": "BK"} in the decorator',
+    ),
+    "transpose": ("transpose / .T", "pass a transposed operand from outside the kernel"),
+    "cumsum": ("jnp.cumsum", "compute the prefix sum outside the kernel"),
+    "cumprod": ("jnp.cumprod", "compute the prefix product outside the kernel"),
+    "cummax": ("lax.cummax", "compute it outside the kernel"),
+    "argmax": ("jnp.argmax", "compute the index outside the kernel, or compare with a max"),
+    "argmin": ("jnp.argmin", "compute the index outside the kernel, or compare with a min"),
+    "pow": ("x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"),
+    "floor": (
+        "jnp.floor",
+        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
+    ),
+    "ceil": (
+        "jnp.ceil",
+        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
+    ),
+    "log1p": ("jnp.log1p", "use jnp.log(1 + x)"),
+    "expm1": ("jnp.expm1", "use jnp.exp(x) - 1"),
+    "iota": (
+        "jnp.arange / lax.iota",
+        'use sk.position("M") for the global indices of the block along a dim (a causal mask: '
+        'sk.position("M")[:, None] >= sk.position("N")[None, :]); edge masks are built for you',
+    ),
+    "concatenate": ("jnp.concatenate", "concatenate outside the kernel"),
+    "slice": ("slicing x[a:b]", "slice the operand outside the kernel"),
+    "dynamic_slice": ("dynamic slicing", "slice the operand outside the kernel"),
+    "gather": ("indexing with arrays", "index the operand outside the kernel"),
+    "sort": ("jnp.sort", "sort outside the kernel"),
+    "reduce_prod": ("jnp.prod", "use jnp.exp(jnp.sum(jnp.log(x), axis=...)) for positive x"),
+    "reduce_and": ("jnp.all", "use jnp.min over an int cast"),
+    "reduce_or": ("jnp.any", "use jnp.max over an int cast"),
+    "argsort": ("jnp.argsort", "sort outside the kernel"),
+    "roll": ("jnp.roll", "roll the operand outside the kernel"),
+}
+
+
+class Translator:
+    def __init__(
+        self,
+        trace: BodyTrace,
+        geometry: Geometry,
+        kernel: str,
+        where: str,
+        rules: Mapping[str, Rule],
+    ):
+        self.trace = trace
+        self.g = geometry
+        self.kernel = kernel
+        self.where = where
+        self.rules = rules
+        self.kinds: dict[str, Kind] = {}
+        self.lines: list[Line] = []
+        self.masks: set[Mask] = set()
+        self.aliases: dict[str, Expr] = {}  # a variable -> the one it is
+        self.dtypes: dict[str, str] = {}
+        self.literals: dict[str, object] = {}
+        self.loop_outputs: dict[str, tuple[int, int]] = {}  # map output var -> (loop, block)
+        self.loop_count = 0
+        self.products: list[Product] = []  # the sk.dot values of the step being translated
+
+    def eqns(self, eqns: tuple[Eqn, ...]) -> None:
+        last_line = None
+        for eqn in eqns:
+            rule = self.rules.get(eqn.prim)
+            if eqn.line != last_line and eqn.line and not (rule and rule.own_comment):
+                self.lines.append(source_line(eqn))
+                last_line = eqn.line
+            self.eqn(eqn)
+
+    def eqn(self, eqn: Eqn) -> None:
+        prim = eqn.prim
+        for atom in eqn.inputs:
+            if atom.var in self.loop_outputs:
+                raise self.fail(
+                    eqn,
+                    "the body computes with the value sk.map_blocks returns, which stands for "
+                    "blocks already written",
+                    "do the computation inside the function given to sk.map_blocks, and return "
+                    "its value from the body as it is",
+                )
+        rule = self.rules.get(prim)
+        if rule is not None:
+            return rule.translate(self, eqn)
+        user, fix = _HINTS.get(
+            prim, (f"`{prim}`", "express it with elementwise ops and reductions")
+        )
+        raise self.fail(
+            eqn, f"the body uses {user} (primitive `{prim}`), which Mosaic GPU cannot lower", fix
+        )
+
+    # --- what rules read and write -----------------------------------------------------------
+
+    def fail(self, eqn: Eqn, what: str, fix: str, actual: str | None = None) -> UnsupportedOpError:
+        return UnsupportedOpError(
+            what,
+            kernel=self.kernel,
+            where=eqn.line or self.where,
+            expected="an op Mosaic GPU lowers on register tiles",
+            actual=actual or f"`{eqn.prim}`" + (f" in: {eqn.source}" if eqn.source else ""),
+            fix=fix,
+        )
+
+    def source(self, atom: Atom) -> Expr:
+        if atom.var is None:
+            return Literal(atom.value, atom.dtype, atom.weak_type)
+        return self.aliases.get(atom.var, Name(atom.var))
+
+    def kind(self, atom: Atom) -> Kind:
+        if atom.var in self.loop_outputs:
+            raise AssertionError("a map output is used")  # guarded in eqn()
+        return Kind.SCALAR if atom.var is None else self.kinds[atom.var]
+
+    def dtype(self, atom: Atom) -> str:
+        return atom.dtype if atom.var is None else self.dtypes[atom.var]
+
+    def as_kind(self, atom: Atom, kind: Kind) -> Expr:
+        """The atom's value in `kind`: a scalar made a constant of the kind, or a vector spread
+        over the block."""
+        have = self.kind(atom)
+        src = self.source(atom)
+        if have == kind:
+            return src
+        shape = self.g.shape(kind)
+        rows = self.g.row_frame or self.g.flat_frame
+        if self.g.flat_frame is not None and Kind.TILE not in (have, kind):
+            raise NotInForm("a vector has no place in an elementwise body's strided block")
+        if have == Kind.SCALAR:
+            return full(src, shape, self.dtype(atom), kind, rows)
+        if kind == Kind.TILE and have in (Kind.ROW, Kind.COL):
+            return broadcast(src, shape, 0 if have == Kind.ROW else 1, self.g.row_frame)
+        if kind == Kind.LOOP_TILE and have in (Kind.ROW, Kind.LOOP_COL):
+            return broadcast(src, shape, 0 if have == Kind.ROW else 1)
+        if {have, kind} == {Kind.TILE, Kind.LOOP_TILE} and shape == self.g.shape(have):
+            return src  # the same shape and layout: a block broadcast from a vector, say
+        raise AssertionError(f"cannot convert {have} to {kind}")
+
+    def block_kind(self, shape: tuple[int, ...], vector: Kind) -> Kind:
+        """The kind of a block of logical `shape` spread from a `vector` kind (or a scalar):
+        along the loop dim when its columns are the loop block's and not the frame's."""
+        if vector == Kind.LOOP_COL:
+            return Kind.LOOP_TILE
+        if vector == Kind.COL or self.g.loop_dim is None:
+            return Kind.TILE
+        frame, loop = self.g.shape(Kind.TILE), self.g.shape(Kind.LOOP_TILE)
+        return Kind.LOOP_TILE if tuple(shape) == loop and tuple(shape) != frame else Kind.TILE
+
+    def define(self, var: str, kind: Kind, dtype: str) -> None:
+        self.kinds[var] = kind
+        self.dtypes[var] = dtype
+
+    def assign(self, eqn: Eqn, kind: Kind, expr: Expr) -> None:
+        out = eqn.outputs[0]
+        self.define(out, kind, self.trace.aval(out)[1])
+        self.lines.append(Assign((Name(out),), expr))
+
+    def alias(self, eqn: Eqn, atom: Atom, kind: Kind) -> None:
+        """The output is the input itself: a literal gets a variable, a variable a new name."""
+        out = eqn.outputs[0]
+        self.define(out, kind, self.trace.aval(out)[1])
+        if atom.var is None:
+            self.lines.append(Assign((Name(out),), self.source(atom)))
+            self.literals[out] = atom.value
+        else:
+            if atom.var in self.literals:
+                self.literals[out] = self.literals[atom.var]
+            self.aliases[out] = self.source(atom)
+
+
+def source_line(eqn: Eqn) -> SourceLine:
+    return SourceLine(eqn.line or "", eqn.source or "")
+
+
+def trace_inputs(trace: BodyTrace) -> list[str]:
+    return [name for name in trace.inputs if name is not None]

@@ -1,0 +1,241 @@
+"""Translation of `sk.dot` as a value of a loop's step: a WGMMA into a scoped accumulator.
+
+A carry updated only as `carry + sk.dot(a, b)` is an accumulator of the whole loop (`lower.steps`);
+every other product is computed where the step needs it:
+
+- `sk.dot(a, b)` alone: a WGMMA into a fresh accumulator ref, read back into registers;
+- `x + sk.dot(a, b)`: a WGMMA into an accumulator that starts at `x` (`plgpu.ACC.init`), so the
+  sum costs no registers of its own (attention's `acc * rescale[:, None] + sk.dot(p, v)`).
+
+`b` is always an operand's block in shared memory. An `a` computed in the step is in
+registers: WGMMA reads it there on the device. The interpreter cannot run that form, so for it
+the value is first stored into swizzled shared memory and read from there; the numbers are the
+same. Columns of `a` past a ragged loop dim's edge are zeroed first, as an operand's are by TMA.
+"""
+
+from collections.abc import Mapping
+
+from ... import _hardware as hw
+from ..._errors import BodyError
+from ..ir.nodes import (
+    Assign,
+    Call,
+    Const,
+    DType,
+    EllipsisIndex,
+    Expr,
+    ExprStmt,
+    FunctionDef,
+    Kind,
+    Literal,
+    Mask,
+    Name,
+    Return,
+    Stmt,
+    Subscript,
+    Tuple,
+    call,
+)
+from ..ir.pallas import select
+from ..trace.body import Atom, Eqn
+from .context import Rule, Translator
+from .rules import refuse_columns_meeting_loop
+from .translation import Geometry, Product
+
+__all__ = ["DOT_RULES", "wgmma_transforms"]
+
+
+def wgmma_transforms(dtype: str) -> Expr:
+    """The tiling and swizzle of a WGMMA operand in shared memory: 8 rows by one 128-byte row."""
+    tile = (8, hw.SWIZZLE_BYTES // hw.itemsize(dtype))
+    return Tuple(
+        (
+            call("plgpu.TilingTransform", Const(tile)),
+            call("plgpu.SwizzleTransform", Const(hw.SWIZZLE_BYTES)),
+        )
+    )
+
+
+def translate_dot(tr: Translator, eqn: Eqn) -> None:
+    a_atom = eqn.inputs[0]
+    start = eqn.inputs[2] if len(eqn.inputs) > 2 else None  # x of a fused `x + sk.dot(a, b)`
+    a_name, b_name, over = eqn.param("a"), eqn.param("b"), eqn.param("over")
+    b_dims: tuple[str, ...] = eqn.param("b_dims")
+    if not a_name:
+        over = _value_contraction(tr, eqn, a_atom, b_name, over, b_dims)
+    kind = _product_kind(tr, eqn, a_name or "a", b_name, over, b_dims)
+    if start is not None:
+        # The add this product was fused from: its operands meet as an elementwise add's do.
+        kinds = {tr.kind(start), kind} - {Kind.SCALAR}
+        if not {Kind.TILE, Kind.LOOP_TILE} <= kinds:  # equal shapes, as jnp checked
+            actual = "`add`" + (f" in: {eqn.source}" if eqn.source else "")
+            refuse_columns_meeting_loop(tr, eqn, kinds, actual)
+    along = next(d for d in b_dims if d != over)
+    transpose_b = b_dims.index(over) == 1
+    tr.products.append(Product(a_name, b_name, transpose_b, over, along, tr.dtype(a_atom)))
+    out = eqn.outputs[0]
+    a_value = Name(f"{a_name}_smem") if a_name else _register_a(tr, eqn, a_atom, over)
+    staged = not a_name and tr.g.interpreted
+    a_ref: Expr = a_value
+    staged_ref = Name(f"{out}_a_smem")
+    if staged:
+        a_ref = staged_ref
+    b_ref = Name(f"{b_name}_smem.T" if transpose_b else f"{b_name}_smem")
+    acc = Name(f"{out}_acc")
+    wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
+    # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate add.
+    fused = (
+        start is not None
+        and tr.kind(start) in (kind, Kind.SCALAR)
+        and tr.dtype(start) == "float32"
+        and not tr.g.interpreted
+    )
+    if fused:
+        assert start is not None
+        product = FunctionDef(f"{out}_product", (acc.text,), (wgmma,))
+        init = call("plgpu.ACC.init", tr.as_kind(start, kind))
+        value: Expr = Call(call("pl.run_state", Name(product.name)), (init,))
+    else:
+        read = Return(Subscript(acc, (EllipsisIndex(),)))
+        product = FunctionDef(f"{out}_product", (acc.text,), (wgmma, read))
+        scoped = call("plgpu.ACC", Const(tr.g.shape(kind)), DType("float32"))
+        value = call("pl.run_scoped", Name(product.name), scoped)
+    statements: list[Stmt] = [product]
+    if staged:
+        a_dtype = tr.dtype(a_atom)
+        staging = FunctionDef(
+            f"{out}_staged",
+            (staged_ref.text,),
+            (
+                Assign((Subscript(staged_ref, (EllipsisIndex(),)),), a_value),
+                ExprStmt(call("plgpu.commit_smem")),
+                product,
+                Return(value),
+            ),
+        )
+        buffer = Name(f"{out}_a_buffer")
+        smem = call(
+            "plgpu.SMEM",
+            Const(tr.g.shape(tr.kind(a_atom))),
+            DType(a_dtype),
+            transforms=wgmma_transforms(a_dtype),
+        )
+        statements = [staging, Assign((buffer,), smem)]
+        value = call("pl.run_scoped", Name(staging.name), buffer)
+    tr.lines.extend(statements)
+    if start is not None and not fused:
+        separate = Name(f"{out}_product_value")
+        tr.lines.append(Assign((separate,), value))
+        value = call("lax.add", tr.as_kind(start, kind), separate)
+    tr.assign(eqn, kind, value)
+
+
+def _product_kind(
+    tr: Translator, eqn: Eqn, a_name: str, b_name: str, over: str, b_dims: tuple[str, ...]
+) -> Kind:
+    """A product along the kernel's columns is a block of them; one along a loop dim outside
+    the frame is a block of the step."""
+    g = tr.g
+    other = next((d for d in b_dims if d != over), None)
+    if other is not None and other == g.col_dim:
+        return Kind.TILE
+    if other is not None and other == g.loop_dim:
+        return Kind.LOOP_TILE
+    return_dims = " or ".join(d for d in (g.loop_dim, g.col_dim) if d)
+    raise tr.fail(
+        eqn,
+        f"the product of sk.dot({a_name}, {b_name}) runs along {other}, which is neither the "
+        "loop dim nor the kernel's column dim",
+        f"give {b_name} the dim {return_dims} besides the contracted one {over}",
+    )
+
+
+def _columns_of(g: Geometry, kind: Kind) -> str | None:
+    """The dim a value's columns run along, by its register kind: a block of the step along
+    the loop dim, or a block of the kernel's columns; None for a vector or a scalar."""
+    if kind == Kind.LOOP_TILE:
+        return g.loop_dim
+    return g.col_dim if kind == Kind.TILE else None
+
+
+def _value_contraction(
+    tr: Translator, eqn: Eqn, atom: Atom, b_name: str, over: str, b_dims: tuple[str, ...]
+) -> str:
+    """The dim a value `a` of `sk.dot(a, b)` contracts: the one its columns run along.
+
+    The trace matched a's columns to a dim of `b` by the length of its block, the loop dim
+    first; when two dims of `b` have blocks that long (a loop block of 64 beside a whole D of
+    64), the value's register kind says which one its columns are."""
+    g = tr.g
+    kind = tr.kind(atom)
+    if tr.trace.misplaced and _columns_of(g, kind) != over:
+        raise _misplaced_a(tr, b_name)
+    along = _columns_of(g, kind)
+    shape = tr.trace.aval(atom.var)[0] if atom.var is not None else ()
+    if along is None or along == over or along not in b_dims or g.shape(kind) != tuple(shape):
+        return over
+    if kind == Kind.TILE and g.col_tiled:
+        raise BodyError(
+            f"sk.dot(a, {b_name}) contracts {along}, the dim a's columns run along, which is "
+            "split across the grid: each block would hold only part of the sum",
+            kernel=tr.kernel,
+            where=eqn.line or tr.where,
+            operand=b_name,
+            dim=along,
+            expected=f"a block of the step along the loop dim {g.loop_dim}, or of a whole dim",
+            actual=f"a block of the kernel's columns {along}, split across the grid",
+            fix=f"leave {along} out of tile= so that each block holds all of it, or multiply a "
+            f"block of the step along {g.loop_dim}",
+        )
+    return along
+
+
+def _misplaced_a(tr: Translator, b_name: str) -> BodyError:
+    """`a` is computed from an operand loaded into registers though laid out unlike the
+    kernel's blocks, which only `sk.dot` reads, straight from shared memory."""
+    name, line = tr.trace.misplaced[0]
+    g = tr.g
+    frame = f"'{g.row_dim} {g.col_dim}'" if g.col_dim else f"'{g.row_dim}'"
+    return BodyError(
+        f"`{name}` is loaded into registers, but it is laid out unlike the kernel's blocks "
+        f"({frame}): sk.dot reads such an operand only as it is, straight from shared memory",
+        kernel=tr.kernel,
+        where=line or tr.where,
+        operand=name,
+        expected=f"sk.dot({name}, {b_name}): the operand itself",
+        actual=f"sk.load({name}), a value computed in registers",
+        fix=f"pass {name} to sk.dot as it is, and scale or cast the product instead: "
+        f"sk.dot({name}, {b_name}) * s rather than sk.dot(sk.load({name}) * s, {b_name})",
+    )
+
+
+def _register_a(tr: Translator, eqn: Eqn, atom: Atom, over: str) -> Expr:
+    """The value `a`, its columns past a ragged loop dim's edge zeroed: WGMMA would add in
+    whatever they hold, and the scores' exp there is not 0."""
+    g = tr.g
+    kind = tr.kind(atom)
+    expected = Kind.LOOP_TILE if over == g.loop_dim else Kind.TILE
+    if kind != expected or over not in (g.loop_dim, g.col_dim):
+        along = _columns_of(g, kind)
+        value = f"a block along {along}" if along else f"a {kind} value"
+        raise tr.fail(
+            eqn,
+            f"sk.dot's `a` is {value}, but its columns must run along the contracted dim {over}",
+            "multiply a block of the step whose columns are the contracted dim, e.g. the "
+            "probabilities p of the scores sk.dot(q, k) by sk.dot(p.astype(jnp.bfloat16), v)",
+        )
+    src = tr.source(atom)
+    if not (g.ragged_loop if kind == Kind.LOOP_TILE else g.ragged_cols):
+        return src
+    mask = Mask.LOOP_OK if kind == Kind.LOOP_TILE else Mask.COL_OK
+    tr.masks.add(mask)
+    dtype = tr.dtype(atom)
+    zeroed = Name(f"{eqn.outputs[0]}_a")
+    zero = Literal(0, dtype, weak_type=True)
+    tr.lines.append(
+        Assign((zeroed,), select(Name(mask), src, zero, dtype), comment="past the edge: zeros")
+    )
+    return zeroed
+
+
+DOT_RULES: Mapping[str, Rule] = {"sk_dot": Rule(translate_dot)}

@@ -1,0 +1,352 @@
+"""The translation rules of a body's ops: elementwise ops, reductions, and the shape-only ops
+jnp adds around vectors.
+
+Every value lives in one register kind (see `ir.nodes.Kind`); these rules decide the kind of each
+result and broadcast explicitly where a vector meets a tile, because Mosaic GPU cannot broadcast
+implicitly.
+"""
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..ir.nodes import (
+    Assign,
+    BinOp,
+    Comment,
+    Const,
+    DType,
+    Expr,
+    Kind,
+    Literal,
+    Mask,
+    Name,
+    Operator,
+)
+from ..ir.nodes import call as ir_call
+from ..ir.pallas import is_8bit, select
+from ..trace.body import Atom, Eqn
+from .context import NotInForm, Rule, Translator
+
+__all__ = ["BODY_RULES", "reduction_identity", "refuse_columns_meeting_loop"]
+
+TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
+LOOP_TILE, LOOP_COL = Kind.LOOP_TILE, Kind.LOOP_COL
+
+UNARY = {
+    "neg": "lax.neg",
+    "exp": "lax.exp",
+    "exp2": "lax.exp2",
+    "log": "lax.log",
+    "tanh": "lax.tanh",
+    "logistic": "lax.logistic",
+    "rsqrt": "lax.rsqrt",
+    "sqrt": "lax.sqrt",
+    "sin": "lax.sin",
+    "cos": "lax.cos",
+    "abs": "lax.abs",
+    "sign": "lax.sign",
+    "erf": "lax.erf",
+    "not": "lax.bitwise_not",
+}
+BINARY = {
+    "add": "lax.add",
+    "sub": "lax.sub",
+    "mul": "lax.mul",
+    "div": "lax.div",
+    "max": "lax.max",
+    "min": "lax.min",
+    "rem": "lax.rem",
+    "atan2": "lax.atan2",
+    "and": "lax.bitwise_and",
+    "or": "lax.bitwise_or",
+    "xor": "lax.bitwise_xor",
+    "lt": "lax.lt",
+    "le": "lax.le",
+    "gt": "lax.gt",
+    "ge": "lax.ge",
+    "eq": "lax.eq",
+    "ne": "lax.ne",
+    "shift_left": "lax.shift_left",
+    "shift_right_logical": "lax.shift_right_logical",
+    "shift_right_arithmetic": "lax.shift_right_arithmetic",
+}
+REDUCTIONS = {
+    "reduce_sum": "lax.reduce_sum",
+    "reduce_max": "lax.reduce_max",
+    "reduce_min": "lax.reduce_min",
+}
+# stop_gradient is the identity in a forward pass (jax.nn.softmax calls it).
+SHAPE_ONLY = {
+    "broadcast_in_dim",
+    "reshape",
+    "squeeze",
+    "expand_dims",
+    "copy",
+    "copy_p",
+    "stop_gradient",
+}
+OTHER = {"integer_pow", "square", "convert_element_type", "select_n", "clamp", "round"}
+# Mosaic GPU computes on 8-bit integers only with bitwise ops and equality tests; the rest
+# (arithmetic, order comparisons, selects) needs a 16- or 32-bit type.
+EIGHT_BIT_OPS = frozenset({"and", "or", "xor", "not", "eq", "ne", "convert_element_type"})
+_WRITTEN_AS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "neg": "-x"}
+_WRITTEN_AS |= {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "select_n": "jnp.where"}
+_WRITTEN_AS |= {"max": "jnp.maximum", "min": "jnp.minimum", "clamp": "jnp.clip"}
+_NAN_COMMENT = Comment("NaN where a NaN is reduced: the interpreter's max and min skip it.")
+
+
+def refuse_columns_meeting_loop(
+    tr: Translator, eqn: Eqn, kinds: set[Kind], actual: str | None = None
+) -> None:
+    """A value along the kernel's columns and one along the loop dim have different blocks:
+    they meet only when their block shapes happen to be equal, which a shape change breaks."""
+    if kinds & {TILE, COL} and kinds & {LOOP_TILE, LOOP_COL}:
+        raise tr.fail(
+            eqn,
+            "the body combines a value along the kernel's columns with one along the loop dim",
+            "keep values along the loop dim (the scores of sk.dot(q, k)) and values along the "
+            "kernel's columns (the accumulator) apart; only per-row vectors meet both",
+            actual,
+        )
+
+
+def elementwise(tr: Translator, eqn: Eqn) -> None:
+    kinds = {tr.kind(a) for a in eqn.inputs} - {SCALAR}
+    out_shape = tr.trace.aval(eqn.outputs[0])[0]
+    if {TILE, LOOP_TILE} <= kinds:
+        # Only equal shapes get here (jnp broadcasts nothing else): the block is one spread
+        # from a vector, which is as much along the loop dim as along the frame's columns.
+        kinds -= {TILE}
+    for row, col, block in ((ROW, COL, TILE), (ROW, LOOP_COL, LOOP_TILE)):
+        if kinds == {row, col} and len(out_shape) == 2:
+            # A (rows, 1) and a (1, cols) vector, as jnp writes an outer sum or product (a
+            # causal mask): lax broadcasts both to the block, and so do the statements below.
+            kinds = {block}
+    refuse_columns_meeting_loop(tr, eqn, kinds)
+    if kinds in ({ROW, COL}, {ROW, LOOP_COL}):
+        raise tr.fail(
+            eqn,
+            "the body combines a per-row and a per-column vector without broadcasting",
+            "broadcast one of them to the block shape first",
+        )
+    kind = next((k for k in (LOOP_TILE, TILE) if k in kinds), None)
+    kind = kind or (kinds.pop() if kinds else SCALAR)
+    kind = _widened(tr, kind, out_shape)
+    narrow = [tr.dtype(a) for a in eqn.inputs if a.var is not None]
+    narrow = [d for d in narrow if is_8bit(d)]
+    if narrow and eqn.prim not in EIGHT_BIT_OPS:
+        raise tr.fail(
+            eqn,
+            f"the body computes {_WRITTEN_AS.get(eqn.prim, eqn.prim)} (`{eqn.prim}`) on "
+            f"{narrow[0]} values; Mosaic GPU computes on 8-bit integers only with &, |, ^, "
+            "~, == and !=",
+            f"cast to int32 after loading, e.g. sk.load(x).astype(jnp.int32), and cast the "
+            f"result back with .astype(jnp.{narrow[0]})",
+        )
+    if eqn.prim == "rem" and "int" not in tr.dtype(eqn.inputs[0]):
+        raise tr.fail(
+            eqn,
+            "the body takes a floating-point remainder (%, jnp.mod, jnp.fmod, lax.rem), "
+            "which Mosaic GPU cannot lower",
+            "compute it outside the kernel, or take the remainder of integers",
+        )
+    if eqn.prim == "select_n" and kind != SCALAR:
+        # lax.select_n broadcasts nothing: every case, and a non-scalar predicate, must be a
+        # value of the result's shape (jnp.where(c, x, 0.0) gives it a scalar case).
+        args = [tr.as_kind(a, kind) for a in eqn.inputs]
+        if tr.kind(eqn.inputs[0]) == SCALAR:
+            args[0] = tr.source(eqn.inputs[0])
+    else:
+        args = [tr.as_kind(a, kind) if tr.kind(a) != SCALAR else tr.source(a) for a in eqn.inputs]
+    tr.assign(eqn, kind, _elementwise_expr(eqn, args))
+
+
+def _elementwise_expr(eqn: Eqn, args: list[Expr]) -> Expr:
+    prim = eqn.prim
+    if prim in UNARY:
+        return ir_call(UNARY[prim], args[0])
+    if prim in BINARY:
+        return ir_call(BINARY[prim], args[0], args[1])
+    if prim == "integer_pow":
+        return ir_call("lax.integer_pow", args[0], Const(int(eqn.param("y"))))
+    if prim == "square":
+        return ir_call("lax.mul", args[0], args[0])
+    if prim == "convert_element_type":
+        return ir_call(
+            "lax.convert_element_type", args[0], DType(str(np.dtype(eqn.param("new_dtype"))))
+        )
+    if prim == "round":
+        method = ir_call("lax.RoundingMethod", Const(int(eqn.param("rounding_method"))))
+        return ir_call("lax.round", args[0], method)
+    if prim == "select_n":
+        return ir_call("lax.select_n", *args)
+    return ir_call("lax.clamp", *args)  # clamp(lo, x, hi)
+
+
+def reduce(tr: Translator, eqn: Eqn) -> None:
+    (atom,) = eqn.inputs
+    kind = tr.kind(atom)
+    axes = tuple(eqn.param("axes"))
+    if kind in (TILE, LOOP_TILE) and axes in ((0,), (1,)):
+        return _reduce_block(tr, eqn, atom, axes[0])
+    if kind in (ROW, COL, LOOP_COL) and _vector_axis(tr, atom, kind) not in axes:
+        return tr.alias(eqn, atom, kind)
+    if kind == ROW and tr.source(atom) == Name(Mask.ROW_POSITION) and eqn.prim != "reduce_sum":
+        return _row_position_bound(tr, eqn)
+    if kind == SCALAR:
+        shape = tuple(tr.trace.aval(atom.var)[0]) if atom.var else ()
+        if all(shape[a] == 1 for a in axes):
+            return tr.alias(eqn, atom, kind)
+        if len(shape) == 2 and axes in ((0,), (1,)):
+            # A constant block (jnp.ones_like(v), jnp.full_like(v, c)) held as its scalar:
+            # its reduction counts every element inside the edge, so it needs the block.
+            block = f"{eqn.outputs[0]}_block"
+            tr.define(block, TILE, tr.dtype(atom))
+            tr.lines.append(Assign((Name(block),), tr.as_kind(atom, TILE)))
+            return reduce(tr, dataclasses.replace(eqn, inputs=(Atom(block),)))
+    raise tr.fail(
+        eqn,
+        "the body reduces a block or a vector to a scalar, which Mosaic GPU cannot lower",
+        "reduce a 2-D block over one axis (axis=0 or axis=1) and keep the vector",
+        actual=f"`{eqn.prim}` over axes {axes} of a {kind}"
+        + (f" in: {eqn.source}" if eqn.source else ""),
+    )
+
+
+def _row_position_bound(tr: Translator, eqn: Eqn) -> None:
+    """The first or last row of the block, `sk.position(rows).min()` or `.max()`: a scalar of
+    the block (a loop's stop), computed from where the block starts, not from registers."""
+    if tr.g.row_frame is not None or tr.g.flat_frame is not None:
+        raise NotInForm("positions are vectors of the block form")
+    first: Expr = Const(0)
+    if tr.g.row_tiled:
+        first = BinOp(Operator.MUL, Name(f"block_{tr.g.row_dim}"), Const(tr.g.rows))
+    bound = first if eqn.prim == "reduce_min" else BinOp(Operator.ADD, first, Const(tr.g.rows - 1))
+    tr.assign(eqn, SCALAR, ir_call("jnp.int32", bound))
+
+
+def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
+    if tr.g.flat_frame is not None:
+        raise NotInForm("a reduction has no place in an elementwise body's strided block")
+    if tr.g.row_frame is not None and axis == 0:
+        raise NotInForm("a reduction over the rows mixes the rows the row form keeps apart")
+    src = tr.source(atom)
+    dtype = tr.dtype(atom)
+    along_loop = tr.kind(atom) == LOOP_TILE
+    if along_loop and axis == 0:
+        raise tr.fail(
+            eqn,
+            "the body reduces a block along the loop dim over its rows",
+            "reduce the block over the loop dim (axis=1), a per-row statistic as softmax takes",
+        )
+    if axis == 1:
+        ragged = tr.g.ragged_loop if along_loop else tr.g.ragged_cols
+    else:
+        ragged = tr.g.ragged_rows
+    # A loaded operand already holds its fill past the edge; if that is the identity, no mask
+    # is needed.
+    fill = dict(tr.g.input_fills).get(atom.var or "")
+    if ragged and not (fill is not None and fill == reduction_identity(eqn.prim, dtype)):
+        # Elements past the edge must not take part: they get the identity.
+        mask = (Mask.LOOP_OK if along_loop else Mask.COL_OK) if axis == 1 else Mask.ROW_OK
+        tr.masks.add(mask)
+        identity = Literal(reduction_identity(eqn.prim, dtype), dtype, weak_type=True)
+        src = select(Name(mask), src, identity, dtype)
+    reduction = REDUCTIONS[eqn.prim]
+    # The row form holds one row as a vector: its row reduction is the vector's full one.
+    axes = Const((0,) if tr.g.row_frame is not None else (axis,))
+    reduced: Expr = ir_call(reduction, src, axes)
+    out = eqn.outputs[0]
+    if tr.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:
+        # A sum of the NaNs alone is NaN exactly where the vector holds one.
+        if not isinstance(src, Name):
+            tr.lines.append(Assign((Name(f"{out}_in"),), src))
+            src = Name(f"{out}_in")
+            reduced = ir_call(reduction, src, axes)
+        nans = Name(f"{out}_nans")
+        zero = Literal(0.0, dtype, weak_type=True)
+        tr.lines.append(_NAN_COMMENT)
+        is_nan = BinOp(Operator.NE, src, src)
+        tr.lines.append(
+            Assign(
+                (nans,),
+                ir_call("lax.reduce_sum", ir_call("jnp.where", is_nan, src, zero), axes),
+            )
+        )
+        reduced = ir_call("jnp.where", BinOp(Operator.NE, nans, nans), nans, reduced)
+    tr.assign(eqn, ROW if axis == 1 else (LOOP_COL if along_loop else COL), reduced)
+
+
+def _widened(tr: Translator, kind: Kind, shape: tuple[int, ...]) -> Kind:
+    """The kind of an elementwise result of logical `shape`. jnp broadcasts a vector against
+    a constant block held as its scalar (`r[:, None] * jnp.ones_like(v)`): the result spans
+    the block, so it is a block, not the vector."""
+    if len(shape) != 2:
+        return kind
+    if (kind == ROW and shape[1] != 1) or (kind in (COL, LOOP_COL) and shape[0] != 1):
+        return tr.block_kind(shape, kind)
+    return kind
+
+
+def _vector_axis(tr: Translator, atom: Atom, kind: Kind) -> int:
+    """The axis of a vector value's logical shape that holds its elements."""
+    shape = tr.trace.aval(atom.var)[0] if atom.var else ()
+    return 0 if len(shape) == 1 or kind == ROW else 1
+
+
+def reshape(tr: Translator, eqn: Eqn) -> None:
+    atom = eqn.inputs[0]
+    kind = tr.kind(atom)
+    in_shape = tr.trace.aval(atom.var)[0] if atom.var else ()
+    out_shape = tr.trace.aval(eqn.outputs[0])[0]
+    if kind == SCALAR:
+        return tr.alias(eqn, atom, SCALAR)
+    if kind in (TILE, LOOP_TILE):
+        if tuple(in_shape) == tuple(out_shape):
+            return tr.alias(eqn, atom, kind)
+        raise tr.fail(
+            eqn,
+            f"the body reshapes or broadcasts a block from {list(in_shape)} to "
+            f"{list(out_shape)}, which the register layout cannot express",
+            "keep blocks at their shape; reshape operands outside the kernel",
+        )
+    # A vector: jnp adds and drops unit dims around it (keepdims), or broadcasts it.
+    vector_axis = _vector_axis(tr, atom, kind)
+    if eqn.prim == "broadcast_in_dim":
+        out_axis = tuple(eqn.param("broadcast_dimensions"))[vector_axis]
+    else:
+        out_axis = 0 if kind == ROW or len(out_shape) == 1 else 1
+    expected_axis = 0 if kind == ROW or len(out_shape) == 1 else 1
+    if out_axis != expected_axis:
+        raise tr.fail(
+            eqn,
+            "the body turns a per-row vector into a per-column one (or back), which needs a "
+            "transpose",
+            "keep per-row vectors along the rows; compute column statistics with axis=0",
+            actual=f"{kind} vector {list(in_shape)} to {list(out_shape)}",
+        )
+    spread = len(out_shape) == 2 and out_shape[1 - out_axis] != 1
+    if spread:
+        block = tr.block_kind(tuple(out_shape), kind)
+        return tr.assign(eqn, block, tr.as_kind(atom, block))
+    return tr.alias(eqn, atom, kind)
+
+
+def reduction_identity(prim: str, dtype: str) -> float | int:
+    """What an element that takes no part in the reduction `prim` holds."""
+    if prim == "reduce_sum":
+        return 0
+    if "int" in dtype:
+        info = np.iinfo(np.dtype(dtype))
+        return int(info.min if prim == "reduce_max" else info.max)
+    return -math.inf if prim == "reduce_max" else math.inf
+
+
+BODY_RULES: Mapping[str, Rule] = {
+    **{prim: Rule(elementwise) for prim in (*UNARY, *BINARY, *OTHER)},
+    **{prim: Rule(reduce) for prim in REDUCTIONS},
+    **{prim: Rule(reshape) for prim in SHAPE_ONLY},
+}

@@ -1,0 +1,307 @@
+"""Translation of a loop's step: its statements, its carries and its tensor-core products.
+
+A carry that the step only ever updates as `carry + sk.dot(a, b)` of two operands, from zero,
+becomes a WGMMA accumulator: it lives in an accumulator ref for the whole loop and each step
+issues one WGMMA into it. Every other carry is a register value threaded through the pipeline,
+and every other product a value of the step (`lower.dots`); an `x + sk.dot(a, b)` is fused into one
+equation first, so that the product can start at `x`. The step's other equations are
+translated like the body's, with the geometry of one step (the loop dim at its block size). A
+loop with a `stop` walks a trip count traced per block.
+"""
+
+import dataclasses
+import itertools
+from collections.abc import Mapping
+
+from ..._errors import UnsupportedOpError
+from ..ir.nodes import Comment, Expr, Kind, LoopMode, SourceLine
+from ..ir.pallas import full
+from ..trace.body import Atom, Eqn, Step
+from .context import NotInForm, Rule, Translator, source_line
+from .translation import Carry, DotUpdate, Geometry, LoopBlock
+
+__all__ = ["LOOP_RULES"]
+
+
+def translate_loop(tr: Translator, eqn: Eqn) -> None:
+    step: Step = eqn.param("step")
+    mode = LoopMode.FOLD if eqn.prim == "sk_loop" else LoopMode.MAP
+    index = tr.loop_count
+    tr.loop_count += 1
+    comment = source_line(eqn)
+    previous = [line for line in tr.lines if isinstance(line, Comment | SourceLine)]
+    if eqn.line and (not previous or previous[-1] != comment):
+        tr.lines.append(comment)
+    accumulators, skipped = _accumulators(tr, eqn, step)
+    looped = dict(tr.g.looped_operands)
+    used: list[str] = []
+    for inner in step.eqns:
+        for atom in inner.inputs:
+            if atom.var in looped and atom.var not in used:
+                used.append(atom.var)
+    loads = tuple(
+        name
+        for name in used
+        if any(
+            atom.var == name
+            for inner in step.eqns
+            if id(inner) not in skipped and inner.prim != "sk_dot"
+            for atom in inner.inputs
+        )
+        or any(atom.var == name for atom in step.outputs)
+    )
+    for atom in step.outputs:
+        if atom.var in looped and atom.var not in used:
+            used.append(atom.var)
+    guesses = _initial_kinds(tr, eqn.inputs, step.axis)
+    first_error: UnsupportedOpError | NotInForm | None = None
+    for kinds in guesses:
+        try:
+            block = _translate_carries(
+                tr, eqn, step, index, mode, accumulators, skipped, kinds, tuple(used), loads
+            )
+            break
+        except (UnsupportedOpError, NotInForm) as exc:
+            # A vector carry as long as both the rows and the columns of the block may be
+            # either; the next guess reads it the other way. The first guess's error stands.
+            first_error = first_error or exc
+    else:
+        assert first_error is not None
+        raise first_error
+    stop = dict(eqn.params).get("stop")
+    if stop is not None:
+        if tr.kind(stop) != Kind.SCALAR:
+            raise tr.fail(
+                eqn,
+                f"the stop of sk.loop({step.axis!r}) is not one number for the block",
+                'reduce a position to its block\'s bound, e.g. sk.position("M").max() + 1',
+            )
+        block = dataclasses.replace(block, stop=tr.source(stop))
+    tr.lines.append(block)
+    if mode == LoopMode.MAP:
+        for i, out in enumerate(eqn.outputs):
+            tr.loop_outputs[out] = (index, i)
+        return
+    for out, carry in zip(eqn.outputs, block.carries, strict=True):
+        tr.define(out, Kind(carry.kind), carry.dtype)
+
+
+def _translate_carries(
+    tr: Translator,
+    eqn: Eqn,
+    step: Step,
+    index: int,
+    mode: LoopMode,
+    accumulators: dict[int, DotUpdate],
+    skipped: set[int],
+    kinds: list[Kind],
+    used: tuple[str, ...],
+    loads: tuple[str, ...],
+) -> LoopBlock:
+    """The loop's block, its carries in `kinds`, or in the kinds its step returns them in when
+    they differ (a carry whose initial value is one constant takes the step's kind)."""
+    for _attempt in range(2):
+        block, out_kinds = _translate_step(
+            tr, eqn, step, index, mode, accumulators, skipped, kinds, used, loads
+        )
+        if mode == LoopMode.MAP or out_kinds == kinds:
+            return block
+        kinds = out_kinds
+    raise tr.fail(
+        eqn,
+        f"the step of sk.loop({step.axis!r}) returns carries in other register forms than "
+        "it receives",
+        "keep each carry a per-row vector, a per-column vector or a block throughout",
+    )
+
+
+# Each carry whose initial value is one constant (jnp.zeros((n,))) and so has no register
+# kind of its own, read the other way as the rows and the columns of the block: at most this
+# many guesses are tried, each a translation of the step.
+_MAX_GUESSES = 16
+
+
+def _initial_kinds(tr: Translator, inits: tuple[Atom, ...], axis: str) -> list[list[Kind]]:
+    """The carries' kinds to try, most likely first. A carry initialized from a constant has
+    its kind from its shape; a vector as long as both the rows and the columns of the block
+    (BM == BN) may be either. Such a carry most likely runs along the dim the loop does not
+    walk (a loop over the rows sums columns), so it is tried that way first, then the other."""
+    # The guess for a vector whose length is both the rows' and the columns'.
+    either = (Kind.COL, Kind.ROW) if axis == tr.g.row_dim else (Kind.ROW, Kind.COL)
+    options: list[tuple[Kind, ...]] = []
+    for atom in inits:
+        kind = tr.kind(atom)
+        shape = tr.trace.aval(atom.var)[0] if atom.var is not None else ()
+        if kind != Kind.SCALAR or atom.var is None:
+            options.append((kind,))
+        elif len(shape) == 2:
+            options.append((Kind.TILE,))
+        elif len(shape) == 1 and shape[0] == tr.g.rows == tr.g.cols:
+            options.append(either)
+        elif len(shape) == 1:
+            options.append((Kind.ROW if shape[0] == tr.g.rows else Kind.COL,))
+        else:
+            options.append((Kind.SCALAR,))
+    return [list(kinds) for kinds in itertools.islice(itertools.product(*options), _MAX_GUESSES)]
+
+
+def _uses(step: Step) -> dict[str, list[Eqn | None]]:
+    """Each variable's readers in the step; None for the step's result."""
+    uses: dict[str, list[Eqn | None]] = {}
+    for inner in step.eqns:
+        for atom in inner.inputs:
+            if atom.var is not None:
+                uses.setdefault(atom.var, []).append(inner)
+    for atom in step.outputs:
+        if atom.var is not None:
+            uses.setdefault(atom.var, []).append(None)
+    return uses
+
+
+def _accumulators(tr: Translator, eqn: Eqn, step: Step) -> tuple[dict[int, DotUpdate], set[int]]:
+    """Carries updated only as `carry + sk.dot(a, b)` of two operands over the loop dim, from
+    zero, and the equations that form them. Every other product is a value of the step."""
+    uses = _uses(step)
+    found: dict[int, DotUpdate] = {}
+    skipped: set[int] = set()
+    if eqn.prim != "sk_loop":
+        return found, skipped
+    for dot in (e for e in step.eqns if e.prim == "sk_dot"):
+        if not dot.param("a") or dot.param("over") != step.axis:
+            continue
+        product = dot.outputs[0]
+        users = uses.get(product, [])
+        add = users[0] if len(users) == 1 else None
+        if add is None or add.prim != "add":
+            continue
+        others = [a.var for a in add.inputs if a.var != product]
+        if len(others) != 1 or others[0] not in step.carries:
+            continue
+        position = step.carries.index(others[0])
+        carry = step.carries[position]
+        if (
+            step.outputs[position].var != add.outputs[0]
+            or len(uses.get(carry, [])) != 1
+            or len(uses.get(add.outputs[0], [])) != 1
+        ):
+            continue
+        init = eqn.inputs[position]
+        value = init.value if init.var is None else tr.literals.get(init.var)
+        shape, dtype = tr.trace.aval(carry)
+        product_dtype = tr.trace.aval(product)[1]
+        if value is None or value != 0 or dtype != product_dtype or len(shape) != 2:
+            continue
+        a, b = (atom.var or "" for atom in dot.inputs)
+        transposed = dot.param("contract")[1] == 1
+        found[position] = DotUpdate(carry, a, b, transposed, accumulator=dtype)
+        skipped |= {id(dot), id(add)}
+    return found, skipped
+
+
+def _fused_products(step: Step, skipped: set[int]) -> tuple[Eqn, ...]:
+    """The step's equations, with each `x + sk.dot(a, b)` whose product is read only there
+    turned into one `sk_dot` equation that starts its accumulator at `x`."""
+    uses = _uses(step)
+    fused: dict[int, Eqn] = {}  # id of the add -> the fused product
+    dropped: set[int] = set()
+    for dot in (e for e in step.eqns if e.prim == "sk_dot" and id(e) not in skipped):
+        users = uses.get(dot.outputs[0], [])
+        add = users[0] if len(users) == 1 else None
+        if add is None or add.prim != "add" or id(add) in skipped:
+            continue
+        others = [a for a in add.inputs if a.var != dot.outputs[0]]
+        if len(others) != 1:
+            continue
+        fused[id(add)] = dataclasses.replace(
+            dot,
+            inputs=(*dot.inputs, others[0]),
+            outputs=add.outputs,
+            line=add.line or dot.line,
+            source=add.source or dot.source,
+        )
+        dropped.add(id(dot))
+    return tuple(
+        fused.get(id(e), e) for e in step.eqns if id(e) not in skipped and id(e) not in dropped
+    )
+
+
+def _translate_step(
+    tr: Translator,
+    eqn: Eqn,
+    step: Step,
+    index: int,
+    mode: LoopMode,
+    accumulators: dict[int, DotUpdate],
+    skipped: set[int],
+    kinds: list[Kind],
+    used: tuple[str, ...],
+    loads: tuple[str, ...],
+) -> tuple[LoopBlock, list[Kind]]:
+    saved = (tr.lines, tr.masks, tr.g, tr.products)
+    outer = tr.g
+    geometry = tr.g.step(step.axis)
+    fills = dict(geometry.input_fills) | tr.trace.loop_fills(step.loop)
+    geometry = dataclasses.replace(geometry, input_fills=tuple(fills.items()))
+    tr.lines, tr.masks, tr.g, tr.products = [], set(), geometry, []
+    try:
+        for carry, kind in zip(step.carries, kinds, strict=True):
+            tr.define(carry, kind, tr.trace.aval(carry)[1])
+        tr.eqns(_fused_products(step, skipped))
+        carries: list[Carry] = []
+        out_kinds: list[Kind] = []
+        blocks: list[Expr] = []
+        if mode == LoopMode.FOLD:
+            for i, (var, atom, init) in enumerate(
+                zip(step.carries, step.outputs, eqn.inputs, strict=True)
+            ):
+                kind, dtype = kinds[i], tr.trace.aval(var)[1]
+                if i in accumulators:
+                    carries.append(Carry(var, Kind.TILE, dtype, None, None, True))
+                    out_kinds.append(kind)
+                    continue
+                got = tr.kind(atom)
+                out_kinds.append(got if got != Kind.SCALAR or kind == Kind.SCALAR else kind)
+                update = tr.as_kind(atom, kind) if got in (kind, Kind.SCALAR) else None
+                init_value = _init(tr, init, kind, outer)
+                carries.append(Carry(var, kind, dtype, init_value, update, False))
+        else:
+            for atom in step.outputs:
+                if tr.kind(atom) not in (Kind.TILE, Kind.SCALAR):
+                    raise tr.fail(
+                        eqn,
+                        f"the function of sk.map_blocks({step.axis!r}) returns a vector, not a "
+                        "block",
+                        "return a 2-D block of the result: broadcast the vector to the block",
+                    )
+                blocks.append(tr.as_kind(atom, Kind.TILE))
+        block = LoopBlock(
+            index=index,
+            axis=step.axis,
+            mode=mode,
+            operands=used,
+            loads=loads,
+            masks=frozenset(tr.masks),
+            lines=tuple(line for line in tr.lines if not isinstance(line, LoopBlock)),
+            carries=tuple(carries),
+            dots=tuple(accumulators[i] for i in sorted(accumulators)),
+            finals=tuple(eqn.outputs),
+            blocks=tuple(blocks),
+            products=tuple(tr.products),
+        )
+        return block, out_kinds
+    finally:
+        tr.lines, tr.masks, tr.g, tr.products = saved
+
+
+def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> Expr:
+    """A carry's initial value, in its kind: a value of another kind fills a constant of the
+    carry's kind, with the shapes of the body around the loop."""
+    if tr.kind(atom) == kind:
+        return tr.source(atom)
+    return full(tr.source(atom), outer.shape(kind), tr.dtype(atom), kind)
+
+
+LOOP_RULES: Mapping[str, Rule] = {
+    "sk_loop": Rule(translate_loop, own_comment=True),
+    "sk_map_blocks": Rule(translate_loop, own_comment=True),
+}

@@ -1,0 +1,153 @@
+"""What translation reads and produces: the register geometry of a body, and the translated
+body as IR, with a `LoopBlock` for each loop. Planning and code generation read these."""
+
+import dataclasses
+from typing import TypeAlias
+
+from ..ir.nodes import Comment, Expr, Kind, LoopMode, Mask, SourceLine, Stmt, mentions, names_read
+from ..ir.pallas import FlatFrame, RowFrame
+
+__all__ = [
+    "Carry",
+    "DotUpdate",
+    "Geometry",
+    "Line",
+    "LoopBlock",
+    "Product",
+    "Translation",
+    "line_reads",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """Physical register shapes and which axes have elements past the array's edge."""
+
+    rows: int
+    cols: int
+    ragged_rows: bool
+    ragged_cols: bool
+    input_kinds: tuple[tuple[str, str], ...]  # operand name -> kind
+    input_fills: tuple[tuple[str, float | int | bool], ...] = ()  # loaded operand -> its fill
+    steps: tuple[tuple[str, "Geometry"], ...] = ()  # loop dim -> the geometry inside its steps
+    looped_operands: tuple[tuple[str, str], ...] = ()  # operand -> the loop dim it has
+    # For the interpreter: its reductions run on the CPU, where a row max or min can skip NaN;
+    # Mosaic GPU's (max.NaN, min.NaN) carry it, as jnp's do. The interpreter's carry it too.
+    interpreted: bool = False
+    # The row form: one whole row of the block at a time (see `RowFrame`); None for the
+    # block form, which holds the whole block in the WGMMA layout.
+    row_frame: RowFrame | None = None
+    # An elementwise body's whole block in the warpgroup-strided layout; None otherwise.
+    flat_frame: FlatFrame | None = None
+    # The dims of the (rows, cols) frame, by name; sk.dot's product is placed by them.
+    row_dim: str = ""
+    col_dim: str | None = None
+    row_tiled: bool = False  # the rows split across the grid, from block_<row_dim>
+    col_tiled: bool = False  # the columns split across the grid
+    # In the step of a loop over a dim outside the frame: that dim, its block (the columns of
+    # a LOOP_TILE) and whether the last step is ragged. Empty outside such a step.
+    loop_dim: str | None = None
+    loop_cols: int = 0
+    ragged_loop: bool = False
+
+    def step(self, axis: str) -> "Geometry":
+        return dict(self.steps)[axis]
+
+    def shape(self, kind: str) -> tuple[int, ...]:
+        if self.row_frame is not None:
+            width = (self.row_frame.width,)
+            return {Kind.TILE: width, Kind.COL: width, Kind.ROW: (), Kind.SCALAR: ()}[Kind(kind)]
+        return {
+            Kind.TILE: (self.rows, self.cols),
+            Kind.LOOP_TILE: (self.rows, self.loop_cols),
+            Kind.ROW: (self.rows,),
+            Kind.COL: (self.cols,),
+            Kind.LOOP_COL: (self.loop_cols,),
+            Kind.SCALAR: (),
+        }[Kind(kind)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Carry:
+    """One carry of a folding loop: its variable inside the step, its first and last value."""
+
+    var: str
+    kind: str
+    dtype: str
+    init: Expr | None  # the initial value, in the carry's kind and layout; None: accumulator
+    update: Expr | None  # the step's new value; None for an accumulator
+    accumulator: bool  # updated only by WGMMA, held in an accumulator ref
+
+
+@dataclasses.dataclass(frozen=True)
+class DotUpdate:
+    carry: str  # the accumulator carry's variable
+    a: str
+    b: str
+    transpose_b: bool  # b is stored (N, K)
+    accumulator: str = "float32"  # int32 for int8 operands
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """An `sk.dot` computed as a value of the step (not a loop accumulator)."""
+
+    a: str  # the operand `a`, or "" for a value in registers
+    b: str
+    transpose_b: bool  # b is stored (N, K)
+    over: str  # the contracted dim
+    along: str  # the product's column dim: the loop dim or the kernel's
+    a_dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopBlock:
+    """A loop of the body, translated: the step's statements and what flows in and out."""
+
+    index: int
+    axis: str
+    mode: LoopMode
+    operands: tuple[str, ...]  # operands whose blocks the step reads, in order of first use
+    loads: tuple[str, ...]  # of those, the ones loaded into registers
+    masks: frozenset[Mask]
+    lines: tuple[Stmt, ...]
+    carries: tuple[Carry, ...]
+    dots: tuple[DotUpdate, ...]
+    finals: tuple[str, ...]  # the body's variables for the final carries
+    blocks: tuple[Expr, ...]  # map: each output block, per step
+    products: tuple[Product, ...] = ()  # the step's other sk.dot products
+    stop: Expr | None = None  # an int32 scalar: the loop skips the blocks wholly past it
+
+
+# A statement of the body, or one of its loops.
+Line: TypeAlias = Stmt | LoopBlock
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+    lines: tuple[Line, ...]
+    outputs: tuple[Expr | None, ...]  # the results, in their declared kinds; None: a map's
+    masks: frozenset[Mask]  # the edge masks the statements use: row_ok, col_ok
+    streamed: tuple[tuple[int, int, int], ...] = ()  # (result, loop, block) written by a map
+    result_kinds: tuple[Kind, ...] = ()  # the kind each result is computed in
+
+    @property
+    def loops(self) -> tuple[LoopBlock, ...]:
+        return tuple(line for line in self.lines if isinstance(line, LoopBlock))
+
+
+def line_reads(line: Line, name: str, *, mentioned: bool = False) -> bool:
+    """True when a statement of the body, or of one of its loops' steps, reads `name`; with
+    `mentioned`, also when a comment names it (the comment naming the user's line mentions
+    the operands its statements read)."""
+    if isinstance(line, LoopBlock):
+        values = [
+            *line.blocks,
+            *(v for c in line.carries for v in (c.init, c.update) if v is not None),
+        ]
+        return any(line_reads(s, name, mentioned=mentioned) for s in line.lines) or any(
+            name in names_read(v) for v in values
+        )
+    if isinstance(line, Comment | SourceLine):
+        return mentioned and mentions(line, name)
+    return name in names_read(line)

@@ -1,0 +1,128 @@
+"""The loops' pipelines of a specialization: their blocks, their stages (declared, or fitted
+to shared memory when the stage constant is None) and the shared memory they take, and the
+fix proposed when they do not fit."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from ... import _hardware as hw
+from ...language.context import LoadRecord
+from ..declare.spec import KernelSpec
+from ..layout.blocks import BlockLayout
+from ..layout.smem import block_bytes
+from ..lower.translation import LoopBlock
+from .pipelining import LoopPlan, PlannedDot, pipeline_bytes
+
+__all__ = ["MAX_STAGES", "plan_fitted_loops", "plan_loops", "stages_fix"]
+
+# Stages fitted to shared memory stop here: more do not shorten a step's wait further.
+MAX_STAGES = 4
+
+
+def plan_loops(
+    spec: KernelSpec,
+    loops: tuple[LoopBlock, ...],
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    consts: Mapping[str, Any],
+    loads: tuple[LoadRecord, ...],
+    stages: int | None = None,
+) -> tuple[LoopPlan, ...]:
+    declared = stages if stages is not None else spec.stage_count(consts) or MAX_STAGES
+    out = []
+    for block in loops:
+        size, step = layout.dim(block.axis).size, layout.dim(block.axis).block
+        steps = hw.cdiv(size, step)
+        eff = min(declared, steps)
+        loaded = tuple(
+            (r.operand, r.fill) for r in loads if r.loop == block.index and r.operand in block.loads
+        )
+        out.append(
+            LoopPlan(
+                axis=block.axis,
+                constant=spec.loop_map[block.axis],
+                block=step,
+                size=size,
+                steps=steps,
+                stages=eff,
+                mode=block.mode,
+                operands=block.operands,
+                dots=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.dots),
+                products=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.products),
+                stops_early=block.stop is not None,
+                # sk.dot reads its operands as TMA fills them: zeros past the edge.
+                fills=loaded
+                + tuple(
+                    dict.fromkeys(
+                        (n, 0)
+                        for d in (*block.dots, *block.products)
+                        for n in (d.a, d.b)
+                        if n in block.operands and n not in dict(loaded)
+                    )
+                ),
+                smem_bytes=pipeline_bytes(
+                    [block_bytes(spec, n, layout, dtypes) for n in block.operands], eff
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _largest_fitting(
+    spec: KernelSpec,
+    loops: tuple[LoopBlock, ...],
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    consts: Mapping[str, Any],
+    loads: tuple[LoadRecord, ...],
+    fixed_bytes: int,
+    epilogue: int,
+    most: int,
+) -> tuple[int, tuple[LoopPlan, ...]] | None:
+    """The largest stage count up to `most`, and the loops with it, whose pipelines fit beside
+    `fixed_bytes` of blocks copied once (the results after the loops, `epilogue`, reuse the
+    pipelines' memory); None when even one stage does not."""
+    for stages in range(most, 0, -1):
+        plans = plan_loops(spec, loops, layout, dtypes, consts, loads, stages)
+        if fixed_bytes + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
+            return stages, plans
+    return None
+
+
+def plan_fitted_loops(
+    spec: KernelSpec,
+    loops: tuple[LoopBlock, ...],
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    consts: Mapping[str, Any],
+    loads: tuple[LoadRecord, ...],
+    fixed_bytes: int,
+    epilogue: int,
+) -> tuple[LoopPlan, ...]:
+    """For a stage constant left None: the loops with the most stages, up to `MAX_STAGES`,
+    that fit (one stage when none does: the shared-memory error then says what to lower)."""
+    args = (spec, loops, layout, dtypes, consts, loads, fixed_bytes, epilogue)
+    fitted = _largest_fitting(*args, MAX_STAGES)
+    return fitted[1] if fitted else plan_loops(spec, loops, layout, dtypes, consts, loads, 1)
+
+
+def stages_fix(
+    spec: KernelSpec,
+    consts: Mapping[str, Any],
+    fixed_bytes: int,
+    epilogue: int,
+    loops: tuple[LoopBlock, ...],
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    loads: tuple[LoadRecord, ...],
+) -> str:
+    """Proposes the largest stage count whose pipelines fit, else smaller loop blocks."""
+    declared = spec.stage_count(consts) or MAX_STAGES
+    args = (spec, loops, layout, dtypes, consts, loads, fixed_bytes, epilogue)
+    fitted = _largest_fitting(*args, declared - 1)
+    if fitted is not None:
+        name = spec.stages if isinstance(spec.stages, str) else "stages="
+        sep = "=" if isinstance(spec.stages, str) else ""
+        return f"set {name}{sep}{fitted[0]} (the largest stage count that fits)"
+    consts_text = ", ".join(f"{c}" for c in spec.block_map.values())
+    return f"even one stage does not fit: lower the block constants ({consts_text})"

@@ -1,0 +1,82 @@
+"""One planned array of a specialization: an operand or a result, with its array, its block
+and what it reads past the edge."""
+
+import dataclasses
+import enum
+from typing import Any
+
+from ... import _hardware as hw
+from ..ir.nodes import Kind
+
+__all__ = ["OperandPlan", "Role"]
+
+
+class Role(enum.StrEnum):
+    """Whether a planned array is read by the kernel or written by it."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandPlan:
+    """One operand or result of a specialization: its array, its block and its edge fill."""
+
+    name: str
+    """The parameter's name; results are named `result`, or `result0`, `result1`, ..."""
+    role: Role
+    """`Role.INPUT` ("input") for an operand, `Role.OUTPUT` ("output") for a result."""
+    dims: tuple[str, ...]
+    """The names of its dims, as in the annotation."""
+    shape: tuple[int, ...]
+    """The array's shape in this specialization."""
+    dtype: str
+    """The array's dtype name, e.g. "float32"."""
+    kind: Kind
+    """Its register form: `Kind.TILE` ("tile") for 2-D blocks, `Kind.ROW` ("row") or
+    `Kind.COL` ("col") for 1-D blocks along the rows or the columns."""
+    block_shape: tuple[int, ...]
+    """The physical block held in shared memory and registers."""
+    gmem_shape: tuple[int, ...]
+    """The shape of the array the kernel addresses: `shape`, or larger when the array is padded
+    on the host because TMA cannot address its rows."""
+    fill: Any
+    """What loads past the array's edge read; None for results, scalars and operands never
+    loaded."""
+    loaded: bool
+    """Whether the body loads it (results are always stored, and count as loaded)."""
+    loop_dim: str | None = None
+    """The loop dim whose pipeline copies its blocks; None when copied once per block."""
+    swizzle: int = 0
+    """For an operand of `sk.dot`: elements per 128-byte swizzle row of its tiled SMEM; else 0."""
+    batch: tuple[str, ...] = ()
+    """Its leading batch dims, which `shape` and `gmem_shape` include and `dims` does not."""
+    shares_smem_with: str | None = None
+    """For a result of the row form: the operand whose shared-memory block it is written
+    into, row by row, once each row has been read; None when it has a block of its own."""
+
+    per_block: tuple[str, ...] = ()
+    """For a result reduced across blocks: the tiled dims whose block index leads its array
+    (after the batch dims), one partial per block, combined after the launch; else empty."""
+
+    @property
+    def block_gmem_shape(self) -> tuple[int, ...]:
+        """`gmem_shape` without the batch and per-block dims: the array one grid step
+        addresses."""
+        return self.gmem_shape[len(self.batch) + len(self.per_block) :]
+
+    @property
+    def host_padded(self) -> bool:
+        """True when the array is padded on the host before the launch (one extra copy)."""
+        return self.gmem_shape != self.shape
+
+    @property
+    def smem_bytes(self) -> int:
+        """The bytes its block takes in shared memory, before alignment; 0 if never loaded,
+        or if it is written into an operand's block, or a scalar (read from global memory)."""
+        if self.shares_smem_with is not None or self.kind == Kind.SCALAR:
+            return 0
+        count = 1
+        for extent in self.block_shape:
+            count *= extent
+        return count * hw.itemsize(self.dtype) if self.loaded or self.role is Role.OUTPUT else 0

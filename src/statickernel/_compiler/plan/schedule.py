@@ -1,0 +1,201 @@
+"""The schedule of a launch: how its CTAs keep HBM busy.
+
+A memory-bound kernel reaches copy speed only with enough bytes of loads in flight on each SM
+(Little's law: about 4.3 TB/s times about 1 us of latency, over 132 SMs, is tens of KiB per
+SM). A CTA that copies its block in, computes and copies out has its loads in flight only
+while it waits for them; co-resident CTAs overlap one another's waits, and a pipelined loop
+keeps `stages` steps' loads in flight at once. The schedule states those figures, from the
+plan's blocks; a compile (`kernel.compile`) folds the registers into the CTAs per SM.
+"""
+
+import dataclasses
+import enum
+
+from ... import _hardware as hw
+from ..._targets import TARGETS, GpuTarget, OccupancyLimit, occupancy
+
+__all__ = ["Persistent", "Schedule", "ScheduleKind", "persistent_blocks", "plan_schedule"]
+
+# The GPU the plan's figures are for: H100 and H200 (132 SMs).
+_TARGET = "sm_90a"
+_THREADS = 128  # one warpgroup a CTA
+
+
+class ScheduleKind(enum.StrEnum):
+    """How each CTA spends its time."""
+
+    ONE_BLOCK_PER_CTA = "one block per CTA"  # copy in, compute, copy out; CTAs overlap
+    PIPELINED_LOOPS = "pipelined loops"  # each loop of the body a software pipeline
+    PERSISTENT = "persistent, pipelined"  # each CTA walks many blocks, `stages` in flight
+    # a producer warpgroup copies, consumer warpgroups multiply; each CTA walks many tiles
+    WARP_SPECIALIZED = "warp-specialized, persistent"
+
+
+@dataclasses.dataclass(frozen=True)
+class Persistent:
+    """A persistent launch: `ctas` CTAs, each taking every `ctas`-th block in turn, with the
+    loads of `stages` blocks in flight (one being computed on, the others arriving)."""
+
+    ctas: int
+    stages: int
+
+    def trips(self, blocks: int, cta: int) -> int:
+        """The blocks CTA `cta` takes: cta, cta + ctas, ... below `blocks`."""
+        return hw.cdiv(blocks - cta, self.ctas)
+
+    def check_invariants(self) -> None:
+        assert self.ctas >= 1 and self.stages >= 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How a launch keeps loads in flight, on the H100/H200 figures (132 SMs)."""
+
+    kind: ScheduleKind
+    """What each CTA does: one block, or pipelined loops."""
+    ctas: int
+    """The CTAs launched: the product of the grid."""
+    stages: int
+    """Loads in flight per CTA, in steps: 1 for one block per CTA, a loop's stages."""
+    ctas_per_sm: int
+    """CTAs resident on one SM at once: what shared memory, threads and CTA slots allow (and
+    registers, after a compile), and no more than the grid gives each SM."""
+    limited_by: OccupancyLimit
+    """What bounds `ctas_per_sm`: a resource, or the grid (`OccupancyLimit.GRID`)."""
+    load_bytes_per_cta: int
+    """The bytes of loads one CTA has in flight at once."""
+    bytes_in_flight_per_sm: int
+    """`ctas_per_sm` times `load_bytes_per_cta`: the bytes of loads each SM keeps in flight."""
+    smem_bytes: int
+    """One CTA's shared memory, as the plan counts it."""
+    threads: int = _THREADS
+    """Threads a CTA: one warpgroup, or a producer and consumers when warp-specialized."""
+
+    def with_registers(self, registers: int, smem_bytes: int | None = None) -> "Schedule":
+        """This schedule with a compiled kernel's registers per thread counted in (and the
+        shared memory the compile measured, when given)."""
+        smem = self.smem_bytes if smem_bytes is None else smem_bytes
+        return _schedule(
+            self.kind,
+            self.ctas,
+            self.stages,
+            self.load_bytes_per_cta,
+            smem,
+            registers,
+            threads=self.threads,
+        )
+
+    def check_invariants(self) -> None:
+        assert self.ctas >= 1 and self.stages >= 1 and self.ctas_per_sm >= 1
+        assert self.bytes_in_flight_per_sm == self.ctas_per_sm * self.load_bytes_per_cta
+        assert self.ctas_per_sm <= TARGETS[_TARGET].ctas_per_sm
+
+    def __str__(self) -> str:
+        stages = f", {self.stages} stages" if self.stages > 1 else ""
+        return (
+            f"{self.kind.value}, {self.ctas:,} CTA{'s' if self.ctas != 1 else ''}{stages}; "
+            f"{self.ctas_per_sm} CTA{'s' if self.ctas_per_sm != 1 else ''}/SM "
+            f"(limited by {self.limited_by.value}), {_kib(self.bytes_in_flight_per_sm)} of loads "
+            f"in flight per SM"
+        )
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:,.1f} KiB" if n % 1024 else f"{n // 1024:,} KiB"
+
+
+def _schedule(
+    kind: ScheduleKind,
+    ctas: int,
+    stages: int,
+    load_bytes: int,
+    smem_bytes: int,
+    registers: int = 0,
+    target: GpuTarget | None = None,
+    threads: int = _THREADS,
+) -> Schedule:
+    target = target or TARGETS[_TARGET]
+    occ = occupancy(target, registers, smem_bytes, threads)
+    resident, limited_by = occ.ctas_per_sm, occ.limited_by
+    per_sm = hw.cdiv(ctas, target.sms)
+    if per_sm < resident:
+        resident, limited_by = per_sm, OccupancyLimit.GRID
+    schedule = Schedule(
+        kind=kind,
+        ctas=ctas,
+        stages=stages,
+        ctas_per_sm=resident,
+        limited_by=limited_by,
+        load_bytes_per_cta=load_bytes,
+        bytes_in_flight_per_sm=resident * load_bytes,
+        smem_bytes=smem_bytes,
+        threads=threads,
+    )
+    schedule.check_invariants()
+    return schedule
+
+
+def plan_schedule(
+    grid: tuple[int, ...],
+    smem_bytes: int,
+    once_bytes: int,
+    loops: tuple[tuple[int, int], ...],
+    persistent: Persistent | None = None,
+    staged_bytes: int = 0,
+    warp_specialized: tuple[int, int, int, int] | None = None,
+) -> Schedule:
+    """The schedule of a plan: `once_bytes` of loads copied once per CTA, and for each loop
+    its (stages, bytes of one step's loads); for a persistent launch, `staged_bytes` of
+    them are copied for each block, `stages` blocks at a time; a warp-specialized one is
+    (CTAs, threads a CTA, stages, bytes of one stage)."""
+    ctas = 1
+    for g in grid:
+        ctas *= g
+    if warp_specialized is not None:
+        ws_ctas, threads, stages, stage_bytes = warp_specialized
+        kind = ScheduleKind.WARP_SPECIALIZED
+        return _schedule(kind, ws_ctas, stages, stages * stage_bytes, smem_bytes, threads=threads)
+    if persistent is not None:
+        kind, stages = ScheduleKind.PERSISTENT, persistent.stages
+        in_flight = once_bytes + (stages - 1) * staged_bytes
+        return _schedule(kind, persistent.ctas, stages, in_flight, smem_bytes)
+    if not loops:
+        return _schedule(ScheduleKind.ONE_BLOCK_PER_CTA, ctas, 1, once_bytes, smem_bytes)
+    stages = max(s for s, _ in loops)
+    in_flight = once_bytes + max(s * step for s, step in loops)
+    return _schedule(ScheduleKind.PIPELINED_LOOPS, ctas, stages, in_flight, smem_bytes)
+
+
+# A persistent block-form launch keeps this many buffers of each operand, else two.
+_BLOCK_STAGES = (3, 2)
+# The SMs the plan's launches are sized for (a module global, read at planning time, so that
+# tests can run a persistent launch in the interpreter at a small size).
+SMS = TARGETS[_TARGET].sms
+
+
+def persistent_blocks(
+    grid: tuple[int, ...], smem_bytes: int, stage_bytes: list[int]
+) -> Persistent | None:
+    """A persistent launch for a block form of `smem_bytes` whose loaded blocks take
+    `stage_bytes` each: two CTAs an SM (else one), three stages (else two), when there are
+    blocks for at least two a CTA and it keeps as many loads in flight as co-resident CTAs of
+    one block each would (and keeps them in flight, where those come in bursts). None
+    otherwise. (The results' buffers are in `smem_bytes`: one serves every block.)"""
+    target = TARGETS[_TARGET]
+    blocks = 1
+    for g in grid:
+        blocks *= g
+    if not stage_bytes:
+        return None
+    loads = sum(stage_bytes)
+    one_block = occupancy(target, 0, smem_bytes, _THREADS).ctas_per_sm * loads
+    for resident in (2, 1):
+        ctas = SMS * resident
+        if blocks < 2 * ctas:
+            continue
+        for stages in _BLOCK_STAGES:
+            smem = smem_bytes + (stages - 1) * (loads + hw.BARRIER_BYTES * len(stage_bytes))
+            fits = occupancy(target, 0, smem, _THREADS).ctas_per_sm >= resident
+            if fits and smem <= target.smem_per_cta and resident * stages * loads >= one_block:
+                return Persistent(ctas, stages)
+    return None

@@ -1,0 +1,356 @@
+"""The warp-specialized, persistent form of a matmul: when a body is one `sk.loop` of
+`acc + sk.dot(a, b)` and an elementwise epilogue, and how its launch is configured.
+
+Each CTA has a producer warpgroup, which only issues TMA copies (and gives up registers with
+`setmaxnreg`), and one or two consumer warpgroups, which issue WGMMA and run the epilogue.
+A CTA's consumers take consecutive blocks along one dim ("paired"), so that they share the
+other operand's block: with the default 128 x 128 blocks a CTA tile is 128 x 256. The CTAs
+are persistent, one an SM; each walks the CTA tiles in an L2-friendly snake order. Each
+consumer stores its block through two small swizzled shared-memory slots with TMA, so the
+stores of one tile drain while the next tile's main loop runs.
+
+The configuration is chosen here from the shape (`choose_warp_specialized`); the block
+constants and a stage constant the user sets are kept, and what was chosen, and why, is part
+of the plan.
+"""
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+from ... import _hardware as hw
+from ..._errors import ErrorContext, SharedMemoryError
+from ..ir.nodes import Kind, LoopMode
+from ..layout.blocks import BlockLayout
+from ..lower.translation import LoopBlock
+from .loops import MAX_STAGES
+from .operands import OperandPlan
+from .pipelining import pipeline_bytes
+
+__all__ = [
+    "EPILOGUE_ROWS",
+    "MEMORY_REGISTERS",
+    "WarpSpecialized",
+    "choose",
+    "epilogue_vectors",
+    "hold_paired_blocks",
+    "plan_warp_specialized",
+]
+
+# The producer keeps this many registers a thread; the consumers get the rest (setmaxnreg).
+MEMORY_REGISTERS = 40
+# An epilogue slot is 64 rows (one WGMMA row group) by one 128-byte swizzle row of columns.
+EPILOGUE_ROWS = hw.WGMMA_ROWS
+_EPILOGUE_SLOTS = 2
+# A consumer's accumulator stays in registers: at most 128 f32 registers a thread of it.
+_MAX_ACC_ELEMENTS = 128 * 128
+# The snake order walks bands of this many CTA tiles along the minor dim.
+_BAND = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class WarpSpecialized:
+    """The launch of a warp-specialized, persistent matmul."""
+
+    consumers: int
+    """Consumer warpgroups a CTA (two): each computes one block, as the body declares it."""
+    paired: str
+    """The dim whose consecutive blocks a CTA's consumers take."""
+    tile_grid: tuple[int, int]
+    """CTA tiles along (rows, cols): each is `consumers` blocks."""
+    batch: tuple[int, ...]
+    """The batch dims' sizes: each batch entry has its own CTA tiles."""
+    ctas: int
+    """Persistent CTAs, at most one an SM."""
+    minor: int
+    """The axis of `tile_grid` the snake order walks in bands: 0 for rows, 1 for cols."""
+    band: int
+    """CTA tiles a band of the snake order is wide."""
+    stages: int
+    """K blocks in flight: fitted to the shared memory left by the epilogue, or declared."""
+    epilogue: tuple[int, int]
+    """One epilogue slot's (rows, cols): a consumer stores its block slot by slot."""
+    slots: int
+    """Epilogue slots a consumer: two, so one drains while the next is written."""
+    swizzled: bool
+    """Whether the epilogue slots are tiled and swizzled (the result's dims allow it)."""
+    stage_bytes: int
+    """Shared memory of one stage: a's and b's blocks of one K step."""
+    pipeline_bytes: int
+    """Shared memory of the pipeline: its stages and their barriers."""
+    smem_bytes: int
+    """Shared memory of the whole CTA: the stages, the epilogue slots, barriers, reserve."""
+    reason: str
+    """Why this configuration, for the plan."""
+
+    @property
+    def tiles(self) -> int:
+        return math.prod(self.batch) * self.tile_grid[0] * self.tile_grid[1]
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    def check_invariants(self) -> None:
+        assert self.consumers == 2
+        assert 1 <= self.ctas <= self.tiles
+        assert self.minor in (0, 1) and 1 <= self.band <= self.tile_grid[self.minor]
+        assert self.stages >= 1 and self.slots in (1, 2)
+        assert self.epilogue[0] % hw.WGMMA_ROWS == 0
+        assert self.smem_bytes <= hw.SMEM_BYTES
+
+    def __str__(self) -> str:
+        order = ("rows", "cols")[self.minor]
+        pair = f", paired along {self.paired}"
+        return (
+            f"warp-specialized: 1 producer + {self.consumers} consumer warpgroup(s){pair} "
+            f"(setmaxnreg {MEMORY_REGISTERS} for the producer); {self.ctas} persistent CTAs "
+            f"over {self.tiles} CTA tile(s) {list(self.tile_grid)}, snake order in bands of "
+            f"{self.band} along {order}; {self.stages} stage(s) of {self.stage_bytes:,} B; "
+            f"epilogue {self.slots} x {self.epilogue[0]}x{self.epilogue[1]} "
+            f"{'swizzled' if self.swizzled else 'untiled'} slot(s) a consumer, stored by TMA "
+            f"while the next tile runs. Why: {self.reason}"
+        )
+
+
+def eligible(
+    loops: tuple[LoopBlock, ...],
+    operands: tuple[OperandPlan, ...],
+    results: tuple[OperandPlan, ...],
+    rows: str,
+    cols: str | None,
+    tiled: Mapping[str, int],
+    masked: bool,
+    ragged: frozenset[str] = frozenset(),
+) -> bool:
+    """A body this form computes: one loop folding `acc + sk.dot(a, b)` over a dim outside
+    the (rows, cols) tile, both tiled; besides a and b, only scalars and vectors along the rows
+    or the columns (a bias) that read zeros past a `ragged` edge; and one 2-D result."""
+    if len(loops) != 1 or cols is None or masked:
+        return False
+    (loop,) = loops
+    if loop.mode is not LoopMode.FOLD or len(loop.dots) != 1 or loop.products:
+        return False
+    if loop.stop is not None or loop.loads or loop.masks or loop.axis in (rows, cols):
+        return False
+    dot = loop.dots[0]
+    if set(loop.operands) != {dot.a, dot.b} or rows not in tiled or cols not in tiled:
+        return False
+    others = [op for op in operands if op.loaded and op.name not in (dot.a, dot.b)]
+    for op in others:
+        if op.kind == Kind.SCALAR:
+            continue
+        if op.kind not in (Kind.ROW, Kind.COL) or op.batch not in ((), results[0].batch):
+            return False
+        if op.dims[0] in ragged and op.fill not in (0, None):  # TMA fills zeros, no mask
+            return False
+    if len(results) != 1 or results[0].kind != Kind.TILE or results[0].per_block:
+        return False
+    a_op, b_op = (next(op for op in operands if op.name == n) for n in (dot.a, dot.b))
+    if a_op.batch != b_op.batch or a_op.batch != results[0].batch:
+        return False
+    return tiled[rows] * tiled[cols] <= _MAX_ACC_ELEMENTS
+
+
+def choose(
+    a: OperandPlan,
+    b: OperandPlan,
+    result: OperandPlan,
+    blocks: tuple[int, int, int],
+    block_counts: tuple[int, int],
+    batch: tuple[int, ...],
+    names: tuple[str, str],
+    steps: int,
+    declared_stages: int | None,
+    sms: int,
+    vector_bytes: tuple[int, ...] = (),
+) -> WarpSpecialized | None:
+    """The configuration for blocks (BM, BN, BK) and `block_counts` blocks along (rows,
+    cols); None when no dim has two blocks for the consumers to pair, or even one stage does
+    not fit beside the epilogue (the pipelined form then keeps the kernel)."""
+    bm, bn, bk = blocks
+    m_blocks, n_blocks = block_counts
+    # Pair along cols when it wastes no more blocks than rows would: the consumers then share
+    # a's block and b's paired block is one wide TMA copy, as jax's own matmul does.
+    waste_cols = m_blocks * (n_blocks % 2)
+    waste_rows = n_blocks * (m_blocks % 2)
+    can_cols = n_blocks >= 2
+    can_rows = m_blocks >= 2
+    if can_cols and (waste_cols <= waste_rows or not can_rows):
+        paired, consumers, tile_grid = names[1], 2, (m_blocks, hw.cdiv(n_blocks, 2))
+        reason = f"two consumers share a's {bm}-row block: a CTA tile of {bm}x{2 * bn}"
+    elif can_rows:
+        paired, consumers, tile_grid = names[0], 2, (hw.cdiv(m_blocks, 2), n_blocks)
+        reason = f"two consumers share b's {bn}-column block: a CTA tile of {2 * bm}x{bn}"
+    else:
+        # One block both ways: a lone consumer would take every register of the SM
+        # (setmaxnreg), and the pipelined form of one warpgroup a CTA does as well.
+        return None
+    item = hw.itemsize(a.dtype)
+    a_block = (2 * bm if paired == names[0] else bm) * bk * item
+    b_block = (2 * bn if paired == names[1] else bn) * bk * item
+    out_item = hw.itemsize(result.dtype)
+    # One 128-byte swizzle row of columns when it divides the block; else the widest multiple
+    # of 8 columns (WGMMA's register tile) that does, in untiled slots.
+    swizzle_cols = hw.SWIZZLE_BYTES // out_item
+    cols = next(c for c in range(min(bn, swizzle_cols), 0, -hw.WGMMA_COLS) if bn % c == 0)
+    epilogue = (min(EPILOGUE_ROWS, bm), cols)
+    slots = min(_EPILOGUE_SLOTS, (bm * bn) // (epilogue[0] * epilogue[1]))
+    epilogue_bytes = hw.round_up(
+        consumers * slots * epilogue[0] * epilogue[1] * out_item, hw.SMEM_BUFFER_ALIGN
+    )
+    rows_gmem, cols_gmem = result.gmem_shape[-2:]
+    swizzled = (
+        cols == swizzle_cols
+        and (rows_gmem <= 8 or rows_gmem % 8 == 0)
+        and (cols_gmem <= cols or cols_gmem % cols == 0)
+    )
+
+    # Each consumer copies its block of each vector operand into a buffer of its own.
+    vectors = sum(
+        hw.round_up(consumers * n, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES * consumers
+        for n in vector_bytes
+    )
+
+    def smem(stages: int) -> int:
+        # The pipeline's produced and consumed barriers: one of each a stage.
+        barriers = hw.BARRIER_BYTES * stages
+        return (
+            pipeline_bytes([a_block, b_block], stages)
+            + barriers
+            + epilogue_bytes
+            + vectors
+            + hw.SMEM_RESERVED_BYTES
+        )
+
+    if declared_stages is not None:
+        stages = min(declared_stages, steps)
+        fitted = "declared"
+    else:
+        fitting = [s for s in range(min(MAX_STAGES, steps), 0, -1) if smem(s) <= hw.SMEM_BYTES]
+        if not fitting:
+            return None
+        stages = fitting[0]
+        fitted = "fitted to shared memory"
+    tiles = math.prod(batch) * tile_grid[0] * tile_grid[1]
+    minor = 1 if tile_grid[1] >= tile_grid[0] else 0
+    config = WarpSpecialized(
+        consumers=consumers,
+        paired=paired,
+        tile_grid=tile_grid,
+        batch=batch,
+        ctas=min(sms, tiles),
+        minor=minor,
+        band=min(_BAND, tile_grid[minor]),
+        stages=stages,
+        epilogue=epilogue,
+        slots=slots,
+        swizzled=swizzled,
+        stage_bytes=a_block + b_block,
+        pipeline_bytes=pipeline_bytes([a_block, b_block], stages) + hw.BARRIER_BYTES * stages,
+        smem_bytes=smem(stages),
+        reason=f"{reason}; {stages} stage(s) {fitted}"
+        + ("" if swizzled else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"),
+    )
+    return config
+
+
+def hold_paired_blocks(
+    config: WarpSpecialized,
+    operands: tuple[OperandPlan, ...],
+    loop: LoopBlock,
+    blocks: Mapping[str, int],
+) -> tuple[tuple[OperandPlan, ...], list[str]]:
+    """The operands with the array of the paired one padded to hold one paired block (two
+    blocks) where it is smaller: a copy must not address a block past the whole array. Only an
+    array under two blocks long is padded, so the cost is small; the notes say what."""
+    dot = loop.dots[0]
+    name = (
+        dot.b if config.paired != next(op for op in operands if op.name == dot.a).dims[0] else dot.a
+    )
+    out, notes = [], []
+    for op in operands:
+        if op.name != name:
+            out.append(op)
+            continue
+        axis = len(op.batch) + op.dims.index(config.paired)
+        need = 2 * blocks[config.paired]
+        if op.gmem_shape[axis] >= need:
+            out.append(op)
+            continue
+        gmem = (*op.gmem_shape[:axis], need, *op.gmem_shape[axis + 1 :])
+        further = "further, " if op.host_padded else ""
+        written = math.prod(gmem) * hw.itemsize(op.dtype)
+        notes.append(
+            f"fallback: `{op.name}` {list(op.shape)} is padded with zeros {further}to "
+            f"{list(gmem)}, so that its array holds the two {config.paired} blocks a CTA's "
+            f"consumers share: one jnp.pad in the kernel's jit, {written:,} B written"
+        )
+        out.append(dataclasses.replace(op, gmem_shape=gmem))
+    return tuple(out), notes
+
+
+def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list[OperandPlan]:
+    """The vector operands the epilogue loads (a bias along the rows or the columns)."""
+    dot = loop.dots[0]
+    return [
+        op
+        for op in operands
+        if op.loaded and op.name not in (dot.a, dot.b) and op.kind in (Kind.ROW, Kind.COL)
+    ]
+
+
+def plan_warp_specialized(
+    loops: tuple[LoopBlock, ...],
+    operands: tuple[OperandPlan, ...],
+    results: tuple[OperandPlan, ...],
+    layout: BlockLayout,
+    rows: str,
+    cols: str | None,
+    masked: bool,
+    declared_stages: int | None,
+    stages_name: str,
+    sms: int,
+    ctx: ErrorContext,
+) -> WarpSpecialized | None:
+    """The warp-specialized launch of a matmul-shaped body, or None for another body (or
+    when one stage does not fit). Declared stages that do not fit beside the epilogue are an
+    error, with the largest count that fits."""
+    tiled = {d.name: d.block for d in layout.dims if d.tiled_by}
+    ragged = frozenset(d.name for d in layout.dims if d.ragged)
+    if not eligible(loops, operands, results, rows, cols, tiled, masked, ragged):
+        return None
+    assert cols is not None
+    dot = loops[0].dots[0]
+    a, b = (next(op for op in operands if op.name == n) for n in (dot.a, dot.b))
+    k = layout.dim(loops[0].axis)
+    batch = tuple(layout.dim(d).size for d in results[0].batch)
+    counts = (
+        hw.cdiv(layout.dim(rows).size, tiled[rows]),
+        hw.cdiv(layout.dim(cols).size, tiled[cols]),
+    )
+    args = (a, b, results[0], (tiled[rows], tiled[cols], k.block), counts, batch, (rows, cols))
+    steps = hw.cdiv(k.size, k.block)
+    vectors = tuple(op.smem_bytes for op in epilogue_vectors(operands, loops[0]))
+    config = choose(*args, steps, declared_stages, sms, vectors)
+    if config is None or config.smem_bytes <= hw.SMEM_BYTES:
+        if config is not None:
+            config.check_invariants()
+        return config
+    fitted = choose(*args, steps, None, sms, vectors)
+    fix = (
+        f"set {stages_name}={fitted.stages} (the largest stage count that fits beside the "
+        "epilogue), or leave it None to fit it"
+        if fitted is not None
+        else "lower the block constants"
+    )
+    raise ctx.error(
+        SharedMemoryError,
+        f"the warp-specialized matmul's {config.stages} stage(s) and epilogue need "
+        f"{config.smem_bytes:,} B of shared memory, over the {hw.SMEM_BYTES:,} B a block has",
+        expected=f"<= {hw.SMEM_BYTES:,} B",
+        actual=f"{config.smem_bytes:,} B ({config.stages} stage(s) x {config.stage_bytes:,} B, "
+        f"epilogue {config.consumers} x {config.slots} x "
+        f"{config.epilogue[0]}x{config.epilogue[1]} {results[0].dtype})",
+        fix=fix,
+    )

@@ -1,0 +1,1 @@
+"""The body traced on tile-shaped values, and the rewrite of results reduced across blocks."""

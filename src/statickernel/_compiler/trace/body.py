@@ -1,0 +1,566 @@
+"""Abstract tracing of a kernel body on tile-shaped values, flattened into a list of equations.
+
+The body describes the work of one block. It is traced with `jax.make_jaxpr` on values of the
+*logical* block shape: a tiled dim has its block size and a whole dim has its true size. The
+traced equations are what code generation turns back into Pallas source, so the checks made
+here at import time (ops, result shapes and dtypes) and the code that later runs come from
+the same trace.
+"""
+
+import dataclasses
+import linecache
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend import core as jex_core
+
+from ..._compat import user_frames
+from ..._errors import BodyError, ResultMismatchError
+from ..._where import display_path, is_user_file
+from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
+from ...language.tile import Tile
+from ..declare.spec import KernelSpec
+from ..layout.blocks import split_blocks
+
+__all__ = [
+    "Atom",
+    "BodyTrace",
+    "Eqn",
+    "Step",
+    "check_outputs",
+    "misplaced_load_error",
+    "trace_body",
+]
+
+
+# Primitives that only wrap another jaxpr; their bodies are inlined.
+_CALL_PARAMS = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr",
+    "remat": "jaxpr",
+    "checkpoint": "jaxpr",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Atom:
+    """An equation operand: a variable name, or a scalar literal."""
+
+    var: str | None
+    value: Any = None
+    dtype: str = ""
+    weak_type: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Eqn:
+    prim: str
+    inputs: tuple[Atom, ...]
+    outputs: tuple[str, ...]
+    params: tuple[tuple[str, Any], ...]
+    line: str | None  # "path:line" in the user's code
+    source: str  # that line's text
+
+    def param(self, name: str) -> Any:
+        return dict(self.params)[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """The traced step of a loop over `axis`: its carry variables, equations and results.
+
+    The step reads the enclosing body's variables and operands by their names directly."""
+
+    axis: str
+    carries: tuple[str, ...]
+    eqns: tuple[Eqn, ...]
+    outputs: tuple[Atom, ...]
+    loop: int = 0
+    """The loop's place among the body's loops; its loads are recorded under it."""
+
+
+LOOP_PRIMITIVES = {"sk_loop", "sk_map_blocks"}
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyTrace:
+    """A flattened body: operand tile variables, their loads, the equations and the results."""
+
+    inputs: tuple[str | None, ...]  # variable of each operand's loaded tile; None if not loaded
+    loads: tuple[LoadRecord, ...]  # every load that takes effect, in the order of the body
+    eqns: tuple[Eqn, ...]
+    outputs: tuple[Atom, ...]
+    avals: tuple[tuple[str, tuple[tuple[int, ...], str]], ...]  # variable -> (shape, dtype)
+    misplaced: tuple[tuple[str, str | None], ...] = ()  # (operand, line) loaded off the frame
+
+    def aval(self, var: str) -> tuple[tuple[int, ...], str]:
+        return dict(self.avals)[var]
+
+    def loop_fills(self, loop: int) -> dict[str, Any]:
+        """What the blocks the loop `loop` copies read past the edge, by operand."""
+        return {r.operand: r.fill for r in self.loads if r.loop == loop}
+
+
+def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
+    """The error for the first operand loaded into registers though laid out unlike the blocks."""
+    name, line = trace.misplaced[0]
+    dims = next(o.block_dims for o in spec.operands if o.name == name)
+    frame = f"'{spec.rows} {spec.cols}'" if spec.cols else f"'{spec.rows}'"
+    return BodyError(
+        f"`{name}` ('{' '.join(dims)}') is not laid out like the kernel's blocks ({frame}), so "
+        "it cannot be loaded into registers",
+        kernel=spec.name,
+        where=line or spec.location,
+        operand=name,
+        expected=f"an operand with the dims {frame}, or 1-D along one of them",
+        actual=f"'{' '.join(dims)}'",
+        fix=f"multiply it with sk.dot({name}, ...) inside the loop step, or pass it transposed "
+        "from outside the kernel",
+    )
+
+
+_NO_MESH = jax.sharding.AbstractMesh((), ())
+
+
+def trace_body(
+    spec: KernelSpec,
+    block_shapes: Mapping[str, tuple[int, ...]],
+    dtypes: Mapping[str, str],
+    true_shapes: Mapping[str, tuple[int, ...]],
+    consts: Mapping[str, Any],
+    dims: Mapping[str, int],
+    *,
+    dims_are_bound: bool = True,
+) -> BodyTrace:
+    """Traces the body once on logical block shapes and flattens the result.
+
+    At declaration the dims are probe sizes, not the user's: `dims_are_bound=False` keeps them
+    out of the error messages.
+    """
+    bindings = dict(dims) if dims_are_bound else {}
+    names = [o.name for o in spec.operands]
+    op_dims = {o.name: o.block_dims for o in spec.operands}
+    loads: list[LoadRecord] = []
+    misplaced: list[tuple[str, str | None]] = []
+    blocks = split_blocks(spec, consts)
+    context = TraceContext(
+        dict(dims),
+        {d: LoopDim(dims[d], blocks[d]) for d in spec.loop_map},
+        frame=(spec.rows, spec.cols),
+        batch=spec.batch,
+        blocks={d: blocks.get(d, size) for d, size in dims.items()},
+        tiled=frozenset(spec.tile_map),
+    )
+
+    def body(*values: Any) -> Any:
+        tiles = {
+            n: Tile(n, v, true_shapes[n], loads, op_dims[n], (spec.rows, spec.cols), misplaced)
+            for n, v in zip(names, values, strict=True)
+        }
+        with tracing(context):
+            out = spec.fn(**tiles, **consts)
+        _check_result_structure(spec, out)
+        return out
+
+    avals = [jax.ShapeDtypeStruct(block_shapes[n], dtypes[n]) for n in names]
+    try:
+        # One block's work, whatever mesh the call runs under: traced in a shard_map (or under
+        # jax.set_mesh) the body would see that mesh, and jnp would add sharding ops that mean
+        # nothing in a block (a `reshard` of the tile in jnp.where(c, v, -jnp.inf)).
+        with jax.sharding.use_abstract_mesh(_NO_MESH):
+            closed = jax.make_jaxpr(body)(*avals)
+    except BodyError as exc:
+        exc.kernel = exc.kernel or spec.name
+        exc.where = exc.where or _innermost_user_line(exc.__traceback__) or spec.location
+        raise type(exc)(
+            exc.what,
+            kernel=exc.kernel,
+            where=exc.where,
+            operand=exc.operand if not exc.constant else None,
+            constant=exc.constant,
+            dim=exc.dim,
+            expected=exc.expected,
+            actual=exc.actual,
+            bindings=exc.bindings or bindings,
+            fix=exc.fix,
+        ) from None
+    except Exception as exc:
+        where = _innermost_user_line(exc.__traceback__) or spec.location
+        raise BodyError(
+            f"the body failed to trace on tile-shaped values: {type(exc).__name__}: "
+            f"{_first_line(exc)}",
+            kernel=spec.name,
+            where=where,
+            expected="a body that maps the loaded tiles to result tiles",
+            actual=", ".join(f"{n}: {dtypes[n]}{list(block_shapes[n])}" for n in names),
+            bindings=bindings,
+            fix="check the line above; the body sees one block, with tiled dims at their block "
+            "size and whole dims at their full size",
+        ) from None
+    flat = _Flattener(spec)
+    return _scalar_reductions_unshared(flat.run(closed, names, loads, tuple(misplaced)))
+
+
+# The reductions a block can compute its part of, for a result reduced across blocks.
+_PARTIAL_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
+
+
+def _scalar_reductions_unshared(trace: BodyTrace) -> BodyTrace:
+    """The trace with each reduction to a scalar that is read more than once computed once per
+    reader, as if the body had written `jnp.sum(v), jnp.sum(v) * 2` for `s, s * 2`.
+
+    A scalar result lacks every tiled dim: each block writes its part of the reduction, and one
+    reduction after the launch combines them, following the result's own ops back to its
+    reduction. Two results read from one sum then each have their own; a block computes it
+    twice, in registers. A scalar read inside the body stays refused, as before."""
+    avals = dict(trace.avals)
+    readers: dict[str, int] = {}
+    for eqn in trace.eqns:
+        for atom in eqn.inputs:
+            if atom.var is not None:
+                readers[atom.var] = readers.get(atom.var, 0) + 1
+    for atom in trace.outputs:
+        if atom.var is not None:
+            readers[atom.var] = readers.get(atom.var, 0) + 1
+    shared = {
+        eqn.outputs[0]: eqn
+        for eqn in trace.eqns
+        if eqn.prim in _PARTIAL_REDUCTIONS
+        and avals[eqn.outputs[0]][0] == ()
+        and readers.get(eqn.outputs[0], 0) > 1
+    }
+    if not shared:
+        return trace
+    seen: dict[str, int] = {}  # a shared scalar -> the readers given it so far
+
+    def reread(atom: Atom, before: list[Eqn]) -> Atom:
+        """The atom, or for a shared scalar's second and later readers, a copy of it."""
+        if atom.var not in shared:
+            return atom
+        n = seen[atom.var] = seen.get(atom.var, 0) + 1
+        if n == 1:
+            return atom
+        copy = f"{atom.var}_copy{n}"
+        avals[copy] = avals[atom.var]
+        before.append(dataclasses.replace(shared[atom.var], outputs=(copy,)))
+        return Atom(copy)
+
+    eqns: list[Eqn] = []
+    for eqn in trace.eqns:
+        copies: list[Eqn] = []
+        inputs = tuple(reread(atom, copies) for atom in eqn.inputs)
+        eqns.extend(copies)
+        eqns.append(dataclasses.replace(eqn, inputs=inputs))
+    outputs = tuple(reread(atom, eqns) for atom in trace.outputs)
+    return dataclasses.replace(trace, eqns=tuple(eqns), outputs=outputs, avals=tuple(avals.items()))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _innermost_user_line(tb: Any) -> str | None:
+    found = None
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if is_user_file(path):
+            found = f"{display_path(path)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+class _Flattener:
+    """Inlines call-like primitives and renames variables to v0, v1, ... in program order."""
+
+    def __init__(self, spec: KernelSpec):
+        self.spec = spec
+        self.eqns: list[Eqn] = []
+        self.avals: dict[str, tuple[tuple[int, ...], str]] = {}
+        self.count = 0
+        self.loops: dict[int, int] = {}  # a loop's trace id -> its place among the loops
+
+    def run(
+        self,
+        closed: Any,
+        names: list[str],
+        loads: list[LoadRecord],
+        misplaced: tuple[tuple[str, str | None], ...] = (),
+    ) -> BodyTrace:
+        env: dict[Any, Atom] = {}
+        inputs: list[str | None] = []
+        used = _used_vars(closed.jaxpr)
+        recorded = {r.operand for r in loads}
+        for name, var in zip(names, closed.jaxpr.invars, strict=True):
+            loaded = name in recorded and var in used
+            if loaded:
+                env[var] = Atom(name)
+                self.avals[name] = _aval(var.aval)
+            inputs.append(name if loaded else None)
+        self._bind_consts(closed.jaxpr.constvars, closed.consts, env, _first_use_line(closed.jaxpr))
+        self._eqns(closed.jaxpr.eqns, env)
+        outputs = tuple(self._read(env, v) for v in closed.jaxpr.outvars)
+        # A load whose value the body never uses takes no effect; a loop's load is recorded
+        # under the loop's place.
+        taking_effect = [
+            r if r.loop is None else dataclasses.replace(r, loop=self.loops[r.loop])
+            for r in loads
+            if r.operand in inputs and (r.loop is None or r.loop in self.loops)
+        ]
+        return BodyTrace(
+            inputs=tuple(inputs),
+            loads=tuple(taking_effect),
+            eqns=tuple(self.eqns),
+            outputs=outputs,
+            avals=tuple(self.avals.items()),
+            misplaced=misplaced,
+        )
+
+    def _bind_consts(self, constvars: Any, consts: Any, env: dict[Any, Atom], line: Any) -> None:
+        for var, value in zip(constvars, consts, strict=True):
+            arr = np.asarray(value)
+            where = line.get(var) if isinstance(line, dict) else line
+            if arr.shape != ():
+                raise BodyError(
+                    f"the body captures an array of shape {arr.shape} from outside the kernel",
+                    kernel=self.spec.name,
+                    where=where or self.spec.location,
+                    expected="only scalars captured from the enclosing scope",
+                    actual=f"{arr.dtype}{list(arr.shape)}",
+                    fix="pass the array as an operand of the kernel instead",
+                )
+            env[var] = Atom(None, arr.item(), str(arr.dtype), False)
+
+    def _fresh(self, aval: Any) -> str:
+        new = f"v{self.count}"
+        self.count += 1
+        self.avals[new] = _aval(aval)
+        return new
+
+    def _loop(self, eqn: Any, env: dict[Any, Atom], where: tuple[str | None, str]) -> None:
+        _flatten_loop(self, eqn, env, where)
+
+    def _read(self, env: dict[Any, Atom], v: Any) -> Atom:
+        if isinstance(v, jex_core.Literal):
+            arr = np.asarray(v.val)
+            aval: Any = v.aval
+            return Atom(None, arr.item(), str(aval.dtype), bool(getattr(aval, "weak_type", 0)))
+        return env[v]
+
+    def _eqns(
+        self, eqns: Any, env: dict[Any, Atom], outer: tuple[str | None, str] = (None, "")
+    ) -> None:
+        for eqn in eqns:
+            name = eqn.primitive.name
+            line, source = _user_line(eqn)
+            if line is None:
+                # Inside a jnp function that is itself jitted: the user's line is the call's.
+                line, source = outer
+            if name in LOOP_PRIMITIVES:
+                self._loop(eqn, env, (line, source))
+                continue
+            if name in _CALL_PARAMS and _CALL_PARAMS[name] in eqn.params:
+                inner = eqn.params[_CALL_PARAMS[name]]
+                jaxpr = getattr(inner, "jaxpr", inner)
+                consts = getattr(inner, "consts", ())
+                inner_env: dict[Any, Atom] = {}
+                self._bind_consts(jaxpr.constvars, consts, inner_env, line)
+                for iv, ov in zip(jaxpr.invars, eqn.invars, strict=False):
+                    inner_env[iv] = self._read(env, ov)
+                self._eqns(jaxpr.eqns, inner_env, (line, source))
+                for outer_out, inner_out in zip(eqn.outvars, jaxpr.outvars, strict=True):
+                    env[outer_out] = self._read(inner_env, inner_out)
+                continue
+            inputs = tuple(self._read(env, v) for v in eqn.invars)
+            outputs = []
+            for out in eqn.outvars:
+                new = self._fresh(out.aval)
+                env[out] = Atom(new)
+                outputs.append(new)
+            params = tuple(sorted(eqn.params.items()))
+            self.eqns.append(Eqn(name, inputs, tuple(outputs), params, line, source))
+
+
+def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any) -> None:
+    """A loop becomes one equation whose `step` holds the step's own flattened equations."""
+    closed = eqn.params["jaxpr"]
+    jaxpr = closed.jaxpr
+    n_consts = eqn.params["num_consts"]
+    inner_env: dict[Any, Atom] = {}
+    for iv, ov in zip(jaxpr.invars[:n_consts], eqn.invars[:n_consts], strict=True):
+        inner_env[iv] = self._read(env, ov)
+    carries = []
+    for iv in jaxpr.invars[n_consts:]:
+        new = self._fresh(iv.aval)
+        inner_env[iv] = Atom(new)
+        carries.append(new)
+    outer_eqns, self.eqns = self.eqns, []
+    try:
+        self._eqns(jaxpr.eqns, inner_env, where)
+        step_eqns = tuple(self.eqns)
+    finally:
+        self.eqns = outer_eqns
+    step = Step(
+        axis=eqn.params["axis"],
+        carries=tuple(carries),
+        eqns=step_eqns,
+        outputs=tuple(self._read(inner_env, v) for v in jaxpr.outvars),
+        loop=self.loops.setdefault(eqn.params["loop_id"], len(self.loops)),
+    )
+    stopped = eqn.params.get("stopped", False)
+    invars = eqn.invars[n_consts : len(eqn.invars) - int(stopped)]
+    inputs = tuple(self._read(env, v) for v in invars)
+    outputs = []
+    for out in eqn.outvars:
+        new = self._fresh(out.aval)
+        env[out] = Atom(new)
+        outputs.append(new)
+    params: dict[str, Any] = {"axis": step.axis, "step": step}
+    if stopped:  # where the loop ends, read in the body around it
+        params["stop"] = self._read(env, eqn.invars[-1])
+    if "axis_sizes" in eqn.params:
+        params["axis_sizes"] = eqn.params["axis_sizes"]
+    line, source = where
+    self.eqns.append(
+        Eqn(eqn.primitive.name, inputs, tuple(outputs), tuple(sorted(params.items())), line, source)
+    )
+
+
+def _first_use_line(jaxpr: Any) -> dict[Any, str | None]:
+    """The user's line of the first equation that reads each constant of a jaxpr."""
+    lines: dict[Any, str | None] = {}
+    for eqn in jaxpr.eqns:
+        for var in eqn.invars:
+            if var in jaxpr.constvars and var not in lines:
+                lines[var] = _user_line(eqn)[0]
+    return lines
+
+
+def _used_vars(jaxpr: Any) -> set[Any]:
+    used: set[Any] = set()
+    for eqn in jaxpr.eqns:
+        used.update(v for v in eqn.invars if not isinstance(v, jex_core.Literal))
+    used.update(v for v in jaxpr.outvars if not isinstance(v, jex_core.Literal))
+    return used
+
+
+def _aval(aval: Any) -> tuple[tuple[int, ...], str]:
+    return tuple(int(d) for d in aval.shape), str(aval.dtype)
+
+
+def _is_tile(value: Any) -> bool:
+    return jax.tree_util.treedef_is_leaf(jax.tree.structure(value)) and value is not None
+
+
+def _check_result_structure(spec: KernelSpec, out: Any) -> None:
+    """The body's return against the declared results: one tile, or a tuple of tiles.
+
+    The results are matched by position once the return is flattened, so another structure
+    would be matched silently in its flattened order (a dict's is sorted by key). A count
+    that differs is left to `check_outputs`, which says so."""
+    if len(jax.tree.leaves(out)) != len(spec.results):
+        return
+    if spec.result_is_tuple:
+        if isinstance(out, tuple | list) and all(_is_tile(v) for v in out):
+            return
+        n = len(spec.results)
+        expected = f"a tuple of {n} tile{'s' if n != 1 else ''}, one per declared result in order"
+        fix = f"return a tuple, ({', '.join(r.name for r in spec.results)})"
+    else:
+        if _is_tile(out):
+            return
+        expected = "one tile, as the result is not a tuple"
+        fix = "return the result's tile itself, not a container holding it"
+    raise ResultMismatchError(
+        "the body returns a value whose structure differs from the declared results",
+        kernel=spec.name,
+        where=spec.location,
+        expected=expected,
+        actual=_structure_text(out),
+        fix=fix + "; the declared results are matched by position",
+    )
+
+
+def _structure_text(value: Any) -> str:
+    """A returned value's structure: containers spelled out, tiles as their dtype and shape."""
+    if isinstance(value, dict):
+        items = ", ".join(f"{k!r}: {_structure_text(v)}" for k, v in value.items())
+        return f"dict {{{items}}}"
+    if isinstance(value, tuple | list):
+        items = ", ".join(_structure_text(v) for v in value)
+        return f"{type(value).__name__} ({items})"
+    if value is None:
+        return "None"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{value.dtype}{list(value.shape)}"
+    return type(value).__name__
+
+
+def _user_line(eqn: Any) -> tuple[str | None, str]:
+    for frame in user_frames(eqn):
+        if is_user_file(frame.file_name):
+            text = linecache.getline(frame.file_name, frame.start_line).strip()
+            return f"{display_path(frame.file_name)}:{frame.start_line}", text
+    return None, ""
+
+
+def check_outputs(
+    spec: KernelSpec,
+    trace: BodyTrace,
+    expected_shapes: list[tuple[int, ...]],
+    where: str,
+    bindings: Mapping[str, int],
+    error_location: Callable[[], str] | None = None,
+) -> tuple[str, ...]:
+    """Checks the body's results against the declared results; returns their dtypes."""
+    n_expected = len(spec.results)
+    if len(trace.outputs) != n_expected:
+        raise ResultMismatchError(
+            f"the body returns {len(trace.outputs)} value(s) but {n_expected} result(s) are declared",
+            kernel=spec.name,
+            where=where,
+            expected=f"{n_expected} result(s)",
+            actual=f"{len(trace.outputs)} value(s)",
+            bindings=bindings,
+            fix="return one tile per declared result, in order (a tuple for several)",
+        )
+    dtypes = []
+    for result, atom, shape in zip(spec.results, trace.outputs, expected_shapes, strict=True):
+        if atom.var is None:
+            got_shape, got_dtype = (), atom.dtype
+        else:
+            got_shape, got_dtype = trace.aval(atom.var)
+        dims = " ".join(result.dims)
+        if len(got_shape) != len(shape) or tuple(got_shape) != tuple(shape):
+            raise ResultMismatchError(
+                f"{result.name} has the wrong block shape",
+                kernel=spec.name,
+                where=where,
+                operand=result.name,
+                expected=f"{list(shape)} (the block of '{dims}')",
+                actual=f"{list(got_shape)}",
+                bindings=bindings,
+                fix="return a tile of the declared result's block shape; reduce with axis= to "
+                "drop a dim, and broadcast to add one",
+            )
+        if got_dtype not in result.dtypes:
+            raise ResultMismatchError(
+                f"{result.name} has a dtype its annotation does not allow",
+                kernel=spec.name,
+                where=where,
+                operand=result.name,
+                expected=" or ".join(result.dtypes),
+                actual=got_dtype,
+                bindings=bindings,
+                fix=f"cast the returned tile with .astype(...) or widen the annotation "
+                f"({result.annotation})",
+            )
+        dtypes.append(got_dtype)
+    return tuple(dtypes)

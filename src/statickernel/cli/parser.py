@@ -1,0 +1,343 @@
+"""The command line's grammar: its commands, their options and help, and its usage error.
+
+It imports neither jax nor the rest of statickernel, so that `statickernel --help`, a
+command's `--help`, `--version` and a usage error answer at once; the commands import what
+they need when they run.
+"""
+
+import argparse
+import enum
+import math
+from typing import Any
+
+from .._targets import TARGETS
+from ..runtime.backend import BACKENDS
+
+__all__ = ["DEFAULT_TARGET", "PROG", "TARGET_HELP", "ColorChoice", "UsageError", "build_parser"]
+
+PROG = "statickernel"
+# The default of kernel.compile (_compile.DEFAULT_TARGET), spelled here so that the parser
+# does not import the compiler; a test keeps the two equal.
+DEFAULT_TARGET = "sm_90a"
+TARGET_HELP = (
+    f"the GPU architecture to compile for: {' or '.join(TARGETS)} (default {DEFAULT_TARGET}, "
+    "H100 and H200)"
+)
+
+
+class UsageError(Exception):
+    """The command line asks for something malformed or missing; exits with code 2."""
+
+
+class ColorChoice(enum.StrEnum):
+    """`--color`: whether ✓, ✗ and headings are coloured."""
+
+    AUTO = "auto"  # on a terminal, unless NO_COLOR is set (or FORCE_COLOR forces it)
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+class _ShowVersion(argparse.Action):
+    """`--version`, with the versions read only when it is asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        del kwargs
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show program's version number and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        del args
+        print(_version())
+        parser.exit()
+
+
+def _seed(text: str) -> int:
+    """`--seed`: an int >= 0, numpy's seeds (a negative one would fail every case)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed: give an int >= 0, e.g. 1")
+    return seed
+
+
+def _tolerance(text: str) -> float:
+    """`--rtol` and `--atol`: a finite number >= 0. A NaN or infinite tolerance would pass any
+    result, and a negative one fail every case."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a tolerance: give a finite number >= 0, e.g. 1e-3"
+        )
+    return value
+
+
+def _version() -> str:
+    import importlib.metadata  # only for --version: it takes a while to import
+
+    from .. import __version__
+
+    try:
+        jax_version = importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        jax_version = "not installed"
+    return f"{PROG} {__version__} (jax {jax_version})"
+
+
+_EPILOG = """\
+exit codes: 0 success, 1 a check or test failed (or statickernel refused the kernel),
+2 a usage error. Run `statickernel COMMAND --help` for each command's options.
+
+examples:
+  statickernel check examples --lower
+  statickernel plan examples/softmax.py:softmax --arg x=float32[1000,100]
+  statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] -o softmax_pallas.py
+  statickernel test examples
+  statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]
+"""
+
+_TARGET_HELP = (
+    "the kernel: path/to/file.py:NAME or package.module:NAME, e.g. examples/softmax.py:softmax"
+)
+_ARG_HELP = (
+    "an operand's dtype and shape, NAME=DTYPE[D0,D1,...]; repeat it for every operand, "
+    "e.g. --arg x=float32[1000,777] --arg w=bfloat16[777]"
+)
+_CONST_HELP = "override a constant for this specialization, e.g. --const BM=128 --const eps=1e-6"
+_BACKEND_HELP = (
+    f"{' or '.join(BACKENDS)}; by default the kernel's, else mosaic_gpu on a machine with a "
+    "CUDA GPU and interpret elsewhere (or $STATICKERNEL_BACKEND), e.g. --backend interpret"
+)
+_TRACEBACK_HELP = "print the full traceback of an error instead of its message alone"
+_COLOR_HELP = (
+    "colour ✓, ✗ and headings: auto (the default) on a terminal unless $NO_COLOR is set "
+    "($FORCE_COLOR forces it), always, or never"
+)
+_JSON_HELP = "print one JSON document on standard output instead of text"
+
+
+def _command(
+    subparsers: Any,
+    name: str,
+    summary: str,
+    examples: str,
+    common: argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    return parser
+
+
+def _specialization_options(parser: argparse.ArgumentParser, backend: bool = True) -> None:
+    parser.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    parser.add_argument(
+        "--arg", action="append", default=[], metavar="NAME=DTYPE[D0,...]", help=_ARG_HELP
+    )
+    parser.add_argument(
+        "--const", action="append", default=[], metavar="NAME=VALUE", help=_CONST_HELP
+    )
+    if backend:
+        parser.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
+
+
+def _gpu_target_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target", dest="gpu_target", default=DEFAULT_TARGET, metavar="ARCH", help=TARGET_HELP
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Check, plan, emit and test statickernel kernels (Pallas Mosaic GPU).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=_ShowVersion)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--traceback", action="store_true", help=_TRACEBACK_HELP)
+    common.add_argument(
+        "--color",
+        choices=[c.value for c in ColorChoice],
+        default=ColorChoice.AUTO.value,
+        help=_COLOR_HELP,
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    check = _command(
+        subparsers,
+        "check",
+        "Import every module under the paths and list each kernel with ✓, or ✗ and its "
+        "declaration error at your line.",
+        "  statickernel check examples\n"
+        "  statickernel check examples/softmax.py mypkg.kernels --lower\n",
+        common,
+    )
+    check.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a Python file, a folder (searched recursively; files named _*.py or test_*.py "
+        "are skipped) or a module name, e.g. examples",
+    )
+    check.add_argument(
+        "--lower",
+        action="store_true",
+        help="also cross-lower each kernel for Mosaic GPU (CUDA) at probe shapes generated "
+        "from its tiling: aligned, ragged on each dim, smaller than one block; e.g. "
+        "statickernel check examples --lower",
+    )
+    check.add_argument(
+        "--compile",
+        action="store_true",
+        help="also compile each kernel for the GPU through ptxas at its probe shapes (no GPU "
+        "needed; needs statickernel[aot]) and fail on a compile error or a register spill",
+    )
+    _gpu_target_option(check)
+    check.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+    plan = _command(
+        subparsers,
+        "plan",
+        "Print the launch plan of one specialization: grid, blocks, per-dim edge handling, "
+        "shared memory and fallbacks.",
+        "  statickernel plan examples/softmax.py:softmax --arg x=float32[1000,100]\n"
+        "  statickernel plan examples.add:add --arg x=bf16[300,1000] --arg y=bf16[300,1000] "
+        "--const BN=256\n",
+        common,
+    )
+    _specialization_options(plan)
+    plan.add_argument(
+        "--compile",
+        action="store_true",
+        help="also compile it for the GPU through ptxas (no GPU needed; needs "
+        "statickernel[aot]) and print its registers, spills, occupancy and SASS mix",
+    )
+    _gpu_target_option(plan)
+    plan.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+    emit = _command(
+        subparsers,
+        "emit",
+        "Print or write the standalone Pallas module of one specialization; it imports only "
+        "jax and numpy.",
+        "  statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100]\n"
+        "  statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] "
+        "--backend mosaic_gpu -o softmax_pallas.py\n",
+        common,
+    )
+    _specialization_options(emit)
+    emit.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="write the module to FILE instead of standard output, e.g. -o softmax_pallas.py",
+    )
+
+    test = _command(
+        subparsers,
+        "test",
+        "Run each kernel that declares a reference against it, on random data at generated "
+        "probe shapes, and print a table of the errors.",
+        "  statickernel test examples\n"
+        "  statickernel test examples/softmax.py:softmax --dtype float16 --seed 1\n"
+        "  statickernel test examples -k norm --json\n",
+        common,
+    )
+    test.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TARGET|PATH",
+        help="a kernel (path/to/file.py:NAME or package.module:NAME), a Python file, a folder "
+        "or a module name, e.g. examples or examples/softmax.py:softmax",
+    )
+    test.add_argument(
+        "--dtype",
+        action="append",
+        default=[],
+        metavar="DTYPE",
+        help="check in this dtype instead of float32 and bfloat16; repeatable, e.g. "
+        "--dtype float16",
+    )
+    test.add_argument(
+        "--seed",
+        type=_seed,
+        default=0,
+        help="the random data's seed (default 0), e.g. --seed 1",
+    )
+    test.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
+    test.add_argument(
+        "-k",
+        dest="select",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="test only the kernels whose name contains PATTERN, or matches it as a glob "
+        "(*, ?, [...]); case-insensitive and repeatable, e.g. -k softmax -k 'layer*'",
+    )
+    test.add_argument(
+        "--rtol",
+        type=_tolerance,
+        default=None,
+        help="the allowed error relative to |want|, replacing the tolerance derived from the "
+        "dtypes: an element fails when |got - want| > atol + rtol * |want|; e.g. --rtol 1e-3",
+    )
+    test.add_argument(
+        "--atol",
+        type=_tolerance,
+        default=None,
+        help="the allowed abs error, replacing the derived one (with only one of --rtol and "
+        "--atol, the other is 0); e.g. --atol 1e-4",
+    )
+    test.add_argument(
+        "-x",
+        "--exitfirst",
+        action="store_true",
+        help="stop after the first kernel with a failing case",
+    )
+    test.add_argument(
+        "--junit-xml",
+        metavar="FILE",
+        default=None,
+        help="also write a JUnit XML report, one testcase per case, e.g. --junit-xml report.xml",
+    )
+    test.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+    compile_ = _command(
+        subparsers,
+        "compile",
+        "Compile one specialization for the GPU through ptxas, with or without a GPU, and "
+        "print its registers, spills, shared memory, occupancy and SASS mix.",
+        "  statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]\n"
+        "  statickernel compile examples/matmul.py:matmul --arg a=bf16[4096,4096] "
+        "--arg b=bf16[4096,4096] --json --dump build/matmul\n",
+        common,
+    )
+    _specialization_options(compile_, backend=False)
+    _gpu_target_option(compile_)
+    compile_.add_argument(
+        "--json", action="store_true", help="print the facts as one line of JSON instead"
+    )
+    compile_.add_argument(
+        "--dump",
+        metavar="DIR",
+        default=None,
+        help="also write the PTX, SASS, ptxas log and JSON facts into DIR, e.g. --dump build/k",
+    )
+    return parser

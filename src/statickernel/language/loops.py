@@ -1,0 +1,408 @@
+"""Sequential loop axes inside a kernel body: `sk.loop`, `sk.map_blocks` and `sk.dot`.
+
+A dim declared in `loop=` is not split across the grid: each block walks it in blocks of its
+constant, one step after another, through a software pipeline. The body says what a step does:
+
+- `sk.loop(axis, step, init, stop=None)` folds the steps into a carry and returns the final
+  carry, walking only the blocks before `stop` when it is given;
+- `sk.map_blocks(axis, fn)` computes one output block per step and writes it as it goes;
+- `sk.dot(a, b)` inside a step multiplies an operand's current block `b` by an operand's block
+  or a value `a` on the tensor cores, over the loop dim or a whole dim both hold.
+
+Each is recorded in the traced body as one primitive whose parameters hold the step's own traced
+equations, so the import-time checks and the code generator see the loop as the user wrote it.
+"""
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import core as jax_core
+from jax.extend import core as jex_core
+
+from .._compat import convert_constvars_jaxpr
+from .._errors import BodyError
+from .._where import call_site
+from . import context as _trace_context
+from .context import LoopDim
+from .tile import Tile
+
+__all__ = ["dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
+
+_INT32 = jnp.iinfo(jnp.int32)
+
+
+def _active_loops() -> tuple[str, ...]:
+    context = _trace_context.current()
+    return context.loops if context else ()
+
+
+def _abstract_loop(*args: Any, jaxpr: Any, num_consts: int, **_: Any) -> list[Any]:
+    return [v.aval for v in jaxpr.jaxpr.outvars]
+
+
+loop_p = jex_core.Primitive("sk_loop")
+loop_p.multiple_results = True
+loop_p.def_abstract_eval(_abstract_loop)
+
+
+def _abstract_map(*args: Any, jaxpr: Any, num_consts: int, axis_sizes: Any, **_: Any) -> list[Any]:
+    outs = []
+    for var, full in zip(jaxpr.jaxpr.outvars, axis_sizes, strict=True):
+        shape = list(var.aval.shape)
+        shape[full[0]] = full[1]
+        outs.append(jax_core.ShapedArray(tuple(shape), var.aval.dtype))
+    return outs
+
+
+map_p = jex_core.Primitive("sk_map_blocks")
+map_p.multiple_results = True
+map_p.def_abstract_eval(_abstract_map)
+
+
+def _abstract_dot(lhs: Any, rhs: Any, *, contract: tuple[int, int], **_: Any) -> Any:
+    rows = lhs.shape[1 - contract[0]]
+    cols = rhs.shape[1 - contract[1]]
+    # WGMMA accumulates integers (int8) in int32, floats in float32.
+    integer = jnp.issubdtype(lhs.dtype, jnp.integer)
+    return jax_core.ShapedArray((rows, cols), jnp.int32 if integer else jnp.float32)
+
+
+dot_p = jex_core.Primitive("sk_dot")
+dot_p.def_abstract_eval(_abstract_dot)
+
+
+def _loop_dims(what: str) -> Mapping[str, LoopDim]:
+    context = _trace_context.current()
+    if context is None:
+        raise BodyError(
+            f"{what} was called outside a kernel body",
+            where=call_site(),
+            fix=f"call {what} inside the body of an @sk.kernel function that declares loop=",
+        )
+    return context.loop_dims
+
+
+def _check_axis(what: str, axis: Any) -> LoopDim:
+    dims = _loop_dims(what)
+    active = _active_loops()
+    if axis not in dims:
+        raise BodyError(
+            f"{what} walks {axis!r}, which is not a loop dim of the kernel",
+            dim=str(axis),
+            expected=f"one of {', '.join(dims) or '(no loop dims declared)'}",
+            actual=repr(axis),
+            fix=f'declare it in the decorator, e.g. loop={{"{axis}": "B{axis}"}}, with a '
+            f"constant `B{axis}: sk.Const[int]`",
+        )
+    if axis in active:
+        raise BodyError(
+            f"{what} walks {axis!r} inside a step that already walks it",
+            dim=str(axis),
+            fix="walk each loop dim in its own loop, one after another",
+        )
+    if active:
+        raise BodyError(
+            f"{what}({axis!r}) is nested in a loop over {active[-1]!r}",
+            dim=str(axis),
+            fix="write the loops one after another; nested loops are not supported",
+        )
+    return dims[axis]
+
+
+def _trace_step(
+    what: str, axis: str, fn: Callable[..., Any], leaves: list[Any], tree: Any
+) -> tuple[Any, int]:
+    with _trace_context.in_loop(axis) as step:
+
+        def flat(*carry: Any) -> list[Any]:
+            out = fn(jax.tree.unflatten(tree, carry)) if tree is not None else fn()
+            return jax.tree.leaves(out)
+
+        avals = [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in leaves]
+        closed = jax.make_jaxpr(flat)(*avals)
+    assert step.loop_id is not None
+    return closed, step.loop_id
+
+
+def loop(axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None) -> Any:
+    """Walks the loop dim `axis` block by block, folding each step into a carry.
+
+    `step(carry)` runs once per block and returns the next carry; inside it, `sk.load(x)` on an
+    operand with dim `axis` gives that operand's current block, and `sk.dot(a, b)` multiplies
+    the current blocks of two operands. `init` is the first carry: any pytree of arrays, e.g.
+    `jnp.zeros((BM, BN), jnp.float32)` for a matmul accumulator or a tuple of per-row vectors.
+    Returns the carry after the last block. Blocks past the dim's edge read each load's fill.
+
+    `stop`, an int or an integer scalar of the block (`sk.position("M").max() + 1`), ends the
+    loop early: the blocks of `axis` that lie wholly at or past it are skipped, loads and all,
+    and at least the first block is always walked; a stop past the dim walks it all, however
+    wide its dtype. The step still sees the positions at or past `stop` in the last block it
+    walks: mask them as the computation needs (a causal mask does).
+    """
+    _check_axis("sk.loop", axis)
+    stops = _stop_operand(axis, stop)
+    leaves, tree = jax.tree.flatten(init)
+    if not leaves:
+        raise BodyError(
+            "sk.loop was given an empty carry",
+            dim=axis,
+            fix="pass init=, e.g. init=jnp.zeros((BM, BN), jnp.float32); use sk.map_blocks for a "
+            "loop that only writes output blocks",
+        )
+    leaves = [jnp.asarray(x) for x in leaves]
+    closed, loop_id = _trace_step("sk.loop", axis, step, leaves, tree)
+    out_tree = jax.tree.structure(
+        jax.tree.unflatten(tree, [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves])
+    )
+    outs = closed.jaxpr.outvars
+    if len(outs) != len(leaves) or any(
+        (tuple(o.aval.shape), o.aval.dtype) != (tuple(x.shape), x.dtype)
+        for o, x in zip(outs, leaves, strict=False)
+    ):
+        got = ", ".join(f"{o.aval.dtype}{list(o.aval.shape)}" for o in outs)
+        want = ", ".join(f"{x.dtype}{list(x.shape)}" for x in leaves)
+        raise BodyError(
+            f"the step of sk.loop({axis!r}) returns a carry unlike its init",
+            dim=axis,
+            expected=f"({want})",
+            actual=f"({got})",
+            fix="return the carry with the structure, shapes and dtypes of init=; cast with "
+            ".astype(...) where a dtype changed",
+        )
+    jaxpr = convert_constvars_jaxpr(closed.jaxpr)
+    flat_out = loop_p.bind(
+        *closed.consts,
+        *leaves,
+        *stops,
+        jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
+        num_consts=len(closed.consts),
+        axis=axis,
+        loop_id=loop_id,
+        stopped=bool(stops),
+    )
+    return jax.tree.unflatten(out_tree, flat_out)
+
+
+def _stop_operand(axis: str, stop: Any) -> list[Any]:
+    """`stop` as the loop primitive's last input, or nothing."""
+    if stop is None:
+        return []
+    if isinstance(stop, bool) or not (
+        isinstance(stop, int)
+        or (jnp.shape(stop) == () and jnp.issubdtype(jnp.result_type(stop), jnp.integer))
+    ):
+        shape = jnp.shape(stop) if hasattr(stop, "shape") else ()
+        raise BodyError(
+            f"the stop of sk.loop({axis!r}) is not an integer scalar",
+            dim=axis,
+            expected='an int, or an int32 scalar of the block such as sk.position("M").max() + 1',
+            actual=f"{type(stop).__name__} {list(shape)}",
+            fix="pass the position the loop ends at, one past its last element",
+        )
+    # The trip count is int32 math: a wider stop is clamped into int32 first, not wrapped
+    # (a uint32 2**32 - 1 would become -1 and walk one block). Any stop past the dim walks
+    # it all, so the clamp changes no result.
+    if isinstance(stop, int):
+        return [jnp.asarray(min(max(stop, _INT32.min), _INT32.max), jnp.int32)]
+    stop = jnp.asarray(stop)
+    bits = jnp.iinfo(stop.dtype)
+    if bits.min < _INT32.min:
+        stop = jnp.maximum(stop, _INT32.min)
+    if bits.max > _INT32.max:
+        stop = jnp.minimum(stop, _INT32.max)
+    return [stop.astype(jnp.int32)]
+
+
+def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
+    """Computes one output block per block of the loop dim `axis` and writes it at once.
+
+    `fn()` runs once per block; inside it, `sk.load(x)` on an operand with dim `axis` gives that
+    operand's current block. It returns the result block (or a tuple of them) for that step.
+    The value `map_blocks` returns stands for the whole result along `axis`: return it from the
+    body as the kernel's result.
+    """
+    loop_dim = _check_axis("sk.map_blocks", axis)
+    size, block = loop_dim.size, loop_dim.block
+    closed, loop_id = _trace_step("sk.map_blocks", axis, fn, [], None)
+    axis_sizes = []
+    for var in closed.jaxpr.outvars:
+        shape = tuple(var.aval.shape)
+        if block not in shape:
+            raise BodyError(
+                f"a block returned by the function of sk.map_blocks({axis!r}) has no axis of "
+                f"the loop block size",
+                dim=axis,
+                expected=f"a block with an axis of {block} (one block of {axis})",
+                actual=f"{var.aval.dtype}{list(shape)}",
+                fix=f"return a block computed from the current blocks of the operands along {axis}",
+            )
+        axis_sizes.append((len(shape) - 1 - shape[::-1].index(block), size))
+    jaxpr = convert_constvars_jaxpr(closed.jaxpr)
+    outs = map_p.bind(
+        *closed.consts,
+        jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
+        num_consts=len(closed.consts),
+        axis=axis,
+        axis_sizes=tuple(axis_sizes),
+        loop_id=loop_id,
+    )
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def dot(a: Any, b: Any) -> jax.Array:
+    """The float32 product `a @ b` of two blocks on the tensor cores (WGMMA), in a loop step.
+
+    `b` is an operand: the step's block of it, read straight from shared memory. `a` is an
+    operand too, or a 16-bit value the step computed (it stays in registers). The contracted dim
+    is `a`'s last one, which `b` holds as well, either first or last:
+
+    - the loop dim: `a` is `"M K"` (or a value `(BM, BK)`), `b` is `"K N"` or `"N K"`, and the
+      loop adds one block's product a step: `acc + sk.dot(a, b)`. Blocks past the edge of K
+      read zeros, and a value's columns past it count as zeros, so a ragged K is exact;
+    - a whole dim that both blocks hold: `q` `"M D"` by `k` `"N D"` gives the `"M N"` scores of
+      a loop over N (attention's `s = sk.dot(q, k)`).
+
+    The product is `(rows of a, the other dim of b)`: a block along the loop dim, or, when `b`'s
+    other dim is the kernel's column dim, a block of the body around the loop (an attention
+    accumulator: `acc * rescale[:, None] + sk.dot(p.astype(jnp.bfloat16), v)`).
+    """
+    loops = _active_loops()
+    if not isinstance(b, Tile):
+        value = hasattr(b, "shape") and hasattr(b, "dtype")
+        raise BodyError(
+            "sk.dot's `b` is "
+            + ("a value computed in the body" if value else "not an operand of the kernel")
+            + ": WGMMA reads b straight from shared memory, so it must be an operand as it is",
+            expected="an operand of the kernel, passed as it is: sk.dot(p, v), not "
+            "sk.dot(p, sk.load(v))",
+            actual=f"a {jnp.dtype(b.dtype).name}{list(b.shape)} value"
+            if value
+            else type(b).__name__,
+            fix="pass the operand itself as b, and scale or cast the product instead: "
+            "sk.dot(p, v) * s rather than sk.dot(p, sk.load(v) * s); only a may be a value "
+            "computed in the step",
+        )
+    a_name = a.name if isinstance(a, Tile) else "a"
+    if not loops:
+        raise BodyError(
+            f"sk.dot({a_name}, {b.name}) was called outside a loop step",
+            operand=b.name,
+            fix='call it inside the step of sk.loop, e.g. sk.loop("K", lambda acc: acc + '
+            "sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))",
+        )
+    context = _trace_context.current()
+    assert context is not None
+    axis = loops[-1]
+    if len(b.dims) != 2:
+        # The dim b should share with a, and a name for its other dim unlike every other.
+        over = a.dims[-1] if isinstance(a, Tile) and a.dims else axis
+        taken = {*b.dims, over, *(a.dims if isinstance(a, Tile) else ())}
+        other = next(d for d in ("N", "P", "Q", "R", "S", "T") if d not in taken)
+        raise BodyError(
+            f"sk.dot's `{b.name}` is not a 2-D operand",
+            operand=b.name,
+            dim=over,
+            expected=f"'{over} {other}' or '{other} {over}' for {b.name}",
+            actual=f"'{' '.join(b.dims)}'",
+            fix=f"annotate {b.name} with the contracted dim {over} and one other",
+        )
+    if isinstance(a, Tile):
+        over = _tile_contraction(a, b, axis)
+        a_value = a.block_for_dot(fill=0)
+    else:
+        over = _value_contraction(a, b, axis, context)
+        a_value = a
+    if over != axis and (over in context.tiled or over in context.loop_dims):
+        split = "split across the grid" if over in context.tiled else "a loop dim of another loop"
+        raise BodyError(
+            f"sk.dot({a_name}, {b.name}) contracts {over}, which is {split}: each block would "
+            f"hold only part of the sum",
+            operand=b.name,
+            dim=over,
+            expected=f"the loop dim {axis}, or a whole dim",
+            actual=f"{over}, {split}",
+            fix=f"leave {over} out of tile= and loop= so that each block holds all of it, or "
+            f"contract it in its own loop",
+        )
+    return dot_p.bind(
+        a_value,
+        b.block_for_dot(fill=0),
+        contract=(1, b.dims.index(over)),
+        a=a.name if isinstance(a, Tile) else "",
+        b=b.name,
+        over=over,
+        b_dims=tuple(b.dims),
+    )
+
+
+def _tile_contraction(a: Tile, b: Tile, axis: str) -> str:
+    """The dim `sk.dot(a, b)` contracts for an operand `a`: its last, which `b` must hold."""
+    if len(a.dims) != 2:
+        raise BodyError(
+            f"sk.dot's operand `{a.name}` is not a 2-D operand",
+            operand=a.name,
+            expected="two dims besides its batch dims: its rows, then the contracted dim",
+            actual=f"'{' '.join(a.dims)}'",
+            fix=f"annotate {a.name} with its rows and the dim it shares with {b.name}",
+        )
+    rows, over = a.dims
+    if over in b.dims and over != rows:
+        return over
+    other = next((d for d in b.dims if d not in a.dims), "N")
+    if rows in b.dims:
+        raise BodyError(
+            f"sk.dot's `{a.name}` has the contracted dim {rows} first",
+            operand=a.name,
+            dim=rows,
+            expected=f"'{over} {rows}': a's rows, then the dim it shares with {b.name}",
+            actual=f"'{' '.join(a.dims)}'",
+            fix=f"pass {a.name}.T from outside the kernel and annotate it '{over} {rows}'",
+        )
+    raise BodyError(
+        f"sk.dot({a.name}, {b.name}): {a.name}'s last dim {over} is not a dim of {b.name}",
+        operand=b.name,
+        dim=over,
+        expected=f"'{over} {other}' or '{other} {over}' for {b.name}",
+        actual=f"'{' '.join(b.dims)}'",
+        fix=f"annotate both operands with the dim they contract; sk.dot contracts {a.name}'s "
+        "last dim",
+    )
+
+
+def _value_contraction(a: Any, b: Tile, axis: str, context: _trace_context.TraceContext) -> str:
+    """The dim `sk.dot(a, b)` contracts for a value `a`: the dim of `b` whose block has the
+    size of `a`'s columns, the loop dim first."""
+    shape = tuple(jnp.shape(a))
+    dtype = jnp.result_type(a)
+    if len(shape) != 2:
+        raise BodyError(
+            f"sk.dot's `a` is a {len(shape)}-D value",
+            operand=b.name,
+            expected="a 2-D block computed in the step, (rows, the contracted dim)",
+            actual=f"{dtype}{list(shape)}",
+            fix="multiply a block of the step, e.g. sk.dot(p.astype(jnp.bfloat16), v)",
+        )
+    if dtype not in (jnp.bfloat16, jnp.float16):
+        raise BodyError(
+            f"sk.dot's `a` is a {dtype} value; WGMMA reads a from registers only as a 16-bit float",
+            operand=b.name,
+            expected="a bfloat16 or float16 block",
+            actual=f"{dtype}{list(shape)}",
+            fix=f"cast it first, e.g. sk.dot(p.astype(jnp.{jnp.dtype(b.dtype).name}), {b.name})",
+        )
+    fits = [d for d in b.dims if context.blocks.get(d) == shape[1]]
+    if axis in fits:
+        return axis
+    if fits:
+        return fits[0]
+    sizes = ", ".join(f"{d}: {context.blocks.get(d)}" for d in b.dims)
+    raise BodyError(
+        f"sk.dot(a, {b.name}): a's {shape[1]} columns match no dim of {b.name}'s block",
+        operand=b.name,
+        expected=f"a's last axis as long as {b.name}'s block along the contracted dim ({sizes})",
+        actual=f"a: {dtype}{list(shape)}",
+        fix=f"contract the loop dim {axis}: a block of the step has one column per element "
+        f"of {axis}'s block",
+    )

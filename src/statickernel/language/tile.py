@@ -1,0 +1,199 @@
+"""What a kernel body receives and calls: a `Tile` per operand, `sk.load` and `sk.dim`.
+
+A `Tile` holds an operand's abstract block while the body is traced. Loading it records the
+fill that elements past the array's edge read, per loop for an operand read block by block,
+into the trace's fill table; the flattener turns that table into the load records the plan is
+derived from.
+"""
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from .. import _hardware as hw
+from .._errors import BodyError
+from .._where import call_site, caller_user_line
+from . import context as _trace_context
+from .context import LoadRecord
+
+__all__ = ["Tile", "dim", "load"]
+
+
+def dim(name: str) -> int:
+    """The size a dim is bound to, as a Python int; call it inside a kernel body.
+
+    Whole dims are already the true size of the tile the body sees; use this for the size of a
+    tiled dim, or for any dim in scalar arithmetic.
+    """
+    context = _trace_context.current()
+    if context is None:
+        raise BodyError(
+            f"sk.dim({name!r}) was called outside a kernel body",
+            where=call_site(),
+            fix="call sk.dim inside the body of an @sk.kernel function",
+        )
+    dims = context.dims
+    if name not in dims:
+        raise BodyError(
+            f"sk.dim({name!r}) names a dim the kernel does not declare",
+            dim=name,
+            expected=f"one of {', '.join(dims)}",
+            actual=repr(name),
+            fix="use a dim name from the operand annotations",
+        )
+    return dims[name]
+
+
+def load(operand: Any, *, fill: float | int | bool = 0) -> jax.Array:
+    """Loads an operand's block inside a kernel body; elements past the array's edge read `fill`.
+
+    The same as `operand.load(fill=...)`, spelled so that type checkers accept it on operands
+    annotated as jaxtyping arrays.
+    """
+    if not isinstance(operand, Tile):
+        raise BodyError(
+            "sk.load was given something that is not an operand of the kernel body",
+            actual=f"{type(operand).__name__}",
+            fix="call sk.load(x) on a parameter of the @sk.kernel function, inside its body",
+        )
+    return operand.load(fill=fill)
+
+
+class Tile:
+    """What a kernel body receives for each operand: the operand's block, ready to load.
+
+    `shape` is the operand's true shape and `block_shape` the shape of the value `load` returns.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        value: Any,
+        shape: tuple[int, ...],
+        loads: list[LoadRecord],
+        dims: tuple[str, ...] = (),
+        frame: tuple[str, str | None] = ("", None),
+        misplaced: list[tuple[str, str | None]] | None = None,
+    ):
+        self.name = name
+        self.dims = dims
+        self._frame = frame
+        self._misplaced = misplaced if misplaced is not None else []
+        self._value = value
+        self.shape = shape
+        self.block_shape: tuple[int, ...] = tuple(value.shape)
+        self.dtype = value.dtype
+        self._loads = loads
+
+    def load(self, *, fill: float | int | bool = 0) -> jax.Array:
+        """This block of the operand; elements past the array's edge read as `fill`."""
+        self._check_frame()
+        dtype = np.dtype(self.dtype).name
+        if dtype in hw.DOT_ONLY_DTYPES:
+            raise BodyError(
+                f"`{self.name}` is {dtype}, which only sk.dot reads: a load has no path for it",
+                operand=self.name,
+                expected="sk.dot(a, b) of the operand, which WGMMA reads from shared memory",
+                actual=f"sk.load({self.name}) of {dtype}",
+                fix=f"multiply it with sk.dot, or cast {self.name} to bfloat16 outside the kernel",
+            )
+        return self.block_for_dot(fill=fill)
+
+    def block_for_dot(self, *, fill: float | int | bool = 0) -> jax.Array:
+        """The block as `sk.dot` reads it: from shared memory, in any layout."""
+        self._check_loop_context()
+        if isinstance(fill, np.generic):
+            fill = fill.item()
+        if isinstance(fill, jax.Array | np.ndarray):
+            if getattr(fill, "shape", None) != ():
+                raise BodyError(
+                    f"the fill of `{self.name}.load` must be a scalar",
+                    operand=self.name,
+                    actual=f"an array of shape {fill.shape}",
+                    fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
+                )
+            try:
+                fill = fill.item()
+            except Exception:
+                raise BodyError(
+                    f"the fill of `{self.name}.load` is a traced value",
+                    operand=self.name,
+                    actual=repr(fill),
+                    fix="pass a Python or NumPy number, e.g. fill=0.0, fill=-jnp.inf or "
+                    "fill=float(jnp.finfo(jnp.float32).min)",
+                ) from None
+        if not isinstance(fill, bool | int | float):
+            raise BodyError(
+                f"the fill of `{self.name}.load` is not a number",
+                operand=self.name,
+                actual=repr(fill),
+                fix="pass a Python number, e.g. fill=0.0 or fill=-jnp.inf",
+            )
+        _check_fill_fits(self.name, fill, np.dtype(self.dtype))
+        context = _trace_context.current()
+        looped = any(d in (context.loop_dims if context else {}) for d in self.dims)
+        # Each loop reads its own copy of a looped operand, so each may choose its fill; any
+        # other operand has one copy, read by the body and its loops alike.
+        loop = context.loop_id if context and looped else None
+        previous = next((r for r in self._loads if r.operand == self.name and r.loop == loop), None)
+        if previous is None:
+            self._loads.append(LoadRecord(self.name, loop, fill, caller_user_line()))
+        elif not _same_fill(previous.fill, fill):
+            raise BodyError(
+                f"`{self.name}` is loaded twice with different fills",
+                operand=self.name,
+                expected=repr(previous.fill),
+                actual=repr(fill),
+                fix="load each operand once and reuse the value",
+            )
+        return self._value
+
+    def _check_frame(self) -> None:
+        """Records a load of an operand laid out unlike the blocks. It is reported after the
+        body is translated, so that a `jnp.dot` of it is reported as what it is."""
+        rows, cols = self._frame
+        if not self.dims or not rows:  # a Tile built without its dims has no frame to check
+            return
+        laid_out = self.dims == (rows, cols) if len(self.dims) == 2 else self.dims[0] in self._frame
+        if not laid_out:
+            self._misplaced.append((self.name, caller_user_line()))
+
+    def _check_loop_context(self) -> None:
+        context = _trace_context.current()
+        looped = [d for d in self.dims if d in (context.loop_dims if context else {})]
+        active = context.loops if context else ()
+        if looped and looped[0] not in active:
+            where = f"a loop over {active[-1]!r}" if active else "the body outside any loop"
+            raise BodyError(
+                f"`{self.name}` has the loop dim {looped[0]}, but it is loaded in {where}",
+                operand=self.name,
+                dim=looped[0],
+                expected=f"a load inside sk.loop({looped[0]!r}, ...) or "
+                f"sk.map_blocks({looped[0]!r}, ...)",
+                actual=f"`{self.name}` ('{' '.join(self.dims)}') loaded there",
+                fix=f"move the load into the step of a loop over {looped[0]}, which sees one block "
+                "of it at a time",
+            )
+
+    def __repr__(self) -> str:
+        return f"Tile({self.name}, block_shape={self.block_shape}, dtype={self.dtype})"
+
+
+def _same_fill(a: Any, b: Any) -> bool:
+    return bool(np.asarray(a) == np.asarray(b)) or bool(np.isnan(a) and np.isnan(b))
+
+
+def _check_fill_fits(name: str, fill: Any, dtype: np.dtype) -> None:
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        if (isinstance(fill, float) and not float(fill).is_integer()) or not (
+            info.min <= fill <= info.max
+        ):
+            raise BodyError(
+                f"the fill of `{name}.load` cannot be represented in {dtype}",
+                operand=name,
+                expected=f"an integer in [{info.min}, {info.max}]",
+                actual=repr(fill),
+                fix=f"use e.g. fill={info.min} for a running max over {dtype}",
+            )

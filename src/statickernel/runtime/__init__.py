@@ -1,0 +1,1 @@
+"""Running kernels: the callable kernel, its backends, the interpreter's launches, autodiff."""

@@ -1,0 +1,466 @@
+"""The `@sk.kernel` decorator and the `Kernel` object it returns.
+
+Every call binds its arguments and runs the one compile path (`build.py`) once per
+specialization; the decorator runs the same path on probe sizes. This module holds what is
+left: the cache, the entry points and the `exec` of the generated source, whose launch gets
+the derivative rule `vjp=` declares (`runtime/autodiff.py`). `plan`, `emit` and `lower` read the
+same cached specialization, so what `emit` prints is what runs.
+"""
+
+import dataclasses
+import functools
+import linecache
+import struct
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, cast, overload
+
+import jax
+from jax.core import Tracer
+
+from .._compiler.build import compile_call, compile_declaration
+from .._compiler.declare.binding import bind, bind_consts, call_site, check_arguments
+from .._compiler.declare.spec import KernelSpec, build_spec
+from .._compiler.plan.plan import LaunchPlan
+from .._display import PallasSource
+from .._errors import (
+    BackendError,
+    ErrorContext,
+    NotDifferentiableError,
+    Phase,
+    StaticKernelError,
+    stamp_phase,
+)
+from ..aot.compile import compile_kernel
+from ..aot.report import CompileReport
+from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
+from .backend import default_backend, has_cuda, resolve_backend
+from .interpreter import interpreted_launch
+
+__all__ = ["Kernel", "Specialization", "kernel"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Specialization:
+    """One compiled specialization: its plan, its generated source and the function it defines."""
+
+    plan: LaunchPlan
+    source: str
+    fn: Callable[..., Any]
+    # Whether `fn` runs the interpreter; stored so that a failed call need not read the plan.
+    interpreted: bool = False
+
+
+class Kernel[**P, R]:
+    """A checked kernel declaration. Call it like the function it decorates."""
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        consts: Mapping[str, Any],
+        backend: str | None,
+        shares_cache_with: "Kernel[..., Any] | None" = None,
+        derivative: Derivative = None,
+    ):
+        self.spec = spec
+        self._derivative = derivative
+        self.consts: dict[str, Any] = dict(consts)
+        self.backend = backend
+        self.reference = spec.reference
+        if shares_cache_with is None:
+            self._cache: dict[Any, Specialization] = {}
+            self._by_consts: dict[Any, Specialization] = {}
+            self._lock = threading.Lock()
+        else:
+            # Both keys name the backend, so kernels that differ only in their default backend
+            # share one cache: `kernel.with_backend(b)(x)` compiles nothing `kernel(x,
+            # backend=b)` already did.
+            self._cache = shares_cache_with._cache
+            self._by_consts = shares_cache_with._by_consts
+            self._lock = shares_cache_with._lock
+        functools.update_wrapper(self, spec.fn)
+
+    def __repr__(self) -> str:
+        consts = ", ".join(f"{k}={v!r}" for k, v in self.consts.items())
+        return f"<statickernel.Kernel {self.spec.name} ({self.spec.location}) {consts}>"
+
+    # --- calling -----------------------------------------------------------------------------
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Runs the kernel: the operands as the decorated function takes them, and constant
+        overrides by keyword (`softmax(x, BM=128)`), typed from its signature.
+
+        `backend=` is also accepted here, but it is not in the decorated function's
+        signature, so a type checker flags it; `kernel.with_backend(name)(x)` is the typed
+        spelling, and shares this kernel's cached specializations."""
+        operands = cast(tuple[Any, ...], args)
+        overrides: dict[str, Any] = dict(kwargs)
+        backend: str | None = overrides.pop("backend", None)
+        try:
+            try:
+                key = (
+                    tuple((a.shape, a.dtype) for a in operands),
+                    _overrides_key(overrides),
+                    self._backend_key(backend),
+                )
+                entry = self._cache.get(key)
+            except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
+                key, entry = None, None
+            if entry is None:
+                entry = self._specialize(args, overrides, backend, key, call=True)
+            try:
+                return entry.fn(*args)
+            except TypeError as exc:
+                if JVP_OF_CUSTOM_VJP in str(exc) and isinstance(self._derivative, DeclaredBackward):
+                    raise self._no_forward_mode(self._derivative) from None
+                # A cached specialization meets what bind never saw: say what is wrong with it,
+                # without jax's TypeError as its context.
+                try:
+                    check_arguments(self.spec, args, call=True)
+                except StaticKernelError as refused:
+                    raise refused from None
+                raise
+            except ValueError:
+                if not entry.interpreted and not has_cuda():
+                    raise BackendError(
+                        "the mosaic_gpu backend needs a CUDA device, and this machine has none",
+                        kernel=self.spec.name,
+                        where=call_site(),
+                        expected="a machine with an NVIDIA Hopper GPU",
+                        actual=f"jax devices: {', '.join(d.platform for d in jax.devices())}",
+                        fix="use backend='interpret' here, or kernel.lower(...) to check that the "
+                        "kernel compiles for CUDA",
+                    ) from None
+                raise
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def _no_forward_mode(self, derivative: DeclaredBackward) -> NotDifferentiableError:
+        """JAX's TypeError for `jax.jvp` of a custom VJP, as a statickernel error."""
+        name = getattr(derivative.backward, "__name__", "backward")
+        return NotDifferentiableError(
+            "it was differentiated in forward mode, and its declared backward gives reverse "
+            "mode only",
+            kernel=self.spec.name,
+            where=call_site(),
+            expected="jax.grad, jax.vjp or jax.value_and_grad: reverse mode, which "
+            f"`{name}` computes",
+            actual="jax.jvp, jax.jacfwd or another forward-mode transform",
+            fix='use reverse mode (jax.vjp, jax.jacrev), or declare vjp="reference" to '
+            "differentiate the reference in both modes",
+        )
+
+    def _specialize(
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        backend: str | None,
+        key: Any,
+        call: bool = False,
+    ) -> Specialization:
+        with self._lock:
+            entry = self._cache.get(key) if key is not None else None
+            if entry is None:
+                # Overrides spelled differently (another order, an explicit default) share one
+                # specialization.
+                canonical = self._canonical_key(key, overrides, backend)
+                entry = self._by_consts.get(canonical) if canonical is not None else None
+                if entry is None:
+                    entry = self._build(args, overrides, backend, call)
+                if key is not None:
+                    self._cache[key] = entry
+                if canonical is not None:
+                    self._by_consts[canonical] = entry
+        return entry
+
+    def _backend_key(self, backend: str | None) -> str:
+        """The backend of a call's cache key: named by the call or the kernel, or the default,
+        whose environment variable may name an unknown one."""
+        try:
+            return backend or self.backend or default_backend()
+        except BackendError as exc:
+            raise _for_kernel(exc, self.spec.name) from None
+
+    def _canonical_key(self, key: Any, overrides: Mapping[str, Any], backend: str | None) -> Any:
+        if key is None:
+            return None
+        try:
+            consts = _overrides_key(dict(sorted({**self.consts, **overrides}.items())))
+            canonical = (key[0], consts, resolve_backend(backend, self.backend))
+            hash(canonical)
+        except (BackendError, TypeError):
+            return None
+        return canonical
+
+    def specialize(
+        self, *args: Any, backend: str | None = None, **overrides: Any
+    ) -> Specialization:
+        """The cached specialization for these arguments (arrays or jax.ShapeDtypeStruct)."""
+        try:
+            return self._specialization(args, overrides, backend)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def _specialization(
+        self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None
+    ) -> Specialization:
+        try:
+            key = (
+                tuple((a.shape, a.dtype) for a in args),
+                _overrides_key(overrides),
+                self._backend_key(backend),
+            )
+            entry = self._cache.get(key)
+        except (AttributeError, TypeError):
+            key, entry = None, None
+        if entry is not None:
+            check_arguments(self.spec, args, call=False)  # a duck with a cached shape
+            return entry
+        return self._specialize(args, overrides, backend, key)
+
+    def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> LaunchPlan:
+        """The frozen launch plan for these arguments (arrays or jax.ShapeDtypeStruct)."""
+        try:
+            return self._specialization(args, overrides, backend).plan
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def emit(self, *args: Any, backend: str | None = None, **overrides: Any) -> str:
+        """The standalone Pallas source this specialization runs: a `str`, shown as
+        highlighted Python in a notebook."""
+        try:
+            return PallasSource(self._specialization(args, overrides, backend).source)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def lower(self, *args: Any, **overrides: Any) -> jax.stages.Lowered:
+        """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine.
+        The result is jax's own `Lowered`: `.as_text()` is its StableHLO, with the Mosaic GPU
+        kernel inside."""
+        try:
+            entry = self._specialization(args, overrides, "mosaic_gpu")
+            traced: jax.stages.Traced = entry.fn.trace(*args)
+            return traced.lower(lowering_platforms=("cuda",))
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def compile(self, *args: Any, target: str = "sm_90a", **overrides: Any) -> CompileReport:
+        """Compiles this specialization for the GPU named `target` through ptxas, on this
+        machine's GPU or, without one, from the GPU's description (deviceless), and reports
+        its registers, spills, shared memory, occupancy and SASS. Needs statickernel[aot]."""
+        try:
+            return compile_kernel(self, args, overrides, target, call_site())
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def trace(self, *args: Any, backend: str | None = None, **overrides: Any) -> jax.stages.Traced:
+        """This specialization traced as `jax.jit(kernel).trace(...)` traces it; with it,
+        `jax.export.export(kernel)` works as it does for a jitted function."""
+        try:
+            fn = self._specialization(args, overrides, backend).fn
+            # The mosaic_gpu function is a jit already; an interpreted one is wrapped in one.
+            return (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    # --- variants ----------------------------------------------------------------------------
+
+    def bind(self, **overrides: Any) -> "Kernel[P, R]":
+        """A new kernel with other constant defaults, checked now as the declaration was: a
+        hardware rule they break raises its class with `phase` `Phase.DECLARATION`."""
+        where = call_site()
+        try:
+            ctx = ErrorContext(self.spec.name, where, Phase.DECLARATION)
+            consts = bind_consts(self.spec, self.consts, overrides, ctx)
+            new = Kernel(self.spec, consts, self.backend, derivative=self._derivative)
+            compile_declaration(self.spec, consts, where)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc, Phase.DECLARATION) from None
+        return new
+
+    def with_backend(self, backend: str | None) -> "Kernel[P, R]":
+        """A new kernel that runs on `backend` unless a call says otherwise."""
+        try:
+            chosen = resolve_backend(backend, None, "kernel.with_backend") if backend else None
+        except BackendError as exc:
+            raise _for_kernel(exc, self.spec.name) from None
+        return Kernel(
+            self.spec, self.consts, chosen, shares_cache_with=self, derivative=self._derivative
+        )
+
+    # --- the one path ------------------------------------------------------------------------
+
+    def _build(
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        backend: str | None,
+        call: bool = False,
+    ) -> Specialization:
+        spec = self.spec
+        where = call_site()
+        try:
+            chosen = resolve_backend(backend, self.backend)
+        except BackendError as exc:
+            raise _for_kernel(exc, spec.name) from None
+        binding = bind(spec, args, self.consts, overrides, call=call)
+        compiled = compile_call(spec, binding, chosen, where)
+        assert compiled.plan is not None and compiled.source is not None
+        interpreted = chosen == "interpret"
+        launch = _execute(compiled.source, spec.name, interpreted)
+        consts = dict(binding.consts)
+        if interpreted:
+            # An interpreted launch is a host callback that runs JAX computations of its own on
+            # the CPU. If the caller dispatches more work on the same CPU client while one is in
+            # flight (as an eager jax.grad does with its backward pass), the two can wait on
+            # each other. So an eager interpreted launch finishes before the call returns, and
+            # the derivative rule stays outside the jit, where the forward it runs is eager.
+            fn = differentiable(
+                _finished_when_eager(jax.jit(launch)), self._derivative, spec, consts, chosen
+            )
+        else:
+            fn = jax.jit(differentiable(launch, self._derivative, spec, consts, chosen))
+        return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
+
+
+def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
+    """Overrides as a cache key. The type is part of it because equal values of different types
+    are different overrides: `BM=64.0` is an error where `BM=64` is valid, and `flag=1` is not
+    `flag=True`. A float is keyed by its bits: -0.0 == 0.0 though `x / eps` tells them apart,
+    and a NaN equal to nothing would miss the cache, and add an entry, on every call."""
+    if not overrides:  # the common call: keep it as cheap as the key it replaces
+        return ()
+    return tuple(
+        (name, type(value), struct.pack("<d", value) if isinstance(value, float) else value)
+        for name, value in overrides.items()
+    )
+
+
+def _for_kernel(exc: BackendError, kernel: str) -> BackendError:
+    """`exc`, which the backend's check raised without a kernel, naming `kernel`."""
+    return BackendError(
+        exc.what,
+        kernel=kernel,
+        where=exc.where or call_site(),
+        expected=exc.expected,
+        actual=exc.actual,
+        fix=exc.fix,
+    )
+
+
+def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> StaticKernelError:
+    """The error, to be re-raised from a public entry point with the frames below it dropped,
+    and with the entry point's phase unless a check recorded its own.
+
+    Its message already names the user's line, the operand and the fix; statickernel's own
+    frames would only bury that. Errors that are not statickernel's keep their full traceback.
+    """
+    return stamp_phase(exc, phase).with_traceback(None)
+
+
+_SOURCE_COUNTER = iter(range(1 << 62))
+
+
+def _finished_when_eager(launch: Callable[..., Any]) -> Callable[..., Any]:
+    """`launch`, which blocks until its results are ready when it runs on concrete arrays;
+    traced (inside jit, grad or vmap) it is `launch` itself."""
+
+    def finished(*args: Any) -> Any:
+        out = launch(*args)
+        if not any(isinstance(a, Tracer) for a in args):
+            jax.block_until_ready(out)
+        return out
+
+    return finished
+
+
+def _execute(source: str, name: str, interpreted: bool) -> Callable[..., Any]:
+    """Runs the generated module and returns its kernel function.
+
+    An interpreted kernel launches through `interpreted_launch`, one launch at a time. The
+    caller adds the derivative rule and the jit (`Kernel._build`).
+    """
+    filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
+    # Registering the text lets tracebacks and JAX's source info show the generated lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"__name__": f"statickernel_generated_{name}"}
+    exec(compile(source, filename, "exec"), namespace)
+    generated = namespace[name]
+    return interpreted_launch(generated, name) if interpreted else generated
+
+
+@overload
+def kernel[**P, R](fn: Callable[P, R], /) -> Kernel[P, R]: ...
+@overload
+def kernel[**P, R](
+    *,
+    tile: Mapping[str, str] | None = None,
+    loop: Mapping[str, str] | None = None,
+    stages: str | int | None = None,
+    batch: str | tuple[str, ...] = (),
+    reference: Callable[..., Any] | None = None,
+    vjp: str | Callable[..., Any] | None = None,
+    backend: str | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[P, R]], Kernel[P, R]]: ...
+def kernel[**P, R](
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    tile: Mapping[str, str] | None = None,
+    loop: Mapping[str, str] | None = None,
+    stages: str | int | None = None,
+    batch: str | tuple[str, ...] = (),
+    reference: Callable[..., Any] | None = None,
+    vjp: str | Callable[..., Any] | None = None,
+    backend: str | None = None,
+    name: str | None = None,
+) -> Any:
+    """Declares a kernel; checks it now, when the decorator runs.
+
+    Args:
+      tile: which dims are split across the grid, and by which int constant, e.g.
+        `{"M": "BM"}`. Dims not tiled are whole inside every block.
+      loop: which dims each block walks in sequence, and by which int constant, e.g.
+        `{"K": "BK"}`. The body walks them with `sk.loop` and `sk.map_blocks`.
+      stages: the pipeline's stage count for loops: the name of an int constant, or an int.
+        By default the constant named `stages` if there is one, else 2.
+      batch: leading dims of the operands that the grid walks one index at a time, e.g. "B";
+        the body sees each operand without them.
+      reference: a plain jnp function computing the same result, for tests and tools.
+      vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
+        kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A
+        function `backward(*operands, *results, *cotangents, **constants)`: reverse mode
+        only; it returns one cotangent per operand (None for one with no gradient). None,
+        the default: differentiating the kernel raises `NotDifferentiableError`.
+      backend: "mosaic_gpu" or "interpret"; by default the process-wide choice.
+      name: the kernel's name in plans and generated code; the function's name by default.
+    """
+
+    def decorate(f: Callable[P, R]) -> Kernel[P, R]:
+        try:
+            spec = build_spec(
+                f,
+                tile if tile is not None else {},
+                reference,
+                name,
+                loop=loop,
+                stages=stages,
+                batch=(batch,) if isinstance(batch, str) else tuple(batch),
+            )
+            derivative = parse_vjp(vjp, spec)
+            try:
+                chosen = resolve_backend(backend, None) if backend else None
+            except BackendError as exc:
+                raise _for_kernel(exc, spec.name) from None
+            compile_declaration(spec, spec.const_defaults)
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc, Phase.DECLARATION) from None
+        return Kernel(spec, spec.const_defaults, chosen, derivative=derivative)
+
+    if fn is None:
+        return decorate
+    try:
+        return decorate(fn)
+    except StaticKernelError as exc:  # `@sk.kernel` without arguments: one entry frame, not two
+        raise _at_entry_point(exc, Phase.DECLARATION) from None

@@ -1,0 +1,244 @@
+"""What a kernel is checked at: probe shapes derived from its tiling (aligned, ragged on each
+tiled dim, ragged on the whole dims, smaller than one block) and the dtypes its annotations
+allow, combined into cases."""
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _hardware as hw
+from .._compiler.declare.spec import KernelSpec
+from .._compiler.layout.blocks import call_layout, split_blocks
+from .._compiler.layout.smem import smem_bytes
+from .._errors import NotAKernelError
+from .._where import call_site
+from ..runtime.kernel import Kernel
+
+__all__ = [
+    "ProbeCase",
+    "ProbeShape",
+    "ShapeSpec",
+    "dtype_text",
+    "probe_cases",
+    "probe_dtypes",
+    "probe_shapes",
+    "require_kernel",
+    "shapes_text",
+]
+
+# A shape to check: dim sizes by name ({"M": 100, "N": 30}), or one shape per operand.
+ShapeSpec: TypeAlias = Mapping[str, int] | Sequence[Sequence[int]]
+
+# Whole (untiled) dims at the aligned probe: one WGMMA row tile, or 128 columns. They are
+# halved while the blocks would not fit in shared memory.
+_WHOLE_ALIGNED = {"rows": hw.WGMMA_ROWS, "cols": 128}
+# Whole dims at the "smaller than one block" probe: a few rows, and a row of a few elements
+# (too few bytes for TMA, so host padding is exercised as well).
+_WHOLE_SMALL = {"rows": 3, "cols": 5}
+# The dtypes each kernel is checked in by default, where its annotations allow them.
+_DEFAULT_DTYPES = ("float32", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeShape:
+    """Dim sizes to check a kernel at, with a label saying which edge they exercise."""
+
+    label: str
+    dims: tuple[tuple[str, int], ...]
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    def __str__(self) -> str:
+        return f"{self.label} ({', '.join(f'{d}={n}' for d, n in self.dims)})"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeCase:
+    """One run of a check: a label, one shape and one dtype per operand."""
+
+    label: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+
+    def structs(self) -> tuple[jax.ShapeDtypeStruct, ...]:
+        return tuple(
+            jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
+            for shape, dtype in zip(self.shapes, self.dtypes, strict=True)
+        )
+
+    def describe(self) -> str:
+        return f"{self.label}, {shapes_text(self.shapes)} {dtype_text(self.dtypes)}"
+
+
+def require_kernel(kernel: object, function: str) -> None:
+    """Refuses anything but a kernel where `sk.testing.<function>` needs one: it reads the
+    kernel's declaration (its annotations, tiling and reference), which a plain function lacks."""
+    if isinstance(kernel, Kernel):
+        return
+    name = getattr(kernel, "__name__", None)
+    if callable(kernel) and isinstance(name, str):  # named, not shown by its address
+        given, actual = f"the plain function `{name}`", f"{type(kernel).__name__} `{name}`"
+    else:
+        given, actual = f"a value of type {type(kernel).__name__}", repr(kernel)[:80]
+    raise NotAKernelError(
+        f"sk.testing.{function} needs a kernel, and was given {given}",
+        where=call_site(),
+        expected="a kernel: a function decorated with @sk.kernel(...)",
+        actual=actual,
+        fix="decorate the function with @sk.kernel(...), annotating its operands and result "
+        '(e.g. x: Float[Array, "M N"]), and pass the kernel',
+    )
+
+
+def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
+    """Dim sizes that exercise each edge case of the kernel's tiling, at its current constants.
+
+    Tiled and loop dims are 2 blocks (aligned), 2 blocks + 1 (ragged) and half a block + 1
+    (smaller than one block); batch dims are 2, and 1 in the smallest case; whole dims are 128
+    columns or 64 rows (aligned), three quarters of that minus one (ragged), and 5 columns or 3
+    rows (small).
+    """
+    require_kernel(kernel, "probe_shapes")
+    spec = kernel.spec
+    # Loop dims have edges like tiled ones: the last step of the loop is partly past the edge.
+    tile = spec.block_map
+    blocks = split_blocks(spec, kernel.consts)
+    batch = set(spec.batch)
+    whole = [d for d in spec.dim_names() if d not in tile and d not in batch]
+    aligned_whole = _fitting_whole_sizes(kernel, blocks, whole)
+    aligned = {
+        d: 2 if d in batch else (2 * blocks[d] if d in tile else aligned_whole[d])
+        for d in spec.dim_names()
+    }
+    candidates = [ProbeShape("aligned", tuple(aligned.items()))]
+    for d in tile:
+        candidates.append(
+            ProbeShape(f"ragged {d}", tuple((aligned | {d: 2 * blocks[d] + 1}).items()))
+        )
+    if whole:
+        ragged = {d: aligned_whole[d] - aligned_whole[d] // 4 - 1 for d in whole}
+        label = f"ragged {' '.join(whole)} (whole)"
+        candidates.append(ProbeShape(label, tuple((aligned | ragged).items())))
+    small = {
+        d: 1 if d in batch else (blocks[d] // 2 + 1 if d in tile else _WHOLE_SMALL[_axis(spec, d)])
+        for d in spec.dim_names()
+    }
+    candidates.append(ProbeShape("smaller than one block", tuple(small.items())))
+    unique: dict[tuple[tuple[str, int], ...], ProbeShape] = {}
+    for probe in candidates:
+        unique.setdefault(probe.dims, probe)
+    return list(unique.values())
+
+
+def _axis(spec: KernelSpec, dim: str) -> str:
+    return "rows" if dim == spec.rows else "cols"
+
+
+def _fitting_whole_sizes(
+    kernel: Kernel, blocks: Mapping[str, int], whole: Sequence[str]
+) -> dict[str, int]:
+    """Aligned sizes for the whole dims, halved until the blocks fit in shared memory with the
+    widest dtypes the annotations allow (a whole dim is whole in every block)."""
+    spec = kernel.spec
+    sizes = {d: _WHOLE_ALIGNED[_axis(spec, d)] for d in whole}
+    widest = {o.name: max(o.dtypes, key=hw.itemsize) for o in spec.operands + spec.results}
+    loaded = {o.name for o in spec.operands}
+    batch = {d: 1 for d in spec.batch}
+    while True:
+        layout = call_layout(spec, {**batch, **blocks, **sizes}, kernel.consts, widest)
+        if smem_bytes(spec, layout, widest, loaded) <= hw.SMEM_BYTES:
+            return sizes
+        largest = max(sizes, key=lambda d: sizes[d], default=None)
+        if largest is None or sizes[largest] <= hw.WGMMA_COLS:
+            return sizes  # the tiled blocks alone overflow; the plan will say so
+        sizes[largest] //= 2
+
+
+def probe_dtypes(kernel: Kernel, dtypes: Sequence[Any] | None = None) -> list[tuple[str, ...]]:
+    """One dtype per operand for each dtype to check: float32, and bfloat16 where allowed.
+
+    An operand whose annotation does not allow a checked dtype keeps its first allowed one
+    (e.g. an int32 index next to float data). A dtype no operand allows is skipped, unless it
+    was asked for explicitly, which raises ValueError.
+    """
+    require_kernel(kernel, "probe_dtypes")
+    spec = kernel.spec
+    wanted = [jnp.dtype(d).name for d in dtypes] if dtypes is not None else list(_DEFAULT_DTYPES)
+    configs: list[tuple[str, ...]] = []
+    for name in wanted:
+        if not any(name in o.dtypes for o in spec.operands):
+            if dtypes is not None:
+                allowed = sorted({d for o in spec.operands for d in o.dtypes})
+                raise ValueError(
+                    f"kernel `{spec.name}` has no operand that allows {name}; its annotations "
+                    f"allow {', '.join(allowed)}"
+                )
+            continue
+        config = tuple(name if name in o.dtypes else o.dtypes[0] for o in spec.operands)
+        if config not in configs:
+            configs.append(config)
+    return configs or [tuple(o.dtypes[0] for o in spec.operands)]
+
+
+def probe_cases(
+    kernel: Kernel,
+    shapes: Sequence[ShapeSpec] | None = None,
+    dtypes: Sequence[Any] | None = None,
+) -> list[ProbeCase]:
+    """Every (shape, dtypes) pair to check: the probe shapes, or `shapes`, in each dtype."""
+    require_kernel(kernel, "probe_cases")
+    spec = kernel.spec
+    if shapes is None:
+        labelled = [
+            (p.label, tuple(tuple(p.sizes[d] for d in o.dims) for o in spec.operands))
+            for p in probe_shapes(kernel)
+        ]
+    else:
+        labelled = [("given", _operand_shapes(spec, s)) for s in shapes]
+    configs = probe_dtypes(kernel, dtypes)
+    return [ProbeCase(label, s, config) for config in configs for label, s in labelled]
+
+
+def _operand_shapes(spec: KernelSpec, shape: ShapeSpec) -> tuple[tuple[int, ...], ...]:
+    if isinstance(shape, Mapping):
+        missing = [d for d in spec.dim_names() if d not in shape]
+        if missing:
+            raise ValueError(
+                f"kernel `{spec.name}`: the shape {dict(shape)} does not size dim(s) "
+                f"{', '.join(missing)}"
+            )
+        sizes = {d: _dim_size(spec, f"dim {d}", shape[d]) for d in spec.dim_names()}
+        return tuple(tuple(sizes[d] for d in o.dims) for o in spec.operands)
+    if len(shape) != len(spec.operands):
+        raise ValueError(
+            f"kernel `{spec.name}` takes {len(spec.operands)} operand(s) "
+            f"({', '.join(o.name for o in spec.operands)}) but {len(shape)} shape(s) were given"
+        )
+    return tuple(
+        tuple(_dim_size(spec, f"dim {i} of operand {o.name}", n) for i, n in enumerate(s))
+        for o, s in zip(spec.operands, shape, strict=True)
+    )
+
+
+def _dim_size(spec: KernelSpec, what: str, size: Any) -> int:
+    """A given dim size as an int: int() would take 3.7 as 3 and True as 1."""
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+        raise ValueError(
+            f"kernel `{spec.name}`: {what} is {size!r}, but a shape to check takes a positive "
+            f"int for each dim (e.g. 100)"
+        )
+    return int(size)
+
+
+def shapes_text(shapes: Sequence[tuple[int, ...]]) -> str:
+    return " ".join("[" + ",".join(str(n) for n in s) + "]" for s in shapes)
+
+
+def dtype_text(dtypes: Sequence[str]) -> str:
+    return "/".join(dict.fromkeys(dtypes))
