@@ -77,10 +77,19 @@ class FlatFrame:
     def layout(self) -> Expr:
         return call("plgpu.Layout.WG_STRIDED", Const(self.shape), Const(self.vector))
 
+    def fits(self) -> bool:
+        """Whether the block splits into `vector`-element pieces, whole ones a row, that the
+        128 threads share evenly: the strided layout's own rule. A plain test, not an
+        assertion, since the form is chosen by it (and `python -O` drops assertions)."""
+        rows, cols = self.shape
+        return (
+            self.vector in (2, 4, 8, 16)
+            and (rows * cols) % (128 * self.vector) == 0
+            and cols % self.vector == 0
+        )
+
     def check_invariants(self) -> None:
-        assert self.vector in (2, 4, 8, 16)
-        assert (self.shape[0] * self.shape[1]) % (128 * self.vector) == 0
-        assert self.shape[1] % self.vector == 0
+        assert self.fits(), f"the strided layout cannot hold a {self.shape} block"
 
 
 Frame = RowFrame | FlatFrame
