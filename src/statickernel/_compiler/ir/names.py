@@ -14,11 +14,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .nodes import Mask
 
 __all__ = [
     "BLOCK_NAMES",
     "MODULE_NAMES",
     "barrier_ref",
+    "block_function",
     "block_index",
     "check_names",
     "clash",
@@ -53,6 +55,16 @@ BLOCK_NAMES: Mapping[str, str] = {
     "row_index_vec": "the row positions of the per-row edge mask",
     "col_index_vec": "the column positions of the per-column edge mask",
     "store_results": "the scoped store of the results after the loops",
+    "loop_index": "the positions of a loop step's edge mask",
+    # The row form: its rows' loops, the row they are at, and the block's first row.
+    "r": "the row form's row counter",
+    "row": "the row form's current row",
+    "row_start": "the row form's first row of the block",
+    "load_row": "the row form's copy of one row",
+    "compute_row": "the row form's body for one row",
+    "store_row": "the row form's store of one row",
+    "store_inside": "the row form's store of a row inside the array",
+    "block": "a persistent launch's block",
     # The persistent launches: the CTA, its trip count, the block and slot of a step.
     "cta": "the persistent launch's CTA index",
     "trips": "the blocks a persistent CTA takes",
@@ -75,7 +87,7 @@ BLOCK_NAMES: Mapping[str, str] = {
 }
 # Families of generated locals.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"v\d+(?:_block|_acc|_nans|_in)?"), "a value the body computes (v0, v1, ...)"),
+    (re.compile(r"v\d+(?:_\w+)?"), "a value the body computes (v0, v1, v0_acc, ...)"),
     (re.compile(r"loop\d+(?:_\w*)?"), "a loop's pipeline (loop0, loop0_step, loop0_carry, ...)"),
     (re.compile(r"result\d*"), "a result (the results are named result, or result0, result1, ...)"),
     (re.compile(r"fill_slot_\d+"), "a persistent launch's first copies"),
@@ -116,9 +128,18 @@ def _derived(arrays: Iterable[str], dims: Iterable[str]) -> dict[str, str]:
         names[gmem_ref(array)] = f"`{array}` in global memory"
         names[smem_ref(array)] = f"the shared-memory block of `{array}`"
         names[barrier_ref(array)] = f"the copy barrier of `{array}`"
+        # The row form's per-column results: what the rows so far summed, where a CTA's
+        # rows start, and the guarded add of a row.
+        names[f"{array}_so_far"] = f"the row form's running value of `{array}`"
+        names[f"{array}_start"] = f"the row form's first entry of `{array}`"
+        names[f"add_{array}"] = f"the row form's guarded update of `{array}`"
     for dim in dims:
         names[block_index(dim)] = f"the block index along dim {dim}"
     return names
+
+
+# The edge masks and the positions they compare, named by the IR's `Mask`.
+_MASK_NAMES: Mapping[str, str] = {m.value: f"the edge mask or positions `{m.value}`" for m in Mask}
 
 
 def _reserved(name: str) -> str | None:
@@ -126,18 +147,27 @@ def _reserved(name: str) -> str | None:
         return MODULE_NAMES[name]
     if name in BLOCK_NAMES:
         return BLOCK_NAMES[name]
+    if name in _MASK_NAMES:
+        return _MASK_NAMES[name]
     for pattern, what in _PATTERNS:
         if pattern.fullmatch(name):
             return what
     return None
 
 
+def block_function(kernel: str) -> str:
+    """The generated module's block function: what `_launch` runs for every block."""
+    return f"_{kernel}_block"
+
+
 def clash(
-    operands: Iterable[str], results: Iterable[str], dims: Iterable[str]
+    operands: Iterable[str], results: Iterable[str], dims: Iterable[str], kernel: str = ""
 ) -> tuple[str, str] | None:
     """The first operand whose name the generated module also gives something else, and what."""
     operands, results = list(operands), list(results)
     derived = _derived(operands + results, dims)
+    if kernel:
+        derived[block_function(kernel)] = f"the block function of kernel `{kernel}`"
     for name in operands:
         what = _reserved(name) or derived.get(name)
         if what is not None:
@@ -191,7 +221,7 @@ def check_names(
                 else "name='my_kernel'"
             ),
         )
-    found = clash(operands, results, dims)
+    found = clash(operands, results, dims, kernel if isinstance(kernel, str) else "")
     if found is None:
         return
     name, what = found
@@ -202,9 +232,11 @@ def check_names(
         expected="a name the generated module does not use: not "
         + ", ".join(MODULE_NAMES)
         + ", a mask or offset (row_ok, col_ok, row_index, edge_start, ...), store_results, "
-        "the persistent and warp-specialized launches' locals (cta, slot, step, wg, tile, "
-        "consumer, ...), v<N>, loop<N>... or result<N>, nor another array's <name>_gmem, "
-        "<name>_smem or <name>_barrier, nor a dim's block_<dim>",
+        "the row form's locals (r, row, row_start, load_row, compute_row, store_row, ...), "
+        "the persistent and warp-specialized launches' locals (cta, block, slot, step, wg, "
+        "tile, consumer, ...), v<N>..., loop<N>... or result<N>, nor another array's "
+        "<name>_gmem, <name>_smem, <name>_barrier, <name>_so_far, <name>_start or "
+        "add_<name>, nor a dim's block_<dim>, nor the block function _<kernel>_block",
         actual=f"`{name}`: {what}",
         fix=f"rename `{name}` in the signature and the body, e.g. to "
         f"`{suggest(name, operands, results, dims)}`",

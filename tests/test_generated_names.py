@@ -1,0 +1,159 @@
+"""Every name a generated module binds, used as an operand's name, either leaves the module
+as it was (the operand's own names renamed, nothing else touched) or is refused at the
+declaration with an error that names a free alternative.
+
+The golden modules are the oracle: in each one, renaming an operand to a name is safe exactly
+when the renamed operand's identifiers (`x`, `x_gmem`, `x_smem`, `x_barrier`, ...) meet none
+of the module's other identifiers, so the renamed module is the same program."""
+
+import ast
+import builtins
+import functools
+import pathlib
+import re
+import textwrap
+
+import jax.numpy as jnp
+import pytest
+
+import statickernel as sk
+from statickernel._compiler.ir import names
+from statickernel._errors import AnnotationError
+
+GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
+# The identifiers an operand `x` gives the module, by the suffix added to its name.
+OPERAND_SUFFIXES = ("", "_gmem", "_smem", "_barrier", "_entry")
+
+
+@functools.cache
+def _goldens() -> tuple[pathlib.Path, ...]:
+    return tuple(sorted(GOLDEN.rglob("*.py")))
+
+
+def _header(source: str, field: str) -> str:
+    found = re.search(rf"^# {field}:\s+(.*)$", source, re.MULTILINE)
+    assert found, field
+    return found[1]
+
+
+def _identifiers(tree: ast.AST, local: frozenset[str] = frozenset()) -> set[str]:
+    """Every name the module binds or reads: variables, parameters, functions, imports. A
+    lambda's parameters are its own (`lambda k: (0, k)` takes nothing from outside), so
+    they and their reads inside it do not count."""
+    found: set[str] = set()
+    if isinstance(tree, ast.Lambda):
+        params = frozenset(a.arg for a in tree.args.args)
+        return _identifiers(tree.body, local | params)
+    if isinstance(tree, ast.Name) and tree.id not in local:
+        found.add(tree.id)
+    elif isinstance(tree, ast.arg) and tree.arg not in local:
+        found.add(tree.arg)
+    elif isinstance(tree, ast.FunctionDef | ast.ClassDef):
+        found.add(tree.name)
+    elif isinstance(tree, ast.Import | ast.ImportFrom):
+        found |= {(a.asname or a.name).split(".")[0] for a in tree.names}
+    for child in ast.iter_child_nodes(tree):
+        found |= _identifiers(child, local)
+    return found
+
+
+@functools.cache
+def _golden(path: pathlib.Path) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]]:
+    """A golden module's kernel, operands, dims and identifiers."""
+    source = path.read_text()
+    kernel = re.search(r"kernel `(\w+)`", source)
+    assert kernel
+    operands = tuple(o.split(":")[0].strip() for o in _header(source, "Operands").split(", "))
+    dims = tuple(d.split("=")[0] for d in _header(source, "Dims").split(", "))
+    return kernel[1], operands, dims, frozenset(_identifiers(ast.parse(source)))
+
+
+def _results(path: pathlib.Path) -> list[str]:
+    identifiers = _golden(path)[3]
+    return sorted(i[: -len("_gmem")] for i in identifiers if re.fullmatch(r"result\d*_gmem", i))
+
+
+def _candidates() -> list[str]:
+    """Every name any golden module binds or reads, and the builtins."""
+    found: set[str] = set()
+    for path in _goldens():
+        found |= _golden(path)[3]
+    return sorted(found | {n for n in dir(builtins) if n.isidentifier() and n[0] != "_"})
+
+
+def _collides(path: pathlib.Path, operand: str, name: str) -> str | None:
+    """Which identifier of the golden module `name` would take if `operand` were named so."""
+    _, operands, _, identifiers = _golden(path)
+    own = {operand + s for s in OPERAND_SUFFIXES}
+    others = identifiers - own
+    for suffix in OPERAND_SUFFIXES:
+        if operand + suffix in identifiers and name + suffix in others:
+            return name + suffix
+    return None
+
+
+@pytest.mark.parametrize("path", _goldens(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_name_that_would_collide_is_refused(path: pathlib.Path) -> None:
+    kernel, operands, dims, _ = _golden(path)
+    missed = []
+    for operand in operands:
+        for name in _candidates():
+            if name in operands or name == kernel:
+                continue
+            taken = _collides(path, operand, name)
+            renamed = [name if o == operand else o for o in operands]
+            if taken and names.clash(renamed, _results(path), dims, kernel) is None:
+                missed.append(f"{operand} -> {name} (takes {taken})")
+    assert not missed, f"accepted, but the module already binds them: {missed}"
+
+
+def test_the_oracle_finds_collisions() -> None:
+    path = GOLDEN / "jax-0.11.2" / "add.py"
+    assert _collides(path, "x", "v0") == "v0"
+    assert _collides(path, "x", "y") == "y"
+    assert _collides(path, "x", "jnp") == "jnp"
+    assert _collides(path, "x", "result") == "result"
+    assert _collides(path, "x", "a") is None
+    assert _collides(path, "x", "inputs") is None
+
+
+SOFTMAX = """
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+import statickernel as sk
+
+@sk.kernel(tile={{"M": "BM"}})
+def softmax({x}: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    v = sk.load({x}, fill=-jnp.inf)
+    e = jnp.exp(v - sk.max(v, axis=1, keepdims=True))
+    return e / sk.sum(e, axis=1, keepdims=True)
+"""
+
+
+def _softmax(name: str) -> sk.Kernel:
+    scope: dict = {}
+    exec(textwrap.dedent(SOFTMAX.format(x=name)), scope)
+    return scope["softmax"]
+
+
+@pytest.mark.parametrize("name", ["r", "row", "row_start", "store_row", "loop_index", "block"])
+def test_the_row_form_and_loop_locals_are_refused_with_a_free_name(name: str) -> None:
+    with pytest.raises(AnnotationError) as info:
+        _softmax(name)
+    message = str(info.value)
+    assert f"operand `{name}`" in message
+    fix = re.search(r"rename `\w+` in the signature and the body, e.g. to `(\w+)`", message)
+    assert fix, message
+    _softmax(fix[1])  # the suggested name declares
+
+
+@pytest.mark.parametrize("columns", [96, 16384], ids=["block form", "row form"])
+@pytest.mark.parametrize("name", ["x_gmem", "rows", "inputs"])
+def test_an_accepted_name_changes_only_the_operands_own_names(columns: int, name: str) -> None:
+    x = jnp.linspace(-3.0, 3.0, 8 * columns, dtype=jnp.float32).reshape(8, columns)
+    baseline, renamed = _softmax("x").emit(x), _softmax(name).emit(x)
+    expected = re.sub(rf"\bx({'|'.join(OPERAND_SUFFIXES[1:])})?\b", rf"{name}\1", baseline)
+    # The same program: the printer may wrap a longer name's lines differently.
+    assert ast.dump(ast.parse(renamed)) == ast.dump(ast.parse(expected))
+    got = _softmax(name)(x)
+    assert jnp.allclose(got, jnp.exp(x) / jnp.exp(x).sum(axis=1, keepdims=True), rtol=1e-5)
