@@ -13,6 +13,7 @@ import pathlib
 import re
 import textwrap
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -83,7 +84,7 @@ def _candidates() -> list[str]:
 
 def _collides(path: pathlib.Path, operand: str, name: str) -> str | None:
     """Which identifier of the golden module `name` would take if `operand` were named so."""
-    _, operands, _, identifiers = _golden(path)
+    identifiers = _golden(path)[3]
     own = {operand + s for s in OPERAND_SUFFIXES}
     others = identifiers - own
     for suffix in OPERAND_SUFFIXES:
@@ -98,7 +99,7 @@ def test_a_name_that_would_collide_is_refused(path: pathlib.Path) -> None:
     missed = []
     for operand in operands:
         for name in _candidates():
-            if name in operands or name == kernel:
+            if name in operands or name == kernel or name in names.GIVEN_AROUND:
                 continue
             taken = _collides(path, operand, name)
             renamed = [name if o == operand else o for o in operands]
@@ -118,6 +119,7 @@ def test_the_oracle_finds_collisions() -> None:
 
 
 SOFTMAX = """
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 import statickernel as sk
@@ -131,13 +133,46 @@ def softmax({x}: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array,
 
 
 def _softmax(name: str) -> sk.Kernel:
+    return _declare(SOFTMAX, name)
+
+
+ADD = """
+from jaxtyping import Array, Float
+import statickernel as sk
+
+@sk.kernel(tile={{"M": "BM", "N": "BN"}})
+def add({x}: Float[Array, "M N"], y: Float[Array, "M N"], *, BM: sk.Const[int] = 64,
+        BN: sk.Const[int] = 128) -> Float[Array, "M N"]:
+    return sk.load({x}) + sk.load(y)
+"""
+
+
+def _declare(template: str, name: str) -> sk.Kernel:
     scope: dict = {}
-    exec(textwrap.dedent(SOFTMAX.format(x=name)), scope)
-    return scope["softmax"]
+    exec(textwrap.dedent(template.format(x=name)), scope)
+    return next(v for v in scope.values() if isinstance(v, sk.Kernel))
 
 
-@pytest.mark.parametrize("name", ["r", "row", "row_start", "store_row", "loop_index", "block"])
-def test_the_row_form_and_loop_locals_are_refused_with_a_free_name(name: str) -> None:
+def _renamed(source: str, operand: str, name: str, arrays: tuple[str, ...] = ()) -> str:
+    """`source` with the generator's locals given around `arrays` (`r` as `r_` where an
+    operand is `r`), and then the operand `operand` and its own identifiers named `name`."""
+    given = names.LocalNames.around(arrays, ())
+    for local in names.GIVEN_AROUND:
+        if given.local(local) != local:
+            source = re.sub(rf"\b{local}\b", given.local(local), source)
+    suffixes = "|".join(OPERAND_SUFFIXES[1:])
+    return re.sub(rf"\b{operand}({suffixes})?\b", rf"{name}\1", source)
+
+
+def _same_program(a: str, b: str) -> bool:
+    # The printer may wrap a longer name's lines differently; comments show the user's lines.
+    return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+
+
+@pytest.mark.parametrize(
+    "name", ["loop0", "v3", "row_ok", "col_position", "store_results", "result", "jnp"]
+)
+def test_a_name_the_module_needs_is_refused_with_a_free_name(name: str) -> None:
     with pytest.raises(AnnotationError) as info:
         _softmax(name)
     message = str(info.value)
@@ -147,13 +182,35 @@ def test_the_row_form_and_loop_locals_are_refused_with_a_free_name(name: str) ->
     _softmax(fix[1])  # the suggested name declares
 
 
+ROW_FORM_LOCALS = ["r", "row", "row_start", "load_row", "compute_row", "store_row"]
+
+
+@pytest.mark.parametrize("name", ROW_FORM_LOCALS)
+def test_the_row_form_gives_its_locals_around_an_operand(name: str) -> None:
+    assert set(ROW_FORM_LOCALS) <= set(names.GIVEN_AROUND)
+    x = jnp.linspace(-3.0, 3.0, 8 * 16384, dtype=jnp.float32).reshape(8, 16384)
+    kernel = _softmax(name)
+    assert "row form" in str(kernel.plan(x))
+    assert _same_program(
+        kernel.emit(x), _renamed(_softmax("x").emit(x), "x", name, (name, "result"))
+    )
+    want = jnp.exp(x) / jnp.exp(x).sum(axis=1, keepdims=True)
+    assert jnp.allclose(kernel(x), want, rtol=1e-5)
+
+
+def test_a_persistent_launch_gives_its_block_around_an_operand() -> None:
+    x = jax.ShapeDtypeStruct((8192, 8192), jnp.float32)
+    baseline = _declare(ADD, "x").emit(x, x)
+    assert "block = cta + i" in baseline  # the persistent launch
+    renamed = _declare(ADD, "block").emit(x, x)
+    assert _same_program(renamed, _renamed(baseline, "x", "block", ("block", "y", "result")))
+
+
 @pytest.mark.parametrize("columns", [96, 16384], ids=["block form", "row form"])
 @pytest.mark.parametrize("name", ["x_gmem", "rows", "inputs"])
 def test_an_accepted_name_changes_only_the_operands_own_names(columns: int, name: str) -> None:
     x = jnp.linspace(-3.0, 3.0, 8 * columns, dtype=jnp.float32).reshape(8, columns)
     baseline, renamed = _softmax("x").emit(x), _softmax(name).emit(x)
-    expected = re.sub(rf"\bx({'|'.join(OPERAND_SUFFIXES[1:])})?\b", rf"{name}\1", baseline)
-    # The same program: the printer may wrap a longer name's lines differently.
-    assert ast.dump(ast.parse(renamed)) == ast.dump(ast.parse(expected))
+    assert _same_program(renamed, _renamed(baseline, "x", name))
     got = _softmax(name)(x)
     assert jnp.allclose(got, jnp.exp(x) / jnp.exp(x).sum(axis=1, keepdims=True), rtol=1e-5)

@@ -11,6 +11,7 @@ import math
 import jax
 
 from ..._compat import has_plgpu_store
+from ..ir.names import LocalNames
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -369,7 +370,8 @@ class _Generator:
 
         def block_indices() -> list[Stmt]:
             """The grid position of the CTA's `i`-th block: the last axis runs fastest."""
-            block = Name("block")
+            arrays = [op.name for op in (*plan.operands, *plan.results)]
+            block = Name(LocalNames.around(arrays, plan.grid_names).local("block"))
             lines: list[Stmt] = [
                 Assign((block,), BinOp(Operator.ADD, CTA, BinOp(Operator.MUL, STEP, Const(ctas))))
             ]

@@ -12,6 +12,7 @@ Shared memory past the row's end is never written: loads select the operand's fi
 """
 
 from ... import _hardware as hw
+from ..ir.names import LocalNames
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -40,8 +41,6 @@ from .persistent import CTA, SLOT, STEP, persistent_statements
 
 __all__ = ["row_block_function", "row_copies"]
 
-_ROW = Name("r")
-_ROW_START = Name("row_start")
 _PROMISE = Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")
 # A copy moves a whole number of these: one byte a thread of the warpgroup.
 _PIECE_BYTES = 128
@@ -64,20 +63,17 @@ def row_copies(plan: LaunchPlan, op: OperandPlan) -> int:
     return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
 
 
-def _loop(name: str, rows: int, body: list[Stmt]) -> list[Stmt]:
-    """`body` once for each row `r` of the block; inline when the block has one row."""
-    if rows == 1:
-        return [Assign((_ROW,), Const(0)), *body]
-    return [
-        FunctionDef(name, ("r",), tuple(body), decorators=(call("pl.loop", Const(0), Const(rows)),))
-    ]
-
-
 class _RowGenerator:
     def __init__(self, plan: LaunchPlan, translation: Translation, new_store_api: bool):
         assert plan.row_frame is not None and plan.schedule is not None
         self.plan = plan
         self.t = translation
+        # The row form's own locals, renamed around any array that takes one (an operand `r`).
+        arrays = [op.name for op in (*plan.operands, *plan.results)]
+        self.names = LocalNames.around(arrays, plan.grid_names)
+        self.row_counter = Name(self.names.local("r"))
+        self.row_start = Name(self.names.local("row_start"))
+        self.row = Name(self.names.local("row"))
         self.frame: RowFrame = plan.row_frame
         self.new_store_api = new_store_api
         self.rows = plan.dim(plan.rows).block
@@ -97,6 +93,14 @@ class _RowGenerator:
         self.accumulators = [op for op in plan.results if op.per_block]
         combines = {plan.results[c.index].name: c.combine for c in plan.cross_blocks}
         self.combine = {op.name: combines[op.name] for op in self.accumulators}
+
+    def _loop(self, name: str, body: list[Stmt]) -> list[Stmt]:
+        """`body` once for each row `r` of the block; inline when the block has one row."""
+        if self.rows == 1:
+            return [Assign((self.row_counter,), Const(0)), *body]
+        loop = call("pl.loop", Const(0), Const(self.rows))
+        counter = self.row_counter.text
+        return [FunctionDef(self.names.local(name), (counter,), tuple(body), decorators=(loop,))]
 
     def _at(self, buffer: str, *index: Expr, staged: bool) -> Expr:
         lead = (SLOT,) if staged and self.persistent else ()
@@ -128,7 +132,7 @@ class _RowGenerator:
                 )
             else:
                 gmem = Subscript(Name(f"{op.name}_gmem.at"), (row, span))
-                out.append((gmem, self._at(smem, _ROW, span, staged=staged)))
+                out.append((gmem, self._at(smem, self.row_counter, span, staged=staged)))
         return out
 
     def _copy_in(self, op: OperandPlan, row: Expr | None) -> list[Stmt]:
@@ -141,14 +145,14 @@ class _RowGenerator:
 
     def _load_block(self) -> list[Stmt]:
         """The copies of one block's rows of every row-wise operand."""
-        row: Expr = Name("row")
+        row: Expr = self.row
         per_row = [stmt for op in self.tiles for stmt in self._copy_in(op, row)]
         if not per_row:
             return []
-        position: Expr = BinOp(Operator.ADD, _ROW_START, _ROW)
+        position: Expr = BinOp(Operator.ADD, self.row_start, self.row_counter)
         if self.ragged:
             position = call("jnp.minimum", position, Const(self.size - 1))
-        return _loop("load_row", self.rows, [Assign((row,), position), *per_row])
+        return self._loop("load_row", [Assign((row,), position), *per_row])
 
     def _masks(self, needed: set[Mask]) -> list[Stmt]:
         if not needed:
@@ -200,12 +204,16 @@ class _RowGenerator:
                             f"`{op.name}` goes into `{op.shares_smem_with}`'s block: the row is read."
                         )
                     )
-                ref = self._at(_buffer(op), _ROW, staged=op.shares_smem_with is not None)
+                ref = self._at(
+                    _buffer(op), self.row_counter, staged=op.shares_smem_with is not None
+                )
                 body.append(store(ref, value, self.new_store_api, self.frame))
             elif op.per_block:
                 body += self._accumulate(op, value)
             else:  # a per-row scalar, in its row's 16-byte slot
-                body.append(Assign((Subscript(Name(_buffer(op)), (_ROW, Const(0))),), value))
+                body.append(
+                    Assign((Subscript(Name(_buffer(op)), (self.row_counter, Const(0))),), value)
+                )
         return body
 
     def _accumulate(self, op: OperandPlan, value: Expr) -> list[Stmt]:
@@ -220,7 +228,9 @@ class _RowGenerator:
         ]
         if not self.ragged:
             return added
-        inside = BinOp(Operator.LT, BinOp(Operator.ADD, _ROW_START, _ROW), Const(self.size))
+        inside = BinOp(
+            Operator.LT, BinOp(Operator.ADD, self.row_start, self.row_counter), Const(self.size)
+        )
         guard = call("pl.when", inside)
         return [FunctionDef(f"add_{op.name}", (), tuple(added), decorators=(guard,))]
 
@@ -268,7 +278,7 @@ class _RowGenerator:
     def _load_row(self, op: OperandPlan, padded: bool) -> list[Stmt]:
         """The operand's row (or per-column block) from shared memory into registers."""
         if op.kind == Kind.TILE:
-            ref = self._at(f"{op.name}_smem", _ROW, staged=True)
+            ref = self._at(f"{op.name}_smem", self.row_counter, staged=True)
         else:
             ref = Name(f"{op.name}_smem")
         lines: list[Stmt] = [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
@@ -284,25 +294,31 @@ class _RowGenerator:
     def _store_copies(self) -> list[Stmt]:
         per_row: list[Stmt] = []
         once: list[Stmt] = []
-        row = Name("row")
+        row = self.row
         for op in self.plan.results:
             if op.kind == Kind.TILE:
                 for gmem, smem in self._copies(op, row, _buffer(op)):
                     per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
             elif not op.per_block:  # a summed vector goes out once, after the CTA's rows
                 gmem = Subscript(
-                    Name(f"{op.name}_gmem.at"), (call("pl.ds", _ROW_START, Const(self.rows)),)
+                    Name(f"{op.name}_gmem.at"), (call("pl.ds", self.row_start, Const(self.rows)),)
                 )
                 once.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(_buffer(op)), gmem)))
         body: list[Stmt] = [ExprStmt(call("plgpu.commit_smem"))]
         if per_row:
-            inner: list[Stmt] = [Assign((row,), BinOp(Operator.ADD, _ROW_START, _ROW))]
+            inner: list[Stmt] = [
+                Assign((row,), BinOp(Operator.ADD, self.row_start, self.row_counter))
+            ]
             if self.ragged:
                 guard = call("pl.when", BinOp(Operator.LT, row, Const(self.size)))
-                inner.append(FunctionDef("store_inside", (), tuple(per_row), decorators=(guard,)))
+                inner.append(
+                    FunctionDef(
+                        self.names.local("store_inside"), (), tuple(per_row), decorators=(guard,)
+                    )
+                )
             else:
                 inner += per_row
-            body += _loop("store_row", self.rows, inner)
+            body += self._loop("store_row", inner)
         body += once
         # Shared memory may be reused (or released) once the copies have read it; the writes
         # finish on their own.
@@ -349,7 +365,7 @@ class _RowGenerator:
         start = BinOp(
             Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(self.rows)
         )
-        body: list[Stmt] = [*self._header(), Assign((_ROW_START,), start)]
+        body: list[Stmt] = [*self._header(), Assign((self.row_start,), start)]
         body += self._accumulators_start()
         body.append(Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."))
         body += self._load_block()
@@ -357,7 +373,7 @@ class _RowGenerator:
             ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.tiles
         ]
         body += self._columns_in()
-        body += _loop("compute_row", self.rows, self._row_body())
+        body += self._loop("compute_row", self._row_body())
         body.append(Comment("Store: bulk copies back, each inside the array."))
         body += self._store_copies()
         body += self._accumulators_out()
@@ -373,13 +389,13 @@ class _RowGenerator:
 
         load_block = (
             Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."),
-            Assign((_ROW_START,), block_start()),
+            Assign((self.row_start,), block_start()),
             *self._load_block(),
         )
         step: list[Stmt] = [
-            Assign((_ROW_START,), block_start()),
+            Assign((self.row_start,), block_start()),
             *[ExprStmt(call("plgpu.barrier_wait", self._barrier(op))) for op in self.tiles],
-            *_loop("compute_row", self.rows, self._row_body()),
+            *self._loop("compute_row", self._row_body()),
             Comment("Store: bulk copies back, each inside the array."),
             *self._store_copies(),
         ]

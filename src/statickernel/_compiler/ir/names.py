@@ -8,6 +8,7 @@ named like one of them would shadow it, and the module would fail with a bare Py
 Code generation spells its names with the functions below, so the two cannot drift apart.
 """
 
+import dataclasses
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -18,7 +19,9 @@ from .nodes import Mask
 
 __all__ = [
     "BLOCK_NAMES",
+    "GIVEN_AROUND",
     "MODULE_NAMES",
+    "LocalNames",
     "barrier_ref",
     "block_function",
     "block_index",
@@ -56,15 +59,6 @@ BLOCK_NAMES: Mapping[str, str] = {
     "col_index_vec": "the column positions of the per-column edge mask",
     "store_results": "the scoped store of the results after the loops",
     "loop_index": "the positions of a loop step's edge mask",
-    # The row form: its rows' loops, the row they are at, and the block's first row.
-    "r": "the row form's row counter",
-    "row": "the row form's current row",
-    "row_start": "the row form's first row of the block",
-    "load_row": "the row form's copy of one row",
-    "compute_row": "the row form's body for one row",
-    "store_row": "the row form's store of one row",
-    "store_inside": "the row form's store of a row inside the array",
-    "block": "a persistent launch's block",
     # The persistent launches: the CTA, its trip count, the block and slot of a step.
     "cta": "the persistent launch's CTA index",
     "trips": "the blocks a persistent CTA takes",
@@ -84,6 +78,18 @@ BLOCK_NAMES: Mapping[str, str] = {
     "run_pipeline": "the warp-specialized pipeline, run by a consumer",
     "step": "a pipeline step",
     "indices": "a pipeline step's indices",
+}
+# Locals a form's generator gives around the arrays' names (`LocalNames`): an operand may
+# take one, and the generator then names its own `r_` (or `r__`, ...).
+GIVEN_AROUND: Mapping[str, str] = {
+    "r": "the row form's row counter",
+    "row": "the row form's current row",
+    "row_start": "the row form's first row of the block",
+    "load_row": "the row form's copy of one row",
+    "compute_row": "the row form's body for one row",
+    "store_row": "the row form's store of one row",
+    "store_inside": "the row form's store of a row inside the array",
+    "block": "a persistent launch's block",
 }
 # Families of generated locals.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -140,6 +146,27 @@ def _derived(arrays: Iterable[str], dims: Iterable[str]) -> dict[str, str]:
 
 # The edge masks and the positions they compare, named by the IR's `Mask`.
 _MASK_NAMES: Mapping[str, str] = {m.value: f"the edge mask or positions `{m.value}`" for m in Mask}
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalNames:
+    """The locals one generated module gives itself where an array's name may take them
+    (`GIVEN_AROUND`): each is its usual name unless an operand or result, or a name derived
+    from one, already is; then the first free of `name_`, `name__`, ..."""
+
+    taken: frozenset[str]
+
+    @classmethod
+    def around(cls, arrays: Iterable[str], dims: Iterable[str]) -> "LocalNames":
+        arrays = list(arrays)
+        return cls(frozenset(arrays) | frozenset(_derived(arrays, dims)))
+
+    def local(self, name: str) -> str:
+        assert name in GIVEN_AROUND, f"{name} is not a local given around the arrays"
+        given = name
+        while given in self.taken or (given != name and _reserved(given) is not None):
+            given += "_"
+        return given
 
 
 def _reserved(name: str) -> str | None:
@@ -232,8 +259,7 @@ def check_names(
         expected="a name the generated module does not use: not "
         + ", ".join(MODULE_NAMES)
         + ", a mask or offset (row_ok, col_ok, row_index, edge_start, ...), store_results, "
-        "the row form's locals (r, row, row_start, load_row, compute_row, store_row, ...), "
-        "the persistent and warp-specialized launches' locals (cta, block, slot, step, wg, "
+        "the persistent and warp-specialized launches' locals (cta, slot, step, wg, "
         "tile, consumer, ...), v<N>..., loop<N>... or result<N>, nor another array's "
         "<name>_gmem, <name>_smem, <name>_barrier, <name>_so_far, <name>_start or "
         "add_<name>, nor a dim's block_<dim>, nor the block function _<kernel>_block",
