@@ -98,6 +98,7 @@ def test_grad_matches_the_references(name: str, shape: tuple[int, int], dtype: A
     assert_close(got, want, dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm"])
 def test_grad_at_a_large_ragged_shape(name: str) -> None:
     kernel, reference = KERNELS[name]

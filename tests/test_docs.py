@@ -47,6 +47,10 @@ from statickernel import cli
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
+# The pages run the gallery through the command line: statickernel's own output, not the jax
+# version's (which the goldens and the lowering tests cover), so one run of CI is enough.
+pytestmark = pytest.mark.slow
+
 UPDATE_DOCS = os.environ.get("STATICKERNEL_UPDATE_DOCS") == "1"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")

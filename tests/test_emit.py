@@ -271,11 +271,13 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"report": report, "expected": expected, "folder": folder}
 
 
+@pytest.mark.slow
 def test_standalone_process_cannot_import_statickernel(standalone: dict[str, Any]) -> None:
     assert standalone["report"]["blocked"] is True
     assert standalone["report"]["statickernel_modules"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KERNELS)
 def test_standalone_module_is_bit_identical(standalone: dict[str, Any], name: str) -> None:
     expected = standalone["expected"][name]
@@ -286,6 +288,7 @@ def test_standalone_module_is_bit_identical(standalone: dict[str, Any], name: st
         assert np.array_equal(got, want), f"{name} output {i} differs from statickernel's"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KERNELS)
 def test_standalone_module_cross_lowers_for_cuda(standalone: dict[str, Any], name: str) -> None:
     assert standalone["report"][name]["interpret_flag"] is False

@@ -164,6 +164,7 @@ MODEL_WIDTHS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("m", "n", "dtype"), MODEL_WIDTHS.values(), ids=list(MODEL_WIDTHS))
 @pytest.mark.parametrize("name", WHOLE_N)
 def test_whole_rows_at_model_widths(name: str, m: int, n: int, dtype: Any) -> None:
@@ -218,6 +219,7 @@ def test_add_any_shape(m: int, n: int) -> None:
     check_against_reference("add", make_args("add", m, n, F32))
 
 
+@pytest.mark.slow
 @given(m=ROW_FORM_M, n=ROW_FORM_N, name=st.sampled_from(WHOLE_N), bf16=st.booleans())
 def test_whole_rows_any_width(m: int, n: int, name: str, bf16: bool) -> None:
     check_against_reference(name, make_args(name, m, n, BF16 if bf16 else F32))

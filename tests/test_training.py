@@ -93,6 +93,7 @@ def test_cross_entropy_at_any_shape(m: int, v: int, bv: int) -> None:
     np.testing.assert_allclose(grad, want_grad, atol=1e-7, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_loss_is_the_same_bits_on_every_call() -> None:
     logits, labels = _logits(1000, 3000, BF16, seed=4)
     first = np.asarray(cross_entropy(logits, labels))
@@ -154,6 +155,7 @@ MODEL_SHAPES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", list(MODEL_SHAPES.values()), ids=list(MODEL_SHAPES))
 def test_grad_of_a_small_model_matches_jnp(shape: tuple[int, int, int, int]) -> None:
     m, d, hidden, vocab = shape
