@@ -13,14 +13,11 @@ import jax.numpy as jnp
 from jax import core as jax_core
 from jax.extend import core as jex_core
 
-from .._compiler.ir.nodes import Kind, Mask, Name
-from .._compiler.lower.context import NotInForm, Rule, Translator
-from .._compiler.trace.body import Eqn
 from .._errors import BodyError
 from .._where import call_site
 from . import context as _trace_context
 
-__all__ = ["POSITION_RULES", "position", "position_p"]
+__all__ = ["position", "position_p"]
 
 position_p = jex_core.Primitive("sk_position")
 position_p.def_abstract_eval(
@@ -95,19 +92,3 @@ def position(dim: str) -> jax.Array:
     length = loops[dim].block if dim in loops else context.blocks[dim]
     axis = 0 if dim == rows else (1 if dim == cols else 2)  # 2: a loop dim outside the frame
     return position_p.bind(dim=dim, axis=axis, length=length)
-
-
-def _translate_position(tr: Translator, eqn: Eqn) -> None:
-    if tr.g.row_frame is not None:
-        raise NotInForm("positions are vectors of the block form")
-    if tr.g.flat_frame is not None:
-        raise NotInForm("a vector has no place in an elementwise body's strided block")
-    axis = eqn.param("axis")
-    positions = (Mask.ROW_POSITION, Mask.COL_POSITION, Mask.LOOP_POSITION)[axis]
-    tr.masks.add(positions)
-    out = eqn.outputs[0]
-    tr.define(out, (Kind.ROW, Kind.COL, Kind.LOOP_COL)[axis], "int32")
-    tr.aliases[out] = Name(positions)
-
-
-POSITION_RULES: Mapping[str, Rule] = {"sk_position": Rule(_translate_position)}

@@ -8,6 +8,7 @@ imports flow one way.
 """
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
 
 from ..._errors import UnsupportedOpError
@@ -16,7 +17,7 @@ from ..ir.pallas import broadcast, full
 from ..trace.body import Atom, BodyTrace, Eqn
 from .translation import Geometry, Line, Product
 
-__all__ = ["NotInForm", "Rule", "Translator", "trace_inputs"]
+__all__ = ["NotInForm", "Refusal", "Rule", "Support", "Translator", "Where", "trace_inputs"]
 
 
 class NotInForm(Exception):
@@ -25,57 +26,44 @@ class NotInForm(Exception):
     the block form. Never reaches the user."""
 
 
+class Where(enum.StrEnum):
+    """Where a body's value lives: the register forms, and a loop's step."""
+
+    BLOCK = "block"  # the block form: the whole block in the WGMMA layout
+    STRIDED = "strided"  # an elementwise body's whole block in the warpgroup-strided layout
+    ROWS = "rows"  # the row form: one whole row at a time
+    STEP = "loop step"  # the step of sk.loop or sk.map_blocks, in the block form
+
+
+class Support(enum.StrEnum):
+    YES = "yes"
+    PARTLY = "partly"  # the rule decides by the values (a reduction over the columns only)
+    NO = "no"
+
+
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """How one primitive translates."""
+    """How one primitive translates, and where."""
 
     translate: Callable[["Translator", Eqn], None]
     # A loop writes the comment naming the user's line itself, above the loop's statements;
     # the translator writes it for every other equation.
     own_comment: bool = False
+    # Where it lowers: every place not named here is `Support.YES`. A form that cannot hold
+    # it is skipped for the next (the block form is the last); `note` says why.
+    support: tuple[tuple[Where, Support], ...] = ()
+    note: str = ""
+
+    def support_in(self, where: Where) -> Support:
+        return dict(self.support).get(where, Support.YES)
 
 
-# What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
-_HINTS: dict[str, tuple[str, str]] = {
-    "dot_general": (
-        "jnp.dot / @ / jnp.einsum",
-        "multiply the operands themselves with sk.dot(a, b) in the step of a loop over the "
-        'contracted dim: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), '
-        'init=jnp.zeros((BM, BN), jnp.float32)), with loop={"K": "BK"} in the decorator',
-    ),
-    "transpose": ("transpose / .T", "pass a transposed operand from outside the kernel"),
-    "cumsum": ("jnp.cumsum", "compute the prefix sum outside the kernel"),
-    "cumprod": ("jnp.cumprod", "compute the prefix product outside the kernel"),
-    "cummax": ("lax.cummax", "compute it outside the kernel"),
-    "argmax": ("jnp.argmax", "compute the index outside the kernel, or compare with a max"),
-    "argmin": ("jnp.argmin", "compute the index outside the kernel, or compare with a min"),
-    "pow": ("x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"),
-    "floor": (
-        "jnp.floor",
-        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
-    ),
-    "ceil": (
-        "jnp.ceil",
-        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
-    ),
-    "log1p": ("jnp.log1p", "use jnp.log(1 + x)"),
-    "expm1": ("jnp.expm1", "use jnp.exp(x) - 1"),
-    "iota": (
-        "jnp.arange / lax.iota",
-        'use sk.position("M") for the global indices of the block along a dim (a causal mask: '
-        'sk.position("M")[:, None] >= sk.position("N")[None, :]); edge masks are built for you',
-    ),
-    "concatenate": ("jnp.concatenate", "concatenate outside the kernel"),
-    "slice": ("slicing x[a:b]", "slice the operand outside the kernel"),
-    "dynamic_slice": ("dynamic slicing", "slice the operand outside the kernel"),
-    "gather": ("indexing with arrays", "index the operand outside the kernel"),
-    "sort": ("jnp.sort", "sort outside the kernel"),
-    "reduce_prod": ("jnp.prod", "use jnp.exp(jnp.sum(jnp.log(x), axis=...)) for positive x"),
-    "reduce_and": ("jnp.all", "use jnp.min over an int cast"),
-    "reduce_or": ("jnp.any", "use jnp.max over an int cast"),
-    "argsort": ("jnp.argsort", "sort outside the kernel"),
-    "roll": ("jnp.roll", "roll the operand outside the kernel"),
-}
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A primitive no form lowers: what the user wrote, and what to write instead."""
+
+    written_as: str
+    fix: str
 
 
 class Translator:
@@ -86,12 +74,14 @@ class Translator:
         kernel: str,
         where: str,
         rules: Mapping[str, Rule],
+        refusals: Mapping[str, Refusal],
     ):
         self.trace = trace
         self.g = geometry
         self.kernel = kernel
         self.where = where
         self.rules = rules
+        self.refusals = refusals
         self.kinds: dict[str, Kind] = {}
         self.lines: list[Line] = []
         self.masks: set[Mask] = set()
@@ -124,13 +114,22 @@ class Translator:
                 )
         rule = self.rules.get(prim)
         if rule is not None:
+            form = self.form()
+            if form in (Where.STRIDED, Where.ROWS) and rule.support_in(form) is Support.NO:
+                raise NotInForm(rule.note)
             return rule.translate(self, eqn)
-        user, fix = _HINTS.get(
-            prim, (f"`{prim}`", "express it with elementwise ops and reductions")
-        )
+        refusal = self.refusals.get(prim)
+        user = refusal.written_as if refusal else f"`{prim}`"
+        fix = refusal.fix if refusal else "express it with elementwise ops and reductions"
         raise self.fail(
             eqn, f"the body uses {user} (primitive `{prim}`), which Mosaic GPU cannot lower", fix
         )
+
+    def form(self) -> Where:
+        """The register form being tried (a loop's step is translated in the block form)."""
+        if self.g.flat_frame is not None:
+            return Where.STRIDED
+        return Where.BLOCK if self.g.row_frame is None else Where.ROWS
 
     # --- what rules read and write -----------------------------------------------------------
 

@@ -38,7 +38,7 @@ from ..ir.nodes import (
 )
 from ..ir.pallas import select
 from ..trace.body import Atom, Eqn
-from .context import Rule, Translator
+from .context import Rule, Support, Translator, Where
 from .rules import refuse_columns_meeting_loop
 from .translation import Geometry, Product
 
@@ -238,4 +238,10 @@ def _register_a(tr: Translator, eqn: Eqn, atom: Atom, over: str) -> Expr:
     return zeroed
 
 
-DOT_RULES: Mapping[str, Rule] = {"sk_dot": Rule(translate_dot)}
+DOT_RULES: Mapping[str, Rule] = {
+    "sk_dot": Rule(
+        translate_dot,
+        support=tuple((w, Support.NO) for w in (Where.BLOCK, Where.STRIDED, Where.ROWS)),
+        note="a product is a value of the step of a loop over the contracted dim",
+    )
+}

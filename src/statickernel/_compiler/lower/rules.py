@@ -28,7 +28,7 @@ from ..ir.nodes import (
 from ..ir.nodes import call as ir_call
 from ..ir.pallas import is_8bit, select
 from ..trace.body import Atom, Eqn
-from .context import NotInForm, Rule, Translator
+from .context import NotInForm, Rule, Support, Translator, Where
 
 __all__ = ["BODY_RULES", "reduction_identity", "refuse_columns_meeting_loop"]
 
@@ -95,6 +95,8 @@ EIGHT_BIT_OPS = frozenset({"and", "or", "xor", "not", "eq", "ne", "convert_eleme
 _WRITTEN_AS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "neg": "-x"}
 _WRITTEN_AS |= {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "select_n": "jnp.where"}
 _WRITTEN_AS |= {"max": "jnp.maximum", "min": "jnp.minimum", "clamp": "jnp.clip"}
+
+
 _NAN_COMMENT = Comment("NaN where a NaN is reduced: the interpreter's max and min skip it.")
 
 
@@ -345,8 +347,22 @@ def reduction_identity(prim: str, dtype: str) -> float | int:
     return -math.inf if prim == "reduce_max" else math.inf
 
 
+# Elementwise ops lower everywhere. A reduction keeps the strided block (which holds no
+# vector) only when it reduces nothing, and the row form only over the columns; a broadcast
+# of a vector has no place in the strided block.
+_REDUCE = Rule(
+    reduce,
+    support=((Where.STRIDED, Support.PARTLY), (Where.ROWS, Support.PARTLY)),
+    note="over the columns in the row form (a reduction over the rows mixes the rows it keeps "
+    "apart); in the strided block only of an axis of one element",
+)
+_RESHAPE = Rule(
+    reshape,
+    support=((Where.STRIDED, Support.PARTLY),),
+    note="in the strided block only between blocks (it holds no per-row or per-column vector)",
+)
 BODY_RULES: Mapping[str, Rule] = {
     **{prim: Rule(elementwise) for prim in (*UNARY, *BINARY, *OTHER)},
-    **{prim: Rule(reduce) for prim in REDUCTIONS},
-    **{prim: Rule(reshape) for prim in SHAPE_ONLY},
+    **{prim: _REDUCE for prim in REDUCTIONS},
+    **{prim: _RESHAPE for prim in SHAPE_ONLY},
 }

@@ -17,7 +17,7 @@ from ..._errors import UnsupportedOpError
 from ..ir.nodes import Comment, Expr, Kind, LoopMode, SourceLine
 from ..ir.pallas import full
 from ..trace.body import Atom, Eqn, Step
-from .context import NotInForm, Rule, Translator, source_line
+from .context import NotInForm, Rule, Support, Translator, Where, source_line
 from .translation import Carry, DotUpdate, Geometry, LoopBlock
 
 __all__ = ["LOOP_RULES"]
@@ -301,7 +301,10 @@ def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> Expr:
     return full(tr.source(atom), outer.shape(kind), tr.dtype(atom), kind)
 
 
-LOOP_RULES: Mapping[str, Rule] = {
-    "sk_loop": Rule(translate_loop, own_comment=True),
-    "sk_map_blocks": Rule(translate_loop, own_comment=True),
-}
+_LOOP = Rule(
+    translate_loop,
+    own_comment=True,
+    support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.NO), (Where.STEP, Support.NO)),
+    note="a body with a loop takes the block form, and loops do not nest",
+)
+LOOP_RULES: Mapping[str, Rule] = {"sk_loop": _LOOP, "sk_map_blocks": _LOOP}

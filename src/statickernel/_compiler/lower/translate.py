@@ -13,18 +13,15 @@ jnp writes a per-row vector as (rows, 1) after `keepdims`; here it stays a vecto
 broadcast explicitly where it meets a tile, because Mosaic GPU cannot broadcast implicitly.
 
 The rules for the body's ops are in `lower.rules`, those for loops in `lower.steps`, `sk.dot`'s values
-in `lower.dots`, `sk.position`'s in `language.position`; this module puts them together. Import-time checks and code generation both run this translation, so an op the
+in `lower.dots`, `sk.position`'s in `lower.positions`; this module puts them together. Import-time checks and code generation both run this translation, so an op the
 translation accepts is an op the generated kernel contains.
 """
 
-from ...language.position import POSITION_RULES
 from ..ir.nodes import Expr, Kind
 from ..ir.printer import dtype_source, literal_source
 from ..trace.body import BodyTrace
 from .context import NotInForm, Translator, trace_inputs
-from .dots import DOT_RULES
-from .rules import BODY_RULES
-from .steps import LOOP_RULES
+from .registry import REFUSALS, RULES
 from .translation import Carry, DotUpdate, Geometry, LoopBlock, Translation
 
 __all__ = [
@@ -45,7 +42,6 @@ __all__ = [
 
 # The kinds by their old names; a Kind equals its string ("tile", ...).
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
-RULES = {**BODY_RULES, **LOOP_RULES, **POSITION_RULES, **DOT_RULES}
 
 
 def translate(
@@ -57,7 +53,7 @@ def translate(
 ) -> Translation:
     """The body as IR. A result kind of None takes the kind the body computes (a partial of
     a result reduced across blocks); `Translation.result_kinds` says which it was."""
-    tr = Translator(trace, geometry, kernel, where, RULES)
+    tr = Translator(trace, geometry, kernel, where, RULES, REFUSALS)
     input_kinds = dict(geometry.input_kinds)
     for name in trace_inputs(trace):
         tr.define(name, Kind(input_kinds[name]), trace.aval(name)[1])

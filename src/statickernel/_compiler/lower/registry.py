@@ -1,0 +1,140 @@
+"""The one table of what a body may call: every primitive's rule, registered once with the
+forms it lowers in (`Rule.support`), and the primitives no form lowers, with what to write
+instead. `coverage_table()` renders it for `docs/coverage.md`.
+
+The translator asks it for each equation: a rule a form cannot hold sends the compile path on
+to the next form (the block form is the last), and a refused primitive is reported at the
+user's line with its fix.
+"""
+
+from collections.abc import Mapping
+
+from .context import Refusal, Rule, Support, Where
+from .dots import DOT_RULES
+from .positions import POSITION_RULES
+from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
+from .steps import LOOP_RULES
+
+__all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
+
+RULES: Mapping[str, Rule] = {**BODY_RULES, **LOOP_RULES, **POSITION_RULES, **DOT_RULES}
+
+# What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
+REFUSALS: Mapping[str, Refusal] = {
+    "dot_general": Refusal(
+        "jnp.dot / @ / jnp.einsum",
+        "multiply the operands themselves with sk.dot(a, b) in the step of a loop over the "
+        'contracted dim: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), '
+        'init=jnp.zeros((BM, BN), jnp.float32)), with loop={"K": "BK"} in the decorator',
+    ),
+    "transpose": Refusal("transpose / .T", "pass a transposed operand from outside the kernel"),
+    "cumsum": Refusal("jnp.cumsum", "compute the prefix sum outside the kernel"),
+    "cumprod": Refusal("jnp.cumprod", "compute the prefix product outside the kernel"),
+    "cummax": Refusal("lax.cummax", "compute it outside the kernel"),
+    "argmax": Refusal("jnp.argmax", "compute the index outside the kernel, or compare with a max"),
+    "argmin": Refusal("jnp.argmin", "compute the index outside the kernel, or compare with a min"),
+    "pow": Refusal(
+        "x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"
+    ),
+    "floor": Refusal(
+        "jnp.floor",
+        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
+    ),
+    "ceil": Refusal(
+        "jnp.ceil",
+        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
+    ),
+    "log1p": Refusal("jnp.log1p", "use jnp.log(1 + x)"),
+    "expm1": Refusal("jnp.expm1", "use jnp.exp(x) - 1"),
+    "iota": Refusal(
+        "jnp.arange / lax.iota",
+        'use sk.position("M") for the global indices of the block along a dim (a causal mask: '
+        'sk.position("M")[:, None] >= sk.position("N")[None, :]); edge masks are built for you',
+    ),
+    "concatenate": Refusal("jnp.concatenate", "concatenate outside the kernel"),
+    "slice": Refusal("slicing x[a:b]", "slice the operand outside the kernel"),
+    "dynamic_slice": Refusal("dynamic slicing", "slice the operand outside the kernel"),
+    "gather": Refusal("indexing with arrays", "index the operand outside the kernel"),
+    "sort": Refusal("jnp.sort", "sort outside the kernel"),
+    "reduce_prod": Refusal("jnp.prod", "use jnp.exp(jnp.sum(jnp.log(x), axis=...)) for positive x"),
+    "reduce_and": Refusal("jnp.all", "use jnp.min over an int cast"),
+    "reduce_or": Refusal("jnp.any", "use jnp.max over an int cast"),
+    "argsort": Refusal("jnp.argsort", "sort outside the kernel"),
+    "roll": Refusal("jnp.roll", "roll the operand outside the kernel"),
+}
+
+# The table's groups, in order, and what a user writes for the statickernel primitives.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("elementwise, one operand", tuple(UNARY)),
+    ("elementwise, two operands", tuple(BINARY)),
+    ("elementwise, other", tuple(sorted(OTHER))),
+    ("reductions", tuple(REDUCTIONS)),
+    ("shapes", tuple(sorted(SHAPE_ONLY))),
+    ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),
+)
+# How a body writes the primitives whose jnp name is not `jnp.<primitive>`.
+_SPELLING = {
+    "sk_loop": "sk.loop",
+    "sk_map_blocks": "sk.map_blocks",
+    "sk_dot": "sk.dot",
+    "sk_position": "sk.position",
+    "neg": "-x",
+    "not": "~x",
+    "logistic": "jax.nn.sigmoid",
+    "erf": "jax.scipy.special.erf",
+    "rem": "x % y",
+    "and": "x & y",
+    "or": "x | y",
+    "xor": "x ^ y",
+    "eq": "x == y",
+    "ne": "x != y",
+    "shift_left": "x << n",
+    "shift_right_arithmetic": "x >> n (signed)",
+    "shift_right_logical": "lax.shift_right_logical",
+    "integer_pow": "x ** 3",
+    "convert_element_type": "x.astype(dtype)",
+    "select_n": "jnp.where",
+    "clamp": "jnp.clip",
+    "reduce_sum": "jnp.sum / sk.sum",
+    "reduce_max": "jnp.max / sk.max",
+    "reduce_min": "jnp.min / sk.min",
+    "broadcast_in_dim": "x[:, None], jnp.broadcast_to",
+    "expand_dims": "jnp.expand_dims",
+    "copy": "jnp.copy",
+    "copy_p": "jnp.array(x)",
+    "stop_gradient": "lax.stop_gradient",
+    "rsqrt": "lax.rsqrt",
+    "exp2": "jnp.exp2",
+    "atan2": "jnp.arctan2",
+    "max": "jnp.maximum",
+    "min": "jnp.minimum",
+    "lt": "x < y",
+    "le": "x <= y",
+    "gt": "x > y",
+    "ge": "x >= y",
+    "add": "x + y",
+    "sub": "x - y",
+    "mul": "x * y",
+    "div": "x / y",
+}
+
+
+def coverage_table() -> str:
+    """Markdown: each primitive by where it lowers, then the refused ones with their fixes."""
+    places = list(Where)
+    head = "| primitive | written as | " + " | ".join(places) + " | note |"
+    rows = [head, "|" + "---|" * (len(places) + 3)]
+    for group, prims in GROUPS:
+        rows.append(f"| **{group}** |" + " |" * (len(places) + 2))
+        for prim in prims:
+            rule = RULES[prim]
+            marks = [rule.support_in(w) for w in places]
+            note = rule.note if any(m is not Support.YES for m in marks) else ""
+            user = _SPELLING.get(prim, f"jnp.{prim}")
+            cells = " | ".join(m.value for m in marks)
+            user = user.replace("|", "\\|")  # inside a cell of a Markdown table
+            rows.append(f"| `{prim}` | `{user}` | {cells} | {note} |")
+    refused = ["| primitive | written as | instead |", "|---|---|---|"]
+    for prim, refusal in REFUSALS.items():
+        refused.append(f"| `{prim}` | {refusal.written_as} | {refusal.fix} |")
+    return "\n".join(rows) + "\n\nRefused in every form:\n\n" + "\n".join(refused) + "\n"

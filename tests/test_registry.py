@@ -1,0 +1,111 @@
+"""The rule registry: every primitive a body may call is registered once with the places it
+lowers in, `docs/coverage.md` is its table, and what the table says is what the compiler does,
+probed through the public API with one small kernel per rule and place."""
+
+import os
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jaxtyping import Array, Float
+
+import statickernel as sk
+from statickernel._compiler.lower.context import Support, Where
+from statickernel._compiler.lower.registry import GROUPS, REFUSALS, RULES, coverage_table
+from statickernel._errors import SharedMemoryError
+
+PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
+BEGIN, END = "<!-- coverage table: begin -->", "<!-- coverage table: end -->"
+
+
+def test_every_rule_is_in_the_table_once_and_none_is_also_refused() -> None:
+    listed = [prim for _, prims in GROUPS for prim in prims]
+    assert sorted(listed) == sorted(RULES)
+    assert not set(RULES) & set(REFUSALS)
+
+
+def test_the_docs_page_is_the_registrys_table() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    head, rest = page.split(BEGIN)
+    _, tail = rest.split(END)
+    want = f"{head}{BEGIN}\n{coverage_table()}{END}{tail}"
+    if os.environ.get("STATICKERNEL_UPDATE_DOCS") == "1":
+        PAGE.write_text(want, encoding="utf-8")
+        page = want
+    assert page == want, "docs/coverage.md is stale; rerun with STATICKERNEL_UPDATE_DOCS=1"
+
+
+# --- what the compiler does, probed ------------------------------------------------------------
+# The strided block is chosen for an elementwise body whose blocks are all tiled and aligned;
+# the row form for whole rows too wide for the block form. A body the form cannot hold takes
+# the block form instead.
+
+STRIDED_X = jax.ShapeDtypeStruct((256, 256), jnp.float32)
+WIDE_X = jax.ShapeDtypeStruct((16, 16384), jnp.float32)
+
+
+def _tiled(body: Callable[[Any], Any]) -> sk.Kernel:
+    @sk.kernel(tile={"M": "BM", "N": "BN"})
+    def probe(
+        x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+    ) -> Float[Array, "M N"]:
+        return body(sk.load(x))
+
+    return probe
+
+
+def _rows(body: Callable[[Any], Any], result: Any = Float[Array, "M N"]) -> sk.Kernel:
+    def probe(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64):
+        return body(sk.load(x, fill=0.0))
+
+    probe.__annotations__["return"] = result
+    return sk.kernel(tile={"M": "BM"})(probe)
+
+
+def _position_rows(v: Any) -> Any:
+    return v + sk.position("M")[:, None].astype(jnp.float32)
+
+
+# (rule, place, kernel, its argument, whether that place holds it)
+PROBES = {
+    "exp in the strided block": ("exp", Where.STRIDED, _tiled(jnp.exp), STRIDED_X, True),
+    "exp in the row form": ("exp", Where.ROWS, _rows(jnp.exp), WIDE_X, True),
+    "a sum over the columns in the row form": (
+        "reduce_sum",
+        Where.ROWS,
+        _rows(lambda v: sk.sum(v, axis=1), Float[Array, " M"]),
+        WIDE_X,
+        True,
+    ),
+    "a sum over the rows in the strided block": (
+        "reduce_sum",
+        Where.STRIDED,
+        _tiled(lambda v: v - sk.sum(v, axis=0, keepdims=True)),
+        STRIDED_X,
+        False,
+    ),
+    "a position in the strided block": (
+        "sk_position",
+        Where.STRIDED,
+        _tiled(_position_rows),
+        STRIDED_X,
+        False,
+    ),
+    "a position in the row form": ("sk_position", Where.ROWS, _rows(_position_rows), WIDE_X, False),
+}
+_FORMS = {Where.STRIDED: sk.Form.STRIDED, Where.ROWS: sk.Form.ROWS}
+
+
+@pytest.mark.parametrize("case", list(PROBES))
+def test_the_table_says_what_the_compiler_does(case: str) -> None:
+    prim, where, kernel, x, holds = PROBES[case]
+    support = RULES[prim].support_in(where)
+    assert support is (Support.YES if holds else Support.NO) or support is Support.PARTLY
+    try:
+        form = kernel.plan(x).form
+    except SharedMemoryError:
+        form = None  # the row form refused it, and the block form cannot hold so wide a row
+    assert (form is _FORMS[where]) == holds, f"{case}: {form}"
