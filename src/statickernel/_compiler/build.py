@@ -28,12 +28,11 @@ from .._errors import (
     SharedMemoryError,
     StaticKernelError,
 )
-from ..language.context import operand_fills
 from .declare.binding import Binding
 from .declare.spec import KernelSpec
-from .emit.masks import reads_zero
 from .emit.module import generate_source
-from .ir.pallas import FlatFrame, RowFrame
+from .forms.base import FormChoice, FormInputs
+from .forms.choose import choose_form
 from .layout.blocks import (
     BlockLayout,
     call_layout,
@@ -42,13 +41,13 @@ from .layout.blocks import (
     logical_blocks,
 )
 from .layout.smem import smem_bytes, smem_fix
-from .lower.translate import Geometry, NotInForm, Translation, translate
+from .lower.geometry import block_geometry
+from .lower.translate import Translation, translate
 from .plan.cost import plan_cost
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, make_plan
-from .plan.rows import RowChoice, TooWide, choose_rows, too_wide_error
 from .trace.body import BodyTrace, check_outputs, misplaced_load_error, trace_body
-from .trace.crossblock import CrossBlock, accumulated_rows, partial_plans, partial_specs
+from .trace.crossblock import CrossBlock, partial_plans, partial_specs
 from .trace.crossblock_rewrite import cross_block_results
 
 __all__ = ["Compiled", "compile_call", "compile_declaration"]
@@ -156,31 +155,12 @@ def _compile(
     interpreted = phase is Phase.CALL and backend == "interpret"
     translation = _translate(spec, trace, layout, interpreted)
     _check_loops(spec, translation, layout, options, ctx)
-    row_frame, aliases, block_form_smem, persistent = None, None, 0, None
-    # The row form writes per-row partials as per-row results, and adds up the rows of each
-    # partial along the columns in its CTA.
-    accumulation = accumulated_rows(spec, trace, crosses)
-    if phase is Phase.CALL and accumulation is not None:
-        row_trace, accumulated = accumulation
-        rows = choose_rows(spec, layout, bound, set(operand_fills(trace.loads)), accumulated)
-        if rows is not None:
-            row_layout = rows.layout if isinstance(rows, RowChoice) else layout
-            in_rows = _translate_rows(
-                spec, row_trace, row_layout, rows.frame, interpreted, accumulated
-            )
-            if in_rows is not None and isinstance(rows, TooWide):
-                raise too_wide_error(spec, layout, rows, ctx)
-            if in_rows is not None and isinstance(rows, RowChoice):
-                layout, translation, row_frame = rows.layout, in_rows, rows.frame
-                aliases, block_form_smem = rows.aliases, rows.block_form_smem
-                persistent = rows.persistent
-    flat_frame = None
-    if phase is Phase.CALL and row_frame is None and not crosses:
-        flat = _flat_frame(spec, layout, bound, trace, translation)
-        if flat is not None:
-            in_flat = _translate_in(spec, trace, layout, interpreted, flat_frame=flat)
-            if in_flat is not None:
-                translation, flat_frame = in_flat, flat
+    choice = FormChoice.block(layout, translation)
+    if phase is Phase.CALL:
+        choice = choose_form(
+            FormInputs(spec, trace, layout, bound, crosses, translation, interpreted, ctx)
+        )
+    layout, translation = choice.layout, choice.translation
     plan = source = None
     if phase is Phase.CALL or spec.loop:
         plan = make_plan(
@@ -193,14 +173,11 @@ def _compile(
             ctx,
             translation.masks,
             loops=translation.loops,
-            row_frame=row_frame,
-            flat_frame=flat_frame,
-            aliases=aliases,
-            block_form_smem=block_form_smem,
-            persistent=persistent,
+            **choice.plan_options(),
         )
         if crosses:
             counts = dict(zip(layout.grid_names, layout.grid, strict=True))
+            persistent = choice.persistent
             if persistent is not None:  # each persistent CTA adds up the rows of its blocks
                 counts[spec.rows] = persistent.ctas
             results, notes = partial_plans(plan.results, crosses, counts, persistent is not None)
@@ -308,7 +285,7 @@ def _translate(
     try:
         translation = translate(
             trace,
-            _geometry(spec, trace, layout, interpreted),
+            block_geometry(spec, trace, layout, interpreted),
             tuple(
                 None if i in open_indices else layout.kind(r.block_dims)
                 for i, r in enumerate(spec.results)
@@ -325,133 +302,3 @@ def _translate(
     if trace.misplaced:
         raise misplaced_load_error(spec, trace)
     return translation
-
-
-def _flat_frame(
-    spec: KernelSpec,
-    layout: BlockLayout,
-    dtypes: Mapping[str, str],
-    trace: BodyTrace,
-    translation: Translation,
-) -> FlatFrame | None:
-    """The strided frame for a body that is elementwise on whole blocks, or None: no loops or
-    vectors, every operand and result a 2-D block copied in one box, no edge masks (no
-    reduction needs one, and every fill is what TMA reads past the edge)."""
-    if spec.loop or spec.cols is None or translation.masks:
-        return None
-    full = (spec.rows, spec.cols)
-    if any(o.block_dims != full for o in spec.operands + spec.results):
-        return None
-    rows, cols = layout.dim(spec.rows), layout.dim(spec.cols)
-    if cols.boxes != 1:
-        return None
-    ragged = rows.ragged or cols.ragged
-    if ragged and any(not reads_zero(f) for f in operand_fills(trace.loads).values()):
-        return None
-    vector = hw.TMA_ALIGN_BYTES // min(hw.itemsize(d) for d in dtypes.values())
-    frame = FlatFrame((rows.extent, cols.extent), vector)
-    return frame if frame.fits() else None
-
-
-def _translate_rows(
-    spec: KernelSpec,
-    trace: BodyTrace,
-    layout: BlockLayout,
-    frame: RowFrame,
-    interpreted: bool,
-    accumulated: frozenset[str] = frozenset(),
-) -> Translation | None:
-    """The body in the row form, or None when it mixes rows (the block form keeps it)."""
-    geometry = dataclasses.replace(
-        _geometry(spec, trace, layout, interpreted),
-        rows=layout.dim(spec.rows).block,
-        ragged_rows=False,  # rows never meet: those past the edge are never stored
-        ragged_cols=frame.width != layout.dim(spec.cols).size if spec.cols else False,
-        row_frame=frame,
-    )
-    return _translate_geometry(spec, trace, layout, geometry, accumulated)
-
-
-def _translate_in(
-    spec: KernelSpec,
-    trace: BodyTrace,
-    layout: BlockLayout,
-    interpreted: bool,
-    flat_frame: FlatFrame,
-) -> Translation | None:
-    """The body on the block in the strided layout, or None when it has a vector."""
-    geometry = dataclasses.replace(
-        _geometry(spec, trace, layout, interpreted), flat_frame=flat_frame
-    )
-    return _translate_geometry(spec, trace, layout, geometry)
-
-
-def _translate_geometry(
-    spec: KernelSpec,
-    trace: BodyTrace,
-    layout: BlockLayout,
-    geometry: Geometry,
-    open_names: frozenset[str] = frozenset(),
-) -> Translation | None:
-    """The body in `geometry`, or None when it does not fit it; the results in `open_names`
-    take the kind the body computes them in (a row the row form adds up)."""
-    try:
-        return translate(
-            trace,
-            geometry,
-            tuple(
-                None if r.name in open_names else layout.kind(r.block_dims) for r in spec.results
-            ),
-            spec.name,
-            spec.location,
-        )
-    except (NotInForm, StaticKernelError):
-        return None
-
-
-def _geometry(
-    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, interpreted: bool
-) -> Geometry:
-    """The registers the body's values live in, and which of their edges are masked."""
-    geometry = Geometry(
-        interpreted=interpreted,
-        rows=layout.dim(spec.rows).extent,
-        cols=layout.dim(spec.cols).extent if spec.cols else hw.WGMMA_COLS,
-        ragged_rows=layout.edge_masked(spec.rows),
-        ragged_cols=layout.edge_masked(spec.cols),
-        input_kinds=tuple((o.name, layout.kind(o.block_dims)) for o in spec.operands),
-        input_fills=tuple(operand_fills(trace.loads).items()),
-        row_dim=spec.rows,
-        col_dim=spec.cols,
-        row_tiled=spec.rows in spec.tile_map,
-        col_tiled=spec.cols in spec.tile_map,
-    )
-    loops = spec.loop_map
-    if not loops:
-        return geometry
-    # Inside a loop's steps, the loop dim has its block, and only the last step can be ragged.
-    steps = tuple(
-        (
-            axis,
-            dataclasses.replace(
-                geometry,
-                rows=layout.dim(axis).extent if axis == spec.rows else geometry.rows,
-                ragged_rows=layout.step_masked(axis) if axis == spec.rows else geometry.ragged_rows,
-                cols=layout.dim(axis).extent if axis == spec.cols else geometry.cols,
-                ragged_cols=layout.step_masked(axis) if axis == spec.cols else geometry.ragged_cols,
-                loop_dim=axis if axis not in (spec.rows, spec.cols) else None,
-                loop_cols=layout.dim(axis).extent if axis not in (spec.rows, spec.cols) else 0,
-                ragged_loop=axis not in (spec.rows, spec.cols) and layout.step_masked(axis),
-            ),
-        )
-        for axis in loops
-    )
-    return dataclasses.replace(
-        geometry,
-        steps=steps,
-        looped_operands=tuple(
-            (o.name, next(d for d in o.dims if d in loops))
-            for o in spec.operands
-            if any(d in loops for d in o.dims)
-        ),
-    )

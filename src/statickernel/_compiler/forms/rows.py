@@ -1,0 +1,50 @@
+"""The row form: whole rows too wide for the block form, a few rows a block and one row at a
+time in registers (`plan.rows` chooses the blocks, `emit.rows` writes them)."""
+
+import dataclasses
+
+from ...language.context import operand_fills
+from ..ir.nodes import Form
+from ..lower.geometry import block_geometry
+from ..plan.rows import RowChoice, TooWide, choose_rows, too_wide_error
+from ..trace.crossblock import accumulated_rows
+from .base import FormChoice, FormInputs, translate_in
+
+__all__ = ["RowsForm"]
+
+
+class RowsForm:
+    def propose(self, inputs: FormInputs) -> FormChoice | None:
+        spec, layout = inputs.spec, inputs.layout
+        # The row form writes per-row partials as per-row results, and adds up the rows of
+        # each partial along the columns in its CTA.
+        accumulation = accumulated_rows(spec, inputs.trace, inputs.crosses)
+        if accumulation is None:
+            return None
+        row_trace, accumulated = accumulation
+        fills = set(operand_fills(inputs.trace.loads))
+        rows = choose_rows(spec, layout, inputs.dtypes, fills, accumulated)
+        if rows is None:
+            return None
+        row_layout = rows.layout if isinstance(rows, RowChoice) else layout
+        geometry = dataclasses.replace(
+            block_geometry(spec, row_trace, row_layout, inputs.interpreted),
+            rows=row_layout.dim(spec.rows).block,
+            ragged_rows=False,  # rows never meet: those past the edge are never stored
+            ragged_cols=rows.frame.width != row_layout.dim(spec.cols).size if spec.cols else False,
+            row_frame=rows.frame,
+        )
+        in_rows = translate_in(inputs, row_trace, row_layout, geometry, accumulated)
+        if in_rows is None:
+            return None
+        if isinstance(rows, TooWide):
+            raise too_wide_error(spec, layout, rows, inputs.ctx)
+        return FormChoice(
+            Form.ROWS,
+            rows.layout,
+            in_rows,
+            row_frame=rows.frame,
+            aliases=rows.aliases,
+            block_form_smem=rows.block_form_smem,
+            persistent=rows.persistent,
+        )

@@ -1,0 +1,52 @@
+"""The strided block: an elementwise body's whole block spread over the warpgroup in the
+strided layout, whose shared-memory copies are free of bank conflicts."""
+
+import dataclasses
+
+from ... import _hardware as hw
+from ...language.context import operand_fills
+from ..emit.masks import reads_zero
+from ..ir.nodes import Form
+from ..ir.pallas import FlatFrame
+from ..lower.geometry import block_geometry
+from .base import FormChoice, FormInputs, translate_in
+
+__all__ = ["StridedForm"]
+
+
+class StridedForm:
+    def propose(self, inputs: FormInputs) -> FormChoice | None:
+        if inputs.crosses:
+            return None
+        frame = _flat_frame(inputs)
+        if frame is None:
+            return None
+        spec, layout = inputs.spec, inputs.layout
+        geometry = dataclasses.replace(
+            block_geometry(spec, inputs.trace, layout, inputs.interpreted), flat_frame=frame
+        )
+        translation = translate_in(inputs, inputs.trace, layout, geometry)
+        if translation is None:
+            return None
+        return FormChoice(Form.STRIDED, layout, translation, flat_frame=frame)
+
+
+def _flat_frame(inputs: FormInputs) -> FlatFrame | None:
+    """The strided frame for a body that is elementwise on whole blocks, or None: no loops or
+    vectors, every operand and result a 2-D block copied in one box, no edge masks (no
+    reduction needs one, and every fill is what TMA reads past the edge)."""
+    spec, layout = inputs.spec, inputs.layout
+    if spec.loop or spec.cols is None or inputs.translation.masks:
+        return None
+    full = (spec.rows, spec.cols)
+    if any(o.block_dims != full for o in spec.operands + spec.results):
+        return None
+    rows, cols = layout.dim(spec.rows), layout.dim(spec.cols)
+    if cols.boxes != 1:
+        return None
+    ragged = rows.ragged or cols.ragged
+    if ragged and any(not reads_zero(f) for f in operand_fills(inputs.trace.loads).values()):
+        return None
+    vector = hw.TMA_ALIGN_BYTES // min(hw.itemsize(d) for d in inputs.dtypes.values())
+    frame = FlatFrame((rows.extent, cols.extent), vector)
+    return frame if frame.fits() else None

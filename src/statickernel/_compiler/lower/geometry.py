@@ -1,0 +1,61 @@
+"""The registers a body's values live in for one layout: the block form's geometry, with each
+loop's step geometry inside it. The other register forms start from it."""
+
+import dataclasses
+
+from ... import _hardware as hw
+from ...language.context import operand_fills
+from ..declare.spec import KernelSpec
+from ..layout.blocks import BlockLayout
+from ..trace.body import BodyTrace
+from .translation import Geometry
+
+__all__ = ["block_geometry"]
+
+
+def block_geometry(
+    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, interpreted: bool
+) -> Geometry:
+    """The registers the body's values live in, and which of their edges are masked."""
+    geometry = Geometry(
+        interpreted=interpreted,
+        rows=layout.dim(spec.rows).extent,
+        cols=layout.dim(spec.cols).extent if spec.cols else hw.WGMMA_COLS,
+        ragged_rows=layout.edge_masked(spec.rows),
+        ragged_cols=layout.edge_masked(spec.cols),
+        input_kinds=tuple((o.name, layout.kind(o.block_dims)) for o in spec.operands),
+        input_fills=tuple(operand_fills(trace.loads).items()),
+        row_dim=spec.rows,
+        col_dim=spec.cols,
+        row_tiled=spec.rows in spec.tile_map,
+        col_tiled=spec.cols in spec.tile_map,
+    )
+    loops = spec.loop_map
+    if not loops:
+        return geometry
+    # Inside a loop's steps, the loop dim has its block, and only the last step can be ragged.
+    steps = tuple(
+        (
+            axis,
+            dataclasses.replace(
+                geometry,
+                rows=layout.dim(axis).extent if axis == spec.rows else geometry.rows,
+                ragged_rows=layout.step_masked(axis) if axis == spec.rows else geometry.ragged_rows,
+                cols=layout.dim(axis).extent if axis == spec.cols else geometry.cols,
+                ragged_cols=layout.step_masked(axis) if axis == spec.cols else geometry.ragged_cols,
+                loop_dim=axis if axis not in (spec.rows, spec.cols) else None,
+                loop_cols=layout.dim(axis).extent if axis not in (spec.rows, spec.cols) else 0,
+                ragged_loop=axis not in (spec.rows, spec.cols) and layout.step_masked(axis),
+            ),
+        )
+        for axis in loops
+    )
+    return dataclasses.replace(
+        geometry,
+        steps=steps,
+        looped_operands=tuple(
+            (o.name, next(d for d in o.dims if d in loops))
+            for o in spec.operands
+            if any(d in loops for d in o.dims)
+        ),
+    )
