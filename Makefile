@@ -165,7 +165,7 @@ $(AOT_STAMP): pyproject.toml $(CONSTRAINTS) $(AOT_CONSTRAINTS)
 gpu-compile: $(AOT_STAMP)
 	$(AOT_RUN) $(AOT_VENV)/bin/python bench/gpu_compile.py
 	$(AOT_VENV)/bin/python bench/chart.py
-	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_compile.py
+	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/aot/test_compile.py
 
 # One kernel, e.g. make gpu-compile-one TARGET=examples/softmax.py:softmax ARGS="--arg x=float32[1000,100]";
 # the last line printed is its facts as JSON.
@@ -176,7 +176,7 @@ gpu-compile-one: $(AOT_STAMP)
 # Builds the sdist and the wheel (the wheel from the sdist), checks them with twine and their
 # contents, installs the wheel into a fresh venv with the same pins, and from PKG_DIR, outside
 # the repository, runs `statickernel --version`, a kernel on the interpreter and the metadata
-# checks of tests/test_packaging.py. PKG_DIR is outside the repository, so that nothing there
+# checks of tests/project/test_packaging.py. PKG_DIR is outside the repository, so that nothing there
 # can be imported by accident.
 PKG_DIR ?= $(or $(TMPDIR),/tmp)/statickernel-package-check
 RELEASE_STAMP := $(VENV)/.installed-release-$(JAX_VERSION)
@@ -190,11 +190,11 @@ package-check: $(RELEASE_STAMP)
 	mkdir -p $(PKG_DIR)
 	$(PY) -m build --outdir $(PKG_DIR)/dist .
 	$(PY) -m twine check --strict $(PKG_DIR)/dist/*
-	$(PY) tests/test_packaging.py dist $(PKG_DIR)/dist
+	$(PY) tests/project/test_packaging.py dist $(PKG_DIR)/dist
 	$(PY) -m venv $(PKG_DIR)/venv
 	$(PKG_DIR)/venv/bin/python -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) $(PKG_DIR)/dist/*.whl
 	cd $(PKG_DIR) && venv/bin/statickernel --version
-	cd $(PKG_DIR) && venv/bin/python $(CURDIR)/tests/test_packaging.py installed
+	cd $(PKG_DIR) && venv/bin/python $(CURDIR)/tests/project/test_packaging.py installed
 
 test-all:
 	$(MAKE) --no-print-directory test VENV=.venv JAX_VERSION=0.11.2

@@ -13,6 +13,11 @@ from hypothesis import settings
 EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"
 if str(EXAMPLES_DIR) not in sys.path:
     sys.path.insert(0, str(EXAMPLES_DIR))
+# The tests sit in folders that mirror the package's; their shared helpers (tolerances,
+# gallery_cases, markers, the fuzzers' generators) stay here, importable from every folder.
+TESTS_DIR = pathlib.Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
 
 # Every new (M, N) compiles a new specialization, so no example meets hypothesis' default
 # 200 ms deadline on the interpreter. The profiles start from hypothesis' plain defaults, not

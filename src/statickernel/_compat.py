@@ -5,7 +5,7 @@ statickernel supports more than one jax release (see pyproject.toml and `constra
 use of a non-public name (`jax._src...`, `jax.interpreters...`, the objects behind a jaxtyping
 annotation) and every probe for a feature that differs between releases is a function here,
 with a note of why it is needed and what it was checked on, so that a new jax or jaxtyping
-release is ported by reading this module and running tests/test_compat.py. No other module of
+release is ported by reading this module and running tests/project/test_compat.py. No other module of
 the package imports these internals; that test enforces it.
 
 Checked on jax 0.11.2 and 0.12.0.1, with jaxtyping 0.3.11.

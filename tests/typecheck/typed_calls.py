@@ -1,5 +1,5 @@
 """What a type checker sees at a kernel's call sites; checked by pyright in the lint and by
-tests/test_typing.py. Each line that must be a type error carries a `pyright: ignore` for its
+tests/compiler/declare/test_typing.py. Each line that must be a type error carries a `pyright: ignore` for its
 rule, and unnecessary ignores are errors here: a call that stops being refused fails the lint.
 """
 

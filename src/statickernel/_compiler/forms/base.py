@@ -11,7 +11,7 @@ from ..ir.nodes import Form
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import BlockLayout
 from ..lower.translate import Geometry, NotInForm, Translation, translate
-from ..plan.rows import Persistent
+from ..plan.schedule import Persistent
 from ..trace.body import BodyTrace
 from ..trace.crossblock import CrossBlock
 

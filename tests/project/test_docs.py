@@ -23,7 +23,7 @@ Conventions for docs/**/*.md (the HTML comments do not show on the site):
 When a change to statickernel changes what a page prints, rewrite the shown outputs (those
 without a `...` line) with the new ones, then review the diff:
 
-    STATICKERNEL_UPDATE_DOCS=1 .venv/bin/python -m pytest tests/test_docs.py
+    STATICKERNEL_UPDATE_DOCS=1 .venv/bin/python -m pytest tests/project/test_docs.py
 """
 
 import contextlib
@@ -45,7 +45,7 @@ import pytest
 import statickernel as sk
 from statickernel import cli
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 # The pages run the gallery through the command line: statickernel's own output, not the jax
 # version's (which the goldens and the lowering tests cover), so one run of CI is enough.

@@ -1,9 +1,9 @@
 """Compiling for the GPU without one: the report's facts, occupancy, errors, and budgets.
 
-Most of this file reads saved compiler output (tests/data/compile/) and runs anywhere. The
+Most of this file reads saved compiler output (tests/aot/data/) and runs anywhere. The
 tests marked `toolchain` compile for real through the CUDA plugin and ptxas; they skip in an
 environment without them and run in .venv-aot (`make gpu-compile`, which CI runs). There the
-gallery's register and spill budgets (tests/golden/compile-budgets.json) are checked against
+gallery's register and spill budgets (tests/aot/compile-budgets.json) are checked against
 the one pinned ptxas version they were measured with.
 """
 
@@ -36,9 +36,9 @@ from statickernel.aot.report import (
 )
 from statickernel.cli import main
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-DATA = REPO / "tests" / "data" / "compile"
-BUDGETS = REPO / "tests" / "golden" / "compile-budgets.json"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "aot" / "data"
+BUDGETS = REPO / "tests" / "aot" / "compile-budgets.json"
 H100 = TARGETS["sm_90a"]
 
 

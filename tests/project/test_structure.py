@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "src" / "statickernel"
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "src" / "statickernel"
 MAX_LINES = 600
 
 

@@ -310,6 +310,9 @@ def fuzz_isolated(examples: int) -> Run:
                     text=True,
                     timeout=max(900, 6 * left),
                     cwd=pathlib.Path(__file__).parent,
+                    # The child imports the shared helpers of tests/, as conftest.py lets
+                    # the suite do.
+                    env={**os.environ, "PYTHONPATH": _child_path()},
                 )
                 returncode, stderr = done.returncode, done.stderr
             except subprocess.TimeoutExpired as exc:
@@ -579,6 +582,11 @@ def test_jax_nn_softmax_in_a_body() -> None:
 
     x = _rows(70, 100, shift=-8.0)
     _check(fuzzed(x), jax.nn.softmax(x, axis=1))
+
+
+def _child_path() -> str:
+    tests = str(pathlib.Path(__file__).resolve().parents[2])
+    return os.pathsep.join([tests, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 if __name__ == "__main__":  # a child of fuzz_isolated: RECORDS EXAMPLES SEED

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_site_builds_strict(tmp_path: pathlib.Path) -> None:

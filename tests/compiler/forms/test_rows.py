@@ -1,7 +1,7 @@
 """The row form and the schedule: which form a specialization takes, what its plan says, and
 the source it runs.
 
-The numbers themselves are checked against the references in tests/test_gallery.py (model
+The numbers themselves are checked against the references in tests/gallery/test_gallery.py (model
 widths, and a hypothesis strategy over the row form's widths); here the plans are read at the
 shapes of an H200 run, which need no data.
 """
@@ -304,7 +304,7 @@ def _forget(kernels: tuple[sk.Kernel[..., Any], ...]) -> None:
 def test_the_persistent_pipeline_matches_the_reference(
     four_sms: None, name: str, shape: tuple[int, int], dtype: Any
 ) -> None:
-    from test_gallery import check_against_reference, make_args
+    from gallery_checks import check_against_reference, make_args
 
     kernel = {"softmax": softmax, "rmsnorm": rmsnorm, "layernorm": layernorm, "row_sum": row_sum}
     args = make_args(name, *shape, dtype)
@@ -349,7 +349,7 @@ def test_many_blocks_of_an_elementwise_kernel_run_persistent() -> None:
 def test_the_persistent_block_pipeline_matches_the_reference(
     four_sms: None, name: str, shape: tuple[int, int], dtype: Any
 ) -> None:
-    from test_gallery import check_against_reference, make_args
+    from gallery_checks import check_against_reference, make_args
 
     kernel = {"add": add}[name]
     args = make_args(name, *shape, dtype)

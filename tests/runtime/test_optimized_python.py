@@ -11,7 +11,7 @@ import pytest
 # Two minutes of subprocesses; assertions are not jax-version dependent, so one run is enough.
 pytestmark = pytest.mark.slow
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # A bf16 add whose whole N (8 columns) leaves a block of 64 x 8 = 512 elements: too few for
 # the strided layout's 128 threads x 8, so the block form must take it.

@@ -5,6 +5,7 @@ process of its own with four host devices."""
 import dataclasses
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,7 @@ from rmsnorm import rmsnorm
 from row_sum import row_sum
 from softmax import softmax
 
-EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES_DIR = os.path.join(str(pathlib.Path(__file__).resolve().parents[2]), "examples")
 # Generous: a round interprets a few small kernels, well under a second each.
 THREAD_TIMEOUT_S = 300
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import statickernel as sk
 
-EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES_DIR = pathlib.Path(__file__).resolve().parents[2] / "examples"
 PACKAGE_DIR = pathlib.Path(sk.__file__).resolve().parent.parent
 # Generous for a loaded 2-CPU machine; a hang at a collective ends the process after a minute.
 TIMEOUT_S = 300

@@ -22,7 +22,7 @@ import pytest
 
 import statickernel as sk
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "errors.md"
 PAGE_FILE = "errors.py"
 

@@ -24,7 +24,7 @@ from add import add
 from softmax import softmax
 from statickernel import cli
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 _SCRIPT = shutil.which("statickernel", path=os.path.dirname(sys.executable))
 # The console script of this interpreter's environment; `python -m statickernel` otherwise.
 COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "statickernel"]

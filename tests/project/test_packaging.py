@@ -5,8 +5,8 @@ license, the changelog and the docs site's links. Run as a script, the same file
 or installed distributions, with nothing but the standard library and statickernel itself
 (`make package-check` runs it both ways):
 
-    python tests/test_packaging.py dist DIR    # the sdist and the wheel in DIR
-    python tests/test_packaging.py installed   # the installed statickernel, from a fresh venv
+    python tests/project/test_packaging.py dist DIR    # the sdist and the wheel in DIR
+    python tests/project/test_packaging.py installed   # the installed statickernel, from a fresh venv
 """
 
 import importlib.metadata
@@ -18,7 +18,7 @@ import tarfile
 import tomllib
 import zipfile
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 HOMEPAGE = "https://github.com/statickernel/statickernel"
 DOCS_URL = "https://statickernel.github.io/statickernel/"
 URLS = {
@@ -192,8 +192,8 @@ def test_the_readme_links_work_on_pypi() -> None:
 def test_package_check_runs_in_ci() -> None:
     assert "make --no-print-directory package-check" in (ROOT / ".ci" / "run").read_text()
     makefile = (ROOT / "Makefile").read_text()
-    assert "tests/test_packaging.py dist" in makefile
-    assert "tests/test_packaging.py installed" in makefile
+    assert "tests/project/test_packaging.py dist" in makefile
+    assert "tests/project/test_packaging.py installed" in makefile
 
 
 # ------------------------------------------------------- built distributions (as a script)

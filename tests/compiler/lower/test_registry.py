@@ -17,7 +17,7 @@ from statickernel._compiler.lower.context import Support, Where
 from statickernel._compiler.lower.registry import GROUPS, REFUSALS, RULES, coverage_table
 from statickernel._errors import SharedMemoryError
 
-PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
+PAGE = pathlib.Path(__file__).resolve().parents[3] / "docs" / "coverage.md"
 BEGIN, END = "<!-- coverage table: begin -->", "<!-- coverage table: end -->"
 
 

@@ -5,14 +5,14 @@
 - It is byte-identical across emits and across processes.
 - Executed in a process where statickernel cannot be imported, it gives bit-identical results
   to the kernel called through statickernel (interpreter), and cross-lowers for CUDA.
-- Golden files pin it: `tests/golden/jax-<version>/<kernel>.py` hold the source of every
+- Golden files pin it: `tests/compiler/emit/golden/jax-<version>/<kernel>.py` hold the source of every
   gallery kernel at one ragged shape (interpret backend), one folder per supported jax version,
   because the generated store differs between jax 0.11 and 0.12. A change to the generated
   code fails `test_matches_golden_file` with a diff. When the change is intended, regenerate
   the files for each jax version and review the diff:
 
-      STATICKERNEL_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_emit.py
-      STATICKERNEL_UPDATE_GOLDEN=1 .venv-jax0.12/bin/python -m pytest tests/test_emit.py
+      STATICKERNEL_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/compiler/emit/test_emit.py
+      STATICKERNEL_UPDATE_GOLDEN=1 .venv-jax0.12/bin/python -m pytest tests/compiler/emit/test_emit.py
 """
 
 import ast
@@ -36,8 +36,8 @@ import statickernel as sk
 from gallery_cases import KERNELS, SCHEDULES, SHAPES, kernel_of, structs
 from softmax import softmax
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-GOLDEN_DIR = REPO / "tests" / "golden" / f"jax-{jax.__version__}"
+REPO = pathlib.Path(__file__).resolve().parents[3]
+GOLDEN_DIR = REPO / "tests" / "compiler" / "emit" / "golden" / f"jax-{jax.__version__}"
 UPDATE_GOLDEN = os.environ.get("STATICKERNEL_UPDATE_GOLDEN") == "1"
 ALLOWED_IMPORTS = {"jax", "jaxlib", "numpy"}
 

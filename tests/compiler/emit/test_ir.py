@@ -1,7 +1,7 @@
 """The IR of generated code and its one printer: line wrapping, blank lines, operator
 precedence, constants, and the names a statement reads.
 
-The printer's layout is the one the golden files pin (tests/test_emit.py); these tests pin
+The printer's layout is the one the golden files pin (tests/compiler/emit/test_emit.py); these tests pin
 each rule on its own, on small statements.
 """
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 # What a calling make (CI runs `make pytest VENV=... JAX_VERSION=...`) exports to the suite:
 # its flags and its command-line variables, which would override the planned make's defaults.
 CALLER_MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")

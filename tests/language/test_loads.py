@@ -38,7 +38,7 @@ def scaled(
 def test_each_block_copy_is_recorded_once_with_its_fill_and_line() -> None:
     loads = _loads(scaled, jax.ShapeDtypeStruct((100, 30), F32), jax.ShapeDtypeStruct((30,), F32))
     assert [(r.operand, r.loop, r.fill) for r in loads] == [("x", None, -1.5), ("w", None, 2.0)]
-    assert all(r.line and r.line.startswith("tests/test_loads.py:") for r in loads)
+    assert all(r.line and r.line.startswith("tests/language/test_loads.py:") for r in loads)
     first_load_line = int(str(loads[0].line).rsplit(":", 1)[1])
     source = pathlib.Path(__file__).read_text().splitlines()
     assert "sk.load(x, fill=-1.5)" in source[first_load_line - 1]

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-TYPING_DIR = pathlib.Path(__file__).resolve().parent / "typecheck"
+TYPING_DIR = pathlib.Path(__file__).resolve().parents[2] / "typecheck"
 PROBE = TYPING_DIR / "typed_calls.py"
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SECTIONS = {
     "import_check": {"kernel", "decorator_ms", "module_import_ms", "decorator_share", "timings"},
     "first_call": {
