@@ -155,13 +155,29 @@ def _declare(template: str, name: str) -> sk.Kernel:
 
 def _renamed(source: str, operand: str, name: str, arrays: tuple[str, ...] = ()) -> str:
     """`source` with the generator's locals given around `arrays` (`r` as `r_` where an
-    operand is `r`), and then the operand `operand` and its own identifiers named `name`."""
+    operand is `r`), and then the operand `operand` and its own identifiers named `name`:
+    identifiers only, never strings (a grid axis is named "cta" whatever the locals are)."""
     given = names.LocalNames.around(arrays, ())
-    for local in names.GIVEN_AROUND:
-        if given.local(local) != local:
-            source = re.sub(rf"\b{local}\b", given.local(local), source)
-    suffixes = "|".join(OPERAND_SUFFIXES[1:])
-    return re.sub(rf"\b{operand}({suffixes})?\b", rf"{name}\1", source)
+    renames = {
+        local: given.local(local) for local in names.GIVEN_AROUND if given.local(local) != local
+    }
+    renames |= {operand + suffix: name + suffix for suffix in OPERAND_SUFFIXES}
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.Name:
+            node.id = renames.get(node.id, node.id)
+            return node
+
+        def visit_arg(self, node: ast.arg) -> ast.arg:
+            node.arg = renames.get(node.arg, node.arg)
+            return node
+
+        def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+            node.name = renames.get(node.name, node.name)
+            self.generic_visit(node)
+            return node
+
+    return ast.unparse(Rename().visit(ast.parse(source)))
 
 
 def _same_program(a: str, b: str) -> bool:
@@ -198,12 +214,26 @@ def test_the_row_form_gives_its_locals_around_an_operand(name: str) -> None:
     assert jnp.allclose(kernel(x), want, rtol=1e-5)
 
 
-def test_a_persistent_launch_gives_its_block_around_an_operand() -> None:
+PERSISTENT_LOCALS = ["block", "cta", "slot", "i", "trips", "load_block", "refill"]
+
+
+@pytest.mark.parametrize("name", PERSISTENT_LOCALS)
+def test_a_persistent_launch_gives_its_locals_around_an_operand(name: str) -> None:
+    assert set(PERSISTENT_LOCALS) <= set(names.GIVEN_AROUND)
     x = jax.ShapeDtypeStruct((8192, 8192), jnp.float32)
     baseline = _declare(ADD, "x").emit(x, x)
     assert "block = cta + i" in baseline  # the persistent launch
-    renamed = _declare(ADD, "block").emit(x, x)
-    assert _same_program(renamed, _renamed(baseline, "x", "block", ("block", "y", "result")))
+    renamed = _declare(ADD, name).emit(x, x)
+    assert _same_program(renamed, _renamed(baseline, "x", name, (name, "y", "result")))
+
+
+@pytest.mark.parametrize("name", ["slot", "i", "cta"])
+def test_the_row_forms_persistent_launch_gives_its_locals_around_an_operand(name: str) -> None:
+    x = jax.ShapeDtypeStruct((16384, 4096), jnp.float32)
+    baseline = _softmax("x").emit(x)
+    assert "def load_block(i, slot):" in baseline  # the row form's persistent launch
+    renamed = _softmax(name).emit(x)
+    assert _same_program(renamed, _renamed(baseline, "x", name, (name, "result")))
 
 
 @pytest.mark.parametrize("columns", [96, 16384], ids=["block form", "row form"])

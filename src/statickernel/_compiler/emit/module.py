@@ -51,7 +51,7 @@ from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
-from .persistent import CTA, SLOT, STEP, persistent_statements
+from .persistent import PersistentNames, persistent_statements
 from .rows import row_block_function, row_copies
 from .warpspec import WG_AXIS, warp_specialized_function
 
@@ -368,13 +368,15 @@ class _Generator:
         ctas, stages = plan.schedule.ctas, plan.schedule.stages
         blocks = math.prod(plan.grid)
 
+        arrays = [op.name for op in (*plan.operands, *plan.results)]
+        local = LocalNames.around(arrays, plan.grid_names)
+        launch = PersistentNames.around(local)
+
         def block_indices() -> list[Stmt]:
             """The grid position of the CTA's `i`-th block: the last axis runs fastest."""
-            arrays = [op.name for op in (*plan.operands, *plan.results)]
-            block = Name(LocalNames.around(arrays, plan.grid_names).local("block"))
-            lines: list[Stmt] = [
-                Assign((block,), BinOp(Operator.ADD, CTA, BinOp(Operator.MUL, STEP, Const(ctas))))
-            ]
+            block = Name(local.local("block"))
+            first = BinOp(Operator.ADD, launch.cta, BinOp(Operator.MUL, launch.step, Const(ctas)))
+            lines: list[Stmt] = [Assign((block,), first)]
             for k, name in enumerate(plan.grid_names):
                 stride = math.prod(plan.grid[k + 1 :])
                 value: Expr = (
@@ -386,10 +388,10 @@ class _Generator:
             return lines
 
         def slot_of(op: OperandPlan) -> Expr:
-            return Subscript(Name(f"{op.name}_smem.at"), (SLOT,))
+            return Subscript(Name(f"{op.name}_smem.at"), (launch.slot,))
 
         def barrier_of(op: OperandPlan) -> Expr:
-            return Subscript(Name(f"{op.name}_barrier.at"), (SLOT,))
+            return Subscript(Name(f"{op.name}_barrier.at"), (launch.slot,))
 
         copies: list[Stmt] = []
         for op in self.loaded:
@@ -437,6 +439,7 @@ class _Generator:
                 [],
                 step,
                 "The slot's block is in registers: the block `stages` ahead takes it.",
+                launch,
             ),
             wait,
         ]

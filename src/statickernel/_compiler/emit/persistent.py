@@ -6,6 +6,9 @@ this skeleton; each supplies what one block's copies are, what a step computes, 
 slot may be refilled.
 """
 
+import dataclasses
+
+from ..ir.names import LocalNames
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -19,10 +22,31 @@ from ..ir.nodes import (
     call,
 )
 
-__all__ = ["CTA", "SLOT", "STEP", "persistent_statements"]
+__all__ = ["PersistentNames", "persistent_statements"]
 
-CTA, SLOT, STEP = Name("cta"), Name("slot"), Name("i")
-_TRIPS = Name("trips")
+
+@dataclasses.dataclass(frozen=True)
+class PersistentNames:
+    """The persistent launch's locals: `cta`, its `trips`, the step `i` and its `slot`, and
+    its two helpers; each given around the arrays' names (`LocalNames`)."""
+
+    cta: Name
+    slot: Name
+    step: Name
+    trips: Name
+    load_block: str
+    refill: str
+
+    @classmethod
+    def around(cls, names: LocalNames) -> "PersistentNames":
+        return cls(
+            cta=Name(names.local("cta")),
+            slot=Name(names.local("slot")),
+            step=Name(names.local("i")),
+            trips=Name(names.local("trips")),
+            load_block=names.local("load_block"),
+            refill=names.local("refill"),
+        )
 
 
 def persistent_statements(
@@ -33,36 +57,43 @@ def persistent_statements(
     setup: list[Stmt],
     step: list[Stmt],
     refill_reason: str,
+    names: PersistentNames,
 ) -> list[Stmt]:
     """`cta` and its `trips`; `load_block(i, slot)`, the copies of the CTA's `i`-th block
     into `slot`; `setup`; the first `stages` blocks' copies; and the loop over the CTA's
     blocks: `step` on block `i` in slot `i % stages`, then, once `refill_reason` holds, that
     slot's copies of the block `stages` ahead."""
     body: list[Stmt] = [
-        Assign((CTA,), call("lax.axis_index", Const("cta"))),
+        Assign((names.cta,), call("lax.axis_index", Const("cta"))),
         Assign(
-            (_TRIPS,),
+            (names.trips,),
             BinOp(
-                Operator.FLOORDIV, BinOp(Operator.SUB, Const(blocks + ctas - 1), CTA), Const(ctas)
+                Operator.FLOORDIV,
+                BinOp(Operator.SUB, Const(blocks + ctas - 1), names.cta),
+                Const(ctas),
             ),
         ),
-        FunctionDef("load_block", ("i", "slot"), load_block),
+        FunctionDef(names.load_block, (names.step.text, names.slot.text), load_block),
         *setup,
     ]
     for s in range(stages):
-        fill = ExprStmt(call("load_block", Const(s), Const(s)))
-        if s == 0:  # every CTA has a block
+        fill = ExprStmt(call(names.load_block, Const(s), Const(s)))
+        if s == 0:  # every names.cta has a block
             body.append(fill)
         else:
-            guard = call("pl.when", BinOp(Operator.LT, Const(s), _TRIPS))
+            guard = call("pl.when", BinOp(Operator.LT, Const(s), names.trips))
             body.append(FunctionDef(f"fill_slot_{s}", (), (fill,), decorators=(guard,)))
-    ahead = BinOp(Operator.ADD, STEP, Const(stages))
+    ahead = BinOp(Operator.ADD, names.step, Const(stages))
     refill = FunctionDef(
-        "refill",
+        names.refill,
         (),
-        (Comment(refill_reason), ExprStmt(call("load_block", ahead, SLOT))),
-        decorators=(call("pl.when", BinOp(Operator.LT, ahead, _TRIPS)),),
+        (Comment(refill_reason), ExprStmt(call(names.load_block, ahead, names.slot))),
+        decorators=(call("pl.when", BinOp(Operator.LT, ahead, names.trips)),),
     )
-    inner = (Assign((SLOT,), call("lax.rem", STEP, Const(stages))), *step, refill)
-    body.append(FunctionDef("step", ("i",), inner, decorators=(call("pl.loop", Const(0), _TRIPS),)))
+    inner = (Assign((names.slot,), call("lax.rem", names.step, Const(stages))), *step, refill)
+    body.append(
+        FunctionDef(
+            "step", (names.step.text,), inner, decorators=(call("pl.loop", Const(0), names.trips),)
+        )
+    )
     return body

@@ -37,7 +37,7 @@ from ..lower.rules import reduction_identity
 from ..lower.translation import LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
-from .persistent import CTA, SLOT, STEP, persistent_statements
+from .persistent import PersistentNames, persistent_statements
 
 __all__ = ["row_block_function", "row_copies"]
 
@@ -74,6 +74,7 @@ class _RowGenerator:
         self.row_counter = Name(self.names.local("r"))
         self.row_start = Name(self.names.local("row_start"))
         self.row = Name(self.names.local("row"))
+        self.launch = PersistentNames.around(self.names)
         self.frame: RowFrame = plan.row_frame
         self.new_store_api = new_store_api
         self.rows = plan.dim(plan.rows).block
@@ -103,13 +104,13 @@ class _RowGenerator:
         return [FunctionDef(self.names.local(name), (counter,), tuple(body), decorators=(loop,))]
 
     def _at(self, buffer: str, *index: Expr, staged: bool) -> Expr:
-        lead = (SLOT,) if staged and self.persistent else ()
+        lead = (self.launch.slot,) if staged and self.persistent else ()
         return Subscript(Name(f"{buffer}.at"), (*lead, *index))
 
     def _barrier(self, op: OperandPlan) -> Expr:
         barrier = Name(f"{op.name}_barrier")
         if self.persistent and op.kind == Kind.TILE:
-            return Subscript(Name(f"{op.name}_barrier.at"), (SLOT,))
+            return Subscript(Name(f"{op.name}_barrier.at"), (self.launch.slot,))
         return barrier
 
     def _copies(
@@ -238,7 +239,11 @@ class _RowGenerator:
         """Each CTA's vectors start at the combination's identity, and its partial is the
         entry of the CTA (one block a CTA, or a persistent CTA's blocks)."""
         lines: list[Stmt] = []
-        index = CTA if self.persistent else call("lax.axis_index", Const(self.plan.grid_names[0]))
+        index = (
+            self.launch.cta
+            if self.persistent
+            else call("lax.axis_index", Const(self.plan.grid_names[0]))
+        )
         for op in self.accumulators:
             identity = reduction_identity(self.combine[op.name].primitive, op.dtype)
             start = full(
@@ -384,7 +389,9 @@ class _RowGenerator:
         blocks, ctas, stages = plan.grid[0], self.ctas, self.stages
 
         def block_start() -> Expr:
-            block = BinOp(Operator.ADD, CTA, BinOp(Operator.MUL, STEP, Const(ctas)))
+            block = BinOp(
+                Operator.ADD, self.launch.cta, BinOp(Operator.MUL, self.launch.step, Const(ctas))
+            )
             return BinOp(Operator.MUL, block, Const(self.rows))
 
         load_block = (
@@ -416,6 +423,7 @@ class _RowGenerator:
                 [*self._accumulators_start(), *self._columns_in()],
                 step,
                 "Its stores have read the slot: the block `stages` ahead takes it.",
+                self.launch,
             ),
             *self._accumulators_out(),
         ]

@@ -60,12 +60,6 @@ BLOCK_NAMES: Mapping[str, str] = {
     "store_results": "the scoped store of the results after the loops",
     "loop_index": "the positions of a loop step's edge mask",
     # The persistent launches: the CTA, its trip count, the block and slot of a step.
-    "cta": "the persistent launch's CTA index",
-    "trips": "the blocks a persistent CTA takes",
-    "slot": "the shared-memory slot of a persistent step",
-    "i": "a persistent CTA's step",
-    "load_block": "a persistent launch's copies of one block",
-    "refill": "a persistent launch's refill of a slot",
     # The warp-specialized matmul's warpgroups, pipeline and tile walk.
     "wg": "the warpgroup index of a warp-specialized launch",
     "pipeline": "the warp-specialized pipeline",
@@ -90,6 +84,12 @@ GIVEN_AROUND: Mapping[str, str] = {
     "store_row": "the row form's store of one row",
     "store_inside": "the row form's store of a row inside the array",
     "block": "a persistent launch's block",
+    "cta": "the persistent launch's CTA index",
+    "trips": "the blocks a persistent CTA takes",
+    "slot": "the shared-memory slot of a persistent step",
+    "i": "a persistent CTA's step",
+    "load_block": "a persistent launch's copies of one block",
+    "refill": "a persistent launch's refill of a slot",
 }
 # Families of generated locals.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -259,7 +259,7 @@ def check_names(
         expected="a name the generated module does not use: not "
         + ", ".join(MODULE_NAMES)
         + ", a mask or offset (row_ok, col_ok, row_index, edge_start, ...), store_results, "
-        "the persistent and warp-specialized launches' locals (cta, slot, step, wg, "
+        "the persistent and warp-specialized launches' locals (step, fill_slot_<N>, wg, "
         "tile, consumer, ...), v<N>..., loop<N>... or result<N>, nor another array's "
         "<name>_gmem, <name>_smem, <name>_barrier, <name>_so_far, <name>_start or "
         "add_<name>, nor a dim's block_<dim>, nor the block function _<kernel>_block",
