@@ -369,23 +369,10 @@ class _Generator:
         blocks = math.prod(plan.grid)
 
         arrays = [op.name for op in (*plan.operands, *plan.results)]
-        local = LocalNames.around(arrays, plan.grid_names)
-        launch = PersistentNames.around(local)
+        launch = PersistentNames.around(LocalNames.around(arrays, plan.grid_names))
 
         def block_indices() -> list[Stmt]:
-            """The grid position of the CTA's `i`-th block: the last axis runs fastest."""
-            block = Name(local.local("block"))
-            first = BinOp(Operator.ADD, launch.cta, BinOp(Operator.MUL, launch.step, Const(ctas)))
-            lines: list[Stmt] = [Assign((block,), first)]
-            for k, name in enumerate(plan.grid_names):
-                stride = math.prod(plan.grid[k + 1 :])
-                value: Expr = (
-                    BinOp(Operator.FLOORDIV, block, Const(stride)) if stride > 1 else block
-                )
-                if k > 0:
-                    value = call("lax.rem", value, Const(plan.grid[k]))
-                lines.append(Assign((Name(f"block_{name}"),), value))
-            return lines
+            return launch.block_indices(ctas, plan.grid, plan.grid_names)
 
         def slot_of(op: OperandPlan) -> Expr:
             return Subscript(Name(f"{op.name}_smem.at"), (launch.slot,))

@@ -7,6 +7,7 @@ slot may be refilled.
 """
 
 import dataclasses
+import math
 
 from ..ir.names import LocalNames
 from ..ir.nodes import (
@@ -14,6 +15,7 @@ from ..ir.nodes import (
     BinOp,
     Comment,
     Const,
+    Expr,
     ExprStmt,
     FunctionDef,
     Name,
@@ -36,6 +38,23 @@ class PersistentNames:
     trips: Name
     load_block: str
     refill: str
+    block: Name
+
+    def block_indices(
+        self, ctas: int, grid: tuple[int, ...], grid_names: tuple[str, ...]
+    ) -> list[Stmt]:
+        """The grid position of the CTA's `i`-th block of `grid`: the last axis runs fastest."""
+        first = BinOp(Operator.ADD, self.cta, BinOp(Operator.MUL, self.step, Const(ctas)))
+        lines: list[Stmt] = [Assign((self.block,), first)]
+        for k, name in enumerate(grid_names):
+            stride = math.prod(grid[k + 1 :])
+            value: Expr = (
+                BinOp(Operator.FLOORDIV, self.block, Const(stride)) if stride > 1 else self.block
+            )
+            if k > 0:
+                value = call("lax.rem", value, Const(grid[k]))
+            lines.append(Assign((Name(f"block_{name}"),), value))
+        return lines
 
     @classmethod
     def around(cls, names: LocalNames) -> "PersistentNames":
@@ -46,6 +65,7 @@ class PersistentNames:
             trips=Name(names.local("trips")),
             load_block=names.local("load_block"),
             refill=names.local("refill"),
+            block=Name(names.local("block")),
         )
 
 
