@@ -10,6 +10,8 @@ stages, in order:
   trace      the body on abstract blocks (`trace/body.py`), and its results checked
   translate  the body's equations as Pallas statements on the layout's registers
   check      the rules of pipelined operands and of sk.dot
+  form       at the call, the register form the body takes (`forms/choose.py`): the first of
+             the row form, the strided block and the block form that proposes itself
   plan       the frozen `LaunchPlan` (`plan/plan.py`); at the declaration only for loop kernels,
              whose pipelines' shared memory depends on the body
   emit       the module's source (`emit/module.py`), at the call only
