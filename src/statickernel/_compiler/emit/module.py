@@ -11,7 +11,7 @@ import math
 import jax
 
 from ..._compat import has_plgpu_store
-from ..ir.names import LocalNames
+from ..ir.names import LocalNames, block_function
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -356,7 +356,7 @@ class _Generator:
             body += self._load(op)
         if self.stored:
             body += self._store()
-        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+        return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
 
     def _persistent_block_function(self) -> FunctionDef:
         """CTA `cta` takes blocks cta, cta + ctas, ... with `stages` blocks' loads in flight:
@@ -430,7 +430,7 @@ class _Generator:
             ),
             wait,
         ]
-        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+        return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
 
     def _store(self) -> list[Stmt]:
         """Registers to shared memory, then TMA to global memory, clipped at the edge."""
@@ -508,7 +508,7 @@ class _Generator:
             )
         kernel = Call(
             Name("plgpu.kernel"),
-            (Name(f"_{plan.kernel}_block"),),
+            (Name(block_function(plan.kernel)),),
             (
                 Keyword("out_type", out_type),
                 Keyword("grid", Const(self._launch_grid())),

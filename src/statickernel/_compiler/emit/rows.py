@@ -12,7 +12,7 @@ Shared memory past the row's end is never written: loads select the operand's fi
 """
 
 from ... import _hardware as hw
-from ..ir.names import LocalNames
+from ..ir.names import LocalNames, block_function
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -382,7 +382,7 @@ class _RowGenerator:
         body.append(Comment("Store: bulk copies back, each inside the array."))
         body += self._store_copies()
         body += self._accumulators_out()
-        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+        return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
 
     def _persistent_function(self) -> FunctionDef:
         plan = self.plan
@@ -427,7 +427,7 @@ class _RowGenerator:
             ),
             *self._accumulators_out(),
         ]
-        return FunctionDef(f"_{plan.kernel}_block", self._params(), tuple(body))
+        return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
 
 
 def _first_use(lines: list[Stmt], name: str) -> int:

@@ -7,6 +7,7 @@ copy a's and b's K blocks while each consumer folds WGMMA into its accumulator, 
 the body's epilogue and stores its block slot by slot.
 """
 
+from ..ir.names import block_function
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -303,7 +304,7 @@ def warp_specialized_function(
     ]
     params = [f"{op.name}_gmem" for op in plan.operands if op.loaded]
     params += [f"{op.name}_gmem" for op in plan.results]
-    return FunctionDef(f"_{plan.kernel}_block", tuple(params), tuple(body))
+    return FunctionDef(block_function(plan.kernel), tuple(params), tuple(body))
 
 
 def _spec(shape: tuple[int, int], index: Lambda, dtype: str) -> Expr:
