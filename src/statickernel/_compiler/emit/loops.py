@@ -6,6 +6,7 @@ masks the last block with each load's fill, and either folds into the carry (WGM
 accumulator ref, or register values threaded through the pipeline) or writes its output block.
 """
 
+from ..ir.names import block_index, gmem_ref, smem_ref
 from ..ir.nodes import (
     PASS,
     Assign,
@@ -75,7 +76,7 @@ def loop_statements(
     if registers:
         step.append(Assign((_names([c.var for c in registers]),), Name(f"{name}_carry")))
     for op_name in block.loads:
-        ref = Name(f"{op_name}_smem")
+        ref = Name(smem_ref(op_name))
         step.append(Assign((Name(op_name),), load(ref, plan.operand(op_name).kind)))
     step += _mask_statements(plan, masks, block.axis, index)
     for op_name in block.loads:
@@ -85,9 +86,9 @@ def loop_statements(
             step.append(fill_past_edge(op_name, op_masks, fills.get(op_name), op.dtype))
     step += block.lines
     for dot in block.dots:
-        b_ref = Name(f"{dot.b}_smem.T" if dot.transpose_b else f"{dot.b}_smem")
+        b_ref = Name(f"{dot.b}_smem.T" if dot.transpose_b else smem_ref(dot.b))
         step.append(
-            ExprStmt(call("plgpu.wgmma", Name(f"{dot.carry}_acc"), Name(f"{dot.a}_smem"), b_ref))
+            ExprStmt(call("plgpu.wgmma", Name(f"{dot.carry}_acc"), Name(smem_ref(dot.a)), b_ref))
         )
     if block.dots and overlap:
         done = "the previous step's WGMMA is done; its blocks can go"
@@ -98,10 +99,10 @@ def loop_statements(
     for result, value in writes:
         wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))
         step.append(ExprStmt(wait, comment="the last block is read"))
-        step.append(store(Name(f"{result.name}_smem"), value, new_store_api))
+        step.append(store(Name(smem_ref(result.name)), value, new_store_api))
         step.append(ExprStmt(call("plgpu.commit_smem")))
         view = _output_view(plan, result, block.axis, index, loop.block)
-        step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(f"{result.name}_smem"), view)))
+        step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(smem_ref(result.name)), view)))
     if block.loads and not writes:
         # The pipeline refills this step's slots as soon as it returns, by TMA: order the
         # step's reads of them before that copy (a map's commit_smem above does it too).
@@ -114,7 +115,7 @@ def loop_statements(
     if not step:
         step.append(PASS)
 
-    params = [f"{name}_indices", *[f"{n}_smem" for n in block.operands]]
+    params = [f"{name}_indices", *[smem_ref(n) for n in block.operands]]
     if registers:
         params.append(f"{name}_carry")
     lines: list[Stmt] = [FunctionDef(f"{name}_step", tuple(params), tuple(step))]
@@ -192,7 +193,7 @@ def _block_spec(plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int
 
 def _block_slice(dim: DimPlan) -> Expr:
     """This grid step's block along a tiled dim."""
-    start = BinOp(Operator.MUL, Name(f"block_{dim.name}"), Const(dim.block))
+    start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.block))
     return call("pl.ds", start, Const(dim.block))
 
 
@@ -203,8 +204,8 @@ def _gmem_view(plan: LaunchPlan, op: OperandPlan, axis: str) -> Expr:
         dim = plan.dim(d)
         slices.append(_block_slice(dim) if d != axis and dim.tiled_by else Slice())
     if all(isinstance(s, Slice) for s in slices):
-        return Name(f"{op.name}_gmem")
-    return Subscript(Name(f"{op.name}_gmem.at"), tuple(slices))
+        return Name(gmem_ref(op.name))
+    return Subscript(Name(f"{gmem_ref(op.name)}.at"), tuple(slices))
 
 
 def _output_view(plan: LaunchPlan, op: OperandPlan, axis: str, index: Name, step: int) -> Expr:
@@ -217,7 +218,7 @@ def _output_view(plan: LaunchPlan, op: OperandPlan, axis: str, index: Name, step
             slices.append(_block_slice(dim))
         else:
             slices.append(Slice())
-    return Subscript(Name(f"{op.name}_gmem.at"), tuple(slices))
+    return Subscript(Name(f"{gmem_ref(op.name)}.at"), tuple(slices))
 
 
 def _mask_statements(plan: LaunchPlan, needed: set[Mask], axis: str, index: Name) -> list[Stmt]:
@@ -232,7 +233,7 @@ def _mask_statements(plan: LaunchPlan, needed: set[Mask], axis: str, index: Name
         if dim.name == axis:
             start = BinOp(Operator.MUL, index, Const(dim.block))
         elif dim.tiled_by:
-            start = BinOp(Operator.MUL, Name(f"block_{dim.name}"), Const(dim.block))
+            start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.block))
         return MaskAxis(dim.extent, dim.size, start)
 
     rows = mask_axis(plan.dim(plan.rows))

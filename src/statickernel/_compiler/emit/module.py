@@ -11,7 +11,7 @@ import math
 import jax
 
 from ..._compat import has_plgpu_store
-from ..ir.names import LocalNames, block_function
+from ..ir.names import LocalNames, barrier_ref, block_function, block_index, gmem_ref, smem_ref
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -116,7 +116,7 @@ class _Generator:
         ):
             d = self.plan.dim(dim_name)
             if d.tiled_by:
-                start = BinOp(Operator.MUL, Name(f"block_{dim_name}"), Const(extent))
+                start = BinOp(Operator.MUL, Name(block_index(dim_name)), Const(extent))
                 per_dim.append([(call("pl.ds", start, Const(extent)), None, None)])
                 continue
             boxes, size = d.boxes, extent // d.boxes
@@ -141,12 +141,12 @@ class _Generator:
             per_dim.append(options)
         boxes_out = []
         for combo in itertools.product(*per_dim):
-            gmem_ref = Subscript(Name(f"{op.name}_gmem.at"), tuple(g for g, _, _ in combo))
+            gmem_box = Subscript(Name(f"{gmem_ref(op.name)}.at"), tuple(g for g, _, _ in combo))
             index: list[Expr] = [Const(k) for _, k, _ in combo if k is not None]
             index += [r for _, _, r in combo if r is not None]
-            smem = f"{op.name}_smem"
-            smem_ref = Subscript(Name(f"{smem}.at"), tuple(index)) if index else Name(smem)
-            boxes_out.append((gmem_ref, smem_ref))
+            smem = smem_ref(op.name)
+            smem_box = Subscript(Name(f"{smem}.at"), tuple(index)) if index else Name(smem)
+            boxes_out.append((gmem_box, smem_box))
         return boxes_out
 
     def _column_boxes(self, op: OperandPlan) -> int:
@@ -210,7 +210,7 @@ class _Generator:
         def axis(dim: DimPlan | None) -> MaskAxis | None:
             if dim is None:
                 return None
-            start = BinOp(Operator.MUL, Name(f"block_{dim.name}"), Const(dim.extent))
+            start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.extent))
             return MaskAxis(dim.extent, dim.size, start if dim.tiled_by else None)
 
         rows = axis(self.plan.dim(self.plan.rows))
@@ -228,7 +228,7 @@ class _Generator:
         """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
         past the edge."""
         boxes = self._column_boxes(op)
-        smem = f"{op.name}_smem"
+        smem = smem_ref(op.name)
         if boxes == 1:
             value = load(ref or Name(smem), op.kind, self.plan.flat_frame)
         else:
@@ -279,11 +279,11 @@ class _Generator:
 
     def _params(self) -> tuple[str, ...]:
         """The block function's parameters: GMEM refs, then the scratch, as the launch lists it."""
-        params = [f"{op.name}_gmem" for op in self.inputs]
-        params += [f"{op.name}_gmem" for op in self.plan.results]
-        params += [f"{op.name}_smem" for op in self.loaded]
-        params += [f"{op.name}_smem" for op in self.kernel_results]
-        params += [f"{op.name}_barrier" for op in self.loaded]
+        params = [gmem_ref(op.name) for op in self.inputs]
+        params += [gmem_ref(op.name) for op in self.plan.results]
+        params += [smem_ref(op.name) for op in self.loaded]
+        params += [smem_ref(op.name) for op in self.kernel_results]
+        params += [barrier_ref(op.name) for op in self.loaded]
         return tuple(params)
 
     def block_function(self) -> FunctionDef:
@@ -298,16 +298,16 @@ class _Generator:
         for d in plan.dims:
             if d.tiled_by or d.batched:
                 axis_index = call("lax.axis_index", Const(d.name))
-                body.append(Assign((Name(f"block_{d.name}"),), axis_index))
+                body.append(Assign((Name(block_index(d.name)),), axis_index))
         for op in [*self.inputs, *plan.results]:
             if op.batch or op.per_block:
-                gmem = f"{op.name}_gmem"
+                gmem = gmem_ref(op.name)
                 lead = (*op.batch, *op.per_block)
-                entry = Subscript(Name(f"{gmem}.at"), tuple(Name(f"block_{d}") for d in lead))
+                entry = Subscript(Name(f"{gmem}.at"), tuple(Name(block_index(d)) for d in lead))
                 what = "this grid step's partial" if op.per_block else "this grid step's entry"
                 body.append(Assign((Name(gmem),), entry, comment=what))
         for op in self.scalars:
-            value = Subscript(Name(f"{op.name}_gmem"), (EllipsisIndex(),))
+            value = Subscript(Name(gmem_ref(op.name)), (EllipsisIndex(),))
             body.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
         boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
         if any(_EDGE_START.text in names_read(g) for g in boxes):
@@ -330,12 +330,12 @@ class _Generator:
                     if not any(self.plan.dim(d).ragged for d in op.dims)
                     else {}
                 )
-                barrier = Name(f"{op.name}_barrier")
-                for gmem_ref, smem_ref in self._boxes(op):
-                    copy = call("plgpu.copy_gmem_to_smem", gmem_ref, smem_ref, barrier, **promise)
+                barrier = Name(barrier_ref(op.name))
+                for gmem_box, smem_box in self._boxes(op):
+                    copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
                     body.append(ExprStmt(copy))
             for op in self.loaded:
-                body.append(ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))))
+                body.append(ExprStmt(call("plgpu.barrier_wait", Name(barrier_ref(op.name)))))
         body += self._masks()
         deferred = self._loaded_after_loops()
         for op in self.loaded:
@@ -375,10 +375,10 @@ class _Generator:
             return launch.block_indices(ctas, plan.grid, plan.grid_names)
 
         def slot_of(op: OperandPlan) -> Expr:
-            return Subscript(Name(f"{op.name}_smem.at"), (launch.slot,))
+            return Subscript(Name(f"{smem_ref(op.name)}.at"), (launch.slot,))
 
         def barrier_of(op: OperandPlan) -> Expr:
-            return Subscript(Name(f"{op.name}_barrier.at"), (launch.slot,))
+            return Subscript(Name(f"{barrier_ref(op.name)}.at"), (launch.slot,))
 
         copies: list[Stmt] = []
         for op in self.loaded:
@@ -387,9 +387,9 @@ class _Generator:
                 if not any(self.plan.dim(d).ragged for d in op.dims)
                 else {}
             )
-            for gmem_ref, _ in self._boxes(op):
+            for gmem_box, _ in self._boxes(op):
                 copy = call(
-                    "plgpu.copy_gmem_to_smem", gmem_ref, slot_of(op), barrier_of(op), **promise
+                    "plgpu.copy_gmem_to_smem", gmem_box, slot_of(op), barrier_of(op), **promise
                 )
                 copies.append(ExprStmt(copy))
         step: list[Stmt] = [
@@ -408,11 +408,11 @@ class _Generator:
         step.append(wait)
         for op, value in zip(plan.results, self.t.outputs, strict=True):
             assert value is not None
-            step.append(store(Name(f"{op.name}_smem"), value, self.new_store_api, plan.flat_frame))
+            step.append(store(Name(smem_ref(op.name)), value, self.new_store_api, plan.flat_frame))
         step.append(ExprStmt(call("plgpu.commit_smem")))
         for op in plan.results:
-            for gmem_ref, smem_ref in self._boxes(op):
-                step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
+            for gmem_box, smem_box in self._boxes(op):
+                step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box)))
         body: list[Stmt] = [
             Comment(
                 f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
@@ -439,7 +439,7 @@ class _Generator:
             if op not in self.stored:
                 continue
             assert value is not None
-            smem = f"{op.name}_smem"
+            smem = smem_ref(op.name)
             boxes = self._column_boxes(op)
             if boxes == 1:
                 stores.append(store(Name(smem), value, self.new_store_api, self.plan.flat_frame))
@@ -456,8 +456,8 @@ class _Generator:
                 )
         stores.append(ExprStmt(call("plgpu.commit_smem")))
         for op in self.stored:
-            for gmem_ref, smem_ref in self._boxes(op):
-                stores.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_ref, gmem_ref)))
+            for gmem_box, smem_box in self._boxes(op):
+                stores.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box)))
         # At the kernel's end shared memory is free once the copies have read it: the writes
         # finish on their own.
         wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))
@@ -470,7 +470,7 @@ class _Generator:
                 ),
                 *stores,
             ]
-        refs = tuple(f"{op.name}_smem" for op in self.stored)
+        refs = tuple(smem_ref(op.name) for op in self.stored)
         buffers = [self._smem_buffer(op) for op in self.stored]
         return [
             Comment(

@@ -12,7 +12,7 @@ Shared memory past the row's end is never written: loads select the operand's fi
 """
 
 from ... import _hardware as hw
-from ..ir.names import LocalNames, block_function
+from ..ir.names import LocalNames, barrier_ref, block_function, gmem_ref, smem_ref
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -108,9 +108,9 @@ class _RowGenerator:
         return Subscript(Name(f"{buffer}.at"), (*lead, *index))
 
     def _barrier(self, op: OperandPlan) -> Expr:
-        barrier = Name(f"{op.name}_barrier")
+        barrier = Name(barrier_ref(op.name))
         if self.persistent and op.kind == Kind.TILE:
-            return Subscript(Name(f"{op.name}_barrier.at"), (self.launch.slot,))
+            return Subscript(Name(f"{barrier_ref(op.name)}.at"), (self.launch.slot,))
         return barrier
 
     def _copies(
@@ -118,7 +118,7 @@ class _RowGenerator:
     ) -> list[tuple[Expr, Expr]]:
         """(GMEM slice, SMEM slice) of each bulk copy of one row of `op` (or of the whole
         1-D operand when `row` is None), to or from the shared-memory `buffer`."""
-        smem = buffer or f"{op.name}_smem"
+        smem = buffer or smem_ref(op.name)
         # A row-wise operand's buffer has a slot a stage, and so does a result written into it.
         staged = row is not None and (buffer is None or op.shares_smem_with is not None)
         out: list[tuple[Expr, Expr]] = []
@@ -127,12 +127,12 @@ class _RowGenerator:
             if row is None:
                 out.append(
                     (
-                        Subscript(Name(f"{op.name}_gmem.at"), (span,)),
+                        Subscript(Name(f"{gmem_ref(op.name)}.at"), (span,)),
                         self._at(smem, span, staged=False),
                     )
                 )
             else:
-                gmem = Subscript(Name(f"{op.name}_gmem.at"), (row, span))
+                gmem = Subscript(Name(f"{gmem_ref(op.name)}.at"), (row, span))
                 out.append((gmem, self._at(smem, self.row_counter, span, staged=staged)))
         return out
 
@@ -253,11 +253,11 @@ class _RowGenerator:
                 Kind.COL,
                 self.frame,
             )
-            gmem = Name(f"{op.name}_gmem")
+            gmem = Name(gmem_ref(op.name))
             lines.append(
                 Assign(
                     (gmem,),
-                    Subscript(Name(f"{op.name}_gmem.at"), (index,)),
+                    Subscript(Name(f"{gmem_ref(op.name)}.at"), (index,)),
                     comment="this CTA's partial",
                 )
             )
@@ -283,9 +283,9 @@ class _RowGenerator:
     def _load_row(self, op: OperandPlan, padded: bool) -> list[Stmt]:
         """The operand's row (or per-column block) from shared memory into registers."""
         if op.kind == Kind.TILE:
-            ref = self._at(f"{op.name}_smem", self.row_counter, staged=True)
+            ref = self._at(smem_ref(op.name), self.row_counter, staged=True)
         else:
-            ref = Name(f"{op.name}_smem")
+            ref = Name(smem_ref(op.name))
         lines: list[Stmt] = [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
         if padded:
             fill = op.fill if op.fill is not None else 0
@@ -306,7 +306,8 @@ class _RowGenerator:
                     per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
             elif not op.per_block:  # a summed vector goes out once, after the CTA's rows
                 gmem = Subscript(
-                    Name(f"{op.name}_gmem.at"), (call("pl.ds", self.row_start, Const(self.rows)),)
+                    Name(f"{gmem_ref(op.name)}.at"),
+                    (call("pl.ds", self.row_start, Const(self.rows)),),
                 )
                 once.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(_buffer(op)), gmem)))
         body: list[Stmt] = [ExprStmt(call("plgpu.commit_smem"))]
@@ -332,11 +333,11 @@ class _RowGenerator:
 
     def _params(self) -> tuple[str, ...]:
         plan = self.plan
-        params = [f"{op.name}_gmem" for op in self.loaded]
-        params += [f"{op.name}_gmem" for op in plan.results]
-        params += [f"{op.name}_smem" for op in self.loaded]
-        params += [f"{op.name}_smem" for op in plan.results if op.shares_smem_with is None]
-        params += [f"{op.name}_barrier" for op in self.loaded]
+        params = [gmem_ref(op.name) for op in self.loaded]
+        params += [gmem_ref(op.name) for op in plan.results]
+        params += [smem_ref(op.name) for op in self.loaded]
+        params += [smem_ref(op.name) for op in plan.results if op.shares_smem_with is None]
+        params += [barrier_ref(op.name) for op in self.loaded]
         return tuple(params)
 
     def _header(self) -> list[Stmt]:
@@ -359,7 +360,7 @@ class _RowGenerator:
             return []
         lines = [stmt for op in self.columns for stmt in self._copy_in(op, None)]
         lines += [
-            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.columns
+            ExprStmt(call("plgpu.barrier_wait", Name(barrier_ref(op.name)))) for op in self.columns
         ]
         return lines
 
@@ -375,7 +376,7 @@ class _RowGenerator:
         body.append(Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."))
         body += self._load_block()
         body += [
-            ExprStmt(call("plgpu.barrier_wait", Name(f"{op.name}_barrier"))) for op in self.tiles
+            ExprStmt(call("plgpu.barrier_wait", Name(barrier_ref(op.name)))) for op in self.tiles
         ]
         body += self._columns_in()
         body += self._loop("compute_row", self._row_body())

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from ... import _hardware as hw
 from ..._errors import BodyError
+from ..ir.names import smem_ref
 from ..ir.nodes import (
     Assign,
     Call,
@@ -74,13 +75,13 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     transpose_b = b_dims.index(over) == 1
     tr.products.append(Product(a_name, b_name, transpose_b, over, along, tr.dtype(a_atom)))
     out = eqn.outputs[0]
-    a_value = Name(f"{a_name}_smem") if a_name else _register_a(tr, eqn, a_atom, over)
+    a_value = Name(smem_ref(a_name)) if a_name else _register_a(tr, eqn, a_atom, over)
     staged = not a_name and tr.g.interpreted
     a_ref: Expr = a_value
     staged_ref = Name(f"{out}_a_smem")
     if staged:
         a_ref = staged_ref
-    b_ref = Name(f"{b_name}_smem.T" if transpose_b else f"{b_name}_smem")
+    b_ref = Name(f"{b_name}_smem.T" if transpose_b else smem_ref(b_name))
     acc = Name(f"{out}_acc")
     wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
     # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate add.
