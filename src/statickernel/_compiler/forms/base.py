@@ -7,7 +7,6 @@ from typing import Any, Protocol
 
 from ..._errors import ErrorContext, StaticKernelError
 from ..declare.spec import KernelSpec
-from ..ir.nodes import Form
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import BlockLayout
 from ..lower.translate import Geometry, NotInForm, Translation, translate
@@ -38,7 +37,6 @@ class FormChoice:
     """The form a specialization takes: its layout and translation in that form, and what
     the plan needs to know of it."""
 
-    form: Form
     layout: BlockLayout
     translation: Translation
     row_frame: RowFrame | None = None
@@ -49,7 +47,7 @@ class FormChoice:
 
     @classmethod
     def block(cls, layout: BlockLayout, translation: Translation) -> "FormChoice":
-        return cls(Form.BLOCK, layout, translation)
+        return cls(layout, translation)
 
     def plan_options(self) -> dict[str, Any]:
         """The plan's parameters that this form sets."""

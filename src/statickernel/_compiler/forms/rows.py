@@ -4,7 +4,6 @@ time in registers (`plan.rows` chooses the blocks, `emit.rows` writes them)."""
 import dataclasses
 
 from ...language.context import operand_fills
-from ..ir.nodes import Form
 from ..lower.geometry import block_geometry
 from ..plan.rows import RowChoice, TooWide, choose_rows, too_wide_error
 from ..trace.crossblock import accumulated_rows
@@ -40,7 +39,6 @@ class RowsForm:
         if isinstance(rows, TooWide):
             raise too_wide_error(spec, layout, rows, inputs.ctx)
         return FormChoice(
-            Form.ROWS,
             rows.layout,
             in_rows,
             row_frame=rows.frame,

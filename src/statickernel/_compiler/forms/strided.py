@@ -6,7 +6,6 @@ import dataclasses
 from ... import _hardware as hw
 from ...language.context import operand_fills
 from ..emit.masks import reads_zero
-from ..ir.nodes import Form
 from ..ir.pallas import FlatFrame
 from ..lower.geometry import block_geometry
 from .base import FormChoice, FormInputs, translate_in
@@ -28,7 +27,7 @@ class StridedForm:
         translation = translate_in(inputs, inputs.trace, layout, geometry)
         if translation is None:
             return None
-        return FormChoice(Form.STRIDED, layout, translation, flat_frame=frame)
+        return FormChoice(layout, translation, flat_frame=frame)
 
 
 def _flat_frame(inputs: FormInputs) -> FlatFrame | None:
