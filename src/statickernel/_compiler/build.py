@@ -1,20 +1,23 @@
 """The one compile path: a spec, sizes, dtypes and constants become a plan and its source.
 
 The decorator runs it on probe sizes (`Phase.DECLARATION`), so that the hardware rules and the
-body are checked at import; every call runs it on the bound arguments (`Phase.CALL`). The
-stages, in order:
+body are checked at import; every call runs it on the bound arguments (`Phase.CALL`). Either
+way it starts from a `CompileUnit`, and `_compile` runs the stages, in order, each a function
+that reads the unit and what the stage before produced:
 
-  layout     the blocks of every dim (`layout/blocks.py`); checked against TMA and the register
-             layout. At the call the layout waits for the trace, since a whole dim's padding
-             depends on the results' dtypes, which the trace gives.
-  trace      the body on abstract blocks (`trace/body.py`), and its results checked
-  translate  the body's equations as Pallas statements on the layout's registers
-  check      the rules of pipelined operands and of sk.dot
-  form       at the call, the register form the body takes (`forms/choose.py`): the first of
-             the row form, the strided block and the block form that proposes itself
-  plan       the frozen `LaunchPlan` (`plan/plan.py`); at the declaration only for loop kernels,
-             whose pipelines' shared memory depends on the body
-  emit       the module's source (`emit/module.py`), at the call only
+  (declare)  at the declaration only, before the unit: the blocks of every dim on probe sizes
+             (`layout/blocks.py`), checked against TMA, the register layout and shared memory
+  trace      the body on abstract blocks (`trace/body.py`), its results checked, and the
+             results that lack a tiled dim rewritten as their blocks' partials -> `_Traced`
+  lower      at a call, the layout of the bound dtypes (a whole dim's padding depends on the
+             results' dtypes, which the trace gives), checked; the body translated in the block
+             form, and the rules of pipelined operands and of sk.dot checked -> `_Lowered`
+  form       at a call, the register form (`forms/choose.py`): the first of the row form, the
+             strided block and the block form that proposes itself -> `FormChoice`
+  plan       the frozen `LaunchPlan` (`plan/plan.py`), with its launch schedule
+             (`schedules/choose.py`) and, at a call, its cost; at the declaration only for
+             loop kernels, whose pipelines' shared memory depends on the body
+  emit       the module's source (`emit/module.py`), at a call only
 """
 
 import dataclasses
@@ -47,7 +50,7 @@ from .lower.geometry import block_geometry
 from .lower.translate import Translation, translate
 from .plan.cost import plan_cost
 from .plan.pipelining import check_dots
-from .plan.plan import LaunchPlan, make_plan
+from .plan.plan import LaunchPlan, PlanInputs, make_plan
 from .trace.body import BodyTrace, check_outputs, misplaced_load_error, trace_body
 from .trace.crossblock import CrossBlock, partial_plans, partial_specs
 from .trace.crossblock_rewrite import cross_block_results
@@ -70,17 +73,18 @@ class Compiled:
 
 def compile_call(spec: KernelSpec, binding: Binding, backend: str, where: str | None) -> Compiled:
     """Compiles the specialization `binding` calls for, to run on `backend`."""
-    dtypes = dict(binding.dtypes)
-    return _compile(
+    sizes = binding.size_map
+    unit = CompileUnit(
         spec,
         Phase.CALL,
-        binding.size_map,
+        ErrorContext(spec.name, where or spec.location, Phase.CALL).bound(sizes),
+        sizes,
         dict(binding.consts),
-        {name: (dtype,) for name, dtype in dtypes.items()},
+        {name: (dtype,) for name, dtype in dict(binding.dtypes).items()},
         dict(binding.shapes),
         backend,
-        where,
     )
+    return _compile(unit)
 
 
 def compile_declaration(
@@ -90,108 +94,188 @@ def compile_declaration(
     and its body, traced once on probe sizes with no data. `where` is the line the errors
     point at: the decorator's by default, the call's for `kernel.bind`."""
     options = {o.name: o.dtypes for o in spec.operands + spec.results}
-    return _compile(spec, Phase.DECLARATION, None, consts, options, None, "interpret", where)
-
-
-def _compile(
-    spec: KernelSpec,
-    phase: Phase,
-    sizes: Mapping[str, int] | None,
-    consts: Mapping[str, Any],
-    options: Mapping[str, tuple[str, ...]],
-    shapes: Mapping[str, tuple[int, ...]] | None,
-    backend: str,
-    where: str | None,
-) -> Compiled:
     # At the declaration the sizes are probes, not the user's: they stay out of the messages.
-    ctx = ErrorContext(spec.name, where or spec.location, phase)
-    if sizes is not None:
-        ctx = ctx.bound(sizes)
+    ctx = ErrorContext(spec.name, where or spec.location, Phase.DECLARATION)
+    declared = declaration_layout(spec, consts, options)
+    check_blocks(spec, declared, options, ctx)
+    declared.check_invariants()
+    _check_declared_smem(spec, declared, consts, options, ctx)
+    sizes = declared.sizes
+    shapes = {o.name: tuple(sizes[d] for d in o.block_dims) for o in spec.operands}
+    unit = CompileUnit(
+        spec, Phase.DECLARATION, ctx, sizes, consts, options, shapes, "interpret", declared
+    )
+    return _compile(unit)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileUnit:
+    """One specialization as the compile path takes it: the spec, the phase and where its
+    errors point, the sizes (the call's, or the declaration's probes), the constants, the
+    dtypes each array may take, the operands' shapes and the backend."""
+
+    spec: KernelSpec
+    phase: Phase
+    ctx: ErrorContext
+    sizes: Mapping[str, int]
+    consts: Mapping[str, Any]
+    options: Mapping[str, tuple[str, ...]]
+    """Each array's dtypes: the one bound at a call, every one allowed at the declaration."""
+    shapes: Mapping[str, tuple[int, ...]]
+    backend: str
     declared: BlockLayout | None = None
-    if phase is Phase.DECLARATION:
-        declared = declaration_layout(spec, consts, options)
-        check_blocks(spec, declared, options, ctx)
-        declared.check_invariants()
-        _check_declared_smem(spec, declared, consts, options, ctx)
-        sizes = declared.sizes
-        shapes = {o.name: tuple(sizes[d] for d in o.block_dims) for o in spec.operands}
-    assert sizes is not None and shapes is not None
+    """At the declaration, the layout checked before the trace on the probe sizes."""
+
+    @property
+    def interpreted(self) -> bool:
+        """Whether the body runs in the interpreter (the declaration checks it as Mosaic
+        GPU would take it)."""
+        return self.phase is Phase.CALL and self.backend == "interpret"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Traced:
+    """The body traced, its results reduced across blocks, and every array's dtype."""
+
+    spec: KernelSpec
+    """The spec, with the results reduced across blocks as their partials."""
+    trace: BodyTrace
+    crosses: tuple[CrossBlock, ...]
+    dtypes: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lowered:
+    """The traced body laid out and translated in the block form."""
+
+    traced: _Traced
+    layout: BlockLayout
+    translation: Translation
+
+
+def _compile(unit: CompileUnit) -> Compiled:
+    """The stages, in order: each reads the unit and what the one before produced."""
+    traced = _trace(unit)
+    lowered = _lower(unit, traced)
+    choice = _choose_form(unit, lowered)
+    plan = _plan(unit, traced, choice)
+    source = _emit(unit, choice, plan)
+    return Compiled(choice.layout, traced.trace, choice.translation, plan, source)
+
+
+def _trace(unit: CompileUnit) -> _Traced:
+    """The body on abstract blocks, its results checked, and the results that lack a tiled
+    dim rewritten as their blocks' partials."""
+    spec, sizes, consts = unit.spec, unit.sizes, unit.consts
     logical = logical_blocks(spec, sizes, consts)
     # The body is traced with each operand's first allowed dtype at the declaration.
     trace = trace_body(
         spec,
         {o.name: tuple(logical[d] for d in o.block_dims) for o in spec.operands},
-        {name: dtypes[0] for name, dtypes in options.items()},
-        shapes,
+        {name: dtypes[0] for name, dtypes in unit.options.items()},
+        unit.shapes,
         consts,
         sizes,
-        dims_are_bound=phase is Phase.CALL,
+        dims_are_bound=unit.phase is Phase.CALL,
     )
     loops = spec.loop_map
     result_blocks = [
         tuple(sizes[d] if d in loops else logical[d] for d in r.block_dims) for r in spec.results
     ]
-    result_dtypes = check_outputs(
-        spec, trace, result_blocks, spec.location, sizes if phase is Phase.CALL else {}
-    )
+    bound_sizes = sizes if unit.phase is Phase.CALL else {}
+    result_dtypes = check_outputs(spec, trace, result_blocks, spec.location, bound_sizes)
     trace, crosses = cross_block_results(spec, trace, sizes)
-    if declared is None:
-        bound = {name: dtypes[0] for name, dtypes in options.items()}
+    if unit.declared is None:
+        dtypes = {name: dtypes[0] for name, dtypes in unit.options.items()}
     else:  # at the declaration, shared memory is counted with the widest dtypes allowed
-        bound = {name: _widest(dtypes) for name, dtypes in options.items()}
-    bound.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
+        dtypes = {name: _widest(dtypes) for name, dtypes in unit.options.items()}
+    dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
     if crosses:
         # The partials' layout is the vector the body keeps: translate once to learn it.
-        first = declared or call_layout(spec, sizes, consts, bound)
+        first = unit.declared or call_layout(spec, sizes, consts, dtypes)
         kinds = _translate(spec, trace, first, False, open_results=crosses).result_kinds
         spec, crosses = partial_specs(spec, crosses, dict(enumerate(kinds)))
-        bound.update({c.name: c.partial_dtype for c in crosses})
-    if declared is None:
-        layout = call_layout(spec, sizes, consts, bound)
-        options = {name: (dtype,) for name, dtype in bound.items()}
-        check_blocks(spec, layout, options, ctx)
+        dtypes.update({c.name: c.partial_dtype for c in crosses})
+    return _Traced(spec, trace, crosses, dtypes)
+
+
+def _lower(unit: CompileUnit, traced: _Traced) -> _Lowered:
+    """The layout of the bound dtypes (at a call: a whole dim's padding depends on the
+    results' dtypes), checked, and the body translated in the block form."""
+    spec, options = traced.spec, unit.options
+    layout = unit.declared
+    if layout is None:
+        layout = call_layout(spec, unit.sizes, unit.consts, traced.dtypes)
+        options = {name: (dtype,) for name, dtype in traced.dtypes.items()}
+        check_blocks(spec, layout, options, unit.ctx)
         layout.check_invariants()
-    else:
-        layout = declared
-    # The declaration checks the body as Mosaic GPU would take it.
-    interpreted = phase is Phase.CALL and backend == "interpret"
-    translation = _translate(spec, trace, layout, interpreted)
-    _check_loops(spec, translation, layout, options, ctx)
-    choice = FormChoice.block(layout, translation)
-    if phase is Phase.CALL:
-        choice = choose_form(
-            FormInputs(spec, trace, layout, bound, crosses, translation, interpreted, ctx)
+    translation = _translate(spec, traced.trace, layout, unit.interpreted)
+    _check_loops(spec, translation, layout, options, unit.ctx)
+    return _Lowered(traced, layout, translation)
+
+
+def _choose_form(unit: CompileUnit, lowered: _Lowered) -> FormChoice:
+    """At a call, the first register form that proposes itself; the declaration checks the
+    block form."""
+    if unit.phase is not Phase.CALL:
+        return FormChoice.block(lowered.layout, lowered.translation)
+    traced = lowered.traced
+    return choose_form(
+        FormInputs(
+            traced.spec,
+            traced.trace,
+            lowered.layout,
+            traced.dtypes,
+            traced.crosses,
+            lowered.translation,
+            unit.interpreted,
+            unit.ctx,
         )
-    layout, translation = choice.layout, choice.translation
-    plan = source = None
-    if phase is Phase.CALL or spec.loop:
-        plan = make_plan(
+    )
+
+
+def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan | None:
+    """The launch plan; at the declaration only for loop kernels, whose pipelines' shared
+    memory depends on the body."""
+    spec, layout, translation = traced.spec, choice.layout, choice.translation
+    if unit.phase is not Phase.CALL and not spec.loop:
+        return None
+    plan = make_plan(
+        PlanInputs(
             spec,
             layout,
-            bound,
-            consts,
-            backend,
-            trace.loads,
-            ctx,
+            traced.dtypes,
+            unit.consts,
+            unit.backend,
+            traced.trace.loads,
+            unit.ctx,
             translation.masks,
-            loops=translation.loops,
-            **choice.plan_options(),
+            translation.loops,
+            choice.facts,
         )
-        if crosses:
-            counts = dict(zip(layout.grid_names, layout.grid, strict=True))
-            persistent = choice.persistent
-            if persistent is not None:  # each persistent CTA adds up the rows of its blocks
-                counts[spec.rows] = persistent.ctas
-            results, notes = partial_plans(plan.results, crosses, counts, persistent is not None)
-            plan = dataclasses.replace(
-                plan, results=results, notes=plan.notes + notes, cross_blocks=crosses
-            )
-            plan.check_invariants()
-    if phase is Phase.CALL:
-        assert plan is not None
-        plan = dataclasses.replace(plan, cost=plan_cost(plan, trace))
-        source = generate_source(plan, translation)
-    return Compiled(layout, trace, translation, plan, source)
+    )
+    crosses = traced.crosses
+    if crosses:
+        counts = dict(zip(layout.grid_names, layout.grid, strict=True))
+        persistent = choice.facts.persistent
+        if persistent is not None:  # each persistent CTA adds up the rows of its blocks
+            counts[spec.rows] = persistent.ctas
+        results, notes = partial_plans(plan.results, crosses, counts, persistent is not None)
+        plan = dataclasses.replace(
+            plan, results=results, notes=plan.notes + notes, cross_blocks=crosses
+        )
+        plan.check_invariants()
+    if unit.phase is Phase.CALL:
+        plan = dataclasses.replace(plan, cost=plan_cost(plan, traced.trace))
+    return plan
+
+
+def _emit(unit: CompileUnit, choice: FormChoice, plan: LaunchPlan | None) -> str | None:
+    """At a call, the module's source."""
+    if unit.phase is not Phase.CALL:
+        return None
+    assert plan is not None
+    return generate_source(plan, choice.translation)
 
 
 def _widest(dtypes: tuple[str, ...]) -> str:

@@ -7,6 +7,7 @@ printed once, by `ir.printer`.
 
 import itertools
 import math
+from collections.abc import Callable
 
 import jax
 
@@ -22,6 +23,7 @@ from ..ir.nodes import (
     EllipsisIndex,
     Expr,
     ExprStmt,
+    Form,
     FunctionDef,
     IfExp,
     Import,
@@ -77,7 +79,9 @@ def generate_source(plan: LaunchPlan, translation: Translation) -> str:
 
 class _Generator:
     def __init__(self, plan: LaunchPlan, translation: Translation):
+        assert plan.schedule is not None, "a plan at a call has its schedule"
         self.plan = plan
+        self.schedule = plan.schedule
         self.t = translation
         # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
         self.new_store_api = has_plgpu_store()
@@ -89,8 +93,8 @@ class _Generator:
             if op.loaded
             and op.loop_dim is None
             and op.kind != Kind.SCALAR
-            # A warp-specialized launch's consumers hold their own buffers.
-            and plan.warp_specialized is None
+            # A launch of several warpgroups (warp-specialized): each holds its own buffers.
+            and self.schedule.warpgroups == 1
         ]
         self.inputs = [op for op in plan.operands if op.loaded]
         self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
@@ -153,25 +157,15 @@ class _Generator:
         return self.plan.dim(self.plan.cols).boxes if self.plan.cols in op.dims else 1
 
     def _stages(self) -> int:
-        """Buffers a row-wise operand's block has: a persistent launch's stages, else one."""
-        schedule = self.plan.schedule
-        if schedule is not None and schedule.kind is ScheduleKind.PERSISTENT:
-            return schedule.stages
-        return 1
+        """Buffers a staged block has: a persistent launch's stages, else one."""
+        return self.schedule.slots
 
     def _grid_names(self) -> tuple[str, ...]:
-        persistent = self._stages() > 1 or self.plan.warp_specialized is not None
-        return ("cta",) if persistent else self.plan.grid_names
+        return ("cta",) if self.schedule.walks_blocks else self.plan.grid_names
 
     def _launch_grid(self) -> tuple[int, ...]:
         """The CTAs launched: a persistent launch's, else one a block."""
-        schedule = self.plan.schedule
-        if schedule is not None and schedule.kind in (
-            ScheduleKind.PERSISTENT,
-            ScheduleKind.WARP_SPECIALIZED,
-        ):
-            return (schedule.ctas,)
-        return self.plan.grid
+        return (self.schedule.ctas,) if self.schedule.walks_blocks else self.plan.grid
 
     def _grid_text(self) -> str:
         plan = self.plan
@@ -287,13 +281,15 @@ class _Generator:
         return tuple(params)
 
     def block_function(self) -> FunctionDef:
+        """The block function of the plan's form and schedule: the row form writes its own;
+        the block forms' is the schedule's."""
+        if self.plan.form is Form.ROWS:
+            return row_block_function(self.plan, self.t, self.new_store_api)
+        return _BLOCK_FUNCTIONS[self.schedule.kind](self)
+
+    def _one_block_function(self) -> FunctionDef:
+        """One block a CTA (its loops pipelined): copy in, compute, copy out."""
         plan = self.plan
-        if plan.row_frame is not None:
-            return row_block_function(plan, self.t, self.new_store_api)
-        if plan.warp_specialized is not None:
-            return warp_specialized_function(plan, self.t, self.new_store_api)
-        if self._stages() > 1:
-            return self._persistent_block_function()
         body: list[Stmt] = []
         for d in plan.dims:
             if d.tiled_by or d.batched:
@@ -358,14 +354,16 @@ class _Generator:
             body += self._store()
         return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
 
+    def _warp_specialized_function(self) -> FunctionDef:
+        return warp_specialized_function(self.plan, self.t, self.new_store_api)
+
     def _persistent_block_function(self) -> FunctionDef:
         """CTA `cta` takes blocks cta, cta + ctas, ... with `stages` blocks' loads in flight:
         each operand has a shared-memory slot a stage, refilled once its block is in
         registers and the step has synchronized (commit_smem)."""
         plan = self.plan
-        assert plan.schedule is not None
         assert not self.scalars, "a persistent block has no scalar operands"
-        ctas, stages = plan.schedule.ctas, plan.schedule.stages
+        ctas, stages = self.schedule.ctas, self.schedule.stages
         blocks = math.prod(plan.grid)
 
         arrays = [op.name for op in (*plan.operands, *plan.results)]
@@ -501,9 +499,9 @@ class _Generator:
         lane = Name("plgpu.LoweringSemantics.Lane")
         interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
         threads: tuple[Keyword, ...] = ()
-        if plan.warp_specialized is not None:  # the consumers, then the producer
+        if self.schedule.warpgroups > 1:  # the consumers, then the producer
             threads = (
-                Keyword("num_threads", Const(plan.warp_specialized.consumers + 1)),
+                Keyword("num_threads", Const(self.schedule.warpgroups)),
                 Keyword("thread_name", Const(WG_AXIS)),
             )
         kernel = Call(
@@ -575,6 +573,15 @@ class _Generator:
         interpret = Assign((Name("INTERPRET"),), Const(self.plan.backend == "interpret"))
         code = (interpret, self.block_function(), self.launch(), self.wrapper())
         return Module((tuple(self.header()), _IMPORTS, code))
+
+
+# The block function each schedule of the block forms (block, strided) takes.
+_BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
+    ScheduleKind.ONE_BLOCK_PER_CTA: _Generator._one_block_function,
+    ScheduleKind.PIPELINED_LOOPS: _Generator._one_block_function,
+    ScheduleKind.PERSISTENT: _Generator._persistent_block_function,
+    ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
+}
 
 
 def _unpadded(op: OperandPlan, row_form: bool) -> Expr:

@@ -3,14 +3,13 @@ and the one way a form translates the body in its own geometry."""
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..._errors import ErrorContext, StaticKernelError
 from ..declare.spec import KernelSpec
-from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import BlockLayout
 from ..lower.translate import Geometry, NotInForm, Translation, translate
-from ..plan.schedule import Persistent
+from ..plan.inputs import FormFacts
 from ..trace.body import BodyTrace
 from ..trace.crossblock import CrossBlock
 
@@ -35,29 +34,17 @@ class FormInputs:
 @dataclasses.dataclass(frozen=True)
 class FormChoice:
     """The form a specialization takes: its layout and translation in that form, and what
-    the plan needs to know of it."""
+    the plan needs to know of it (its frame, and what it allows the launch schedules)."""
 
     layout: BlockLayout
     translation: Translation
-    row_frame: RowFrame | None = None
-    flat_frame: FlatFrame | None = None
-    aliases: Mapping[str, str] | None = None
-    block_form_smem: int = 0
-    persistent: Persistent | None = None
+    facts: FormFacts
 
     @classmethod
     def block(cls, layout: BlockLayout, translation: Translation) -> "FormChoice":
-        return cls(layout, translation)
-
-    def plan_options(self) -> dict[str, Any]:
-        """The plan's parameters that this form sets."""
-        return {
-            "row_frame": self.row_frame,
-            "flat_frame": self.flat_frame,
-            "aliases": self.aliases,
-            "block_form_smem": self.block_form_smem,
-            "persistent": self.persistent,
-        }
+        """The block form: WGMMA-layout blocks, which a matmul-shaped body may multiply in
+        the warp-specialized launch."""
+        return cls(layout, translation, FormFacts(specializes_warps=True))
 
 
 class RegisterForm(Protocol):

@@ -5,6 +5,7 @@ import dataclasses
 
 from ...language.context import operand_fills
 from ..lower.geometry import block_geometry
+from ..plan.inputs import FormFacts
 from ..plan.rows import RowChoice, TooWide, choose_rows, too_wide_error
 from ..trace.crossblock import accumulated_rows
 from .base import FormChoice, FormInputs, translate_in
@@ -38,11 +39,11 @@ class RowsForm:
             return None
         if isinstance(rows, TooWide):
             raise too_wide_error(spec, layout, rows, inputs.ctx)
-        return FormChoice(
-            rows.layout,
-            in_rows,
+        facts = FormFacts(
             row_frame=rows.frame,
             aliases=rows.aliases,
             block_form_smem=rows.block_form_smem,
             persistent=rows.persistent,
+            stages_tiles_only=True,
         )
+        return FormChoice(rows.layout, in_rows, facts)

@@ -8,6 +8,7 @@ from ...language.context import operand_fills
 from ..emit.masks import reads_zero
 from ..ir.pallas import FlatFrame
 from ..lower.geometry import block_geometry
+from ..plan.inputs import FormFacts
 from .base import FormChoice, FormInputs, translate_in
 
 __all__ = ["StridedForm"]
@@ -27,7 +28,9 @@ class StridedForm:
         translation = translate_in(inputs, inputs.trace, layout, geometry)
         if translation is None:
             return None
-        return FormChoice(layout, translation, flat_frame=frame)
+        # One CTA an SM computes an elementwise body at ease: it may walk the blocks.
+        facts = FormFacts(flat_frame=frame, walks_blocks_when_it_pays=True)
+        return FormChoice(layout, translation, facts)
 
 
 def _flat_frame(inputs: FormInputs) -> FlatFrame | None:

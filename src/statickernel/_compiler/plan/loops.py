@@ -2,15 +2,8 @@
 to shared memory when the stage constant is None) and the shared memory they take, and the
 fix proposed when they do not fit."""
 
-from collections.abc import Mapping
-from typing import Any
-
 from ... import _hardware as hw
-from ...language.context import LoadRecord
-from ..declare.spec import KernelSpec
-from ..layout.blocks import BlockLayout
-from ..layout.smem import block_bytes
-from ..lower.translation import LoopBlock
+from .inputs import PlanInputs
 from .pipelining import LoopPlan, PlannedDot, pipeline_bytes
 
 __all__ = ["MAX_STAGES", "plan_fitted_loops", "plan_loops", "stages_fix"]
@@ -19,23 +12,20 @@ __all__ = ["MAX_STAGES", "plan_fitted_loops", "plan_loops", "stages_fix"]
 MAX_STAGES = 4
 
 
-def plan_loops(
-    spec: KernelSpec,
-    loops: tuple[LoopBlock, ...],
-    layout: BlockLayout,
-    dtypes: Mapping[str, str],
-    consts: Mapping[str, Any],
-    loads: tuple[LoadRecord, ...],
-    stages: int | None = None,
-) -> tuple[LoopPlan, ...]:
-    declared = stages if stages is not None else spec.stage_count(consts) or MAX_STAGES
+def plan_loops(inputs: PlanInputs, stages: int | None = None) -> tuple[LoopPlan, ...]:
+    """The loops' pipelines with `stages` stages, by default the declared count (at most
+    each loop's steps)."""
+    spec, layout = inputs.spec, inputs.layout
+    declared = stages if stages is not None else inputs.declared_stages or MAX_STAGES
     out = []
-    for block in loops:
+    for block in inputs.loops:
         size, step = layout.dim(block.axis).size, layout.dim(block.axis).block
         steps = hw.cdiv(size, step)
         eff = min(declared, steps)
         loaded = tuple(
-            (r.operand, r.fill) for r in loads if r.loop == block.index and r.operand in block.loads
+            (r.operand, r.fill)
+            for r in inputs.loads
+            if r.loop == block.index and r.operand in block.loads
         )
         out.append(
             LoopPlan(
@@ -60,66 +50,37 @@ def plan_loops(
                         if n in block.operands and n not in dict(loaded)
                     )
                 ),
-                smem_bytes=pipeline_bytes(
-                    [block_bytes(spec, n, layout, dtypes) for n in block.operands], eff
-                ),
+                smem_bytes=pipeline_bytes([inputs.block_bytes[n] for n in block.operands], eff),
             )
         )
     return tuple(out)
 
 
 def _largest_fitting(
-    spec: KernelSpec,
-    loops: tuple[LoopBlock, ...],
-    layout: BlockLayout,
-    dtypes: Mapping[str, str],
-    consts: Mapping[str, Any],
-    loads: tuple[LoadRecord, ...],
-    fixed_bytes: int,
-    epilogue: int,
-    most: int,
+    inputs: PlanInputs, fixed_bytes: int, epilogue: int, most: int
 ) -> tuple[int, tuple[LoopPlan, ...]] | None:
     """The largest stage count up to `most`, and the loops with it, whose pipelines fit beside
     `fixed_bytes` of blocks copied once (the results after the loops, `epilogue`, reuse the
     pipelines' memory); None when even one stage does not."""
     for stages in range(most, 0, -1):
-        plans = plan_loops(spec, loops, layout, dtypes, consts, loads, stages)
+        plans = plan_loops(inputs, stages)
         if fixed_bytes + max(epilogue, *(lp.smem_bytes for lp in plans)) <= hw.SMEM_BYTES:
             return stages, plans
     return None
 
 
-def plan_fitted_loops(
-    spec: KernelSpec,
-    loops: tuple[LoopBlock, ...],
-    layout: BlockLayout,
-    dtypes: Mapping[str, str],
-    consts: Mapping[str, Any],
-    loads: tuple[LoadRecord, ...],
-    fixed_bytes: int,
-    epilogue: int,
-) -> tuple[LoopPlan, ...]:
+def plan_fitted_loops(inputs: PlanInputs, fixed_bytes: int, epilogue: int) -> tuple[LoopPlan, ...]:
     """For a stage constant left None: the loops with the most stages, up to `MAX_STAGES`,
     that fit (one stage when none does: the shared-memory error then says what to lower)."""
-    args = (spec, loops, layout, dtypes, consts, loads, fixed_bytes, epilogue)
-    fitted = _largest_fitting(*args, MAX_STAGES)
-    return fitted[1] if fitted else plan_loops(spec, loops, layout, dtypes, consts, loads, 1)
+    fitted = _largest_fitting(inputs, fixed_bytes, epilogue, MAX_STAGES)
+    return fitted[1] if fitted else plan_loops(inputs, 1)
 
 
-def stages_fix(
-    spec: KernelSpec,
-    consts: Mapping[str, Any],
-    fixed_bytes: int,
-    epilogue: int,
-    loops: tuple[LoopBlock, ...],
-    layout: BlockLayout,
-    dtypes: Mapping[str, str],
-    loads: tuple[LoadRecord, ...],
-) -> str:
+def stages_fix(inputs: PlanInputs, fixed_bytes: int, epilogue: int) -> str:
     """Proposes the largest stage count whose pipelines fit, else smaller loop blocks."""
-    declared = spec.stage_count(consts) or MAX_STAGES
-    args = (spec, loops, layout, dtypes, consts, loads, fixed_bytes, epilogue)
-    fitted = _largest_fitting(*args, declared - 1)
+    spec = inputs.spec
+    declared = inputs.declared_stages or MAX_STAGES
+    fitted = _largest_fitting(inputs, fixed_bytes, epilogue, declared - 1)
     if fitted is not None:
         name = spec.stages if isinstance(spec.stages, str) else "stages="
         sep = "=" if isinstance(spec.stages, str) else ""

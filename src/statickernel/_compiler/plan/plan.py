@@ -6,37 +6,28 @@ blocks take, and any fallback taken because TMA cannot address an array.
 """
 
 import dataclasses
-import math
-from collections.abc import Mapping
 from typing import Any, override
 
 from ... import _hardware as hw
 from ..._display import TextDisplay
-from ..._errors import ErrorContext, SharedMemoryError
-from ...language.context import LoadRecord, operand_fills
 from ..declare.limits import check_grid, check_offsets
-from ..declare.spec import KernelSpec
 from ..ir.nodes import Form
 from ..ir.pallas import FlatFrame, RowFrame
-from ..layout.blocks import BlockLayout, DimLayout, quantum
-from ..layout.smem import block_bytes, dims_of, epilogue_bytes, smem_bytes, smem_fix
-from ..lower.translate import COL, ROW, SCALAR, TILE, LoopBlock
+from ..layout.blocks import DimLayout, quantum
+from ..lower.translate import COL, ROW, SCALAR, TILE
+from ..schedules.base import ScheduleInputs
+from ..schedules.choose import choose_schedule
 from ..trace.crossblock import CrossBlock
-from . import schedule as _schedule
+from .arrays import plan_arrays
 from .cost import Cost
-from .loops import plan_fitted_loops, plan_loops, stages_fix
+from .inputs import FormFacts, PlanInputs
 from .operands import OperandPlan, Role
-from .pipelining import (
-    LoopPlan,
-    dot_gmem_shape,
-    dot_operands,
-    swizzle_elements,
-)
+from .pipelining import LoopPlan
 from .rows import per_row_slots, row_form_notes
-from .schedule import Persistent, Schedule, persistent_blocks, plan_schedule
-from .warpspec import WarpSpecialized, hold_paired_blocks, plan_warp_specialized
+from .schedule import Schedule
+from .warpspec import WarpSpecialized
 
-__all__ = ["DimPlan", "LaunchPlan", "OperandPlan", "Role", "make_plan"]
+__all__ = ["DimPlan", "FormFacts", "LaunchPlan", "OperandPlan", "PlanInputs", "Role", "make_plan"]
 
 # The plan's name for a dim's layout: a plan holds its layout's dims as they are.
 DimPlan = DimLayout
@@ -279,316 +270,57 @@ class LaunchPlan(TextDisplay):
         return f": masked{fill_text}; stores past the edge dropped"
 
 
-def make_plan(
-    spec: KernelSpec,
-    layout: BlockLayout,
-    dtypes: Mapping[str, str],
-    consts: Mapping[str, Any],
-    backend: str,
-    loads: tuple[LoadRecord, ...],
-    ctx: ErrorContext,
-    masked_reductions: frozenset[str] = frozenset(),
-    loops: tuple[LoopBlock, ...] = (),
-    row_frame: RowFrame | None = None,
-    flat_frame: FlatFrame | None = None,
-    aliases: Mapping[str, str] | None = None,
-    block_form_smem: int = 0,
-    persistent: Persistent | None = None,
-) -> LaunchPlan:
+def make_plan(inputs: PlanInputs) -> LaunchPlan:
     """The launch of one specialization: the layout's grid and blocks, each operand's array,
-    block and fill, its loops' pipelines with theirs, and the shared memory all of that takes.
-    Every fill comes from the body's load records, `loads`. `ctx` says where the errors point;
-    at the declaration its bindings are empty, since the sizes are probes."""
-    looped = spec.loop_map
-    sizes = layout.sizes
-    fills = operand_fills(loads)
-    grid, grid_names = layout.grid, layout.grid_names
-    blocks = {n: layout.dim(n).block for n in spec.block_map}
-    options = {name: (dtype,) for name, dtype in dtypes.items()}
-    units = {d.name: quantum(spec, d.name, options)[0] for d in layout.dims if d.tiled_by}
-    check_grid(grid, grid_names, sizes, blocks, spec.block_map, units, ctx)
-    check_offsets(sizes, blocks, spec.block_map, ctx)
-    notes: list[str] = []
-    dot_roles = dot_operands(loops)
-
-    def operand_plan(op: Any, role: Role) -> OperandPlan:
-        full_shape = tuple(sizes[d] for d in op.dims)
-        lead = full_shape[: len(op.batch)]
-        shape = full_shape[len(op.batch) :]
-        dims_seen = op.block_dims
-        dtype = dtypes[op.name]
-        gmem = shape
-        swizzle = swizzle_elements(dtype) if op.name in dot_roles else 0
-        loop_dim = next((d for d in dims_seen if d in looped), None)
-        if swizzle:
-            gmem = dot_gmem_shape(shape, dtype)
-            # A whole dim's block is padded to the swizzle: the array holds the whole block.
-            gmem = tuple(
-                g if d in spec.block_map else max(g, layout.dim(d).extent)
-                for d, g in zip(dims_seen, gmem, strict=True)
-            )
-            if gmem != shape:
-                read = math.prod(lead + shape) * hw.itemsize(dtype)
-                written = math.prod(lead + gmem) * hw.itemsize(dtype)
-                notes.append(
-                    f"fallback: `{op.name}` {list(shape)} is padded with zeros to {list(gmem)}, "
-                    f"so that TMA can copy it into WGMMA's tiled shared memory (rows a multiple "
-                    f"of 8, columns of {swizzle} x {dtype}): a jnp.pad in the kernel's jit, "
-                    f"{read:,} B read and {written:,} B written unless XLA fuses it into "
-                    f"`{op.name}`'s producer"
-                )
-        elif len(shape) == 2 and shape[1] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
-            padded = hw.round_up(shape[1], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype))
-            gmem = (shape[0], padded)
-            row_bytes = shape[1] * hw.itemsize(dtype)
-            notes.append(
-                f"fallback: `{op.name}` rows are {row_bytes} B, not a multiple of 16 B, so TMA "
-                f"cannot address it; it is padded on the host to {list(gmem)}"
-                + (" and the result sliced back" if role is Role.OUTPUT else "")
-                + " (one extra copy)"
-            )
-        elif row_frame is not None and len(shape) == 1:
-            summed = role is Role.OUTPUT and op.dims == (spec.cols,)
-            gmem = _row_form_gmem(op.name, role, shape, dtype, layout, grid, notes, summed)
-        elif (
-            role is Role.OUTPUT and len(shape) == 1 and op.batch and layout.dim(dims_seen[0]).ragged
-        ):
-            # A 1-D block is stored by a bulk copy, which clips only at the end of the whole
-            # array: past this entry's edge it would write into the next batch entry's. The
-            # block is its extent: a whole dim's is padded past its size.
-            block = layout.dim(dims_seen[0]).extent
-            gmem = (hw.round_up(shape[0], block),)
-            notes.append(
-                f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "
-                f"{list(lead + shape)}: a vector's store past the edge of one batch entry would "
-                "reach into the next"
-            )
-        elif len(shape) == 1 and op.batch and shape[0] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
-            gmem = _batched_vector_gmem(op.name, role, lead, shape, dtype, notes)
-        loaded = role is Role.OUTPUT or op.name in fills
-        return OperandPlan(
-            name=op.name,
-            role=role,
-            dims=dims_seen,
-            shape=lead + shape,
-            dtype=dtype,
-            kind=layout.kind(dims_seen),
-            block_shape=tuple(layout.dim(d).extent for d in dims_seen),
-            gmem_shape=lead + gmem,
-            batch=op.batch,
-            fill=fills.get(op.name) if role is Role.INPUT and dims_seen else None,
-            loaded=loaded,
-            loop_dim=loop_dim if role is Role.INPUT and loaded else None,
-            swizzle=swizzle,
-            shares_smem_with=(aliases or {}).get(op.name) if role is Role.OUTPUT else None,
-        )
-
-    operands = tuple(operand_plan(op, Role.INPUT) for op in spec.operands)
-    results = tuple(operand_plan(op, Role.OUTPUT) for op in spec.results)
+    block and fill, and the launch schedule (the first of `schedules.choose` that proposes
+    itself), with the loops' pipelines and the shared memory it takes. Every fill comes from
+    the body's load records."""
+    spec, layout = inputs.spec, inputs.layout
+    _check_grid(inputs)
+    operands, results, notes = plan_arrays(inputs)
     for mask, dim_name in (("row_ok", spec.rows), ("col_ok", spec.cols)):
-        if mask in masked_reductions and dim_name is not None:
+        if mask in inputs.masked_reductions and dim_name is not None:
             notes.append(
-                f"reductions over {dim_name} are masked: elements past {sizes[dim_name]} take "
-                "the reduction's identity, whatever the fill"
+                f"reductions over {dim_name} are masked: elements past "
+                f"{layout.sizes[dim_name]} take the reduction's identity, whatever the fill"
             )
-    if row_frame is not None:
-        notes += row_form_notes(spec, layout, consts, block_form_smem, persistent, results)
-    loop_plans = plan_loops(spec, loops, layout, dtypes, consts, loads)
-    base = epilogue = 0
-    if loop_plans:
-        # Results written after the loops take scoped shared memory that reuses the pipelines'.
-        streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
-        once = {n for n in fills if not any(d in looped for d in dims_of(spec, n))}
-        base = smem_bytes(spec, layout, dtypes, once, results=streamed)
-        epilogue = epilogue_bytes(spec, layout, dtypes, streamed)
-    warp_specialized = None
-    if loop_plans and row_frame is None and flat_frame is None and persistent is None:
-        warp_specialized = plan_warp_specialized(
-            loops,
-            operands,
-            results,
-            layout,
-            spec.rows,
-            spec.cols,
-            bool(masked_reductions),
-            spec.stage_count(consts),
-            spec.stages if isinstance(spec.stages, str) else "stages",
-            _schedule.SMS,
-            ctx,
+    form = inputs.form
+    if form.row_frame is not None:
+        notes += row_form_notes(
+            spec, layout, inputs.consts, form.block_form_smem, form.persistent, results
         )
-    if warp_specialized is not None:
-        blocks_of = {d.name: d.block for d in layout.dims}
-        operands, held = hold_paired_blocks(warp_specialized, operands, loops[0], blocks_of)
-        notes += held
-        (paired,) = plan_loops(spec, loops, layout, dtypes, consts, loads, warp_specialized.stages)
-        loop_plans = (dataclasses.replace(paired, smem_bytes=warp_specialized.pipeline_bytes),)
-    elif loop_plans and spec.stage_count(consts) is None:
-        loop_plans = plan_fitted_loops(spec, loops, layout, dtypes, consts, loads, base, epilogue)
-    if loop_plans:
-        smem = base + max(epilogue, *(lp.smem_bytes for lp in loop_plans))
-    else:
-        held = {r.name for r in spec.results} - set(aliases or {})
-        smem = smem_bytes(spec, layout, dtypes, set(fills), results=held)
-    # A persistent launch gives each staged operand's block a buffer (and a barrier) a stage:
-    # the row form's row-wise operands, or every operand of a block form that copies its
-    # blocks in one box each.
-    staged = [op for op in operands if op.loaded and (op.kind == TILE or row_frame is None)]
-    stage_bytes = [hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) for op in staged]
-    if (
-        persistent is None
-        and flat_frame is not None  # elementwise: one CTA an SM computes it at ease
-        and not loop_plans
-        and _one_box_each(layout, operands, results)
-    ):
-        persistent = persistent_blocks(grid, smem, stage_bytes)
-    if persistent is not None:
-        smem += (persistent.stages - 1) * (sum(stage_bytes) + hw.BARRIER_BYTES * len(staged))
-    if warp_specialized is not None:
-        smem = warp_specialized.smem_bytes
-    if smem > hw.SMEM_BYTES and loop_plans:
-        raise ctx.error(
-            SharedMemoryError,
-            f"the blocks and pipeline stages need {smem:,} B of shared memory, over the "
-            f"{hw.SMEM_BYTES:,} B a block has",
-            expected=f"<= {hw.SMEM_BYTES:,} B",
-            actual=f"{smem:,} B ("
-            + "; ".join(
-                f"loop over {lp.axis}: {lp.stages} stage(s) x {lp.smem_bytes // lp.stages:,} B"
-                for lp in loop_plans
-            )
-            + (f"; results after the loops: {epilogue:,} B" if epilogue else "")
-            + ")",
-            fix=stages_fix(spec, consts, base, epilogue, loops, layout, dtypes, loads),
-        )
-    if smem > hw.SMEM_BYTES:
-        raise ctx.error(
-            SharedMemoryError,
-            f"the blocks need {smem:,} B of shared memory, over the {hw.SMEM_BYTES:,} B a block has",
-            expected=f"<= {hw.SMEM_BYTES:,} B",
-            actual=f"{smem:,} B",
-            fix=smem_fix(spec, layout, dtypes, set(fills)),
-        )
+    choice = choose_schedule(ScheduleInputs(inputs, operands, results))
     plan = LaunchPlan(
         kernel=spec.name,
         location=spec.location,
-        backend=backend,
-        grid=grid,
-        grid_names=grid_names,
+        backend=inputs.backend,
+        grid=layout.grid,
+        grid_names=layout.grid_names,
         dims=layout.dims,
-        operands=operands,
+        operands=choice.operands,
         results=results,
-        constants=tuple(consts.items()),
+        constants=tuple(inputs.consts.items()),
         rows=spec.rows,
         cols=spec.cols,
-        smem_bytes=smem,
-        notes=tuple(notes),
+        smem_bytes=choice.smem_bytes,
+        notes=(*notes, *choice.notes),
         tuple_result=spec.result_is_tuple,
-        loops=loop_plans,
-        row_frame=row_frame,
-        flat_frame=flat_frame,
-        schedule=plan_schedule(
-            grid,
-            smem,
-            sum(op.smem_bytes for op in operands if op.loaded and op.loop_dim is None),
-            tuple(
-                (lp.stages, sum(block_bytes(spec, n, layout, dtypes) for n in lp.operands))
-                for lp in loop_plans
-            ),
-            persistent,
-            sum(op.smem_bytes for op in staged),
-            None
-            if warp_specialized is None
-            else (
-                warp_specialized.ctas,
-                warp_specialized.threads,
-                warp_specialized.stages,
-                warp_specialized.stage_bytes,
-            ),
-        ),
-        warp_specialized=warp_specialized,
+        loops=choice.loops,
+        row_frame=form.row_frame,
+        flat_frame=form.flat_frame,
+        schedule=choice.schedule,
+        warp_specialized=choice.warp_specialized,
     )
     plan.check_invariants()
     return plan
 
 
-def _batched_vector_gmem(
-    name: str,
-    role: Role,
-    lead: tuple[int, ...],
-    shape: tuple[int, ...],
-    dtype: str,
-    notes: list[str],
-) -> tuple[int, ...]:
-    """The array of a 1-D operand or result after its batch dims whose batch entries are not
-    16-byte multiples: TMA addresses the whole array, and needs every stride but the last to
-    be one, so each entry is padded to the next."""
-    padded = (hw.round_up(shape[0], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)),)
-    true_bytes = math.prod(lead + shape) * hw.itemsize(dtype)
-    padded_bytes = math.prod(lead + padded) * hw.itemsize(dtype)
-    entry = (
-        f"`{name}`'s batch entries are {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B"
-    )
-    if role is Role.OUTPUT:
-        notes.append(
-            f"fallback: {entry}, so TMA cannot address them; it is written as "
-            f"{list(lead + padded)} and sliced back to {list(lead + shape)} in the kernel's jit, "
-            f"{padded_bytes:,} B read and {true_bytes:,} B written"
-        )
-    else:
-        notes.append(
-            f"fallback: {entry}, so TMA cannot address them; it is padded with zeros to "
-            f"{list(lead + padded)}: a jnp.pad in the kernel's jit, {true_bytes:,} B read and "
-            f"{padded_bytes:,} B written unless XLA fuses it into `{name}`'s producer"
-        )
-    return padded
-
-
-def _row_form_gmem(
-    name: str,
-    role: Role,
-    shape: tuple[int, ...],
-    dtype: str,
-    layout: BlockLayout,
-    grid: tuple[int, ...],
-    notes: list[str],
-    summed: bool = False,
-) -> tuple[int, ...]:
-    """The array a 1-D operand or result of the row form is copied to or from in bulk: a
-    per-row result padded to whole blocks (each block's values go out in one copy), a
-    per-column operand to 16-byte multiples, and so a result summed over the rows (whose
-    partials the wrapper slices)."""
-    unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
-    if summed:
-        return (hw.round_up(shape[0], unit),)
-    if role is Role.OUTPUT:
-        rows = layout.dim(layout.rows).block
-        slots = per_row_slots(dtype)
-        notes.append(
-            f"`{name}` is written a 16-byte slot a row, a block of {rows} row(s) in one copy, "
-            f"to a {grid[0] * rows} x {slots} array whose first column is the result"
-        )
-        return (grid[0] * rows, slots)
-    if shape[0] % unit == 0:
-        return shape
-    padded = (hw.round_up(shape[0], unit),)
-    notes.append(
-        f"fallback: `{name}` is {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B, so "
-        f"a bulk copy cannot end at its last element; it is padded on the host to "
-        f"{list(padded)} (one extra copy)"
-    )
-    return padded
-
-
-def _one_box_each(
-    layout: BlockLayout, operands: tuple[OperandPlan, ...], results: tuple[OperandPlan, ...]
-) -> bool:
-    """Every block copied in one TMA box that starts inside its array: no batch dims, and no
-    whole dim split in boxes or padded past the array."""
-    for op in (*operands, *results):
-        if op.batch or (op.role is Role.INPUT and not op.loaded):
-            continue
-        for name, gmem in zip(op.dims, op.block_gmem_shape, strict=True):
-            d = layout.dim(name)
-            if d.batched or (not d.tiled_by and (d.boxes != 1 or d.extent != gmem)):
-                return False
-    return not any(d.batched for d in layout.dims)
+def _check_grid(inputs: PlanInputs) -> None:
+    """The grid's axes and the blocks' offsets within the hardware's limits."""
+    spec, layout = inputs.spec, inputs.layout
+    blocks = {n: layout.dim(n).block for n in spec.block_map}
+    options = {name: (dtype,) for name, dtype in inputs.dtypes.items()}
+    units = {d.name: quantum(spec, d.name, options)[0] for d in layout.dims if d.tiled_by}
+    sizes = layout.sizes
+    check_grid(layout.grid, layout.grid_names, sizes, blocks, spec.block_map, units, inputs.ctx)
+    check_offsets(sizes, blocks, spec.block_map, inputs.ctx)

@@ -195,13 +195,13 @@ def choose_rows(
     }
     tiles = [o.name for o in spec.operands if o.dims == (spec.rows, spec.cols) and o.name in loaded]
 
+    stage_bytes = {
+        r: _stage_bytes(spec, _with_rows(layout, r, frame), dtypes, tiles) for r in candidates
+    }
+
     def staged(r: int, stages: int) -> int:
         """Shared memory with `stages` buffers of each row-wise operand's block."""
-        trial = _with_rows(layout, r, frame)
-        extra = sum(
-            hw.round_up(block_bytes(spec, n, trial, dtypes), hw.SMEM_BUFFER_ALIGN) for n in tiles
-        )
-        return fits[r] + (stages - 1) * (extra + hw.BARRIER_BYTES * len(tiles))
+        return fits[r] + (stages - 1) * (stage_bytes[r] + hw.BARRIER_BYTES * len(tiles))
 
     row_bytes = sum(frame.width * hw.itemsize(dtypes[n]) for n in tiles)
 
@@ -248,6 +248,15 @@ def choose_rows(
                 choice.check_invariants()
                 return choice
     return one_block
+
+
+def _stage_bytes(
+    spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], tiles: list[str]
+) -> int:
+    """One buffer of each row-wise operand's block: the shared memory a stage adds."""
+    return sum(
+        hw.round_up(block_bytes(spec, n, layout, dtypes), hw.SMEM_BUFFER_ALIGN) for n in tiles
+    )
 
 
 def _one_block_choice(

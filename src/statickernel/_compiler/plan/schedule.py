@@ -14,11 +14,20 @@ import enum
 from ... import _hardware as hw
 from ..._targets import TARGETS, GpuTarget, OccupancyLimit, occupancy
 
-__all__ = ["Persistent", "Schedule", "ScheduleKind", "persistent_blocks", "plan_schedule"]
+__all__ = [
+    "PLANNED_FOR",
+    "SMS",
+    "WARPGROUP_THREADS",
+    "Persistent",
+    "Schedule",
+    "ScheduleKind",
+    "schedule_figures",
+]
 
 # The GPU the plan's figures are for: H100 and H200 (132 SMs).
 _TARGET = "sm_90a"
-_THREADS = 128  # one warpgroup a CTA
+PLANNED_FOR: GpuTarget = TARGETS[_TARGET]
+_THREADS = WARPGROUP_THREADS = 128  # one warpgroup a CTA
 
 
 class ScheduleKind(enum.StrEnum):
@@ -71,11 +80,27 @@ class Schedule:
     threads: int = _THREADS
     """Threads a CTA: one warpgroup, or a producer and consumers when warp-specialized."""
 
+    @property
+    def walks_blocks(self) -> bool:
+        """Whether each CTA walks many blocks (persistent CTAs), not one block a CTA."""
+        return self.kind in (ScheduleKind.PERSISTENT, ScheduleKind.WARP_SPECIALIZED)
+
+    @property
+    def slots(self) -> int:
+        """Shared-memory slots a staged block has: a persistent launch's stages, else one
+        (a warp-specialized launch's pipeline holds its own)."""
+        return self.stages if self.kind is ScheduleKind.PERSISTENT else 1
+
+    @property
+    def warpgroups(self) -> int:
+        """Warpgroups a CTA: one, or a producer and its consumers."""
+        return self.threads // _THREADS
+
     def with_registers(self, registers: int, smem_bytes: int | None = None) -> "Schedule":
         """This schedule with a compiled kernel's registers per thread counted in (and the
         shared memory the compile measured, when given)."""
         smem = self.smem_bytes if smem_bytes is None else smem_bytes
-        return _schedule(
+        return schedule_figures(
             self.kind,
             self.ctas,
             self.stages,
@@ -104,7 +129,7 @@ def _kib(n: int) -> str:
     return f"{n / 1024:,.1f} KiB" if n % 1024 else f"{n // 1024:,} KiB"
 
 
-def _schedule(
+def schedule_figures(
     kind: ScheduleKind,
     ctas: int,
     stages: int,
@@ -135,67 +160,6 @@ def _schedule(
     return schedule
 
 
-def plan_schedule(
-    grid: tuple[int, ...],
-    smem_bytes: int,
-    once_bytes: int,
-    loops: tuple[tuple[int, int], ...],
-    persistent: Persistent | None = None,
-    staged_bytes: int = 0,
-    warp_specialized: tuple[int, int, int, int] | None = None,
-) -> Schedule:
-    """The schedule of a plan: `once_bytes` of loads copied once per CTA, and for each loop
-    its (stages, bytes of one step's loads); for a persistent launch, `staged_bytes` of
-    them are copied for each block, `stages` blocks at a time; a warp-specialized one is
-    (CTAs, threads a CTA, stages, bytes of one stage)."""
-    ctas = 1
-    for g in grid:
-        ctas *= g
-    if warp_specialized is not None:
-        ws_ctas, threads, stages, stage_bytes = warp_specialized
-        kind = ScheduleKind.WARP_SPECIALIZED
-        return _schedule(kind, ws_ctas, stages, stages * stage_bytes, smem_bytes, threads=threads)
-    if persistent is not None:
-        kind, stages = ScheduleKind.PERSISTENT, persistent.stages
-        in_flight = once_bytes + (stages - 1) * staged_bytes
-        return _schedule(kind, persistent.ctas, stages, in_flight, smem_bytes)
-    if not loops:
-        return _schedule(ScheduleKind.ONE_BLOCK_PER_CTA, ctas, 1, once_bytes, smem_bytes)
-    stages = max(s for s, _ in loops)
-    in_flight = once_bytes + max(s * step for s, step in loops)
-    return _schedule(ScheduleKind.PIPELINED_LOOPS, ctas, stages, in_flight, smem_bytes)
-
-
-# A persistent block-form launch keeps this many buffers of each operand, else two.
-_BLOCK_STAGES = (3, 2)
 # The SMs the plan's launches are sized for (a module global, read at planning time, so that
 # tests can run a persistent launch in the interpreter at a small size).
 SMS = TARGETS[_TARGET].sms
-
-
-def persistent_blocks(
-    grid: tuple[int, ...], smem_bytes: int, stage_bytes: list[int]
-) -> Persistent | None:
-    """A persistent launch for a block form of `smem_bytes` whose loaded blocks take
-    `stage_bytes` each: two CTAs an SM (else one), three stages (else two), when there are
-    blocks for at least two a CTA and it keeps as many loads in flight as co-resident CTAs of
-    one block each would (and keeps them in flight, where those come in bursts). None
-    otherwise. (The results' buffers are in `smem_bytes`: one serves every block.)"""
-    target = TARGETS[_TARGET]
-    blocks = 1
-    for g in grid:
-        blocks *= g
-    if not stage_bytes:
-        return None
-    loads = sum(stage_bytes)
-    one_block = occupancy(target, 0, smem_bytes, _THREADS).ctas_per_sm * loads
-    for resident in (2, 1):
-        ctas = SMS * resident
-        if blocks < 2 * ctas:
-            continue
-        for stages in _BLOCK_STAGES:
-            smem = smem_bytes + (stages - 1) * (loads + hw.BARRIER_BYTES * len(stage_bytes))
-            fits = occupancy(target, 0, smem, _THREADS).ctas_per_sm >= resident
-            if fits and smem <= target.smem_per_cta and resident * stages * loads >= one_block:
-                return Persistent(ctas, stages)
-    return None

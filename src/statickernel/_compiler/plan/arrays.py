@@ -1,0 +1,193 @@
+"""Each operand's and result's array in a launch: its block, the array the kernel addresses
+(padded on the host where TMA or a bulk copy cannot address it as it is), its fill, and the
+notes those fallbacks add to the plan."""
+
+import math
+from typing import Any
+
+from ... import _hardware as hw
+from ..layout.blocks import BlockLayout
+from .inputs import PlanInputs
+from .operands import OperandPlan, Role
+from .pipelining import dot_gmem_shape, dot_operands, swizzle_elements
+from .rows import per_row_slots
+
+__all__ = ["plan_arrays"]
+
+
+def plan_arrays(
+    inputs: PlanInputs,
+) -> tuple[tuple[OperandPlan, ...], tuple[OperandPlan, ...], list[str]]:
+    """The operands' plans, the results' plans, and the notes of their fallbacks."""
+    notes: list[str] = []
+    dot_roles = dot_operands(inputs.loops)
+    operands = tuple(
+        _plan_array(inputs, op, Role.INPUT, op.name in dot_roles, notes)
+        for op in inputs.spec.operands
+    )
+    results = tuple(
+        _plan_array(inputs, op, Role.OUTPUT, op.name in dot_roles, notes)
+        for op in inputs.spec.results
+    )
+    return operands, results, notes
+
+
+def _plan_array(
+    inputs: PlanInputs, op: Any, role: Role, read_by_dot: bool, notes: list[str]
+) -> OperandPlan:
+    spec, layout, sizes = inputs.spec, inputs.layout, inputs.layout.sizes
+    full_shape = tuple(sizes[d] for d in op.dims)
+    lead = full_shape[: len(op.batch)]
+    shape = full_shape[len(op.batch) :]
+    dims_seen = op.block_dims
+    dtype = inputs.dtypes[op.name]
+    swizzle = swizzle_elements(dtype) if read_by_dot else 0
+    loop_dim = next((d for d in dims_seen if d in spec.loop_map), None)
+    gmem = _gmem_shape(inputs, op, role, lead, shape, swizzle, notes)
+    loaded = role is Role.OUTPUT or op.name in inputs.fills
+    aliases = inputs.form.aliases or {}
+    return OperandPlan(
+        name=op.name,
+        role=role,
+        dims=dims_seen,
+        shape=lead + shape,
+        dtype=dtype,
+        kind=layout.kind(dims_seen),
+        block_shape=tuple(layout.dim(d).extent for d in dims_seen),
+        gmem_shape=lead + gmem,
+        batch=op.batch,
+        fill=inputs.fills.get(op.name) if role is Role.INPUT and dims_seen else None,
+        loaded=loaded,
+        loop_dim=loop_dim if role is Role.INPUT and loaded else None,
+        swizzle=swizzle,
+        shares_smem_with=aliases.get(op.name) if role is Role.OUTPUT else None,
+    )
+
+
+def _gmem_shape(
+    inputs: PlanInputs,
+    op: Any,
+    role: Role,
+    lead: tuple[int, ...],
+    shape: tuple[int, ...],
+    swizzle: int,
+    notes: list[str],
+) -> tuple[int, ...]:
+    """The array one grid step of `op` addresses, after its batch dims: its shape, or a
+    padded one where TMA or a bulk copy cannot address it as it is (with the note saying so)."""
+    spec, layout = inputs.spec, inputs.layout
+    dtype = inputs.dtypes[op.name]
+    dims_seen = op.block_dims
+    if swizzle:
+        gmem = dot_gmem_shape(shape, dtype)
+        # A whole dim's block is padded to the swizzle: the array holds the whole block.
+        gmem = tuple(
+            g if d in spec.block_map else max(g, layout.dim(d).extent)
+            for d, g in zip(dims_seen, gmem, strict=True)
+        )
+        if gmem != shape:
+            read = math.prod(lead + shape) * hw.itemsize(dtype)
+            written = math.prod(lead + gmem) * hw.itemsize(dtype)
+            notes.append(
+                f"fallback: `{op.name}` {list(shape)} is padded with zeros to {list(gmem)}, "
+                f"so that TMA can copy it into WGMMA's tiled shared memory (rows a multiple "
+                f"of 8, columns of {swizzle} x {dtype}): a jnp.pad in the kernel's jit, "
+                f"{read:,} B read and {written:,} B written unless XLA fuses it into "
+                f"`{op.name}`'s producer"
+            )
+        return gmem
+    if len(shape) == 2 and shape[1] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
+        padded = hw.round_up(shape[1], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype))
+        row_bytes = shape[1] * hw.itemsize(dtype)
+        notes.append(
+            f"fallback: `{op.name}` rows are {row_bytes} B, not a multiple of 16 B, so TMA "
+            f"cannot address it; it is padded on the host to {list((shape[0], padded))}"
+            + (" and the result sliced back" if role is Role.OUTPUT else "")
+            + " (one extra copy)"
+        )
+        return (shape[0], padded)
+    if inputs.form.row_frame is not None and len(shape) == 1:
+        summed = role is Role.OUTPUT and op.dims == (spec.cols,)
+        return _row_form_gmem(op.name, role, shape, dtype, layout, notes, summed)
+    if role is Role.OUTPUT and len(shape) == 1 and op.batch and layout.dim(dims_seen[0]).ragged:
+        # A 1-D block is stored by a bulk copy, which clips only at the end of the whole
+        # array: past this entry's edge it would write into the next batch entry's. The
+        # block is its extent: a whole dim's is padded past its size.
+        block = layout.dim(dims_seen[0]).extent
+        gmem = (hw.round_up(shape[0], block),)
+        notes.append(
+            f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "
+            f"{list(lead + shape)}: a vector's store past the edge of one batch entry would "
+            "reach into the next"
+        )
+        return gmem
+    if len(shape) == 1 and op.batch and shape[0] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
+        return _batched_vector_gmem(op.name, role, lead, shape, dtype, notes)
+    return shape
+
+
+def _batched_vector_gmem(
+    name: str,
+    role: Role,
+    lead: tuple[int, ...],
+    shape: tuple[int, ...],
+    dtype: str,
+    notes: list[str],
+) -> tuple[int, ...]:
+    """The array of a 1-D operand or result after its batch dims whose batch entries are not
+    16-byte multiples: TMA addresses the whole array, and needs every stride but the last to
+    be one, so each entry is padded to the next."""
+    padded = (hw.round_up(shape[0], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)),)
+    true_bytes = math.prod(lead + shape) * hw.itemsize(dtype)
+    padded_bytes = math.prod(lead + padded) * hw.itemsize(dtype)
+    entry = (
+        f"`{name}`'s batch entries are {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B"
+    )
+    if role is Role.OUTPUT:
+        notes.append(
+            f"fallback: {entry}, so TMA cannot address them; it is written as "
+            f"{list(lead + padded)} and sliced back to {list(lead + shape)} in the kernel's jit, "
+            f"{padded_bytes:,} B read and {true_bytes:,} B written"
+        )
+    else:
+        notes.append(
+            f"fallback: {entry}, so TMA cannot address them; it is padded with zeros to "
+            f"{list(lead + padded)}: a jnp.pad in the kernel's jit, {true_bytes:,} B read and "
+            f"{padded_bytes:,} B written unless XLA fuses it into `{name}`'s producer"
+        )
+    return padded
+
+
+def _row_form_gmem(
+    name: str,
+    role: Role,
+    shape: tuple[int, ...],
+    dtype: str,
+    layout: BlockLayout,
+    notes: list[str],
+    summed: bool = False,
+) -> tuple[int, ...]:
+    """The array a 1-D operand or result of the row form is copied to or from in bulk: a
+    per-row result padded to whole blocks (each block's values go out in one copy), a
+    per-column operand to 16-byte multiples, and so a result summed over the rows (whose
+    partials the wrapper slices)."""
+    unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+    if summed:
+        return (hw.round_up(shape[0], unit),)
+    if role is Role.OUTPUT:
+        rows = layout.dim(layout.rows).block
+        slots = per_row_slots(dtype)
+        notes.append(
+            f"`{name}` is written a 16-byte slot a row, a block of {rows} row(s) in one copy, "
+            f"to a {layout.grid[0] * rows} x {slots} array whose first column is the result"
+        )
+        return (layout.grid[0] * rows, slots)
+    if shape[0] % unit == 0:
+        return shape
+    padded = (hw.round_up(shape[0], unit),)
+    notes.append(
+        f"fallback: `{name}` is {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B, so "
+        f"a bulk copy cannot end at its last element; it is padded on the host to "
+        f"{list(padded)} (one extra copy)"
+    )
+    return padded

@@ -1,0 +1,104 @@
+"""What planning reads: one specialization's facts carried together (`PlanInputs`), and what
+the register form it took tells the plan (`FormFacts`).
+
+Each fact planning derives from them (the fills, a block's bytes, the declared stage count)
+is derived once per specialization, here, and read from the inputs after that.
+"""
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from ..._errors import ErrorContext
+from ...language.context import LoadRecord, operand_fills
+from ..declare.spec import KernelSpec
+from ..ir.nodes import Kind
+from ..ir.pallas import FlatFrame, RowFrame
+from ..layout.blocks import BlockLayout
+from ..layout.smem import block_bytes, smem_bytes
+from ..lower.translation import LoopBlock
+from .operands import OperandPlan
+from .schedule import Persistent
+
+__all__ = ["FormFacts", "PlanInputs"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FormFacts:
+    """What the plan needs of the register form a specialization took: its register frame,
+    and what it allows the launch schedules. Each form sets these when it proposes itself
+    (`forms/`); the schedules read the capabilities, never which form it is."""
+
+    row_frame: RowFrame | None = None
+    """The row form's register vector for one row; None for the other forms."""
+    flat_frame: FlatFrame | None = None
+    """The strided block's register frame; None for the other forms."""
+    aliases: Mapping[str, str] | None = None
+    """Result -> the operand whose shared-memory block it is written into, row by row."""
+    block_form_smem: int = 0
+    """The shared memory the block form would need: why the row form was taken."""
+    persistent: Persistent | None = None
+    """A persistent launch the form chose with its blocks (the row form's); else None."""
+    walks_blocks_when_it_pays: bool = False
+    """Whether a persistent launch may walk the blocks when it keeps more loads in flight
+    (an elementwise body, which one CTA an SM computes at ease)."""
+    specializes_warps: bool = False
+    """Whether a matmul-shaped body may take the warp-specialized launch (the block form:
+    WGMMA accumulators in the registers of whole blocks)."""
+    stages_tiles_only: bool = False
+    """Whether a persistent launch stages only the 2-D blocks (the row form keeps one copy
+    of each per-column vector); else every loaded block has a buffer a stage."""
+
+    def staged(self, op: OperandPlan) -> bool:
+        """Whether a persistent launch gives `op`'s block a buffer (and a barrier) a stage."""
+        return op.loaded and (op.kind == Kind.TILE or not self.stages_tiles_only)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanInputs:
+    """One specialization as planning reads it: its spec, block layout, dtypes, constants and
+    load records, where errors point, the body's loops and masked reductions, and its form."""
+
+    spec: KernelSpec
+    layout: BlockLayout
+    dtypes: Mapping[str, str]
+    consts: Mapping[str, Any]
+    backend: str
+    loads: tuple[LoadRecord, ...]
+    ctx: ErrorContext
+    """Where errors point; at the declaration its bindings are empty (the sizes are probes)."""
+    masked_reductions: frozenset[str] = frozenset()
+    loops: tuple[LoopBlock, ...] = ()
+    form: FormFacts = FormFacts()
+
+    @functools.cached_property
+    def fills(self) -> dict[str, float | int | bool]:
+        """Each loaded operand's fill, from the load records."""
+        return operand_fills(self.loads)
+
+    @functools.cached_property
+    def block_bytes(self) -> dict[str, int]:
+        """The bytes one block of each operand and result takes, before alignment."""
+        names = [o.name for o in self.spec.operands + self.spec.results]
+        return {n: block_bytes(self.spec, n, self.layout, self.dtypes) for n in names}
+
+    @functools.cached_property
+    def declared_stages(self) -> int | None:
+        """The declared stage count; None when the stage constant is None (fitted)."""
+        return self.spec.stage_count(self.consts)
+
+    @functools.cached_property
+    def held_smem_bytes(self) -> int:
+        """Shared memory of a launch without loops: the loaded blocks and the results' (less
+        those written into an operand's block), their barriers and the reserve."""
+        held = {r.name for r in self.spec.results} - set(self.form.aliases or {})
+        return smem_bytes(self.spec, self.layout, self.dtypes, set(self.fills), results=held)
+
+    @property
+    def blocks(self) -> int:
+        """The blocks of the grid."""
+        count = 1
+        for g in self.layout.grid:
+            count *= g
+        return count

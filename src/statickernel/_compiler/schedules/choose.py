@@ -1,0 +1,27 @@
+"""The launch schedules in the order they are asked: the first that proposes itself is the
+schedule a launch takes. A new schedule is a module of this package and one line here."""
+
+from .base import LaunchSchedule, ScheduleChoice, ScheduleInputs
+from .one_block import OneBlockPerCta
+from .persistent import PersistentBlocks
+from .pipelined import PipelinedLoops
+from .warpspec import WarpSpecializedLoop
+
+__all__ = ["LAUNCH_SCHEDULES", "choose_schedule"]
+
+# A matmul-shaped loop first (where the form allows it), then any loops, each pipelined.
+# Without loops, persistent CTAs where the form chose them or they pay, else one block a CTA.
+LAUNCH_SCHEDULES: tuple[LaunchSchedule, ...] = (
+    WarpSpecializedLoop(),
+    PipelinedLoops(),
+    PersistentBlocks(),
+    OneBlockPerCta(),
+)
+
+
+def choose_schedule(inputs: ScheduleInputs) -> ScheduleChoice:
+    for schedule in LAUNCH_SCHEDULES:
+        choice = schedule.propose(inputs)
+        if choice is not None:
+            return choice
+    raise AssertionError("one block a CTA takes every launch without loops")  # pragma: no cover
