@@ -8,10 +8,12 @@ that reads the unit and what the stage before produced:
   (declare)  at the declaration only, before the unit: the blocks of every dim on probe sizes
              (`layout/blocks.py`), checked against TMA, the register layout and shared memory
   trace      the body on abstract blocks (`trace/body.py`), its results checked, and the
-             results that lack a tiled dim rewritten as their blocks' partials -> `_Traced`
+             results that lack a tiled dim rewritten as their blocks' partials, whose kinds a
+             translation learns -> `_Traced`
   lower      at a call, the layout of the bound dtypes (a whole dim's padding depends on the
              results' dtypes, which the trace gives), checked; the body translated in the block
-             form, and the rules of pipelined operands and of sk.dot checked -> `_Lowered`
+             form (the partials' translation, where its geometry is the same), and the rules
+             of pipelined operands and of sk.dot checked -> `_Lowered`
   form       at a call, the register form (`forms/choose.py`): the first of the row form, the
              strided block and the block form that proposes itself -> `FormChoice`
   plan       the frozen `LaunchPlan` (`plan/plan.py`), with its launch schedule
@@ -48,6 +50,7 @@ from .layout.blocks import (
 from .layout.smem import smem_bytes, smem_fix
 from .lower.geometry import block_geometry
 from .lower.translate import Translation, translate
+from .lower.translation import Geometry
 from .plan.cost import plan_cost
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
@@ -142,6 +145,17 @@ class _Traced:
     trace: BodyTrace
     crosses: tuple[CrossBlock, ...]
     dtypes: Mapping[str, str]
+    partials_learned: "_Translated | None" = None
+    """With results reduced across blocks: the translation that learned their partials'
+    kinds, which the block form takes as it is where its geometry is the same."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Translated:
+    """A translation in the block form and the geometry it was made for."""
+
+    geometry: Geometry
+    translation: Translation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,13 +204,15 @@ def _trace(unit: CompileUnit) -> _Traced:
     else:  # at the declaration, shared memory is counted with the widest dtypes allowed
         dtypes = {name: _widest(dtypes) for name, dtypes in unit.options.items()}
     dtypes.update({r.name: dt for r, dt in zip(spec.results, result_dtypes, strict=True)})
-    if crosses:
-        # The partials' layout is the vector the body keeps: translate once to learn it.
-        first = unit.declared or call_layout(spec, sizes, consts, dtypes)
-        kinds = _translate(spec, trace, first, False, open_results=crosses).result_kinds
-        spec, crosses = partial_specs(spec, crosses, dict(enumerate(kinds)))
-        dtypes.update({c.name: c.partial_dtype for c in crosses})
-    return _Traced(spec, trace, crosses, dtypes)
+    if not crosses:
+        return _Traced(spec, trace, crosses, dtypes)
+    # The partials' layout is the vector the body keeps: the translation learns it.
+    first = unit.declared or call_layout(spec, sizes, consts, dtypes)
+    geometry = block_geometry(spec, trace, first, unit.interpreted)
+    learned = _translate(spec, trace, first, geometry, open_results=crosses)
+    spec, crosses = partial_specs(spec, crosses, dict(enumerate(learned.result_kinds)))
+    dtypes.update({c.name: c.partial_dtype for c in crosses})
+    return _Traced(spec, trace, crosses, dtypes, _Translated(geometry, learned))
 
 
 def _lower(unit: CompileUnit, traced: _Traced) -> _Lowered:
@@ -209,7 +225,13 @@ def _lower(unit: CompileUnit, traced: _Traced) -> _Lowered:
         options = {name: (dtype,) for name, dtype in traced.dtypes.items()}
         check_blocks(spec, layout, options, unit.ctx)
         layout.check_invariants()
-    translation = _translate(spec, traced.trace, layout, unit.interpreted)
+    geometry = block_geometry(spec, traced.trace, layout, unit.interpreted)
+    learned = traced.partials_learned
+    if learned is not None and learned.geometry == geometry:
+        # The partials now have the kinds the body computes them in: the same translation.
+        translation = learned.translation
+    else:  # no partials, or a partial's dtype changed a whole dim's padding
+        translation = _translate(spec, traced.trace, layout, geometry)
     _check_loops(spec, translation, layout, options, unit.ctx)
     return _Lowered(traced, layout, translation)
 
@@ -362,7 +384,7 @@ def _translate(
     spec: KernelSpec,
     trace: BodyTrace,
     layout: BlockLayout,
-    interpreted: bool,
+    geometry: Geometry,
     open_results: tuple[CrossBlock, ...] = (),
 ) -> Translation:
     """The body in the block form. The results in `open_results` take the kind the body
@@ -371,7 +393,7 @@ def _translate(
     try:
         translation = translate(
             trace,
-            block_geometry(spec, trace, layout, interpreted),
+            geometry,
             tuple(
                 None if i in open_indices else layout.kind(r.block_dims)
                 for i, r in enumerate(spec.results)
