@@ -48,13 +48,14 @@ from ..ir.pallas import fill_past_edge, load, store
 from ..ir.printer import module_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
-from ..plan.plan import DimPlan, LaunchPlan, OperandPlan, Role
+from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
+from .forms import BLOCK_FORM, FormEmitter, column_boxes
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .persistent import PersistentNames, persistent_statements
-from .rows import row_block_function, row_copies
+from .rows import ROW_FORM
 from .warpspec import WG_AXIS, warp_specialized_function
 
 __all__ = ["generate_source"]
@@ -83,6 +84,7 @@ class _Generator:
         self.plan = plan
         self.schedule = plan.schedule
         self.t = translation
+        self.form: FormEmitter = _FORM_EMITTERS[plan.form]
         # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
         self.new_store_api = has_plgpu_store()
         # Operands copied once per block; those with a loop dim are copied by their pipeline.
@@ -153,13 +155,6 @@ class _Generator:
             boxes_out.append((gmem_box, smem_box))
         return boxes_out
 
-    def _column_boxes(self, op: OperandPlan) -> int:
-        return self.plan.dim(self.plan.cols).boxes if self.plan.cols in op.dims else 1
-
-    def _stages(self) -> int:
-        """Buffers a staged block has: a persistent launch's stages, else one."""
-        return self.schedule.slots
-
     def _grid_names(self) -> tuple[str, ...]:
         return ("cta",) if self.schedule.walks_blocks else self.plan.grid_names
 
@@ -175,17 +170,7 @@ class _Generator:
         return f"{self._launch_grid()} persistent CTAs, for the blocks {blocks}"
 
     def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
-        if self.plan.row_frame is not None:
-            if op.kind == Kind.ROW:  # a 16-byte slot a row
-                return (*op.block_shape, op.gmem_shape[-1])
-            stages = self._stages() if op.role is Role.INPUT and op.kind == Kind.TILE else 1
-            return (stages, *op.block_shape) if stages > 1 else op.block_shape
-        if self._stages() > 1 and op.role is Role.INPUT:  # a slot a stage
-            return (self._stages(), *op.block_shape)
-        boxes = self._column_boxes(op)
-        if boxes == 1:
-            return op.block_shape
-        return (boxes, *op.block_shape[:-1], op.block_shape[-1] // boxes)
+        return self.form.smem_shape(self.plan, op, self.schedule.slots)
 
     def _smem_buffer(self, op: OperandPlan) -> Expr:
         if op.swizzle:  # read by sk.dot: WGMMA's tiled, swizzled layout
@@ -221,7 +206,7 @@ class _Generator:
     def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]:
         """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
         past the edge."""
-        boxes = self._column_boxes(op)
+        boxes = column_boxes(self.plan, op)
         smem = smem_ref(op.name)
         if boxes == 1:
             value = load(ref or Name(smem), op.kind, self.plan.flat_frame)
@@ -283,9 +268,8 @@ class _Generator:
     def block_function(self) -> FunctionDef:
         """The block function of the plan's form and schedule: the row form writes its own;
         the block forms' is the schedule's."""
-        if self.plan.form is Form.ROWS:
-            return row_block_function(self.plan, self.t, self.new_store_api)
-        return _BLOCK_FUNCTIONS[self.schedule.kind](self)
+        own = self.form.block_function(self.plan, self.t, self.new_store_api)
+        return own if own is not None else _BLOCK_FUNCTIONS[self.schedule.kind](self)
 
     def _one_block_function(self) -> FunctionDef:
         """One block a CTA (its loops pipelined): copy in, compute, copy out."""
@@ -438,7 +422,7 @@ class _Generator:
                 continue
             assert value is not None
             smem = smem_ref(op.name)
-            boxes = self._column_boxes(op)
+            boxes = column_boxes(self.plan, op)
             if boxes == 1:
                 stores.append(store(Name(smem), value, self.new_store_api, self.plan.flat_frame))
                 continue
@@ -489,12 +473,12 @@ class _Generator:
         out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
         held = [op for op in self.kernel_results if op.shares_smem_with is None]
         scratch = [self._smem_buffer(op) for op in [*self.loaded, *held]]
-        staged = self._stages()
+        slots = self.schedule.slots
         for op in self.loaded:
-            boxes = row_copies(plan, op) if plan.row_frame else len(self._boxes(op))
-            arrivals = {} if boxes == 1 else {"num_arrivals": Const(boxes)}
-            if staged > 1 and (op.kind == Kind.TILE or plan.row_frame is None):  # one a stage
-                arrivals["num_barriers"] = Const(staged)
+            copies = self.form.copies(plan, op)
+            arrivals = {} if copies == 1 else {"num_arrivals": Const(copies)}
+            if slots > 1 and self.form.staged(op):  # one a slot
+                arrivals["num_barriers"] = Const(slots)
             scratch.append(call("plgpu.Barrier", **arrivals))
         lane = Name("plgpu.LoweringSemantics.Lane")
         interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
@@ -537,7 +521,7 @@ class _Generator:
                 body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
         launched = call("_launch", *(Name(op.name) for op in self.inputs))
         body.append(Assign(tuple(Name(op.name) for op in plan.results), launched))
-        outs = [_unpadded(op, plan.row_frame is not None) for op in plan.results]
+        outs = [self.form.unpadded(op) for op in plan.results]
         for cross in plan.cross_blocks:
             op = plan.results[cross.index]
             then = f", then a {cross.outer} over {cross.kept}" if cross.outer else ""
@@ -575,6 +559,13 @@ class _Generator:
         return Module((tuple(self.header()), _IMPORTS, code))
 
 
+# What each register form does its own way: copies, buffers, slicing back, block function.
+_FORM_EMITTERS: dict[Form, FormEmitter] = {
+    Form.BLOCK: BLOCK_FORM,
+    Form.STRIDED: BLOCK_FORM,
+    Form.ROWS: ROW_FORM,
+}
+
 # The block function each schedule of the block forms (block, strided) takes.
 _BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
     ScheduleKind.ONE_BLOCK_PER_CTA: _Generator._one_block_function,
@@ -582,15 +573,3 @@ _BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
     ScheduleKind.PERSISTENT: _Generator._persistent_block_function,
     ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
 }
-
-
-def _unpadded(op: OperandPlan, row_form: bool) -> Expr:
-    if not op.host_padded:
-        return Name(op.name)
-    if row_form and op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # 16-byte slots
-        return Subscript(Name(op.name), (Slice(None, Const(op.shape[0])), Const(0)))
-    if op.gmem_shape[:-1] == op.shape[:-1]:
-        index = (*[Slice()] * (len(op.shape) - 1), Slice(None, Const(op.shape[-1])))
-    else:
-        index = tuple(Slice(None, Const(s)) for s in op.shape)
-    return Subscript(Name(op.name), index)

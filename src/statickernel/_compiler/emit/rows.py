@@ -11,6 +11,8 @@ So no copy reads or writes past an edge, and none depends on how TMA fills or cl
 Shared memory past the row's end is never written: loads select the operand's fill there.
 """
 
+import dataclasses
+
 from ... import _hardware as hw
 from ..ir.names import LocalNames, barrier_ref, block_function, gmem_ref, smem_ref
 from ..ir.nodes import (
@@ -26,6 +28,7 @@ from ..ir.nodes import (
     Mask,
     Name,
     Operator,
+    Slice,
     SourceLine,
     Stmt,
     Subscript,
@@ -35,11 +38,12 @@ from ..ir.nodes import (
 from ..ir.pallas import RowFrame, full, load, select, store
 from ..lower.rules import reduction_identity
 from ..lower.translation import LoopBlock, Translation
-from ..plan.plan import LaunchPlan, OperandPlan
+from ..plan.plan import LaunchPlan, OperandPlan, Role
 from ..plan.schedule import ScheduleKind
+from .forms import unpadded
 from .persistent import PersistentNames, persistent_statements
 
-__all__ = ["row_block_function", "row_copies"]
+__all__ = ["ROW_FORM", "row_block_function"]
 
 _PROMISE = Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")
 # A copy moves a whole number of these: one byte a thread of the warpgroup.
@@ -57,10 +61,37 @@ def _pieces(elements: int, itemsize: int) -> list[tuple[int, int]]:
     return pieces
 
 
-def row_copies(plan: LaunchPlan, op: OperandPlan) -> int:
-    """The copies that fill a loaded operand's block: the barrier's arrivals."""
-    per_row = len(_pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)))
-    return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
+@dataclasses.dataclass(frozen=True)
+class _RowForm:
+    """The row form (`emit.forms.FormEmitter`): blocks copied in bulk a row at a time, a
+    per-row vector in 16-byte slots, only the 2-D blocks staged by a persistent launch, and
+    a block function of its own."""
+
+    def smem_shape(self, plan: LaunchPlan, op: OperandPlan, slots: int) -> tuple[int, ...]:
+        if op.kind == Kind.ROW:  # a 16-byte slot a row
+            return (*op.block_shape, op.gmem_shape[-1])
+        stages = slots if op.role is Role.INPUT and op.kind == Kind.TILE else 1
+        return (stages, *op.block_shape) if stages > 1 else op.block_shape
+
+    def copies(self, plan: LaunchPlan, op: OperandPlan) -> int:
+        per_row = len(_pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)))
+        return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
+
+    def staged(self, op: OperandPlan) -> bool:
+        return op.kind == Kind.TILE
+
+    def unpadded(self, op: OperandPlan) -> Expr:
+        if op.host_padded and op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # 16-byte slots
+            return Subscript(Name(op.name), (Slice(None, Const(op.shape[0])), Const(0)))
+        return unpadded(op)
+
+    def block_function(
+        self, plan: LaunchPlan, translation: Translation, new_store_api: bool
+    ) -> FunctionDef | None:
+        return row_block_function(plan, translation, new_store_api)
+
+
+ROW_FORM = _RowForm()
 
 
 class _RowGenerator:

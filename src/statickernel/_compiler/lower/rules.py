@@ -221,7 +221,7 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
 def _row_position_bound(tr: Translator, eqn: Eqn) -> None:
     """The first or last row of the block, `sk.position(rows).min()` or `.max()`: a scalar of
     the block (a loop's stop), computed from where the block starts, not from registers."""
-    if tr.g.row_frame is not None or tr.g.flat_frame is not None:
+    if tr.form() is not Where.BLOCK:
         raise NotInForm("positions are vectors of the block form")
     first: Expr = Const(0)
     if tr.g.row_tiled:
@@ -231,9 +231,9 @@ def _row_position_bound(tr: Translator, eqn: Eqn) -> None:
 
 
 def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
-    if tr.g.flat_frame is not None:
+    if tr.form() is Where.STRIDED:
         raise NotInForm("a reduction has no place in an elementwise body's strided block")
-    if tr.g.row_frame is not None and axis == 0:
+    if tr.form() is Where.ROWS and axis == 0:
         raise NotInForm("a reduction over the rows mixes the rows the row form keeps apart")
     src = tr.source(atom)
     dtype = tr.dtype(atom)
@@ -259,7 +259,7 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
         src = select(Name(mask), src, identity, dtype)
     reduction = REDUCTIONS[eqn.prim]
     # The row form holds one row as a vector: its row reduction is the vector's full one.
-    axes = Const((0,) if tr.g.row_frame is not None else (axis,))
+    axes = Const((0,) if tr.form() is Where.ROWS else (axis,))
     reduced: Expr = ir_call(reduction, src, axes)
     out = eqn.outputs[0]
     if tr.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:

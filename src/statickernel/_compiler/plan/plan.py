@@ -14,16 +14,16 @@ from ..declare.limits import check_grid, check_offsets
 from ..ir.nodes import Form
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import DimLayout, quantum
-from ..lower.translate import COL, ROW, SCALAR, TILE
+from ..lower.translate import SCALAR
 from ..schedules.base import ScheduleInputs
 from ..schedules.choose import choose_schedule
 from ..trace.crossblock import CrossBlock
 from .arrays import plan_arrays
 from .cost import Cost
+from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
 from .operands import OperandPlan, Role
 from .pipelining import LoopPlan
-from .rows import per_row_slots, row_form_notes
 from .schedule import Schedule
 from .warpspec import WarpSpecialized
 
@@ -92,9 +92,12 @@ class LaunchPlan(TextDisplay):
     def form(self) -> Form:
         """`Form.ROWS` ("rows") when each block's rows are computed one at a time, as vectors;
         `Form.BLOCK` ("block") when the whole block is in registers at once."""
-        if self.row_frame is not None:
-            return Form.ROWS
-        return Form.BLOCK if self.flat_frame is None else Form.STRIDED
+        return self.planned_form.form
+
+    @property
+    def planned_form(self) -> PlannedForm:
+        """The register form this plan took, as the plan shows and checks it."""
+        return planned_form(self.row_frame, self.flat_frame)
 
     def dim(self, name: str) -> DimLayout:
         """The plan of the dim called `name`."""
@@ -134,6 +137,7 @@ class LaunchPlan(TextDisplay):
             assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0 or not (
                 op.batch or op.per_block
             )
+        form = self.planned_form
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
             if op.kind == SCALAR:  # read from global memory: no block, no copy
@@ -144,29 +148,7 @@ class LaunchPlan(TextDisplay):
                     r <= t or r % t == 0 for r, t in zip(op.block_gmem_shape, tiles, strict=False)
                 )
                 continue
-            if self.row_frame is not None:
-                # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside.
-                assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
-                if op.kind == COL or op.kind == TILE:
-                    assert op.block_shape[-1] == self.row_frame.width
-                if op.kind == ROW:
-                    slots = per_row_slots(op.dtype)
-                    assert op.gmem_shape == (self.grid[0] * op.block_shape[0], slots)
-                if op.shares_smem_with is not None:
-                    shared = self.operand(op.shares_smem_with)
-                    assert shared.loaded and (shared.block_shape, shared.dtype) == (
-                        op.block_shape,
-                        op.dtype,
-                    )
-                continue
-            last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
-            assert last_bytes % hw.TMA_ALIGN_BYTES == 0
-            if len(op.block_gmem_shape) == 2:
-                assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
-            if op.kind == TILE or op.kind == ROW:
-                assert op.block_shape[0] % hw.WGMMA_ROWS == 0
-            if op.kind == TILE or op.kind == COL:
-                assert op.block_shape[-1] % hw.WGMMA_COLS == 0
+            form.check_copies(self, op)
 
     @override  # TextDisplay shows what this returns
     def __str__(self) -> str:
@@ -179,6 +161,7 @@ class LaunchPlan(TextDisplay):
             f"  grid: {self.grid} over ({names})"
             + ("" if self.grid_names[0] != "_" else " (one block)")
         )
+        form = self.planned_form
         lines.append("  dims:")
         width = max(len(f"{d.name}={d.size}") for d in self.dims)
         for d in self.dims:
@@ -188,12 +171,7 @@ class LaunchPlan(TextDisplay):
                 else (f"looped by {d.looped_by}={d.block}" if d.looped_by else "whole")
             )
             split = "batch" if d.batched else split
-            status = d.status
-            if self.row_frame is not None and d.name == self.rows:
-                split = f"{d.block} row(s) a block"
-            elif self.row_frame is not None:
-                padded = f", padded {d.size} -> {d.extent} in registers" if d.padded else ""
-                status = f"whole{padded}, copied in bulk"
+            split, status = form.dim_text(self, d, split, d.status)
             edge = self._edge(d)
             lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {status}{edge}")
         for title, group in (("operands", self.operands), ("results", self.results)):
@@ -226,19 +204,11 @@ class LaunchPlan(TextDisplay):
                 f"{loop.stages} stage(s), {what}; pipelines {reads or '-'}"
                 f"{dots}; {loop.smem_bytes:,} B while it runs"
             )
-        if self.row_frame is not None:
-            rows = self.dim(self.rows).block
-            lines.append(
-                f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
-                f"({self.row_frame.width},) vector of {self.row_frame.vector} elements a thread"
-            )
-        if self.warp_specialized is not None:
+        form_line = form.form_line(self)
+        if form_line is not None:
+            lines.append(form_line)
+        if self.warp_specialized is not None:  # a launch of the block form
             lines.append(f"  form: {self.warp_specialized}")
-        if self.flat_frame is not None:
-            lines.append(
-                f"  form: strided: the block's elementwise body on {self.flat_frame.vector} "
-                "contiguous elements a thread; 16-byte shared-memory transfers"
-            )
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
         if self.schedule is not None:
             lines.append(f"  schedule: {self.schedule}")
@@ -252,8 +222,9 @@ class LaunchPlan(TextDisplay):
     def _edge(self, d: DimLayout) -> str:
         if d.batched:
             return ""
-        if self.row_frame is not None and d.name == self.rows and d.ragged:
-            return ": the last block's rows past the edge read the last row, and are not stored"
+        own = self.planned_form.edge(self, d)
+        if own is not None:
+            return own
         if not d.ragged:
             return ": no mask, in bounds"
         fills = {
@@ -285,10 +256,7 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
                 f"{layout.sizes[dim_name]} take the reduction's identity, whatever the fill"
             )
     form = inputs.form
-    if form.row_frame is not None:
-        notes += row_form_notes(
-            spec, layout, inputs.consts, form.block_form_smem, form.persistent, results
-        )
+    notes += planned_form(form.row_frame, form.flat_frame).notes(inputs, results)
     choice = choose_schedule(ScheduleInputs(inputs, operands, results))
     plan = LaunchPlan(
         kernel=spec.name,

@@ -1,0 +1,91 @@
+"""What code generation does differently for each register form (`FormEmitter`): how the
+launch holds an array's block in shared memory, how many copies fill it, which blocks a
+persistent launch stages, how a result is sliced back, and whose block function runs.
+
+The generator takes its form's emitter from one table (`emit/module.py`) and asks it; no
+other piece of the generator tests which form a plan took. The block form and the strided
+block share `BLOCK_FORM`; the row form's is `emit.rows.ROW_FORM`.
+"""
+
+import dataclasses
+import math
+from typing import Protocol
+
+from ..ir.nodes import Const, Expr, FunctionDef, Name, Slice, Subscript
+from ..lower.translation import Translation
+from ..plan.plan import LaunchPlan, OperandPlan, Role
+
+__all__ = ["BLOCK_FORM", "FormEmitter", "unpadded"]
+
+
+class FormEmitter(Protocol):
+    def smem_shape(self, plan: LaunchPlan, op: OperandPlan, slots: int) -> tuple[int, ...]:
+        """The shared-memory buffer of `op`'s block, with `slots` buffers a staged block."""
+        ...
+
+    def copies(self, plan: LaunchPlan, op: OperandPlan) -> int:
+        """The copies that fill a loaded operand's block: its barrier's arrivals."""
+        ...
+
+    def staged(self, op: OperandPlan) -> bool:
+        """Whether a launch of several slots gives `op`'s block a barrier a slot."""
+        ...
+
+    def unpadded(self, op: OperandPlan) -> Expr:
+        """The result `op` as the wrapper returns it, its host padding sliced off."""
+        ...
+
+    def block_function(
+        self, plan: LaunchPlan, translation: Translation, new_store_api: bool
+    ) -> FunctionDef | None:
+        """The form's own block function, or None for the launch schedule's."""
+        ...
+
+
+def column_boxes(plan: LaunchPlan, op: OperandPlan) -> int:
+    """The TMA boxes a block is copied in along its columns, each with its own leading
+    shared-memory index (a TMA destination is contiguous)."""
+    return plan.dim(plan.cols).boxes if plan.cols in op.dims else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _BlockForm:
+    """The block form and the strided block: a whole block in registers, copied by TMA in
+    boxes, every loaded block staged by a persistent launch."""
+
+    def smem_shape(self, plan: LaunchPlan, op: OperandPlan, slots: int) -> tuple[int, ...]:
+        if slots > 1 and op.role is Role.INPUT:  # a slot a stage
+            return (slots, *op.block_shape)
+        boxes = column_boxes(plan, op)
+        if boxes == 1:
+            return op.block_shape
+        return (boxes, *op.block_shape[:-1], op.block_shape[-1] // boxes)
+
+    def copies(self, plan: LaunchPlan, op: OperandPlan) -> int:
+        # A TMA box along each tiled dim, and a whole dim's boxes along each whole dim.
+        return math.prod(1 if plan.dim(n).tiled_by else plan.dim(n).boxes for n in op.dims)
+
+    def staged(self, op: OperandPlan) -> bool:
+        return True
+
+    def unpadded(self, op: OperandPlan) -> Expr:
+        return unpadded(op)
+
+    def block_function(
+        self, plan: LaunchPlan, translation: Translation, new_store_api: bool
+    ) -> FunctionDef | None:
+        return None
+
+
+BLOCK_FORM = _BlockForm()
+
+
+def unpadded(op: OperandPlan) -> Expr:
+    """A result sliced back to its shape where the launch wrote it host-padded."""
+    if not op.host_padded:
+        return Name(op.name)
+    if op.gmem_shape[:-1] == op.shape[:-1]:
+        index = (*[Slice()] * (len(op.shape) - 1), Slice(None, Const(op.shape[-1])))
+    else:
+        index = tuple(Slice(None, Const(s)) for s in op.shape)
+    return Subscript(Name(op.name), index)

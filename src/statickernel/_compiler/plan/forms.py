@@ -1,0 +1,173 @@
+"""What a plan shows and checks of the register form it took (`PlannedForm`): the form's
+name, how its dims and edges read in `str(plan)`, its `form:` line, its notes, and the copy
+rules its arrays keep.
+
+`planned_form` is the one place that tells the forms apart by their frames; the plan and
+`make_plan` ask the form it returns.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+from ... import _hardware as hw
+from ..ir.nodes import Form, Kind
+from ..ir.pallas import FlatFrame, RowFrame
+from ..layout.blocks import DimLayout
+from .inputs import PlanInputs
+from .operands import OperandPlan
+from .rows import per_row_slots, row_form_notes
+
+__all__ = ["PlannedForm", "planned_form"]
+
+
+class LaunchPlan(Protocol):
+    """What a form reads of the plan that asks it (`plan.LaunchPlan` is one)."""
+
+    @property
+    def rows(self) -> str: ...
+
+    @property
+    def grid(self) -> tuple[int, ...]: ...
+
+    def dim(self, name: str) -> DimLayout: ...
+
+    def operand(self, name: str) -> OperandPlan: ...
+
+
+class PlannedForm(Protocol):
+    @property
+    def form(self) -> Form: ...
+
+    def dim_text(self, plan: LaunchPlan, d: DimLayout, split: str, status: str) -> tuple[str, str]:
+        """A dim's split and status in `str(plan)`, given the block forms' text."""
+        ...
+
+    def edge(self, plan: LaunchPlan, d: DimLayout) -> str | None:
+        """What a dim's edge reads in `str(plan)` where the form says its own; else None."""
+        ...
+
+    def form_line(self, plan: LaunchPlan) -> str | None:
+        """The plan's `form:` line, or None for the block form, which has none."""
+        ...
+
+    def notes(self, inputs: PlanInputs, results: Sequence[OperandPlan]) -> list[str]:
+        """What the plan says of the form it took, and why."""
+        ...
+
+    def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
+        """Asserts the rules the copies of `op`'s block rely on (a scalar and a swizzled
+        block are checked by the plan)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class _BlockPlanned:
+    """The block form: blocks copied by TMA, in the WGMMA layout."""
+
+    @property
+    def form(self) -> Form:
+        return Form.BLOCK
+
+    def dim_text(self, plan: LaunchPlan, d: DimLayout, split: str, status: str) -> tuple[str, str]:
+        return split, status
+
+    def edge(self, plan: LaunchPlan, d: DimLayout) -> str | None:
+        return None
+
+    def form_line(self, plan: LaunchPlan) -> str | None:
+        return None
+
+    def notes(self, inputs: PlanInputs, results: Sequence[OperandPlan]) -> list[str]:
+        return []
+
+    def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
+        last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
+        assert last_bytes % hw.TMA_ALIGN_BYTES == 0
+        if len(op.block_gmem_shape) == 2:
+            assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
+        if op.kind == Kind.TILE or op.kind == Kind.ROW:
+            assert op.block_shape[0] % hw.WGMMA_ROWS == 0
+        if op.kind == Kind.TILE or op.kind == Kind.COL:
+            assert op.block_shape[-1] % hw.WGMMA_COLS == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _StridedPlanned(_BlockPlanned):
+    """The strided block: an elementwise body's block, copied as the block form's is."""
+
+    frame: FlatFrame
+
+    @property
+    def form(self) -> Form:
+        return Form.STRIDED
+
+    def form_line(self, plan: LaunchPlan) -> str | None:
+        return (
+            f"  form: strided: the block's elementwise body on {self.frame.vector} "
+            "contiguous elements a thread; 16-byte shared-memory transfers"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _RowsPlanned:
+    """The row form: a few rows a block, copied in bulk, computed one row at a time."""
+
+    frame: RowFrame
+
+    @property
+    def form(self) -> Form:
+        return Form.ROWS
+
+    def dim_text(self, plan: LaunchPlan, d: DimLayout, split: str, status: str) -> tuple[str, str]:
+        if d.name == plan.rows:
+            return f"{d.block} row(s) a block", status
+        padded = f", padded {d.size} -> {d.extent} in registers" if d.padded else ""
+        return split, f"whole{padded}, copied in bulk"
+
+    def edge(self, plan: LaunchPlan, d: DimLayout) -> str | None:
+        if d.name == plan.rows and d.ragged:
+            return ": the last block's rows past the edge read the last row, and are not stored"
+        return None
+
+    def form_line(self, plan: LaunchPlan) -> str | None:
+        rows = plan.dim(plan.rows).block
+        return (
+            f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
+            f"({self.frame.width},) vector of {self.frame.vector} elements a thread"
+        )
+
+    def notes(self, inputs: PlanInputs, results: Sequence[OperandPlan]) -> list[str]:
+        facts = inputs.form
+        return row_form_notes(
+            inputs.spec,
+            inputs.layout,
+            inputs.consts,
+            facts.block_form_smem,
+            facts.persistent,
+            results,
+        )
+
+    def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
+        # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside.
+        assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
+        if op.kind == Kind.COL or op.kind == Kind.TILE:
+            assert op.block_shape[-1] == self.frame.width
+        if op.kind == Kind.ROW:
+            slots = per_row_slots(op.dtype)
+            assert op.gmem_shape == (plan.grid[0] * op.block_shape[0], slots)
+        if op.shares_smem_with is not None:
+            shared = plan.operand(op.shares_smem_with)
+            assert shared.loaded and (shared.block_shape, shared.dtype) == (
+                op.block_shape,
+                op.dtype,
+            )
+
+
+def planned_form(row_frame: RowFrame | None, flat_frame: FlatFrame | None) -> PlannedForm:
+    """The register form a plan took, from the frame it carries."""
+    if row_frame is not None:
+        return _RowsPlanned(row_frame)
+    if flat_frame is not None:
+        return _StridedPlanned(flat_frame)
+    return _BlockPlanned()
