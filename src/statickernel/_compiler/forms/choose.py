@@ -1,6 +1,7 @@
 """The register forms in the order they are asked: the first that proposes itself is the
 form a specialization takes. A new form is a module of this package and one line here."""
 
+from ..proposals import first_proposal
 from .base import FormChoice, FormInputs, RegisterForm
 from .block import BlockForm
 from .rows import RowsForm
@@ -14,8 +15,4 @@ REGISTER_FORMS: tuple[RegisterForm, ...] = (RowsForm(), StridedForm(), BlockForm
 
 
 def choose_form(inputs: FormInputs) -> FormChoice:
-    for form in REGISTER_FORMS:
-        choice = form.propose(inputs)
-        if choice is not None:
-            return choice
-    raise AssertionError("the block form takes every body")  # pragma: no cover
+    return first_proposal(REGISTER_FORMS, inputs, "the block form")

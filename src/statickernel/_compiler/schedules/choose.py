@@ -1,6 +1,7 @@
 """The launch schedules in the order they are asked: the first that proposes itself is the
 schedule a launch takes. A new schedule is a module of this package and one line here."""
 
+from ..proposals import first_proposal
 from .base import LaunchSchedule, ScheduleChoice, ScheduleInputs
 from .one_block import OneBlockPerCta
 from .persistent import PersistentBlocks
@@ -20,8 +21,4 @@ LAUNCH_SCHEDULES: tuple[LaunchSchedule, ...] = (
 
 
 def choose_schedule(inputs: ScheduleInputs) -> ScheduleChoice:
-    for schedule in LAUNCH_SCHEDULES:
-        choice = schedule.propose(inputs)
-        if choice is not None:
-            return choice
-    raise AssertionError("one block a CTA takes every launch without loops")  # pragma: no cover
+    return first_proposal(LAUNCH_SCHEDULES, inputs, "one block a CTA")
