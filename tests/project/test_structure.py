@@ -142,8 +142,7 @@ MAX_FUNCTION_LINES = 100
 OVERSIZE_FUNCTIONS = {
     "_compiler.declare.binding.bind": 102,
     "_compiler.declare.spec.build_spec": 118,
-    "_compiler.emit.loops.loop_statements": 137,
-    "_compiler.emit.warpspec.warp_specialized_function": 250,
+    "_compiler.emit.loops.loop_statements": 136,
     "_compiler.plan.warpspec.choose": 101,
     "_compiler.trace.crossblock_rewrite.cross_block_results": 107,
 }

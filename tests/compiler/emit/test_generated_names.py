@@ -8,6 +8,7 @@ of the module's other identifiers, so the renamed module is the same program."""
 
 import ast
 import builtins
+import dataclasses
 import functools
 import pathlib
 import re
@@ -106,6 +107,27 @@ def test_a_name_that_would_collide_is_refused(path: pathlib.Path) -> None:
             if taken and names.clash(renamed, _results(path), dims, kernel) is None:
                 missed.append(f"{operand} -> {name} (takes {taken})")
     assert not missed, f"accepted, but the module already binds them: {missed}"
+
+
+def test_the_warp_specialized_locals_are_reserved() -> None:
+    """The warp-specialized block function's fixed locals are names the declaration refuses,
+    and the module binds each; so are the names of the families it derives from a dim, an
+    array, a loop or a carry."""
+    fixed = dataclasses.astuple(names.WARP_SPECIALIZED)
+    assert set(fixed) <= set(names.BLOCK_NAMES)
+    assert set(fixed) <= _golden(GOLDEN / "jax-0.11.2" / "matmul.py")[3]
+    derived = [
+        names.cta_tile_index("M"),
+        names.batch_entry("bias"),
+        names.loop_function(0),
+        names.loop_function(12),
+        names.accumulator_ref("v0"),
+    ]
+    for name in (*fixed, *derived):
+        found = names.clash([name, "b"], ["result"], ["M", "K", "N"], "matmul")
+        assert found is not None and found[0] == name, name
+    # The index maps' parameter is the lambda's own: an operand may be named so.
+    assert names.clash([names.INDEX_MAP_STEP, "b"], ["result"], ["M", "K", "N"]) is None
 
 
 def test_the_oracle_finds_collisions() -> None:

@@ -6,7 +6,7 @@ masks the last block with each load's fill, and either folds into the carry (WGM
 accumulator ref, or register values threaded through the pipeline) or writes its output block.
 """
 
-from ..ir.names import block_index, gmem_ref, smem_ref
+from ..ir.names import accumulator_ref, block_index, gmem_ref, loop_function, smem_ref
 from ..ir.nodes import (
     PASS,
     Assign,
@@ -50,7 +50,7 @@ def loop_statements(
     """The loop's statements in the block function; `streamed` says which results a map
     writes, as (result, loop, block)."""
     loop = plan.loops[block.index]
-    name = f"loop{block.index}"
+    name = loop_function(block.index)
     index = Name(f"{name}_index")
     ops = [plan.operand(n) for n in block.operands]
     # With two or more stages, one WGMMA stays in flight across steps: each step waits only for
@@ -87,9 +87,8 @@ def loop_statements(
     step += block.lines
     for dot in block.dots:
         b_ref = Name(f"{dot.b}_smem.T" if dot.transpose_b else smem_ref(dot.b))
-        step.append(
-            ExprStmt(call("plgpu.wgmma", Name(f"{dot.carry}_acc"), Name(smem_ref(dot.a)), b_ref))
-        )
+        acc = Name(accumulator_ref(dot.carry))
+        step.append(ExprStmt(call("plgpu.wgmma", acc, Name(smem_ref(dot.a)), b_ref)))
     if block.dots and overlap:
         done = "the previous step's WGMMA is done; its blocks can go"
         step.append(ExprStmt(call("plgpu.wgmma_wait", Const(1)), comment=done))
@@ -162,7 +161,7 @@ def loop_statements(
         scope.append(ExprStmt(call("plgpu.wgmma_wait", Const(0)), comment="the last step's WGMMA"))
     position = {c.var: i for i, c in enumerate(registers)}
     outs: list[Expr] = [
-        Subscript(Name(f"{c.var}_acc"), (EllipsisIndex(),))
+        Subscript(Name(accumulator_ref(c.var)), (EllipsisIndex(),))
         if c.accumulator
         else Subscript(carry, (Const(position[c.var]),))
         for c in block.carries
@@ -173,7 +172,7 @@ def loop_statements(
     accs = [
         call("plgpu.ACC", Const(shape), DType(kinds.get(c.var, "float32"))) for c in accumulators
     ]
-    acc_params = tuple(f"{c.var}_acc" for c in accumulators)
+    acc_params = tuple(accumulator_ref(c.var) for c in accumulators)
     return [
         FunctionDef(name, acc_params, tuple(scope)),
         Assign((finals,), call("pl.run_scoped", Name(name), *accs)),

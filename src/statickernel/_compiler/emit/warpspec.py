@@ -7,7 +7,22 @@ copy a's and b's K blocks while each consumer folds WGMMA into its accumulator, 
 the body's epilogue and stores its block slot by slot.
 """
 
-from ..ir.names import block_function
+import dataclasses
+from collections.abc import Mapping
+
+from ..ir.names import (
+    INDEX_MAP_STEP,
+    WARP_SPECIALIZED,
+    accumulator_ref,
+    barrier_ref,
+    batch_entry,
+    block_function,
+    block_index,
+    cta_tile_index,
+    gmem_ref,
+    loop_function,
+    smem_ref,
+)
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -34,15 +49,16 @@ from ..ir.nodes import (
 from ..ir.pallas import load
 from ..ir.printer import expression_source
 from ..lower.dots import wgmma_transforms
-from ..lower.translation import LoopBlock, Translation
+from ..lower.translation import DotUpdate, LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan
-from ..plan.warpspec import MEMORY_REGISTERS, epilogue_vectors
+from ..plan.warpspec import MEMORY_REGISTERS, WarpSpecialized, epilogue_vectors
 
 __all__ = ["WG_AXIS", "warp_specialized_function"]
 
 WG_AXIS = "wg"
 CTA_AXIS = "cta"
-_WG = Name("wg")
+_LOCAL = WARP_SPECIALIZED
+_WG = Name(_LOCAL.warpgroup)
 
 
 def _mul(x: Expr, n: int) -> Expr:
@@ -55,9 +71,62 @@ def _add(x: Expr, y: Expr | int) -> Expr:
     return BinOp(Operator.ADD, x, y)
 
 
-def warp_specialized_function(
-    plan: LaunchPlan, translation: Translation, new_store_api: bool
-) -> FunctionDef:
+def _attribute(value: Expr, attribute: str) -> Name:
+    """`value.attribute`, written as a dotted name: the IR has no attribute node."""
+    return Name(f"{expression_source(value)}.{attribute}")
+
+
+def _at(ref: Expr, *index: Expr) -> Subscript:
+    """A view of a ref: `ref.at[index]`."""
+    return Subscript(_attribute(ref, "at"), index)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Geometry:
+    """What the parts of the block function share: the product's operands and blocks, how a
+    CTA's consumers pair their blocks, the epilogue's operands, and where in global memory
+    each array of a tile is read."""
+
+    plan: LaunchPlan
+    ws: WarpSpecialized
+    steps: int  # K blocks: the pipeline's grid
+    dot: DotUpdate
+    a: OperandPlan
+    b: OperandPlan
+    result: OperandPlan
+    rows: str
+    cols: str
+    bm: int
+    bn: int
+    bk: int
+    pair_rows: int  # 2 where a CTA's consumers take consecutive blocks of rows, else 1
+    pair_cols: int
+    vectors: tuple[OperandPlan, ...]  # the per-row or per-column operands of the epilogue
+    scalars: tuple[OperandPlan, ...]  # the other loaded operands, read whole by a consumer
+    batch: tuple[str, ...]
+    entries: tuple[OperandPlan, ...]  # the arrays read at the walk's batch entry
+    gmem: Mapping[str, Name]  # a's, b's, the result's and the vectors' array or batch entry
+
+    @property
+    def a_rows(self) -> int:
+        """The rows of a's block a CTA tile copies: both consumers' where they pair rows."""
+        return self.bm * self.pair_rows
+
+    @property
+    def b_cols(self) -> int:
+        """The columns of b's block a CTA tile copies: both consumers' where they pair them."""
+        return self.bn * self.pair_cols
+
+    @property
+    def tile_rows(self) -> Name:
+        return Name(cta_tile_index(self.rows))
+
+    @property
+    def tile_cols(self) -> Name:
+        return Name(cta_tile_index(self.cols))
+
+
+def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
     ws = plan.warp_specialized
     assert ws is not None
     (loop,) = plan.loops
@@ -67,194 +136,47 @@ def warp_specialized_function(
     assert cols is not None
     a, b = plan.operand(dot.a), plan.operand(dot.b)
     (result,) = plan.results
-    bm, bn, bk = plan.dim(rows).block, plan.dim(cols).block, loop.block
-    pair_rows = 2 if ws.paired == rows else 1
-    pair_cols = 2 if ws.paired == cols else 1
-    vectors = epilogue_vectors(plan.operands, block)
-    scalars = [
+    vectors = tuple(epilogue_vectors(plan.operands, block))
+    scalars = tuple(
         op
         for op in plan.operands
         if op.loaded and op.name not in (dot.a, dot.b) and op not in vectors
-    ]
+    )
     batch = result.batch
-
-    # The pipeline: a's and b's blocks of one K step, a CTA tile wide.
-    a_rows = bm * pair_rows
-    b_cols = bn * pair_cols
-    a_spec = _spec((a_rows, bk), Lambda(("k",), Tuple((Const(0), Name("k")))), a.dtype)
-    if dot.transpose_b:
-        b_spec = _spec((b_cols, bk), Lambda(("k",), Tuple((Const(0), Name("k")))), b.dtype)
-    else:
-        b_spec = _spec((bk, b_cols), Lambda(("k",), Tuple((Name("k"), Const(0)))), b.dtype)
-    pipeline = FunctionDef(
-        "pipeline",
-        ("step", "consumer"),
-        (
-            Return(
-                Call(
-                    Name("plgpu.emit_pipeline_warp_specialized"),
-                    (Name("step"),),
-                    (
-                        Keyword("grid", Const((loop.steps,))),
-                        Keyword("memory_registers", Const(MEMORY_REGISTERS)),
-                        Keyword("in_specs", List((a_spec, b_spec), one_per_line=True)),
-                        Keyword("wg_axis", Const(WG_AXIS)),
-                        Keyword("num_compute_wgs", Const(ws.consumers)),
-                        Keyword("max_concurrent_steps", Const(ws.stages)),
-                        Keyword("compute_context", Name("consumer")),
-                    ),
-                    one_per_line=True,
-                )
-            ),
-        ),
+    entries = (a, b, result, *(v for v in vectors if v.batch)) if batch else ()
+    at_entry = {op.name for op in entries}
+    gmem = {
+        op.name: Name(batch_entry(op.name) if op.name in at_entry else gmem_ref(op.name))
+        for op in (a, b, result, *vectors)
+    }
+    return _Geometry(
+        plan=plan,
+        ws=ws,
+        steps=loop.steps,
+        dot=dot,
+        a=a,
+        b=b,
+        result=result,
+        rows=rows,
+        cols=cols,
+        bm=plan.dim(rows).block,
+        bn=plan.dim(cols).block,
+        bk=loop.block,
+        pair_rows=2 if ws.paired == rows else 1,
+        pair_cols=2 if ws.paired == cols else 1,
+        vectors=vectors,
+        scalars=scalars,
+        batch=batch,
+        entries=entries,
+        gmem=gmem,
     )
 
-    # The tile walk: batch entries, then a snake over the CTA tiles.
-    tile_body: list[Stmt] = []
-    batch_names = [Name(f"block_{d}") for d in batch]
-    tile_index = Name("tile_index")
-    tile_body.append(Assign((Tuple((*batch_names, tile_index)),), Name("tile_info.index")))
-    tile_rows, tile_cols = Name(f"tile_{rows}"), Name(f"tile_{cols}")
-    snake = call(
-        "plgpu.planar_snake", tile_index, Const(ws.tile_grid), Const(ws.minor), Const(ws.band)
-    )
-    tile_body.append(Assign((Tuple((tile_rows, tile_cols)),), snake))
-    block_rows = _add(_mul(tile_rows, 2), _WG) if pair_rows == 2 else tile_rows
-    block_cols = _add(_mul(tile_cols, 2), _WG) if pair_cols == 2 else tile_cols
-    tile_body.append(Assign((Name(f"block_{rows}"),), block_rows, comment="this consumer's block"))
-    tile_body.append(Assign((Name(f"block_{cols}"),), block_cols))
-    gmem = {op.name: Name(f"{op.name}_gmem") for op in (a, b, result, *vectors)}
-    if batch:
-        for op in (a, b, result, *(v for v in vectors if v.batch)):
-            entry = Subscript(Name(f"{op.name}_gmem.at"), tuple(batch_names))
-            tile_body.append(Assign((Name(f"{op.name}_entry"),), entry))
-            gmem[op.name] = Name(f"{op.name}_entry")
 
-    # A consumer: the body before the loop, the accumulation, the epilogue and the store.
-    consumer: list[Stmt] = []
-    for op in scalars:
-        value = Subscript(Name(f"{op.name}_gmem"), (EllipsisIndex(),))
-        consumer.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
-    for op in vectors:
-        # Copied while the main loop runs; waited for after it.
-        (dim,) = op.dims
-        extent = op.block_shape[0]
-        source = Subscript(
-            Name(f"{gmem[op.name].text}.at"),
-            (call("pl.ds", _mul(Name(f"block_{dim}"), extent), Const(extent)),),
-        )
-        consumer.append(
-            ExprStmt(
-                call(
-                    "plgpu.copy_gmem_to_smem",
-                    source,
-                    Subscript(Name(f"{op.name}_smem.at"), (_WG,)),
-                    Subscript(Name(f"{op.name}_barrier.at"), (_WG,)),
-                ),
-                comment="this block's part, while the main loop runs",
-            )
-        )
-    acc = f"{dot.carry}_acc"
-    for line in translation.lines:
-        if not isinstance(line, LoopBlock):
-            consumer.append(line)
-            continue
-        accumulate = FunctionDef(
-            f"loop{line.index}",
-            (acc,),
-            (
-                ExprStmt(call("run_pipeline", Name(acc))),
-                Return(
-                    Tuple(
-                        tuple(
-                            Subscript(Name(f"{c.var}_acc"), (EllipsisIndex(),))
-                            for c in line.carries
-                        )
-                    )
-                ),
-            ),
-        )
-        finals = Tuple(tuple(Name(f) for f in line.finals))
-        consumer.append(accumulate)
-        consumer.append(
-            Assign(
-                (finals,),
-                call(
-                    "pl.run_scoped",
-                    Name(accumulate.name),
-                    call("plgpu.ACC", Const((bm, bn)), DType(dot.accumulator)),
-                ),
-            )
-        )
-        for op in vectors:
-            consumer.append(
-                ExprStmt(
-                    call("plgpu.barrier_wait", Subscript(Name(f"{op.name}_barrier.at"), (_WG,)))
-                )
-            )
-            ref = Subscript(Name(f"{op.name}_smem.at"), (_WG,))
-            consumer.append(Assign((Name(op.name),), load(ref, op.kind)))
-    (value,) = translation.outputs
-    assert value is not None
-    out = Name(result.name)
-    consumer.append(Assign((out,), value))
-    consumer += _epilogue_store(plan, result, gmem[result.name], out, new_store_api)
-    step = FunctionDef(
-        "step",
-        ("indices", f"{a.name}_smem", f"{b.name}_smem", acc),
-        (
-            ExprStmt(
-                call(
-                    "plgpu.wgmma",
-                    Name(acc),
-                    _consumer_slice(Name(f"{a.name}_smem"), pair_rows, bm, rows_first=True),
-                    _b_operand(Name(f"{b.name}_smem"), pair_cols, bn, dot.transpose_b),
-                )
-            ),
-            ExprStmt(call("plgpu.wgmma_wait", Const(0)), comment="the step's slots go back"),
-            Return(Name(acc)),
-        ),
-    )
-    a_view = Subscript(
-        Name(f"{gmem[a.name].text}.at"),
-        (call("pl.ds", _mul(tile_rows, a_rows), Const(a_rows)), Slice()),
-    )
-    b_slice = call("pl.ds", _mul(tile_cols, b_cols), Const(b_cols))
-    b_index = (b_slice, Slice()) if dot.transpose_b else (Slice(), b_slice)
-    b_view = Subscript(Name(f"{gmem[b.name].text}.at"), b_index)
-    tile_body += [
-        FunctionDef("consumer", ("run_pipeline",), tuple(consumer)),
-        step,
-        ExprStmt(
-            Call(
-                call("pipeline", Name("step"), Name("consumer")),
-                (a_view, b_view),
-                (Keyword("allocations", Name("pipeline_allocations")),),
-                one_per_line=True,
-            )
-        ),
-    ]
-    grid = (*(plan.dim(d).size for d in batch), ws.tile_grid[0] * ws.tile_grid[1])
-    walk = call("plgpu.nd_loop", Const(grid), collective_axes=Const(CTA_AXIS))
-    vector_refs = [f"{op.name}_{what}" for op in vectors for what in ("smem", "barrier")]
-    tiles = FunctionDef(
-        "tiles",
-        ("pipeline_allocations", f"{result.name}_smem", *vector_refs),
-        (FunctionDef("tile", ("tile_info",), tuple(tile_body), decorators=(walk,)),),
-    )
-    slots = call(
-        "plgpu.SMEM",
-        Const((ws.consumers, ws.slots, *ws.epilogue)),
-        DType(result.dtype),
-        **({"transforms": wgmma_transforms(result.dtype)} if ws.swizzled else {}),
-    )
-    # The pipeline's buffers are sized by the arrays of one batch entry.
-    first = tuple(Const(0) for _ in batch)
-    sized_by = [
-        Subscript(Name(f"{op.name}_gmem.at"), first) if batch else Name(f"{op.name}_gmem")
-        for op in (a, b)
-    ]
-    allocations = call(Name("pipeline(None, None).get_allocations"), *sized_by)
+def warp_specialized_function(
+    plan: LaunchPlan, translation: Translation, new_store_api: bool
+) -> FunctionDef:
+    g = _geometry(plan, translation)
+    ws = g.ws
     body: list[Stmt] = [
         Comment(
             f"Warp-specialized: warpgroup {ws.consumers} copies a's and b's K blocks; "
@@ -265,46 +187,237 @@ def warp_specialized_function(
             "while the next runs."
         ),
         Assign((_WG,), call("lax.axis_index", Const(WG_AXIS))),
-        pipeline,
-        tiles,
-        ExprStmt(
-            Call(
-                Name("pl.run_scoped"),
-                (Name("tiles"),),
-                (
-                    Keyword("pipeline_allocations", allocations),
-                    Keyword(f"{result.name}_smem", slots),
-                    *(
-                        keyword
-                        for op in vectors
-                        for keyword in (
-                            Keyword(
-                                f"{op.name}_smem",
-                                call(
-                                    "plgpu.SMEM",
-                                    Const((ws.consumers, op.block_shape[0])),
-                                    DType(op.dtype),
-                                ),
-                            ),
-                            Keyword(
-                                f"{op.name}_barrier",
-                                call("plgpu.Barrier", num_barriers=Const(ws.consumers)),
-                            ),
-                        )
-                    ),
-                    Keyword("collective_axes", Const(WG_AXIS)),
-                ),
-                one_per_line=True,
-            )
-        ),
+        _pipeline(g),
+        _tiles(g, translation, new_store_api),
+        _scoped_tiles(g),
         ExprStmt(
             call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)),
             comment="the last tile's stores have read their slots",
         ),
     ]
-    params = [f"{op.name}_gmem" for op in plan.operands if op.loaded]
-    params += [f"{op.name}_gmem" for op in plan.results]
+    params = [gmem_ref(op.name) for op in plan.operands if op.loaded]
+    params += [gmem_ref(op.name) for op in plan.results]
     return FunctionDef(block_function(plan.kernel), tuple(params), tuple(body))
+
+
+def _pipeline(g: _Geometry) -> FunctionDef:
+    """`pipeline(step, consumer)`: the producer copies a's and b's blocks of one K step, a CTA
+    tile wide, and the consumers run `step` on them inside `consumer`."""
+    k = Name(INDEX_MAP_STEP)
+    along_k = Lambda((INDEX_MAP_STEP,), Tuple((Const(0), k)))
+    a_spec = _spec((g.a_rows, g.bk), along_k, g.a.dtype)
+    if g.dot.transpose_b:
+        b_spec = _spec((g.b_cols, g.bk), along_k, g.b.dtype)
+    else:
+        down_k = Lambda((INDEX_MAP_STEP,), Tuple((k, Const(0))))
+        b_spec = _spec((g.bk, g.b_cols), down_k, g.b.dtype)
+    emit = Call(
+        Name("plgpu.emit_pipeline_warp_specialized"),
+        (Name(_LOCAL.step),),
+        (
+            Keyword("grid", Const((g.steps,))),
+            Keyword("memory_registers", Const(MEMORY_REGISTERS)),
+            Keyword("in_specs", List((a_spec, b_spec), one_per_line=True)),
+            Keyword("wg_axis", Const(WG_AXIS)),
+            Keyword("num_compute_wgs", Const(g.ws.consumers)),
+            Keyword("max_concurrent_steps", Const(g.ws.stages)),
+            Keyword("compute_context", Name(_LOCAL.consumer)),
+        ),
+        one_per_line=True,
+    )
+    return FunctionDef(_LOCAL.pipeline, (_LOCAL.step, _LOCAL.consumer), (Return(emit),))
+
+
+def _tiles(g: _Geometry, translation: Translation, new_store_api: bool) -> FunctionDef:
+    """`tiles(...)`, run in the scope of the kernel's buffers: each CTA walks its tiles, and
+    on each runs the pipeline with the consumers' step and epilogue."""
+    grid = (*(g.plan.dim(d).size for d in g.batch), g.ws.tile_grid[0] * g.ws.tile_grid[1])
+    walk = call("plgpu.nd_loop", Const(grid), collective_axes=Const(CTA_AXIS))
+    tile: list[Stmt] = [
+        *_tile_header(g),
+        _consumer(g, translation, new_store_api),
+        _step(g),
+        _pipeline_run(g),
+    ]
+    vector_refs = [ref(op.name) for op in g.vectors for ref in (smem_ref, barrier_ref)]
+    params = (_LOCAL.pipeline_allocations, smem_ref(g.result.name), *vector_refs)
+    walked = FunctionDef(_LOCAL.tile, (_LOCAL.tile_info,), tuple(tile), decorators=(walk,))
+    return FunctionDef(_LOCAL.tiles, params, (walked,))
+
+
+def _tile_header(g: _Geometry) -> list[Stmt]:
+    """Where a tile is: its batch entry and CTA tile (a snake over the tiles), this consumer's
+    block of it, and the arrays at the batch entry."""
+    batch_indices = [Name(block_index(d)) for d in g.batch]
+    tile_index = Name(_LOCAL.tile_index)
+    snake = call(
+        "plgpu.planar_snake",
+        tile_index,
+        Const(g.ws.tile_grid),
+        Const(g.ws.minor),
+        Const(g.ws.band),
+    )
+    block_rows = _add(_mul(g.tile_rows, 2), _WG) if g.pair_rows == 2 else g.tile_rows
+    block_cols = _add(_mul(g.tile_cols, 2), _WG) if g.pair_cols == 2 else g.tile_cols
+    header: list[Stmt] = [
+        Assign((Tuple((*batch_indices, tile_index)),), _attribute(Name(_LOCAL.tile_info), "index")),
+        Assign((Tuple((g.tile_rows, g.tile_cols)),), snake),
+        Assign((Name(block_index(g.rows)),), block_rows, comment="this consumer's block"),
+        Assign((Name(block_index(g.cols)),), block_cols),
+    ]
+    for op in g.entries:
+        entry = _at(Name(gmem_ref(op.name)), *batch_indices)
+        header.append(Assign((g.gmem[op.name],), entry))
+    return header
+
+
+def _consumer(g: _Geometry, translation: Translation, new_store_api: bool) -> FunctionDef:
+    """`consumer(run_pipeline)`: a consumer's tile: the body before the loop, the
+    accumulation, the epilogue and the store."""
+    body: list[Stmt] = []
+    for op in g.scalars:
+        value = Subscript(Name(gmem_ref(op.name)), (EllipsisIndex(),))
+        body.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
+    body += _vector_copies(g)
+    for line in translation.lines:
+        if isinstance(line, LoopBlock):
+            body += _accumulation(g, line)
+        else:
+            body.append(line)
+    (value,) = translation.outputs
+    assert value is not None
+    out = Name(g.result.name)
+    body.append(Assign((out,), value))
+    body += _epilogue_store(g, out, new_store_api)
+    return FunctionDef(_LOCAL.consumer, (_LOCAL.run_pipeline,), tuple(body))
+
+
+def _vector_copies(g: _Geometry) -> list[Stmt]:
+    """Each vector's part of this consumer's block, into the consumer's own buffer: copied
+    while the main loop runs, waited for after it (`_accumulation`)."""
+    copies: list[Stmt] = []
+    for op in g.vectors:
+        (dim,) = op.dims
+        extent = op.block_shape[0]
+        part = call("pl.ds", _mul(Name(block_index(dim)), extent), Const(extent))
+        copy = call(
+            "plgpu.copy_gmem_to_smem",
+            _at(g.gmem[op.name], part),
+            _at(Name(smem_ref(op.name)), _WG),
+            _at(Name(barrier_ref(op.name)), _WG),
+        )
+        copies.append(ExprStmt(copy, comment="this block's part, while the main loop runs"))
+    return copies
+
+
+def _accumulation(g: _Geometry, line: LoopBlock) -> list[Stmt]:
+    """The loop: the pipeline run with the consumer's accumulator in scope, then the vectors
+    the epilogue reads, once their copies have arrived."""
+    acc = accumulator_ref(g.dot.carry)
+    carried = tuple(
+        Subscript(Name(accumulator_ref(c.var)), (EllipsisIndex(),)) for c in line.carries
+    )
+    accumulate = FunctionDef(
+        loop_function(line.index),
+        (acc,),
+        (ExprStmt(call(_LOCAL.run_pipeline, Name(acc))), Return(Tuple(carried))),
+    )
+    accumulator = call("plgpu.ACC", Const((g.bm, g.bn)), DType(g.dot.accumulator))
+    finals = Tuple(tuple(Name(f) for f in line.finals))
+    lines: list[Stmt] = [
+        accumulate,
+        Assign((finals,), call("pl.run_scoped", Name(accumulate.name), accumulator)),
+    ]
+    for op in g.vectors:
+        arrived = call("plgpu.barrier_wait", _at(Name(barrier_ref(op.name)), _WG))
+        lines.append(ExprStmt(arrived))
+        lines.append(Assign((Name(op.name),), load(_at(Name(smem_ref(op.name)), _WG), op.kind)))
+    return lines
+
+
+def _step(g: _Geometry) -> FunctionDef:
+    """`step(indices, a_smem, b_smem, acc)`: one K step's WGMMA on the consumer's share of the
+    tile's blocks."""
+    acc = accumulator_ref(g.dot.carry)
+    a_smem, b_smem = Name(smem_ref(g.a.name)), Name(smem_ref(g.b.name))
+    wgmma = call(
+        "plgpu.wgmma",
+        Name(acc),
+        _consumer_slice(a_smem, g.pair_rows, g.bm, rows_first=True),
+        _b_operand(b_smem, g.pair_cols, g.bn, g.dot.transpose_b),
+    )
+    return FunctionDef(
+        _LOCAL.step,
+        (_LOCAL.indices, a_smem.text, b_smem.text, acc),
+        (
+            ExprStmt(wgmma),
+            ExprStmt(call("plgpu.wgmma_wait", Const(0)), comment="the step's slots go back"),
+            Return(Name(acc)),
+        ),
+    )
+
+
+def _pipeline_run(g: _Geometry) -> Stmt:
+    """The pipeline over this CTA tile's rows of a and columns of b, in the scope's buffers."""
+    a_view = _at(
+        g.gmem[g.a.name], call("pl.ds", _mul(g.tile_rows, g.a_rows), Const(g.a_rows)), Slice()
+    )
+    b_slice = call("pl.ds", _mul(g.tile_cols, g.b_cols), Const(g.b_cols))
+    b_index = (b_slice, Slice()) if g.dot.transpose_b else (Slice(), b_slice)
+    b_view = _at(g.gmem[g.b.name], *b_index)
+    return ExprStmt(
+        Call(
+            call(_LOCAL.pipeline, Name(_LOCAL.step), Name(_LOCAL.consumer)),
+            (a_view, b_view),
+            (Keyword("allocations", Name(_LOCAL.pipeline_allocations)),),
+            one_per_line=True,
+        )
+    )
+
+
+def _scoped_tiles(g: _Geometry) -> Stmt:
+    """`tiles` in a scope that all warpgroups allocate once for the whole kernel: the
+    pipeline's buffers, each consumer's epilogue slots, and its buffer and barrier of each
+    vector."""
+    ws = g.ws
+    slots = call(
+        "plgpu.SMEM",
+        Const((ws.consumers, ws.slots, *ws.epilogue)),
+        DType(g.result.dtype),
+        **({"transforms": wgmma_transforms(g.result.dtype)} if ws.swizzled else {}),
+    )
+    # The pipeline's buffers are sized by the arrays of one batch entry.
+    first = tuple(Const(0) for _ in g.batch)
+    sized_by = [
+        _at(Name(gmem_ref(op.name)), *first) if g.batch else Name(gmem_ref(op.name))
+        for op in (g.a, g.b)
+    ]
+    unscheduled = call(_LOCAL.pipeline, Const(None), Const(None))
+    allocations = call(_attribute(unscheduled, "get_allocations"), *sized_by)
+    vector_buffers = [
+        keyword
+        for op in g.vectors
+        for keyword in (
+            Keyword(
+                smem_ref(op.name),
+                call("plgpu.SMEM", Const((ws.consumers, op.block_shape[0])), DType(op.dtype)),
+            ),
+            Keyword(barrier_ref(op.name), call("plgpu.Barrier", num_barriers=Const(ws.consumers))),
+        )
+    ]
+    return ExprStmt(
+        Call(
+            Name("pl.run_scoped"),
+            (Name(_LOCAL.tiles),),
+            (
+                Keyword(_LOCAL.pipeline_allocations, allocations),
+                Keyword(smem_ref(g.result.name), slots),
+                *vector_buffers,
+                Keyword("collective_axes", Const(WG_AXIS)),
+            ),
+            one_per_line=True,
+        )
+    )
 
 
 def _spec(shape: tuple[int, int], index: Lambda, dtype: str) -> Expr:
@@ -317,27 +430,24 @@ def _consumer_slice(ref: Name, pair: int, extent: int, rows_first: bool) -> Expr
         return ref
     piece = call("pl.ds", _mul(_WG, extent), Const(extent))
     index = (piece,) if rows_first else (Slice(), piece)
-    return Subscript(Name(f"{ref.text}.at"), index)
+    return _at(ref, *index)
 
 
 def _b_operand(ref: Name, pair: int, extent: int, transposed: bool) -> Expr:
     if transposed:  # b is stored (N, K): WGMMA reads it transposed
         piece = _consumer_slice(ref, pair, extent, rows_first=True)
-        return Name(f"{expression_source(piece)}.T")
+        return _attribute(piece, "T")
     return _consumer_slice(ref, pair, extent, rows_first=False)
 
 
-def _epilogue_store(
-    plan: LaunchPlan, result: OperandPlan, gmem: Name, value: Name, new_store_api: bool
-) -> list[Stmt]:
+def _epilogue_store(g: _Geometry, value: Name, new_store_api: bool) -> list[Stmt]:
     """The block into the consumer's epilogue slots in turn, each stored by TMA: a slot is
     refilled once the store two slots back has read it, so stores overlap what follows."""
-    ws = plan.warp_specialized
-    assert ws is not None
-    rows, cols = plan.rows, plan.cols
-    assert cols is not None
-    bm, bn = plan.dim(rows).block, plan.dim(cols).block
+    ws = g.ws
+    bm, bn = g.bm, g.bn
     er, ec = ws.epilogue
+    slots = Name(smem_ref(g.result.name))
+    gmem = g.gmem[g.result.name]
     lines: list[Stmt] = []
     count = 0
     # With an odd number of pieces, a block's first piece takes the slot of the last tile's
@@ -345,7 +455,7 @@ def _epilogue_store(
     pieces = (bm // er) * (bn // ec)
     for r in range(0, bm, er):
         for c in range(0, bn, ec):
-            slot = Subscript(Name(f"{result.name}_smem.at"), (_WG, Const(count % ws.slots)))
+            slot = _at(slots, _WG, Const(count % ws.slots))
             piece = Subscript(
                 value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec)))
             )
@@ -363,12 +473,10 @@ def _epilogue_store(
             else:
                 lines.append(Assign((Subscript(slot, (EllipsisIndex(),)),), piece))
             lines.append(ExprStmt(call("plgpu.commit_smem")))
-            target = Subscript(
-                Name(f"{gmem.text}.at"),
-                (
-                    call("pl.ds", _add(_mul(Name(f"block_{rows}"), bm), r), Const(er)),
-                    call("pl.ds", _add(_mul(Name(f"block_{cols}"), bn), c), Const(ec)),
-                ),
+            target = _at(
+                gmem,
+                call("pl.ds", _add(_mul(Name(block_index(g.rows)), bm), r), Const(er)),
+                call("pl.ds", _add(_mul(Name(block_index(g.cols)), bn), c), Const(ec)),
             )
             lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
             count += 1

@@ -20,15 +20,22 @@ from .nodes import Mask
 __all__ = [
     "BLOCK_NAMES",
     "GIVEN_AROUND",
+    "INDEX_MAP_STEP",
     "MODULE_NAMES",
+    "WARP_SPECIALIZED",
     "LocalNames",
+    "WarpSpecializedLocals",
+    "accumulator_ref",
     "barrier_ref",
+    "batch_entry",
     "block_function",
     "block_index",
     "check_names",
     "clash",
+    "cta_tile_index",
     "gmem_ref",
     "invalid_kernel_name",
+    "loop_function",
     "result_name",
     "smem_ref",
     "suggest",
@@ -45,6 +52,31 @@ MODULE_NAMES: Mapping[str, str] = {
     "INTERPRET": "the switch between the interpreter and the compiled kernel",
     "_launch": "the Pallas launch (`_launch = plgpu.kernel(...)`)",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class WarpSpecializedLocals:
+    """The fixed locals of the warp-specialized block function; each is a key of
+    `BLOCK_NAMES`, so that no operand may take one."""
+
+    warpgroup: str = "wg"
+    pipeline: str = "pipeline"
+    pipeline_allocations: str = "pipeline_allocations"
+    tiles: str = "tiles"
+    tile: str = "tile"
+    tile_info: str = "tile_info"
+    tile_index: str = "tile_index"
+    consumer: str = "consumer"
+    run_pipeline: str = "run_pipeline"
+    step: str = "step"
+    indices: str = "indices"
+
+
+WARP_SPECIALIZED = WarpSpecializedLocals()
+# The parameter of the warp-specialized pipeline's index maps (`lambda k: (0, k)`): the K
+# step. It is the lambda's own, so an operand of the same name is not shadowed.
+INDEX_MAP_STEP = "k"
+
 # Fixed locals of the block function: edge masks and their positions, the traced zero that
 # starts boxes wider than a whole dim, and the scoped store after the loops.
 BLOCK_NAMES: Mapping[str, str] = {
@@ -61,17 +93,17 @@ BLOCK_NAMES: Mapping[str, str] = {
     "loop_index": "the positions of a loop step's edge mask",
     # The persistent launches: the CTA, its trip count, the block and slot of a step.
     # The warp-specialized matmul's warpgroups, pipeline and tile walk.
-    "wg": "the warpgroup index of a warp-specialized launch",
-    "pipeline": "the warp-specialized pipeline",
-    "pipeline_allocations": "the warp-specialized pipeline's buffers",
-    "tiles": "the scope of the warp-specialized tile walk",
-    "tile": "one CTA tile of the warp-specialized walk",
-    "tile_info": "the warp-specialized tile walk's loop index",
-    "tile_index": "the warp-specialized CTA tile's linear index",
-    "consumer": "a consumer warpgroup's part of a tile",
-    "run_pipeline": "the warp-specialized pipeline, run by a consumer",
-    "step": "a pipeline step",
-    "indices": "a pipeline step's indices",
+    WARP_SPECIALIZED.warpgroup: "the warpgroup index of a warp-specialized launch",
+    WARP_SPECIALIZED.pipeline: "the warp-specialized pipeline",
+    WARP_SPECIALIZED.pipeline_allocations: "the warp-specialized pipeline's buffers",
+    WARP_SPECIALIZED.tiles: "the scope of the warp-specialized tile walk",
+    WARP_SPECIALIZED.tile: "one CTA tile of the warp-specialized walk",
+    WARP_SPECIALIZED.tile_info: "the warp-specialized tile walk's loop index",
+    WARP_SPECIALIZED.tile_index: "the warp-specialized CTA tile's linear index",
+    WARP_SPECIALIZED.consumer: "a consumer warpgroup's part of a tile",
+    WARP_SPECIALIZED.run_pipeline: "the warp-specialized pipeline, run by a consumer",
+    WARP_SPECIALIZED.step: "a pipeline step",
+    WARP_SPECIALIZED.indices: "a pipeline step's indices",
 }
 # Locals a form's generator gives around the arrays' names (`LocalNames`): an operand may
 # take one, and the generator then names its own `r_` (or `r__`, ...).
@@ -120,6 +152,27 @@ def barrier_ref(name: str) -> str:
 def block_index(dim: str) -> str:
     """The block function's index of this grid step's block along a tiled or batch dim."""
     return f"block_{dim}"
+
+
+def loop_function(index: int) -> str:
+    """A loop's name: its accumulation scope (`loop0`), and the first part of its pipeline's
+    locals (`loop0_step`, `loop0_carry`, ...)."""
+    return f"loop{index}"
+
+
+def accumulator_ref(var: str) -> str:
+    """The WGMMA accumulator ref of a carry or product: `v0_acc` for the value `v0`."""
+    return f"{var}_acc"
+
+
+def cta_tile_index(dim: str) -> str:
+    """The warp-specialized walk's index of the CTA tile along a dim: `tile_M`, `tile_N`."""
+    return f"tile_{dim}"
+
+
+def batch_entry(name: str) -> str:
+    """An array's entry of the batch the warp-specialized walk is at: `a_entry`."""
+    return f"{name}_entry"
 
 
 def result_name(index: int, is_tuple: bool) -> str:

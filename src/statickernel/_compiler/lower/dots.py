@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from ... import _hardware as hw
 from ..._errors import BodyError
-from ..ir.names import smem_ref
+from ..ir.names import accumulator_ref, smem_ref
 from ..ir.nodes import (
     Assign,
     Call,
@@ -82,7 +82,7 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     if staged:
         a_ref = staged_ref
     b_ref = Name(f"{b_name}_smem.T" if transpose_b else smem_ref(b_name))
-    acc = Name(f"{out}_acc")
+    acc = Name(accumulator_ref(out))
     wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
     # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate add.
     fused = (
