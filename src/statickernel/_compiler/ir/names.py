@@ -91,8 +91,8 @@ BLOCK_NAMES: Mapping[str, str] = {
     "col_index_vec": "the column positions of the per-column edge mask",
     "store_results": "the scoped store of the results after the loops",
     "loop_index": "the positions of a loop step's edge mask",
-    # The persistent launches: the CTA, its trip count, the block and slot of a step.
-    # The warp-specialized matmul's warpgroups, pipeline and tile walk.
+    # The warp-specialized matmul's warpgroups, pipeline and tile walk. (The persistent
+    # launches' locals are given around the arrays: `GIVEN_AROUND`.)
     WARP_SPECIALIZED.warpgroup: "the warpgroup index of a warp-specialized launch",
     WARP_SPECIALIZED.pipeline: "the warp-specialized pipeline",
     WARP_SPECIALIZED.pipeline_allocations: "the warp-specialized pipeline's buffers",
