@@ -23,8 +23,9 @@ from ..._errors import (
     SymbolicDimError,
 )
 from ..._where import call_site
+from .consts import check_const_value
 from .limits import check_dim_size
-from .spec import KernelSpec, check_const_value
+from .spec import KernelSpec
 
 __all__ = ["Binding", "bind", "call_site", "check_argument", "check_arguments"]
 
