@@ -142,7 +142,6 @@ MAX_FUNCTION_LINES = 100
 OVERSIZE_FUNCTIONS = {
     "_compiler.emit.loops.loop_statements": 137,
     "_compiler.emit.warpspec.warp_specialized_function": 250,
-    "_compiler.trace.crossblock_rewrite.cross_block_results": 107,
 }
 
 
