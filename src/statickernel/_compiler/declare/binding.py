@@ -23,8 +23,10 @@ from ..._errors import (
     SymbolicDimError,
 )
 from ..._where import call_site
+from .consts import check_const_value
 from .limits import check_dim_size
-from .spec import KernelSpec, check_const_value
+from .operand import OperandSpec
+from .spec import KernelSpec
 
 __all__ = ["Binding", "bind", "call_site", "check_argument", "check_arguments"]
 
@@ -61,15 +63,7 @@ def bind(
     """Checks the arguments and binds the dims; `call` is True for a call that will run, which
     needs arrays, where plan, emit and lower also take a `jax.ShapeDtypeStruct`."""
     ctx = ErrorContext(spec.name, call_site(), Phase.CALL)
-    names = [o.name for o in spec.operands]
-    if len(args) != len(spec.operands):
-        raise ctx.error(
-            OperandError,
-            f"it takes {len(spec.operands)} operand(s) but was called with {len(args)}",
-            expected=f"{len(spec.operands)}: {', '.join(names)}",
-            actual=len(args),
-            fix=f"call {spec.name}({', '.join(names)}); pass constants by keyword",
-        )
+    _check_operand_count(spec, args, ctx)
     sizes: dict[str, int] = {}
     origin: dict[str, str] = {}
     dtypes: dict[str, str] = {}
@@ -78,70 +72,10 @@ def bind(
         check_argument(op.name, op.dims, arg, ctx, call=call)
         shape, dtype = arg.shape, arg.dtype
         dtype_name = str(np.dtype(dtype))
-        if len(shape) != op.rank:
-            raise ctx.bound(sizes).error(
-                ShapeError,
-                f"operand `{op.name}` has rank {len(shape)}, but its annotation has rank {op.rank}",
-                operand=op.name,
-                expected=f"rank {op.rank} ('{' '.join(op.dims)}')",
-                actual=f"shape {tuple(shape)}",
-                fix=f"pass a {op.rank}-D array for `{op.name}`",
-            )
-        if dtype_name in _UNSUPPORTED_DTYPES or dtype_name not in op.dtypes:
-            fix = _UNSUPPORTED_DTYPES.get(dtype_name, f"cast it with .astype(jnp.{op.dtypes[0]})")
-            what = (
-                f"operand `{op.name}` is {dtype_name}, which Mosaic GPU does not support"
-                if dtype_name in _UNSUPPORTED_DTYPES
-                else f"operand `{op.name}` is {dtype_name}, which its annotation does not allow"
-            )
-            raise ctx.bound(sizes).error(
-                DtypeError,
-                what,
-                operand=op.name,
-                expected=" or ".join(op.dtypes),
-                actual=dtype_name,
-                fix=fix,
-            )
-        for axis, (dim, size) in enumerate(zip(op.dims, shape, strict=True)):
-            if not isinstance(size, int | np.integer):
-                raise ctx.bound(sizes).error(
-                    SymbolicDimError,
-                    f"dim {dim} of operand `{op.name}` is symbolic ({size}); a Mosaic GPU grid "
-                    "must be static",
-                    operand=op.name,
-                    dim=dim,
-                    expected="a Python int",
-                    actual=f"{size!r} ({type(size).__name__})",
-                    fix=f"export or trace with a concrete size for {dim} (axis {axis} of "
-                    f"`{op.name}`), e.g. one export per batch size; Mosaic GPU has no shape "
-                    "polymorphism",
-                )
-            size = int(size)
-            if size <= 0:
-                raise ctx.bound(sizes).error(
-                    ShapeError,
-                    f"dim {dim} of operand `{op.name}` is {'zero' if size == 0 else 'negative'}",
-                    operand=op.name,
-                    dim=dim,
-                    expected="a size >= 1",
-                    actual=size if size == 0 else f"{size} (axis {axis}, shape {tuple(shape)})",
-                    fix="skip the kernel call for empty arrays"
-                    if size == 0
-                    else f"give the jax.ShapeDtypeStruct the array's true shape, with {dim} >= 1",
-                )
-            check_dim_size(dim, size, op.name, axis, ctx.bound(sizes))
-            if dim in sizes and sizes[dim] != size:
-                raise ctx.bound(sizes).error(
-                    ShapeError,
-                    f"dim {dim} is {sizes[dim]} in `{origin[dim]}` but {size} in `{op.name}`",
-                    operand=op.name,
-                    dim=dim,
-                    expected=f"{dim}={sizes[dim]} (bound by `{origin[dim]}`)",
-                    actual=f"{dim}={size} (axis {axis} of `{op.name}`, shape {tuple(shape)})",
-                    fix=f"make axis {axis} of `{op.name}` match, or give it its own dim name",
-                )
-            sizes.setdefault(dim, size)
-            origin.setdefault(dim, op.name)
+        bound = ctx.bound(sizes)  # the dims that the operands before this one bound
+        _check_rank(op, shape, bound)
+        _check_dtype(op, dtype_name, bound)
+        _bind_dims(op, shape, sizes, origin, ctx)
         dtypes[op.name] = dtype_name
         shapes[op.name] = tuple(int(s) for s in shape)
     consts = bind_consts(spec, defaults, overrides, ctx.bound(sizes))
@@ -152,6 +86,110 @@ def bind(
         shapes=tuple(shapes.items()),
         consts=tuple(consts.items()),
     )
+
+
+def _check_operand_count(spec: KernelSpec, args: Sequence[Any], ctx: ErrorContext) -> None:
+    names = [o.name for o in spec.operands]
+    if len(args) != len(spec.operands):
+        raise ctx.error(
+            OperandError,
+            f"it takes {len(spec.operands)} operand(s) but was called with {len(args)}",
+            expected=f"{len(spec.operands)}: {', '.join(names)}",
+            actual=len(args),
+            fix=f"call {spec.name}({', '.join(names)}); pass constants by keyword",
+        )
+
+
+def _check_rank(op: OperandSpec, shape: Sequence[Any], ctx: ErrorContext) -> None:
+    if len(shape) != op.rank:
+        raise ctx.error(
+            ShapeError,
+            f"operand `{op.name}` has rank {len(shape)}, but its annotation has rank {op.rank}",
+            operand=op.name,
+            expected=f"rank {op.rank} ('{' '.join(op.dims)}')",
+            actual=f"shape {tuple(shape)}",
+            fix=f"pass a {op.rank}-D array for `{op.name}`",
+        )
+
+
+def _check_dtype(op: OperandSpec, dtype_name: str, ctx: ErrorContext) -> None:
+    """A dtype Mosaic GPU supports, and one the operand's annotation allows."""
+    if dtype_name in _UNSUPPORTED_DTYPES or dtype_name not in op.dtypes:
+        fix = _UNSUPPORTED_DTYPES.get(dtype_name, f"cast it with .astype(jnp.{op.dtypes[0]})")
+        what = (
+            f"operand `{op.name}` is {dtype_name}, which Mosaic GPU does not support"
+            if dtype_name in _UNSUPPORTED_DTYPES
+            else f"operand `{op.name}` is {dtype_name}, which its annotation does not allow"
+        )
+        raise ctx.error(
+            DtypeError,
+            what,
+            operand=op.name,
+            expected=" or ".join(op.dtypes),
+            actual=dtype_name,
+            fix=fix,
+        )
+
+
+def _bind_dims(
+    op: OperandSpec,
+    shape: Sequence[Any],
+    sizes: dict[str, int],
+    origin: dict[str, str],
+    ctx: ErrorContext,
+) -> None:
+    """Binds each dim of the operand to its axis's size, into `sizes`, with the operand that
+    bound it first in `origin`: a dim met again must have the same size. Each error carries
+    the dims bound so far."""
+    for axis, (dim, size) in enumerate(zip(op.dims, shape, strict=True)):
+        bound = ctx.bound(sizes)
+        size = _static_size(op, axis, dim, size, shape, bound)
+        check_dim_size(dim, size, op.name, axis, bound)
+        if dim in sizes and sizes[dim] != size:
+            raise bound.error(
+                ShapeError,
+                f"dim {dim} is {sizes[dim]} in `{origin[dim]}` but {size} in `{op.name}`",
+                operand=op.name,
+                dim=dim,
+                expected=f"{dim}={sizes[dim]} (bound by `{origin[dim]}`)",
+                actual=f"{dim}={size} (axis {axis} of `{op.name}`, shape {tuple(shape)})",
+                fix=f"make axis {axis} of `{op.name}` match, or give it its own dim name",
+            )
+        sizes.setdefault(dim, size)
+        origin.setdefault(dim, op.name)
+
+
+def _static_size(
+    op: OperandSpec, axis: int, dim: str, size: Any, shape: Sequence[Any], ctx: ErrorContext
+) -> int:
+    """An axis's size as a Python int: static, since a Mosaic GPU grid is, and at least 1."""
+    if not isinstance(size, int | np.integer):
+        raise ctx.error(
+            SymbolicDimError,
+            f"dim {dim} of operand `{op.name}` is symbolic ({size}); a Mosaic GPU grid "
+            "must be static",
+            operand=op.name,
+            dim=dim,
+            expected="a Python int",
+            actual=f"{size!r} ({type(size).__name__})",
+            fix=f"export or trace with a concrete size for {dim} (axis {axis} of "
+            f"`{op.name}`), e.g. one export per batch size; Mosaic GPU has no shape "
+            "polymorphism",
+        )
+    size = int(size)
+    if size <= 0:
+        raise ctx.error(
+            ShapeError,
+            f"dim {dim} of operand `{op.name}` is {'zero' if size == 0 else 'negative'}",
+            operand=op.name,
+            dim=dim,
+            expected="a size >= 1",
+            actual=size if size == 0 else f"{size} (axis {axis}, shape {tuple(shape)})",
+            fix="skip the kernel call for empty arrays"
+            if size == 0
+            else f"give the jax.ShapeDtypeStruct the array's true shape, with {dim} >= 1",
+        )
+    return size
 
 
 def check_arguments(spec: KernelSpec, args: Sequence[Any], *, call: bool) -> None:

@@ -6,18 +6,17 @@ Everything here runs when the decorator runs, before any data exists. Each check
 
 import dataclasses
 import inspect
-import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Any
 
-import numpy as np
 from jaxtyping import AbstractArray
 
 from ..._compat import plain_dim_names
-from ..._errors import AnnotationError, ConstantError, StaticKernelError, TilingError
+from ..._errors import AnnotationError, ConstantError, TilingError
 from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
+from .consts import Const, ConstSpec, const_spec, type_name
 from .dims import check_batch, check_batch_leads, check_derivable, frame
 from .dtypes import allowed_dtypes
 from .operand import OperandSpec
@@ -32,43 +31,8 @@ __all__ = [
     "source_location",
 ]
 
-T = TypeVar("T")
-
-
-class _ConstMarker:
-    """Marks a keyword parameter as a compile-time constant."""
-
-    def __repr__(self) -> str:
-        return "sk.Const"
-
-
-CONST = _ConstMarker()
-# `BM: sk.Const[int] = 64` reads as a plain int to type checkers.
-Const = Annotated[T, CONST]
-
 # Parameter names the call path reserves for itself.
 RESERVED_NAMES = frozenset({"backend"})
-CONST_TYPES: tuple[type, ...] = (int, float, bool)
-
-
-@dataclasses.dataclass(frozen=True)
-class ConstSpec:
-    name: str
-    type: type
-    default: Any
-    optional: bool = False
-    """Declared `sk.Const[T | None]`: None is a value too (a scale that defaults to a formula)."""
-
-    @property
-    def is_int(self) -> bool:
-        """An int constant that is never None: what a block size or a stage count needs."""
-        return self.type is int and not self.optional
-
-    @property
-    def counts_stages(self) -> bool:
-        """An int constant, or an optional one whose None lets the plan fit the stages to
-        shared memory: what a stage count takes."""
-        return self.type is int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,77 +107,12 @@ def build_spec(
     batch: tuple[str, ...] = (),
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
-    if not inspect.isfunction(fn):
-        raise AnnotationError(
-            "sk.kernel decorates a function, and was applied to something else",
-            kernel=name,
-            where=call_site(),
-            expected="a function defined with `def`, its operands annotated with jaxtyping "
-            "array types",
-            actual=f"{type(fn).__name__}: {fn!r}"[:120],
-            fix='write @sk.kernel(...) on the line above `def my_kernel(x: Float[Array, "M N"], '
-            "...)`; apply it to the plain function, not to a jitted or wrapped one",
-        )
+    _check_decorated(fn, name)
     where = source_location(fn)
     err: dict[str, Any] = dict(kernel=kname, where=where)
-    if not isinstance(tile, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in tile.items()
-    ):
-        raise TilingError(
-            "tile= must map dim names to constant names",
-            **err,
-            expected='a dict such as {"M": "BM"}, with BM a keyword-only sk.Const[int] parameter',
-            actual=repr(tile),
-            fix='write tile={"M": "BM"} and declare `BM: sk.Const[int] = 64`',
-        )
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:  # unresolvable forward references and the like
-        raise AnnotationError(
-            f"its annotations cannot be resolved: {exc}",
-            **err,
-            fix="define every name used in the annotations before the kernel, and do not use "
-            "`from __future__ import annotations` in kernel modules",
-        ) from None
-    sig = inspect.signature(fn)
-    operands: list[OperandSpec] = []
-    consts: list[ConstSpec] = []
-    for param in sig.parameters.values():
-        if param.name in RESERVED_NAMES:
-            raise AnnotationError(
-                f"parameter `{param.name}` uses a name statickernel reserves for the call",
-                **err,
-                operand=param.name,
-                fix=f"rename `{param.name}`",
-            )
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise AnnotationError(
-                f"`*{param.name}` or `**{param.name}` parameters cannot be operands or constants",
-                **err,
-                operand=param.name,
-                fix="list every operand as a named parameter and every constant as a keyword-only "
-                "parameter after `*`",
-            )
-        if param.kind == param.KEYWORD_ONLY:
-            consts.append(_const_spec(param, hints.get(param.name), err))
-        else:
-            if param.default is not param.empty:
-                raise AnnotationError(
-                    f"operand `{param.name}` has a default value",
-                    **err,
-                    operand=param.name,
-                    fix=f"make `{param.name}` keyword-only after `*` and annotate it "
-                    "`sk.Const[int]` if it is a constant",
-                )
-            operands.append(
-                _array_spec(param.name, hints.get(param.name), err, role="operand", batch=batch)
-            )
-    if not operands:
-        raise AnnotationError(
-            "it declares no operands",
-            **err,
-            fix='add at least one operand, e.g. `x: Float[Array, "M N"]`',
-        )
+    _check_tile_map(tile, err)
+    hints = _type_hints(fn, err)
+    operands, consts = _parameter_specs(fn, hints, err, batch)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
@@ -221,16 +120,7 @@ def build_spec(
     check_derivable(operands, results, err)
     loop = dict(loop or {})
     rows, cols = frame(operands, results, err, loop)
-    for dim in batch:
-        if dim in tile or dim in loop:
-            raise TilingError(
-                f"batch dim {dim} is also in {'tile=' if dim in tile else 'loop='}",
-                **err,
-                dim=dim,
-                expected="a batch dim in batch= only: each grid step takes one index of it",
-                actual=f"batch={batch!r}",
-                fix=f"drop {dim} from {'tile=' if dim in tile else 'loop='}",
-            )
+    _check_batch_unblocked(batch, tile, loop, err)
     _check_tiling(tile, operands, results, consts, err)
     if loop:
         _check_loops(loop, tile, operands, consts, rows, err)
@@ -253,93 +143,111 @@ def build_spec(
     )
 
 
-def _const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> ConstSpec:
-    base = None
-    if typing.get_origin(hint) is Annotated:
-        args = typing.get_args(hint)
-        if any(isinstance(a, _ConstMarker) for a in args[1:]):
-            base = args[0]
-    # `sk.Const[float | None]`: a constant that may also be None.
-    members = (
-        typing.get_args(base) if typing.get_origin(base) in (typing.Union, types.UnionType) else ()
-    )
-    optional = len(members) == 2 and type(None) in members
-    if optional:
-        base = next(m for m in members if m is not type(None))
-    if base not in CONST_TYPES:
-        raise ConstantError(
-            f"constant `{param.name}` is not annotated as an int, float or bool constant",
-            **err,
-            constant=param.name,
-            expected="sk.Const[int], sk.Const[float] or sk.Const[bool]",
-            actual=_type_name(hint),
-            fix=f"annotate it `{param.name}: sk.Const[int] = ...`",
+def _check_decorated(fn: Callable[..., Any], name: str | None) -> None:
+    """The decorator is applied to a plain function, whose signature and annotations it reads."""
+    if not inspect.isfunction(fn):
+        raise AnnotationError(
+            "sk.kernel decorates a function, and was applied to something else",
+            kernel=name,
+            where=call_site(),
+            expected="a function defined with `def`, its operands annotated with jaxtyping "
+            "array types",
+            actual=f"{type(fn).__name__}: {fn!r}"[:120],
+            fix='write @sk.kernel(...) on the line above `def my_kernel(x: Float[Array, "M N"], '
+            "...)`; apply it to the plain function, not to a jitted or wrapped one",
         )
-    assert isinstance(base, type)
-    if param.default is param.empty:
-        raise ConstantError(
-            f"constant `{param.name}` has no default value",
-            **err,
-            constant=param.name,
-            fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
-        )
-    default = check_const_value(
-        param.name, base, param.default, err, ConstantError, optional=optional
-    )
-    return ConstSpec(param.name, base, default, optional)
 
 
-def check_const_value(
-    name: str,
-    base: type,
-    value: Any,
-    err: Mapping[str, Any],
-    error: type[StaticKernelError],
-    example: Any = 64,
-    *,
-    optional: bool = False,
-) -> Any:
-    """Checks a constant's default or override value against its declared type, and returns it
-    as a Python value: a numpy scalar such as np.int64(64) becomes the int, float or bool. An
-    optional constant may also be None."""
-    if optional and value is None:
-        return None
-    shown = f"{value!r} ({type(value).__name__})"
-    if isinstance(value, np.bool_ | np.integer | np.floating):
-        value = value.item()
-    ok = isinstance(value, base) and (base is bool or not isinstance(value, bool))
-    if base is float and isinstance(value, int) and not isinstance(value, bool):
-        ok = True
-    if not ok:
-        raise error(
-            f"constant `{name}` must be a Python {base.__name__}",
+def _check_tile_map(tile: Mapping[str, str], err: dict[str, Any]) -> None:
+    if not isinstance(tile, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in tile.items()
+    ):
+        raise TilingError(
+            "tile= must map dim names to constant names",
             **err,
-            constant=name,
-            expected=base.__name__ + (" or None" if optional else ""),
-            actual=shown,
-            fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
-            "be traced",
+            expected='a dict such as {"M": "BM"}, with BM a keyword-only sk.Const[int] parameter',
+            actual=repr(tile),
+            fix='write tile={"M": "BM"} and declare `BM: sk.Const[int] = 64`',
         )
-    if base is int and value <= 0:
-        raise error(
-            f"constant `{name}` must be positive",
-            **err,
-            constant=name,
-            expected="> 0",
-            actual=value,
-            fix=f"use a positive value such as `{name}={example}`",
-        )
-    return value
 
 
-def _type_name(hint: Any) -> str:
-    if hint is None:
-        return "no annotation"
-    if typing.get_origin(hint) is Annotated:
-        base, *marks = typing.get_args(hint)
-        if any(isinstance(m, _ConstMarker) for m in marks):
-            return f"sk.Const[{_type_name(base)}]"
-    return getattr(hint, "__name__", None) or repr(hint)
+def _type_hints(fn: Callable[..., Any], err: dict[str, Any]) -> dict[str, Any]:
+    """The function's annotations, resolved, with `Annotated` kept: `sk.Const` is one."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references and the like
+        raise AnnotationError(
+            f"its annotations cannot be resolved: {exc}",
+            **err,
+            fix="define every name used in the annotations before the kernel, and do not use "
+            "`from __future__ import annotations` in kernel modules",
+        ) from None
+
+
+def _parameter_specs(
+    fn: Callable[..., Any], hints: dict[str, Any], err: dict[str, Any], batch: tuple[str, ...]
+) -> tuple[list[OperandSpec], list[ConstSpec]]:
+    """The operands, the positional parameters, and the constants, the keyword-only ones."""
+    operands: list[OperandSpec] = []
+    consts: list[ConstSpec] = []
+    for param in inspect.signature(fn).parameters.values():
+        _check_parameter(param, err)
+        if param.kind == param.KEYWORD_ONLY:
+            consts.append(const_spec(param, hints.get(param.name), err))
+        else:
+            if param.default is not param.empty:
+                raise AnnotationError(
+                    f"operand `{param.name}` has a default value",
+                    **err,
+                    operand=param.name,
+                    fix=f"make `{param.name}` keyword-only after `*` and annotate it "
+                    "`sk.Const[int]` if it is a constant",
+                )
+            operands.append(
+                _array_spec(param.name, hints.get(param.name), err, role="operand", batch=batch)
+            )
+    if not operands:
+        raise AnnotationError(
+            "it declares no operands",
+            **err,
+            fix='add at least one operand, e.g. `x: Float[Array, "M N"]`',
+        )
+    return operands, consts
+
+
+def _check_parameter(param: inspect.Parameter, err: dict[str, Any]) -> None:
+    """A parameter that can be neither an operand nor a constant."""
+    if param.name in RESERVED_NAMES:
+        raise AnnotationError(
+            f"parameter `{param.name}` uses a name statickernel reserves for the call",
+            **err,
+            operand=param.name,
+            fix=f"rename `{param.name}`",
+        )
+    if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        raise AnnotationError(
+            f"`*{param.name}` or `**{param.name}` parameters cannot be operands or constants",
+            **err,
+            operand=param.name,
+            fix="list every operand as a named parameter and every constant as a keyword-only "
+            "parameter after `*`",
+        )
+
+
+def _check_batch_unblocked(
+    batch: tuple[str, ...], tile: Mapping[str, str], loop: Mapping[str, str], err: dict[str, Any]
+) -> None:
+    """A batch dim is walked one index a grid step, so it is neither tiled nor looped over."""
+    for dim in batch:
+        if dim in tile or dim in loop:
+            raise TilingError(
+                f"batch dim {dim} is also in {'tile=' if dim in tile else 'loop='}",
+                **err,
+                dim=dim,
+                expected="a batch dim in batch= only: each grid step takes one index of it",
+                actual=f"batch={batch!r}",
+                fix=f"drop {dim} from {'tile=' if dim in tile else 'loop='}",
+            )
 
 
 def _array_spec(
@@ -352,7 +260,7 @@ def _array_spec(
             **err,
             operand=name,
             expected="a jaxtyping array type with named dims",
-            actual=_type_name(hint),
+            actual=type_name(hint),
             fix=f"annotate it like {example}",
         )
     names = plain_dim_names(hint)
@@ -418,7 +326,7 @@ def _result_specs(
             raise AnnotationError(
                 "its tuple result annotation must list each result",
                 **err,
-                actual=_type_name(hint),
+                actual=type_name(hint),
                 fix='write e.g. `-> tuple[Float[Array, "M N"], Float[Array, "M"]]`',
             )
         return [

@@ -6,6 +6,8 @@ masks the last block with each load's fill, and either folds into the carry (WGM
 accumulator ref, or register values threaded through the pipeline) or writes its output block.
 """
 
+import dataclasses
+
 from ..ir.names import accumulator_ref, block_index, gmem_ref, loop_function, smem_ref
 from ..ir.nodes import (
     PASS,
@@ -34,7 +36,8 @@ from ..ir.nodes import (
 )
 from ..ir.pallas import fill_past_edge, load, store
 from ..lower.dots import wgmma_transforms
-from ..lower.translation import LoopBlock
+from ..lower.translation import Carry, LoopBlock
+from ..plan.pipelining import LoopPlan
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 
@@ -49,130 +52,218 @@ def loop_statements(
 ) -> list[Stmt]:
     """The loop's statements in the block function; `streamed` says which results a map
     writes, as (result, loop, block)."""
-    loop = plan.loops[block.index]
-    name = loop_function(block.index)
-    index = Name(f"{name}_index")
-    ops = [plan.operand(n) for n in block.operands]
-    # With two or more stages, one WGMMA stays in flight across steps: each step waits only for
-    # the previous one, and the pipeline releases a step's blocks one step later to match.
-    overlap = bool(block.dots) and loop.stages >= 2
-    specs = [_block_spec(plan, op, block.axis, delay_release=int(overlap)) for op in ops]
-    views = [_gmem_view(plan, op, block.axis) for op in ops]
-    registers = [c for c in block.carries if not c.accumulator]
-    accumulators = [c for c in block.carries if c.accumulator]
-
-    step: list[Stmt] = []
-    masks = set(block.masks)
-    fills = dict(loop.fills)
-    for op_name in block.loads:
-        masks |= fill_masks(plan, plan.operand(op_name), fills.get(op_name))
+    loop = _Loop.of(plan, block)
     writes = [
         (plan.results[r], block.blocks[b])
         for r, loop_index, b in streamed
         if loop_index == block.index
     ]
-    if masks or writes:
-        step.append(Assign((Tuple((index,)),), Name(f"{name}_indices")))
-    if registers:
-        step.append(Assign((_names([c.var for c in registers]),), Name(f"{name}_carry")))
-    for op_name in block.loads:
-        ref = Name(smem_ref(op_name))
-        step.append(Assign((Name(op_name),), load(ref, plan.operand(op_name).kind)))
-    step += _mask_statements(plan, masks, block.axis, index)
-    for op_name in block.loads:
-        op = plan.operand(op_name)
-        op_masks = fill_masks(plan, op, fills.get(op_name))
-        if op_masks:
-            step.append(fill_past_edge(op_name, op_masks, fills.get(op_name), op.dtype))
+    setup, pipeline = _pipeline(loop)
+    lines: list[Stmt] = [_step_function(loop, writes, new_store_api), *setup]
+    if block.mode == LoopMode.MAP:
+        return [*lines, ExprStmt(pipeline), ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0)))]
+    finals = _names(list(block.finals))
+    if not loop.accumulators:
+        return [*lines, Assign((finals,), pipeline)]
+    return _accumulator_scope(loop, lines, pipeline, finals)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Loop:
+    """One loop of the block function: what its step, its pipeline and the scope of its
+    accumulators all read."""
+
+    plan: LaunchPlan
+    block: LoopBlock
+    pipeline: LoopPlan
+    name: str
+    """The prefix of the loop's names: `loop0_step`, `loop0_index`, ..."""
+    overlap: bool
+    """With two or more stages, one WGMMA stays in flight across steps: each step waits only
+    for the previous one, and the pipeline releases a step's blocks one step later to match."""
+    registers: tuple[Carry, ...]
+    """The carries threaded through the pipeline as register values."""
+    accumulators: tuple[Carry, ...]
+    """The carries WGMMA accumulates into, each an accumulator ref."""
+
+    @classmethod
+    def of(cls, plan: LaunchPlan, block: LoopBlock) -> "_Loop":
+        pipeline = plan.loops[block.index]
+        return cls(
+            plan,
+            block,
+            pipeline,
+            name=loop_function(block.index),
+            overlap=bool(block.dots) and pipeline.stages >= 2,
+            registers=tuple(c for c in block.carries if not c.accumulator),
+            accumulators=tuple(c for c in block.carries if c.accumulator),
+        )
+
+    @property
+    def index(self) -> Name:
+        """The step's index along the loop dim."""
+        return Name(f"{self.name}_index")
+
+
+def _step_function(
+    loop: _Loop, writes: list[tuple[OperandPlan, Expr]], new_store_api: bool
+) -> FunctionDef:
+    """The pipeline's step: it reads its blocks, computes, and folds into the carries or
+    writes its output blocks."""
+    block = loop.block
+    step = _step_inputs(loop, writes)
     step += block.lines
-    for dot in block.dots:
-        b_ref = Name(f"{dot.b}_smem.T" if dot.transpose_b else smem_ref(dot.b))
-        acc = Name(accumulator_ref(dot.carry))
-        step.append(ExprStmt(call("plgpu.wgmma", acc, Name(smem_ref(dot.a)), b_ref)))
-    if block.dots and overlap:
-        done = "the previous step's WGMMA is done; its blocks can go"
-        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(1)), comment=done))
-    elif block.dots:
-        # The pipeline refills this step's slots as soon as the step returns.
-        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(0))))
-    for result, value in writes:
-        wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))
-        step.append(ExprStmt(wait, comment="the last block is read"))
-        step.append(store(Name(smem_ref(result.name)), value, new_store_api))
-        step.append(ExprStmt(call("plgpu.commit_smem")))
-        view = _output_view(plan, result, block.axis, index, loop.block)
-        step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(smem_ref(result.name)), view)))
+    step += _dot_statements(loop)
+    step += _write_statements(loop, writes, new_store_api)
     if block.loads and not writes:
         # The pipeline refills this step's slots as soon as it returns, by TMA: order the
         # step's reads of them before that copy (a map's commit_smem above does it too).
         done = "the step's reads of its slots come before their refill"
         step.append(ExprStmt(call("plgpu.commit_smem"), comment=done))
-    if registers:
-        updates = tuple(c.update for c in registers if c.update is not None)
-        assert len(updates) == len(registers), "a register carry without its update"
+    if loop.registers:
+        updates = tuple(c.update for c in loop.registers if c.update is not None)
+        assert len(updates) == len(loop.registers), "a register carry without its update"
         step.append(Return(Tuple(updates)))
     if not step:
         step.append(PASS)
+    params = [f"{loop.name}_indices", *[smem_ref(n) for n in block.operands]]
+    if loop.registers:
+        params.append(f"{loop.name}_carry")
+    return FunctionDef(f"{loop.name}_step", tuple(params), tuple(step))
 
-    params = [f"{name}_indices", *[smem_ref(n) for n in block.operands]]
-    if registers:
-        params.append(f"{name}_carry")
-    lines: list[Stmt] = [FunctionDef(f"{name}_step", tuple(params), tuple(step))]
-    spec_names = [f"{name}_{n}_spec" for n in block.operands]
-    lines += [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
-    grid: Expr = Const((loop.steps,))
-    if block.stop is not None:
-        # The blocks before `stop`, at least one and at most all of them: a traced trip count.
-        # A stop past the last block's start is first brought down to one past it, which
-        # walks them all too, so that rounding up to whole blocks cannot overflow int32.
-        stop_steps = Name(f"{name}_steps")
-        stop = call("lax.min", block.stop, Const((loop.steps - 1) * loop.block + 1))
-        blocks = call(
-            "lax.div", BinOp(Operator.ADD, stop, Const(loop.block - 1)), Const(loop.block)
+
+def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[Stmt]:
+    """The step's start: its index and carries unpacked, its loads, the edge masks it needs
+    and each load's fill past the edge."""
+    plan, block, name = loop.plan, loop.block, loop.name
+    step: list[Stmt] = []
+    masks = set(block.masks)
+    fills = dict(loop.pipeline.fills)
+    for op_name in block.loads:
+        masks |= fill_masks(plan, plan.operand(op_name), fills.get(op_name))
+    if masks or writes:
+        step.append(Assign((Tuple((loop.index,)),), Name(f"{name}_indices")))
+    if loop.registers:
+        step.append(Assign((_names([c.var for c in loop.registers]),), Name(f"{name}_carry")))
+    for op_name in block.loads:
+        ref = Name(smem_ref(op_name))
+        step.append(Assign((Name(op_name),), load(ref, plan.operand(op_name).kind)))
+    step += _mask_statements(plan, masks, block.axis, loop.index)
+    for op_name in block.loads:
+        op = plan.operand(op_name)
+        op_masks = fill_masks(plan, op, fills.get(op_name))
+        if op_masks:
+            step.append(fill_past_edge(op_name, op_masks, fills.get(op_name), op.dtype))
+    return step
+
+
+def _dot_statements(loop: _Loop) -> list[Stmt]:
+    """The step's WGMMAs into the accumulators, and the wait for them."""
+    step: list[Stmt] = []
+    dots = loop.block.dots
+    for dot in dots:
+        b_ref = Name(f"{dot.b}_smem.T" if dot.transpose_b else smem_ref(dot.b))
+        step.append(
+            ExprStmt(
+                call("plgpu.wgmma", Name(accumulator_ref(dot.carry)), Name(smem_ref(dot.a)), b_ref)
+            )
         )
-        bounded = call("lax.max", call("lax.min", blocks, Const(loop.steps)), Const(1))
+    if dots and loop.overlap:
+        done = "the previous step's WGMMA is done; its blocks can go"
+        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(1)), comment=done))
+    elif dots:
+        # The pipeline refills this step's slots as soon as the step returns.
+        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(0))))
+    return step
+
+
+def _write_statements(
+    loop: _Loop, writes: list[tuple[OperandPlan, Expr]], new_store_api: bool
+) -> list[Stmt]:
+    """A map's step writes each output block to its slot, then copies it out by TMA."""
+    step: list[Stmt] = []
+    for result, value in writes:
+        wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))
+        step.append(ExprStmt(wait, comment="the last block is read"))
+        step.append(store(Name(smem_ref(result.name)), value, new_store_api))
+        step.append(ExprStmt(call("plgpu.commit_smem")))
+        view = _output_view(loop.plan, result, loop.block.axis, loop.index, loop.pipeline.block)
+        step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(smem_ref(result.name)), view)))
+    return step
+
+
+def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
+    """The statements that set up the pipeline (its block specs, a traced trip count, the
+    register carries' first values), and the call that runs it."""
+    plan, block, name = loop.plan, loop.block, loop.name
+    ops = [plan.operand(n) for n in block.operands]
+    specs = [_block_spec(plan, op, block.axis, delay_release=int(loop.overlap)) for op in ops]
+    views = [_gmem_view(plan, op, block.axis) for op in ops]
+    spec_names = [f"{name}_{n}_spec" for n in block.operands]
+    lines: list[Stmt] = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
+    grid: Expr = Const((loop.pipeline.steps,))
+    if block.stop is not None:
+        stop_steps = Name(f"{name}_steps")
         lines.append(
-            Assign((stop_steps,), bounded, comment="blocks wholly past the stop are skipped")
+            Assign(
+                (stop_steps,),
+                _steps_before_stop(loop, block.stop),
+                comment="blocks wholly past the stop are skipped",
+            )
         )
         grid = Tuple((stop_steps,))
     keywords = [
         Keyword("grid", grid),
         Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
-        Keyword("max_concurrent_steps", Const(loop.stages)),
+        Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
     ]
-    if registers:
-        init_names = [f"{name}_init{i}" for i in range(len(registers))]
-        for n, c in zip(init_names, registers, strict=True):
+    if loop.registers:
+        init_names = [f"{name}_init{i}" for i in range(len(loop.registers))]
+        for n, c in zip(init_names, loop.registers, strict=True):
             assert c.init is not None
             lines.append(Assign((Name(n),), c.init))
         keywords.append(Keyword("init_carry", _names(init_names)))
     emit = Call(
         Name("plgpu.emit_pipeline"), (Name(f"{name}_step"),), tuple(keywords), one_per_line=True
     )
-    pipeline = Call(emit, tuple(views))
-    if block.mode == LoopMode.MAP:
-        return [*lines, ExprStmt(pipeline), ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0)))]
-    finals = _names(list(block.finals))
-    if not accumulators:
-        return [*lines, Assign((finals,), pipeline)]
+    return lines, Call(emit, tuple(views))
+
+
+def _steps_before_stop(loop: _Loop, stop: Expr) -> Expr:
+    """The blocks before `stop`, at least one and at most all of them: a traced trip count.
+    A stop past the last block's start is first brought down to one past it, which walks them
+    all too, so that rounding up to whole blocks cannot overflow int32."""
+    steps, size = loop.pipeline.steps, loop.pipeline.block
+    stop = call("lax.min", stop, Const((steps - 1) * size + 1))
+    blocks = call("lax.div", BinOp(Operator.ADD, stop, Const(size - 1)), Const(size))
+    return call("lax.max", call("lax.min", blocks, Const(steps)), Const(1))
+
+
+def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: Tuple) -> list[Stmt]:
+    """A loop with accumulators runs in a scope that allocates them (`pl.run_scoped`) and
+    returns every carry's final value: an accumulator read whole, a register carry from the
+    pipeline's."""
+    name = loop.name
     carry = Name(f"{name}_carry")
-    scope = [*lines, Assign((carry,), pipeline) if registers else ExprStmt(pipeline)]
-    if overlap:
+    scope = [*lines, Assign((carry,), pipeline) if loop.registers else ExprStmt(pipeline)]
+    if loop.overlap:
         scope.append(ExprStmt(call("plgpu.wgmma_wait", Const(0)), comment="the last step's WGMMA"))
-    position = {c.var: i for i, c in enumerate(registers)}
+    position = {c.var: i for i, c in enumerate(loop.registers)}
     outs: list[Expr] = [
         Subscript(Name(accumulator_ref(c.var)), (EllipsisIndex(),))
         if c.accumulator
         else Subscript(carry, (Const(position[c.var]),))
-        for c in block.carries
+        for c in loop.block.carries
     ]
     scope.append(Return(Tuple(tuple(outs))))
+    plan = loop.plan
     shape = (plan.dim(plan.rows).extent, plan.dim(plan.cols).extent if plan.cols else 0)
-    kinds = {d.carry: d.accumulator for d in block.dots}
+    kinds = {d.carry: d.accumulator for d in loop.block.dots}
     accs = [
-        call("plgpu.ACC", Const(shape), DType(kinds.get(c.var, "float32"))) for c in accumulators
+        call("plgpu.ACC", Const(shape), DType(kinds.get(c.var, "float32")))
+        for c in loop.accumulators
     ]
-    acc_params = tuple(accumulator_ref(c.var) for c in accumulators)
+    acc_params = tuple(accumulator_ref(c.var) for c in loop.accumulators)
     return [
         FunctionDef(name, acc_params, tuple(scope)),
         Assign((finals,), call("pl.run_scoped", Name(name), *accs)),

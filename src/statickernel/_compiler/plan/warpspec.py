@@ -169,71 +169,29 @@ def choose(
     cols); None when no dim has two blocks for the consumers to pair, or even one stage does
     not fit beside the epilogue (the pipelined form then keeps the kernel)."""
     bm, bn, bk = blocks
-    m_blocks, n_blocks = block_counts
-    # Pair along cols when it wastes no more blocks than rows would: the consumers then share
-    # a's block and b's paired block is one wide TMA copy, as jax's own matmul does.
-    waste_cols = m_blocks * (n_blocks % 2)
-    waste_rows = n_blocks * (m_blocks % 2)
-    can_cols = n_blocks >= 2
-    can_rows = m_blocks >= 2
-    if can_cols and (waste_cols <= waste_rows or not can_rows):
-        paired, consumers, tile_grid = names[1], 2, (m_blocks, hw.cdiv(n_blocks, 2))
-        reason = f"two consumers share a's {bm}-row block: a CTA tile of {bm}x{2 * bn}"
-    elif can_rows:
-        paired, consumers, tile_grid = names[0], 2, (hw.cdiv(m_blocks, 2), n_blocks)
-        reason = f"two consumers share b's {bn}-column block: a CTA tile of {2 * bm}x{bn}"
-    else:
-        # One block both ways: a lone consumer would take every register of the SM
-        # (setmaxnreg), and the pipelined form of one warpgroup a CTA does as well.
+    pairing = _pairing(blocks, block_counts, names)
+    if pairing is None:
         return None
+    paired, consumers, tile_grid = pairing.paired, pairing.consumers, pairing.tile_grid
     item = hw.itemsize(a.dtype)
     a_block = (2 * bm if paired == names[0] else bm) * bk * item
     b_block = (2 * bn if paired == names[1] else bn) * bk * item
-    out_item = hw.itemsize(result.dtype)
-    # One 128-byte swizzle row of columns when it divides the block; else the widest multiple
-    # of 8 columns (WGMMA's register tile) that does, in untiled slots.
-    swizzle_cols = hw.SWIZZLE_BYTES // out_item
-    cols = next(c for c in range(min(bn, swizzle_cols), 0, -hw.WGMMA_COLS) if bn % c == 0)
-    epilogue = (min(EPILOGUE_ROWS, bm), cols)
-    slots = min(_EPILOGUE_SLOTS, (bm * bn) // (epilogue[0] * epilogue[1]))
-    epilogue_bytes = hw.round_up(
-        consumers * slots * epilogue[0] * epilogue[1] * out_item, hw.SMEM_BUFFER_ALIGN
-    )
-    rows_gmem, cols_gmem = result.gmem_shape[-2:]
-    swizzled = (
-        cols == swizzle_cols
-        and (rows_gmem <= 8 or rows_gmem % 8 == 0)
-        and (cols_gmem <= cols or cols_gmem % cols == 0)
-    )
-
+    epilogue = _epilogue(bm, bn, consumers, result)
     # Each consumer copies its block of each vector operand into a buffer of its own.
     vectors = sum(
         hw.round_up(consumers * n, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES * consumers
         for n in vector_bytes
     )
-
-    def smem(stages: int) -> int:
-        # The pipeline's produced and consumed barriers: one of each a stage.
-        barriers = hw.BARRIER_BYTES * stages
-        return (
-            pipeline_bytes([a_block, b_block], stages)
-            + barriers
-            + epilogue_bytes
-            + vectors
-            + hw.SMEM_RESERVED_BYTES
-        )
-
-    if declared_stages is not None:
-        stages = min(declared_stages, steps)
-        fitted = "declared"
-    else:
-        fitting = [s for s in range(min(MAX_STAGES, steps), 0, -1) if smem(s) <= hw.SMEM_BYTES]
-        if not fitting:
-            return None
-        stages = fitting[0]
-        fitted = "fitted to shared memory"
+    smem = _SharedMemory(a_block, b_block, epilogue.bytes, vectors)
+    counted = _stage_count(declared_stages, steps, smem)
+    if counted is None:
+        return None
+    stages, fitted = counted
     tiles = math.prod(batch) * tile_grid[0] * tile_grid[1]
     minor = 1 if tile_grid[1] >= tile_grid[0] else 0
+    untiled = (
+        "" if epilogue.swizzled else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"
+    )
     config = WarpSpecialized(
         consumers=consumers,
         paired=paired,
@@ -243,16 +201,113 @@ def choose(
         minor=minor,
         band=min(_BAND, tile_grid[minor]),
         stages=stages,
-        epilogue=epilogue,
-        slots=slots,
-        swizzled=swizzled,
+        epilogue=epilogue.slot,
+        slots=epilogue.slots,
+        swizzled=epilogue.swizzled,
         stage_bytes=a_block + b_block,
-        pipeline_bytes=pipeline_bytes([a_block, b_block], stages) + hw.BARRIER_BYTES * stages,
-        smem_bytes=smem(stages),
-        reason=f"{reason}; {stages} stage(s) {fitted}"
-        + ("" if swizzled else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"),
+        pipeline_bytes=smem.pipeline(stages),
+        smem_bytes=smem.total(stages),
+        reason=f"{pairing.reason}; {stages} stage(s) {fitted}{untiled}",
     )
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pairing:
+    """The dim whose consecutive blocks a CTA's consumers take, and the CTA tiles it makes."""
+
+    paired: str
+    consumers: int
+    tile_grid: tuple[int, int]
+    reason: str
+
+
+def _pairing(
+    blocks: tuple[int, int, int], block_counts: tuple[int, int], names: tuple[str, str]
+) -> _Pairing | None:
+    """Pair along cols when it wastes no more blocks than rows would: the consumers then share
+    a's block and b's paired block is one wide TMA copy, as jax's own matmul does. None when
+    neither dim has two blocks."""
+    bm, bn, _ = blocks
+    m_blocks, n_blocks = block_counts
+    waste_cols = m_blocks * (n_blocks % 2)
+    waste_rows = n_blocks * (m_blocks % 2)
+    can_cols = n_blocks >= 2
+    can_rows = m_blocks >= 2
+    if can_cols and (waste_cols <= waste_rows or not can_rows):
+        reason = f"two consumers share a's {bm}-row block: a CTA tile of {bm}x{2 * bn}"
+        return _Pairing(names[1], 2, (m_blocks, hw.cdiv(n_blocks, 2)), reason)
+    if can_rows:
+        reason = f"two consumers share b's {bn}-column block: a CTA tile of {2 * bm}x{bn}"
+        return _Pairing(names[0], 2, (hw.cdiv(m_blocks, 2), n_blocks), reason)
+    # One block both ways: a lone consumer would take every register of the SM
+    # (setmaxnreg), and the pipelined form of one warpgroup a CTA does as well.
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Epilogue:
+    """A consumer's epilogue slots, through which it stores its block."""
+
+    slot: tuple[int, int]
+    """One slot's (rows, cols)."""
+    slots: int
+    bytes: int
+    """Shared memory of every consumer's slots."""
+    swizzled: bool
+    """Whether the slots are tiled and swizzled: the result's dims allow it."""
+
+
+def _epilogue(bm: int, bn: int, consumers: int, result: OperandPlan) -> _Epilogue:
+    out_item = hw.itemsize(result.dtype)
+    # One 128-byte swizzle row of columns when it divides the block; else the widest multiple
+    # of 8 columns (WGMMA's register tile) that does, in untiled slots.
+    swizzle_cols = hw.SWIZZLE_BYTES // out_item
+    cols = next(c for c in range(min(bn, swizzle_cols), 0, -hw.WGMMA_COLS) if bn % c == 0)
+    slot = (min(EPILOGUE_ROWS, bm), cols)
+    slots = min(_EPILOGUE_SLOTS, (bm * bn) // (slot[0] * slot[1]))
+    slots_bytes = hw.round_up(
+        consumers * slots * slot[0] * slot[1] * out_item, hw.SMEM_BUFFER_ALIGN
+    )
+    rows_gmem, cols_gmem = result.gmem_shape[-2:]
+    swizzled = (
+        cols == swizzle_cols
+        and (rows_gmem <= 8 or rows_gmem % 8 == 0)
+        and (cols_gmem <= cols or cols_gmem % cols == 0)
+    )
+    return _Epilogue(slot, slots, slots_bytes, swizzled)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SharedMemory:
+    """A CTA's shared memory for a stage count: the pipeline's stages of a's and b's blocks
+    and its barriers, the epilogue slots, the vector operands' buffers and the reserve."""
+
+    a_block: int
+    b_block: int
+    epilogue: int
+    vectors: int
+
+    def pipeline(self, stages: int) -> int:
+        # The pipeline's produced and consumed barriers: one of each a stage.
+        barriers = hw.BARRIER_BYTES * stages
+        return pipeline_bytes([self.a_block, self.b_block], stages) + barriers
+
+    def total(self, stages: int) -> int:
+        return self.pipeline(stages) + self.epilogue + self.vectors + hw.SMEM_RESERVED_BYTES
+
+
+def _stage_count(
+    declared_stages: int | None, steps: int, smem: _SharedMemory
+) -> tuple[int, str] | None:
+    """The stages in flight and how they were chosen: those declared, at most one a step, or
+    the most that fit in shared memory; None when not even one fits."""
+    if declared_stages is not None:
+        return min(declared_stages, steps), "declared"
+    fitting = [s for s in range(min(MAX_STAGES, steps), 0, -1) if smem.total(s) <= hw.SMEM_BYTES]
+    if not fitting:
+        return None
+    return fitting[0], "fitted to shared memory"
 
 
 def hold_paired_blocks(

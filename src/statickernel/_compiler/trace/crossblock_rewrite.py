@@ -36,16 +36,7 @@ def cross_block_results(
     reduction follows another over the lacking dim through ops that do not commute with
     combining the blocks, that other reduction's vector."""
     found: list[CrossBlock] = []
-    producers = {out: eqn for eqn in trace.eqns for out in eqn.outputs}
-    uses: dict[str, int] = {}
-    for eqn in trace.eqns:
-        for atom in eqn.inputs:
-            if atom.var is not None:
-                uses[atom.var] = uses.get(atom.var, 0) + 1
-    for atom in trace.outputs:
-        if atom.var is not None:
-            uses[atom.var] = uses.get(atom.var, 0) + 1
-    facts = value_facts(spec, trace)
+    body = _Body.of(spec, trace, sizes)
     outputs = list(trace.outputs)
     eqns = list(trace.eqns)
     avals = dict(trace.avals)
@@ -53,65 +44,15 @@ def cross_block_results(
         lacks = tuple(d for d in spec.tile_map if d not in result.block_dims)
         if not lacks:
             continue
-        chain, reduction, post = _result_chain(spec, result, outputs[index], producers, lacks)
-        last = COMBINES[reduction.prim]
-        if last is not Combine.SUM and any(p.kind is not PostOpKind.CAST for p in post):
-            raise _error(
-                spec,
-                result,
-                reduction,
-                lacks,
-                f"{result.name} scales the {last} of its blocks; the scale does not commute "
-                "with combining them",
-                "scale the values before the reduction, or the result after the kernel",
-            )
-        split = _split(spec, result, reduction, lacks, producers, facts, avals)
+        chain, reduction, post = _result_chain(spec, result, outputs[index], body.producers, lacks)
+        split = _checked_split(body, result, reduction, post, lacks, avals)
         first = split.first
         source = first.inputs[0]
         assert source.var is not None
         shape, dtype = avals[source.var]
         axes = tuple(first.param("axes"))
-        followers = split.between if split.outer is not None else tuple(post)
-        _check_mean(spec, result, first, followers, facts, shape, lacks, sizes)
-        if split.outer is not None:
-            outer_source = reduction.inputs[0].var
-            assert outer_source is not None
-            outer_shape = avals[outer_source][0]
-            _check_mean(spec, result, reduction, post, facts, outer_shape, lacks, sizes)
-        # The ops from the result back to the reduction now run after the launch, as far as
-        # nothing else in the body reads them.
-        after: list[Eqn] = []
-        for eqn in (*chain, *split.middle):
-            if any(uses.get(o, 0) > 1 for o in eqn.outputs):
-                break
-            after.append(eqn)
-        partial: str
-        if len(shape) == 2 and len(axes) == 2:
-            # The whole tile: each block reduces it to a vector along a tiled dim it keeps.
-            keep_rows = spec.rows in spec.tile_map
-            partial = f"{first.outputs[0]}_partial"
-            stop = dataclasses.replace(
-                first,
-                outputs=(partial,),
-                params=tuple(
-                    (k, (1,) if keep_rows else (0,)) if k == "axes" else (k, v)
-                    for k, v in first.params
-                ),
-            )
-            avals[partial] = ((shape[0],) if keep_rows else (shape[1],), dtype)
-            at = eqns.index(first)
-            if first in after:
-                eqns[at] = stop
-            else:
-                eqns.insert(at + 1, stop)
-        elif len(shape) == 2:
-            partial = first.outputs[0]  # a vector already: the tile reduced over one axis
-        else:
-            partial = source.var  # the vector itself
-        outputs[index] = Atom(partial)
-        for eqn in after:
-            if eqn is not first or partial == source.var:
-                eqns.remove(eqn)
+        after = _after_launch((*chain, *split.middle), body.uses)
+        outputs[index] = Atom(_write_partial(spec, first, after, eqns, avals))
         over_rows = len(shape) == 2 and axes == (0,)
         found.append(
             CrossBlock(
@@ -136,6 +77,32 @@ def cross_block_results(
 
 
 @dataclasses.dataclass(frozen=True)
+class _Body:
+    """The traced body as the rewrite reads it, and the sizes it is specialized to."""
+
+    spec: KernelSpec
+    producers: Mapping[str, Eqn]
+    """The equation that computes each value."""
+    uses: Mapping[str, int]
+    """How many times each value is read: by an equation's inputs or as an output."""
+    facts: Mapping[str, ValueFacts]
+    sizes: Mapping[str, int]
+
+    @classmethod
+    def of(cls, spec: KernelSpec, trace: BodyTrace, sizes: Mapping[str, int]) -> "_Body":
+        producers = {out: eqn for eqn in trace.eqns for out in eqn.outputs}
+        uses: dict[str, int] = {}
+        for eqn in trace.eqns:
+            for atom in eqn.inputs:
+                if atom.var is not None:
+                    uses[atom.var] = uses.get(atom.var, 0) + 1
+        for atom in trace.outputs:
+            if atom.var is not None:
+                uses[atom.var] = uses.get(atom.var, 0) + 1
+        return cls(spec, producers, uses, value_facts(spec, trace), sizes)
+
+
+@dataclasses.dataclass(frozen=True)
 class _Split:
     """Where a result's blocks' partials come from."""
 
@@ -147,6 +114,96 @@ class _Split:
     """The ops from `first` to `outer`, run after the combination, in order."""
     middle: tuple[Eqn, ...] = ()
     """The equations from `outer` back to `first`, which the kernel no longer runs."""
+
+
+def _checked_split(
+    body: _Body,
+    result: OperandSpec,
+    reduction: Eqn,
+    post: list[PostOp],
+    lacks: tuple[str, ...],
+    avals: Mapping[str, tuple[tuple[int, ...], str]],
+) -> _Split:
+    """Where the result's blocks' partials come from (`_split`), refused where combining them
+    would not give what the body computes on whole arrays: a scale after a max or a min, or a
+    mean that divides by a block's count."""
+    spec = body.spec
+    last = COMBINES[reduction.prim]
+    if last is not Combine.SUM and any(p.kind is not PostOpKind.CAST for p in post):
+        raise _error(
+            spec,
+            result,
+            reduction,
+            lacks,
+            f"{result.name} scales the {last} of its blocks; the scale does not commute "
+            "with combining them",
+            "scale the values before the reduction, or the result after the kernel",
+        )
+    split = _split(spec, result, reduction, lacks, body.producers, body.facts, avals)
+    first = split.first
+    source = first.inputs[0].var
+    assert source is not None
+    shape = avals[source][0]
+    followers = split.between if split.outer is not None else tuple(post)
+    _check_mean(spec, result, first, followers, body.facts, shape, lacks, body.sizes)
+    if split.outer is not None:
+        outer_source = reduction.inputs[0].var
+        assert outer_source is not None
+        outer_shape = avals[outer_source][0]
+        _check_mean(spec, result, reduction, post, body.facts, outer_shape, lacks, body.sizes)
+    return split
+
+
+def _after_launch(chain: tuple[Eqn, ...], uses: Mapping[str, int]) -> list[Eqn]:
+    """The ops from the result back to the reduction now run after the launch, as far as
+    nothing else in the body reads them."""
+    after: list[Eqn] = []
+    for eqn in chain:
+        if any(uses.get(o, 0) > 1 for o in eqn.outputs):
+            break
+        after.append(eqn)
+    return after
+
+
+def _write_partial(
+    spec: KernelSpec,
+    first: Eqn,
+    after: list[Eqn],
+    eqns: list[Eqn],
+    avals: dict[str, tuple[tuple[int, ...], str]],
+) -> str:
+    """Rewrites `eqns` (and `avals`) to compute each block's partial of the reduction `first`
+    and no longer run the ops `after` it, which run after the launch; returns the partial."""
+    source = first.inputs[0]
+    assert source.var is not None
+    shape, dtype = avals[source.var]
+    axes = tuple(first.param("axes"))
+    partial: str
+    if len(shape) == 2 and len(axes) == 2:
+        # The whole tile: each block reduces it to a vector along a tiled dim it keeps.
+        keep_rows = spec.rows in spec.tile_map
+        partial = f"{first.outputs[0]}_partial"
+        stop = dataclasses.replace(
+            first,
+            outputs=(partial,),
+            params=tuple(
+                (k, (1,) if keep_rows else (0,)) if k == "axes" else (k, v) for k, v in first.params
+            ),
+        )
+        avals[partial] = ((shape[0],) if keep_rows else (shape[1],), dtype)
+        at = eqns.index(first)
+        if first in after:
+            eqns[at] = stop
+        else:
+            eqns.insert(at + 1, stop)
+    elif len(shape) == 2:
+        partial = first.outputs[0]  # a vector already: the tile reduced over one axis
+    else:
+        partial = source.var  # the vector itself
+    for eqn in after:
+        if eqn is not first or partial == source.var:
+            eqns.remove(eqn)
+    return partial
 
 
 def _split(

@@ -1,0 +1,143 @@
+"""A declaration's compile-time constants: the `sk.Const` marker, a constant's spec, and the
+checks of its declared default and of a value a call overrides it with."""
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
+
+import numpy as np
+
+from ..._errors import ConstantError, StaticKernelError
+
+__all__ = ["Const", "ConstSpec", "check_const_value", "const_spec", "type_name"]
+
+T = TypeVar("T")
+
+
+class _ConstMarker:
+    """Marks a keyword parameter as a compile-time constant."""
+
+    def __repr__(self) -> str:
+        return "sk.Const"
+
+
+CONST = _ConstMarker()
+# `BM: sk.Const[int] = 64` reads as a plain int to type checkers.
+Const = Annotated[T, CONST]
+
+CONST_TYPES: tuple[type, ...] = (int, float, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstSpec:
+    name: str
+    type: type
+    default: Any
+    optional: bool = False
+    """Declared `sk.Const[T | None]`: None is a value too (a scale that defaults to a formula)."""
+
+    @property
+    def is_int(self) -> bool:
+        """An int constant that is never None: what a block size or a stage count needs."""
+        return self.type is int and not self.optional
+
+    @property
+    def counts_stages(self) -> bool:
+        """An int constant, or an optional one whose None lets the plan fit the stages to
+        shared memory: what a stage count takes."""
+        return self.type is int
+
+
+def const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> ConstSpec:
+    """A keyword-only parameter as a constant: its type, read from `sk.Const[...]`, and its
+    checked default."""
+    base = None
+    if typing.get_origin(hint) is Annotated:
+        args = typing.get_args(hint)
+        if any(isinstance(a, _ConstMarker) for a in args[1:]):
+            base = args[0]
+    # `sk.Const[float | None]`: a constant that may also be None.
+    members = (
+        typing.get_args(base) if typing.get_origin(base) in (typing.Union, types.UnionType) else ()
+    )
+    optional = len(members) == 2 and type(None) in members
+    if optional:
+        base = next(m for m in members if m is not type(None))
+    if base not in CONST_TYPES:
+        raise ConstantError(
+            f"constant `{param.name}` is not annotated as an int, float or bool constant",
+            **err,
+            constant=param.name,
+            expected="sk.Const[int], sk.Const[float] or sk.Const[bool]",
+            actual=type_name(hint),
+            fix=f"annotate it `{param.name}: sk.Const[int] = ...`",
+        )
+    assert isinstance(base, type)
+    if param.default is param.empty:
+        raise ConstantError(
+            f"constant `{param.name}` has no default value",
+            **err,
+            constant=param.name,
+            fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
+        )
+    default = check_const_value(
+        param.name, base, param.default, err, ConstantError, optional=optional
+    )
+    return ConstSpec(param.name, base, default, optional)
+
+
+def check_const_value(
+    name: str,
+    base: type,
+    value: Any,
+    err: Mapping[str, Any],
+    error: type[StaticKernelError],
+    example: Any = 64,
+    *,
+    optional: bool = False,
+) -> Any:
+    """Checks a constant's default or override value against its declared type, and returns it
+    as a Python value: a numpy scalar such as np.int64(64) becomes the int, float or bool. An
+    optional constant may also be None."""
+    if optional and value is None:
+        return None
+    shown = f"{value!r} ({type(value).__name__})"
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        value = value.item()
+    ok = isinstance(value, base) and (base is bool or not isinstance(value, bool))
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise error(
+            f"constant `{name}` must be a Python {base.__name__}",
+            **err,
+            constant=name,
+            expected=base.__name__ + (" or None" if optional else ""),
+            actual=shown,
+            fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
+            "be traced",
+        )
+    if base is int and value <= 0:
+        raise error(
+            f"constant `{name}` must be positive",
+            **err,
+            constant=name,
+            expected="> 0",
+            actual=value,
+            fix=f"use a positive value such as `{name}={example}`",
+        )
+    return value
+
+
+def type_name(hint: Any) -> str:
+    """An annotation as an error shows it: `sk.Const[int]` for a constant's."""
+    if hint is None:
+        return "no annotation"
+    if typing.get_origin(hint) is Annotated:
+        base, *marks = typing.get_args(hint)
+        if any(isinstance(m, _ConstMarker) for m in marks):
+            return f"sk.Const[{type_name(base)}]"
+    return getattr(hint, "__name__", None) or repr(hint)
