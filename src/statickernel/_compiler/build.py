@@ -248,6 +248,7 @@ def _choose_form(unit: CompileUnit, lowered: _Lowered) -> FormChoice:
             traced.trace,
             lowered.layout,
             traced.dtypes,
+            unit.consts,
             traced.crosses,
             lowered.translation,
             unit.interpreted,

@@ -28,7 +28,6 @@ READS_FRAMES = {
     "plan/forms.py",
     "plan/inputs.py",
     "plan/plan.py",
-    "plan/arrays.py",
     "emit/rows.py",
     "emit/module.py",
     "lower/translation.py",

@@ -3,7 +3,7 @@ and the one way a form translates the body in its own geometry."""
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..._errors import ErrorContext, StaticKernelError
 from ..declare.spec import KernelSpec
@@ -25,6 +25,7 @@ class FormInputs:
     trace: BodyTrace
     layout: BlockLayout
     dtypes: Mapping[str, str]
+    consts: Mapping[str, Any]
     crosses: tuple[CrossBlock, ...]
     translation: Translation
     interpreted: bool

@@ -6,7 +6,7 @@ import dataclasses
 from ...language.context import operand_fills
 from ..lower.geometry import block_geometry
 from ..plan.inputs import FormFacts
-from ..plan.rows import RowChoice, TooWide, choose_rows, too_wide_error
+from ..plan.rows import RowChoice, TooWide, choose_rows, row_form_notes, too_wide_error
 from ..trace.crossblock import accumulated_rows
 from .base import FormChoice, FormInputs, translate_in
 
@@ -45,5 +45,16 @@ class RowsForm:
             block_form_smem=rows.block_form_smem,
             persistent=rows.persistent,
             stages_tiles_only=True,
+            copies_vectors_in_bulk=True,
+            notes=tuple(
+                row_form_notes(
+                    spec,
+                    rows.layout,
+                    inputs.consts,
+                    rows.block_form_smem,
+                    rows.persistent,
+                    rows.aliases,
+                )
+            ),
         )
         return FormChoice(rows.layout, in_rows, facts)

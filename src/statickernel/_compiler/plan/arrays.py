@@ -106,7 +106,7 @@ def _gmem_shape(
             + " (one extra copy)"
         )
         return (shape[0], padded)
-    if inputs.form.row_frame is not None and len(shape) == 1:
+    if inputs.form.copies_vectors_in_bulk and len(shape) == 1:
         summed = role is Role.OUTPUT and op.dims == (spec.cols,)
         return _row_form_gmem(op.name, role, shape, dtype, layout, notes, summed)
     if role is Role.OUTPUT and len(shape) == 1 and op.batch and layout.dim(dims_seen[0]).ragged:

@@ -1,22 +1,20 @@
 """What a plan shows and checks of the register form it took (`PlannedForm`): the form's
-name, how its dims and edges read in `str(plan)`, its `form:` line, its notes, and the copy
-rules its arrays keep.
+name, how its dims and edges read in `str(plan)`, its `form:` line, and the copy rules its
+arrays keep. (Its notes come with its `FormFacts`, from the form that proposed itself.)
 
 `planned_form` is the one place that tells the forms apart by their frames; the plan and
 `make_plan` ask the form it returns.
 """
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Protocol
 
 from ... import _hardware as hw
 from ..ir.nodes import Form, Kind
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import DimLayout
-from .inputs import PlanInputs
 from .operands import OperandPlan
-from .rows import per_row_slots, row_form_notes
+from .rows import per_row_slots
 
 __all__ = ["PlannedForm", "planned_form"]
 
@@ -51,10 +49,6 @@ class PlannedForm(Protocol):
         """The plan's `form:` line, or None for the block form, which has none."""
         ...
 
-    def notes(self, inputs: PlanInputs, results: Sequence[OperandPlan]) -> list[str]:
-        """What the plan says of the form it took, and why."""
-        ...
-
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
         """Asserts the rules the copies of `op`'s block rely on (a scalar and a swizzled
         block are checked by the plan)."""
@@ -77,9 +71,6 @@ class _BlockPlanned:
 
     def form_line(self, plan: LaunchPlan) -> str | None:
         return None
-
-    def notes(self, inputs: PlanInputs, results: Sequence[OperandPlan]) -> list[str]:
-        return []
 
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
         last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
@@ -135,17 +126,6 @@ class _RowsPlanned:
         return (
             f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
             f"({self.frame.width},) vector of {self.frame.vector} elements a thread"
-        )
-
-    def notes(self, inputs: PlanInputs, results: Sequence[OperandPlan]) -> list[str]:
-        facts = inputs.form
-        return row_form_notes(
-            inputs.spec,
-            inputs.layout,
-            inputs.consts,
-            facts.block_form_smem,
-            facts.persistent,
-            results,
         )
 
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:

@@ -49,6 +49,11 @@ class FormFacts:
     stages_tiles_only: bool = False
     """Whether a persistent launch stages only the 2-D blocks (the row form keeps one copy
     of each per-column vector); else every loaded block has a buffer a stage."""
+    copies_vectors_in_bulk: bool = False
+    """Whether 1-D arrays are copied by bulk copies (the row form): a per-row result in
+    16-byte slots, padded to whole blocks, and any other vector to 16-byte multiples."""
+    notes: tuple[str, ...] = ()
+    """What the plan says of the form the specialization took, and why."""
 
     def staged(self, op: OperandPlan) -> bool:
         """Whether a persistent launch gives `op`'s block a buffer (and a barrier) a stage."""

@@ -256,7 +256,7 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
                 f"{layout.sizes[dim_name]} take the reduction's identity, whatever the fill"
             )
     form = inputs.form
-    notes += planned_form(form.row_frame, form.flat_frame).notes(inputs, results)
+    notes += form.notes
     choice = choose_schedule(ScheduleInputs(inputs, operands, results))
     plan = LaunchPlan(
         kernel=spec.name,

@@ -13,8 +13,7 @@ This module decides whether a specialization takes the row form, and with how ma
 """
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Mapping
 
 from ... import _hardware as hw
 from ..._errors import ErrorContext, SharedMemoryError
@@ -24,17 +23,6 @@ from ..layout.blocks import BlockLayout
 from ..layout.smem import block_bytes, smem_bytes
 from . import schedule as _schedule
 from .schedule import Persistent
-
-
-class OperandPlanLike(Protocol):
-    """What the notes read of a planned result (the plan imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def shares_smem_with(self) -> str | None: ...
-
 
 __all__ = [
     "RowChoice",
@@ -318,7 +306,7 @@ def row_form_notes(
     consts: Mapping[str, object],
     block_form_smem: int,
     persistent: Persistent | None,
-    results: Sequence[OperandPlanLike],
+    aliases: Mapping[str, str],
 ) -> list[str]:
     """What the plan says of the row form it took, and why."""
     const = spec.tile_map[spec.rows]
@@ -337,8 +325,7 @@ def row_form_notes(
         f"row at a time, {how}"
     ]
     notes += [
-        f"`{r.name}` is written into `{r.shares_smem_with}`'s block, row by row"
-        for r in results
-        if r.shares_smem_with is not None
+        f"`{result}` is written into `{operand}`'s block, row by row"
+        for result, operand in aliases.items()
     ]
     return notes
