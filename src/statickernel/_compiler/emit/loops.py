@@ -8,7 +8,14 @@ accumulator ref, or register values threaded through the pipeline) or writes its
 
 import dataclasses
 
-from ..ir.names import accumulator_ref, block_index, gmem_ref, loop_function, smem_ref
+from ..ir.names import (
+    accumulator_ref,
+    block_index,
+    gmem_ref,
+    loop_function,
+    loop_part,
+    smem_ref,
+)
 from ..ir.nodes import (
     PASS,
     Assign,
@@ -102,7 +109,7 @@ class _Loop:
     @property
     def index(self) -> Name:
         """The step's index along the loop dim."""
-        return Name(f"{self.name}_index")
+        return Name(loop_part(self.name, "index"))
 
 
 def _step_function(
@@ -126,10 +133,10 @@ def _step_function(
         step.append(Return(Tuple(updates)))
     if not step:
         step.append(PASS)
-    params = [f"{loop.name}_indices", *[smem_ref(n) for n in block.operands]]
+    params = [loop_part(loop.name, "indices"), *[smem_ref(n) for n in block.operands]]
     if loop.registers:
-        params.append(f"{loop.name}_carry")
-    return FunctionDef(f"{loop.name}_step", tuple(params), tuple(step))
+        params.append(loop_part(loop.name, "carry"))
+    return FunctionDef(loop_part(loop.name, "step"), tuple(params), tuple(step))
 
 
 def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[Stmt]:
@@ -142,9 +149,11 @@ def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[St
     for op_name in block.loads:
         masks |= fill_masks(plan, plan.operand(op_name), fills.get(op_name))
     if masks or writes:
-        step.append(Assign((Tuple((loop.index,)),), Name(f"{name}_indices")))
+        step.append(Assign((Tuple((loop.index,)),), Name(loop_part(name, "indices"))))
     if loop.registers:
-        step.append(Assign((_names([c.var for c in loop.registers]),), Name(f"{name}_carry")))
+        step.append(
+            Assign((_names([c.var for c in loop.registers]),), Name(loop_part(name, "carry")))
+        )
     for op_name in block.loads:
         ref = Name(smem_ref(op_name))
         step.append(Assign((Name(op_name),), load(ref, plan.operand(op_name).kind)))
@@ -162,7 +171,7 @@ def _dot_statements(loop: _Loop) -> list[Stmt]:
     step: list[Stmt] = []
     dots = loop.block.dots
     for dot in dots:
-        b_ref = Name(f"{dot.b}_smem.T" if dot.transpose_b else smem_ref(dot.b))
+        b_ref = Name(f"{smem_ref(dot.b)}.T" if dot.transpose_b else smem_ref(dot.b))
         step.append(
             ExprStmt(
                 call("plgpu.wgmma", Name(accumulator_ref(dot.carry)), Name(smem_ref(dot.a)), b_ref)
@@ -199,11 +208,11 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     ops = [plan.operand(n) for n in block.operands]
     specs = [_block_spec(plan, op, block.axis, delay_release=int(loop.overlap)) for op in ops]
     views = [_gmem_view(plan, op, block.axis) for op in ops]
-    spec_names = [f"{name}_{n}_spec" for n in block.operands]
+    spec_names = [loop_part(name, f"{n}_spec") for n in block.operands]
     lines: list[Stmt] = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
     grid: Expr = Const((loop.pipeline.steps,))
     if block.stop is not None:
-        stop_steps = Name(f"{name}_steps")
+        stop_steps = Name(loop_part(name, "steps"))
         lines.append(
             Assign(
                 (stop_steps,),
@@ -218,13 +227,16 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
         Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
     ]
     if loop.registers:
-        init_names = [f"{name}_init{i}" for i in range(len(loop.registers))]
+        init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
         for n, c in zip(init_names, loop.registers, strict=True):
             assert c.init is not None
             lines.append(Assign((Name(n),), c.init))
         keywords.append(Keyword("init_carry", _names(init_names)))
     emit = Call(
-        Name("plgpu.emit_pipeline"), (Name(f"{name}_step"),), tuple(keywords), one_per_line=True
+        Name("plgpu.emit_pipeline"),
+        (Name(loop_part(name, "step")),),
+        tuple(keywords),
+        one_per_line=True,
     )
     return lines, Call(emit, tuple(views))
 
@@ -244,7 +256,7 @@ def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: T
     returns every carry's final value: an accumulator read whole, a register carry from the
     pipeline's."""
     name = loop.name
-    carry = Name(f"{name}_carry")
+    carry = Name(loop_part(name, "carry"))
     scope = [*lines, Assign((carry,), pipeline) if loop.registers else ExprStmt(pipeline)]
     if loop.overlap:
         scope.append(ExprStmt(call("plgpu.wgmma_wait", Const(0)), comment="the last step's WGMMA"))

@@ -14,7 +14,16 @@ Shared memory past the row's end is never written: loads select the operand's fi
 import dataclasses
 
 from ... import _hardware as hw
-from ..ir.names import LocalNames, barrier_ref, block_function, gmem_ref, smem_ref
+from ..ir.names import (
+    LocalNames,
+    barrier_ref,
+    block_function,
+    gmem_ref,
+    row_form_first,
+    row_form_running,
+    row_form_update,
+    smem_ref,
+)
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -253,7 +262,7 @@ class _RowGenerator:
         as it loaded them); a row past a ragged edge, a copy of the last one, is left out."""
         ref = Name(_buffer(op))
         combine = self.combine[op.name].pairwise
-        so_far = Name(f"{op.name}_so_far")
+        so_far = Name(row_form_running(op.name))
         added = [
             Assign((so_far,), load(ref, Kind.COL, self.frame)),
             store(ref, call(combine, so_far, value), self.new_store_api, self.frame),
@@ -264,7 +273,7 @@ class _RowGenerator:
             Operator.LT, BinOp(Operator.ADD, self.row_start, self.row_counter), Const(self.size)
         )
         guard = call("pl.when", inside)
-        return [FunctionDef(f"add_{op.name}", (), tuple(added), decorators=(guard,))]
+        return [FunctionDef(row_form_update(op.name), (), tuple(added), decorators=(guard,))]
 
     def _accumulators_start(self) -> list[Stmt]:
         """Each CTA's vectors start at the combination's identity, and its partial is the
@@ -292,7 +301,7 @@ class _RowGenerator:
                     comment="this CTA's partial",
                 )
             )
-            first = Name(f"{op.name}_start")
+            first = Name(row_form_first(op.name))
             lines.append(Assign((first,), start))
             lines.append(store(Name(_buffer(op)), first, self.new_store_api, self.frame))
         return lines

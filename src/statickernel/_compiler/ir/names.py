@@ -36,9 +36,14 @@ __all__ = [
     "gmem_ref",
     "invalid_kernel_name",
     "loop_function",
+    "loop_part",
     "result_name",
+    "row_form_first",
+    "row_form_running",
+    "row_form_update",
     "smem_ref",
     "suggest",
+    "value_part",
 ]
 
 # Module-level names of the generated module, and what each one is there.
@@ -160,9 +165,34 @@ def loop_function(index: int) -> str:
     return f"loop{index}"
 
 
+def loop_part(loop: str, part: str) -> str:
+    """A local of a loop's pipeline: `loop0_step`, `loop0_carry`, `loop0_x_spec`, ..."""
+    return f"{loop}_{part}"
+
+
+def value_part(var: str, part: str) -> str:
+    """A local derived from a value the body computes: `v3_product`, `v3_nans`, ..."""
+    return f"{var}_{part}"
+
+
+def row_form_running(array: str) -> str:
+    """The row form's running value of a per-column result: what the rows so far summed."""
+    return f"{array}_so_far"
+
+
+def row_form_first(array: str) -> str:
+    """The row form's first entry of a per-column result: where a CTA's rows start."""
+    return f"{array}_start"
+
+
+def row_form_update(array: str) -> str:
+    """The row form's guarded update of a per-column result by one row."""
+    return f"add_{array}"
+
+
 def accumulator_ref(var: str) -> str:
     """The WGMMA accumulator ref of a carry or product: `v0_acc` for the value `v0`."""
-    return f"{var}_acc"
+    return value_part(var, "acc")
 
 
 def cta_tile_index(dim: str) -> str:
@@ -189,9 +219,9 @@ def _derived(arrays: Iterable[str], dims: Iterable[str]) -> dict[str, str]:
         names[barrier_ref(array)] = f"the copy barrier of `{array}`"
         # The row form's per-column results: what the rows so far summed, where a CTA's
         # rows start, and the guarded add of a row.
-        names[f"{array}_so_far"] = f"the row form's running value of `{array}`"
-        names[f"{array}_start"] = f"the row form's first entry of `{array}`"
-        names[f"add_{array}"] = f"the row form's guarded update of `{array}`"
+        names[row_form_running(array)] = f"the row form's running value of `{array}`"
+        names[row_form_first(array)] = f"the row form's first entry of `{array}`"
+        names[row_form_update(array)] = f"the row form's guarded update of `{array}`"
     for dim in dims:
         names[block_index(dim)] = f"the block index along dim {dim}"
     return names

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from ... import _hardware as hw
 from ..._errors import BodyError
-from ..ir.names import accumulator_ref, smem_ref
+from ..ir.names import accumulator_ref, smem_ref, value_part
 from ..ir.nodes import (
     Assign,
     Call,
@@ -78,10 +78,10 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     a_value = Name(smem_ref(a_name)) if a_name else _register_a(tr, eqn, a_atom, over)
     staged = not a_name and tr.g.interpreted
     a_ref: Expr = a_value
-    staged_ref = Name(f"{out}_a_smem")
+    staged_ref = Name(value_part(out, "a_smem"))
     if staged:
         a_ref = staged_ref
-    b_ref = Name(f"{b_name}_smem.T" if transpose_b else smem_ref(b_name))
+    b_ref = Name(f"{smem_ref(b_name)}.T" if transpose_b else smem_ref(b_name))
     acc = Name(accumulator_ref(out))
     wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
     # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate add.
@@ -93,19 +93,19 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     )
     if fused:
         assert start is not None
-        product = FunctionDef(f"{out}_product", (acc.text,), (wgmma,))
+        product = FunctionDef(value_part(out, "product"), (acc.text,), (wgmma,))
         init = call("plgpu.ACC.init", tr.as_kind(start, kind))
         value: Expr = Call(call("pl.run_state", Name(product.name)), (init,))
     else:
         read = Return(Subscript(acc, (EllipsisIndex(),)))
-        product = FunctionDef(f"{out}_product", (acc.text,), (wgmma, read))
+        product = FunctionDef(value_part(out, "product"), (acc.text,), (wgmma, read))
         scoped = call("plgpu.ACC", Const(tr.g.shape(kind)), DType("float32"))
         value = call("pl.run_scoped", Name(product.name), scoped)
     statements: list[Stmt] = [product]
     if staged:
         a_dtype = tr.dtype(a_atom)
         staging = FunctionDef(
-            f"{out}_staged",
+            value_part(out, "staged"),
             (staged_ref.text,),
             (
                 Assign((Subscript(staged_ref, (EllipsisIndex(),)),), a_value),
@@ -114,7 +114,7 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
                 Return(value),
             ),
         )
-        buffer = Name(f"{out}_a_buffer")
+        buffer = Name(value_part(out, "a_buffer"))
         smem = call(
             "plgpu.SMEM",
             Const(tr.g.shape(tr.kind(a_atom))),
@@ -125,7 +125,7 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
         value = call("pl.run_scoped", Name(staging.name), buffer)
     tr.lines.extend(statements)
     if start is not None and not fused:
-        separate = Name(f"{out}_product_value")
+        separate = Name(value_part(out, "product_value"))
         tr.lines.append(Assign((separate,), value))
         value = call("lax.add", tr.as_kind(start, kind), separate)
     tr.assign(eqn, kind, value)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..ir.names import value_part
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -265,10 +266,10 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
     if tr.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:
         # A sum of the NaNs alone is NaN exactly where the vector holds one.
         if not isinstance(src, Name):
-            tr.lines.append(Assign((Name(f"{out}_in"),), src))
-            src = Name(f"{out}_in")
+            tr.lines.append(Assign((Name(value_part(out, "in")),), src))
+            src = Name(value_part(out, "in"))
             reduced = ir_call(reduction, src, axes)
-        nans = Name(f"{out}_nans")
+        nans = Name(value_part(out, "nans"))
         zero = Literal(0.0, dtype, weak_type=True)
         tr.lines.append(_NAN_COMMENT)
         is_nan = BinOp(Operator.NE, src, src)
