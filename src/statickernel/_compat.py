@@ -24,6 +24,7 @@ __all__ = [
     "annotation_dtypes",
     "convert_constvars_jaxpr",
     "cuda_plugin_installed",
+    "debug_print_arguments",
     "has_plgpu_store",
     "interpreter_races_found",
     "lowering_for_export",
@@ -103,6 +104,22 @@ def convert_constvars_jaxpr(jaxpr: Any) -> Any:
     constants are attached to a jaxpr changes between releases, and this follows it.
     """
     return partial_eval.convert_constvars_jaxpr(jaxpr)
+
+
+def debug_print_arguments(params: dict[str, Any], operands: list[Any]) -> tuple[Any, Any]:
+    """The positional and keyword arguments a body gave `jax.debug.print` or `pl.debug_print`,
+    from the parameters of their `debug_print` equation: its operands stand for the traced
+    values, in order, and the arguments jax did not trace are themselves.
+
+    Both spellings bind `debug_print` with `in_tree` (the tree of `(args, kwargs)`) and
+    `static_args` ((flat index, value) pairs), which jax's own `merge_callback_args`
+    reassembles; checked on jax 0.11.2.
+    """
+    static = dict(params["static_args"])
+    operand = iter(operands)
+    flat = [static[i] if i in static else next(operand) for i in range(len(static) + len(operands))]
+    args, kwargs = jax.tree_util.tree_unflatten(params["in_tree"], flat)
+    return args, kwargs
 
 
 # ----------------------------------------------------------------- primitives of statickernel

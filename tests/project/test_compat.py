@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental import pallas as pl
 from jax.extend import core as jex_core
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
@@ -238,6 +239,25 @@ def test_convert_constvars_jaxpr_makes_the_constants_leading_inputs() -> None:
     fn = jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(converted, ()))
     (out,) = fn(*closed.consts, jnp.full(4, 2.0))
     np.testing.assert_array_equal(out, np.arange(4.0) * 2)
+
+
+def test_debug_print_arguments_are_the_prints_own() -> None:
+    """Both spellings of a print bind one `debug_print` equation whose parameters give back
+    the arguments: traced values as the operands given, the rest as they were passed."""
+
+    def body(x: jax.Array) -> jax.Array:
+        jax.debug.print("{} {m} {s}", x, m=x * 2, s="text")
+        pl.debug_print("v {}", x)
+        return x
+
+    eqns = [
+        e for e in jax.make_jaxpr(body)(jnp.ones(3)).jaxpr.eqns if e.primitive.name == "debug_print"
+    ]
+    assert len(eqns) == 2
+    args, kwargs = _compat.debug_print_arguments(dict(eqns[0].params), ["x", "m"])
+    assert (tuple(args), dict(kwargs)) == (("x",), {"m": "m", "s": "text"})
+    args, kwargs = _compat.debug_print_arguments(dict(eqns[1].params), ["x"])
+    assert (tuple(args), dict(kwargs)) == (("x",), {})
 
 
 # --- primitives -----------------------------------------------------------------------------

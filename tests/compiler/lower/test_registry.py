@@ -69,6 +69,11 @@ def _position_rows(v: Any) -> Any:
     return v + sk.position("M")[:, None].astype(jnp.float32)
 
 
+def _printed(v: Any) -> Any:
+    jax.debug.print("v = {}", v)
+    return v
+
+
 # (rule, place, kernel, its argument, whether that place holds it)
 PROBES = {
     "exp in the strided block": ("exp", Where.STRIDED, _tiled(jnp.exp), STRIDED_X, True),
@@ -95,6 +100,14 @@ PROBES = {
         False,
     ),
     "a position in the row form": ("sk_position", Where.ROWS, _rows(_position_rows), WIDE_X, False),
+    "a print in the strided block": (
+        "debug_print",
+        Where.STRIDED,
+        _tiled(_printed),
+        STRIDED_X,
+        True,
+    ),
+    "a print in the row form": ("debug_print", Where.ROWS, _rows(_printed), WIDE_X, False),
 }
 _FORMS = {Where.STRIDED: sk.Form.STRIDED, Where.ROWS: sk.Form.ROWS}
 

@@ -12,12 +12,19 @@ from collections.abc import Mapping
 from .context import Refusal, Rule, Support, Where
 from .dots import DOT_RULES
 from .positions import POSITION_RULES
+from .prints import PRINT_RULES
 from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
 from .steps import LOOP_RULES
 
 __all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
 
-RULES: Mapping[str, Rule] = {**BODY_RULES, **LOOP_RULES, **POSITION_RULES, **DOT_RULES}
+RULES: Mapping[str, Rule] = {
+    **BODY_RULES,
+    **LOOP_RULES,
+    **POSITION_RULES,
+    **DOT_RULES,
+    **PRINT_RULES,
+}
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
 REFUSALS: Mapping[str, Refusal] = {
@@ -71,6 +78,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reductions", tuple(REDUCTIONS)),
     ("shapes", tuple(sorted(SHAPE_ONLY))),
     ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),
+    ("printing", ("debug_print",)),
 )
 # How a body writes the primitives whose jnp name is not `jnp.<primitive>`.
 _SPELLING = {
@@ -78,6 +86,7 @@ _SPELLING = {
     "sk_map_blocks": "sk.map_blocks",
     "sk_dot": "sk.dot",
     "sk_position": "sk.position",
+    "debug_print": "jax.debug.print / pl.debug_print",
     "neg": "-x",
     "not": "~x",
     "logistic": "jax.nn.sigmoid",
