@@ -229,6 +229,7 @@ REFUSED = {
     ),
     "a tuple": (lambda v, m: jax.debug.print("{}", (m, m)), "a tuple", "a field of its own"),
     "no argument": (lambda v, m: pl.debug_print("{} {}", m), "names no argument", "{x}"),
+    "no field": (lambda v, m: pl.debug_print("m =", m), "has no field for", "{}"),
 }
 
 

@@ -54,6 +54,7 @@ def _positional(
     the constants (literals, untraced arguments) written into its text."""
     text: list[str | None] = []
     values: list[Atom] = []
+    used: set[int | str] = set()
     auto = 0
     for literal, field, spec, conversion in string.Formatter().parse(fmt):
         text.append(literal)
@@ -72,12 +73,22 @@ def _positional(
             auto += 1
         else:
             key = int(field) if field.isdigit() else field
+        used.add(key)
         value = _argument(tr, eqn, key, args, kwargs)
         if isinstance(value, Atom) and value.var is not None:
             text.append(None)
             values.append(value)
         else:  # a literal, or an argument jax did not trace: written as text
             text.append(str(value.value if isinstance(value, Atom) else value))
+    unused = [k for k in (*range(len(args)), *kwargs) if k not in used]
+    if unused:
+        raise tr.fail(
+            eqn,
+            f"the body prints {len(unused)} argument(s) its format has no field for "
+            f"({', '.join(map(str, unused))}); Mosaic GPU prints only the values the format names",
+            'give each value a field: pl.debug_print("x = {}", x), or name it: '
+            'jax.debug.print("x = {x}", x=x)',
+        )
     return text, values
 
 
