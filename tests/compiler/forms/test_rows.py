@@ -356,3 +356,62 @@ def test_the_persistent_block_pipeline_matches_the_reference(
     schedule = kernel.plan(*args).schedule
     assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT
     check_against_reference(name, args)
+
+
+@sk.kernel(tile={"M": "BM"})
+def dyt(
+    x: Float[Array, "M N"],
+    alpha: Float[Array, ""],
+    w: Float[Array, " N"],
+    b: Float[Array, " N"],
+    *,
+    BM: sk.Const[int] = 64,
+) -> Float[Array, "M N"]:
+    """Dynamic tanh (DyT), a norm's replacement with a learned scalar."""
+    return jnp.tanh(sk.load(alpha) * sk.load(x)) * sk.load(w) + sk.load(b)
+
+
+def _dyt_args(m: int, n: int, dtype: Any) -> list[jax.Array]:
+    keys = jax.random.split(jax.random.key(m * 100_003 + n), 4)
+    x = jax.random.normal(keys[0], (m, n), dtype)
+    alpha = jax.random.uniform(keys[1], (), dtype, 0.5, 2.0)
+    w = jax.random.normal(keys[2], (n,), dtype)
+    b = jax.random.normal(keys[3], (n,), dtype)
+    return [x, alpha, w, b]
+
+
+def test_a_scalar_operand_keeps_whole_rows() -> None:
+    """A 0-d operand is read from global memory, as in the block form: whole rows too wide
+    for 64-row blocks still take the row form (at 8192 rows, its persistent launch)."""
+    for m, kind in ((64, sk.ScheduleKind.ONE_BLOCK_PER_CTA), (8192, sk.ScheduleKind.PERSISTENT)):
+        args = _structs(((m, 4096), F32), ((), F32), ((4096,), F32), ((4096,), F32))
+        plan = dyt.plan(*args)
+        assert plan.form is sk.Form.ROWS
+        assert plan.schedule is not None and plan.schedule.kind is kind
+        source = dyt.emit(*args)
+        assert "alpha = alpha_gmem[...]  # a scalar, from global memory" in source
+        assert "alpha_smem" not in source and "alpha_barrier" not in source
+
+
+@pytest.mark.parametrize("shape", [(64, 4096), (1, 8192), (1001, 4099), (5, 16384)])
+def test_a_scalar_operand_in_the_row_form_matches_jnp(shape: tuple[int, int]) -> None:
+    from tolerances import assert_close, tolerance_for
+
+    args = _dyt_args(*shape, F32)
+    assert dyt.plan(*args).form is sk.Form.ROWS
+    x, alpha, w, b = args
+    want = jnp.tanh(alpha * x) * w + b
+    assert_close(dyt(*args), want, tolerance_for(F32, scale=4.0))
+    dyt.lower(*args)  # cross-lowers for CUDA
+
+
+def test_a_scalar_operand_in_the_persistent_row_form_matches_jnp(four_sms: None) -> None:
+    from tolerances import assert_close, tolerance_for
+
+    args = _dyt_args(397, 4100, F32)
+    _forget((dyt,))
+    schedule = dyt.plan(*args).schedule
+    assert schedule is not None and schedule.kind is sk.ScheduleKind.PERSISTENT
+    x, alpha, w, b = args
+    assert_close(dyt(*args), jnp.tanh(alpha * x) * w + b, tolerance_for(F32, scale=4.0))
+    _forget((dyt,))

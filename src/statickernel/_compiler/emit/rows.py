@@ -29,6 +29,7 @@ from ..ir.nodes import (
     BinOp,
     Comment,
     Const,
+    EllipsisIndex,
     Expr,
     ExprStmt,
     FunctionDef,
@@ -121,7 +122,10 @@ class _RowGenerator:
         self.size = plan.dim(plan.rows).size
         self.width = plan.dim(plan.cols).size if plan.cols else 0
         self.ragged = self.size % self.rows != 0
-        self.loaded = [op for op in plan.operands if op.loaded]
+        # A scalar operand is not copied: each block reads it from global memory.
+        self.inputs = [op for op in plan.operands if op.loaded]
+        self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
+        self.loaded = [op for op in self.inputs if op.kind != Kind.SCALAR]
         self.tiles = [op for op in self.loaded if op.kind == Kind.TILE]
         self.columns = [op for op in self.loaded if op.kind != Kind.TILE]
         # A persistent launch keeps a buffer a stage for each row-wise operand: its blocks'
@@ -373,7 +377,7 @@ class _RowGenerator:
 
     def _params(self) -> tuple[str, ...]:
         plan = self.plan
-        params = [gmem_ref(op.name) for op in self.loaded]
+        params = [gmem_ref(op.name) for op in self.inputs]
         params += [gmem_ref(op.name) for op in plan.results]
         params += [smem_ref(op.name) for op in self.loaded]
         params += [smem_ref(op.name) for op in plan.results if op.shares_smem_with is None]
@@ -391,6 +395,14 @@ class _RowGenerator:
                 [Comment("Rows past the edge read the last row again, and are never stored.")]
                 if self.ragged
                 else []
+            ),
+            *(
+                Assign(
+                    (Name(op.name),),
+                    Subscript(Name(gmem_ref(op.name)), (EllipsisIndex(),)),
+                    comment="a scalar, from global memory",
+                )
+                for op in self.scalars
             ),
         ]
 

@@ -86,7 +86,7 @@ def per_row_slots(dtype: str) -> int:
 
 def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -> bool:
     """Whether the spec's blocks can be taken row by row: rows tiled, whole columns, no loops
-    or batch dims; operands over (rows, cols) or (cols,), results over (rows, cols) or
+    or batch dims; operands over (rows, cols) or (cols,), or scalars, results over (rows, cols) or
     (rows,), or over (cols,) for the `accumulated` ones, sums over the rows that each CTA
     adds up row by row. (Whether the body keeps rows apart, translation decides.)"""
     rows, cols = spec.rows, spec.cols
@@ -95,7 +95,7 @@ def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -
     if spec.loop or spec.batch:
         return False
     full = (rows, cols)
-    if any(o.dims not in (full, (cols,)) for o in spec.operands):
+    if any(o.dims not in (full, (cols,), ()) for o in spec.operands):
         return False
     return all(
         r.dims in (full, (rows,)) or (r.dims == (cols,) and r.name in accumulated)
