@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import Array, Float, Float8e4m3fn, Float8e5m2, Float32
+from jaxtyping import Array, BFloat16, Float, Float8e4m3fn, Float8e5m2, Float32
 
 import statickernel as sk
 from markers import line_finder
@@ -251,3 +251,42 @@ def test_a_per_row_fp8_result_with_128_rows_saturates() -> None:
     x = x.at[0].set(jnp.where(jnp.isnan(x[0]), 0.0, x[0]))
     k.lower(x)
     assert_same_bytes(k(x), saturated(jnp.max(x, axis=1), E4M3))
+
+
+def test_a_cross_block_fp8_result_saturates_in_the_wrapper() -> None:
+    """A per-column sum over blocks of rows: the wrapper adds the blocks' float32 partials
+    and casts after, clipping as the kernel's own cast does."""
+
+    @sk.kernel(tile={"M": "BM"})
+    def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float8e4m3fn[Array, " N"]:
+        return sk.sum(sk.load(x).astype(jnp.float32), axis=0).astype(jnp.float8_e4m3fn)
+
+    x = jnp.full((200, 64), 3.0, jnp.float32).at[:, 0].set(-3.0).at[:, 1].set(0.5)
+    k.lower(x)
+    got = k(x)
+    assert_same_bytes(got, saturated(jnp.sum(x, axis=0), E4M3))
+    # 600 saturates; 100 rounds to 96, the even one of its two neighbours.
+    assert float(got[0].astype(jnp.float32)) == -448.0 and float(got[1]) == 96.0
+
+
+def test_a_matmul_epilogue_stores_fp8() -> None:
+    """The warp-specialized matmul's epilogue casts its float32 tile and stores it as fp8."""
+
+    @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+    def mm(
+        a: BFloat16[Array, "M K"],
+        b: BFloat16[Array, "K N"],
+        *,
+        BM: sk.Const[int] = 128,
+        BN: sk.Const[int] = 128,
+        BK: sk.Const[int] = 64,
+    ) -> Float8e5m2[Array, "M N"]:
+        acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+        return acc.astype(jnp.float8_e5m2)
+
+    rng = np.random.default_rng(0)
+    a = jnp.asarray(rng.standard_normal((130, 200)) * 40, jnp.bfloat16)
+    b = jnp.asarray(rng.standard_normal((200, 260)) * 40, jnp.bfloat16)
+    mm.lower(a, b)
+    want = saturated(jnp.dot(a, b, preferred_element_type=jnp.float32), E5M2)
+    assert_within_one_step(mm(a, b), want)
