@@ -99,6 +99,12 @@ def special_values(shape: tuple[int, int], dtype: Any) -> jax.Array:
     return jnp.asarray(x, dtype)
 
 
+def test_an_fp8_result_annotation_allows_that_format_alone() -> None:
+    assert elementwise(E4M3).spec.results[0].dtypes == ("float8_e4m3fn",)
+    assert elementwise(E5M2).spec.results[0].dtypes == ("float8_e5m2",)
+    assert norm_quant.spec.results[0].dtypes == ("float8_e4m3fn",)
+
+
 # --- saturation, bit for bit ---------------------------------------------------------------
 
 
