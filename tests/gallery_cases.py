@@ -24,6 +24,7 @@ from matmul_bias_gelu import matmul_bias_gelu
 from matmul_fp8 import matmul_fp8
 from matmul_int8 import matmul_int8
 from mlp import mlp
+from norm_quant import norm_quant
 from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
 from row_sum import row_sum
 from scale_bias import scale_bias
@@ -57,6 +58,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "attention": attention,
     "attention_lse": attention_lse,
     "mlp": mlp,
+    "norm_quant": norm_quant,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -133,6 +135,9 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     ],
     # A chained product over a ragged hidden dim (1000 % 64), the hidden block in registers.
     "mlp": [((300, 256), "bfloat16"), ((256, 1000), "bfloat16"), ((1000, 128), "bfloat16")],
+    # An fp8 result of a whole-row body, rows of 200 B of e4m3fn (not a multiple of 16 B:
+    # host-padded) beside a per-row float32 scale.
+    "norm_quant": [((100, 200), "bfloat16"), ((100, 200), "bfloat16"), ((200,), "bfloat16")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

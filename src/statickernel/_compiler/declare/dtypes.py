@@ -1,5 +1,5 @@
 """Which dtypes an operand's or a result's annotation allows: those of its jaxtyping dtype
-that Mosaic GPU supports, with the fp8 dtypes only for an operand annotated with fp8 alone."""
+that Mosaic GPU supports, with the fp8 dtypes only for an array annotated with fp8 alone."""
 
 from typing import Any
 
@@ -12,8 +12,9 @@ __all__ = ["allowed_dtypes"]
 
 def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tuple[str, ...]:
     """The dtypes of an annotation that statickernel supports; `Shaped` allows all of them.
-    The fp8 dtypes, which only `sk.dot` reads, count only for an operand annotated with fp8
-    alone (`Float8e4m3fn`): `Float` and `Shaped` keep the dtypes a body can load."""
+    The fp8 dtypes count only for an array annotated with fp8 alone (`Float8e4m3fn`): an
+    operand of them only `sk.dot` reads, a result of them the body casts to (a saturating
+    cast); `Float` and `Shaped` keep the dtypes a body can load."""
     dtypes = annotation_dtypes(hint)
     general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in hw.DOT_ONLY_DTYPES)
     if dtypes is None:
@@ -22,17 +23,8 @@ def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tupl
     if allowed:
         return allowed
     dot_only = tuple(d for d in hw.DOT_ONLY_DTYPES if d in dtypes)
-    if dot_only and role == "operand":
-        return dot_only
     if dot_only:
-        raise AnnotationError(
-            f"{role} `{name}` allows only fp8 dtypes, which a kernel cannot store",
-            **err,
-            operand=name,
-            expected="a result of float32, bfloat16 or another dtype a body computes in",
-            actual=", ".join(dot_only),
-            fix="return float32 or bfloat16 and cast to fp8 outside the kernel",
-        )
+        return dot_only
     shown = ", ".join(str(d) for d in dtypes)
     if any(str(d).startswith("float8") for d in dtypes):
         raise AnnotationError(

@@ -27,7 +27,7 @@ from ..ir.nodes import (
     Operator,
 )
 from ..ir.nodes import call as ir_call
-from ..ir.pallas import is_8bit, select
+from ..ir.pallas import FP8_MAX, is_8bit, select, to_fp8
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
 
@@ -140,6 +140,14 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
     kind = _widened(tr, kind, out_shape)
     narrow = [tr.dtype(a) for a in eqn.inputs if a.var is not None]
     narrow = [d for d in narrow if is_8bit(d)]
+    if narrow and eqn.prim not in EIGHT_BIT_OPS and narrow[0] in FP8_MAX:
+        raise tr.fail(
+            eqn,
+            f"the body computes {_WRITTEN_AS.get(eqn.prim, eqn.prim)} (`{eqn.prim}`) on "
+            f"{narrow[0]} values; Mosaic GPU computes on fp8 values only by casting them",
+            f"compute in float32 and cast last, e.g. (y / scale).astype(jnp.{narrow[0]}); "
+            "an fp8 value is read back with .astype(jnp.float32)",
+        )
     if narrow and eqn.prim not in EIGHT_BIT_OPS:
         raise tr.fail(
             eqn,
@@ -164,10 +172,11 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
             args[0] = tr.source(eqn.inputs[0])
     else:
         args = [tr.as_kind(a, kind) if tr.kind(a) != SCALAR else tr.source(a) for a in eqn.inputs]
-    tr.assign(eqn, kind, _elementwise_expr(eqn, args))
+    tr.assign(eqn, kind, _elementwise_expr(eqn, args, tr.dtype(eqn.inputs[0])))
 
 
-def _elementwise_expr(eqn: Eqn, args: list[Expr]) -> Expr:
+def _elementwise_expr(eqn: Eqn, args: list[Expr], source: str) -> Expr:
+    """The op on its translated arguments; `source` is the first argument's dtype."""
     prim = eqn.prim
     if prim in UNARY:
         return ir_call(UNARY[prim], args[0])
@@ -178,9 +187,10 @@ def _elementwise_expr(eqn: Eqn, args: list[Expr]) -> Expr:
     if prim == "square":
         return ir_call("lax.mul", args[0], args[0])
     if prim == "convert_element_type":
-        return ir_call(
-            "lax.convert_element_type", args[0], DType(str(np.dtype(eqn.param("new_dtype"))))
-        )
+        dtype = str(np.dtype(eqn.param("new_dtype")))
+        if dtype in FP8_MAX:
+            return to_fp8(args[0], dtype, source)
+        return ir_call("lax.convert_element_type", args[0], DType(dtype))
     if prim == "round":
         method = ir_call("lax.RoundingMethod", Const(int(eqn.param("rounding_method"))))
         return ir_call("lax.round", args[0], method)

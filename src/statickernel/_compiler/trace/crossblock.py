@@ -32,6 +32,7 @@ from ... import _hardware as hw
 from ..._errors import CrossBlockResultError
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Const, DType, Expr, Kind, Literal, call
+from ..ir.pallas import FP8_MAX, to_fp8
 from ..plan.operands import OperandPlan
 from .body import Atom, BodyTrace
 
@@ -274,7 +275,9 @@ def combined(cross: CrossBlock, partials: Expr, batch: int) -> Expr:
 
 def _applied(value: Expr, ops: tuple[PostOp, ...]) -> Expr:
     for op in ops:
-        if op.kind is PostOpKind.CAST:
+        if op.kind is PostOpKind.CAST and op.dtype in FP8_MAX:
+            value = to_fp8(value, op.dtype, None)
+        elif op.kind is PostOpKind.CAST:
             value = call("lax.convert_element_type", value, DType(op.dtype))
         else:
             scale = "lax.mul" if op.kind is PostOpKind.MUL else "lax.div"
