@@ -41,6 +41,7 @@ UNARY = {
     "exp": "lax.exp",
     "exp2": "lax.exp2",
     "log": "lax.log",
+    "log2": "lax.log2",
     "tanh": "lax.tanh",
     "logistic": "lax.logistic",
     "rsqrt": "lax.rsqrt",
