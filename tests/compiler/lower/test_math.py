@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from jaxtyping import Array, Float, Int32
-from tests.tolerances import Tolerance, assert_close, tolerance_for
 
 import statickernel as sk
+from tolerances import Tolerance, assert_close, tolerance_for
 
 SHAPES = ((1000, 100), (1, 7), (129, 33))
 F32 = tolerance_for(jnp.float32)  # one rounding either side of jnp's
