@@ -218,3 +218,21 @@ def test_an_integer_op_matches_jnp(op: str, shape: tuple[int, int]) -> None:
     x = jnp.asarray(np.random.default_rng(4).integers(-(2**20), 2**20, size=shape), jnp.int32)
     np.testing.assert_array_equal(np.asarray(apply(x)), np.asarray(fn(x)), err_msg=op)
     apply.lower(x)
+
+
+def test_a_float_remainder_is_refused_with_a_rewrite_that_lowers() -> None:
+    def remainder(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        return sk.load(x) % 3.0
+
+    with pytest.raises(sk.UnsupportedOpError, match=r"x - y \* jnp.floor\(x / y\)"):
+        sk.kernel(tile={"M": "BM"})(remainder)
+
+    @sk.kernel(tile={"M": "BM"})
+    def rewritten(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        v = sk.load(x)
+        return (v - 3.0 * jnp.floor(v / 3.0)) + jnp.trunc(v)
+
+    x = jnp.asarray(np.random.default_rng(6).normal(size=(129, 33)) * 10, jnp.float32)
+    want = jnp.remainder(x, 3.0) + jnp.trunc(x)
+    assert_close(rewritten(x), want, tolerance_for(jnp.float32, scale=30.0))
+    rewritten.lower(x)
