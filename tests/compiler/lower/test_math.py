@@ -236,3 +236,26 @@ def test_a_float_remainder_is_refused_with_a_rewrite_that_lowers() -> None:
     want = jnp.remainder(x, 3.0) + jnp.trunc(x)
     assert_close(rewritten(x), want, tolerance_for(jnp.float32, scale=30.0))
     rewritten.lower(x)
+
+
+@pytest.mark.parametrize("shape", [(129, 333), (1, 7)], ids=str)
+def test_composites_and_any_in_the_step_of_a_loop(shape: tuple[int, int]) -> None:
+    @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+    def row_stats(
+        x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+    ) -> Float[Array, " M"]:
+        def step(total: Any) -> Any:
+            v = sk.load(x)
+            big = jnp.any(v > 2.0, axis=1)
+            return total + sk.sum(jnp.log1p(jnp.abs(v)), axis=1) + jnp.where(big, 100.0, 0.0)
+
+        return sk.loop("N", step, init=jnp.zeros((BM,), jnp.float32))
+
+    x = jnp.asarray(np.random.default_rng(7).normal(size=shape), jnp.float32)
+    n_blocks = -(-shape[1] // 64)
+    blocks = [x[:, i * 64 : (i + 1) * 64] for i in range(n_blocks)]
+    want = jnp.sum(jnp.log1p(jnp.abs(x)), axis=1) + sum(
+        jnp.where(jnp.any(b > 2.0, axis=1), 100.0, 0.0) for b in blocks
+    )
+    assert_close(row_stats(x), want, tolerance_for(jnp.float32, shape[1], scale=100.0))
+    row_stats.lower(x)
