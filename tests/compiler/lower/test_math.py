@@ -259,3 +259,14 @@ def test_composites_and_any_in_the_step_of_a_loop(shape: tuple[int, int]) -> Non
     )
     assert_close(row_stats(x), want, tolerance_for(jnp.float32, shape[1], scale=100.0))
     row_stats.lower(x)
+
+
+def test_all_of_a_whole_block_is_refused_as_the_user_wrote_it() -> None:
+    def everywhere(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        v = sk.load(x)
+        return jnp.where(jnp.all(v > 0), v, -v)
+
+    with pytest.raises(sk.UnsupportedOpError, match="to a scalar") as info:
+        sk.kernel(tile={"M": "BM"})(everywhere)
+    assert "`reduce_and` over axes (0, 1)" in str(info.value.actual)
+    assert "axis=1" in str(info.value.fix)

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 
+from ..._errors import UnsupportedOpError
 from ..ir.names import value_part
 from ..ir.nodes import Assign, BinOp, DType, Expr, Literal, Name, Operator
 from ..ir.nodes import call as ir_call
@@ -199,7 +200,15 @@ def reduce_bool(tr: Translator, eqn: Eqn) -> None:
         )
     wide = ir_call("lax.convert_element_type", tr.source(atom), DType("int32"))
     tr.lines.append(Assign((Name(as_int),), wide))
-    reduce(tr, dataclasses.replace(eqn, prim=_BOOL_REDUCTIONS[eqn.prim], inputs=(Atom(as_int),)))
+    as_int_reduction = dataclasses.replace(
+        eqn, prim=_BOOL_REDUCTIONS[eqn.prim], inputs=(Atom(as_int),)
+    )
+    try:
+        reduce(tr, as_int_reduction)
+    except UnsupportedOpError as error:
+        # It names the int32 reduction; the user wrote jnp.any or jnp.all.
+        actual = str(error.actual).replace(f"`{as_int_reduction.prim}`", f"`{eqn.prim}`")
+        raise tr.fail(eqn, error.what, error.fix or "", actual) from None
     reduced = tr.aliases.pop(out, Name(out))
     tr.assign(eqn, tr.kinds[out], BinOp(NE, reduced, Literal(0, "int32", weak_type=True)))
 
