@@ -108,6 +108,28 @@ PROBES = {
         True,
     ),
     "a print in the row form": ("debug_print", Where.ROWS, _rows(_printed), WIDE_X, False),
+    "a composite in the strided block": (
+        "log1p",
+        Where.STRIDED,
+        _tiled(jnp.log1p),
+        STRIDED_X,
+        True,
+    ),
+    "a composite in the row form": ("log1p", Where.ROWS, _rows(jnp.log1p), WIDE_X, True),
+    "jnp.any over the columns in the row form": (
+        "reduce_or",
+        Where.ROWS,
+        _rows(lambda v: jnp.where(jnp.any(v > 0, axis=1, keepdims=True), v, -v)),
+        WIDE_X,
+        True,
+    ),
+    "jnp.all over the rows in the strided block": (
+        "reduce_and",
+        Where.STRIDED,
+        _tiled(lambda v: jnp.where(jnp.all(v > 0, axis=0, keepdims=True), v, -v)),
+        STRIDED_X,
+        False,
+    ),
 }
 _FORMS = {Where.STRIDED: sk.Form.STRIDED, Where.ROWS: sk.Form.ROWS}
 

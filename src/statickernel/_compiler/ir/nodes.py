@@ -102,7 +102,10 @@ class Operator(enum.StrEnum):
     SUB = "-"
     MUL = "*"
     FLOORDIV = "//"
+    DIV = "/"
     LT = "<"
+    GT = ">"
+    EQ = "=="
     NE = "!="
     AND = "&"
 

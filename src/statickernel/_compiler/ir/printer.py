@@ -119,12 +119,15 @@ _Doc: TypeAlias = tuple["str | _Group", ...]
 # Binding strength of the operators, as Python's grammar has it; atoms bind tightest.
 _PRECEDENCE = {
     Operator.LT: 3,
+    Operator.GT: 3,
+    Operator.EQ: 3,
     Operator.NE: 3,
     Operator.AND: 6,
     Operator.ADD: 9,
     Operator.SUB: 9,
     Operator.MUL: 10,
     Operator.FLOORDIV: 10,
+    Operator.DIV: 10,
 }
 _ATOM = 100
 

@@ -9,6 +9,7 @@ user's line with its fix.
 
 from collections.abc import Mapping
 
+from .composites import COMPOSITE_RULES, COMPOSITES
 from .context import Refusal, Rule, Support, Where
 from .dots import DOT_RULES
 from .positions import POSITION_RULES
@@ -20,6 +21,7 @@ __all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
 
 RULES: Mapping[str, Rule] = {
     **BODY_RULES,
+    **COMPOSITE_RULES,
     **LOOP_RULES,
     **POSITION_RULES,
     **DOT_RULES,
@@ -43,16 +45,6 @@ REFUSALS: Mapping[str, Refusal] = {
     "pow": Refusal(
         "x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"
     ),
-    "floor": Refusal(
-        "jnp.floor",
-        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
-    ),
-    "ceil": Refusal(
-        "jnp.ceil",
-        "compute it outside the kernel, or truncate toward zero with x.astype(jnp.int32)",
-    ),
-    "log1p": Refusal("jnp.log1p", "use jnp.log(1 + x)"),
-    "expm1": Refusal("jnp.expm1", "use jnp.exp(x) - 1"),
     "iota": Refusal(
         "jnp.arange / lax.iota",
         'use sk.position("M") for the global indices of the block along a dim (a causal mask: '
@@ -64,8 +56,6 @@ REFUSALS: Mapping[str, Refusal] = {
     "gather": Refusal("indexing with arrays", "index the operand outside the kernel"),
     "sort": Refusal("jnp.sort", "sort outside the kernel"),
     "reduce_prod": Refusal("jnp.prod", "use jnp.exp(jnp.sum(jnp.log(x), axis=...)) for positive x"),
-    "reduce_and": Refusal("jnp.all", "use jnp.min over an int cast"),
-    "reduce_or": Refusal("jnp.any", "use jnp.max over an int cast"),
     "argsort": Refusal("jnp.argsort", "sort outside the kernel"),
     "roll": Refusal("jnp.roll", "roll the operand outside the kernel"),
 }
@@ -75,7 +65,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("elementwise, one operand", tuple(UNARY)),
     ("elementwise, two operands", tuple(BINARY)),
     ("elementwise, other", tuple(sorted(OTHER))),
-    ("reductions", tuple(REDUCTIONS)),
+    ("elementwise, written with the ops above", tuple(COMPOSITES)),
+    ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and")),
     ("shapes", tuple(sorted(SHAPE_ONLY))),
     ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),
     ("printing", ("debug_print",)),
@@ -91,6 +82,11 @@ _SPELLING = {
     "not": "~x",
     "logistic": "jax.nn.sigmoid",
     "erf": "jax.scipy.special.erf",
+    "erfc": "jax.scipy.special.erfc",
+    "atan": "jnp.arctan",
+    "is_finite": "jnp.isfinite",
+    "reduce_or": "jnp.any",
+    "reduce_and": "jnp.all",
     "rem": "x % y",
     "and": "x & y",
     "or": "x | y",

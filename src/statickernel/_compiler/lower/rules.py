@@ -41,6 +41,7 @@ UNARY = {
     "exp": "lax.exp",
     "exp2": "lax.exp2",
     "log": "lax.log",
+    "log2": "lax.log2",
     "tanh": "lax.tanh",
     "logistic": "lax.logistic",
     "rsqrt": "lax.rsqrt",
@@ -162,7 +163,10 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
             eqn,
             "the body takes a floating-point remainder (%, jnp.mod, jnp.fmod, lax.rem), "
             "which Mosaic GPU cannot lower",
-            "compute it outside the kernel, or take the remainder of integers",
+            "write jnp.remainder(x, y) as x - y * jnp.floor(x / y) (jnp.fmod: jnp.trunc), which "
+            "rounds x / y first: within a rounding of a multiple of y it can give y or a "
+            "value just below 0; or take the remainder of "
+            "integers, or compute it outside the kernel",
         )
     if eqn.prim == "select_n" and kind != SCALAR:
         # lax.select_n broadcasts nothing: every case, and a non-scalar predicate, must be a
