@@ -20,7 +20,6 @@ from ..ir.nodes import (
     Comment,
     Const,
     DType,
-    EllipsisIndex,
     Expr,
     ExprStmt,
     Form,
@@ -44,7 +43,7 @@ from ..ir.nodes import (
     call,
     names_read,
 )
-from ..ir.pallas import fill_past_edge, load, store
+from ..ir.pallas import fill_past_edge, load, read_scalar, store
 from ..ir.printer import module_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
@@ -286,9 +285,7 @@ class _Generator:
                 entry = Subscript(Name(f"{gmem}.at"), tuple(Name(block_index(d)) for d in lead))
                 what = "this grid step's partial" if op.per_block else "this grid step's entry"
                 body.append(Assign((Name(gmem),), entry, comment=what))
-        for op in self.scalars:
-            value = Subscript(Name(gmem_ref(op.name)), (EllipsisIndex(),))
-            body.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
+        body += [read_scalar(op.name) for op in self.scalars]
         boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
         if any(_EDGE_START.text in names_read(g) for g in boxes):
             body.append(

@@ -29,7 +29,6 @@ from ..ir.nodes import (
     BinOp,
     Comment,
     Const,
-    EllipsisIndex,
     Expr,
     ExprStmt,
     FunctionDef,
@@ -45,7 +44,7 @@ from ..ir.nodes import (
     call,
     names_read,
 )
-from ..ir.pallas import RowFrame, full, load, select, store
+from ..ir.pallas import RowFrame, full, load, read_scalar, select, store
 from ..lower.rules import reduction_identity
 from ..lower.translation import LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan, Role
@@ -396,14 +395,7 @@ class _RowGenerator:
                 if self.ragged
                 else []
             ),
-            *(
-                Assign(
-                    (Name(op.name),),
-                    Subscript(Name(gmem_ref(op.name)), (EllipsisIndex(),)),
-                    comment="a scalar, from global memory",
-                )
-                for op in self.scalars
-            ),
+            *(read_scalar(op.name) for op in self.scalars),
         ]
 
     def _columns_in(self) -> list[Stmt]:

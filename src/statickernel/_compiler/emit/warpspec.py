@@ -46,7 +46,7 @@ from ..ir.nodes import (
     Tuple,
     call,
 )
-from ..ir.pallas import load
+from ..ir.pallas import load, read_scalar
 from ..ir.printer import expression_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import DotUpdate, LoopBlock, Translation
@@ -275,9 +275,7 @@ def _consumer(g: _Geometry, translation: Translation, new_store_api: bool) -> Fu
     """`consumer(run_pipeline)`: a consumer's tile: the body before the loop, the
     accumulation, the epilogue and the store."""
     body: list[Stmt] = []
-    for op in g.scalars:
-        value = Subscript(Name(gmem_ref(op.name)), (EllipsisIndex(),))
-        body.append(Assign((Name(op.name),), value, comment="a scalar, from global memory"))
+    body += [read_scalar(op.name) for op in g.scalars]
     body += _vector_copies(g)
     for line in translation.lines:
         if isinstance(line, LoopBlock):

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .names import gmem_ref
 from .nodes import (
     Assign,
     BinOp,
@@ -118,6 +119,13 @@ def layout(kind: str, rows: Frame | None = None) -> Expr:
 
 def is_8bit(dtype: str) -> bool:
     return dtype != "bool" and np.dtype(dtype).itemsize == 1
+
+
+def read_scalar(operand: str) -> Assign:
+    """A 0-d operand read from global memory into a local of its own name: it is not copied
+    into shared memory, and every block (or warpgroup) reads it."""
+    value = Subscript(Name(gmem_ref(operand)), (EllipsisIndex(),))
+    return Assign((Name(operand),), value, comment="a scalar, from global memory")
 
 
 # The largest finite magnitude of each fp8 format a body may cast to.
