@@ -231,7 +231,7 @@ def _register_a(tr: Translator, eqn: Eqn, atom: Atom, over: str) -> Expr:
     mask = Mask.LOOP_OK if kind == Kind.LOOP_TILE else Mask.COL_OK
     tr.masks.add(mask)
     dtype = tr.dtype(atom)
-    zeroed = Name(f"{eqn.outputs[0]}_a")
+    zeroed = Name(value_part(eqn.outputs[0], "a"))
     zero = Literal(0, dtype, weak_type=True)
     tr.lines.append(
         Assign((zeroed,), select(Name(mask), src, zero, dtype), comment="past the edge: zeros")

@@ -220,7 +220,7 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
         if len(shape) == 2 and axes in ((0,), (1,)):
             # A constant block (jnp.ones_like(v), jnp.full_like(v, c)) held as its scalar:
             # its reduction counts every element inside the edge, so it needs the block.
-            block = f"{eqn.outputs[0]}_block"
+            block = value_part(eqn.outputs[0], "block")
             tr.define(block, TILE, tr.dtype(atom))
             tr.lines.append(Assign((Name(block),), tr.as_kind(atom, TILE)))
             return reduce(tr, dataclasses.replace(eqn, inputs=(Atom(block),)))
