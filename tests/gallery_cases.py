@@ -25,6 +25,12 @@ from matmul_fp8 import matmul_fp8
 from matmul_int8 import matmul_int8
 from mlp import mlp
 from norm_quant import norm_quant
+from norm_saved_stats import (
+    layernorm_backward_saved,
+    layernorm_with_stats,
+    rmsnorm_backward_saved,
+    rmsnorm_with_rstd,
+)
 from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
 from row_sum import row_sum
 from scale_bias import scale_bias
@@ -59,6 +65,10 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "attention_lse": attention_lse,
     "mlp": mlp,
     "norm_quant": norm_quant,
+    "rmsnorm_with_rstd": rmsnorm_with_rstd,
+    "rmsnorm_backward_saved": rmsnorm_backward_saved,
+    "layernorm_with_stats": layernorm_with_stats,
+    "layernorm_backward_saved": layernorm_backward_saved,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -138,6 +148,23 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # An fp8 result of a whole-row body, rows of 200 B of e4m3fn (not a multiple of 16 B:
     # host-padded) beside a per-row float32 scale.
     "norm_quant": [((100, 200), "bfloat16"), ((100, 200), "bfloat16"), ((200,), "bfloat16")],
+    # Norms that save their per-row statistics, and one-pass backwards that read them: a
+    # per-row operand keeps whole rows in the row form, each row reading its element.
+    "rmsnorm_with_rstd": [((100, 200), "bfloat16"), ((200,), "bfloat16")],
+    "rmsnorm_backward_saved": [
+        ((1001, 2048), "bfloat16"),
+        ((2048,), "bfloat16"),
+        ((1001, 2048), "bfloat16"),
+        ((1001,), "float32"),
+    ],
+    "layernorm_with_stats": [((100, 130), "float32"), ((130,), "float32"), ((130,), "float32")],
+    "layernorm_backward_saved": [
+        ((1001, 1000), "float32"),
+        ((1000,), "float32"),
+        ((1001, 1000), "float32"),
+        ((1001,), "float32"),
+        ((1001,), "float32"),
+    ],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

@@ -444,6 +444,25 @@ H200_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
         "layernorm_backward",
         (_S((16384, 4096), _BF16), _S((4096,), _BF16), _S((16384, 4096), _BF16)),
     ),
+    "rmsnorm_backward_saved 16384x4096 bf16": (
+        "rmsnorm_backward_saved",
+        (
+            _S((16384, 4096), _BF16),
+            _S((4096,), _BF16),
+            _S((16384, 4096), _BF16),
+            _S((16384,), _F32),
+        ),
+    ),
+    "layernorm_backward_saved 16384x4096 bf16": (
+        "layernorm_backward_saved",
+        (
+            _S((16384, 4096), _BF16),
+            _S((4096,), _BF16),
+            _S((16384, 4096), _BF16),
+            _S((16384,), _F32),
+            _S((16384,), _F32),
+        ),
+    ),
     "rmsnorm_backward_rows 16384x4096 bf16": (
         "rmsnorm_backward_rows",
         (_S((16384, 4096), _BF16), _S((4096,), _BF16), _S((16384, 4096), _BF16)),

@@ -28,7 +28,6 @@ from ..ir.nodes import (
     Import,
     ImportFrom,
     Keyword,
-    Kind,
     List,
     Mask,
     Module,
@@ -93,12 +92,12 @@ class _Generator:
             for op in plan.operands
             if op.loaded
             and op.loop_dim is None
-            and op.kind != Kind.SCALAR
+            and not op.in_place
             # A launch of several warpgroups (warp-specialized): each holds its own buffers.
             and self.schedule.warpgroups == 1
         ]
         self.inputs = [op for op in plan.operands if op.loaded]
-        self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
+        self.scalars = [op for op in self.inputs if op.in_place]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
         self.stored = [op for op in plan.results if op.name not in written]
         # With loops, results stored after them take scoped shared memory, which reuses the

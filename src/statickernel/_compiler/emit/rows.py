@@ -121,10 +121,12 @@ class _RowGenerator:
         self.size = plan.dim(plan.rows).size
         self.width = plan.dim(plan.cols).size if plan.cols else 0
         self.ragged = self.size % self.rows != 0
-        # A scalar operand is not copied: each block reads it from global memory.
+        # A scalar operand is not copied: each block reads it from global memory, and so
+        # does each row its element of a per-row operand.
         self.inputs = [op for op in plan.operands if op.loaded]
-        self.scalars = [op for op in self.inputs if op.kind == Kind.SCALAR]
-        self.loaded = [op for op in self.inputs if op.kind != Kind.SCALAR]
+        self.scalars = [op for op in self.inputs if op.in_place and op.kind == Kind.SCALAR]
+        self.per_row = [op for op in self.inputs if op.in_place and op.kind == Kind.ROW]
+        self.loaded = [op for op in self.inputs if not op.in_place]
         self.tiles = [op for op in self.loaded if op.kind == Kind.TILE]
         self.columns = [op for op in self.loaded if op.kind != Kind.TILE]
         # A persistent launch keeps a buffer a stage for each row-wise operand: its blocks'
@@ -193,10 +195,7 @@ class _RowGenerator:
         per_row = [stmt for op in self.tiles for stmt in self._copy_in(op, row)]
         if not per_row:
             return []
-        position: Expr = BinOp(Operator.ADD, self.row_start, self.row_counter)
-        if self.ragged:
-            position = call("jnp.minimum", position, Const(self.size - 1))
-        return self._loop("load_row", [Assign((row,), position), *per_row])
+        return self._loop("load_row", [Assign((row,), self._row_position()), *per_row])
 
     def _masks(self, needed: set[Mask]) -> list[Stmt]:
         if not needed:
@@ -223,7 +222,7 @@ class _RowGenerator:
         assert not needed & {Mask.ROW_OK, Mask.ROW_OK_VEC}, "the row form has no row masks"
         if padded and self.loaded:
             needed.add(Mask.COL_OK)
-        body = self._masks(needed)
+        body = self._masks(needed) + self._per_row_reads()
         lines: list[Stmt] = []
         for line in self.t.lines:
             assert not isinstance(line, LoopBlock), "the row form has no loops"
@@ -259,6 +258,24 @@ class _RowGenerator:
                     Assign((Subscript(Name(_buffer(op)), (self.row_counter, Const(0))),), value)
                 )
         return body
+
+    def _row_position(self) -> Expr:
+        """The array row of the block's row `r`: past a ragged edge, the last row again."""
+        position: Expr = BinOp(Operator.ADD, self.row_start, self.row_counter)
+        if self.ragged:
+            position = call("jnp.minimum", position, Const(self.size - 1))
+        return position
+
+    def _per_row_reads(self) -> list[Stmt]:
+        """Each per-row operand's element of this row, from global memory: first in the row's
+        body, so that its latency overlaps the row's loads from shared memory."""
+        if not self.per_row:
+            return []
+        lines: list[Stmt] = [Assign((self.row,), self._row_position())]
+        for op in self.per_row:
+            value = Subscript(Name(gmem_ref(op.name)), (self.row,))
+            lines.append(Assign((Name(op.name),), value, comment="this row's, from global memory"))
+        return lines
 
     def _accumulate(self, op: OperandPlan, value: Expr) -> list[Stmt]:
         """The row's value added into the CTA's vector (each thread adds its own elements,

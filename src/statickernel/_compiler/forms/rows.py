@@ -46,6 +46,7 @@ class RowsForm:
             persistent=rows.persistent,
             stages_tiles_only=True,
             copies_vectors_in_bulk=True,
+            reads_in_place=rows.reads_in_place,
             notes=tuple(
                 row_form_notes(
                     spec,

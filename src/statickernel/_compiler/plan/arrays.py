@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ... import _hardware as hw
+from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout
 from .inputs import PlanInputs
 from .operands import OperandPlan, Role
@@ -46,13 +47,14 @@ def _plan_array(
     gmem = _gmem_shape(inputs, op, role, lead, shape, swizzle, notes)
     loaded = role is Role.OUTPUT or op.name in inputs.fills
     aliases = inputs.form.aliases or {}
+    kind = layout.kind(dims_seen)
     return OperandPlan(
         name=op.name,
         role=role,
         dims=dims_seen,
         shape=lead + shape,
         dtype=dtype,
-        kind=layout.kind(dims_seen),
+        kind=kind,
         block_shape=tuple(layout.dim(d).extent for d in dims_seen),
         gmem_shape=lead + gmem,
         batch=op.batch,
@@ -61,6 +63,8 @@ def _plan_array(
         loop_dim=loop_dim if role is Role.INPUT and loaded else None,
         swizzle=swizzle,
         shares_smem_with=aliases.get(op.name) if role is Role.OUTPUT else None,
+        in_place=role is Role.INPUT
+        and (kind == Kind.SCALAR or op.name in inputs.form.reads_in_place),
     )
 
 
@@ -106,6 +110,8 @@ def _gmem_shape(
             + " (one extra copy)"
         )
         return (shape[0], padded)
+    if role is Role.INPUT and op.name in inputs.form.reads_in_place:
+        return shape  # read an element at a time, from the array as it is
     if inputs.form.copies_vectors_in_bulk and len(shape) == 1:
         summed = role is Role.OUTPUT and op.dims == (spec.cols,)
         return _row_form_gmem(op.name, role, shape, dtype, layout, notes, summed)

@@ -52,6 +52,9 @@ class FormFacts:
     copies_vectors_in_bulk: bool = False
     """Whether 1-D arrays are copied by bulk copies (the row form): a per-row result in
     16-byte slots, padded to whole blocks, and any other vector to 16-byte multiples."""
+    reads_in_place: frozenset[str] = frozenset()
+    """Operands read from global memory where the body uses them, never copied into shared
+    memory: the row form's per-row operands, one element (a scalar in its registers) a row."""
     notes: tuple[str, ...] = ()
     """What the plan says of the form the specialization took, and why."""
 
@@ -98,7 +101,8 @@ class PlanInputs:
         """Shared memory of a launch without loops: the loaded blocks and the results' (less
         those written into an operand's block), their barriers and the reserve."""
         held = {r.name for r in self.spec.results} - set(self.form.aliases or {})
-        return smem_bytes(self.spec, self.layout, self.dtypes, set(self.fills), results=held)
+        copied = set(self.fills) - self.form.reads_in_place
+        return smem_bytes(self.spec, self.layout, self.dtypes, copied, results=held)
 
     @property
     def blocks(self) -> int:

@@ -55,6 +55,11 @@ class OperandPlan:
     """For a result of the row form: the operand whose shared-memory block it is written
     into, row by row, once each row has been read; None when it has a block of its own."""
 
+    in_place: bool = False
+    """For an operand: read from global memory where the body uses it, never copied into
+    shared memory. A scalar is (every block reads it), and so is a per-row operand of the row
+    form (each row reads its own element, a scalar in that form's registers)."""
+
     per_block: tuple[str, ...] = ()
     """For a result reduced across blocks: the tiled dims whose block index leads its array
     (after the batch dims), one partial per block, combined after the launch; else empty."""
@@ -73,8 +78,8 @@ class OperandPlan:
     @property
     def smem_bytes(self) -> int:
         """The bytes its block takes in shared memory, before alignment; 0 if never loaded,
-        or if it is written into an operand's block, or a scalar (read from global memory)."""
-        if self.shares_smem_with is not None or self.kind == Kind.SCALAR:
+        or if it is written into an operand's block, or read in place from global memory."""
+        if self.shares_smem_with is not None or self.in_place:
             return 0
         count = 1
         for extent in self.block_shape:

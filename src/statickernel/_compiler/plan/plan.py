@@ -14,7 +14,6 @@ from ..declare.limits import check_grid, check_offsets
 from ..ir.nodes import Form
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import DimLayout, quantum
-from ..lower.translate import SCALAR
 from ..schedules.base import ScheduleInputs
 from ..schedules.choose import choose_schedule
 from ..trace.crossblock import CrossBlock
@@ -140,7 +139,7 @@ class LaunchPlan(TextDisplay):
         form = self.planned_form
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
-            if op.kind == SCALAR:  # read from global memory: no block, no copy
+            if op.in_place:  # read from global memory: no block, no copy
                 continue
             if op.swizzle:
                 tiles = (8, op.swizzle)
@@ -180,6 +179,8 @@ class LaunchPlan(TextDisplay):
                 text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
                 if op.role is Role.INPUT and not op.loaded:
                     text += "  (not loaded)"
+                elif op.in_place and op.block_shape:
+                    text += "  each row's element read from global memory, not copied"
                 elif op.loop_dim is not None:
                     text += "  fill per loop (below)"
                 elif op.fill is not None:

@@ -28,6 +28,7 @@ __all__ = [
     "RowChoice",
     "TooWide",
     "choose_rows",
+    "per_row_operands",
     "per_row_slots",
     "row_aliases",
     "row_candidate",
@@ -60,6 +61,8 @@ class RowChoice:
     """The shared memory the block form's blocks would need: why the row form was taken."""
     persistent: Persistent | None = None
     """The persistent launch, when there are blocks enough for it; None: one block a CTA."""
+    reads_in_place: frozenset[str] = frozenset()
+    """The loaded per-row operands: each row reads its element from global memory."""
 
     def check_invariants(self) -> None:
         self.frame.check_invariants()
@@ -84,18 +87,25 @@ def per_row_slots(dtype: str) -> int:
     return hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
 
 
+def per_row_operands(spec: KernelSpec) -> frozenset[str]:
+    """The operands over (rows,): the row form reads each row's element from global memory
+    where the body uses it (a scalar in its registers), with no copy and no shared memory."""
+    return frozenset(o.name for o in spec.operands if o.dims == (spec.rows,))
+
+
 def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -> bool:
     """Whether the spec's blocks can be taken row by row: rows tiled, whole columns, no loops
-    or batch dims; operands over (rows, cols) or (cols,), or scalars, results over (rows, cols) or
-    (rows,), or over (cols,) for the `accumulated` ones, sums over the rows that each CTA
-    adds up row by row. (Whether the body keeps rows apart, translation decides.)"""
+    or batch dims; operands over (rows, cols), (cols,) or (rows,), or scalars, results over
+    (rows, cols) or (rows,), or over (cols,) for the `accumulated` ones, sums over the rows
+    that each CTA adds up row by row. (Whether the body keeps rows apart, translation
+    decides.)"""
     rows, cols = spec.rows, spec.cols
     if cols is None or rows not in spec.tile_map or cols in spec.block_map:
         return False
     if spec.loop or spec.batch:
         return False
     full = (rows, cols)
-    if any(o.dims not in (full, (cols,), ()) for o in spec.operands):
+    if any(o.dims not in (full, (cols,), (rows,), ()) for o in spec.operands):
         return False
     return all(
         r.dims in (full, (rows,)) or (r.dims == (cols,) and r.name in accumulated)
@@ -153,6 +163,8 @@ def choose_rows(
         return None
     assert spec.cols is not None
     block_form = smem_bytes(spec, layout, dtypes, loaded)
+    in_place = per_row_operands(spec) & loaded
+    loaded = loaded - in_place
     if block_form * BLOCK_FORM_MIN_CTAS <= hw.SMEM_BYTES:
         return None
     rows_dim, cols_dim = layout.dim(spec.rows), layout.dim(spec.cols)
@@ -172,11 +184,7 @@ def choose_rows(
     aliases = row_aliases(spec, dtypes, loaded)
     held = {r.name for r in spec.results} - set(aliases)
     most = min(rows_dim.block, rows_dim.size)
-    candidates = []
-    rows = 1
-    while rows <= most:
-        candidates.append(rows)
-        rows *= 2
+    candidates = [1 << k for k in range(most.bit_length())]  # the powers of two up to most
     fits = {
         r: smem_bytes(spec, _with_rows(layout, r, frame), dtypes, loaded, results=held)
         for r in candidates
@@ -201,6 +209,7 @@ def choose_rows(
     )
     if one_block is None:
         return TooWide(fits[1], frame)
+    one_block = dataclasses.replace(one_block, reads_in_place=in_place)
     one_block_flight = in_flight(
         one_block.rows,
         1,
@@ -232,6 +241,7 @@ def choose_rows(
                     aliases,
                     block_form,
                     persistent,
+                    in_place,
                 )
                 choice.check_invariants()
                 return choice

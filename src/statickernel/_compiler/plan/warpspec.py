@@ -138,7 +138,7 @@ def eligible(
         return False
     others = [op for op in operands if op.loaded and op.name not in (dot.a, dot.b)]
     for op in others:
-        if op.kind == Kind.SCALAR:
+        if op.in_place:
             continue
         if op.kind not in (Kind.ROW, Kind.COL) or op.batch not in ((), results[0].batch):
             return False
