@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jaxtyping import Array, Float
 
 import statickernel as sk
 import statickernel._compiler.plan.schedule as schedule
@@ -179,3 +180,21 @@ def test_saved_statistics_cross_lower_at_model_widths(kernel: sk.Kernel[..., Any
     args = _structs(kernel, 8192, n)
     assert kernel.plan(*args).form is sk.Form.ROWS
     kernel.lower(*args)
+
+
+def test_a_per_row_operand_the_body_never_reads() -> None:
+    """A per-row operand loaded but unused takes no copy in the row form, and the rows are
+    still computed (found by the body fuzzer: the plan's invariants assumed it was copied)."""
+
+    @sk.kernel(tile={"M": "BM"})
+    def unused_rows(
+        x: Float[Array, "M N"], r: Float[Array, " M"], *, BM: sk.Const[int] = 64
+    ) -> Float[Array, "M N"]:
+        sk.load(r)
+        v = sk.load(x)
+        return 3.0 / (1.0 + v * v)
+
+    x = jax.random.normal(jax.random.key(0), (82, 2 * 4096 + 3))
+    r = jnp.ones((82,))
+    assert unused_rows.plan(x, r).form is sk.Form.ROWS
+    assert_close(unused_rows(x, r), 3.0 / (1.0 + x * x), tolerance_for("float32"))

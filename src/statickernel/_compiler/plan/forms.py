@@ -133,7 +133,9 @@ class _RowsPlanned:
         assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
         if op.kind == Kind.COL or op.kind == Kind.TILE:
             assert op.block_shape[-1] == self.frame.width
-        if op.kind == Kind.ROW:
+        if op.kind == Kind.ROW and op.in_place:  # each row reads its element where it is
+            assert op.gmem_shape == op.shape and op.smem_bytes == 0
+        elif op.kind == Kind.ROW and op.loaded:  # a per-row result, or an unread operand
             slots = per_row_slots(op.dtype)
             assert op.gmem_shape == (plan.grid[0] * op.block_shape[0], slots)
         if op.shares_smem_with is not None:
