@@ -39,7 +39,7 @@ class _Builder:
         return name
 
     def num(self, value: float) -> Literal:
-        # Weakly typed: the composite computes in the operand's own dtype (bfloat16 stays so).
+        # Weakly typed: the composite computes in its dtype (float32 for a 16-bit float).
         return Literal(value, self.dtype, weak_type=True)
 
 
@@ -168,16 +168,29 @@ COMPOSITES: Mapping[str, Callable[[_Builder, Name], Expr]] = {
 }
 
 
+_COMPUTED_IN_FLOAT32 = frozenset({"bfloat16", "float16"})
+_PREDICATES = frozenset({"is_finite"})  # a bool result, cast back to nothing
+
+
 def composite(tr: Translator, eqn: Eqn) -> None:
     """An op of one operand, written with the ops of its `COMPOSITES` builder."""
     (atom,) = eqn.inputs
     out = eqn.outputs[0]
     kind = tr.kind(atom)
     source = tr.source(atom)
-    builder = _Builder(tr, out, tr.dtype(atom))
+    dtype = tr.dtype(atom)
+    # A 16-bit float is computed in float32 and rounded once, as XLA computes jnp's own:
+    # each of a composite's steps rounded to bfloat16 would add an ulp or two.
+    narrow = dtype in _COMPUTED_IN_FLOAT32
+    builder = _Builder(tr, out, "float32" if narrow else dtype)
+    if narrow:
+        source = ir_call("lax.convert_element_type", source, DType("float32"))
     # The operand is read several times: a computed one gets a name, so it is computed once.
     x = source if isinstance(source, Name) else builder.local("in", source)
-    tr.assign(eqn, kind, COMPOSITES[eqn.prim](builder, x))
+    value = COMPOSITES[eqn.prim](builder, x)
+    if narrow and eqn.prim not in _PREDICATES:
+        value = ir_call("lax.convert_element_type", value, DType(dtype))
+    tr.assign(eqn, kind, value)
 
 
 # jnp.any counts the true elements (a sum's identity, 0, is false past the edge); jnp.all
