@@ -190,6 +190,7 @@ def _parameter_specs(
     """The operands, the positional parameters, and the constants, the keyword-only ones."""
     operands: list[OperandSpec] = []
     consts: list[ConstSpec] = []
+    column = _column_dim(hints, batch)
     for param in inspect.signature(fn).parameters.values():
         _check_parameter(param, err)
         if param.kind == param.KEYWORD_ONLY:
@@ -204,7 +205,14 @@ def _parameter_specs(
                     "`sk.Const[int]` if it is a constant",
                 )
             operands.append(
-                _array_spec(param.name, hints.get(param.name), err, role="operand", batch=batch)
+                _array_spec(
+                    param.name,
+                    hints.get(param.name),
+                    err,
+                    role="operand",
+                    batch=batch,
+                    column=column,
+                )
             )
     if not operands:
         raise AnnotationError(
@@ -250,8 +258,42 @@ def _check_batch_unblocked(
             )
 
 
+def _column_dim(hints: dict[str, Any], batch: tuple[str, ...]) -> str:
+    """The blocks' column dim as the annotations declare it: the last dim of the first array
+    with two dims past batch= ("N" when none has)."""
+    for hint in hints.values():
+        array = isinstance(hint, type) and issubclass(hint, AbstractArray)
+        names = plain_dim_names(hint) if array else None
+        block = [d for d in names or () if d not in batch]
+        if len(block) == 2:
+            return block[1]
+    return "N"
+
+
+def _rank_fix(name: str, dims: list[str], leading: int, column: str, *, batched: bool) -> str:
+    """The fix for an array of a rank kernels do not take, one that applies to it: a 0-d
+    array per batch entry gains the blocks' column dim (the body reads a vector), any other
+    is reshaped to 2-D."""
+    if leading and leading == len(dims):
+        wanted = " ".join([*dims, column])
+        return (
+            f"give it the blocks' column dim outside the kernel, jnp.broadcast_to("
+            f"{name}[..., None], (*{name}.shape, {column})) with {column} its size, and "
+            f"annotate it '{wanted}'; the body reads a vector that is one value per batch entry"
+        )
+    return "reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])" + (
+        ", or declare its leading dims in batch=" if not batched else ""
+    )
+
+
 def _array_spec(
-    name: str, hint: Any, err: dict[str, Any], *, role: str, batch: tuple[str, ...] = ()
+    name: str,
+    hint: Any,
+    err: dict[str, Any],
+    *,
+    role: str,
+    batch: tuple[str, ...] = (),
+    column: str = "N",
 ) -> OperandSpec:
     example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
     if not (isinstance(hint, type) and issubclass(hint, AbstractArray)):
@@ -296,7 +338,9 @@ def _array_spec(
                 ", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"
             ),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
-            fix="reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
+            fix=_rank_fix(name, dims, leading, column, batched=bool(batch))
+            if role == "operand"
+            else "reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
             + (", or declare its leading dims in batch=" if not batch else ""),
         )
     if len(set(dims)) != len(dims):
