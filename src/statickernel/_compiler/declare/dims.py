@@ -19,12 +19,15 @@ def check_batch(
     operands: list[OperandSpec],
     results: list[OperandSpec],
     err: dict[str, Any],
+    *,
+    column: str,
 ) -> None:
-    """Batch dims lead every result, and appear nowhere but in the leading dims."""
+    """Batch dims lead every result, and appear nowhere but in the leading dims. `column` is
+    the blocks' column dim, for the fix of an operand that carries a later batch dim alone."""
     for op in operands + results:
         stray = [d for d in op.block_dims if d in batch]
         if stray and op in operands and _leads_with_batch_dims(op.dims, batch):
-            raise _batch_subset_error(op, batch, _column_dim(operands), err)
+            raise _batch_subset_error(op, batch, column, err)
         if stray:
             raise AnnotationError(
                 f"`{op.name}` has the batch dim {stray[0]} after its leading dims",
@@ -62,11 +65,6 @@ def _leads_with_batch_dims(dims: tuple[str, ...], batch: tuple[str, ...]) -> boo
     start (GroupNorm's `w` of 'G' under batch=("B", "G"))."""
     present = [d for d in dims if d in batch]
     return list(dims[: len(present)]) == present and present == [d for d in batch if d in dims]
-
-
-def _column_dim(operands: list[OperandSpec]) -> str:
-    """The blocks' column dim, as the operands declare it ("N" when none has two)."""
-    return next((op.block_dims[1] for op in operands if len(op.block_dims) == 2), "N")
 
 
 def _batch_subset_error(

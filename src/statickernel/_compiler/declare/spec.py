@@ -112,11 +112,12 @@ def build_spec(
     err: dict[str, Any] = dict(kernel=kname, where=where)
     _check_tile_map(tile, err)
     hints = _type_hints(fn, err)
-    operands, consts = _parameter_specs(fn, hints, err, batch)
+    column = _column_dim(hints, batch)
+    operands, consts = _parameter_specs(fn, hints, err, batch, column)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
-    check_batch(batch, operands, results, err)
+    check_batch(batch, operands, results, err, column=column)
     check_derivable(operands, results, err)
     loop = dict(loop or {})
     rows, cols = frame(operands, results, err, loop)
@@ -185,12 +186,16 @@ def _type_hints(fn: Callable[..., Any], err: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parameter_specs(
-    fn: Callable[..., Any], hints: dict[str, Any], err: dict[str, Any], batch: tuple[str, ...]
+    fn: Callable[..., Any],
+    hints: dict[str, Any],
+    err: dict[str, Any],
+    batch: tuple[str, ...],
+    column: str,
 ) -> tuple[list[OperandSpec], list[ConstSpec]]:
-    """The operands, the positional parameters, and the constants, the keyword-only ones."""
+    """The operands, the positional parameters, and the constants, the keyword-only ones
+    (`column`, the blocks' column dim, is for the fix of an operand of a rank not taken)."""
     operands: list[OperandSpec] = []
     consts: list[ConstSpec] = []
-    column = _column_dim(hints, batch)
     for param in inspect.signature(fn).parameters.values():
         _check_parameter(param, err)
         if param.kind == param.KEYWORD_ONLY:
@@ -272,8 +277,8 @@ def _column_dim(hints: dict[str, Any], batch: tuple[str, ...]) -> str:
 
 def _rank_fix(name: str, dims: list[str], leading: int, column: str, *, batched: bool) -> str:
     """The fix for an array of a rank kernels do not take, one that applies to it: a 0-d
-    array per batch entry gains the blocks' column dim (the body reads a vector), any other
-    is reshaped to 2-D."""
+    operand per batch entry gains the blocks' column dim (the body reads a vector), any other
+    is reshaped to 2-D. (A 0-d result per batch entry is taken, so it never gets here.)"""
     if leading and leading == len(dims):
         wanted = " ".join([*dims, column])
         return (
@@ -338,10 +343,7 @@ def _array_spec(
                 ", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"
             ),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
-            fix=_rank_fix(name, dims, leading, column, batched=bool(batch))
-            if role == "operand"
-            else "reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])"
-            + (", or declare its leading dims in batch=" if not batch else ""),
+            fix=_rank_fix(name, dims, leading, column, batched=bool(batch)),
         )
     if len(set(dims)) != len(dims):
         raise AnnotationError(
