@@ -155,6 +155,17 @@ ROWS: tuple[Row, ...] = (
     Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3),
     Row("attention", "attention", (((1, 16, 4095, 128), "bfloat16"),) * 3),
     Row("attention", "attention_lse", (((1, 16, 4096, 128), "bfloat16"),) * 3),
+    # RoPE on q and k: the block sliced and joined in registers, angles shared by the heads.
+    Row(
+        "rope",
+        "rope",
+        (((1, 32, 4096, 128), "bfloat16"),) * 2 + (((4096, 128), "float32"),) * 2,
+    ),
+    Row(
+        "rope",
+        "rope",
+        (((1, 32, 4096, 128), "bfloat16"),) * 2 + (((4096, 128), "bfloat16"),) * 2,
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

@@ -32,6 +32,7 @@ from norm_saved_stats import (
     rmsnorm_with_rstd,
 )
 from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
+from rope import rope
 from row_sum import row_sum
 from scale_bias import scale_bias
 from softmax import softmax, softmax_backward
@@ -69,6 +70,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "rmsnorm_backward_saved": rmsnorm_backward_saved,
     "layernorm_with_stats": layernorm_with_stats,
     "layernorm_backward_saved": layernorm_backward_saved,
+    "rope": rope,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -164,6 +166,14 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((1001, 1000), "float32"),
         ((1001,), "float32"),
         ((1001,), "float32"),
+    ],
+    # Rotate-half on q and k, the block sliced and joined in registers; ragged T, float32
+    # angles shared by every head.
+    "rope": [
+        ((2, 3, 100, 64), "bfloat16"),
+        ((2, 3, 100, 64), "bfloat16"),
+        ((100, 64), "float32"),
+        ((100, 64), "float32"),
     ],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [

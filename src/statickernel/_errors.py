@@ -45,6 +45,7 @@ __all__ = [
     "ResultMismatchError",
     "ShapeError",
     "SharedMemoryError",
+    "SliceError",
     "StaticKernelError",
     "SymbolicDimError",
     "TilingError",
@@ -235,6 +236,15 @@ class UnsupportedOpError(BodyError):
     """The body uses an operation that Mosaic GPU cannot lower."""
 
     code: ClassVar[str] = "SK106"
+
+
+class SliceError(UnsupportedOpError):
+    """The body slices, splits or concatenates blocks off the register layout's tiles: along
+    the columns, every bound and width a multiple of 8 (the WGMMA layout's column tile), and
+    along a dim the block holds whole; never along the rows. Found at the call, where the
+    dims have their sizes."""
+
+    code: ClassVar[str] = "SK109"
 
 
 # --- raised when a kernel is called, planned, emitted or lowered ------------------------------

@@ -33,6 +33,7 @@ from .._errors import (
     Phase,
     ResultMismatchError,
     SharedMemoryError,
+    SliceError,
     StaticKernelError,
 )
 from .declare.binding import Binding
@@ -170,7 +171,12 @@ class _Lowered:
 def _compile(unit: CompileUnit) -> Compiled:
     """The stages, in order: each reads the unit and what the one before produced."""
     traced = _trace(unit)
-    lowered = _lower(unit, traced)
+    try:
+        lowered = _lower(unit, traced)
+    except SliceError as exc:
+        # A slice's alignment is a fact of the call's sizes: the message shows them.
+        exc.bindings = exc.bindings or dict(unit.ctx.bindings)
+        raise
     choice = _choose_form(unit, lowered)
     plan = _plan(unit, traced, choice)
     source = _emit(unit, choice, plan)

@@ -133,12 +133,23 @@ class Translator:
 
     # --- what rules read and write -----------------------------------------------------------
 
-    def fail(self, eqn: Eqn, what: str, fix: str, actual: str | None = None) -> UnsupportedOpError:
-        return UnsupportedOpError(
+    def fail(
+        self,
+        eqn: Eqn,
+        what: str,
+        fix: str,
+        actual: str | None = None,
+        *,
+        error: type[UnsupportedOpError] = UnsupportedOpError,
+        expected: str = "an op Mosaic GPU lowers on register tiles",
+        dim: str | None = None,
+    ) -> UnsupportedOpError:
+        return error(
             what,
             kernel=self.kernel,
             where=eqn.line or self.where,
-            expected="an op Mosaic GPU lowers on register tiles",
+            dim=dim,
+            expected=expected,
             actual=actual or f"`{eqn.prim}`" + (f" in: {eqn.source}" if eqn.source else ""),
             fix=fix,
         )
@@ -156,14 +167,15 @@ class Translator:
     def dtype(self, atom: Atom) -> str:
         return atom.dtype if atom.var is None else self.dtypes[atom.var]
 
-    def as_kind(self, atom: Atom, kind: Kind) -> Expr:
+    def as_kind(self, atom: Atom, kind: Kind, like: tuple[int, ...] | None = None) -> Expr:
         """The atom's value in `kind`: a scalar made a constant of the kind, or a vector spread
-        over the block."""
+        over the block. `like` is the logical shape wanted, where it may be a slice of the
+        frame's (see `Geometry.own_width`)."""
         have = self.kind(atom)
         src = self.source(atom)
         if have == kind:
             return src
-        shape = self.g.shape(kind)
+        shape = self.g.register_shape(kind, like)
         rows = self.g.row_frame or self.g.flat_frame
         if self.g.flat_frame is not None and Kind.TILE not in (have, kind):
             raise NotInForm("a vector has no place in an elementwise body's strided block")
@@ -186,6 +198,13 @@ class Translator:
             return Kind.TILE
         frame, loop = self.g.shape(Kind.TILE), self.g.shape(Kind.LOOP_TILE)
         return Kind.LOOP_TILE if tuple(shape) == loop and tuple(shape) != frame else Kind.TILE
+
+    def logical_shape(self, atom: Atom) -> tuple[int, ...]:
+        """The shape the body's trace gives the atom; `()` for a literal, and for a value the
+        translation made (a constant block spread for its reduction), which has the frame's."""
+        if atom.var is None or atom.var not in dict(self.trace.avals):
+            return ()
+        return tuple(self.trace.aval(atom.var)[0])
 
     def define(self, var: str, kind: Kind, dtype: str) -> None:
         self.kinds[var] = kind

@@ -6,6 +6,7 @@ import dataclasses
 from ... import _hardware as hw
 from ...language.context import operand_fills
 from ..declare.spec import KernelSpec
+from ..._errors import Phase
 from ..layout.blocks import BlockLayout
 from ..trace.body import BodyTrace
 from .translation import Geometry
@@ -29,6 +30,8 @@ def block_geometry(
         col_dim=spec.cols,
         row_tiled=spec.rows in spec.tile_map,
         col_tiled=spec.cols in spec.tile_map,
+        col_size=layout.dim(spec.cols).block if spec.cols else 0,
+        probe_sizes=layout.phase is Phase.DECLARATION,
     )
     loops = spec.loop_map
     if not loops:
@@ -43,6 +46,7 @@ def block_geometry(
                 ragged_rows=layout.step_masked(axis) if axis == spec.rows else geometry.ragged_rows,
                 cols=layout.dim(axis).extent if axis == spec.cols else geometry.cols,
                 ragged_cols=layout.step_masked(axis) if axis == spec.cols else geometry.ragged_cols,
+                col_size=layout.dim(axis).block if axis == spec.cols else geometry.col_size,
                 loop_dim=axis if axis not in (spec.rows, spec.cols) else None,
                 loop_cols=layout.dim(axis).extent if axis not in (spec.rows, spec.cols) else 0,
                 ragged_loop=axis not in (spec.rows, spec.cols) and layout.step_masked(axis),
@@ -59,3 +63,4 @@ def block_geometry(
             if any(d in loops for d in o.dims)
         ),
     )
+

@@ -15,6 +15,7 @@ from .dots import DOT_RULES
 from .positions import POSITION_RULES
 from .prints import PRINT_RULES
 from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
+from .slices import SLICE_RULES
 from .steps import LOOP_RULES
 
 __all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
@@ -26,6 +27,7 @@ RULES: Mapping[str, Rule] = {
     **POSITION_RULES,
     **DOT_RULES,
     **PRINT_RULES,
+    **SLICE_RULES,
 }
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
@@ -50,8 +52,6 @@ REFUSALS: Mapping[str, Refusal] = {
         'use sk.position("M") for the global indices of the block along a dim (a causal mask: '
         'sk.position("M")[:, None] >= sk.position("N")[None, :]); edge masks are built for you',
     ),
-    "concatenate": Refusal("jnp.concatenate", "concatenate outside the kernel"),
-    "slice": Refusal("slicing x[a:b]", "slice the operand outside the kernel"),
     "dynamic_slice": Refusal("dynamic slicing", "slice the operand outside the kernel"),
     "gather": Refusal("indexing with arrays", "index the operand outside the kernel"),
     "sort": Refusal("jnp.sort", "sort outside the kernel"),
@@ -68,6 +68,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("elementwise, written with the ops above", tuple(COMPOSITES)),
     ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and")),
     ("shapes", tuple(sorted(SHAPE_ONLY))),
+    ("slices and joins", tuple(SLICE_RULES)),
     ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),
     ("printing", ("debug_print",)),
 )
@@ -79,6 +80,9 @@ _SPELLING = {
     "sk_position": "sk.position",
     "debug_print": "jax.debug.print / pl.debug_print",
     "neg": "-x",
+    "slice": "x[:, a:b]",
+    "split": "jnp.split(x, n, axis=1)",
+    "concatenate": "jnp.concatenate([x, y], axis=1)",
     "not": "~x",
     "logistic": "jax.nn.sigmoid",
     "erf": "jax.scipy.special.erf",

@@ -27,7 +27,7 @@ from ..ir.nodes import (
     Operator,
 )
 from ..ir.nodes import call as ir_call
-from ..ir.pallas import FP8_MAX, is_8bit, select, to_fp8
+from ..ir.pallas import FP8_MAX, broadcast, is_8bit, select, to_fp8
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
 
@@ -168,14 +168,17 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
             "value just below 0; or take the remainder of "
             "integers, or compute it outside the kernel",
         )
+    like = tuple(out_shape)
     if eqn.prim == "select_n" and kind != SCALAR:
         # lax.select_n broadcasts nothing: every case, and a non-scalar predicate, must be a
         # value of the result's shape (jnp.where(c, x, 0.0) gives it a scalar case).
-        args = [tr.as_kind(a, kind) for a in eqn.inputs]
+        args = [tr.as_kind(a, kind, like) for a in eqn.inputs]
         if tr.kind(eqn.inputs[0]) == SCALAR:
             args[0] = tr.source(eqn.inputs[0])
     else:
-        args = [tr.as_kind(a, kind) if tr.kind(a) != SCALAR else tr.source(a) for a in eqn.inputs]
+        args = [
+            tr.as_kind(a, kind, like) if tr.kind(a) != SCALAR else tr.source(a) for a in eqn.inputs
+        ]
     tr.assign(eqn, kind, _elementwise_expr(eqn, args, tr.dtype(eqn.inputs[0])))
 
 
@@ -259,8 +262,10 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
             "the body reduces a block along the loop dim over its rows",
             "reduce the block over the loop dim (axis=1), a per-row statistic as softmax takes",
         )
+    # A slice of the frame's columns lies inside the array: its own columns need no mask.
+    width = tr.g.own_width(tr.kind(atom), tr.logical_shape(atom))
     if axis == 1:
-        ragged = tr.g.ragged_loop if along_loop else tr.g.ragged_cols
+        ragged = (tr.g.ragged_loop if along_loop else tr.g.ragged_cols) and width is None
     else:
         ragged = tr.g.ragged_rows
     # A loaded operand already holds its fill past the edge; if that is the identity, no mask
@@ -268,10 +273,14 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
     fill = dict(tr.g.input_fills).get(atom.var or "")
     if ragged and not (fill is not None and fill == reduction_identity(eqn.prim, dtype)):
         # Elements past the edge must not take part: they get the identity.
-        mask = (Mask.LOOP_OK if along_loop else Mask.COL_OK) if axis == 1 else Mask.ROW_OK
-        tr.masks.add(mask)
+        edge = (Mask.LOOP_OK if along_loop else Mask.COL_OK) if axis == 1 else Mask.ROW_OK
+        mask: Expr = Name(edge)
+        if width is not None:  # the block mask has the frame's columns
+            edge = Mask.ROW_OK_VEC
+            mask = broadcast(Name(edge), (tr.g.rows, width), 0)
+        tr.masks.add(edge)
         identity = Literal(reduction_identity(eqn.prim, dtype), dtype, weak_type=True)
-        src = select(Name(mask), src, identity, dtype)
+        src = select(mask, src, identity, dtype)
     reduction = REDUCTIONS[eqn.prim]
     # The row form holds one row as a vector: its row reduction is the vector's full one.
     axes = Const((0,) if tr.form() is Where.ROWS else (axis,))
@@ -348,7 +357,7 @@ def reshape(tr: Translator, eqn: Eqn) -> None:
     spread = len(out_shape) == 2 and out_shape[1 - out_axis] != 1
     if spread:
         block = tr.block_kind(tuple(out_shape), kind)
-        return tr.assign(eqn, block, tr.as_kind(atom, block))
+        return tr.assign(eqn, block, tr.as_kind(atom, block, tuple(out_shape)))
     return tr.alias(eqn, atom, kind)
 
 

@@ -49,6 +49,28 @@ class Geometry:
     loop_dim: str | None = None
     loop_cols: int = 0
     ragged_loop: bool = False
+    # The columns a block of the frame has in the body's trace: the dim's size when the block
+    # holds it whole, else its block. A block or a per-column vector of another width is a
+    # slice of the frame's (`v[:, :64]`), held in registers of its own width; 0: none can be.
+    col_size: int = 0
+    # At the declaration the sizes are probes, not the user's: what depends on the true
+    # sizes (a slice's alignment) is checked at the call.
+    probe_sizes: bool = False
+
+    def own_width(self, kind: str, logical: tuple[int, ...]) -> int | None:
+        """The columns of a block or a per-column vector of `logical` shape when they are not
+        the frame's (a slice of a block, or a concatenation of slices); None when they are."""
+        if self.row_frame is not None or self.flat_frame is not None or not self.col_size:
+            return None
+        if Kind(kind) not in (Kind.TILE, Kind.COL) or not logical:
+            return None
+        return logical[-1] if logical[-1] != self.col_size else None
+
+    def register_shape(self, kind: str, logical: tuple[int, ...] | None) -> tuple[int, ...]:
+        """The registers of a value of `kind` and `logical` shape (None: the frame's)."""
+        shape = self.shape(kind)
+        width = self.own_width(kind, logical) if logical is not None else None
+        return shape if width is None else (*shape[:-1], width)
 
     def step(self, axis: str) -> "Geometry":
         return dict(self.steps)[axis]

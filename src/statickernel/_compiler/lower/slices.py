@@ -1,0 +1,203 @@
+"""Slices, splits and concatenations of blocks along their columns: `v[:, :half]`,
+`jnp.split(v, 2, axis=1)`, `jnp.concatenate([-x2, x1], axis=1)` (RoPE's rotate-half).
+
+The WGMMA layout tiles a block by 64 rows and 8 columns in registers, so a slice whose bounds are
+multiples of 8 columns is a choice of register tiles and costs nothing, and a concatenation sets
+tiles side by side; Mosaic GPU slices no other way. A slice of the frame's columns is held in
+registers of its own width (`Geometry.own_width`). Its columns lie inside the array, for the
+block holds its dim whole, so it needs no edge mask; a concatenation back to the frame's width
+is padded with zeros to the frame's registers.
+"""
+
+from collections.abc import Mapping, Sequence
+
+from ... import _hardware as hw
+from ..._errors import SliceError
+from ..ir.nodes import Assign, Const, Expr, Kind, List, Literal, Name, Slice, Subscript
+from ..ir.nodes import call as ir_call
+from ..ir.pallas import full, is_8bit
+from ..trace.body import Atom, Eqn
+from .context import Rule, Support, Translator, Where
+
+__all__ = ["SLICE_RULES"]
+
+_TILE_COLS = hw.WGMMA_COLS  # the WGMMA layout's register tile is 64 rows by 8 columns
+
+
+def _slice(tr: Translator, eqn: Eqn) -> None:
+    (atom,) = eqn.inputs
+    strides = eqn.param("strides")
+    if strides is not None and any(int(s) != 1 for s in strides):
+        raise tr.fail(
+            eqn,
+            "the body slices a block with a step (x[:, ::2]), which Mosaic GPU cannot lower",
+            "lay the operand out so that the values are contiguous (for an interleaved RoPE, "
+            "permute the columns of q, k and the weights that make them outside the kernel), "
+            "or slice it outside the kernel",
+        )
+    starts = tuple(int(i) for i in eqn.param("start_indices"))
+    limits = tuple(int(i) for i in eqn.param("limit_indices"))
+    _take_columns(tr, eqn, atom, starts, limits, eqn.outputs[0])
+
+
+def _split(tr: Translator, eqn: Eqn) -> None:
+    (atom,) = eqn.inputs
+    axis = int(eqn.param("axis"))
+    shape = tr.logical_shape(atom)
+    start = 0
+    for size, out in zip(eqn.param("sizes"), eqn.outputs, strict=True):
+        starts = tuple(start if a == axis else 0 for a in range(len(shape)))
+        limits = tuple(start + int(size) if a == axis else n for a, n in enumerate(shape))
+        _take_columns(tr, eqn, atom, starts, limits, out)
+        start += int(size)
+
+
+def _take_columns(
+    tr: Translator,
+    eqn: Eqn,
+    atom: Atom,
+    starts: tuple[int, ...],
+    limits: tuple[int, ...],
+    out: str,
+) -> None:
+    """`out = atom[starts:limits]`, a slice along the last axis of a block or a per-column
+    vector (a constant block's slice is the constant)."""
+    shape = tr.logical_shape(atom)
+    kind = tr.kind(atom)
+    dtype = tr.dtype(atom)
+    changed = [a for a, n in enumerate(shape) if (starts[a], limits[a]) != (0, n)]
+    if kind is Kind.SCALAR or not changed:
+        _same_value(tr, out, kind, atom)
+        return
+    axis = len(shape) - 1
+    _check_columns(tr, eqn, kind, dtype, changed, axis, "slices")
+    start, stop = starts[axis], limits[axis]
+    _check_alignment(
+        tr, eqn, ((start, "start"), (stop, "end")), f"[{start}:{stop}] of {shape[axis]} columns"
+    )
+    first = Const(start) if start else None
+    index = (*(Slice() for _ in range(axis)), Slice(first, Const(stop)))
+    _define(tr, out, kind, Subscript(tr.source(atom), index))
+
+
+def _concatenate(tr: Translator, eqn: Eqn) -> None:
+    dimension = int(eqn.param("dimension"))
+    out_shape = tr.logical_shape(Atom(eqn.outputs[0]))
+    kind = Kind.TILE if len(out_shape) == 2 else Kind.COL
+    last = len(out_shape) - 1
+    for atom in eqn.inputs:
+        have = tr.kind(atom)
+        have = kind if have is Kind.SCALAR else have
+        _check_columns(tr, eqn, have, tr.dtype(atom), [dimension], last, "concatenates")
+    widths = [tr.logical_shape(a)[dimension] if a.var else 1 for a in eqn.inputs]
+    edges, total = [], 0
+    for width in widths[:-1]:
+        total += width
+        edges.append((total, "join"))
+    _check_alignment(
+        tr, eqn, (*edges, (sum(widths), "width")), " + ".join(str(w) for w in widths) + " columns"
+    )
+    pieces: list[Expr] = [tr.as_kind(a, kind, tr.logical_shape(a)) for a in eqn.inputs]
+    registers = tr.g.shape(kind)[-1]
+    if sum(widths) == tr.g.col_size and registers > sum(widths):
+        # The frame's width, padded in registers: the columns past the edge hold zeros.
+        pad_shape = (*tr.g.shape(kind)[:-1], registers - sum(widths))
+        dtype = tr.trace.aval(eqn.outputs[0])[1]
+        pieces.append(full(Literal(0, dtype, weak_type=True), pad_shape, dtype, kind))
+    axis = Const(len(out_shape) - 1)
+    _define(tr, eqn.outputs[0], kind, ir_call("jnp.concatenate", List(tuple(pieces)), axis=axis))
+
+
+def _check_columns(
+    tr: Translator,
+    eqn: Eqn,
+    kind: Kind,
+    dtype: str,
+    axes: Sequence[int],
+    last: int,
+    verb: str,
+) -> None:
+    """Only a block's or a per-column vector's columns, held whole, in the block form."""
+    if kind not in (Kind.TILE, Kind.COL) or any(a != last for a in axes):
+        what = "a per-row vector" if kind is Kind.ROW else "a block along its rows"
+        if kind in (Kind.LOOP_TILE, Kind.LOOP_COL):
+            what = "a value along the loop dim"
+        raise tr.fail(
+            eqn,
+            f"the body {verb} {what}; blocks are sliced and joined along their columns only",
+            "slice or join blocks along axis 1 (the columns), or do it outside the kernel",
+            error=SliceError,
+            expected="a slice or join of a block's columns",
+        )
+    if tr.g.col_tiled:
+        raise tr.fail(
+            eqn,
+            f"the body {verb} blocks along {tr.g.col_dim}, which the grid splits: each block "
+            "holds only part of that dim",
+            f"hold {tr.g.col_dim} whole: drop it from tile= in the decorator",
+            error=SliceError,
+            expected=f"{tr.g.col_dim} held whole by the block",
+            dim=tr.g.col_dim,
+        )
+    if is_8bit(dtype):
+        raise tr.fail(
+            eqn,
+            f"the body {verb} a block of {dtype}, which Mosaic GPU holds in 8-bit register tiles",
+            f"cast it first, e.g. v.astype(jnp.int32), and cast the result back to {dtype}",
+            error=SliceError,
+            expected="a block of 16- or 32-bit values",
+        )
+
+
+def _check_alignment(
+    tr: Translator, eqn: Eqn, bounds: Sequence[tuple[int, str]], actual: str
+) -> None:
+    """Every bound on the register layout's 8-column tiles, at the call (the declaration's
+    sizes are probes)."""
+    if tr.g.probe_sizes:
+        return
+    off = [(n, name) for n, name in bounds if n % _TILE_COLS]
+    if not off:
+        return
+    n, name = off[0]
+    raise tr.fail(
+        eqn,
+        f"the body slices or joins blocks at column {n} (the {name}), off the register "
+        f"layout's tiles of {_TILE_COLS} columns",
+        f"make every bound a multiple of {_TILE_COLS} columns: pad {tr.g.col_dim} outside the "
+        f"kernel to a multiple of {2 * _TILE_COLS} (halves of {_TILE_COLS}), or slice the "
+        "operand outside the kernel",
+        actual,
+        error=SliceError,
+        expected=f"bounds and widths that are multiples of {_TILE_COLS} columns",
+        dim=tr.g.col_dim,
+    )
+
+
+def _define(tr: Translator, out: str, kind: Kind, expr: Expr) -> None:
+    tr.define(out, kind, tr.trace.aval(out)[1])
+    tr.lines.append(Assign((Name(out),), expr))
+
+
+def _same_value(tr: Translator, out: str, kind: Kind, atom: Atom) -> None:
+    """`out` is `atom` itself: a slice of everything, or of a constant block."""
+    tr.define(out, kind, tr.trace.aval(out)[1])
+    if atom.var is None:
+        tr.lines.append(Assign((Name(out),), tr.source(atom)))
+        tr.literals[out] = atom.value
+        return
+    if atom.var in tr.literals:
+        tr.literals[out] = tr.literals[atom.var]
+    tr.aliases[out] = tr.source(atom)
+
+
+_NOTE = (
+    "in the block form, along a block's columns held whole, at multiples of 8 columns (the "
+    "WGMMA layout's register tiles; the row form's and the strided block's layouts have none)"
+)
+_RULE = Rule(_slice, support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.NO)), note=_NOTE)
+SLICE_RULES: Mapping[str, Rule] = {
+    "slice": _RULE,
+    "split": Rule(_split, support=_RULE.support, note=_NOTE),
+    "concatenate": Rule(_concatenate, support=_RULE.support, note=_NOTE),
+}
