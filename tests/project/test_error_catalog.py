@@ -187,6 +187,7 @@ CODES = {
     "UnsupportedOpError": "SK106",
     "VjpError": "SK107",
     "CrossBlockResultError": "SK108",
+    "SliceError": "SK109",
     "HardwareLimitError": "SK199",
     "CallError": "SK200",
     "OperandError": "SK201",

@@ -175,8 +175,17 @@ def _compile(unit: CompileUnit) -> Compiled:
         lowered = _lower(unit, traced)
     except SliceError as exc:
         # A slice's alignment is a fact of the call's sizes: the message shows them.
-        exc.bindings = exc.bindings or dict(unit.ctx.bindings)
-        raise
+        raise SliceError(
+            exc.what,
+            kernel=exc.kernel,
+            where=exc.where,
+            dim=exc.dim,
+            expected=exc.expected,
+            actual=exc.actual,
+            bindings=dict(unit.ctx.bindings),
+            phase=unit.phase,
+            fix=exc.fix,
+        ) from None
     choice = _choose_form(unit, lowered)
     plan = _plan(unit, traced, choice)
     source = _emit(unit, choice, plan)

@@ -11,9 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _hardware as hw
+from .._compiler.build import compile_declaration
 from .._compiler.declare.spec import KernelSpec
 from .._compiler.layout.blocks import call_layout, split_blocks
 from .._compiler.layout.smem import smem_bytes
+from .._compiler.lower.slices import SLICE_RULES
+from .._compiler.trace.body import Eqn, Step
 from .._errors import NotAKernelError
 from .._where import call_site
 from ..runtime.kernel import Kernel
@@ -39,6 +42,9 @@ _WHOLE_ALIGNED = {"rows": hw.WGMMA_ROWS, "cols": 128}
 # Whole dims at the "smaller than one block" probe: a few rows, and a row of a few elements
 # (too few bytes for TMA, so host padding is exercised as well).
 _WHOLE_SMALL = {"rows": 3, "cols": 5}
+# The columns of a sliced whole dim at the ragged and small probes: halves and quarters of
+# them lie on the register layout's 8-column tiles.
+_SLICED_COLUMNS = 4 * hw.WGMMA_COLS
 # The dtypes each kernel is checked in by default, where its annotations allow them.
 _DEFAULT_DTYPES = ("float32", "bfloat16")
 
@@ -121,19 +127,45 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
         candidates.append(
             ProbeShape(f"ragged {d}", tuple((aligned | {d: 2 * blocks[d] + 1}).items()))
         )
+    # A body that slices its blocks' columns does so at fractions of the dim (halves for
+    # RoPE), which must lie on the register tiles: that dim takes multiples of 32.
+    sliced = spec.cols if spec.cols in whole and _slices_columns(kernel) else None
     if whole:
         ragged = {d: aligned_whole[d] - aligned_whole[d] // 4 - 1 for d in whole}
         label = f"ragged {' '.join(whole)} (whole)"
+        if sliced is not None:
+            ragged[sliced] = hw.round_up(ragged[sliced], _SLICED_COLUMNS)
+            label = (
+                f"{label[:-1]}; {sliced} a multiple of {_SLICED_COLUMNS}, which the body slices)"
+            )
         candidates.append(ProbeShape(label, tuple((aligned | ragged).items())))
     small = {
         d: 1 if d in batch else (blocks[d] // 2 + 1 if d in tile else _WHOLE_SMALL[_axis(spec, d)])
         for d in spec.dim_names()
     }
+    if sliced is not None:
+        small[sliced] = _SLICED_COLUMNS
     candidates.append(ProbeShape("smaller than one block", tuple(small.items())))
     unique: dict[tuple[tuple[str, int], ...], ProbeShape] = {}
     for probe in candidates:
         unique.setdefault(probe.dims, probe)
     return list(unique.values())
+
+
+def _slices_columns(kernel: Kernel) -> bool:
+    """Whether the body slices, splits or joins blocks (its declaration's trace says)."""
+    trace = compile_declaration(kernel.spec, kernel.consts).trace
+
+    def uses(eqns: Sequence[Eqn]) -> bool:
+        for eqn in eqns:
+            if eqn.prim in SLICE_RULES:
+                return True
+            steps = [v for _, v in eqn.params if isinstance(v, Step)]
+            if any(uses(step.eqns) for step in steps):
+                return True
+        return False
+
+    return uses(trace.eqns)
 
 
 def _axis(spec: KernelSpec, dim: str) -> str:

@@ -4,9 +4,9 @@ loop's step geometry inside it. The other register forms start from it."""
 import dataclasses
 
 from ... import _hardware as hw
+from ..._errors import Phase
 from ...language.context import operand_fills
 from ..declare.spec import KernelSpec
-from ..._errors import Phase
 from ..layout.blocks import BlockLayout
 from ..trace.body import BodyTrace
 from .translation import Geometry
@@ -63,4 +63,3 @@ def block_geometry(
             if any(d in loops for d in o.dims)
         ),
     )
-
