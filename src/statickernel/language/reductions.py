@@ -1,7 +1,8 @@
 """Reductions for kernel bodies.
 
 They are jnp's reductions with one rule made explicit: `axis` is required, because Mosaic GPU
-reduces a block along one axis at a time and cannot reduce it to a scalar. Reductions over a
+reduces a block along one axis at a time (`jnp.sum(v)`, to a scalar, reduces the columns,
+then the rows). Reductions over a
 ragged edge ignore the elements past it, whatever the load's fill.
 """
 

@@ -273,12 +273,16 @@ def test_composites_and_any_in_the_step_of_a_loop(shape: tuple[int, int]) -> Non
     row_stats.lower(x)
 
 
-def test_all_of_a_whole_block_is_refused_as_the_user_wrote_it() -> None:
+def test_all_of_a_whole_block_is_the_blocks_own() -> None:
+    """`jnp.all` to a scalar: true where every element of the block inside the edge is."""
+
+    @sk.kernel(tile={"M": "BM"})
     def everywhere(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
         v = sk.load(x)
         return jnp.where(jnp.all(v > 0), v, -v)
 
-    with pytest.raises(sk.UnsupportedOpError, match="to a scalar") as info:
-        sk.kernel(tile={"M": "BM"})(everywhere)
-    assert "`reduce_and` over axes (0, 1)" in str(info.value.actual)
-    assert "axis=1" in str(info.value.fix)
+    x = jnp.abs(_data((130, 100), 1.0)) + 0.5
+    x = x.at[70, 3].set(-1.0)  # the second block has a negative element, the first none
+    blocks = [x[i : i + 64] for i in range(0, 130, 64)]
+    want = jnp.concatenate([jnp.where(jnp.all(b > 0), b, -b) for b in blocks])
+    assert_close(everywhere(x), want, tolerance_for(jnp.float32))

@@ -17,7 +17,7 @@ from ..ir.nodes import Assign, BinOp, DType, Expr, Literal, Name, Operator
 from ..ir.nodes import call as ir_call
 from ..trace.body import Atom, Eqn
 from .context import Rule, Support, Translator, Where
-from .rules import reduce
+from .totals import reduce_over_axes
 
 __all__ = ["COMPOSITES", "COMPOSITE_RULES", "REDUCE_BOOL"]
 
@@ -217,7 +217,7 @@ def reduce_bool(tr: Translator, eqn: Eqn) -> None:
         eqn, prim=_BOOL_REDUCTIONS[eqn.prim], inputs=(Atom(as_int),)
     )
     try:
-        reduce(tr, as_int_reduction)
+        reduce_over_axes(tr, as_int_reduction)
     except UnsupportedOpError as error:
         # It names the int32 reduction; the user wrote jnp.any or jnp.all.
         actual = str(error.actual).replace(f"`{as_int_reduction.prim}`", f"`{eqn.prim}`")
@@ -230,7 +230,7 @@ REDUCE_BOOL = Rule(
     reduce_bool,
     support=((Where.STRIDED, Support.PARTLY), (Where.ROWS, Support.PARTLY)),
     note="as jnp.sum / jnp.min: over the columns in the row form; in the strided block only "
-    "of an axis of one element",
+    "of an axis of one element; to a scalar in the block form",
 )
 COMPOSITE_RULES: Mapping[str, Rule] = {
     **{prim: Rule(composite) for prim in COMPOSITES},

@@ -212,7 +212,9 @@ class Translator:
 
     def assign(self, eqn: Eqn, kind: Kind, expr: Expr) -> None:
         out = eqn.outputs[0]
-        self.define(out, kind, self.trace.aval(out)[1])
+        # A value the translation adds (a step of a composite) has its input's dtype.
+        traced = dict(self.trace.avals).get(out)
+        self.define(out, kind, traced[1] if traced else self.dtype(eqn.inputs[0]))
         self.lines.append(Assign((Name(out),), expr))
 
     def alias(self, eqn: Eqn, atom: Atom, kind: Kind) -> None:

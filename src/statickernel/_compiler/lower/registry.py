@@ -16,6 +16,7 @@ from .positions import POSITION_RULES
 from .prints import PRINT_RULES
 from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
 from .slices import SLICE_RULES
+from .totals import TOTAL_RULES
 from .steps import LOOP_RULES
 
 __all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
@@ -28,6 +29,7 @@ RULES: Mapping[str, Rule] = {
     **DOT_RULES,
     **PRINT_RULES,
     **SLICE_RULES,
+    **TOTAL_RULES,
 }
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
