@@ -277,6 +277,17 @@ REDUCTIONS = (
 )
 
 
+# Exact: a negation, a doubling and a reordering round nothing.
+HALVES = (
+    ("jnp.concatenate([-{a}[:, {a}.shape[1] // 2 :], {a}[:, : {a}.shape[1] // 2]], axis=1)", 1.0),
+    ("jnp.concatenate(jnp.split({a}, 2, axis=1)[::-1], axis=1)", 1.0),
+    (
+        "jnp.concatenate([{a}[:, : {a}.shape[1] // 2] * 2, {a}[:, {a}.shape[1] // 2 :]], axis=1)",
+        2.0,
+    ),
+)
+
+
 def choose(draw: Any, options: Any) -> Any:
     """One of `options`, close to uniformly: `st.sampled_from` favours the first ones strongly
     when generating, and here the later ops matter as much. A shrink still moves to the first."""
@@ -302,6 +313,9 @@ class Body:
         # float32 alone but bends to a narrower float, which this generator does not follow.
         self.weak = False
         self.used: set[str] = set()
+        # A block was sliced at its middle column: N must be a multiple of 16, where the
+        # halves lie on the register layout's 8-column tiles.
+        self.sliced = False
 
     # --- values ---------------------------------------------------------------------------
 
@@ -346,7 +360,7 @@ class Body:
     def step(self) -> None:
         category = choose(self.draw, (
                 ["unary"] * 4 + ["binary"] * 3 + ["where"] * 3 + ["reduce"] * 3 + ["like"] * 2
-                + ["broadcast"] * 2 + ["normalize"] * 2 + ["vector"]
+                + ["broadcast"] * 2 + ["normalize"] * 2 + ["vector"] + ["halves"] * 2
             )
         )  # fmt: skip
         done = getattr(self, category)()
@@ -376,6 +390,17 @@ class Body:
             a.special,
             a.centered,
         )
+        return True
+
+    def halves(self) -> bool:
+        """A block's halves sliced, changed and joined again (RoPE's rotate-half)."""
+        a = self.pick(lambda v: v.kind == "MN")
+        if a is None:
+            return False
+        form, factor = choose(self.draw, HALVES)
+        self.ops.append(form)
+        self.sliced = True
+        self.new(_format(form, a=a.name), a.kind, a.dtype, a.exact, a.bound * factor, a.special)
         return True
 
     def like(self) -> bool:
@@ -762,6 +787,8 @@ def cases(draw: Any) -> Case:
     consts["BM"] = bm
     while _smem_bytes(bm, n, blocks, columns) > 232_448 and n > 8:
         n -= 8
+    if body.sliced:
+        n = max(16, n // 16 * 16)
 
     params = [f'{o.name}: {o.annotation}[Array, "{o.dims}"],' for o in operands]
     params.append("*,")
