@@ -202,7 +202,9 @@ def frame(
                 operand=other.name,
                 expected=f"'{rows}' or '{cols}'",
                 actual=f"'{other.dims[0]}'",
-                fix=f"use the dim name {rows} or {cols}",
+                fix=f"annotate it ' {rows}' or ' {cols}' if it runs along one of them; a few "
+                f"parameters (a PolyNorm's 3 weights) are 0-d operands, one per element: "
+                f'`{other.name}0: Float32[Array, ""]`, read with sk.load({other.name}0)',
             )
     return rows, cols
 

@@ -319,7 +319,13 @@ def _array_spec(
             expected="named dims such as 'M N'",
             actual=repr(hint.dim_str),
             fix="name every dim; fixed sizes, '*', '...', '#' and expressions are not "
-            "supported in kernel signatures",
+            "supported in kernel signatures"
+            + (
+                f"; a vector of a few parameters is passed as 0-d operands, `{name}0: "
+                f'Float32[Array, ""]` and so on, each read with sk.load({name}0)'
+                if hint.dim_str.strip().isdigit()
+                else ""
+            ),
         )
     dims = list(names)
     check_batch_leads(name, dims, batch, err, role=role)

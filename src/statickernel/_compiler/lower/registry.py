@@ -16,8 +16,8 @@ from .positions import POSITION_RULES
 from .prints import PRINT_RULES
 from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
 from .slices import SLICE_RULES
-from .totals import TOTAL_RULES
 from .steps import LOOP_RULES
+from .totals import TOTAL_RULES
 
 __all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
 
