@@ -208,11 +208,16 @@ class _RowGenerator:
             layout=self.frame.layout(),
         )
         lines: list[Stmt] = [Assign((Name("col_index"),), iota)]
-        first = Mask.COL_OK_VEC if Mask.COL_OK_VEC in needed else Mask.COL_OK
+        if Mask.COL_POSITION in needed:  # a row is whole: its positions are its indices
+            lines.append(Assign((Name(Mask.COL_POSITION),), Name("col_index")))
+        masks = needed - {Mask.COL_POSITION}
+        if not masks:
+            return lines
+        first = Mask.COL_OK_VEC if Mask.COL_OK_VEC in masks else Mask.COL_OK
         lines.append(
             Assign((Name(first),), BinOp(Operator.LT, Name("col_index"), Const(self.width)))
         )
-        for mask in needed - {first}:
+        for mask in masks - {first}:
             lines.append(Assign((Name(mask),), Name(first)))
         return lines
 

@@ -9,6 +9,7 @@ user's line with its fix.
 
 from collections.abc import Mapping
 
+from .arg_reductions import ARG_RULES
 from .composites import COMPOSITE_RULES, COMPOSITES
 from .context import Refusal, Rule, Support, Where
 from .dots import DOT_RULES
@@ -30,6 +31,7 @@ RULES: Mapping[str, Rule] = {
     **PRINT_RULES,
     **SLICE_RULES,
     **TOTAL_RULES,
+    **ARG_RULES,
 }
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
@@ -44,8 +46,6 @@ REFUSALS: Mapping[str, Refusal] = {
     "cumsum": Refusal("jnp.cumsum", "compute the prefix sum outside the kernel"),
     "cumprod": Refusal("jnp.cumprod", "compute the prefix product outside the kernel"),
     "cummax": Refusal("lax.cummax", "compute it outside the kernel"),
-    "argmax": Refusal("jnp.argmax", "compute the index outside the kernel, or compare with a max"),
-    "argmin": Refusal("jnp.argmin", "compute the index outside the kernel, or compare with a min"),
     "pow": Refusal(
         "x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"
     ),
@@ -68,7 +68,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("elementwise, two operands", tuple(BINARY)),
     ("elementwise, other", tuple(sorted(OTHER))),
     ("elementwise, written with the ops above", tuple(COMPOSITES)),
-    ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and")),
+    ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and", *ARG_RULES)),
     ("shapes", tuple(sorted(SHAPE_ONLY))),
     ("slices and joins", tuple(SLICE_RULES)),
     ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),
@@ -92,6 +92,8 @@ _SPELLING = {
     "atan": "jnp.arctan",
     "is_finite": "jnp.isfinite",
     "reduce_or": "jnp.any",
+    "argmax": "jnp.argmax(x, axis=1)",
+    "argmin": "jnp.argmin(x, axis=1)",
     "reduce_and": "jnp.all",
     "rem": "x % y",
     "and": "x & y",
