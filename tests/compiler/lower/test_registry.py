@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int32
 
 import statickernel as sk
 from statickernel._compiler.lower.context import Support, Where
@@ -127,6 +127,34 @@ PROBES = {
         "reduce_and",
         Where.STRIDED,
         _tiled(lambda v: jnp.where(jnp.all(v > 0, axis=0, keepdims=True), v, -v)),
+        STRIDED_X,
+        False,
+    ),
+    "a slice of a row in the row form": (
+        "slice",
+        Where.ROWS,
+        _rows(lambda v: jnp.concatenate([v[:, 8192:], v[:, :8192]], axis=1)),
+        jax.ShapeDtypeStruct((16, 16384), jnp.bfloat16),
+        False,
+    ),
+    "a sum to a scalar in the row form": (
+        "reduce_sum",
+        Where.ROWS,
+        _rows(lambda v: v - jnp.sum(v)),
+        WIDE_X,
+        False,
+    ),
+    "an argmax over the columns in the row form": (
+        "argmax",
+        Where.ROWS,
+        _rows(lambda v: jnp.argmax(v, axis=1), Int32[Array, " M"]),
+        WIDE_X,
+        True,
+    ),
+    "an argmax in the strided block": (
+        "argmax",
+        Where.STRIDED,
+        _tiled(lambda v: v + jnp.argmax(v, axis=1)[:, None].astype(v.dtype)),
         STRIDED_X,
         False,
     ),

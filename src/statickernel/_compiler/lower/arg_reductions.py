@@ -11,9 +11,8 @@ import dataclasses
 from collections.abc import Mapping
 
 from ..ir.names import value_part
-from ..ir.nodes import BinOp, Const, DType, Expr, Kind, Literal, Mask, Name, Operator
+from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Literal, Mask, Name, Operator
 from ..ir.nodes import call as ir_call
-from ..ir.pallas import broadcast
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
 from .rules import reduce
@@ -47,7 +46,6 @@ def _arg_reduce(tr: Translator, eqn: Eqn) -> None:
     # The extreme over the axis, edges masked and NaN carried as the reductions do.
     extreme = value_part(out, "extreme")
     reduce(tr, dataclasses.replace(eqn, prim=_EXTREMES[eqn.prim], outputs=(extreme,)))
-    shape = tr.g.register_shape(kind, tr.logical_shape(atom))
     spread = tr.as_kind(Atom(extreme), kind, tr.logical_shape(atom))
     hit: Expr = BinOp(Operator.EQ, src, spread)
     if "float" in dtype:  # a NaN is the extreme wherever the row holds one
@@ -58,7 +56,11 @@ def _arg_reduce(tr: Translator, eqn: Eqn) -> None:
         hit = BinOp(Operator.AND, hit, Name(edge))
         tr.masks.add(edge)
     positions = _step_positions(tr) if along_loop else _block_positions(tr, axis)
-    spread_positions = broadcast(positions, shape, 1 if axis == 1 else 0, tr.g.row_frame)
+    along = (Kind.LOOP_COL if along_loop else Kind.COL) if axis == 1 else Kind.ROW
+    position_name = value_part(out, "positions")
+    tr.define(position_name, along, "int32")
+    tr.lines.append(Assign((Name(position_name),), positions))
+    spread_positions = tr.as_kind(Atom(position_name), kind, tr.logical_shape(atom))
     never = Literal(_INT32_MAX, "int32", weak_type=False)
     first = ir_call("jnp.where", hit, spread_positions, never)
     # The row form holds one row as a vector: its row reduction is the vector's full one.

@@ -34,7 +34,13 @@ def reduce_over_axes(tr: Translator, eqn: Eqn) -> None:
     kind = tr.kind(atom)
     axes = set(eqn.param("axes"))
     shape = tr.logical_shape(atom)
-    whole = {a for a, n in enumerate(shape) if n != 1} <= axes and len(shape) > 0
+    # Only a reduction of a block or a vector to 0-d: jnp.sum(v, axis=0) of a (64, 1) block
+    # is a per-column vector of one element.
+    whole = (
+        bool(shape)
+        and tr.logical_shape(Atom(eqn.outputs[0])) == ()
+        and set(range(len(shape))) <= axes
+    )
     positions = kind is Kind.ROW and tr.source(atom) == Name(Mask.ROW_POSITION)
     if kind is Kind.SCALAR or not whole or positions:
         return reduce(tr, eqn)
