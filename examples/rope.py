@@ -47,7 +47,7 @@ def rope(
     c, s = sk.load(cos).astype(jnp.float32), sk.load(sin).astype(jnp.float32)
     half = c.shape[1] // 2
 
-    def rotate(x: sk.Tile) -> jax.Array:
+    def rotate(x: jax.Array) -> jax.Array:
         v = sk.load(x).astype(jnp.float32)
         x1, x2 = v[:, :half], v[:, half:]
         # The halves of v * c + rotate_half(v) * s, each computed on its own columns.
