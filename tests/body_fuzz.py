@@ -302,9 +302,12 @@ def _format(form: str, **names: str) -> str:
 class Body:
     """Writes body statements, tracking each value's kind, dtype, exactness and bound."""
 
-    def __init__(self, draw: Any, scale: float | None):
+    def __init__(self, draw: Any, scale: float | None, one_block: bool = False):
         self.draw = draw
         self.scale = scale
+        # Every row is in one block: a block's scalar is the whole array's, as the reference
+        # computes it on whole arrays.
+        self.one_block = one_block
         self.values: list[Value] = []
         self.lines: list[str] = []
         self.ops: list[str] = []
@@ -360,7 +363,7 @@ class Body:
     def step(self) -> None:
         category = choose(self.draw, (
                 ["unary"] * 4 + ["binary"] * 3 + ["where"] * 3 + ["reduce"] * 3 + ["like"] * 2
-                + ["broadcast"] * 2 + ["normalize"] * 2 + ["vector"] + ["halves"] * 2
+                + ["broadcast"] * 2 + ["normalize"] * 2 + ["vector"] + ["halves"] * 2 + ["total"] * 3
             )
         )  # fmt: skip
         done = getattr(self, category)()
@@ -401,6 +404,24 @@ class Body:
         self.ops.append(form)
         self.sliced = True
         self.new(_format(form, a=a.name), a.kind, a.dtype, a.exact, a.bound * factor, a.special)
+        return True
+
+    def total(self) -> bool:
+        """A value less the max (or min) of another, reduced to a scalar (its block's)."""
+        if not self.one_block:
+            return False
+        a = self.pick(lambda v: v.kind in ("MN", "M", "N") and not v.special)
+        if a is None:
+            return False
+        b = self.pick(lambda v: v.kind in ("MN", "M", "N") and not v.special)
+        assert b is not None
+        function = choose(self.draw, ["jnp.max", "jnp.min"])
+        form = f"{{b}} - {function}({{a}})"
+        dtype = promote(a.dtype, b.dtype)
+        if a.bound + b.bound > LIMITS[dtype]:
+            return False
+        self.ops.append(form)
+        self.new(_format(form, a=a.name, b=b.name), b.kind, dtype, False, a.bound + b.bound, False)
         return True
 
     def like(self) -> bool:
@@ -730,7 +751,7 @@ def cases(draw: Any) -> Case:
     consts: dict[str, Any] = {"BM": bm}
     if draw(st.integers(0, 3)) == 0:
         consts["scale"] = choose(draw, [0.5, -1.5, 3.0])
-    body = Body(draw, consts.get("scale"))
+    body = Body(draw, consts.get("scale"), one_block=m <= min(ROW_BLOCKS))
 
     loads: list[str] = []
     bound = abs(shift) + 8.0
@@ -876,18 +897,18 @@ def _reference_dim(name: str) -> int:
     return dims[name]
 
 
-def nan_max(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:
+def nan_max(x: Any, *, axis: int | None = None, keepdims: bool = False) -> jax.Array:
     """jnp.max as jnp documents it, NaN wherever a NaN is reduced. On the CPU, XLA's max over
     rows skips NaN for some shapes (64 rows or more) and not for others."""
     return _nan_carrying(jnp.max, x, axis, keepdims)
 
 
-def nan_min(x: Any, *, axis: int, keepdims: bool = False) -> jax.Array:
+def nan_min(x: Any, *, axis: int | None = None, keepdims: bool = False) -> jax.Array:
     """jnp.min as jnp documents it; see nan_max."""
     return _nan_carrying(jnp.min, x, axis, keepdims)
 
 
-def _nan_carrying(reduce: Any, x: Any, axis: int, keepdims: bool) -> jax.Array:
+def _nan_carrying(reduce: Any, x: Any, axis: int | None, keepdims: bool) -> jax.Array:
     x = jnp.asarray(x)
     nans = jnp.any(jnp.isnan(x), axis=axis, keepdims=keepdims)
     return jnp.where(nans, jnp.nan, reduce(x, axis=axis, keepdims=keepdims)).astype(x.dtype)
