@@ -83,6 +83,20 @@ def test_the_index_along_a_split_dim_is_the_blocks_own() -> None:
     np.testing.assert_array_equal(local_argmax(x), jnp.concatenate(rows))
 
 
+def _keep_the_larger(carry: Any, values: Any, dim: str) -> Any:
+    """One step of a streamed argmax: the step's argmax, made global by its first position,
+    kept where the step's max is larger than the best so far (the first wins a tie)."""
+    best, index = carry
+    m = jnp.max(values, axis=1)
+    i = jnp.argmax(values, axis=1) + jnp.min(sk.position(dim))
+    better = m > best
+    return jnp.where(better, m, best), jnp.where(better, i, index)
+
+
+def _nothing_yet(rows: int) -> Any:
+    return jnp.full((rows,), -jnp.inf, jnp.float32), jnp.zeros((rows,), jnp.int32)
+
+
 @sk.kernel(tile={"M": "BM"}, loop={"V": "BV"})
 def greedy_streamed(
     logits: Float[Array, "M V"], *, BM: sk.Const[int] = 64, BV: sk.Const[int] = 256
@@ -91,15 +105,10 @@ def greedy_streamed(
     global by the step's first position, kept where the step's max is larger."""
 
     def step(carry: Any) -> Any:
-        best, index = carry
         v = sk.load(logits, fill=-jnp.inf).astype(jnp.float32)
-        m = jnp.max(v, axis=1)
-        i = jnp.argmax(v, axis=1) + jnp.min(sk.position("V"))
-        better = m > best
-        return jnp.where(better, m, best), jnp.where(better, i, index)
+        return _keep_the_larger(carry, v, "V")
 
-    init = (jnp.full((BM,), -jnp.inf, jnp.float32), jnp.zeros((BM,), jnp.int32))
-    return sk.loop("V", step, init=init)[1]
+    return sk.loop("V", step, init=_nothing_yet(BM))[1]
 
 
 @sk.kernel(tile={"Q": "BQ"}, loop={"S": "BS"})
@@ -113,16 +122,11 @@ def nearest_key(
     """Each query's most similar key: an argmax of scores along the loop dim."""
 
     def step(carry: Any) -> Any:
-        best, index = carry
         scores = sk.dot(q, k)
         scores = jnp.where(sk.position("S")[None, :] < sk.dim("S"), scores, -jnp.inf)
-        m = jnp.max(scores, axis=1)
-        i = jnp.argmax(scores, axis=1) + jnp.min(sk.position("S"))
-        better = m > best
-        return jnp.where(better, m, best), jnp.where(better, i, index)
+        return _keep_the_larger(carry, scores, "S")
 
-    init = (jnp.full((BQ,), -jnp.inf, jnp.float32), jnp.zeros((BQ,), jnp.int32))
-    return sk.loop("S", step, init=init)[1]
+    return sk.loop("S", step, init=_nothing_yet(BQ))[1]
 
 
 @pytest.mark.parametrize("shape", [(3, 1000), (130, 777), (64, 513)])

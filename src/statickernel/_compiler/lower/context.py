@@ -202,7 +202,7 @@ class Translator:
     def logical_shape(self, atom: Atom) -> tuple[int, ...]:
         """The shape the body's trace gives the atom; `()` for a literal, and for a value the
         translation made (a constant block spread for its reduction), which has the frame's."""
-        if atom.var is None or atom.var not in dict(self.trace.avals):
+        if atom.var is None or not self.trace.traces(atom.var):
             return ()
         return tuple(self.trace.aval(atom.var)[0])
 
@@ -213,8 +213,8 @@ class Translator:
     def assign(self, eqn: Eqn, kind: Kind, expr: Expr) -> None:
         out = eqn.outputs[0]
         # A value the translation adds (a step of a composite) has its input's dtype.
-        traced = dict(self.trace.avals).get(out)
-        self.define(out, kind, traced[1] if traced else self.dtype(eqn.inputs[0]))
+        dtype = self.trace.aval(out)[1] if self.trace.traces(out) else self.dtype(eqn.inputs[0])
+        self.define(out, kind, dtype)
         self.lines.append(Assign((Name(out),), expr))
 
     def alias(self, eqn: Eqn, atom: Atom, kind: Kind) -> None:

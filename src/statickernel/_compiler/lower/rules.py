@@ -31,7 +31,13 @@ from ..ir.pallas import FP8_MAX, broadcast, is_8bit, select, to_fp8
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
 
-__all__ = ["BODY_RULES", "reduction_identity", "refuse_columns_meeting_loop"]
+__all__ = [
+    "BODY_RULES",
+    "identity_past_edge",
+    "reduction_carrying_nan",
+    "reduction_identity",
+    "refuse_columns_meeting_loop",
+]
 
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
 LOOP_TILE, LOOP_COL = Kind.LOOP_TILE, Kind.LOOP_COL
@@ -268,42 +274,55 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
         ragged = (tr.g.ragged_loop if along_loop else tr.g.ragged_cols) and width is None
     else:
         ragged = tr.g.ragged_rows
-    # A loaded operand already holds its fill past the edge; if that is the identity, no mask
-    # is needed.
-    fill = dict(tr.g.input_fills).get(atom.var or "")
-    if ragged and not (fill is not None and fill == reduction_identity(eqn.prim, dtype)):
-        # Elements past the edge must not take part: they get the identity.
+    if ragged:
         edge = (Mask.LOOP_OK if along_loop else Mask.COL_OK) if axis == 1 else Mask.ROW_OK
         mask: Expr = Name(edge)
         if width is not None:  # the block mask has the frame's columns
             edge = Mask.ROW_OK_VEC
             mask = broadcast(Name(edge), (tr.g.rows, width), 0)
-        tr.masks.add(edge)
-        identity = Literal(reduction_identity(eqn.prim, dtype), dtype, weak_type=True)
-        src = select(mask, src, identity, dtype)
-    reduction = REDUCTIONS[eqn.prim]
+        src = identity_past_edge(tr, eqn.prim, atom, src, edge, mask)
     # The row form holds one row as a vector: its row reduction is the vector's full one.
-    axes = Const((0,) if tr.form() is Where.ROWS else (axis,))
-    reduced: Expr = ir_call(reduction, src, axes)
-    out = eqn.outputs[0]
-    if tr.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:
-        # A sum of the NaNs alone is NaN exactly where the vector holds one.
-        if not isinstance(src, Name):
-            tr.lines.append(Assign((Name(value_part(out, "in")),), src))
-            src = Name(value_part(out, "in"))
-            reduced = ir_call(reduction, src, axes)
-        nans = Name(value_part(out, "nans"))
-        zero = Literal(0.0, dtype, weak_type=True)
-        tr.lines.append(_NAN_COMMENT)
-        is_nan = BinOp(Operator.NE, src, src)
-        tr.lines.append(
-            Assign(
-                (nans,),
-                ir_call("lax.reduce_sum", ir_call("jnp.where", is_nan, src, zero), axes),
-            )
-        )
-        reduced = ir_call("jnp.where", BinOp(Operator.NE, nans, nans), nans, reduced)
+    axes = (0,) if tr.form() is Where.ROWS else (axis,)
+    reduced = reduction_carrying_nan(tr, eqn.prim, eqn.outputs[0], src, axes, dtype)
     tr.assign(eqn, ROW if axis == 1 else (LOOP_COL if along_loop else COL), reduced)
+
+
+def identity_past_edge(
+    tr: Translator, prim: str, atom: Atom, src: Expr, edge: Mask, mask: Expr
+) -> Expr:
+    """`src` with the reduction's identity where `mask` (built from `edge`) says the element
+    lies past the array's edge, so that it takes no part. A loaded operand already holds its
+    fill there; if that is the identity, no mask is needed."""
+    dtype = tr.dtype(atom)
+    identity = reduction_identity(prim, dtype)
+    fill = dict(tr.g.input_fills).get(atom.var or "")
+    if fill is not None and fill == identity:
+        return src
+    tr.masks.add(edge)
+    return select(mask, src, Literal(identity, dtype, weak_type=True), dtype)
+
+
+def reduction_carrying_nan(
+    tr: Translator, prim: str, out: str, src: Expr, axes: tuple[int, ...], dtype: str
+) -> Expr:
+    """`prim` of `src` over `axes`. The interpreter's max and min run on the CPU, where they
+    can skip a NaN; Mosaic GPU's carry it, as jnp's do: in the interpreter a sum of the NaNs
+    alone, NaN exactly where `src` holds one, carries it."""
+    reduction = REDUCTIONS[prim]
+    if not (tr.g.interpreted and prim != "reduce_sum" and "float" in dtype):
+        return ir_call(reduction, src, Const(axes))
+    if not isinstance(src, Name):
+        tr.lines.append(Assign((Name(value_part(out, "in")),), src))
+        src = Name(value_part(out, "in"))
+    nans = Name(value_part(out, "nans"))
+    zero = Literal(0.0, dtype, weak_type=True)
+    tr.lines.append(_NAN_COMMENT)
+    is_nan = BinOp(Operator.NE, src, src)
+    only_nans = ir_call("jnp.where", is_nan, src, zero)
+    tr.lines.append(Assign((nans,), ir_call("lax.reduce_sum", only_nans, Const(axes))))
+    return ir_call(
+        "jnp.where", BinOp(Operator.NE, nans, nans), nans, ir_call(reduction, src, Const(axes))
+    )
 
 
 def _widened(tr: Translator, kind: Kind, shape: tuple[int, ...]) -> Kind:

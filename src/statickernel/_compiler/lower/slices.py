@@ -9,11 +9,12 @@ block holds its dim whole, so it needs no edge mask; a concatenation back to the
 is padded with zeros to the frame's registers.
 """
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from ... import _hardware as hw
 from ..._errors import SliceError
-from ..ir.nodes import Assign, Const, Expr, Kind, List, Literal, Name, Slice, Subscript
+from ..ir.nodes import Const, Expr, Kind, List, Literal, Slice, Subscript
 from ..ir.nodes import call as ir_call
 from ..ir.pallas import full, is_8bit
 from ..trace.body import Atom, Eqn
@@ -67,7 +68,7 @@ def _take_columns(
     dtype = tr.dtype(atom)
     changed = [a for a, n in enumerate(shape) if (starts[a], limits[a]) != (0, n)]
     if kind is Kind.SCALAR or not changed:
-        _same_value(tr, out, kind, atom)
+        tr.alias(dataclasses.replace(eqn, outputs=(out,)), atom, kind)
         return
     axis = len(shape) - 1
     _check_columns(tr, eqn, kind, dtype, changed, axis, "slices")
@@ -77,7 +78,7 @@ def _take_columns(
     )
     first = Const(start) if start else None
     index = (*(Slice() for _ in range(axis)), Slice(first, Const(stop)))
-    _define(tr, out, kind, Subscript(tr.source(atom), index))
+    tr.assign(dataclasses.replace(eqn, outputs=(out,)), kind, Subscript(tr.source(atom), index))
 
 
 def _concatenate(tr: Translator, eqn: Eqn) -> None:
@@ -105,7 +106,7 @@ def _concatenate(tr: Translator, eqn: Eqn) -> None:
         dtype = tr.trace.aval(eqn.outputs[0])[1]
         pieces.append(full(Literal(0, dtype, weak_type=True), pad_shape, dtype, kind))
     axis = Const(len(out_shape) - 1)
-    _define(tr, eqn.outputs[0], kind, ir_call("jnp.concatenate", List(tuple(pieces)), axis=axis))
+    tr.assign(eqn, kind, ir_call("jnp.concatenate", List(tuple(pieces)), axis=axis))
 
 
 def _check_columns(
@@ -172,23 +173,6 @@ def _check_alignment(
         expected=f"bounds and widths that are multiples of {_TILE_COLS} columns",
         dim=tr.g.col_dim,
     )
-
-
-def _define(tr: Translator, out: str, kind: Kind, expr: Expr) -> None:
-    tr.define(out, kind, tr.trace.aval(out)[1])
-    tr.lines.append(Assign((Name(out),), expr))
-
-
-def _same_value(tr: Translator, out: str, kind: Kind, atom: Atom) -> None:
-    """`out` is `atom` itself: a slice of everything, or of a constant block."""
-    tr.define(out, kind, tr.trace.aval(out)[1])
-    if atom.var is None:
-        tr.lines.append(Assign((Name(out),), tr.source(atom)))
-        tr.literals[out] = atom.value
-        return
-    if atom.var in tr.literals:
-        tr.literals[out] = tr.literals[atom.var]
-    tr.aliases[out] = tr.source(atom)
 
 
 _NOTE = (

@@ -12,12 +12,10 @@ import dataclasses
 from collections.abc import Mapping
 
 from ..ir.names import value_part
-from ..ir.nodes import Assign, BinOp, Comment, Const, Expr, Kind, Literal, Mask, Name, Operator
-from ..ir.nodes import call as ir_call
-from ..ir.pallas import select
+from ..ir.nodes import Kind, Mask, Name
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
-from .rules import REDUCTIONS, reduce, reduction_identity
+from .rules import REDUCTIONS, identity_past_edge, reduce, reduction_carrying_nan
 
 __all__ = ["TOTAL_RULES", "reduce_over_axes"]
 
@@ -57,40 +55,16 @@ def reduce_over_axes(tr: Translator, eqn: Eqn) -> None:
 
 
 def _reduce_vector(tr: Translator, eqn: Eqn, atom: Atom, kind: Kind) -> None:
-    dtype = tr.dtype(atom)
     src = tr.source(atom)
     ragged = {
         Kind.ROW: tr.g.ragged_rows,
         Kind.COL: tr.g.ragged_cols and tr.g.own_width(kind, tr.logical_shape(atom)) is None,
         Kind.LOOP_COL: tr.g.ragged_loop,
     }[kind]
-    fill = dict(tr.g.input_fills).get(atom.var or "")
-    identity_value = reduction_identity(eqn.prim, dtype)
-    if ragged and not (fill is not None and fill == identity_value):
+    if ragged:
         edge = _VECTOR_EDGES[kind]
-        tr.masks.add(edge)
-        src = select(Name(edge), src, Literal(identity_value, dtype, weak_type=True), dtype)
-    out = eqn.outputs[0]
-    axes = Const((0,))
-    reduced: Expr = ir_call(REDUCTIONS[eqn.prim], src, axes)
-    if tr.g.interpreted and eqn.prim != "reduce_sum" and "float" in dtype:
-        # The interpreter's max and min skip a NaN; Mosaic GPU's carry it, as jnp's do.
-        values = Name(value_part(out, "in"))
-        tr.lines.append(Assign((values,), src))
-        nans = Name(value_part(out, "nans"))
-        tr.lines.append(
-            Comment("NaN where a NaN is reduced: the interpreter's max and min skip it.")
-        )
-        is_nan = BinOp(Operator.NE, values, values)
-        zero = Literal(0.0, dtype, weak_type=True)
-        total_nans = ir_call("lax.reduce_sum", ir_call("jnp.where", is_nan, values, zero), axes)
-        tr.lines.append(Assign((nans,), total_nans))
-        reduced = ir_call(
-            "jnp.where",
-            BinOp(Operator.NE, nans, nans),
-            nans,
-            ir_call(REDUCTIONS[eqn.prim], values, axes),
-        )
+        src = identity_past_edge(tr, eqn.prim, atom, src, edge, Name(edge))
+    reduced = reduction_carrying_nan(tr, eqn.prim, eqn.outputs[0], src, (0,), tr.dtype(atom))
     tr.assign(eqn, Kind.SCALAR, reduced)
 
 

@@ -8,6 +8,7 @@ the same trace.
 """
 
 import dataclasses
+import functools
 import linecache
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -100,8 +101,17 @@ class BodyTrace:
     avals: tuple[tuple[str, tuple[tuple[int, ...], str]], ...]  # variable -> (shape, dtype)
     misplaced: tuple[tuple[str, str | None], ...] = ()  # (operand, line) loaded off the frame
 
+    @functools.cached_property
+    def _avals_by_var(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        # Translation reads an aval for every equation: looked up, not searched.
+        return dict(self.avals)
+
     def aval(self, var: str) -> tuple[tuple[int, ...], str]:
-        return dict(self.avals)[var]
+        return self._avals_by_var[var]
+
+    def traces(self, var: str) -> bool:
+        """Whether `var` is one of the body's values (not one the translation added)."""
+        return var in self._avals_by_var
 
     def loop_fills(self, loop: int) -> dict[str, Any]:
         """What the blocks the loop `loop` copies read past the edge, by operand."""
