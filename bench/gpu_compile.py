@@ -166,6 +166,9 @@ ROWS: tuple[Row, ...] = (
         "rope",
         (((1, 32, 4096, 128), "bfloat16"),) * 2 + (((4096, 128), "bfloat16"),) * 2,
     ),
+    # MoE routers: top-8 of 64 experts (Qwen-style) and of 256 (DeepSeek-V3's count).
+    Row("moe_router", "moe_router", (((16384, 64), "bfloat16"),), (("K", 8),)),
+    Row("moe_router", "moe_router", (((16384, 256), "bfloat16"),), (("K", 8),)),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

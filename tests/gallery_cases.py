@@ -24,6 +24,7 @@ from matmul_bias_gelu import matmul_bias_gelu
 from matmul_fp8 import matmul_fp8
 from matmul_int8 import matmul_int8
 from mlp import mlp
+from moe_router import moe_router
 from norm_quant import norm_quant
 from norm_saved_stats import (
     layernorm_backward_saved,
@@ -71,6 +72,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "layernorm_with_stats": layernorm_with_stats,
     "layernorm_backward_saved": layernorm_backward_saved,
     "rope": rope,
+    "moe_router": moe_router,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -175,6 +177,9 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((100, 64), "float32"),
         ((100, 64), "float32"),
     ],
+    # Top-2 of 60 experts: the experts' columns padded to 64, K = 2 padded to 8 in registers
+    # and to 4 (16-byte rows) on the host; ragged T.
+    "moe_router": [((100, 60), "bfloat16")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

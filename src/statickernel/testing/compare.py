@@ -141,8 +141,10 @@ def compare(
     ]
     errors = [_abs_errors(g, w) for g, w in pairs]
     scale = max((_finite_max(w) for _, w in pairs), default=0.0)
+    result_dtypes = [jnp.dtype(np.asarray(g).dtype).name for g in got_leaves]
+    # By default an integer result (a top-k's indices) matches exactly, beside float ones.
+    exact = [rtol is None and atol is None and not _is_float(d) for d in result_dtypes]
     if rtol is None and atol is None:
-        result_dtypes = [jnp.dtype(np.asarray(g).dtype).name for g in got_leaves]
         atol, rtol = tolerance([*dtypes, *result_dtypes], scale), 0.0
     atol, rtol = atol or 0.0, rtol or 0.0
     names = _result_names(plan, len(pairs))
@@ -155,6 +157,8 @@ def compare(
     for i, ((g, w), error) in enumerate(zip(pairs, errors, strict=True)):
         name = names[i] if names is not None else f"result {i}"
         bad = error > atol + rtol * np.where(np.isfinite(w), np.abs(w), 0.0)
+        if exact[i]:
+            bad = error > 0
         elements += error.size
         mismatches += int(np.count_nonzero(bad))
         if error.size and float(np.max(error)) > worst_error:

@@ -130,8 +130,10 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     # A body that slices its blocks' columns does so at fractions of the dim (halves for
     # RoPE), which must lie on the register tiles: that dim takes multiples of 32.
     sliced = spec.cols if spec.cols in whole and _slices_columns(kernel) else None
+    # A whole dim holds at least a dim a constant sizes (the K of a top-k over it).
+    least = max((int(kernel.consts[d]) for d in spec.const_dims), default=1)
     if whole:
-        ragged = {d: aligned_whole[d] - aligned_whole[d] // 4 - 1 for d in whole}
+        ragged = {d: max(least, aligned_whole[d] - aligned_whole[d] // 4 - 1) for d in whole}
         label = f"ragged {' '.join(whole)} (whole)"
         if sliced is not None:
             ragged[sliced] = hw.round_up(ragged[sliced], _SLICED_COLUMNS)
@@ -140,7 +142,9 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
             )
         candidates.append(ProbeShape(label, tuple((aligned | ragged).items())))
     small = {
-        d: 1 if d in batch else (blocks[d] // 2 + 1 if d in tile else _WHOLE_SMALL[_axis(spec, d)])
+        d: 1
+        if d in batch
+        else (blocks[d] // 2 + 1 if d in tile else max(least, _WHOLE_SMALL[_axis(spec, d)]))
         for d in spec.dim_names()
     }
     if sliced is not None:

@@ -79,6 +79,8 @@ def bind(
         dtypes[op.name] = dtype_name
         shapes[op.name] = tuple(int(s) for s in shape)
     consts = bind_consts(spec, defaults, overrides, ctx.bound(sizes))
+    for dim in spec.const_dims:  # a result dim sized by its constant (top-k's K)
+        sizes[dim] = int(consts[dim])  # positive, as every int constant
     _typecheck(spec, args, ctx.bound(sizes))
     return Binding(
         sizes=tuple(sizes.items()),

@@ -11,7 +11,14 @@ from typing import Any
 from ..._errors import AnnotationError
 from .operand import OperandSpec
 
-__all__ = ["check_batch", "check_batch_leads", "check_derivable", "frame"]
+__all__ = [
+    "check_batch",
+    "check_batch_leads",
+    "check_const_dims",
+    "check_derivable",
+    "const_dims",
+    "frame",
+]
 
 
 def check_batch(
@@ -136,13 +143,55 @@ def check_batch_leads(
     )
 
 
+def const_dims(
+    operands: list[OperandSpec], results: list[OperandSpec], const_names: Mapping[str, bool]
+) -> tuple[str, ...]:
+    """The result dims no operand has that name an int constant (`K: sk.Const[int] = 2`, a
+    router's top-k): their size is the constant's value. `const_names` maps each constant's
+    name to whether it is an int."""
+    operand_dims = {d for o in operands for d in o.dims}
+    found = [
+        d for r in results for d in r.dims if d not in operand_dims and const_names.get(d, False)
+    ]
+    return tuple(dict.fromkeys(found))
+
+
+def check_const_dims(
+    results: list[OperandSpec],
+    constant_dims: tuple[str, ...],
+    rows: str,
+    err: dict[str, Any],
+) -> None:
+    """A dim sized by a constant is the columns of a 2-D result over the kernel's rows: each
+    block of rows writes its own K values per row, held whole."""
+    for result in results:
+        for dim in (d for d in result.dims if d in constant_dims):
+            block = result.block_dims
+            if len(block) == 2 and block == (rows, dim):
+                continue
+            raise AnnotationError(
+                f"{result.name} has dim {dim}, sized by the constant {dim}, not as the "
+                f"columns of a 2-D result over the rows {rows}",
+                **err,
+                operand=result.name,
+                dim=dim,
+                expected=f"'{rows} {dim}' (after any batch dims): K values per row",
+                actual=f"'{' '.join(result.dims)}'",
+                fix=f"declare it '{rows} {dim}', e.g. the values and indices of "
+                f"jax.lax.top_k(v, {dim}) of a block over '{rows} ...'",
+            )
+
+
 def check_derivable(
-    operands: list[OperandSpec], results: list[OperandSpec], err: dict[str, Any]
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+    constant_dims: tuple[str, ...] = (),
 ) -> None:
     operand_dims = {d for o in operands for d in o.dims}
     for result in results:
         for dim in result.dims:
-            if dim not in operand_dims:
+            if dim not in operand_dims and dim not in constant_dims:
                 raise AnnotationError(
                     f"{result.name} dim {dim} cannot be derived from the operands",
                     **err,
@@ -150,7 +199,8 @@ def check_derivable(
                     dim=dim,
                     expected=f"a dim among {', '.join(sorted(operand_dims))}",
                     actual=repr(dim),
-                    fix="every result dim must be an operand dim, so its size is known at the call",
+                    fix="every result dim must be an operand dim, so its size is known at the "
+                    f"call, or an int constant (`{dim}: sk.Const[int] = 2`) that sizes it",
                 )
 
 
@@ -159,11 +209,14 @@ def frame(
     results: list[OperandSpec],
     err: dict[str, Any],
     loop: Mapping[str, str] | None = None,
+    constant_dims: tuple[str, ...] = (),
 ) -> tuple[str, str | None]:
     """Picks the (rows, cols) dim order every 2-D block of the kernel shares.
 
     With loop dims, the results set the frame, and a 2-D operand with a loop dim outside the
-    frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there."""
+    frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there. A
+    result whose columns a constant sizes (`check_const_dims`) is exempt too."""
+    results = [r for r in results if not set(r.dims) & set(constant_dims)]
     everything = [_body_view(o) for o in operands + results]
     results = [_body_view(r) for r in results]
     two_d = [o for o in everything if o.rank == 2]

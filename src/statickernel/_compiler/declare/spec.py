@@ -17,7 +17,14 @@ from ..._errors import AnnotationError, ConstantError, TilingError
 from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
 from .consts import Const, ConstSpec, const_spec, type_name
-from .dims import check_batch, check_batch_leads, check_derivable, frame
+from .dims import (
+    check_batch,
+    check_batch_leads,
+    check_const_dims,
+    check_derivable,
+    const_dims,
+    frame,
+)
 from .dtypes import allowed_dtypes
 from .operand import OperandSpec
 
@@ -63,6 +70,8 @@ class KernelSpec:
     """Batch dims: leading dims of the operands, one index per grid step."""
     stages: str | int = 2
     """The constant holding the pipeline's stage count, or a fixed count."""
+    const_dims: tuple[str, ...] = ()
+    """Result dims that no operand has, sized by the int constant of their name (top-k's K)."""
 
     @property
     def tile_map(self) -> dict[str, str]:
@@ -90,11 +99,16 @@ class KernelSpec:
         return {c.name: c.default for c in self.consts}
 
     def dim_names(self) -> tuple[str, ...]:
+        """The operands' dims, whose sizes a call binds."""
         seen: dict[str, None] = {}
         for operand in self.operands:
             for dim in operand.dims:
                 seen[dim] = None
         return tuple(seen)
+
+    def layout_dims(self) -> tuple[str, ...]:
+        """Every dim a block is laid out along: the operands', then those a constant sizes."""
+        return self.dim_names() + self.const_dims
 
 
 def build_spec(
@@ -118,9 +132,11 @@ def build_spec(
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
     check_batch(batch, operands, results, err, column=column)
-    check_derivable(operands, results, err)
+    constant_dims = const_dims(operands, results, {c.name: c.is_int for c in consts})
+    check_derivable(operands, results, err, constant_dims)
     loop = dict(loop or {})
-    rows, cols = frame(operands, results, err, loop)
+    rows, cols = frame(operands, results, err, loop, constant_dims)
+    check_const_dims(results, constant_dims, rows, err)
     _check_batch_unblocked(batch, tile, loop, err)
     _check_tiling(tile, operands, results, consts, err)
     if loop:
@@ -141,6 +157,7 @@ def build_spec(
         loop=tuple(loop.items()),
         stages=stage_spec,
         batch=batch,
+        const_dims=constant_dims,
     )
 
 

@@ -62,6 +62,8 @@ class DimLayout:
     """The constant a loop dim is walked in blocks of; None for tiled and whole dims."""
     batched: bool = False
     """True for a batch dim: one index per grid step, dropped from the blocks."""
+    by_constant: bool = False
+    """True for a result dim that the constant of its name sizes (top-k's K); whole."""
 
     @property
     def split(self) -> bool:
@@ -269,7 +271,7 @@ def _layout(
     phase: Phase,
 ) -> BlockLayout:
     tile, looped = spec.tile_map, spec.loop_map
-    grid_names = list(spec.batch) + [n for n in spec.dim_names() if n in tile]
+    grid_names = list(spec.batch) + [n for n in spec.layout_dims() if n in tile]
     layout = BlockLayout(
         dims=tuple(
             DimLayout(
@@ -281,8 +283,9 @@ def _layout(
                 grid_axis=grid_names.index(n) if n in grid_names else None,
                 looped_by=looped.get(n),
                 batched=n in spec.batch,
+                by_constant=n in spec.const_dims,
             )
-            for n in spec.dim_names()
+            for n in spec.layout_dims()
         ),
         rows=spec.rows,
         cols=spec.cols,
@@ -297,9 +300,10 @@ def call_layout(
     """The layout of a call: split dims take their constant's block, whole dims their size,
     padded to what the bound dtypes need."""
     split = split_blocks(spec, consts)
+    sizes = {**sizes, **{d: int(consts[d]) for d in spec.const_dims}}
     options = {name: (dtype,) for name, dtype in dtypes.items()}
     blocks: dict[str, tuple[int, int]] = {}
-    for name in spec.dim_names():
+    for name in spec.layout_dims():
         size = sizes[name]
         if name in spec.batch:
             blocks[name] = (1, 1)
@@ -319,11 +323,15 @@ def declaration_layout(
     split = split_blocks(spec, consts)
     blocks: dict[str, tuple[int, int]] = {}
     sizes: dict[str, int] = {}
-    for name in spec.dim_names():
+    for name in spec.layout_dims():
         if name in spec.batch:
             blocks[name], sizes[name] = (1, 1), 2
             continue
-        block = split[name] if name in split else quantum(spec, name, options)[0]
+        if name in spec.const_dims:  # sized by its constant, known at the declaration
+            sizes[name] = int(consts[name])
+            blocks[name] = (sizes[name], whole_extent(sizes[name], quantum(spec, name, options)[0]))
+            continue
+        block = split[name] if name in split else _probe_block(spec, name, consts, options)
         blocks[name] = (block, block)
         if name in spec.loop_map:
             sizes[name] = block * max(2, spec.stage_count(consts) or 2) + 1
@@ -332,6 +340,16 @@ def declaration_layout(
         else:
             sizes[name] = block
     return _layout(spec, sizes, blocks, Phase.DECLARATION)
+
+
+def _probe_block(
+    spec: KernelSpec, name: str, consts: Mapping[str, Any], options: Mapping[str, tuple[str, ...]]
+) -> int:
+    """A whole dim's probe: its smallest block, and no fewer elements than a dim a constant
+    sizes (the K of a top-k over it cannot exceed it)."""
+    unit = quantum(spec, name, options)[0]
+    most = max((int(consts[d]) for d in spec.const_dims), default=unit)
+    return hw.round_up(max(unit, most), unit)
 
 
 def check_blocks(

@@ -18,6 +18,7 @@ from .prints import PRINT_RULES
 from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
 from .slices import SLICE_RULES
 from .steps import LOOP_RULES
+from .top_k import TOP_K_RULES
 from .totals import TOTAL_RULES
 
 __all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
@@ -32,6 +33,7 @@ RULES: Mapping[str, Rule] = {
     **SLICE_RULES,
     **TOTAL_RULES,
     **ARG_RULES,
+    **TOP_K_RULES,
 }
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
@@ -68,7 +70,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("elementwise, two operands", tuple(BINARY)),
     ("elementwise, other", tuple(sorted(OTHER))),
     ("elementwise, written with the ops above", tuple(COMPOSITES)),
-    ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and", *ARG_RULES)),
+    ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and", *ARG_RULES, *TOP_K_RULES)),
     ("shapes", tuple(sorted(SHAPE_ONLY))),
     ("slices and joins", tuple(SLICE_RULES)),
     ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),

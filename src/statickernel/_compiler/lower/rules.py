@@ -27,13 +27,14 @@ from ..ir.nodes import (
     Operator,
 )
 from ..ir.nodes import call as ir_call
-from ..ir.pallas import FP8_MAX, broadcast, is_8bit, select, to_fp8
+from ..ir.pallas import FP8_MAX, broadcast, is_8bit, layout, select, to_fp8
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
 
 __all__ = [
     "BODY_RULES",
     "identity_past_edge",
+    "own_column_positions",
     "reduction_carrying_nan",
     "reduction_identity",
     "refuse_columns_meeting_loop",
@@ -281,6 +282,9 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
             edge = Mask.ROW_OK_VEC
             mask = broadcast(Name(edge), (tr.g.rows, width), 0)
         src = identity_past_edge(tr, eqn.prim, atom, src, edge, mask)
+    logical = tr.logical_shape(atom)
+    if axis == 1 and width is not None and tr.g.padded_columns(tr.kind(atom), logical):
+        src = _identity_past_own_columns(tr, eqn.prim, atom, src, logical[-1], width)
     # The row form holds one row as a vector: its row reduction is the vector's full one.
     axes = (0,) if tr.form() is Where.ROWS else (axis,)
     reduced = reduction_carrying_nan(tr, eqn.prim, eqn.outputs[0], src, axes, dtype)
@@ -300,6 +304,28 @@ def identity_past_edge(
         return src
     tr.masks.add(edge)
     return select(mask, src, Literal(identity, dtype, weak_type=True), dtype)
+
+
+def _identity_past_own_columns(
+    tr: Translator, prim: str, atom: Atom, src: Expr, columns: int, width: int
+) -> Expr:
+    """`src`, a block of `width` registers of which the first `columns` hold values (a dim
+    a constant sizes, padded), with the reduction's identity in the others."""
+    dtype = tr.dtype(atom)
+    inside = BinOp(Operator.LT, own_column_positions(width), Const(columns))
+    identity = Literal(reduction_identity(prim, dtype), dtype, weak_type=True)
+    return select(broadcast(inside, (tr.g.rows, width), 1), src, identity, dtype)
+
+
+def own_column_positions(width: int) -> Expr:
+    """The positions 0 .. width - 1 of a block's columns of its own width, per column."""
+    return ir_call(
+        "plgpu.broadcasted_iota",
+        DType("int32"),
+        Const((width,)),
+        Const(0),
+        layout=layout(COL),
+    )
 
 
 def reduction_carrying_nan(

@@ -56,15 +56,28 @@ class Geometry:
     # At the declaration the sizes are probes, not the user's: what depends on the true
     # sizes (a slice's alignment) is checked at the call.
     probe_sizes: bool = False
+    # The result dims a constant sizes (top-k's K): each one's size and its columns in
+    # registers, padded to the register tile's 8 and to whole 16-byte rows.
+    const_widths: tuple[tuple[int, int], ...] = ()
+    col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
 
     def own_width(self, kind: str, logical: tuple[int, ...]) -> int | None:
         """The columns of a block or a per-column vector of `logical` shape when they are not
-        the frame's (a slice of a block, or a concatenation of slices); None when they are."""
+        the frame's (a slice of a block, or a concatenation of slices, or a block along a dim
+        a constant sizes); None when they are."""
         if self.row_frame is not None or self.flat_frame is not None or not self.col_size:
             return None
         if Kind(kind) not in (Kind.TILE, Kind.COL) or not logical:
             return None
-        return logical[-1] if logical[-1] != self.col_size else None
+        if logical[-1] == self.col_size:
+            return None
+        return dict(self.const_widths).get(logical[-1], logical[-1])
+
+    def padded_columns(self, kind: str, logical: tuple[int, ...]) -> bool:
+        """Whether a block of its own width holds columns past its logical ones: a block along
+        a dim a constant sizes, padded in registers (a top-k's K = 2 held in 8 columns)."""
+        width = self.own_width(kind, logical)
+        return width is not None and width != logical[-1]
 
     def register_shape(self, kind: str, logical: tuple[int, ...] | None) -> tuple[int, ...]:
         """The registers of a value of `kind` and `logical` shape (None: the frame's)."""

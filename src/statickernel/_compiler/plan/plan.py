@@ -170,6 +170,7 @@ class LaunchPlan(TextDisplay):
                 else (f"looped by {d.looped_by}={d.block}" if d.looped_by else "whole")
             )
             split = "batch" if d.batched else split
+            split = f"the constant {d.name}" if d.by_constant else split
             split, status = form.dim_text(self, d, split, d.status)
             edge = self._edge(d)
             lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {status}{edge}")

@@ -1,0 +1,193 @@
+"""`jax.lax.top_k` over the columns of a block (a router's experts, a sampler's candidates),
+written with what Mosaic GPU lowers: K rounds of a row max and the smallest position holding it.
+
+As jax's: the K largest of each row in descending order, the first index winning a tie, in
+jax's total order of floats (a NaN above +inf, +0.0 above -0.0), so the values and indices are
+jax's bit for bit. A float is compared as an int32 key that orders as the float does (its bits,
+with the magnitude's flipped when the sign is set), so one integer max per round decides.
+
+Each round takes the largest element that comes after the previous pick in that order: a
+smaller key, or the same key further right. No element is marked as taken, so the block's
+registers hold the data and the key alone. Elements past the array's edge never take part.
+
+The K values and indices of a row are a block of K columns, a result dim that the constant K
+sizes; its registers are padded to the 8 columns of a register tile.
+"""
+
+from collections.abc import Mapping
+
+from ..ir.names import value_part
+from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Literal, Mask, Name, Operator
+from ..ir.nodes import call as ir_call
+from ..trace.body import Atom, Eqn
+from .context import Rule, Support, Translator, Where
+from .rules import own_column_positions
+
+__all__ = ["TOP_K_RULES"]
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_FLOATS = ("float32", "bfloat16", "float16")
+_INTS = ("int32", "int16", "int8", "uint16", "uint8")
+
+
+def _top_k(tr: Translator, eqn: Eqn) -> None:
+    (atom,) = eqn.inputs
+    k = int(eqn.param("k"))
+    _check_input(tr, eqn, atom)
+    dtype = tr.dtype(atom)
+    values_out, indices_out = eqn.outputs
+    key = _key(tr, values_out, tr.source(atom), dtype)
+    positions = _column_positions(tr, values_out)
+    valid: Expr | None = None
+    if tr.g.ragged_cols:
+        tr.masks.add(Mask.COL_OK)
+        valid = Name(Mask.COL_OK)
+    picks: list[tuple[Name, Name]] = []
+    for round_ in range(k):
+        eligible = valid
+        if picks:  # after the previous pick in the order: a smaller key, or the same further on
+            last_key, last_index = (_spread(tr, v) for v in picks[-1])
+            after = ir_call(
+                "jnp.logical_or",
+                BinOp(Operator.LT, key, last_key),
+                BinOp(
+                    Operator.AND,
+                    BinOp(Operator.EQ, key, last_key),
+                    BinOp(Operator.GT, positions, last_index),
+                ),
+            )
+            eligible = after if eligible is None else BinOp(Operator.AND, eligible, after)
+        picks.append(_pick(tr, values_out, round_, key, positions, eligible))
+    # K columns of their own, or, when K is the frame's column count, the frame's.
+    width = tr.g.own_width(Kind.TILE, (tr.g.rows, k)) or tr.g.cols
+    columns = Name(value_part(values_out, "columns"))
+    tr.lines.append(Assign((columns,), own_column_positions(width)))
+    shape = (tr.g.rows, width)
+    keys = Name(value_part(values_out, "keys"))
+    tr.lines.append(Assign((keys,), _gather(tr, columns, [key for key, _ in picks], shape)))
+    tr.define(values_out, Kind.TILE, dtype)
+    tr.lines.append(Assign((Name(values_out),), _value_of_key(keys, dtype)))
+    tr.define(indices_out, Kind.TILE, "int32")
+    tr.lines.append(
+        Assign((Name(indices_out),), _gather(tr, columns, [i for _, i in picks], shape))
+    )
+
+
+def _check_input(tr: Translator, eqn: Eqn, atom: Atom) -> None:
+    kind, dtype = tr.kind(atom), tr.dtype(atom)
+    logical = tr.logical_shape(atom)
+    if kind is not Kind.TILE or tr.g.own_width(kind, logical) is not None:
+        what = "a slice of a block" if kind is Kind.TILE else f"a {kind} value"
+        raise tr.fail(
+            eqn,
+            f"the body takes top_k of {what}; it is taken over the columns of a block",
+            "take jax.lax.top_k(v, K) of a 2-D block of the kernel's rows and columns",
+        )
+    if tr.g.col_tiled or tr.g.col_looped:
+        split = "tiled" if tr.g.col_tiled else "looped"
+        raise tr.fail(
+            eqn,
+            f"the body takes top_k over the columns of dim {tr.g.col_dim}, which is {split}: "
+            "each block would rank only its own columns",
+            f"hold {tr.g.col_dim} whole in every block (drop it from {split[:4]}=)",
+            dim=tr.g.col_dim,
+        )
+    if dtype not in _FLOATS + _INTS:
+        raise tr.fail(
+            eqn,
+            f"the body takes top_k of {dtype} values",
+            "cast them to float32 or int32 first",
+            actual=dtype,
+            expected=f"one of {', '.join(_FLOATS + _INTS)}",
+        )
+
+
+def _key(tr: Translator, out: str, src: Expr, dtype: str) -> Name:
+    """An int32 per element that orders as jax's top_k orders the values."""
+    key = Name(value_part(out, "key"))
+    tr.define(key.text, Kind.TILE, "int32")
+    if dtype not in _FLOATS:
+        tr.lines.append(Assign((key,), ir_call("lax.convert_element_type", src, DType("int32"))))
+        return key
+    if dtype != "float32":
+        src = ir_call("lax.convert_element_type", src, DType("float32"))
+    bits = Name(value_part(out, "bits"))
+    tr.lines.append(Assign((bits,), ir_call("lax.bitcast_convert_type", src, DType("int32"))))
+    tr.lines.append(Assign((key,), _flip_negatives(bits)))
+    return key
+
+
+def _flip_negatives(bits: Expr) -> Expr:
+    """The bits with the magnitude flipped where the sign is set: its own inverse."""
+    sign = ir_call("lax.shift_right_arithmetic", bits, _int(31))
+    return ir_call("lax.bitwise_xor", bits, ir_call("lax.bitwise_and", sign, _int(_INT32_MAX)))
+
+
+def _value_of_key(key: Expr, dtype: str) -> Expr:
+    if dtype not in _FLOATS:
+        return ir_call("lax.convert_element_type", key, DType(dtype))
+    value = ir_call("lax.bitcast_convert_type", _flip_negatives(key), DType("float32"))
+    return value if dtype == "float32" else ir_call("lax.convert_element_type", value, DType(dtype))
+
+
+def _column_positions(tr: Translator, out: str) -> Name:
+    """The block's own column of each element, from 0 (the array's: the columns are whole)."""
+    tr.masks.add(Mask.COL_POSITION)
+    name = Name(value_part(out, "positions"))
+    tr.define(name.text, Kind.TILE, "int32")
+    spread = ir_call(
+        "lax.broadcast_in_dim", Name(Mask.COL_POSITION), Const(tr.g.shape(Kind.TILE)), Const((1,))
+    )
+    tr.lines.append(Assign((name,), spread))
+    return name
+
+
+def _spread(tr: Translator, row: Name) -> Expr:
+    return ir_call("lax.broadcast_in_dim", row, Const(tr.g.shape(Kind.TILE)), Const((0,)))
+
+
+def _pick(
+    tr: Translator, out: str, round_: int, key: Name, positions: Name, eligible: Expr | None
+) -> tuple[Name, Name]:
+    """The round's largest eligible key per row, and the first position holding it."""
+    candidates: Expr = key
+    if eligible is not None:
+        eligible_name = Name(value_part(out, f"eligible{round_}"))
+        tr.lines.append(Assign((eligible_name,), eligible))
+        eligible = eligible_name
+        candidates = ir_call("jnp.where", eligible, key, _int(_INT32_MIN))
+    best = Name(value_part(out, f"key{round_}"))
+    tr.define(best.text, Kind.ROW, "int32")
+    tr.lines.append(Assign((best,), ir_call("lax.reduce_max", candidates, Const((1,)))))
+    hit: Expr = BinOp(Operator.EQ, key, _spread(tr, best))
+    if eligible is not None:
+        hit = BinOp(Operator.AND, eligible, hit)
+    index = Name(value_part(out, f"index{round_}"))
+    tr.define(index.text, Kind.ROW, "int32")
+    first = ir_call("jnp.where", hit, positions, _int(_INT32_MAX))
+    tr.lines.append(Assign((index,), ir_call("lax.reduce_min", first, Const((1,)))))
+    return best, index
+
+
+def _gather(tr: Translator, columns: Name, rows: list[Name], shape: tuple[int, int]) -> Expr:
+    """A block of `shape` whose column j holds the per-row vector rows[j] (the last one in
+    the padded columns)."""
+    spread_columns = ir_call("lax.broadcast_in_dim", columns, Const(shape), Const((1,)))
+    block: Expr = ir_call("lax.broadcast_in_dim", rows[-1], Const(shape), Const((0,)))
+    for j in reversed(range(len(rows) - 1)):
+        row = ir_call("lax.broadcast_in_dim", rows[j], Const(shape), Const((0,)))
+        block = ir_call("jnp.where", BinOp(Operator.EQ, spread_columns, _int(j)), row, block)
+    return block
+
+
+def _int(value: int) -> Literal:
+    return Literal(value, "int32", weak_type=False)
+
+
+_RULE = Rule(
+    _top_k,
+    support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.NO)),
+    note="its K values of a row are a block of K columns, which the row form's vector of a "
+    "row and the strided block have no place for",
+)
+TOP_K_RULES: Mapping[str, Rule] = {"top_k": _RULE}
