@@ -74,8 +74,16 @@ def _printed(v: Any) -> Any:
     return v
 
 
+@sk.kernel(tile={"M": "BM"})
+def _top_k_rows(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, K: sk.Const[int] = 2
+) -> Int32[Array, "M K"]:
+    return jax.lax.top_k(sk.load(x, fill=0.0), K)[1]
+
+
 # (rule, place, kernel, its argument, whether that place holds it)
 PROBES = {
+    "a top_k in the row form": ("top_k", Where.ROWS, _top_k_rows, WIDE_X, False),
     "exp in the strided block": ("exp", Where.STRIDED, _tiled(jnp.exp), STRIDED_X, True),
     "exp in the row form": ("exp", Where.ROWS, _rows(jnp.exp), WIDE_X, True),
     "a sum over the columns in the row form": (

@@ -96,6 +96,7 @@ _SPELLING = {
     "reduce_or": "jnp.any",
     "argmax": "jnp.argmax(x, axis=1)",
     "argmin": "jnp.argmin(x, axis=1)",
+    "top_k": "jax.lax.top_k(x, K)",
     "reduce_and": "jnp.all",
     "rem": "x % y",
     "and": "x & y",

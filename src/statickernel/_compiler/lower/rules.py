@@ -312,9 +312,11 @@ def _identity_past_own_columns(
     """`src`, a block of `width` registers of which the first `columns` hold values (a dim
     a constant sizes, padded), with the reduction's identity in the others."""
     dtype = tr.dtype(atom)
-    inside = BinOp(Operator.LT, own_column_positions(width), Const(columns))
+    inside = Name(value_part(atom.var or "value", f"first_{columns}"))
+    less = BinOp(Operator.LT, own_column_positions(width), Const(columns))
+    tr.lines.append(Assign((inside,), broadcast(less, (tr.g.rows, width), 1)))
     identity = Literal(reduction_identity(prim, dtype), dtype, weak_type=True)
-    return select(broadcast(inside, (tr.g.rows, width), 1), src, identity, dtype)
+    return select(inside, src, identity, dtype)
 
 
 def own_column_positions(width: int) -> Expr:

@@ -43,21 +43,22 @@ def _top_k(tr: Translator, eqn: Eqn) -> None:
         tr.masks.add(Mask.COL_OK)
         valid = Name(Mask.COL_OK)
     picks: list[tuple[Name, Name]] = []
+    spread: tuple[Name, Name] | None = None  # the previous pick, spread over the block
     for round_ in range(k):
         eligible = valid
-        if picks:  # after the previous pick in the order: a smaller key, or the same further on
-            last_key, last_index = (_spread(tr, v) for v in picks[-1])
+        if spread is not None:  # after the previous pick: a smaller key, or the same further on
+            last_key, last_index = spread
+            tie = BinOp(Operator.EQ, key, last_key)
             after = ir_call(
                 "jnp.logical_or",
                 BinOp(Operator.LT, key, last_key),
-                BinOp(
-                    Operator.AND,
-                    BinOp(Operator.EQ, key, last_key),
-                    BinOp(Operator.GT, positions, last_index),
-                ),
+                BinOp(Operator.AND, tie, BinOp(Operator.GT, positions, last_index)),
             )
             eligible = after if eligible is None else BinOp(Operator.AND, eligible, after)
-        picks.append(_pick(tr, values_out, round_, key, positions, eligible))
+        best, index, best_spread = _pick(tr, values_out, round_, key, positions, eligible)
+        picks.append((best, index))
+        if round_ + 1 < k:
+            spread = (best_spread, _spread(tr, index))
     # K columns of their own, or, when K is the frame's column count, the frame's.
     width = tr.g.own_width(Kind.TILE, (tr.g.rows, k)) or tr.g.cols
     columns = Name(value_part(values_out, "columns"))
@@ -66,6 +67,10 @@ def _top_k(tr: Translator, eqn: Eqn) -> None:
     keys = Name(value_part(values_out, "keys"))
     tr.lines.append(Assign((keys,), _gather(tr, columns, [key for key, _ in picks], shape)))
     tr.define(values_out, Kind.TILE, dtype)
+    if dtype in _FLOATS:
+        bits = Name(value_part(values_out, "value_bits"))
+        tr.lines.append(Assign((bits,), _flip_negatives(keys)))
+        keys = bits
     tr.lines.append(Assign((Name(values_out),), _value_of_key(keys, dtype)))
     tr.define(indices_out, Kind.TILE, "int32")
     tr.lines.append(
@@ -124,9 +129,10 @@ def _flip_negatives(bits: Expr) -> Expr:
 
 
 def _value_of_key(key: Expr, dtype: str) -> Expr:
+    """The value of an integer key, or of a float key's bits (flipped back)."""
     if dtype not in _FLOATS:
         return ir_call("lax.convert_element_type", key, DType(dtype))
-    value = ir_call("lax.bitcast_convert_type", _flip_negatives(key), DType("float32"))
+    value = ir_call("lax.bitcast_convert_type", key, DType("float32"))
     return value if dtype == "float32" else ir_call("lax.convert_element_type", value, DType(dtype))
 
 
@@ -142,14 +148,19 @@ def _column_positions(tr: Translator, out: str) -> Name:
     return name
 
 
-def _spread(tr: Translator, row: Name) -> Expr:
-    return ir_call("lax.broadcast_in_dim", row, Const(tr.g.shape(Kind.TILE)), Const((0,)))
+def _spread(tr: Translator, row: Name) -> Name:
+    """A per-row vector spread over the block, named once for the comparisons that read it."""
+    name = Name(f"{row.text}_spread")
+    shape = Const(tr.g.shape(Kind.TILE))
+    tr.lines.append(Assign((name,), ir_call("lax.broadcast_in_dim", row, shape, Const((0,)))))
+    return name
 
 
 def _pick(
     tr: Translator, out: str, round_: int, key: Name, positions: Name, eligible: Expr | None
-) -> tuple[Name, Name]:
-    """The round's largest eligible key per row, and the first position holding it."""
+) -> tuple[Name, Name, Name]:
+    """The round's largest eligible key per row, the first position holding it, and the key
+    spread over the block."""
     candidates: Expr = key
     if eligible is not None:
         eligible_name = Name(value_part(out, f"eligible{round_}"))
@@ -159,14 +170,17 @@ def _pick(
     best = Name(value_part(out, f"key{round_}"))
     tr.define(best.text, Kind.ROW, "int32")
     tr.lines.append(Assign((best,), ir_call("lax.reduce_max", candidates, Const((1,)))))
-    hit: Expr = BinOp(Operator.EQ, key, _spread(tr, best))
-    if eligible is not None:
-        hit = BinOp(Operator.AND, eligible, hit)
+    hit = Name(value_part(out, f"hit{round_}"))
+    best_spread = _spread(tr, best)
+    same: Expr = BinOp(Operator.EQ, key, best_spread)
+    tr.lines.append(
+        Assign((hit,), same if eligible is None else BinOp(Operator.AND, eligible, same))
+    )
     index = Name(value_part(out, f"index{round_}"))
     tr.define(index.text, Kind.ROW, "int32")
     first = ir_call("jnp.where", hit, positions, _int(_INT32_MAX))
     tr.lines.append(Assign((index,), ir_call("lax.reduce_min", first, Const((1,)))))
-    return best, index
+    return best, index, best_spread
 
 
 def _gather(tr: Translator, columns: Name, rows: list[Name], shape: tuple[int, int]) -> Expr:
