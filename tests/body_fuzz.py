@@ -319,6 +319,8 @@ class Body:
         # A block was sliced at its middle column: N must be a multiple of 16, where the
         # halves lie on the register layout's 8-column tiles.
         self.sliced = False
+        # jax.lax.top_k(v, k) was drawn: N holds at least k columns.
+        self.min_columns = 1
 
     # --- values ---------------------------------------------------------------------------
 
@@ -364,6 +366,7 @@ class Body:
         category = choose(self.draw, (
                 ["unary"] * 4 + ["binary"] * 3 + ["where"] * 3 + ["reduce"] * 3 + ["like"] * 2
                 + ["broadcast"] * 2 + ["normalize"] * 2 + ["vector"] + ["halves"] * 2 + ["total"] * 3
+                + ["ranked"] * 2
             )
         )  # fmt: skip
         done = getattr(self, category)()
@@ -422,6 +425,23 @@ class Body:
             return False
         self.ops.append(form)
         self.new(_format(form, a=a.name, b=b.name), b.kind, dtype, False, a.bound + b.bound, False)
+        return True
+
+    def ranked(self) -> bool:
+        """A per-row statistic of a block's k largest (jax.lax.top_k), whose k columns are
+        padded in registers: their sum, largest or smallest (the k-th largest)."""
+        a = self.pick(lambda v: v.kind == "MN" and not v.special)
+        if a is None:
+            return False
+        k = choose(self.draw, [1, 2, 3])
+        function = choose(self.draw, ["jnp.sum", "jnp.max", "jnp.min"])
+        bound = a.bound * (k if function == "jnp.sum" else 1)
+        if bound > LIMITS[a.dtype]:
+            return False
+        self.min_columns = max(self.min_columns, k)
+        self.ops.append(f"{function}(top_k)")
+        expr = f"{function}(jax.lax.top_k({a.name}, {k})[0], axis=1)"
+        self.new(expr, "M", a.dtype, a.exact and function != "jnp.sum", bound, False)
         return True
 
     def like(self) -> bool:
@@ -810,6 +830,7 @@ def cases(draw: Any) -> Case:
         n -= 8
     if body.sliced:
         n = max(16, n // 16 * 16)
+    n = max(n, body.min_columns)
 
     params = [f'{o.name}: {o.annotation}[Array, "{o.dims}"],' for o in operands]
     params.append("*,")

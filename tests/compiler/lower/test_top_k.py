@@ -167,3 +167,18 @@ def test_top_k_cross_lowers_for_the_gpu(dtype: str, k: int) -> None:
     x = jax.ShapeDtypeStruct((1000, 128), jnp.dtype(dtype))
     text = top_values.lower(x, K=k).as_text()
     assert "mosaic_gpu" in text
+
+
+@sk.kernel(tile={"T": "BT"})
+def ranked_constant(
+    x: Float[Array, "T E"], *, BT: sk.Const[int] = 64, K: sk.Const[int] = 3
+) -> tuple[Float[Array, "T K"], Int32[Array, "T K"]]:
+    return jax.lax.top_k(jnp.full_like(sk.load(x), 2.5), K)
+
+
+def test_top_k_of_a_constant_block_held_as_its_scalar() -> None:
+    """A block of one value (jnp.full_like) is held as a scalar: top_k spreads it first."""
+    values, indices = ranked_constant(jnp.ones((70, 5)))
+    want_values, want_indices = jax.lax.top_k(jnp.full((70, 5), 2.5), 3)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(indices, want_indices)

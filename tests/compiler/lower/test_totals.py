@@ -100,6 +100,19 @@ def test_an_integer_vector_and_block_total() -> None:
     np.testing.assert_array_equal(scaled_by_weight_total(x, w), want)
 
 
+@sk.kernel(tile={"M": "BM"})
+def constant_totals(x: Float32[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float32[Array, "M N"]:
+    twos = jnp.full_like(sk.load(x), 2.0)
+    return twos - jnp.max(twos) + jnp.sum(twos)
+
+
+def test_a_constant_blocks_total_counts_the_elements_inside_the_edge() -> None:
+    """A block of one value is held as its scalar; its total spreads it over the block, so the
+    sum counts the elements inside the array (47 x 100 here, one block of rows)."""
+    got = constant_totals(jnp.ones((47, 100), jnp.float32))
+    np.testing.assert_array_equal(got, jnp.full((47, 100), 2.0 * 47 * 100))
+
+
 @pytest.mark.parametrize(
     ("kernel", "structs"),
     [

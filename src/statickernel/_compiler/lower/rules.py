@@ -34,6 +34,7 @@ from .context import NotInForm, Rule, Support, Translator, Where
 __all__ = [
     "BODY_RULES",
     "identity_past_edge",
+    "materialized_block",
     "own_column_positions",
     "reduction_carrying_nan",
     "reduction_identity",
@@ -230,10 +231,8 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
         if len(shape) == 2 and axes in ((0,), (1,)):
             # A constant block (jnp.ones_like(v), jnp.full_like(v, c)) held as its scalar:
             # its reduction counts every element inside the edge, so it needs the block.
-            block = value_part(eqn.outputs[0], "block")
-            tr.define(block, TILE, tr.dtype(atom))
-            tr.lines.append(Assign((Name(block),), tr.as_kind(atom, TILE)))
-            return reduce(tr, dataclasses.replace(eqn, inputs=(Atom(block),)))
+            block = materialized_block(tr, eqn, atom)
+            return reduce(tr, dataclasses.replace(eqn, inputs=(block,)))
     raise tr.fail(
         eqn,
         "the body reduces a block or a vector to a scalar, which Mosaic GPU cannot lower",
@@ -241,6 +240,16 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
         actual=f"`{eqn.prim}` over axes {axes} of a {kind}"
         + (f" in: {eqn.source}" if eqn.source else ""),
     )
+
+
+def materialized_block(tr: Translator, eqn: Eqn, atom: Atom) -> Atom:
+    """A constant block held as its scalar (`jnp.ones_like(v)`), spread over registers of its
+    logical shape for an op that reads each element: a reduction, a top-k."""
+    block = value_part(eqn.outputs[0], "block")
+    tr.define(block, TILE, tr.dtype(atom))
+    like = tr.logical_shape(atom) or None
+    tr.lines.append(Assign((Name(block),), tr.as_kind(atom, TILE, like)))
+    return Atom(block)
 
 
 def _row_position_bound(tr: Translator, eqn: Eqn) -> None:

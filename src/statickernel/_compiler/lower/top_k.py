@@ -21,7 +21,7 @@ from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Literal, Mask, N
 from ..ir.nodes import call as ir_call
 from ..trace.body import Atom, Eqn
 from .context import Rule, Support, Translator, Where
-from .rules import own_column_positions
+from .rules import materialized_block, own_column_positions
 
 __all__ = ["TOP_K_RULES"]
 
@@ -33,6 +33,8 @@ _INTS = ("int32", "int16", "int8", "uint16", "uint8")
 def _top_k(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     k = int(eqn.param("k"))
+    if tr.kind(atom) is Kind.SCALAR and len(tr.logical_shape(atom)) == 2:
+        atom = materialized_block(tr, eqn, atom)  # a constant block held as its scalar
     _check_input(tr, eqn, atom)
     dtype = tr.dtype(atom)
     values_out, indices_out = eqn.outputs

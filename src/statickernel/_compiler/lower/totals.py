@@ -15,7 +15,13 @@ from ..ir.names import value_part
 from ..ir.nodes import Kind, Mask, Name
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
-from .rules import REDUCTIONS, identity_past_edge, reduce, reduction_carrying_nan
+from .rules import (
+    REDUCTIONS,
+    identity_past_edge,
+    materialized_block,
+    reduce,
+    reduction_carrying_nan,
+)
 
 __all__ = ["TOTAL_RULES", "reduce_over_axes"]
 
@@ -40,6 +46,10 @@ def reduce_over_axes(tr: Translator, eqn: Eqn) -> None:
         and set(range(len(shape))) <= axes
     )
     positions = kind is Kind.ROW and tr.source(atom) == Name(Mask.ROW_POSITION)
+    if kind is Kind.SCALAR and whole and len(shape) == 2:
+        # A constant block held as its scalar (jnp.ones_like(v)): its total counts the
+        # elements inside the edge, so it needs the block.
+        atom, kind = materialized_block(tr, eqn, atom), Kind.TILE
     if kind is Kind.SCALAR or not whole or positions:
         return reduce(tr, eqn)
     if kind not in (Kind.TILE, Kind.LOOP_TILE, *_VECTOR_EDGES):
