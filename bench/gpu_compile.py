@@ -169,6 +169,12 @@ ROWS: tuple[Row, ...] = (
     # MoE routers: top-8 of 64 experts (Qwen-style) and of 256 (DeepSeek-V3's count).
     Row("moe_router", "moe_router", (((16384, 64), "bfloat16"),), (("K", 8),)),
     Row("moe_router", "moe_router", (((16384, 256), "bfloat16"),), (("K", 8),)),
+    # Mamba-2's chunked decay: a scan along chunks of 128 steps, in shared memory.
+    Row(
+        "cumsum",
+        "chunk_decay",
+        (((16384, 128), "bfloat16"), ((16384,), "float32"), ((16384,), "float32")),
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

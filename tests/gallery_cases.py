@@ -11,6 +11,7 @@ from add import add
 from attention import attention, attention_lse
 from batched_matmul import batched_matmul
 from cross_entropy import cross_entropy, cross_entropy_backward
+from cumsum import chunk_decay
 from dropout import dropout
 from layernorm import (
     layernorm,
@@ -73,6 +74,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "layernorm_backward_saved": layernorm_backward_saved,
     "rope": rope,
     "moe_router": moe_router,
+    "chunk_decay": chunk_decay,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -180,6 +182,8 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # Top-2 of 60 experts: the experts' columns padded to 64, K = 2 padded to 8 in registers
     # and to 4 (16-byte rows) on the host; ragged T.
     "moe_router": [((100, 60), "bfloat16")],
+    # A scan along whole chunks of 100 steps (padded to 104), ragged rows.
+    "chunk_decay": [((100, 100), "bfloat16"), ((100,), "float32"), ((100,), "float32")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

@@ -290,6 +290,7 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
             translation.masks,
             translation.loops,
             choice.facts,
+            translation.scratch_bytes,
         )
     )
     crosses = traced.crosses

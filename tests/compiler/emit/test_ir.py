@@ -74,6 +74,34 @@ def test_a_line_at_the_limit_stays_and_one_past_it_wraps() -> None:
     ]
 
 
+def test_a_long_sum_breaks_inside_its_parentheses_without_making_a_tuple() -> None:
+    """`x = c + s * (long)`, too long for a line, breaks inside the operand's parentheses; the
+    operand keeps no comma there (which would make it a tuple), and the text evaluates to the
+    number the expression is."""
+    inner: BinOp | Name = Name("s")
+    for coefficient in (
+        0.15384615384615385,
+        0.18181818181818182,
+        0.2222222222222222,
+        0.2857142857142857,
+    ):
+        inner = BinOp(
+            Operator.ADD,
+            Literal(coefficient, "float32", True),
+            BinOp(Operator.MUL, Name("s"), inner),
+        )
+    value = BinOp(
+        Operator.ADD, Literal(0.4, "float32", True), BinOp(Operator.MUL, Name("s"), inner)
+    )
+    text = statements_source([Assign((Name("x"),), value)])
+    assert len(text.splitlines()) > 1 and not any(
+        line.rstrip().endswith(",") for line in text.splitlines()
+    )
+    scope: dict[str, object] = {"s": 0.5}
+    exec(text, scope)
+    assert scope["x"] == pytest.approx(eval(expression_source(value), {"s": 0.5}))
+
+
 def test_the_limit_counts_the_indentation() -> None:
     inner = Assign((Name("x"),), long_call(LINE_LIMIT - len("x = ") - 3))
     flat = statements_source([inner])

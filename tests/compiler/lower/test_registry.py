@@ -84,6 +84,13 @@ def _top_k_rows(
 # (rule, place, kernel, its argument, whether that place holds it)
 PROBES = {
     "a top_k in the row form": ("top_k", Where.ROWS, _top_k_rows, WIDE_X, False),
+    "a cumsum in the row form": (
+        "cumsum",
+        Where.ROWS,
+        _rows(lambda v: jnp.cumsum(v, axis=1)),
+        WIDE_X,
+        False,
+    ),
     "exp in the strided block": ("exp", Where.STRIDED, _tiled(jnp.exp), STRIDED_X, True),
     "exp in the row form": ("exp", Where.ROWS, _rows(jnp.exp), WIDE_X, True),
     "a sum over the columns in the row form": (

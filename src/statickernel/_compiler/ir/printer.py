@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable
 from typing import TypeAlias
 
+import ml_dtypes  # noqa: F401  (gives numpy the names bfloat16 and the float8 types)
 import numpy as np
 
 from .nodes import (
@@ -112,6 +113,9 @@ class _Group:
     close: str
     trailing_comma: bool = False
     one_per_line: bool = False
+    # Parentheses around one operand (`a * (b + c)`), not a display: broken over lines, its
+    # item takes no comma, which would make it a tuple.
+    grouping: bool = False
 
 
 _Doc: TypeAlias = tuple["str | _Group", ...]
@@ -187,7 +191,7 @@ def _operand(expr: Expr, minimum: int) -> _Doc:
     """`expr` as an operand that must bind at least `minimum`: in parentheses if it binds less."""
     if _strength(expr) >= minimum:
         return _doc(expr)
-    return (_Group("(", (_doc(expr),), ")"),)
+    return (_Group("(", (_doc(expr),), ")", grouping=True),)
 
 
 def _const(value: object) -> _Doc:
@@ -336,7 +340,10 @@ def _wrap(line: _Line) -> list[_Text]:
         if before and after in ("", ":", ","):
             return [
                 _Text(line.depth, before + group.open, line.role),
-                *(_Text(line.depth + 1, _flat(item) + ",") for item in group.items),
+                *(
+                    _Text(line.depth + 1, _flat(item) + ("" if group.grouping else ","))
+                    for item in group.items
+                ),
                 _Text(line.depth, group.close + after + comment, opens_block=line.opens_block),
             ]
     opens_items = bool(line.value) and line.value[-1] in ("(", "[")

@@ -54,8 +54,10 @@ def _abs(x: Expr) -> Expr:
 def _odd_series(b: _Builder, x: Expr, square: Expr, coefficients: tuple[float, ...]) -> Expr:
     """x * (c0 + x**2 * (c1 + x**2 * (...))), by Horner's rule."""
     series: Expr = b.num(coefficients[-1])
-    for coefficient in reversed(coefficients[:-1]):
+    for step, coefficient in enumerate(reversed(coefficients[:-1])):
         series = BinOp(ADD, b.num(coefficient), BinOp(MUL, square, series))
+        if step % 3 == 2:  # named every few terms: lines a reader (and a formatter) can follow
+            series = b.local(f"series{step // 3}", series)
     return BinOp(MUL, x, series)
 
 

@@ -91,6 +91,7 @@ class Translator:
         self.loop_outputs: dict[str, tuple[int, int]] = {}  # map output var -> (loop, block)
         self.loop_count = 0
         self.products: list[Product] = []  # the sk.dot values of the step being translated
+        self.scratch_bytes = 0  # shared memory the body scopes for itself (a scan's buffer)
 
     def eqns(self, eqns: tuple[Eqn, ...]) -> None:
         last_line = None

@@ -52,6 +52,7 @@ def block_geometry(
                 loop_dim=axis if axis not in (spec.rows, spec.cols) else None,
                 loop_cols=layout.dim(axis).extent if axis not in (spec.rows, spec.cols) else 0,
                 ragged_loop=axis not in (spec.rows, spec.cols) and layout.step_masked(axis),
+                in_step=True,
             ),
         )
         for axis in loops

@@ -16,6 +16,7 @@ from .dots import DOT_RULES
 from .positions import POSITION_RULES
 from .prints import PRINT_RULES
 from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
+from .scans import SCAN_RULES
 from .slices import SLICE_RULES
 from .steps import LOOP_RULES
 from .top_k import TOP_K_RULES
@@ -34,6 +35,7 @@ RULES: Mapping[str, Rule] = {
     **TOTAL_RULES,
     **ARG_RULES,
     **TOP_K_RULES,
+    **SCAN_RULES,
 }
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
@@ -45,9 +47,10 @@ REFUSALS: Mapping[str, Refusal] = {
         'init=jnp.zeros((BM, BN), jnp.float32)), with loop={"K": "BK"} in the decorator',
     ),
     "transpose": Refusal("transpose / .T", "pass a transposed operand from outside the kernel"),
-    "cumsum": Refusal("jnp.cumsum", "compute the prefix sum outside the kernel"),
-    "cumprod": Refusal("jnp.cumprod", "compute the prefix product outside the kernel"),
-    "cummax": Refusal("lax.cummax", "compute it outside the kernel"),
+    "cumlogsumexp": Refusal(
+        "lax.cumlogsumexp",
+        "scan jnp.exp(x - m) with jnp.cumsum for m the row's max, and take its log",
+    ),
     "pow": Refusal(
         "x ** y with a float exponent", "use an integer exponent, or jnp.exp(y * jnp.log(x))"
     ),
@@ -73,6 +76,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and", *ARG_RULES, *TOP_K_RULES)),
     ("shapes", tuple(sorted(SHAPE_ONLY))),
     ("slices and joins", tuple(SLICE_RULES)),
+    ("scans", tuple(SCAN_RULES)),
     ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),
     ("printing", ("debug_print",)),
 )
@@ -97,6 +101,10 @@ _SPELLING = {
     "argmax": "jnp.argmax(x, axis=1)",
     "argmin": "jnp.argmin(x, axis=1)",
     "top_k": "jax.lax.top_k(x, K)",
+    "cumsum": "jnp.cumsum(x, axis=1)",
+    "cumprod": "jnp.cumprod(x, axis=1)",
+    "cummax": "lax.cummax(x, axis=1)",
+    "cummin": "lax.cummin(x, axis=1)",
     "reduce_and": "jnp.all",
     "rem": "x % y",
     "and": "x & y",

@@ -69,5 +69,10 @@ def translate(
         else:
             outputs.append(tr.as_kind(atom, kinds[-1]))
     return Translation(
-        tuple(tr.lines), tuple(outputs), frozenset(tr.masks), tuple(streamed), tuple(kinds)
+        tuple(tr.lines),
+        tuple(outputs),
+        frozenset(tr.masks),
+        tuple(streamed),
+        tuple(kinds),
+        tr.scratch_bytes,
     )

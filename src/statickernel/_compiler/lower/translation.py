@@ -60,6 +60,7 @@ class Geometry:
     # registers, padded to the register tile's 8 and to whole 16-byte rows.
     const_widths: tuple[tuple[int, int], ...] = ()
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
+    in_step: bool = False  # the geometry of a loop's step
 
     def own_width(self, kind: str, logical: tuple[int, ...]) -> int | None:
         """The columns of a block or a per-column vector of `logical` shape when they are not
@@ -165,6 +166,8 @@ class Translation:
     masks: frozenset[Mask]  # the edge masks the statements use: row_ok, col_ok
     streamed: tuple[tuple[int, int, int], ...] = ()  # (result, loop, block) written by a map
     result_kinds: tuple[Kind, ...] = ()  # the kind each result is computed in
+    # Shared memory the body scopes for itself (a scan's buffer), the largest at any time.
+    scratch_bytes: int = 0
 
     @property
     def loops(self) -> tuple[LoopBlock, ...]:

@@ -10,6 +10,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from ... import _hardware as hw
 from ..._errors import ErrorContext
 from ...language.context import LoadRecord, operand_fills
 from ..declare.spec import KernelSpec
@@ -79,6 +80,8 @@ class PlanInputs:
     masked_reductions: frozenset[str] = frozenset()
     loops: tuple[LoopBlock, ...] = ()
     form: FormFacts = FormFacts()
+    scratch_bytes: int = 0
+    """Shared memory the body scopes for itself (a scan's buffer)."""
 
     @functools.cached_property
     def fills(self) -> dict[str, float | int | bool]:
@@ -102,7 +105,8 @@ class PlanInputs:
         those written into an operand's block), their barriers and the reserve."""
         held = {r.name for r in self.spec.results} - set(self.form.aliases or {})
         copied = set(self.fills) - self.form.reads_in_place
-        return smem_bytes(self.spec, self.layout, self.dtypes, copied, results=held)
+        blocks = smem_bytes(self.spec, self.layout, self.dtypes, copied, results=held)
+        return blocks + hw.round_up(self.scratch_bytes, hw.SMEM_BUFFER_ALIGN)
 
     @property
     def blocks(self) -> int:

@@ -257,6 +257,10 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
                 f"reductions over {dim_name} are masked: elements past "
                 f"{layout.sizes[dim_name]} take the reduction's identity, whatever the fill"
             )
+    if inputs.scratch_bytes:
+        notes.append(
+            f"the body's scans run in {inputs.scratch_bytes:,} B of shared memory of their own"
+        )
     form = inputs.form
     notes += form.notes
     choice = choose_schedule(ScheduleInputs(inputs, operands, results))

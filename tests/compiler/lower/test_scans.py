@@ -1,0 +1,143 @@
+"""Scans along the columns of a block (`jnp.cumsum`, `jnp.cumprod`, `lax.cummax`, `lax.cummin`,
+forward and reversed): against jnp and lax on whole arrays, on ragged, padded and one-column
+shapes, integers, 16-bit floats, hypothesis; the refusals, the plan's shared memory, and
+cross-lowered for Mosaic GPU."""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jax import lax
+from jaxtyping import Array, Float, Int32, Shaped
+
+import statickernel as sk
+
+
+@sk.kernel(tile={"M": "BM"})
+def every_scan(
+    x: Shaped[Array, "M N"], *, BM: sk.Const[int] = 64
+) -> tuple[
+    Shaped[Array, "M N"], Shaped[Array, "M N"], Shaped[Array, "M N"], Shaped[Array, "M N"]
+]:
+    v = sk.load(x)
+    return (
+        jnp.cumsum(v, axis=1),
+        lax.cummax(v, axis=1),
+        lax.cummin(v, axis=1, reverse=True),
+        lax.cumsum(v, axis=1, reverse=True),
+    )
+
+
+@sk.kernel(tile={"M": "BM"})
+def products(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return jnp.cumprod(1.0 + 0.01 * sk.load(x).astype(jnp.float32), axis=1)
+
+
+def _wanted(x: jax.Array) -> tuple[jax.Array, ...]:
+    return (
+        jnp.cumsum(x, axis=1),
+        lax.cummax(x, axis=1),
+        lax.cummin(x, axis=1, reverse=True),
+        lax.cumsum(x, axis=1, reverse=True),
+    )
+
+
+def _check_floats(x: jax.Array) -> None:
+    got = every_scan(x)
+    wide = x.astype(jnp.float32)
+    for i, (g, w) in enumerate(zip(got, _wanted(wide), strict=True)):
+        if i in (1, 2):  # max and min are exact, NaN included
+            np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32))
+        else:  # a sum in another order: within float32's rounding of the partial sums
+            partial = np.abs(np.cumsum(np.abs(np.asarray(wide)), axis=1))
+            scale = float(np.max(partial[np.isfinite(partial)], initial=1.0))
+            tolerance = scale * (1e-6 if x.dtype == jnp.float32 else 1e-2)
+            np.testing.assert_allclose(np.asarray(g, np.float32), w, atol=tolerance, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [(100, 128), (7, 5), (130, 120), (64, 1), (1, 100), (65, 37)])
+def test_scans_match_jnp_on_ragged_and_padded_shapes(shape: tuple[int, int]) -> None:
+    _check_floats(jax.random.normal(jax.random.key(0), shape, jnp.float32))
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_16_bit_floats_are_scanned_in_float32(dtype: Any) -> None:
+    _check_floats(jax.random.normal(jax.random.key(1), (70, 100), dtype))
+
+
+def test_a_nan_carries_through_max_and_min_scans() -> None:
+    x = np.array(jax.random.normal(jax.random.key(2), (40, 24)))
+    x[3, 5] = np.nan
+    x[9, 20] = np.inf
+    _check_floats(jnp.asarray(x))
+
+
+def test_integer_scans_are_exact() -> None:
+    x = jnp.asarray(np.random.default_rng(3).integers(-1000, 1000, (90, 60)), jnp.int32)
+    for g, w in zip(every_scan(x), _wanted(x), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_cumprod_matches_jnp() -> None:
+    x = jax.random.normal(jax.random.key(4), (100, 256), jnp.float32)
+    np.testing.assert_allclose(
+        products(x), jnp.cumprod(1.0 + 0.01 * x, axis=1), rtol=2e-5, atol=0
+    )
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 140), cols=st.integers(1, 128), seed=st.integers(0, 2**16))
+def test_scans_match_jnp_on_any_shape(rows: int, cols: int, seed: int) -> None:
+    _check_floats(jax.random.normal(jax.random.key(seed), (rows, cols), jnp.float32))
+
+
+def test_the_plan_counts_the_scans_shared_memory() -> None:
+    x = jax.ShapeDtypeStruct((1000, 128), jnp.float32)
+    plan = every_scan.plan(x)
+    # Each scan's buffer: 64 rows of 128 columns and a margin of 64, in float32; the scans
+    # run one after another, so the largest is what they take.
+    assert "the body's scans run in 49,152 B of shared memory of their own" in str(plan)
+    blocks = 5 * 64 * 128 * 4  # the operand's block and the four results'
+    assert plan.smem_bytes >= blocks + 49_152
+
+
+def test_a_scan_over_the_rows_is_refused_with_a_fix() -> None:
+    with pytest.raises(sk.UnsupportedOpError, match="over the rows") as info:
+
+        @sk.kernel(tile={"M": "BM"})
+        def down(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+            return jnp.cumsum(sk.load(x), axis=0)
+
+    assert "transposed operand" in str(info.value)
+
+
+def test_a_scan_along_tiled_columns_is_refused_with_a_fix() -> None:
+    with pytest.raises(sk.UnsupportedOpError, match="tiled") as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"})
+        def tiled(
+            x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 64
+        ) -> Float[Array, "M N"]:
+            return jnp.cumsum(sk.load(x), axis=1)
+
+    assert "drop it from tile=" in str(info.value)
+
+
+def test_a_scan_of_8_bit_integers_is_refused_with_a_fix() -> None:
+    @sk.kernel(tile={"M": "BM"})
+    def narrow(x: Shaped[Array, "M N"], *, BM: sk.Const[int] = 64) -> Int32[Array, "M N"]:
+        return lax.cummax(sk.load(x), axis=1).astype(jnp.int32)
+
+    with pytest.raises(sk.UnsupportedOpError, match="int8") as info:
+        narrow(jnp.ones((10, 16), jnp.int8))
+    assert "cast them to float32 or int32" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_scans_cross_lower_for_the_gpu(dtype: str) -> None:
+    x = jax.ShapeDtypeStruct((1000, 96), jnp.dtype(dtype))
+    assert "mosaic_gpu" in every_scan.lower(x).as_text()
