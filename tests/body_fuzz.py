@@ -321,6 +321,8 @@ class Body:
         self.sliced = False
         # jax.lax.top_k(v, k) was drawn: N holds at least k columns.
         self.min_columns = 1
+        # A scan was drawn: its shared-memory buffer takes up to two blocks more.
+        self.scanned = False
 
     # --- values ---------------------------------------------------------------------------
 
@@ -366,7 +368,7 @@ class Body:
         category = choose(self.draw, (
                 ["unary"] * 4 + ["binary"] * 3 + ["where"] * 3 + ["reduce"] * 3 + ["like"] * 2
                 + ["broadcast"] * 2 + ["normalize"] * 2 + ["vector"] + ["halves"] * 2 + ["total"] * 3
-                + ["ranked"] * 2
+                + ["ranked"] * 2 + ["scan"] * 2
             )
         )  # fmt: skip
         done = getattr(self, category)()
@@ -442,6 +444,29 @@ class Body:
         self.ops.append(f"{function}(top_k)")
         expr = f"{function}(jax.lax.top_k({a.name}, {k})[0], axis=1)"
         self.new(expr, "M", a.dtype, a.exact and function != "jnp.sum", bound, False)
+        return True
+
+    def scan(self) -> bool:
+        """A running sum, max or min along a block's columns, forward or reversed."""
+        a = self.pick(lambda v: v.kind == "MN" and not v.special)
+        if a is None:
+            return False
+        form = choose(
+            self.draw,
+            [
+                "jnp.cumsum({a}, axis=1)",
+                "jax.lax.cumsum({a}, axis=1, reverse=True)",
+                "jax.lax.cummax({a}, axis=1)",
+                "jax.lax.cummin({a}, axis=1, reverse=True)",
+            ],
+        )
+        summed = "cumsum" in form
+        bound = a.bound * (MAX_COLS if summed else 1)
+        if bound > LIMITS[a.dtype]:
+            return False
+        self.scanned = True
+        self.ops.append(form.split("(")[0])
+        self.new(_format(form, a=a.name), "MN", a.dtype, a.exact and not summed, bound, False)
         return True
 
     def like(self) -> bool:
@@ -820,6 +845,7 @@ def cases(draw: Any) -> Case:
     annotation = result_types[0] if len(result_types) == 1 else f"tuple[{', '.join(result_types)}]"
     # The blocks must fit in shared memory: the 2-D operands' and the 2-D results'.
     blocks = sum(o.dims == "M N" for o in operands) + results_kinds.count("MN")
+    blocks += 2 if body.scanned else 0
     columns = any(o.dims == " N" for o in operands)
     # At the declaration, the whole dim N is one quantum wide (8 columns, or 128 bytes of a
     # per-column operand): the row block must fit there, then N at the call.

@@ -20,9 +20,7 @@ import statickernel as sk
 @sk.kernel(tile={"M": "BM"})
 def every_scan(
     x: Shaped[Array, "M N"], *, BM: sk.Const[int] = 64
-) -> tuple[
-    Shaped[Array, "M N"], Shaped[Array, "M N"], Shaped[Array, "M N"], Shaped[Array, "M N"]
-]:
+) -> tuple[Shaped[Array, "M N"], Shaped[Array, "M N"], Shaped[Array, "M N"], Shaped[Array, "M N"]]:
     v = sk.load(x)
     return (
         jnp.cumsum(v, axis=1),
@@ -84,9 +82,7 @@ def test_integer_scans_are_exact() -> None:
 
 def test_cumprod_matches_jnp() -> None:
     x = jax.random.normal(jax.random.key(4), (100, 256), jnp.float32)
-    np.testing.assert_allclose(
-        products(x), jnp.cumprod(1.0 + 0.01 * x, axis=1), rtol=2e-5, atol=0
-    )
+    np.testing.assert_allclose(products(x), jnp.cumprod(1.0 + 0.01 * x, axis=1), rtol=2e-5, atol=0)
 
 
 @settings(max_examples=20, deadline=None)
@@ -141,3 +137,16 @@ def test_a_scan_of_8_bit_integers_is_refused_with_a_fix() -> None:
 def test_scans_cross_lower_for_the_gpu(dtype: str) -> None:
     x = jax.ShapeDtypeStruct((1000, 96), jnp.dtype(dtype))
     assert "mosaic_gpu" in every_scan.lower(x).as_text()
+
+
+@sk.kernel(tile={"M": "BM"})
+def constant_scan(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return jnp.cumsum(jnp.full_like(sk.load(x), 0.5), axis=1)
+
+
+def test_a_scan_of_a_constant_block_held_as_its_scalar() -> None:
+    """A block of one value is held as a scalar; the scan spreads it first (the body fuzzer
+    found this one raising an IndexError at the declaration)."""
+    np.testing.assert_array_equal(
+        constant_scan(jnp.ones((70, 40))), jnp.cumsum(jnp.full((70, 40), 0.5), axis=1)
+    )

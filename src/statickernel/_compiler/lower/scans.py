@@ -66,7 +66,8 @@ _WIDENED = ("bfloat16", "float16", "int16", "uint16")
 
 def _scan(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
-    if tr.kind(atom) is Kind.SCALAR and len(tr.logical_shape(atom)) == 2:
+    logical = tr.logical_shape(atom)
+    if tr.kind(atom) is Kind.SCALAR and len(logical) == 2:
         atom = materialized_block(tr, eqn, atom)  # a constant block held as its scalar
     reverse = bool(eqn.param("reverse"))
     _check_input(tr, eqn, atom, int(eqn.param("axis")))
@@ -74,9 +75,9 @@ def _scan(tr: Translator, eqn: Eqn) -> None:
     work = dtype if dtype in _SCANNED else ("float32" if "float" in dtype else "int32")
     out = eqn.outputs[0]
     rows = tr.g.rows
-    width = tr.g.own_width(Kind.TILE, tr.logical_shape(atom)) or tr.g.cols
+    width = tr.g.own_width(Kind.TILE, logical) or tr.g.cols
     # The logical columns: a shift from the right must not read the padded ones.
-    columns = tr.logical_shape(atom)[1]
+    columns = logical[1]
     margin = _margin(width)
     src = tr.source(atom)
     if work != dtype:

@@ -33,9 +33,10 @@ _INTS = ("int32", "int16", "int8", "uint16", "uint8")
 def _top_k(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     k = int(eqn.param("k"))
-    if tr.kind(atom) is Kind.SCALAR and len(tr.logical_shape(atom)) == 2:
+    logical = tr.logical_shape(atom)
+    if tr.kind(atom) is Kind.SCALAR and len(logical) == 2:
         atom = materialized_block(tr, eqn, atom)  # a constant block held as its scalar
-    _check_input(tr, eqn, atom)
+    _check_input(tr, eqn, atom, logical)
     dtype = tr.dtype(atom)
     values_out, indices_out = eqn.outputs
     key = _key(tr, values_out, tr.source(atom), dtype)
@@ -80,9 +81,8 @@ def _top_k(tr: Translator, eqn: Eqn) -> None:
     )
 
 
-def _check_input(tr: Translator, eqn: Eqn, atom: Atom) -> None:
+def _check_input(tr: Translator, eqn: Eqn, atom: Atom, logical: tuple[int, ...]) -> None:
     kind, dtype = tr.kind(atom), tr.dtype(atom)
-    logical = tr.logical_shape(atom)
     if kind is not Kind.TILE or tr.g.own_width(kind, logical) is not None:
         what = "a slice of a block" if kind is Kind.TILE else f"a {kind} value"
         raise tr.fail(
