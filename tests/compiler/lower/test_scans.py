@@ -150,3 +150,16 @@ def test_a_scan_of_a_constant_block_held_as_its_scalar() -> None:
     np.testing.assert_array_equal(
         constant_scan(jnp.ones((70, 40))), jnp.cumsum(jnp.full((70, 40), 0.5), axis=1)
     )
+
+
+def test_a_scan_in_a_loops_step_is_refused_with_a_fix() -> None:
+    with pytest.raises(sk.UnsupportedOpError, match="inside a loop's step") as info:
+
+        @sk.kernel(loop={"M": "BM"})
+        def streamed(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
+            def step(total: jax.Array) -> jax.Array:
+                return total + jnp.sum(jnp.cumsum(sk.load(x), axis=1), axis=0)
+
+            return sk.loop("M", step, init=jnp.zeros((x.shape[1],), jnp.float32))
+
+    assert "after the loop" in str(info.value)
