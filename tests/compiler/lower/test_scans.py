@@ -123,17 +123,17 @@ def test_a_scan_along_tiled_columns_is_refused_with_a_fix() -> None:
     assert "drop it from tile=" in str(info.value)
 
 
-def test_a_scan_of_8_bit_integers_is_refused_with_a_fix() -> None:
-    @sk.kernel(tile={"M": "BM"})
-    def narrow(x: Shaped[Array, "M N"], *, BM: sk.Const[int] = 64) -> Int32[Array, "M N"]:
-        return lax.cummax(sk.load(x), axis=1).astype(jnp.int32)
+@pytest.mark.parametrize("dtype", [jnp.int8, jnp.uint8, jnp.int16])
+def test_narrow_integer_scans_wrap_as_jaxs(dtype: Any) -> None:
+    """8- and 16-bit integers are scanned as int32 and cast back: sums wrap as lax's do."""
+    info = np.iinfo(np.dtype(dtype))
+    rng = np.random.default_rng(5)
+    x = jnp.asarray(rng.integers(info.min, info.max, (70, 50), endpoint=True), dtype)
+    for g, w in zip(every_scan(x), _wanted(x), strict=True):
+        np.testing.assert_array_equal(g, w)
 
-    with pytest.raises(sk.UnsupportedOpError, match="int8") as info:
-        narrow(jnp.ones((10, 16), jnp.int8))
-    assert "cast them to float32 or int32" in str(info.value)
 
-
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32", "int8"])
 def test_scans_cross_lower_for_the_gpu(dtype: str) -> None:
     x = jax.ShapeDtypeStruct((1000, 96), jnp.dtype(dtype))
     assert "mosaic_gpu" in every_scan.lower(x).as_text()

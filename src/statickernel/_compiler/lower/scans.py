@@ -15,6 +15,7 @@ Its bytes are counted in the plan's shared memory. 16-bit floats are scanned in 
 rounded once at the end: the sum of a row of bfloat16 rounds each partial sum as float32.
 """
 
+import dataclasses
 from collections.abc import Mapping
 
 from ..._compat import has_plgpu_store
@@ -61,7 +62,8 @@ _WRITTEN_AS = {
     "cummin": "lax.cummin",
 }
 _SCANNED = ("float32", "int32", "uint32")
-_WIDENED = ("bfloat16", "float16", "int16", "uint16")
+# Scanned as float32 or int32 and cast back: 8- and 16-bit integers wrap as jax's do.
+_WIDENED = ("bfloat16", "float16", "int16", "uint16", "int8", "uint8")
 
 
 def _scan(tr: Translator, eqn: Eqn) -> None:
@@ -69,72 +71,114 @@ def _scan(tr: Translator, eqn: Eqn) -> None:
     logical = tr.logical_shape(atom)
     if tr.kind(atom) is Kind.SCALAR and len(logical) == 2:
         atom = materialized_block(tr, eqn, atom)  # a constant block held as its scalar
-    reverse = bool(eqn.param("reverse"))
     _check_input(tr, eqn, atom, int(eqn.param("axis")))
     dtype = tr.dtype(atom)
     work = dtype if dtype in _SCANNED else ("float32" if "float" in dtype else "int32")
     out = eqn.outputs[0]
-    rows = tr.g.rows
-    width = tr.g.own_width(Kind.TILE, logical) or tr.g.cols
-    # The logical columns: a shift from the right must not read the padded ones.
+    # Rounds reach the logical columns only: past them, nothing is stored or read.
     columns = logical[1]
-    margin = _margin(width)
+    width = tr.g.own_width(Kind.TILE, logical) or tr.g.cols
+    buffer = _Buffer(out, tr.g.rows, width, _margin(columns), bool(eqn.param("reverse")))
     src = tr.source(atom)
     if work != dtype:
         src = ir_call("lax.convert_element_type", src, DType(work))
-    buffer = Name(value_part(out, "buffer"))
-    window = Name(value_part(out, "window"))
-    first = 0 if reverse else margin
-    body: list[Stmt] = [Assign((window,), _at(buffer, None, first, width))]
     new_api = has_plgpu_store()
+    window = Name(value_part(out, "window"))
+    body: list[Stmt] = [Assign((window,), buffer.window(None, buffer.first))]
     body += [store(window, src, new_api), _commit()]
-    group = _group_rows(rows, width)
     strided = Name(value_part(out, "strided"))
-    layout_of_group = ir_call("plgpu.Layout.WG_STRIDED", Const((group, width)), Const(1))
+    layout_of_group = ir_call("plgpu.Layout.WG_STRIDED", Const((buffer.group, width)), Const(1))
     body.append(Assign((strided,), layout_of_group))
     positions = Name(value_part(out, "columns"))
-    iota = ir_call("plgpu.broadcasted_iota", DType("int32"), Const((group, width)), Const(1))
+    iota = ir_call("plgpu.broadcasted_iota", DType("int32"), Const((buffer.group, width)), Const(1))
     body.append(Assign((positions,), _with_layout(iota, strided)))
     combine, identity_of = _COMBINES[eqn.prim]
-    identity = Literal(
-        1 if identity_of is None else reduction_identity(identity_of, work), work, weak_type=True
-    )
+    identity = reduction_identity(identity_of, work) if identity_of else 1
+    step = _Step(combine, Literal(identity, work, weak_type=True), strided, positions, new_api)
     shift = 1
-    while shift < width:
-        start = shift if reverse else margin - shift
-        inside: Expr = (
-            BinOp(Operator.LT, BinOp(Operator.ADD, positions, Const(shift)), Const(columns))
-            if reverse
-            else BinOp(Operator.GT, positions, Const(shift - 1))
-        )
-        # Each group of rows is combined in registers, then written back once every thread
-        # has read the round's window: the groups bound the values a thread holds.
-        totals: list[tuple[Expr, Name]] = []
-        for g in range(rows // group):
-            rows_of_group = (g * group, group)
-            total = Name(value_part(out, f"total{g}"))
-            earlier = Name(value_part(out, f"earlier{g}"))
-            body.append(
-                Assign((earlier,), _load(_at(buffer, rows_of_group, start, width), strided))
-            )
-            mine = Name(value_part(out, f"mine{g}"))
-            body.append(Assign((mine,), _load(_at(buffer, rows_of_group, first, width), strided)))
-            combined = ir_call(combine, mine, ir_call("jnp.where", inside, earlier, identity))
-            body.append(Assign((total,), combined))
-            totals.append((_at(buffer, rows_of_group, first, width), total))
-        body.append(_commit())  # every thread has read the window before it changes
-        body += [store(ref, total, new_api) for ref, total in totals]
-        body.append(_commit())
+    while shift < columns:
+        body += buffer.round(step, shift, columns)
         shift *= 2
     scanned: Expr = _load(window, layout(Kind.TILE))
     if work != dtype:
         scanned = ir_call("lax.convert_element_type", scanned, DType(dtype))
     body.append(Return(scanned))
     function = value_part(out, "scan")
-    tr.lines.append(FunctionDef(function, (buffer.text,), tuple(body)))
-    smem = ir_call("plgpu.SMEM", Const((rows, width + margin)), DType(work))
+    tr.lines.append(FunctionDef(function, (buffer.name.text,), tuple(body)))
+    smem = ir_call("plgpu.SMEM", Const((buffer.rows, width + buffer.margin)), DType(work))
     tr.assign(eqn, Kind.TILE, ir_call("pl.run_scoped", Name(function), smem))
-    tr.scratch_bytes = max(tr.scratch_bytes, rows * (width + margin) * _itemsize(work))
+    bytes_ = buffer.rows * (width + buffer.margin) * _itemsize(work)
+    tr.scratch_bytes = max(tr.scratch_bytes, bytes_)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """What every round does to an element: combine it with the one a shift before it, or
+    with the identity where that one lies before the row's start (after its end, reversed)."""
+
+    combine: str
+    identity: Literal
+    strided: Name  # the layout of a group of rows, one element a thread at a time
+    positions: Name  # each element's column, in that layout
+    new_api: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Buffer:
+    """The scan's shared memory: `rows` by `width` + `margin` columns, the block's window
+    after the margin (before it, reversed), so that a shifted window stays inside."""
+
+    out: str
+    rows: int
+    width: int
+    margin: int
+    reverse: bool
+
+    @property
+    def name(self) -> Name:
+        return Name(value_part(self.out, "buffer"))
+
+    @property
+    def first(self) -> int:
+        """The column the block's window starts at."""
+        return 0 if self.reverse else self.margin
+
+    @property
+    def group(self) -> int:
+        return _group_rows(self.rows, self.width)
+
+    def window(self, rows: tuple[int, int] | None, start: int) -> Expr:
+        """The window `width` wide from column `start`, of the rows (first, count) or all."""
+        row_index: Expr = (
+            Slice() if rows is None else ir_call("pl.ds", Const(rows[0]), Const(rows[1]))
+        )
+        columns = ir_call("pl.ds", Const(start), Const(self.width))
+        return Subscript(Name(f"{self.name.text}.at"), (row_index, columns))
+
+    def round(self, step: _Step, shift: int, columns: int) -> list[Stmt]:
+        """One round: each group of rows is combined in registers, then written back once
+        every thread has read the round's window; the groups bound what a thread holds."""
+        start = self.first + shift if self.reverse else self.first - shift
+        inside: Expr = (
+            BinOp(Operator.LT, BinOp(Operator.ADD, step.positions, Const(shift)), Const(columns))
+            if self.reverse
+            else BinOp(Operator.GT, step.positions, Const(shift - 1))
+        )
+        body: list[Stmt] = []
+        written: list[Stmt] = []
+        for g in range(self.rows // self.group):
+            rows = (g * self.group, self.group)
+            earlier, mine = (
+                Name(value_part(self.out, f"{part}{g}")) for part in ("earlier", "mine")
+            )
+            body.append(Assign((earlier,), _load(self.window(rows, start), step.strided)))
+            body.append(Assign((mine,), _load(self.window(rows, self.first), step.strided)))
+            total = Name(value_part(self.out, f"total{g}"))
+            before = ir_call("jnp.where", inside, earlier, step.identity)
+            body.append(Assign((total,), ir_call(step.combine, mine, before)))
+            written.append(store(self.window(rows, self.first), total, step.new_api))
+        # Every thread has read the window before it changes, and written it before the next.
+        return [*body, _commit(), *written, _commit()]
 
 
 def _check_input(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
@@ -180,14 +224,6 @@ def _margin(width: int) -> int:
     while longest * 2 < width:
         longest *= 2
     return max(2, longest)
-
-
-def _at(buffer: Name, rows: tuple[int, int] | None, start: int, width: int) -> Expr:
-    """The window of the buffer from column `start`, `width` wide, of the rows (first,
-    count), or all of them."""
-    row_index: Expr = Slice() if rows is None else ir_call("pl.ds", Const(rows[0]), Const(rows[1]))
-    columns = ir_call("pl.ds", Const(start), Const(width))
-    return Subscript(Name(f"{buffer.text}.at"), (row_index, columns))
 
 
 def _group_rows(rows: int, width: int) -> int:
