@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax import lax
-from jaxtyping import Array, Float, Int32, Shaped
+from jaxtyping import Array, Float, Shaped
 
 import statickernel as sk
 
