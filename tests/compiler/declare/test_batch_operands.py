@@ -32,32 +32,33 @@ def _fixed_call(fix: str, w: Any) -> Any:
     return eval(call, {"jnp": jnp, "w": w, **SIZES})
 
 
-@pytest.mark.parametrize(
-    ("w_dims", "message"),
-    [
-        ("G", "carries the batch dim G but not B before it"),
-        ("B G", "has rank 0 after its batch dims (B G)"),
-    ],
-    ids=["a-later-batch-dim-alone", "a-scalar-per-batch-entry"],
-)
-def test_the_fix_for_a_per_group_weight_runs(w_dims: str, message: str) -> None:
-    """Before, "move G to the front" for a `w` whose G already leads, and "reshape the array
-    to 2-D" for a 0-d array per batch entry: neither applied."""
+def test_the_fix_for_a_per_group_weight_runs() -> None:
+    """Before, "move G to the front" for a `w` whose G already leads: it did not apply. The
+    fix broadcasts it over B, a scalar of each grid step."""
+    w_dims = "G"
     with pytest.raises(sk.AnnotationError) as info:
         _group_scale(w_dims)
     error = info.value
-    assert message in error.what
+    assert "carries the batch dim G but not B before it" in error.what
     assert error.operand == "w"
     assert error.where is not None and error.where.endswith(f":{line_of('group-scale')}")
     assert "front" not in str(error.fix) and "reshape" not in str(error.fix)
     (annotated,) = re.findall(r"annotate it '([^']*)'", str(error.fix))
-    assert annotated == "B G D"  # the blocks' column dim is the kernel's own, D
+    assert annotated == "B G"
 
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal([SIZES[d] for d in "BGMD"]), jnp.float32)
     w = jnp.asarray(rng.standard_normal([SIZES[d] for d in w_dims.split()]), jnp.float32)
     fixed = _group_scale(annotated)
     got = fixed(x, _fixed_call(str(error.fix), w))
-    per_group = w if w_dims == "G" else w[:, :, None, None]
-    want = x * (per_group[None, :, None, None] if w_dims == "G" else per_group)
-    np.testing.assert_allclose(got, want, rtol=0, atol=0)
+    np.testing.assert_allclose(got, x * w[None, :, None, None], rtol=0, atol=0)
+
+
+def test_a_scalar_per_batch_entry_is_an_operand() -> None:
+    """`w: "B G"` under batch=("B", "G"): 0-d after its batch dims, read by each grid step
+    from global memory (before, it was refused)."""
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.standard_normal([SIZES[d] for d in "BGMD"]), jnp.float32)
+    w = jnp.asarray(rng.standard_normal([SIZES["B"], SIZES["G"]]), jnp.float32)
+    got = _group_scale("B G")(x, w)
+    np.testing.assert_allclose(got, x * w[:, :, None, None], rtol=0, atol=0)

@@ -79,11 +79,11 @@ def _batch_subset_error(
 ) -> AnnotationError:
     """An operand that carries some batch dims but not the ones before them in batch=: a grid
     step indexes an operand's batch dims from the first. The fix broadcasts it over the
-    missing ones (and gives a per-entry scalar the blocks' column dim, as a 0-d array per
-    batch entry is not an operand yet), a call that runs as it is written."""
+    missing ones (a per-entry scalar stays 0-d after them: an operand of each grid step), a
+    call that runs as it is written."""
     present = [d for d in op.dims if d in batch]
     last = batch.index(present[-1])
-    block = [d for d in op.dims if d not in batch] or [column]
+    block = [d for d in op.dims if d not in batch]
     wanted = [*batch[: last + 1], *block]
     new_axes = tuple(i for i, d in enumerate(wanted) if d not in op.dims)
     axes = str(new_axes[0]) if len(new_axes) == 1 else str(new_axes)

@@ -352,7 +352,9 @@ def _array_spec(
     # A 0-d operand is a scalar the kernel reads from global memory (a seed, a step count):
     # a runtime value, unlike a constant, so a new value reuses the compiled kernel. A 0-d
     # result is a reduction across every block (`trace.crossblock`).
-    ranks = (0, 1, 2) if role == "result" or not dims else (1, 2)
+    # A 0-d operand per batch entry ("B H" under batch=("B", "H"), an ALiBi slope per head)
+    # is a scalar of each grid step.
+    ranks = (0, 1, 2) if role == "result" or leading == len(dims) else (1, 2)
     if len(dims) - leading not in ranks:
         batch_text = f" after its batch dims ({' '.join(batch)})" if leading else ""
         raise AnnotationError(

@@ -143,11 +143,13 @@ def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
         if op.loaded and op.name not in (dot.a, dot.b) and op not in vectors
     )
     batch = result.batch
-    entries = (a, b, result, *(v for v in vectors if v.batch)) if batch else ()
+    # A batched vector or scalar (a per-batch scale) is read at the walk's batch entry too.
+    batched = tuple(op for op in (*vectors, *scalars) if op.batch)
+    entries = (a, b, result, *batched) if batch else ()
     at_entry = {op.name for op in entries}
     gmem = {
         op.name: Name(batch_entry(op.name) if op.name in at_entry else gmem_ref(op.name))
-        for op in (a, b, result, *vectors)
+        for op in (a, b, result, *vectors, *scalars)
     }
     return _Geometry(
         plan=plan,
@@ -275,7 +277,7 @@ def _consumer(g: _Geometry, translation: Translation, new_store_api: bool) -> Fu
     """`consumer(run_pipeline)`: a consumer's tile: the body before the loop, the
     accumulation, the epilogue and the store."""
     body: list[Stmt] = []
-    body += [read_scalar(op.name) for op in g.scalars]
+    body += [read_scalar(op.name, g.gmem[op.name]) for op in g.scalars]
     body += _vector_copies(g)
     for line in translation.lines:
         if isinstance(line, LoopBlock):

@@ -121,10 +121,11 @@ def is_8bit(dtype: str) -> bool:
     return dtype != "bool" and np.dtype(dtype).itemsize == 1
 
 
-def read_scalar(operand: str) -> Assign:
+def read_scalar(operand: str, ref: Name | None = None) -> Assign:
     """A 0-d operand read from global memory into a local of its own name: it is not copied
-    into shared memory, and every block (or warpgroup) reads it."""
-    value = Subscript(Name(gmem_ref(operand)), (EllipsisIndex(),))
+    into shared memory, and every block (or warpgroup) reads it. `ref` is where it is read
+    from when not its array (a batch entry's)."""
+    value = Subscript(ref or Name(gmem_ref(operand)), (EllipsisIndex(),))
     return Assign((Name(operand),), value, comment="a scalar, from global memory")
 
 

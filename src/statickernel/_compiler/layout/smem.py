@@ -37,8 +37,10 @@ def smem_bytes(
     (`results` names the results held there; all of them by default), their barriers, and
     Mosaic GPU's reserve."""
     total = 0
-    # A scalar operand is read from global memory: no buffer, no barrier.
-    loaded = {name for name in loaded if dims_of(spec, name)}
+    # A scalar operand (of the kernel, or of each batch entry) is read from global memory:
+    # no buffer, no barrier.
+    blocks = {o.name: o.block_dims for o in spec.operands}
+    loaded = {name for name in loaded if blocks.get(name, dims_of(spec, name))}
     for op in spec.operands + spec.results:
         if op in spec.operands and op.name not in loaded:
             continue
