@@ -64,6 +64,19 @@ def plain_dim_names(hint: Any) -> tuple[str, ...] | None:
     return tuple(names)
 
 
+def fixed_dim_size(hint: Any) -> int | None:
+    """The size of a 1-D jaxtyping annotation's one dim when it is a fixed size ("3"); None
+    otherwise. A `_FixedDim` is read by its fields, `size` and `broadcastable`, as
+    `plain_dim_names` reads the others. Checked on jaxtyping 0.3.11."""
+    dims = getattr(hint, "dims", ())
+    if len(dims) != 1:
+        return None
+    size = getattr(dims[0], "size", None)
+    if not isinstance(size, int) or getattr(dims[0], "broadcastable", True):
+        return None
+    return size
+
+
 def annotation_dtypes(hint: Any) -> tuple[Any, ...] | None:
     """The dtypes a jaxtyping array annotation allows (`AbstractArray.dtypes`: names, or the
     regular expressions of a custom `AbstractDtype`); None when it allows any (`Shaped`).

@@ -312,10 +312,12 @@ def test_2d_operand_with_another_dim_reduces_to_a_vector():
 
 def test_1d_operand_along_foreign_dim():
     with pytest.raises(sk.AnnotationError) as info:
-
+        # K is also a result's dim, so `b` is no vector of parameters (a dim of its own).
         @sk.kernel  # @1d-foreign
-        def k(x: Float[Array, "M N"], b: Float[Array, " K"]) -> Float[Array, "M N"]:
-            return sk.load(x)
+        def k(
+            x: Float[Array, "M N"], b: Float[Array, " K"]
+        ) -> tuple[Float[Array, "M N"], Float[Array, " K"]]:
+            return sk.load(x), sk.load(b)
 
     check(info.value, "1d-foreign", operand="b")
     assert "K" in info.value.what

@@ -1,6 +1,8 @@
 """A vector of a few learned parameters (PolyNorm's 3 weights) declared as a user first writes
-it, `Float32[Array, "3"]` or along a dim of its own: the refusal's fix (0-d operands, one per
-element) is written out and run against jnp, whole rows at a model width."""
+it, `Float32[Array, "3"]` or along a dim of its own, `" P"`: a parameter vector, never loaded,
+its elements read by index from global memory. Against jnp, whole rows at a model width, in
+the block and row forms; what else is done to such a vector is refused with a fix; and the
+0-d operands it replaces still work."""
 
 import jax
 import jax.numpy as jnp
@@ -11,18 +13,71 @@ import statickernel as sk
 from tolerances import assert_close, tolerance_for
 
 
+def _polynorm_of_vector(dims: str) -> sk.Kernel:
+    """PolyNorm with its 3 weights in one vector annotated `dims`: unpacked when its size is
+    declared, indexed otherwise."""
+
+    def polynorm_vector(
+        x: BFloat16[Array, "M N"],
+        w: Float32[Array, dims],
+        bias: Float32[Array, ""],
+        *,
+        BM: sk.Const[int] = 64,
+    ) -> BFloat16[Array, "M N"]:
+        v = sk.load(x).astype(jnp.float32)
+
+        def norm(u: jax.Array) -> jax.Array:
+            return u * jax.lax.rsqrt(jnp.mean(u * u, axis=1, keepdims=True) + 1e-6)
+
+        weights = sk.load(w)
+        w0, w1, w2 = weights if dims == "3" else (weights[0], weights[1], weights[-1])
+        return (w0 * norm(v * v * v) + w1 * norm(v * v) + w2 * norm(v) + sk.load(bias)).astype(
+            x.dtype
+        )
+
+    return sk.kernel(tile={"M": "BM"})(polynorm_vector)
+
+
 @pytest.mark.parametrize("dims", ["3", " P"])
-def test_a_parameter_vector_is_refused_with_a_fix_that_applies(dims: str) -> None:
-    with pytest.raises(sk.AnnotationError) as info:
+@pytest.mark.parametrize("shape", [(3, 100), (70, 4096)])
+def test_a_parameter_vector_is_read_by_index(dims: str, shape: tuple[int, int]) -> None:
+    kernel = _polynorm_of_vector(dims)
+    x = jax.random.normal(jax.random.key(0), shape, jnp.bfloat16)
+    w, bias = jnp.array([0.3, -1.2, 0.7], jnp.float32), jnp.float32(0.05)
+    want = polynorm_reference(x, w[0], w[1], w[2], bias)
+    assert_close(kernel(x, w, bias), want, tolerance_for(jnp.bfloat16, shape[1]))
+    plan = str(kernel.plan(x, w, bias))
+    assert "parameters, each read by index from global memory" in plan
+    if shape[1] == 4096:  # whole rows keep the row form beside it
+        assert "row form" in plan
+
+
+def test_a_parameter_vectors_size_is_checked_at_the_call() -> None:
+    kernel = _polynorm_of_vector("3")
+    with pytest.raises(sk.StaticKernelError):
+        kernel(jnp.ones((8, 64), jnp.bfloat16), jnp.ones((4,), jnp.float32), jnp.float32(0))
+
+
+def test_other_uses_of_a_parameter_vector_are_refused_with_a_fix() -> None:
+    with pytest.raises(sk.UnsupportedOpError, match="vector of parameters") as info:
 
         @sk.kernel(tile={"M": "BM"})
-        def polynorm(
-            x: Float[Array, "M N"], w: Float32[Array, dims], *, BM: sk.Const[int] = 64
+        def summed(
+            x: Float[Array, "M N"], w: Float32[Array, " P"], *, BM: sk.Const[int] = 64
         ) -> Float[Array, "M N"]:
-            return sk.load(x)
+            return sk.load(x) * jnp.sum(sk.load(w))
 
-    fix = info.value.fix or ""
-    assert 'w0: Float32[Array, ""]' in fix and "sk.load(w0)" in fix
+    assert "w[0], w[1]" in str(info.value.fix)
+
+
+@pytest.mark.parametrize("dims", ["3", " P"])
+def test_a_parameter_vector_cross_lowers_for_the_gpu(dims: str) -> None:
+    structs = (
+        jax.ShapeDtypeStruct((16384, 4096), jnp.bfloat16),
+        jax.ShapeDtypeStruct((3,), jnp.float32),
+        jax.ShapeDtypeStruct((), jnp.float32),
+    )
+    assert "mosaic_gpu" in _polynorm_of_vector(dims).lower(*structs).as_text()
 
 
 def polynorm_reference(
@@ -36,7 +91,7 @@ def polynorm_reference(
     return (w0 * norm(v**3) + w1 * norm(v**2) + w2 * norm(v) + bias).astype(x.dtype)
 
 
-# The fix, as written: each weight a 0-d operand read with sk.load.
+# Each weight a 0-d operand read with sk.load, as the refusal's fix said before.
 @sk.kernel(tile={"M": "BM"}, reference=polynorm_reference)
 def polynorm(
     x: BFloat16[Array, "M N"],

@@ -18,6 +18,7 @@ __all__ = [
     "check_derivable",
     "const_dims",
     "frame",
+    "param_dims",
 ]
 
 
@@ -156,6 +157,32 @@ def const_dims(
     return tuple(dict.fromkeys(found))
 
 
+def param_dims(
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    split: Mapping[str, str],
+    batch: tuple[str, ...],
+) -> tuple[str, ...]:
+    """The dims of parameter vectors: a 1-D operand (after its batch dims) along a dim no
+    other array has but such vectors, neither split nor a batch dim, without batch dims of its
+    own (PolyNorm's 3 weights, `"3"` or `" P"`).
+    Its elements are read by index, so no block of it is laid out."""
+
+    def vector(o: OperandSpec) -> bool:
+        return not o.batch and len(o.dims) == 1
+
+    found = []
+    for op in operands:
+        dim = op.dims[0] if vector(op) else None
+        if dim is None or dim in split or dim in batch or dim in found:
+            continue
+        # Every array with the dim is such a vector (w: " P" and b: " P" both are).
+        holders = [o for o in operands + results if dim in o.dims]
+        if all(vector(o) and o in operands for o in holders):
+            found.append(dim)
+    return tuple(found)
+
+
 def check_const_dims(
     results: list[OperandSpec],
     constant_dims: tuple[str, ...],
@@ -210,6 +237,7 @@ def frame(
     err: dict[str, Any],
     loop: Mapping[str, str] | None = None,
     constant_dims: tuple[str, ...] = (),
+    parameter_dims: tuple[str, ...] = (),
 ) -> tuple[str, str | None]:
     """Picks the (rows, cols) dim order every 2-D block of the kernel shares.
 
@@ -217,6 +245,7 @@ def frame(
     frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there. A
     result whose columns a constant sizes (`check_const_dims`) is exempt too."""
     results = [r for r in results if not set(r.dims) & set(constant_dims)]
+    operands = [o for o in operands if not set(o.block_dims) & set(parameter_dims)]
     everything = [_body_view(o) for o in operands + results]
     results = [_body_view(r) for r in results]
     two_d = [o for o in everything if o.rank == 2]
@@ -255,9 +284,10 @@ def frame(
                 operand=other.name,
                 expected=f"'{rows}' or '{cols}'",
                 actual=f"'{other.dims[0]}'",
-                fix=f"annotate it ' {rows}' or ' {cols}' if it runs along one of them; a few "
-                f"parameters (a PolyNorm's 3 weights) are 0-d operands, one per element: "
-                f'`{other.name}0: Float32[Array, ""]`, read with sk.load({other.name}0)',
+                fix=f"annotate it ' {rows}' or ' {cols}' if it runs along one of them; a "
+                "vector of a few parameters (a PolyNorm's 3 weights) takes a dim no other "
+                f'array has, `{other.name}: Float32[Array, "3"]`, and the body reads its '
+                f"elements by index, sk.load({other.name})[0]",
             )
     return rows, cols
 

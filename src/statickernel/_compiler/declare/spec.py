@@ -12,7 +12,7 @@ from typing import Any
 
 from jaxtyping import AbstractArray
 
-from ..._compat import plain_dim_names
+from ..._compat import fixed_dim_size, plain_dim_names
 from ..._errors import AnnotationError, ConstantError, TilingError
 from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
@@ -24,6 +24,7 @@ from .dims import (
     check_derivable,
     const_dims,
     frame,
+    param_dims,
 )
 from .dtypes import allowed_dtypes
 from .operand import OperandSpec
@@ -72,6 +73,8 @@ class KernelSpec:
     """The constant holding the pipeline's stage count, or a fixed count."""
     const_dims: tuple[str, ...] = ()
     """Result dims that no operand has, sized by the int constant of their name (top-k's K)."""
+    param_dims: tuple[str, ...] = ()
+    """The dims of parameter vectors, 1-D operands along a dim of their own, read by index."""
 
     @property
     def tile_map(self) -> dict[str, str]:
@@ -135,7 +138,8 @@ def build_spec(
     constant_dims = const_dims(operands, results, {c.name: c.is_int for c in consts})
     check_derivable(operands, results, err, constant_dims)
     loop = dict(loop or {})
-    rows, cols = frame(operands, results, err, loop, constant_dims)
+    parameters = param_dims(operands, results, {**tile, **loop}, batch)
+    rows, cols = frame(operands, results, err, loop, constant_dims, parameters)
     check_const_dims(results, constant_dims, rows, err)
     _check_batch_unblocked(batch, tile, loop, err)
     _check_tiling(tile, operands, results, consts, err)
@@ -158,6 +162,7 @@ def build_spec(
         stages=stage_spec,
         batch=batch,
         const_dims=constant_dims,
+        param_dims=parameters,
     )
 
 
@@ -328,6 +333,9 @@ def _array_spec(
             fix=f"annotate it like {example}",
         )
     names = plain_dim_names(hint)
+    size = fixed_dim_size(hint) if role == "operand" and not batch else None
+    if names is None and size is not None:
+        names = (str(size),)  # a vector of parameters of a fixed size: a dim named by it
     if names is None:
         raise AnnotationError(
             f"{role} `{name}` has a dim that is not a plain name",

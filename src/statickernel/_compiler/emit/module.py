@@ -28,6 +28,7 @@ from ..ir.nodes import (
     Import,
     ImportFrom,
     Keyword,
+    Kind,
     List,
     Mask,
     Module,
@@ -97,7 +98,8 @@ class _Generator:
             and self.schedule.warpgroups == 1
         ]
         self.inputs = [op for op in plan.operands if op.loaded]
-        self.scalars = [op for op in self.inputs if op.in_place]
+        # 0-d operands, read once; a parameter vector is read by index where the body does.
+        self.scalars = [op for op in self.inputs if op.in_place and op.kind != Kind.PARAMS]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
         self.stored = [op for op in plan.results if op.name not in written]
         # With loops, results stored after them take scoped shared memory, which reuses the

@@ -35,6 +35,7 @@ from ..ir.nodes import (
     ExprStmt,
     FunctionDef,
     Keyword,
+    Kind,
     Lambda,
     List,
     Name,
@@ -140,7 +141,10 @@ def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
     scalars = tuple(
         op
         for op in plan.operands
-        if op.loaded and op.name not in (dot.a, dot.b) and op not in vectors
+        if op.loaded
+        and op.name not in (dot.a, dot.b)
+        and op not in vectors
+        and op.kind != Kind.PARAMS
     )
     batch = result.batch
     # A batched vector or scalar (a per-batch scale) is read at the walk's batch entry too.

@@ -64,6 +64,9 @@ class Kind(enum.StrEnum):
     # as attention's scores. In the WGMMA layout; it does not outlive the step.
     LOOP_TILE = "loop_tile"
     LOOP_COL = "loop_col"  # a per-column vector of a LOOP_TILE, (loop block,)
+    # A vector of parameters along a dim of its own (PolyNorm's weights): never loaded, each
+    # element read by index from global memory where the body takes it (`w[0]`).
+    PARAMS = "params"
 
 
 class Form(enum.StrEnum):

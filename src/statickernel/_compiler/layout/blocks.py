@@ -130,6 +130,8 @@ class BlockLayout:
     """The dim along the columns of 2-D blocks; None when every operand is 1-D."""
     phase: Phase
     """At the declaration the sizes are probes, and every edge counts as ragged."""
+    params: tuple[str, ...] = ()
+    """The dims of parameter vectors, whose elements are read by index."""
 
     def dim(self, name: str) -> DimLayout:
         return next(d for d in self.dims if d.name == name)
@@ -141,6 +143,8 @@ class BlockLayout:
             return Kind.SCALAR
         if len(dims) == 2:
             return Kind.TILE
+        if dims[0] in self.params:
+            return Kind.PARAMS
         return Kind.ROW if dims[0] == self.rows else Kind.COL
 
     @property
@@ -290,6 +294,7 @@ def _layout(
         rows=spec.rows,
         cols=spec.cols,
         phase=phase,
+        params=spec.param_dims,
     )
     return layout
 
@@ -327,8 +332,8 @@ def declaration_layout(
         if name in spec.batch:
             blocks[name], sizes[name] = (1, 1), 2
             continue
-        if name in spec.const_dims:  # sized by its constant, known at the declaration
-            sizes[name] = int(consts[name])
+        if name in spec.const_dims or name.isdigit():  # its size is known at the declaration
+            sizes[name] = int(consts[name]) if name in spec.const_dims else int(name)
             blocks[name] = (sizes[name], whole_extent(sizes[name], quantum(spec, name, options)[0]))
             continue
         block = split[name] if name in split else _probe_block(spec, name, consts, options)

@@ -39,8 +39,10 @@ def smem_bytes(
     total = 0
     # A scalar operand (of the kernel, or of each batch entry) is read from global memory:
     # no buffer, no barrier.
+    # So is a parameter vector, by index.
     blocks = {o.name: o.block_dims for o in spec.operands}
-    loaded = {name for name in loaded if blocks.get(name, dims_of(spec, name))}
+    params = {o.name for o in spec.operands if set(o.block_dims) & set(spec.param_dims)}
+    loaded = {n for n in loaded if blocks.get(n, dims_of(spec, n)) and n not in params}
     for op in spec.operands + spec.results:
         if op in spec.operands and op.name not in loaded:
             continue

@@ -75,6 +75,7 @@ class Translator:
         where: str,
         rules: Mapping[str, Rule],
         refusals: Mapping[str, Refusal],
+        param_rule: Callable[[str], Rule] | None = None,
     ):
         self.trace = trace
         self.g = geometry
@@ -82,6 +83,8 @@ class Translator:
         self.where = where
         self.rules = rules
         self.refusals = refusals
+        # The rules for an op of a parameter vector (`lower.params`), whatever the form.
+        self.param_rule = param_rule
         self.kinds: dict[str, Kind] = {}
         self.lines: list[Line] = []
         self.masks: set[Mask] = set()
@@ -113,6 +116,9 @@ class Translator:
                     "do the computation inside the function given to sk.map_blocks, and return "
                     "its value from the body as it is",
                 )
+        params = any(a.var is not None and self.kinds.get(a.var) is Kind.PARAMS for a in eqn.inputs)
+        if params and self.param_rule is not None:
+            return self.param_rule(prim).translate(self, eqn)
         rule = self.rules.get(prim)
         if rule is not None:
             form = self.form()

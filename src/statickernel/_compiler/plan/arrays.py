@@ -64,7 +64,7 @@ def _plan_array(
         swizzle=swizzle,
         shares_smem_with=aliases.get(op.name) if role is Role.OUTPUT else None,
         in_place=role is Role.INPUT
-        and (kind == Kind.SCALAR or op.name in inputs.form.reads_in_place),
+        and (kind in (Kind.SCALAR, Kind.PARAMS) or op.name in inputs.form.reads_in_place),
     )
 
 
@@ -112,6 +112,8 @@ def _gmem_shape(
         return (shape[0], padded)
     if role is Role.INPUT and op.name in inputs.form.reads_in_place:
         return shape  # read an element at a time, from the array as it is
+    if role is Role.INPUT and set(dims_seen) & set(spec.param_dims):
+        return shape  # a parameter vector, read by index
     if inputs.form.copies_vectors_in_bulk and len(shape) == 1:
         summed = role is Role.OUTPUT and op.dims == (spec.cols,)
         return _row_form_gmem(op.name, role, shape, dtype, layout, notes, summed)

@@ -11,7 +11,7 @@ from typing import Any, override
 from ... import _hardware as hw
 from ..._display import TextDisplay
 from ..declare.limits import check_grid, check_offsets
-from ..ir.nodes import Form
+from ..ir.nodes import Form, Kind
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import DimLayout, quantum
 from ..schedules.base import ScheduleInputs
@@ -178,7 +178,10 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  {title}:")
             for op in group:
                 text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
-                if op.role is Role.INPUT and not op.loaded:
+                if op.kind == Kind.PARAMS:
+                    text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
+                    text += "by index from global memory"
+                elif op.role is Role.INPUT and not op.loaded:
                     text += "  (not loaded)"
                 elif op.in_place and op.block_shape:
                     text += "  each row's element read from global memory, not copied"

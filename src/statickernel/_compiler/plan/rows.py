@@ -105,7 +105,8 @@ def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -
     if spec.loop or spec.batch:
         return False
     full = (rows, cols)
-    if any(o.dims not in (full, (cols,), (rows,), ()) for o in spec.operands):
+    params = tuple((d,) for d in spec.param_dims)  # parameter vectors, read by index
+    if any(o.dims not in (full, (cols,), (rows,), (), *params) for o in spec.operands):
         return False
     return all(
         r.dims in (full, (rows,)) or (r.dims == (cols,) and r.name in accumulated)

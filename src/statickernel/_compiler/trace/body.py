@@ -169,9 +169,20 @@ def trace_body(
         tiled=frozenset(spec.tile_map),
     )
 
+    # A parameter vector is laid out along a dim of its own, and read by index: not misplaced.
+    params = {o.name for o in spec.operands if set(o.block_dims) & set(spec.param_dims)}
+
     def body(*values: Any) -> Any:
         tiles = {
-            n: Tile(n, v, true_shapes[n], loads, op_dims[n], (spec.rows, spec.cols), misplaced)
+            n: Tile(
+                n,
+                v,
+                true_shapes[n],
+                loads,
+                op_dims[n],
+                (spec.rows, spec.cols),
+                misplaced if n not in params else None,
+            )
             for n, v in zip(names, values, strict=True)
         }
         with tracing(context):
