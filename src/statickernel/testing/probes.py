@@ -116,8 +116,10 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     tile = spec.block_map
     blocks = split_blocks(spec, kernel.consts)
     batch = set(spec.batch)
-    whole = [d for d in spec.dim_names() if d not in tile and d not in batch]
-    aligned_whole = _fitting_whole_sizes(kernel, blocks, whole)
+    # A dim named by its size ("3", a vector of parameters) is that size in every probe.
+    fixed = {d: int(d) for d in spec.dim_names() if d.isdigit()}
+    whole = [d for d in spec.dim_names() if d not in tile and d not in batch and d not in fixed]
+    aligned_whole = {**_fitting_whole_sizes(kernel, blocks, whole), **fixed}
     aligned = {
         d: 2 if d in batch else (2 * blocks[d] if d in tile else aligned_whole[d])
         for d in spec.dim_names()
@@ -146,7 +148,7 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
         if d in batch
         else (blocks[d] // 2 + 1 if d in tile else max(least, _WHOLE_SMALL[_axis(spec, d)]))
         for d in spec.dim_names()
-    }
+    } | fixed
     if sliced is not None:
         small[sliced] = _SLICED_COLUMNS
     candidates.append(ProbeShape("smaller than one block", tuple(small.items())))
@@ -186,8 +188,9 @@ def _fitting_whole_sizes(
     widest = {o.name: max(o.dtypes, key=hw.itemsize) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
     batch = {d: 1 for d in spec.batch}
+    fixed = {d: int(d) for d in spec.dim_names() if d.isdigit()}
     while True:
-        layout = call_layout(spec, {**batch, **blocks, **sizes}, kernel.consts, widest)
+        layout = call_layout(spec, {**batch, **fixed, **blocks, **sizes}, kernel.consts, widest)
         if smem_bytes(spec, layout, widest, loaded) <= hw.SMEM_BYTES:
             return sizes
         largest = max(sizes, key=lambda d: sizes[d], default=None)

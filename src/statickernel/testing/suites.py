@@ -76,12 +76,14 @@ def cases(
     from hypothesis import strategies as st  # optional: only a hypothesis suite calls this
 
     spec = kernel.spec
-    dims = spec.dim_names()
+    # A dim named by its size ("3", a vector of parameters) is not drawn.
+    fixed = {d: st.just(int(d)) for d in spec.dim_names() if d.isdigit()}
+    dims = [d for d in spec.dim_names() if d not in fixed]
     largest = {d: max_size if isinstance(max_size, int) else max_size[d] for d in dims}
     too_small = [d for d in dims if largest[d] < min_size]
     if too_small:
         raise ValueError(f"max_size is below min_size={min_size} for dim(s) {', '.join(too_small)}")
-    sizes = st.fixed_dictionaries({d: st.integers(min_size, largest[d]) for d in dims})
+    sizes = st.fixed_dictionaries({**{d: st.integers(min_size, largest[d]) for d in dims}, **fixed})
     configs = probe_dtypes(kernel, dtypes)
 
     def build(drawn: dict[str, int], config: tuple[str, ...]) -> ProbeCase:

@@ -120,3 +120,24 @@ def test_the_fixed_polynorm_matches_jnp(shape: tuple[int, int]) -> None:
     # Whole rows of 4096 bf16 columns keep the row form with the 0-d operands beside them.
     if shape[1] == 4096:
         assert "row form" in str(polynorm.plan(x, *weights))
+
+
+def test_the_testing_probes_keep_a_declared_size() -> None:
+    """`statickernel test`'s probes and hypothesis cases give a "3" dim its size."""
+    from hypothesis import given, settings
+
+    kernel = _polynorm_of_vector("3")
+    for probe in sk.testing.probe_shapes(kernel):
+        assert dict(probe.dims)["3"] == 3
+
+    @given(case=sk.testing.cases(kernel, max_size=40))
+    @settings(max_examples=3, deadline=None)
+    def check(case: sk.testing.ProbeCase) -> None:
+        assert case.shapes[1] == (3,)
+        sk.testing.check_case(kernel, case, reference=_vector_reference)
+
+    check()
+
+
+def _vector_reference(x: jax.Array, w: jax.Array, bias: jax.Array) -> jax.Array:
+    return polynorm_reference(x, w[0], w[1], w[2], bias)
