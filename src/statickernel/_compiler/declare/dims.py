@@ -27,15 +27,12 @@ def check_batch(
     operands: list[OperandSpec],
     results: list[OperandSpec],
     err: dict[str, Any],
-    *,
-    column: str,
 ) -> None:
-    """Batch dims lead every result, and appear nowhere but in the leading dims. `column` is
-    the blocks' column dim, for the fix of an operand that carries a later batch dim alone."""
+    """Batch dims lead every result, and appear nowhere but in the leading dims."""
     for op in operands + results:
         stray = [d for d in op.block_dims if d in batch]
         if stray and op in operands and _leads_with_batch_dims(op.dims, batch):
-            raise _batch_subset_error(op, batch, column, err)
+            raise _batch_subset_error(op, batch, err)
         if stray:
             raise AnnotationError(
                 f"`{op.name}` has the batch dim {stray[0]} after its leading dims",
@@ -76,7 +73,7 @@ def _leads_with_batch_dims(dims: tuple[str, ...], batch: tuple[str, ...]) -> boo
 
 
 def _batch_subset_error(
-    op: OperandSpec, batch: tuple[str, ...], column: str, err: dict[str, Any]
+    op: OperandSpec, batch: tuple[str, ...], err: dict[str, Any]
 ) -> AnnotationError:
     """An operand that carries some batch dims but not the ones before them in batch=: a grid
     step indexes an operand's batch dims from the first. The fix broadcasts it over the

@@ -129,12 +129,11 @@ def build_spec(
     err: dict[str, Any] = dict(kernel=kname, where=where)
     _check_tile_map(tile, err)
     hints = _type_hints(fn, err)
-    column = _column_dim(hints, batch)
-    operands, consts = _parameter_specs(fn, hints, err, batch, column)
+    operands, consts = _parameter_specs(fn, hints, err, batch)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
-    check_batch(batch, operands, results, err, column=column)
+    check_batch(batch, operands, results, err)
     constant_dims = const_dims(operands, results, {c.name: c.is_int for c in consts})
     check_derivable(operands, results, err, constant_dims)
     loop = dict(loop or {})
@@ -212,10 +211,8 @@ def _parameter_specs(
     hints: dict[str, Any],
     err: dict[str, Any],
     batch: tuple[str, ...],
-    column: str,
 ) -> tuple[list[OperandSpec], list[ConstSpec]]:
-    """The operands, the positional parameters, and the constants, the keyword-only ones
-    (`column`, the blocks' column dim, is for the fix of an operand of a rank not taken)."""
+    """The operands, the positional parameters, and the constants, the keyword-only ones."""
     operands: list[OperandSpec] = []
     consts: list[ConstSpec] = []
     for param in inspect.signature(fn).parameters.values():
@@ -238,7 +235,6 @@ def _parameter_specs(
                     err,
                     role="operand",
                     batch=batch,
-                    column=column,
                 )
             )
     if not operands:
@@ -285,29 +281,9 @@ def _check_batch_unblocked(
             )
 
 
-def _column_dim(hints: dict[str, Any], batch: tuple[str, ...]) -> str:
-    """The blocks' column dim as the annotations declare it: the last dim of the first array
-    with two dims past batch= ("N" when none has)."""
-    for hint in hints.values():
-        array = isinstance(hint, type) and issubclass(hint, AbstractArray)
-        names = plain_dim_names(hint) if array else None
-        block = [d for d in names or () if d not in batch]
-        if len(block) == 2:
-            return block[1]
-    return "N"
-
-
-def _rank_fix(name: str, dims: list[str], leading: int, column: str, *, batched: bool) -> str:
-    """The fix for an array of a rank kernels do not take, one that applies to it: a 0-d
-    operand per batch entry gains the blocks' column dim (the body reads a vector), any other
-    is reshaped to 2-D. (A 0-d result per batch entry is taken, so it never gets here.)"""
-    if leading and leading == len(dims):
-        wanted = " ".join([*dims, column])
-        return (
-            f"give it the blocks' column dim outside the kernel, jnp.broadcast_to("
-            f"{name}[..., None], (*{name}.shape, {column})) with {column} its size, and "
-            f"annotate it '{wanted}'; the body reads a vector that is one value per batch entry"
-        )
+def _rank_fix(*, batched: bool) -> str:
+    """The fix for an array of a rank kernels do not take (rank 3 or more past its batch
+    dims; a 0-d array per batch entry is taken): reshape it to 2-D."""
     return "reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])" + (
         ", or declare its leading dims in batch=" if not batched else ""
     )
@@ -320,7 +296,6 @@ def _array_spec(
     *,
     role: str,
     batch: tuple[str, ...] = (),
-    column: str = "N",
 ) -> OperandSpec:
     example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
     if not (isinstance(hint, type) and issubclass(hint, AbstractArray)):
@@ -376,7 +351,7 @@ def _array_spec(
                 ", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"
             ),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
-            fix=_rank_fix(name, dims, leading, column, batched=bool(batch)),
+            fix=_rank_fix(batched=bool(batch)),
         )
     if len(set(dims)) != len(dims):
         raise AnnotationError(
