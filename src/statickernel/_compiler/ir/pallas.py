@@ -113,8 +113,8 @@ def layout(kind: str, rows: Frame | None = None) -> Expr:
             return call("plgpu.Layout.WGMMA.reduce", Const(1))
         case Kind.COL | Kind.LOOP_COL:
             return call("plgpu.Layout.WGMMA.reduce", Const(0))
-        case Kind.SCALAR:
-            raise AssertionError("a scalar has no register layout")
+        case Kind.SCALAR | Kind.PARAMS:
+            raise AssertionError("a scalar (or a vector of parameters) has no register layout")
 
 
 def is_8bit(dtype: str) -> bool:
