@@ -117,7 +117,7 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     blocks = split_blocks(spec, kernel.consts)
     batch = set(spec.batch)
     # A dim named by its size ("3", a vector of parameters) is that size in every probe.
-    fixed = {d: int(d) for d in spec.dim_names() if d.isdigit()}
+    fixed = spec.fixed_sizes()
     whole = [d for d in spec.dim_names() if d not in tile and d not in batch and d not in fixed]
     aligned_whole = {**_fitting_whole_sizes(kernel, blocks, whole), **fixed}
     aligned = {
@@ -188,7 +188,7 @@ def _fitting_whole_sizes(
     widest = {o.name: max(o.dtypes, key=hw.itemsize) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
     batch = {d: 1 for d in spec.batch}
-    fixed = {d: int(d) for d in spec.dim_names() if d.isdigit()}
+    fixed = spec.fixed_sizes()
     while True:
         layout = call_layout(spec, {**batch, **fixed, **blocks, **sizes}, kernel.consts, widest)
         if smem_bytes(spec, layout, widest, loaded) <= hw.SMEM_BYTES:

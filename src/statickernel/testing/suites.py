@@ -77,7 +77,7 @@ def cases(
 
     spec = kernel.spec
     # A dim named by its size ("3", a vector of parameters) is not drawn.
-    fixed = {d: st.just(int(d)) for d in spec.dim_names() if d.isdigit()}
+    fixed = {d: st.just(n) for d, n in spec.fixed_sizes().items()}
     dims = [d for d in spec.dim_names() if d not in fixed]
     largest = {d: max_size if isinstance(max_size, int) else max_size[d] for d in dims}
     too_small = [d for d in dims if largest[d] < min_size]

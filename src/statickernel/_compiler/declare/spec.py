@@ -113,6 +113,16 @@ class KernelSpec:
         """Every dim a block is laid out along: the operands', then those a constant sizes."""
         return self.dim_names() + self.const_dims
 
+    def fixed_sizes(self) -> dict[str, int]:
+        """The operand dims the annotations name by their size (a vector of parameters,
+        `"3"`): that size at the declaration, in every probe and at every call."""
+        return {d: int(d) for d in self.dim_names() if d.isdigit()}
+
+    def known_sizes(self, consts: Mapping[str, Any]) -> dict[str, int]:
+        """The sizes the declaration fixes, before any operand is bound: the dims named by
+        their size, and the result dims a constant sizes, at `consts`."""
+        return {**self.fixed_sizes(), **{d: int(consts[d]) for d in self.const_dims}}
+
 
 def build_spec(
     fn: Callable[..., Any],

@@ -305,7 +305,7 @@ def call_layout(
     """The layout of a call: split dims take their constant's block, whole dims their size,
     padded to what the bound dtypes need."""
     split = split_blocks(spec, consts)
-    sizes = {**sizes, **{d: int(consts[d]) for d in spec.const_dims}}
+    sizes = {**sizes, **spec.known_sizes(consts)}
     options = {name: (dtype,) for name, dtype in dtypes.items()}
     blocks: dict[str, tuple[int, int]] = {}
     for name in spec.layout_dims():
@@ -326,14 +326,15 @@ def declaration_layout(
     block (its real size is known only at the call); a tiled dim gets two blocks and one
     element, a loop dim enough steps that every declared stage is in use plus a ragged one."""
     split = split_blocks(spec, consts)
+    known = spec.known_sizes(consts)
     blocks: dict[str, tuple[int, int]] = {}
     sizes: dict[str, int] = {}
     for name in spec.layout_dims():
         if name in spec.batch:
             blocks[name], sizes[name] = (1, 1), 2
             continue
-        if name in spec.const_dims or name.isdigit():  # its size is known at the declaration
-            sizes[name] = int(consts[name]) if name in spec.const_dims else int(name)
+        if name in known:  # its size is known at the declaration
+            sizes[name] = known[name]
             blocks[name] = (sizes[name], whole_extent(sizes[name], quantum(spec, name, options)[0]))
             continue
         block = split[name] if name in split else _probe_block(spec, name, consts, options)

@@ -39,6 +39,7 @@ __all__ = [
     "reduction_carrying_nan",
     "reduction_identity",
     "refuse_columns_meeting_loop",
+    "refuse_split_columns",
 ]
 
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
@@ -239,6 +240,22 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
         "reduce a 2-D block over one axis (axis=0 or axis=1) and keep the vector",
         actual=f"`{eqn.prim}` over axes {axes} of a {kind}"
         + (f" in: {eqn.source}" if eqn.source else ""),
+    )
+
+
+def refuse_split_columns(tr: Translator, eqn: Eqn, takes: str, verb: str) -> None:
+    """An op along a row that needs every column of it (a top-k, a scan) refused where the
+    columns are split across the grid or a loop: each block would `verb` only its own. `takes`
+    says what the body does, as the message's start ("takes top_k over the columns of")."""
+    if not (tr.g.col_tiled or tr.g.col_looped):
+        return
+    split = "tiled" if tr.g.col_tiled else "looped"
+    raise tr.fail(
+        eqn,
+        f"the body {takes} dim {tr.g.col_dim}, which is {split}: each block would {verb} only "
+        "its own columns",
+        f"hold {tr.g.col_dim} whole in every block (drop it from {split[:4]}=)",
+        dim=tr.g.col_dim,
     )
 
 

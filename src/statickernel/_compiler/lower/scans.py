@@ -18,6 +18,7 @@ rounded once at the end: the sum of a row of bfloat16 rounds each partial sum as
 import dataclasses
 from collections.abc import Mapping
 
+from ... import _hardware as hw
 from ..._compat import has_plgpu_store
 from ..ir.names import value_part
 from ..ir.nodes import (
@@ -43,7 +44,7 @@ from ..ir.nodes import call as ir_call
 from ..ir.pallas import layout, store
 from ..trace.body import Atom, Eqn
 from .context import Rule, Support, Translator, Where
-from .rules import materialized_block, reduction_identity
+from .rules import materialized_block, reduction_identity, refuse_split_columns
 
 __all__ = ["SCAN_RULES"]
 
@@ -107,7 +108,7 @@ def _scan(tr: Translator, eqn: Eqn) -> None:
     tr.lines.append(FunctionDef(function, (buffer.name.text,), tuple(body)))
     smem = ir_call("plgpu.SMEM", Const((buffer.rows, width + buffer.margin)), DType(work))
     tr.assign(eqn, Kind.TILE, ir_call("pl.run_scoped", Name(function), smem))
-    bytes_ = buffer.rows * (width + buffer.margin) * _itemsize(work)
+    bytes_ = buffer.rows * (width + buffer.margin) * hw.itemsize(work)
     tr.scratch_bytes = max(tr.scratch_bytes, bytes_)
 
 
@@ -192,15 +193,7 @@ def _check_input(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
             "scan along axis=1 of a 2-D block; for the rows, pass the transposed operand and "
             "scan its columns",
         )
-    if tr.g.col_tiled or tr.g.col_looped:
-        split = "tiled" if tr.g.col_tiled else "looped"
-        raise tr.fail(
-            eqn,
-            f"the body takes {written} along dim {tr.g.col_dim}, which is {split}: each block "
-            "would scan only its own columns",
-            f"hold {tr.g.col_dim} whole in every block (drop it from {split[:4]}=)",
-            dim=tr.g.col_dim,
-        )
+    refuse_split_columns(tr, eqn, f"takes {written} along", "scan")
     if tr.g.in_step:
         raise tr.fail(
             eqn,
@@ -245,10 +238,6 @@ def _with_layout(iota: Call, how: Expr) -> Expr:
 
 def _commit() -> ExprStmt:
     return ExprStmt(ir_call("plgpu.commit_smem"))
-
-
-def _itemsize(dtype: str) -> int:
-    return 2 if "16" in dtype else 4
 
 
 _RULE = Rule(

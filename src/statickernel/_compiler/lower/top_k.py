@@ -21,7 +21,7 @@ from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Literal, Mask, N
 from ..ir.nodes import call as ir_call
 from ..trace.body import Atom, Eqn
 from .context import Rule, Support, Translator, Where
-from .rules import materialized_block, own_column_positions
+from .rules import materialized_block, own_column_positions, refuse_split_columns
 
 __all__ = ["TOP_K_RULES"]
 
@@ -90,15 +90,7 @@ def _check_input(tr: Translator, eqn: Eqn, atom: Atom, logical: tuple[int, ...])
             f"the body takes top_k of {what}; it is taken over the columns of a block",
             "take jax.lax.top_k(v, K) of a 2-D block of the kernel's rows and columns",
         )
-    if tr.g.col_tiled or tr.g.col_looped:
-        split = "tiled" if tr.g.col_tiled else "looped"
-        raise tr.fail(
-            eqn,
-            f"the body takes top_k over the columns of dim {tr.g.col_dim}, which is {split}: "
-            "each block would rank only its own columns",
-            f"hold {tr.g.col_dim} whole in every block (drop it from {split[:4]}=)",
-            dim=tr.g.col_dim,
-        )
+    refuse_split_columns(tr, eqn, "takes top_k over the columns of", "rank")
     if dtype not in _FLOATS + _INTS:
         raise tr.fail(
             eqn,
