@@ -63,6 +63,7 @@ __all__ = [
     "ScheduleKind",
     "ShapeError",
     "SharedMemoryError",
+    "ShiftError",
     "SliceError",
     "Specialization",
     "StaticKernelError",

@@ -45,6 +45,7 @@ __all__ = [
     "ResultMismatchError",
     "ShapeError",
     "SharedMemoryError",
+    "ShiftError",
     "SliceError",
     "StaticKernelError",
     "SymbolicDimError",
@@ -245,6 +246,14 @@ class SliceError(UnsupportedOpError):
     dims have their sizes."""
 
     code: ClassVar[str] = "SK109"
+
+
+class ShiftError(UnsupportedOpError):
+    """The body loads an operand shifted (`sk.load(x, offset={dim: k})`) where no copy can
+    hold the rows around its block: along the columns (a window would start inside a register
+    vector), inside a loop's step, or of an operand only `sk.dot` reads."""
+
+    code: ClassVar[str] = "SK110"
 
 
 # --- raised when a kernel is called, planned, emitted or lowered ------------------------------

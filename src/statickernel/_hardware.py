@@ -12,6 +12,8 @@ TMA_BOX_MAX = 256
 TMA_ALIGN_BYTES = 16
 # WGMMA reads its operands from shared memory tiled (8 rows) and swizzled over 128-byte rows.
 SWIZZLE_BYTES = 128
+# A TMA copy's shared-memory destination starts on a 128-byte boundary.
+TMA_SMEM_ALIGN_BYTES = 128
 # The WGMMA register layout tiles a 2-D value in (64, 8) units.
 WGMMA_ROWS = 64
 WGMMA_COLS = 8

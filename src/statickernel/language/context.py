@@ -10,15 +10,20 @@ import contextlib
 import contextvars
 import dataclasses
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Mapping
 
+from .. import _hardware as hw
+
 __all__ = [
+    "Halo",
     "LoadRecord",
     "LoopDim",
     "TraceContext",
     "current",
     "in_loop",
     "operand_fills",
+    "operand_halos",
     "tracing",
 ]
 
@@ -38,6 +43,38 @@ class LoadRecord:
     tracing, the loop's trace id); None for the block copied once per block."""
     fill: float | int | bool
     line: str | None
+    shifts: tuple[int, ...] = ()
+    """The row offsets, other than 0, at which the body reads the block (`sk.load(x,
+    offset=...)`), in the order first read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Halo:
+    """The rows a block copy reads around its block for the body's shifted loads: `before`
+    rows above its first (an offset of -3 reads 3), `after` below its last."""
+
+    before: int = 0
+    after: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.before + self.after
+
+    def aligned(self, row_bytes: int) -> "Halo":
+        """The halo as a buffer of rows of `row_bytes` holds it: the rows above the block
+        rounded up so that the block's copy starts on a TMA destination's boundary."""
+        step = hw.TMA_SMEM_ALIGN_BYTES // math.gcd(hw.TMA_SMEM_ALIGN_BYTES, row_bytes)
+        return Halo(-(-self.before // step) * step, self.after)
+
+
+def operand_halos(loads: Iterable[LoadRecord]) -> dict[str, Halo]:
+    """The halo of each operand the body reads at a row offset."""
+    halos: dict[str, Halo] = {}
+    for record in loads:
+        if record.shifts:
+            before = max(0, -min(record.shifts))
+            halos[record.operand] = Halo(before, max(0, max(record.shifts)))
+    return halos
 
 
 def operand_fills(loads: Iterable[LoadRecord]) -> dict[str, float | int | bool]:

@@ -6,10 +6,14 @@ into the trace's fill table; the flattener turns that table into the load record
 derived from.
 """
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
+from jax import core as jax_core
+from jax.extend import core as jex_core
 
 from .. import _hardware as hw
 from .._errors import BodyError
@@ -17,7 +21,14 @@ from .._where import call_site, caller_user_line
 from . import context as _trace_context
 from .context import LoadRecord
 
-__all__ = ["Tile", "dim", "load"]
+__all__ = ["Tile", "dim", "load", "shift_p"]
+
+# A block read at a row offset: the block's value, then `offset` rows of `dim` further. The
+# translation reads it from the rows its operand's copy holds around the block (its halo).
+shift_p = jex_core.Primitive("sk_shift")
+shift_p.def_abstract_eval(
+    lambda block, *, operand, dim, offset: jax_core.ShapedArray(block.shape, block.dtype)
+)
 
 
 def dim(name: str) -> int:
@@ -45,11 +56,15 @@ def dim(name: str) -> int:
     return dims[name]
 
 
-def load(operand: Any, *, fill: float | int | bool = 0) -> jax.Array:
+def load(
+    operand: Any, *, fill: float | int | bool = 0, offset: Mapping[str, int] | None = None
+) -> jax.Array:
     """Loads an operand's block inside a kernel body; elements past the array's edge read `fill`.
 
-    The same as `operand.load(fill=...)`, spelled so that type checkers accept it on operands
-    annotated as jaxtyping arrays.
+    `offset={"L": -3}` reads the block 3 rows of `L` earlier: element `i` of the block is the
+    array's element `i - 3` along `L`, and `fill` where that lies outside the array (a causal
+    convolution's taps). The same as `operand.load(fill=..., offset=...)`, spelled so that type
+    checkers accept it on operands annotated as jaxtyping arrays.
     """
     if not isinstance(operand, Tile):
         raise BodyError(
@@ -57,7 +72,7 @@ def load(operand: Any, *, fill: float | int | bool = 0) -> jax.Array:
             actual=f"{type(operand).__name__}",
             fix="call sk.load(x) on a parameter of the @sk.kernel function, inside its body",
         )
-    return operand.load(fill=fill)
+    return operand.load(fill=fill, offset=offset)
 
 
 class Tile:
@@ -86,8 +101,12 @@ class Tile:
         self.dtype = value.dtype
         self._loads = loads
 
-    def load(self, *, fill: float | int | bool = 0) -> jax.Array:
-        """This block of the operand; elements past the array's edge read as `fill`."""
+    def load(
+        self, *, fill: float | int | bool = 0, offset: Mapping[str, int] | None = None
+    ) -> jax.Array:
+        """This block of the operand; elements past the array's edge read as `fill`. With
+        `offset={dim: k}`, the block `k` elements further along `dim` (see `sk.load`)."""
+        shift = self._shift(offset)
         self._check_frame()
         dtype = np.dtype(self.dtype).name
         if dtype in hw.DOT_ONLY_DTYPES:
@@ -98,9 +117,61 @@ class Tile:
                 actual=f"sk.load({self.name}) of {dtype}",
                 fix=f"multiply it with sk.dot, or cast {self.name} to bfloat16 outside the kernel",
             )
-        return self.block_for_dot(fill=fill)
+        value = self.block_for_dot(fill=fill, shift=shift)
+        if not shift:
+            return value
+        dim, rows = shift
+        return shift_p.bind(value, operand=self.name, dim=dim, offset=rows)
 
-    def block_for_dot(self, *, fill: float | int | bool = 0) -> jax.Array:
+    def _shift(self, offset: Mapping[str, int] | None) -> tuple[str, int] | None:
+        """The one (dim, offset) of a shifted load; None for the block itself."""
+        if offset is None:
+            return None
+        if not isinstance(offset, Mapping) or len(offset) != 1:
+            raise BodyError(
+                f"the offset of `{self.name}.load` must name one dim and its offset",
+                operand=self.name,
+                expected="a dict of one dim and an int, e.g. offset={'L': -3}",
+                actual=repr(offset),
+                fix="pass offset={dim: k}; to read several offsets, load once for each",
+            )
+        ((dim, rows),) = offset.items()
+        if dim not in self.dims:
+            raise BodyError(
+                f"the offset of `{self.name}.load` names {dim!r}, which `{self.name}` does not "
+                "have",
+                operand=self.name,
+                dim=str(dim),
+                expected=f"one of its dims: {', '.join(self.dims)}",
+                actual=repr(dim),
+                fix=f"name the dim along which to shift `{self.name}`",
+            )
+        if isinstance(rows, np.integer):
+            rows = int(rows)
+        if not isinstance(rows, int) or isinstance(rows, bool):
+            raise BodyError(
+                f"the offset of `{self.name}.load` along {dim} is not a Python int",
+                operand=self.name,
+                dim=dim,
+                expected="a static int, e.g. -3",
+                actual=repr(rows),
+                fix="compute the offset from constants and sk.dim, not from loaded values",
+            )
+        if abs(rows) > hw.TMA_BOX_MAX:
+            raise BodyError(
+                f"`{self.name}` is loaded {abs(rows)} elements away along {dim}, more than one "
+                f"copy reaches",
+                operand=self.name,
+                dim=dim,
+                expected=f"an offset of at most {hw.TMA_BOX_MAX} either way",
+                actual=str(rows),
+                fix="shift by at most one block: compute further taps in another kernel",
+            )
+        return (dim, rows) if rows else None
+
+    def block_for_dot(
+        self, *, fill: float | int | bool = 0, shift: tuple[str, int] | None = None
+    ) -> jax.Array:
         """The block as `sk.dot` reads it: from shared memory, in any layout."""
         self._check_loop_context()
         if isinstance(fill, np.generic):
@@ -136,9 +207,10 @@ class Tile:
         # Each loop reads its own copy of a looped operand, so each may choose its fill; any
         # other operand has one copy, read by the body and its loops alike.
         loop = context.loop_id if context and looped else None
+        shifts = (shift[1],) if shift else ()
         previous = next((r for r in self._loads if r.operand == self.name and r.loop == loop), None)
         if previous is None:
-            self._loads.append(LoadRecord(self.name, loop, fill, caller_user_line()))
+            self._loads.append(LoadRecord(self.name, loop, fill, caller_user_line(), shifts))
         elif not _same_fill(previous.fill, fill):
             raise BodyError(
                 f"`{self.name}` is loaded twice with different fills",
@@ -147,6 +219,9 @@ class Tile:
                 actual=repr(fill),
                 fix="load each operand once and reuse the value",
             )
+        elif shift and shift[1] not in previous.shifts:
+            place = self._loads.index(previous)
+            self._loads[place] = dataclasses.replace(previous, shifts=(*previous.shifts, shift[1]))
         return self._value
 
     def _check_frame(self) -> None:

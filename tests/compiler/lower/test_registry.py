@@ -81,8 +81,28 @@ def _top_k_rows(
     return jax.lax.top_k(sk.load(x, fill=0.0), K)[1]
 
 
+@sk.kernel(tile={"M": "BM", "N": "BN"})
+def _shifted_tiled(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, BN: sk.Const[int] = 128
+) -> Float[Array, "M N"]:
+    return sk.load(x) + sk.load(x, offset={"M": -1})
+
+
+@sk.kernel(tile={"M": "BM"})
+def _shifted_rows(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return sk.load(x) + sk.load(x, offset={"M": 1})
+
+
 # (rule, place, kernel, its argument, whether that place holds it)
 PROBES = {
+    "a shifted load in the strided block": (
+        "sk_shift",
+        Where.STRIDED,
+        _shifted_tiled,
+        STRIDED_X,
+        False,
+    ),
+    "a shifted load in the row form": ("sk_shift", Where.ROWS, _shifted_rows, WIDE_X, False),
     "a top_k in the row form": ("top_k", Where.ROWS, _top_k_rows, WIDE_X, False),
     "a cumsum in the row form": (
         "cumsum",

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from ..ir.nodes import Const, Expr, FunctionDef, Name, Slice, Subscript
 from ..lower.translation import Translation
+from .halos import halo_copies
 from ..plan.plan import LaunchPlan, OperandPlan, Role
 
 __all__ = ["BLOCK_FORM", "FormEmitter", "unpadded"]
@@ -54,16 +55,19 @@ class _BlockForm:
     boxes, every loaded block staged by a persistent launch."""
 
     def smem_shape(self, plan: LaunchPlan, op: OperandPlan, slots: int) -> tuple[int, ...]:
+        block = op.smem_block_shape
         if slots > 1 and op.role is Role.INPUT:  # a slot a stage
-            return (slots, *op.block_shape)
+            return (slots, *block)
         boxes = column_boxes(plan, op)
         if boxes == 1:
-            return op.block_shape
-        return (boxes, *op.block_shape[:-1], op.block_shape[-1] // boxes)
+            return block
+        return (boxes, *block[:-1], block[-1] // boxes)
 
     def copies(self, plan: LaunchPlan, op: OperandPlan) -> int:
-        # A TMA box along each tiled dim, and a whole dim's boxes along each whole dim.
-        return math.prod(1 if plan.dim(n).tiled_by else plan.dim(n).boxes for n in op.dims)
+        # A TMA box along each tiled dim, and a whole dim's boxes along each whole dim; each
+        # again for the rows above and below a tiled block that its shifted loads read.
+        boxes = math.prod(1 if plan.dim(n).tiled_by else plan.dim(n).boxes for n in op.dims)
+        return boxes * (1 + len(halo_copies(plan, op)))
 
     def staged(self, op: OperandPlan) -> bool:
         return True

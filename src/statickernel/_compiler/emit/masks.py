@@ -8,14 +8,13 @@ mask: in a loop step, next to a block of data, those spill.
 """
 
 import dataclasses
-import math
 from collections.abc import Iterable
 
 from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Mask, Name, Operator, Stmt, call
-from ..ir.pallas import broadcast, layout
+from ..ir.pallas import broadcast, layout, reads_zero
 from ..plan.plan import LaunchPlan, OperandPlan
 
-__all__ = ["MaskAxis", "edge_mask_statements", "fill_masks", "reads_zero"]
+__all__ = ["MaskAxis", "edge_mask_statements", "fill_masks"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,11 +84,6 @@ def edge_mask_statements(
                 Assign((Name(along.block),), broadcast(Name(along.vector), shape, dimension))
             )
     return statements
-
-
-def reads_zero(fill: object) -> bool:
-    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
-    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
 
 
 def fill_masks(plan: LaunchPlan, op: OperandPlan, fill: object) -> set[Mask]:

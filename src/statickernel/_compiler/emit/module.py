@@ -51,6 +51,7 @@ from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
+from .halos import block_rows, halo_copies
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .persistent import PersistentNames, persistent_statements
@@ -110,20 +111,40 @@ class _Generator:
     # --- pieces ------------------------------------------------------------------------------
 
     def _boxes(self, op: OperandPlan) -> list[tuple[Expr, Expr]]:
-        """(GMEM slice, SMEM ref) of each TMA box of an operand's block.
+        """(GMEM slice, SMEM ref) of each TMA box of an operand's block, then of the rows
+        around it that its shifted loads read (`emit.halos`).
 
         A whole dim wider than one box is copied in equal boxes: along rows they are
         contiguous slices of one SMEM buffer; along columns each box has its own leading SMEM
         index, because a TMA destination must be contiguous.
         """
+        boxes = self._boxes_of_rows(op, None)
+        for rows in halo_copies(self.plan, op):
+            boxes += self._boxes_of_rows(op, rows)
+        return boxes
+
+    def _boxes_of_rows(
+        self, op: OperandPlan, rows: tuple[Expr, Expr] | None
+    ) -> list[tuple[Expr, Expr]]:
+        """The boxes of the block, or with `rows` (array rows, buffer rows) for its rows."""
         per_dim: list[list[tuple[Expr, int | None, Expr | None]]] = []
+        below = op.halo.before  # the buffer's rows above the block's
         for dim_name, extent, gmem in zip(
             op.dims, op.block_shape, op.block_gmem_shape, strict=True
         ):
             d = self.plan.dim(dim_name)
+            first = not per_dim
+            if first and rows is not None:
+                per_dim.append([(rows[0], None, rows[1])])
+                continue
             if d.tiled_by:
                 start = BinOp(Operator.MUL, Name(block_index(dim_name)), Const(extent))
-                per_dim.append([(call("pl.ds", start, Const(extent)), None, None)])
+                held = call("pl.ds", Const(below), Const(extent)) if first and below else None
+                per_dim.append([(call("pl.ds", start, Const(extent)), None, held)])
+                continue
+            if first and op.halo.rows and d.boxes == 1:
+                whole = Slice() if extent == gmem else call("pl.ds", _EDGE_START, Const(extent))
+                per_dim.append([(whole, None, call("pl.ds", Const(below), Const(extent)))])
                 continue
             boxes, size = d.boxes, extent // d.boxes
             column = dim_name == self.plan.cols
@@ -143,7 +164,8 @@ class _Generator:
                 elif column:
                     options.append((gslice, k, None))
                 else:
-                    options.append((gslice, None, call("pl.ds", Const(start), Const(size))))
+                    held_at = start + (below if first else 0)
+                    options.append((gslice, None, call("pl.ds", Const(held_at), Const(size))))
             per_dim.append(options)
         boxes_out = []
         for combo in itertools.product(*per_dim):
@@ -208,12 +230,13 @@ class _Generator:
         past the edge."""
         boxes = column_boxes(self.plan, op)
         smem = smem_ref(op.name)
+        rows = block_rows(op)  # the block's rows, below those its shifted loads read above
         if boxes == 1:
-            value = load(ref or Name(smem), op.kind, self.plan.flat_frame)
+            held = Subscript(Name(f"{smem}.at"), (rows,)) if rows is not None else Name(smem)
+            value = load(ref or held, op.kind, self.plan.flat_frame)
         else:
-            parts = (
-                load(Subscript(Name(f"{smem}.at"), (Const(k),)), op.kind) for k in range(boxes)
-            )
+            index = (lambda k: (Const(k), rows)) if rows is not None else (lambda k: (Const(k),))
+            parts = (load(Subscript(Name(f"{smem}.at"), index(k)), op.kind) for k in range(boxes))
             value = call("jnp.concatenate", List(tuple(parts)), axis=Const(len(op.dims) - 1))
         lines: list[Stmt] = [Assign((Name(op.name),), value)]
         masks = fill_masks(self.plan, op, op.fill)
@@ -305,7 +328,7 @@ class _Generator:
                 # A box inside the array in every block needs no bounds handling: say so.
                 promise = (
                     {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
-                    if not any(self.plan.dim(d).ragged for d in op.dims)
+                    if not any(self.plan.dim(d).ragged for d in op.dims) and not op.halo.rows
                     else {}
                 )
                 barrier = Name(barrier_ref(op.name))

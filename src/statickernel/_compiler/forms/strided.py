@@ -5,7 +5,7 @@ import dataclasses
 
 from ... import _hardware as hw
 from ...language.context import operand_fills
-from ..emit.masks import reads_zero
+from ..ir.pallas import reads_zero
 from ..ir.pallas import FlatFrame
 from ..lower.geometry import block_geometry
 from ..plan.inputs import FormFacts

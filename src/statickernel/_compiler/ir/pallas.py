@@ -6,6 +6,7 @@ written one way.
 """
 
 import dataclasses
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "layout",
     "load",
     "masks_and",
+    "reads_zero",
     "select",
     "store",
 ]
@@ -201,6 +203,11 @@ def load(ref: Expr, kind: str, rows: Frame | None = None) -> Expr:
     if rows is not None:
         return call("plgpu.load", ref, layout=rows.layout(), optimized=Const(True))
     return call("plgpu.load", ref, layout=layout(kind), optimized=Const(False))
+
+
+def reads_zero(fill: object) -> bool:
+    """True for a fill of +0 (not -0.0): what TMA itself reads past an array's edge."""
+    return fill is not None and fill == 0 and not math.copysign(1.0, float(fill)) < 0  # pyright: ignore[reportArgumentType]
 
 
 def fill_past_edge(name: str, masks: Iterable[Mask], fill: object, dtype: str) -> Stmt:

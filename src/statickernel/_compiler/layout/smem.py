@@ -18,12 +18,25 @@ def dims_of(spec: KernelSpec, name: str) -> tuple[str, ...]:
     return next(o.dims for o in spec.operands + spec.results if o.name == name)
 
 
-def block_bytes(spec: KernelSpec, name: str, layout: BlockLayout, dtypes: Mapping[str, str]) -> int:
-    """The bytes one block of the operand or result `name` takes."""
+def block_bytes(
+    spec: KernelSpec,
+    name: str,
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+    halo_rows: int = 0,
+) -> int:
+    """The bytes one block of the operand or result `name` takes, with `halo_rows` more rows
+    (those its shifted loads read around the block)."""
     count = 1
-    for d in dims_of(spec, name):
-        count *= layout.dim(d).extent
+    for i, d in enumerate(dims_of(spec, name)):
+        count *= layout.dim(d).extent + (halo_rows if i == 0 else 0)
     return count * hw.itemsize(dtypes[name])
+
+
+def buffer_row_bytes(columns: int | None, boxes: int, dtype: str) -> int:
+    """The bytes of one row of a block's buffer: of a 2-D block's `columns` (a box's, where
+    each box of columns has a buffer), or of one element of a 1-D block (`columns` None)."""
+    return (columns // boxes if columns else 1) * hw.itemsize(dtype)
 
 
 def smem_bytes(
@@ -32,10 +45,11 @@ def smem_bytes(
     dtypes: Mapping[str, str],
     loaded: set[str],
     results: set[str] | None = None,
+    halo_rows: Mapping[str, int] | None = None,
 ) -> int:
-    """Shared memory of the kernel-wide buffers: the loaded operands' blocks and the results'
-    (`results` names the results held there; all of them by default), their barriers, and
-    Mosaic GPU's reserve."""
+    """Shared memory of the kernel-wide buffers: the loaded operands' blocks (with the rows
+    `halo_rows` gives around them) and the results' (`results` names the results held there;
+    all of them by default), their barriers, and Mosaic GPU's reserve."""
     total = 0
     # A scalar operand (of the kernel, or of each batch entry) is read from global memory:
     # no buffer, no barrier.
@@ -48,7 +62,8 @@ def smem_bytes(
             continue
         if op in spec.results and results is not None and op.name not in results:
             continue
-        total += hw.round_up(block_bytes(spec, op.name, layout, dtypes), hw.SMEM_BUFFER_ALIGN)
+        halo = (halo_rows or {}).get(op.name, 0)
+        total += hw.round_up(block_bytes(spec, op.name, layout, dtypes, halo), hw.SMEM_BUFFER_ALIGN)
     return total + hw.BARRIER_BYTES * len(loaded) + hw.SMEM_RESERVED_BYTES
 
 

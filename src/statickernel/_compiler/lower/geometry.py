@@ -29,6 +29,8 @@ def block_geometry(
         row_dim=spec.rows,
         col_dim=spec.cols,
         row_tiled=spec.rows in spec.tile_map,
+        row_size=layout.dim(spec.rows).size,
+        col_boxes=layout.dim(spec.cols).boxes if spec.cols else 1,
         col_tiled=spec.cols in spec.tile_map,
         col_size=layout.dim(spec.cols).block if spec.cols else 0,
         probe_sizes=layout.phase is Phase.DECLARATION,

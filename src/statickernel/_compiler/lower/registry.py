@@ -17,6 +17,7 @@ from .positions import POSITION_RULES
 from .prints import PRINT_RULES
 from .rules import BINARY, BODY_RULES, OTHER, REDUCTIONS, SHAPE_ONLY, UNARY
 from .scans import SCAN_RULES
+from .shifts import SHIFT_RULES
 from .slices import SLICE_RULES
 from .steps import LOOP_RULES
 from .top_k import TOP_K_RULES
@@ -36,6 +37,7 @@ RULES: Mapping[str, Rule] = {
     **ARG_RULES,
     **TOP_K_RULES,
     **SCAN_RULES,
+    **SHIFT_RULES,
 }
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
@@ -77,7 +79,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("shapes", tuple(sorted(SHAPE_ONLY))),
     ("slices and joins", tuple(SLICE_RULES)),
     ("scans", tuple(SCAN_RULES)),
-    ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position")),
+    ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position", "sk_shift")),
     ("printing", ("debug_print",)),
 )
 # How a body writes the primitives whose jnp name is not `jnp.<primitive>`.
@@ -86,6 +88,7 @@ _SPELLING = {
     "sk_map_blocks": "sk.map_blocks",
     "sk_dot": "sk.dot",
     "sk_position": "sk.position",
+    "sk_shift": "sk.load(x, offset={dim: k})",
     "debug_print": "jax.debug.print / pl.debug_print",
     "neg": "-x",
     "slice": "x[:, a:b]",

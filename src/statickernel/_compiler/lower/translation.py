@@ -60,6 +60,8 @@ class Geometry:
     # registers, padded to the register tile's 8 and to whole 16-byte rows.
     const_widths: tuple[tuple[int, int], ...] = ()
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
+    row_size: int = 0  # the row dim's size (a probe at the declaration)
+    col_boxes: int = 1  # the TMA boxes a block's columns are copied in, each its own buffer
     in_step: bool = False  # the geometry of a loop's step
 
     def own_width(self, kind: str, logical: tuple[int, ...]) -> int | None:

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ... import _hardware as hw
+from ...language.context import Halo
 from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout
 from .inputs import PlanInputs
@@ -65,6 +66,7 @@ def _plan_array(
         shares_smem_with=aliases.get(op.name) if role is Role.OUTPUT else None,
         in_place=role is Role.INPUT
         and (kind in (Kind.SCALAR, Kind.PARAMS) or op.name in inputs.form.reads_in_place),
+        halo=inputs.halos.get(op.name, Halo()) if role is Role.INPUT else Halo(),
     )
 
 

@@ -12,12 +12,12 @@ from typing import Any
 
 from ... import _hardware as hw
 from ..._errors import ErrorContext
-from ...language.context import LoadRecord, operand_fills
+from ...language.context import Halo, LoadRecord, operand_fills, operand_halos
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Kind
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import BlockLayout
-from ..layout.smem import block_bytes, smem_bytes
+from ..layout.smem import block_bytes, buffer_row_bytes, smem_bytes
 from ..lower.translation import LoopBlock
 from .operands import OperandPlan
 from .schedule import Persistent
@@ -89,6 +89,22 @@ class PlanInputs:
         return operand_fills(self.loads)
 
     @functools.cached_property
+    def halos(self) -> dict[str, Halo]:
+        """The rows around its block that each operand read at a row offset is copied with,
+        as its buffer holds them (`Halo.aligned`)."""
+        halos = {}
+        for name, halo in operand_halos(self.loads).items():
+            columns = next(o.block_dims for o in self.spec.operands if o.name == name)[1:]
+            extent = self.layout.dim(columns[0]).extent if columns else None
+            boxes = self.layout.dim(columns[0]).boxes if columns else 1
+            halos[name] = halo.aligned(buffer_row_bytes(extent, boxes, self.dtypes[name]))
+        return halos
+
+    @functools.cached_property
+    def halo_rows(self) -> dict[str, int]:
+        return {name: halo.rows for name, halo in self.halos.items()}
+
+    @functools.cached_property
     def block_bytes(self) -> dict[str, int]:
         """The bytes one block of each operand and result takes, before alignment."""
         names = [o.name for o in self.spec.operands + self.spec.results]
@@ -105,7 +121,9 @@ class PlanInputs:
         those written into an operand's block), their barriers and the reserve."""
         held = {r.name for r in self.spec.results} - set(self.form.aliases or {})
         copied = set(self.fills) - self.form.reads_in_place
-        blocks = smem_bytes(self.spec, self.layout, self.dtypes, copied, results=held)
+        blocks = smem_bytes(
+            self.spec, self.layout, self.dtypes, copied, results=held, halo_rows=self.halo_rows
+        )
         return blocks + hw.round_up(self.scratch_bytes, hw.SMEM_BUFFER_ALIGN)
 
     @property

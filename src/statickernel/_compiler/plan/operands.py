@@ -6,6 +6,7 @@ import enum
 from typing import Any
 
 from ... import _hardware as hw
+from ...language.context import Halo
 from ..ir.nodes import Kind
 
 __all__ = ["OperandPlan", "Role"]
@@ -64,6 +65,10 @@ class OperandPlan:
     """For a result reduced across blocks: the tiled dims whose block index leads its array
     (after the batch dims), one partial per block, combined after the launch; else empty."""
 
+    halo: Halo = Halo()
+    """For an operand the body reads at row offsets (`sk.load(x, offset=...)`): the rows its
+    copy holds above and below its block; none otherwise."""
+
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:
         """`gmem_shape` without the batch and per-block dims: the array one grid step
@@ -82,6 +87,13 @@ class OperandPlan:
         if self.shares_smem_with is not None or self.in_place:
             return 0
         count = 1
-        for extent in self.block_shape:
+        for extent in self.smem_block_shape:
             count *= extent
         return count * hw.itemsize(self.dtype) if self.loaded or self.role is Role.OUTPUT else 0
+
+    @property
+    def smem_block_shape(self) -> tuple[int, ...]:
+        """The block as its shared-memory buffer holds it: with its halo's rows."""
+        if not self.halo.rows:
+            return self.block_shape
+        return (self.block_shape[0] + self.halo.rows, *self.block_shape[1:])

@@ -189,6 +189,8 @@ class LaunchPlan(TextDisplay):
                     text += "  fill per loop (below)"
                 elif op.fill is not None:
                     text += f"  fill {op.fill!r}"
+                if op.halo.rows:
+                    text += f"  {_halo_text(self, op)}"
                 if op.host_padded:
                     text += f"  host-padded to {list(op.gmem_shape)}"
                 lines.append(text)
@@ -244,6 +246,18 @@ class LaunchPlan(TextDisplay):
         if d.looped_by:
             return f": the last step is masked{fill_text}"
         return f": masked{fill_text}; stores past the edge dropped"
+
+
+def _halo_text(plan: LaunchPlan, op: OperandPlan) -> str:
+    """What an operand's copy holds around its block for the body's shifted loads."""
+    row = op.dims[0]
+    parts = [
+        f"{n} row(s) {where}"
+        for n, where in ((op.halo.before, "above"), (op.halo.after, "below"))
+        if n
+    ]
+    how = "copied with it" if plan.dim(row).tiled_by else "past the whole dim, read as the fill"
+    return f"+ {' and '.join(parts)} along {row} for shifted loads ({how})"
 
 
 def make_plan(inputs: PlanInputs) -> LaunchPlan:

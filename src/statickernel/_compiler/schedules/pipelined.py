@@ -21,7 +21,7 @@ class PipelinedLoops:
         # Results written after the loops take scoped shared memory that reuses the pipelines'.
         streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
         once = {n for n in plan.fills if not any(d in looped for d in dims_of(spec, n))}
-        base = smem_bytes(spec, layout, dtypes, once, results=streamed)
+        base = smem_bytes(spec, layout, dtypes, once, results=streamed, halo_rows=plan.halo_rows)
         epilogue = epilogue_bytes(spec, layout, dtypes, streamed)
         if plan.declared_stages is None:
             loops = plan_fitted_loops(plan, base, epilogue)

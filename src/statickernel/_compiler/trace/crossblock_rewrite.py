@@ -256,7 +256,7 @@ def _on_one_vector(eqn: Eqn, avals: Mapping[str, tuple[tuple[int, ...], str]]) -
     names = {a.var for a in eqn.inputs if a.var is not None}
     if len(names) != 1 or len(eqn.outputs) != 1 or eqn.prim in REDUCTIONS:
         return False
-    if eqn.prim in ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position"):
+    if eqn.prim in ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position", "sk_shift"):
         return False
     (name,) = names
     in_shape, out_shape = avals[name][0], avals[eqn.outputs[0]][0]
