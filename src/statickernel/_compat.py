@@ -29,6 +29,7 @@ __all__ = [
     "interpreter_races_found",
     "lowering_for_export",
     "mesh_manual_axes",
+    "names_with_fixed_sizes",
     "plain_dim_names",
     "register_batching_rule",
     "register_jvp_rule",
@@ -64,17 +65,26 @@ def plain_dim_names(hint: Any) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def fixed_dim_size(hint: Any) -> int | None:
-    """The size of a 1-D jaxtyping annotation's one dim when it is a fixed size ("3"); None
-    otherwise. A `_FixedDim` is read by its fields, `size` and `broadcastable`, as
-    `plain_dim_names` reads the others. Checked on jaxtyping 0.3.11."""
+def names_with_fixed_sizes(hint: Any) -> tuple[str, ...] | None:
+    """The dims of a jaxtyping annotation of at most 2 dims, each a plain name or a fixed size
+    ("3", "4 C"), a fixed size named by its digits; None when any dim is neither. A
+    `_FixedDim` is read by its fields, `size` and `broadcastable`, as `plain_dim_names` reads
+    the others. Checked on jaxtyping 0.3.11."""
     dims = getattr(hint, "dims", ())
-    if len(dims) != 1:
+    if not 1 <= len(dims) <= 2 or getattr(hint, "index_variadic", None) is not None:
         return None
-    size = getattr(dims[0], "size", None)
-    if not isinstance(size, int) or getattr(dims[0], "broadcastable", True):
-        return None
-    return size
+    names: list[str] = []
+    for dim in dims:
+        size, name = getattr(dim, "size", None), getattr(dim, "name", None)
+        if getattr(dim, "broadcastable", True):
+            return None
+        if isinstance(size, int):
+            names.append(str(size))
+        elif isinstance(name, str):
+            names.append(name)
+        else:
+            return None
+    return tuple(names)
 
 
 def annotation_dtypes(hint: Any) -> tuple[Any, ...] | None:

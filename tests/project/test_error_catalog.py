@@ -188,6 +188,7 @@ CODES = {
     "VjpError": "SK107",
     "CrossBlockResultError": "SK108",
     "SliceError": "SK109",
+    "ShiftError": "SK110",
     "HardwareLimitError": "SK199",
     "CallError": "SK200",
     "OperandError": "SK201",

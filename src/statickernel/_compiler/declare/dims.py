@@ -16,6 +16,7 @@ __all__ = [
     "check_batch_leads",
     "check_const_dims",
     "check_derivable",
+    "check_stacked_params",
     "const_dims",
     "frame",
     "param_dims",
@@ -160,24 +161,52 @@ def param_dims(
     split: Mapping[str, str],
     batch: tuple[str, ...],
 ) -> tuple[str, ...]:
-    """The dims of parameter vectors: a 1-D operand (after its batch dims) along a dim no
-    other array has but such vectors, neither split nor a batch dim, without batch dims of its
-    own (PolyNorm's 3 weights, `"3"` or `" P"`).
-    Its elements are read by index, so no block of it is laid out."""
+    """The dims of parameter vectors: a dim no array has but operands without batch dims of
+    their own, neither split nor a batch dim, of a 1-D operand (PolyNorm's 3 weights, `"3"` or
+    `" P"`: its elements are read by index, no block of it is laid out) or, named by its size,
+    of a 2-D one beside a dim of the kernel's blocks (a convolution's per-channel weights of
+    its 4 taps, `"4 C"`: a stack of vectors, each taken by index)."""
 
-    def vector(o: OperandSpec) -> bool:
-        return not o.batch and len(o.dims) == 1
+    def parameters(o: OperandSpec, dim: str) -> bool:
+        return not o.batch and (len(o.dims) == 1 or (len(o.dims) == 2 and dim.isdigit()))
 
     found = []
     for op in operands:
-        dim = op.dims[0] if vector(op) else None
-        if dim is None or dim in split or dim in batch or dim in found:
-            continue
-        # Every array with the dim is such a vector (w: " P" and b: " P" both are).
-        holders = [o for o in operands + results if dim in o.dims]
-        if all(vector(o) and o in operands for o in holders):
-            found.append(dim)
+        for dim in op.dims:
+            if dim in split or dim in batch or dim in found or not parameters(op, dim):
+                continue
+            # Every array with the dim holds parameters (w: " P" and b: " P" both do).
+            holders = [o for o in operands + results if dim in o.dims]
+            if all(parameters(o, dim) and o in operands for o in holders):
+                found.append(dim)
+                break
     return tuple(found)
+
+
+def check_stacked_params(
+    operands: list[OperandSpec],
+    parameters: tuple[str, ...],
+    rows: str,
+    cols: str | None,
+    err: dict[str, Any],
+) -> None:
+    """A 2-D operand of parameters stacks vectors along the kernel's rows or its columns."""
+    for op in operands:
+        if len(op.dims) != 2 or not set(op.dims) & set(parameters):
+            continue
+        other = next((d for d in op.dims if d not in parameters), op.dims[1])
+        if other in (rows, cols):
+            continue
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') stacks vectors along {other}, which is "
+            "neither the rows nor the columns of the kernel's blocks",
+            **err,
+            operand=op.name,
+            dim=other,
+            expected=f"vectors along '{rows}'" + (f" or '{cols}'" if cols else ""),
+            actual=f"'{' '.join(op.dims)}'",
+            fix="give the vectors the dim of the blocks' rows or columns they run along",
+        )
 
 
 def check_const_dims(

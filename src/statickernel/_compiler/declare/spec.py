@@ -12,7 +12,7 @@ from typing import Any
 
 from jaxtyping import AbstractArray
 
-from ..._compat import fixed_dim_size, plain_dim_names
+from ..._compat import names_with_fixed_sizes, plain_dim_names
 from ..._errors import AnnotationError, ConstantError, TilingError
 from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
@@ -22,6 +22,7 @@ from .dims import (
     check_batch_leads,
     check_const_dims,
     check_derivable,
+    check_stacked_params,
     const_dims,
     frame,
     param_dims,
@@ -149,6 +150,7 @@ def build_spec(
     loop = dict(loop or {})
     parameters = param_dims(operands, results, {**tile, **loop}, batch)
     rows, cols = frame(operands, results, err, loop, constant_dims, parameters)
+    check_stacked_params(operands, parameters, rows, cols, err)
     check_const_dims(results, constant_dims, rows, err)
     _check_batch_unblocked(batch, tile, loop, err)
     _check_tiling(tile, operands, results, consts, err)
@@ -318,9 +320,10 @@ def _array_spec(
             fix=f"annotate it like {example}",
         )
     names = plain_dim_names(hint)
-    size = fixed_dim_size(hint) if role == "operand" and not batch else None
-    if names is None and size is not None:
-        names = (str(size),)  # a vector of parameters of a fixed size: a dim named by it
+    if names is None and role == "operand":
+        # Parameters of a fixed count (a vector "3", or a vector a row "4 C"): a dim named
+        # by its size, which `param_dims` then finds.
+        names = names_with_fixed_sizes(hint)
     if names is None:
         raise AnnotationError(
             f"{role} `{name}` has a dim that is not a plain name",

@@ -13,8 +13,8 @@ from typing import Protocol
 
 from ..ir.nodes import Const, Expr, FunctionDef, Name, Slice, Subscript
 from ..lower.translation import Translation
-from .halos import halo_copies
 from ..plan.plan import LaunchPlan, OperandPlan, Role
+from .halos import halo_copies
 
 __all__ = ["BLOCK_FORM", "FormEmitter", "unpadded"]
 

@@ -245,8 +245,9 @@ class _Generator:
         return lines
 
     def _in_registers(self, op: OperandPlan) -> bool:
-        """False for an operand only `sk.dot` reads: WGMMA takes it from shared memory."""
-        return (
+        """False for an operand only `sk.dot` reads: WGMMA takes it from shared memory; and
+        for a stack of parameter vectors, whose vectors are loaded where the body takes them."""
+        return op.kind is not Kind.PARAMS and (
             not op.swizzle
             or any(line_reads(line, op.name) for line in self.t.lines)
             or any(out is not None and op.name in names_read(out) for out in self.t.outputs)

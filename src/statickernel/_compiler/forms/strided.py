@@ -5,8 +5,7 @@ import dataclasses
 
 from ... import _hardware as hw
 from ...language.context import operand_fills
-from ..ir.pallas import reads_zero
-from ..ir.pallas import FlatFrame
+from ..ir.pallas import FlatFrame, reads_zero
 from ..lower.geometry import block_geometry
 from ..plan.inputs import FormFacts
 from .base import FormChoice, FormInputs, translate_in

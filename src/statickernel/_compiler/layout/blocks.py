@@ -138,13 +138,14 @@ class BlockLayout:
 
     def kind(self, dims: tuple[str, ...]) -> Kind:
         """The register form of a block over `dims` (the dims the body sees): a 2-D block is
-        a tile; a 1-D one is a per-row or per-column vector; a scalar operand a scalar."""
+        a tile; a 1-D one is a per-row or per-column vector; a scalar operand a scalar; an
+        operand of parameters (a vector, or a stack of vectors) has none."""
         if not dims:
             return Kind.SCALAR
+        if set(dims) & set(self.params):
+            return Kind.PARAMS
         if len(dims) == 2:
             return Kind.TILE
-        if dims[0] in self.params:
-            return Kind.PARAMS
         return Kind.ROW if dims[0] == self.rows else Kind.COL
 
     @property

@@ -55,7 +55,11 @@ def smem_bytes(
     # no buffer, no barrier.
     # So is a parameter vector, by index.
     blocks = {o.name: o.block_dims for o in spec.operands}
-    params = {o.name for o in spec.operands if set(o.block_dims) & set(spec.param_dims)}
+    params = {
+        o.name
+        for o in spec.operands
+        if set(o.block_dims) & set(spec.param_dims) and len(o.block_dims) == 1
+    }
     loaded = {n for n in loaded if blocks.get(n, dims_of(spec, n)) and n not in params}
     for op in spec.operands + spec.results:
         if op in spec.operands and op.name not in loaded:

@@ -95,6 +95,9 @@ class Translator:
         self.loop_count = 0
         self.products: list[Product] = []  # the sk.dot values of the step being translated
         self.scratch_bytes = 0  # shared memory the body scopes for itself (a scan's buffer)
+        # A vector taken from a stack of parameter vectors, until `squeeze` loads it: the
+        # variable -> (operand, axis of the parameters, kind of the vector, its index).
+        self.stack_vectors: dict[str, tuple[str, int, Kind, int]] = {}
 
     def eqns(self, eqns: tuple[Eqn, ...]) -> None:
         last_line = None
@@ -150,11 +153,13 @@ class Translator:
         error: type[UnsupportedOpError] = UnsupportedOpError,
         expected: str = "an op Mosaic GPU lowers on register tiles",
         dim: str | None = None,
+        operand: str | None = None,
     ) -> UnsupportedOpError:
         return error(
             what,
             kernel=self.kernel,
             where=eqn.line or self.where,
+            operand=operand,
             dim=dim,
             expected=expected,
             actual=actual or f"`{eqn.prim}`" + (f" in: {eqn.source}" if eqn.source else ""),

@@ -7,11 +7,24 @@ from ... import _hardware as hw
 from ..._errors import Phase
 from ...language.context import operand_fills
 from ..declare.spec import KernelSpec
+from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout
 from ..trace.body import BodyTrace
 from .translation import Geometry
 
 __all__ = ["block_geometry"]
+
+
+def _param_stacks(spec: KernelSpec) -> tuple[tuple[str, tuple[int, str]], ...]:
+    """Each 2-D operand of parameters: the axis of its parameters, and the kind of the vectors
+    along the other, the rows' or the columns'."""
+    stacks = []
+    for o in spec.operands:
+        dims = o.block_dims
+        if len(dims) == 2 and set(dims) & set(spec.param_dims):
+            axis = 0 if dims[0] in spec.param_dims else 1
+            stacks.append((o.name, (axis, Kind.ROW if dims[1 - axis] == spec.rows else Kind.COL)))
+    return tuple(stacks)
 
 
 def block_geometry(
@@ -31,6 +44,7 @@ def block_geometry(
         row_tiled=spec.rows in spec.tile_map,
         row_size=layout.dim(spec.rows).size,
         col_boxes=layout.dim(spec.cols).boxes if spec.cols else 1,
+        param_stacks=_param_stacks(spec),
         col_tiled=spec.cols in spec.tile_map,
         col_size=layout.dim(spec.cols).block if spec.cols else 0,
         probe_sizes=layout.phase is Phase.DECLARATION,

@@ -45,7 +45,7 @@ def _translate_shift(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     operand, dim, offset = eqn.param("operand"), eqn.param("dim"), int(eqn.param("offset"))
     kind = tr.kind(atom)
-    _check(tr, eqn, operand, dim, kind)
+    _check(tr, eqn, operand, dim, offset, kind)
     dtype = tr.dtype(atom)
     columns = tr.g.cols if kind is Kind.TILE else None
     row_bytes = buffer_row_bytes(columns, tr.g.col_boxes, dtype)
@@ -79,8 +79,8 @@ def _translate_shift(tr: Translator, eqn: Eqn) -> None:
     tr.lines.append(Assign((Name(out),), value, comment="rows outside the array read the fill"))
 
 
-def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, kind: Kind) -> None:
-    where = f"sk.load({operand}, offset={{{dim!r}: ...}})"
+def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, offset: int, kind: Kind) -> None:
+    where = f"sk.load({operand}, offset={{{dim!r}: {offset}}})"
     if dim != tr.g.row_dim:
         raise tr.fail(
             eqn,
@@ -90,6 +90,7 @@ def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, kind: Kind) -> None
             f"'{dim} ...' before its other dim) and shift along the rows",
             actual=where,
             error=ShiftError,
+            operand=operand,
             expected=f"a shift along the row dim {tr.g.row_dim}",
             dim=dim,
         )
@@ -100,6 +101,7 @@ def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, kind: Kind) -> None
             "shift a 2-D block or a vector along the rows",
             actual=where,
             error=ShiftError,
+            operand=operand,
             expected="a block or a per-row vector",
             dim=dim,
         )
@@ -112,6 +114,7 @@ def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, kind: Kind) -> None
             "shifted outside any loop",
             actual=where,
             error=ShiftError,
+            operand=operand,
             expected="a shifted load outside loops",
             dim=dim,
         )

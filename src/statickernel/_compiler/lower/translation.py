@@ -62,6 +62,9 @@ class Geometry:
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
     row_size: int = 0  # the row dim's size (a probe at the declaration)
     col_boxes: int = 1  # the TMA boxes a block's columns are copied in, each its own buffer
+    # The stacks of parameter vectors ("4 C"): operand -> (the axis of its parameters, the
+    # kind of each vector taken from it).
+    param_stacks: tuple[tuple[str, tuple[int, str]], ...] = ()
     in_step: bool = False  # the geometry of a loop's step
 
     def own_width(self, kind: str, logical: tuple[int, ...]) -> int | None:

@@ -65,7 +65,11 @@ def _plan_array(
         swizzle=swizzle,
         shares_smem_with=aliases.get(op.name) if role is Role.OUTPUT else None,
         in_place=role is Role.INPUT
-        and (kind in (Kind.SCALAR, Kind.PARAMS) or op.name in inputs.form.reads_in_place),
+        and (
+            kind is Kind.SCALAR
+            or (kind is Kind.PARAMS and len(dims_seen) == 1)  # a stack of vectors is copied
+            or op.name in inputs.form.reads_in_place
+        ),
         halo=inputs.halos.get(op.name, Halo()) if role is Role.INPUT else Halo(),
     )
 
@@ -114,7 +118,7 @@ def _gmem_shape(
         return (shape[0], padded)
     if role is Role.INPUT and op.name in inputs.form.reads_in_place:
         return shape  # read an element at a time, from the array as it is
-    if role is Role.INPUT and set(dims_seen) & set(spec.param_dims):
+    if role is Role.INPUT and len(shape) == 1 and set(dims_seen) & set(spec.param_dims):
         return shape  # a parameter vector, read by index
     if inputs.form.copies_vectors_in_bulk and len(shape) == 1:
         summed = role is Role.OUTPUT and op.dims == (spec.cols,)

@@ -65,7 +65,7 @@ class OperandPlan:
     """For a result reduced across blocks: the tiled dims whose block index leads its array
     (after the batch dims), one partial per block, combined after the launch; else empty."""
 
-    halo: Halo = Halo()
+    halo: Halo = dataclasses.field(default_factory=Halo)
     """For an operand the body reads at row offsets (`sk.load(x, offset=...)`): the rows its
     copy holds above and below its block; none otherwise."""
 

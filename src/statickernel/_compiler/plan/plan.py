@@ -178,7 +178,9 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  {title}:")
             for op in group:
                 text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
-                if op.kind == Kind.PARAMS:
+                if op.kind == Kind.PARAMS and len(op.dims) == 2:
+                    text += "  a stack of parameter vectors, each loaded where the body takes it"
+                elif op.kind == Kind.PARAMS:
                     text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
                     text += "by index from global memory"
                 elif op.role is Role.INPUT and not op.loaded:
