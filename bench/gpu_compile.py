@@ -175,6 +175,13 @@ ROWS: tuple[Row, ...] = (
         "chunk_decay",
         (((16384, 128), "bfloat16"), ((16384,), "float32"), ((16384,), "float32")),
     ),
+    # Mamba's causal conv1d (d_inner 5120, width 4), channels last: the rows above each block
+    # are copied with it, and the 4 shifted windows read from shared memory.
+    Row(
+        "causal_conv1d",
+        "causal_conv1d",
+        (((4, 4096, 5120), "bfloat16"), ((4, 5120), "float32"), ((5120,), "float32")),
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

@@ -10,6 +10,7 @@ import statickernel as sk
 from add import add
 from attention import attention, attention_lse
 from batched_matmul import batched_matmul
+from causal_conv1d import causal_conv1d
 from cross_entropy import cross_entropy, cross_entropy_backward
 from cumsum import chunk_decay
 from dropout import dropout
@@ -75,6 +76,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "rope": rope,
     "moe_router": moe_router,
     "chunk_decay": chunk_decay,
+    "causal_conv1d": causal_conv1d,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -184,6 +186,8 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     "moe_router": [((100, 60), "bfloat16")],
     # A scan along whole chunks of 100 steps (padded to 104), ragged rows.
     "chunk_decay": [((100, 100), "bfloat16"), ((100,), "float32"), ((100,), "float32")],
+    # Ragged L (its first block reads the 3 rows above as zeros), ragged C; 4 taps a channel.
+    "causal_conv1d": [((2, 100, 72), "bfloat16"), ((4, 72), "float32"), ((72,), "float32")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

@@ -64,6 +64,8 @@ class DimLayout:
     """True for a batch dim: one index per grid step, dropped from the blocks."""
     by_constant: bool = False
     """True for a result dim that the constant of its name sizes (top-k's K); whole."""
+    parameters: bool = False
+    """True for the dim of parameter vectors (`"3"`, a stack's `"4 C"`), taken by index."""
 
     @property
     def split(self) -> bool:
@@ -289,6 +291,7 @@ def _layout(
                 looped_by=looped.get(n),
                 batched=n in spec.batch,
                 by_constant=n in spec.const_dims,
+                parameters=n in spec.param_dims,
             )
             for n in spec.layout_dims()
         ),

@@ -101,6 +101,17 @@ class PlanInputs:
         return halos
 
     @functools.cached_property
+    def buffers_read_by_body(self) -> bool:
+        """Whether the body reads an operand's shared-memory buffer itself (a shifted load's
+        window, a vector of a stack): such a buffer is copied once, whole, by the launch of
+        one block a CTA, never staged nor copied by a warp-specialized producer."""
+        stacks = any(
+            len(o.block_dims) == 2 and set(o.block_dims) & set(self.spec.param_dims)
+            for o in self.spec.operands
+        )
+        return bool(self.halos) or stacks
+
+    @functools.cached_property
     def halo_rows(self) -> dict[str, int]:
         return {name: halo.rows for name, halo in self.halos.items()}
 

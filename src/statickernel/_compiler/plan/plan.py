@@ -172,6 +172,8 @@ class LaunchPlan(TextDisplay):
             split = "batch" if d.batched else split
             split = f"the constant {d.name}" if d.by_constant else split
             split, status = form.dim_text(self, d, split, d.status)
+            if d.parameters:
+                split, status = "parameters", "each taken by index"
             edge = self._edge(d)
             lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {status}{edge}")
         for title, group in (("operands", self.operands), ("results", self.results)):
@@ -229,7 +231,7 @@ class LaunchPlan(TextDisplay):
         return "\n".join(lines)
 
     def _edge(self, d: DimLayout) -> str:
-        if d.batched:
+        if d.batched or d.parameters:
             return ""
         own = self.planned_form.edge(self, d)
         if own is not None:

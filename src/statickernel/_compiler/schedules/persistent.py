@@ -20,8 +20,8 @@ _BLOCK_STAGES = (3, 2)
 class PersistentBlocks:
     def propose(self, inputs: ScheduleInputs) -> ScheduleChoice | None:
         plan = inputs.plan
-        # A block read with its neighbours' rows (a shifted load) is copied once, not staged.
-        if plan.loops or plan.halos:
+        # A buffer the body reads itself (a shifted load's) is copied once, not staged.
+        if plan.loops or plan.buffers_read_by_body:
             return None
         smem = plan.held_smem_bytes
         staged = [op for op in inputs.operands if plan.form.staged(op)]

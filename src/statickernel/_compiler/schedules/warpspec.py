@@ -16,9 +16,9 @@ __all__ = ["WarpSpecializedLoop"]
 class WarpSpecializedLoop:
     def propose(self, inputs: ScheduleInputs) -> ScheduleChoice | None:
         plan = inputs.plan
-        # The producer copies each block alone: a shifted load's rows around it take the
-        # pipelined launch, which copies such an operand once with them.
-        if not plan.loops or not plan.form.specializes_warps or plan.halos:
+        # A buffer the body reads itself (a shifted load's rows, a stack of vectors) takes
+        # the pipelined launch, which copies it once, whole.
+        if not plan.loops or not plan.form.specializes_warps or plan.buffers_read_by_body:
             return None
         spec, layout = plan.spec, plan.layout
         ws = plan_warp_specialized(
