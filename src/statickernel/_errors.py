@@ -251,7 +251,7 @@ class SliceError(UnsupportedOpError):
 class ShiftError(UnsupportedOpError):
     """The body loads an operand shifted (`sk.load(x, offset={dim: k})`) where no copy can
     hold the rows around its block: along the columns (a window would start inside a register
-    vector), inside a loop's step, or of an operand only `sk.dot` reads."""
+    vector), inside a loop's step, or further back than one block of a split dim."""
 
     code: ClassVar[str] = "SK110"
 

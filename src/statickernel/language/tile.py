@@ -136,6 +136,18 @@ class Tile:
                 fix="pass offset={dim: k}; to read several offsets, load once for each",
             )
         ((dim, rows),) = offset.items()
+        context = _trace_context.current()
+        if context is not None and dim in context.batch:
+            raise BodyError(
+                f"the offset of `{self.name}.load` names the batch dim {dim}, of which each grid "
+                "step reads one entry",
+                operand=self.name,
+                dim=str(dim),
+                expected=f"a dim of its blocks: {', '.join(self.dims)}",
+                actual=repr(dim),
+                fix=f"shift along a dim of the blocks; to read another entry of {dim}, pass "
+                f"`{self.name}` rolled along {dim} outside the kernel",
+            )
         if dim not in self.dims:
             raise BodyError(
                 f"the offset of `{self.name}.load` names {dim!r}, which `{self.name}` does not "
@@ -217,7 +229,7 @@ class Tile:
                 operand=self.name,
                 expected=repr(previous.fill),
                 actual=repr(fill),
-                fix="load each operand once and reuse the value",
+                fix="load each operand with one fill, its shifted loads too, and reuse the value",
             )
         elif shift and shift[1] not in previous.shifts:
             place = self._loads.index(previous)

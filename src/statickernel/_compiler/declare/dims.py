@@ -32,8 +32,6 @@ def check_batch(
     """Batch dims lead every result, and appear nowhere but in the leading dims."""
     for op in operands + results:
         stray = [d for d in op.block_dims if d in batch]
-        if stray and op in operands and _leads_with_batch_dims(op.dims, batch):
-            raise _batch_subset_error(op, batch, err)
         if stray:
             raise AnnotationError(
                 f"`{op.name}` has the batch dim {stray[0]} after its leading dims",
@@ -64,43 +62,6 @@ def check_batch(
                 fix="each grid step writes one batch entry, so the result must have them all, "
                 "in the order of batch=",
             )
-
-
-def _leads_with_batch_dims(dims: tuple[str, ...], batch: tuple[str, ...]) -> bool:
-    """Its batch dims come first and in the order of batch=, but are not a run from its
-    start (GroupNorm's `w` of 'G' under batch=("B", "G"))."""
-    present = [d for d in dims if d in batch]
-    return list(dims[: len(present)]) == present and present == [d for d in batch if d in dims]
-
-
-def _batch_subset_error(
-    op: OperandSpec, batch: tuple[str, ...], err: dict[str, Any]
-) -> AnnotationError:
-    """An operand that carries some batch dims but not the ones before them in batch=: a grid
-    step indexes an operand's batch dims from the first. The fix broadcasts it over the
-    missing ones (a per-entry scalar stays 0-d after them: an operand of each grid step), a
-    call that runs as it is written."""
-    present = [d for d in op.dims if d in batch]
-    last = batch.index(present[-1])
-    block = [d for d in op.dims if d not in batch]
-    wanted = [*batch[: last + 1], *block]
-    new_axes = tuple(i for i, d in enumerate(wanted) if d not in op.dims)
-    axes = str(new_axes[0]) if len(new_axes) == 1 else str(new_axes)
-    missing = [d for d in batch[: last + 1] if d not in op.dims]
-    return AnnotationError(
-        f"operand `{op.name}` carries the batch dim {present[0]} but not "
-        f"{' '.join(missing)} before it: a grid step indexes an operand's batch dims from "
-        "the first of batch=",
-        **err,
-        operand=op.name,
-        dim=present[0],
-        expected=f"the batch dims of batch= from the first ({' '.join(batch)}), then the "
-        f"block dims: '{' '.join(wanted)}'",
-        actual=f"'{' '.join(op.dims)}'",
-        fix=f"broadcast it outside the kernel, jnp.broadcast_to(jnp.expand_dims({op.name}, "
-        f"{axes}), ({', '.join(wanted)})) with {', '.join(wanted)} the sizes of those dims, "
-        f"and annotate it '{' '.join(wanted)}'",
-    )
 
 
 def check_batch_leads(

@@ -342,8 +342,10 @@ def _array_spec(
         )
     dims = list(names)
     check_batch_leads(name, dims, batch, err, role=role)
+    # Its batch dims lead it, in the order of batch= (`check_batch_leads`): all of them, or
+    # some (GroupNorm's weight `"G C"` under batch=("B", "G"), shared by every B).
     leading = 0
-    while leading < len(dims) and leading < len(batch) and dims[leading] == batch[leading]:
+    while leading < len(dims) and dims[leading] in batch:
         leading += 1
     # A 0-d operand is a scalar the kernel reads from global memory (a seed, a step count):
     # a runtime value, unlike a constant, so a new value reuses the compiled kernel. A 0-d

@@ -139,7 +139,9 @@ class _Generator:
                 continue
             if d.tiled_by:
                 start = BinOp(Operator.MUL, Name(block_index(dim_name)), Const(extent))
-                held = call("pl.ds", Const(below), Const(extent)) if first and below else None
+                held = (
+                    call("pl.ds", Const(below), Const(extent)) if first and op.halo.rows else None
+                )
                 per_dim.append([(call("pl.ds", start, Const(extent)), None, held)])
                 continue
             if first and op.halo.rows and d.boxes == 1:

@@ -149,7 +149,7 @@ def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
     batch = result.batch
     # A batched vector or scalar (a per-batch scale) is read at the walk's batch entry too.
     batched = tuple(op for op in (*vectors, *scalars) if op.batch)
-    entries = (a, b, result, *batched) if batch else ()
+    entries = tuple(op for op in (a, b, result, *batched) if op.batch)
     at_entry = {op.name for op in entries}
     gmem = {
         op.name: Name(batch_entry(op.name) if op.name in at_entry else gmem_ref(op.name))
@@ -271,9 +271,10 @@ def _tile_header(g: _Geometry) -> list[Stmt]:
         Assign((Name(block_index(g.rows)),), block_rows, comment="this consumer's block"),
         Assign((Name(block_index(g.cols)),), block_cols),
     ]
-    for op in g.entries:
-        entry = _at(Name(gmem_ref(op.name)), *batch_indices)
-        header.append(Assign((g.gmem[op.name],), entry))
+    for op in g.entries:  # at its entry of the batch dims it has (all, or some)
+        if op.batch:
+            entry = _at(Name(gmem_ref(op.name)), *(Name(block_index(d)) for d in op.batch))
+            header.append(Assign((g.gmem[op.name],), entry))
     return header
 
 
@@ -391,9 +392,10 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
         **({"transforms": wgmma_transforms(g.result.dtype)} if ws.swizzled else {}),
     )
     # The pipeline's buffers are sized by the arrays of one batch entry.
-    first = tuple(Const(0) for _ in g.batch)
     sized_by = [
-        _at(Name(gmem_ref(op.name)), *first) if g.batch else Name(gmem_ref(op.name))
+        _at(Name(gmem_ref(op.name)), *(Const(0) for _ in op.batch))
+        if op.batch
+        else Name(gmem_ref(op.name))
         for op in (g.a, g.b)
     ]
     unscheduled = call(_LOCAL.pipeline, Const(None), Const(None))

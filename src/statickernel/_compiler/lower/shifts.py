@@ -45,7 +45,7 @@ def _translate_shift(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     operand, dim, offset = eqn.param("operand"), eqn.param("dim"), int(eqn.param("offset"))
     kind = tr.kind(atom)
-    _check(tr, eqn, operand, dim, offset, kind)
+    _check(tr, eqn, operand, dim, offset)
     dtype = tr.dtype(atom)
     columns = tr.g.cols if kind is Kind.TILE else None
     row_bytes = buffer_row_bytes(columns, tr.g.col_boxes, dtype)
@@ -79,7 +79,7 @@ def _translate_shift(tr: Translator, eqn: Eqn) -> None:
     tr.lines.append(Assign((Name(out),), value, comment="rows outside the array read the fill"))
 
 
-def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, offset: int, kind: Kind) -> None:
+def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, offset: int) -> None:
     where = f"sk.load({operand}, offset={{{dim!r}: {offset}}})"
     if dim != tr.g.row_dim:
         raise tr.fail(
@@ -94,15 +94,19 @@ def _check(tr: Translator, eqn: Eqn, operand: str, dim: str, offset: int, kind: 
             expected=f"a shift along the row dim {tr.g.row_dim}",
             dim=dim,
         )
-    if kind not in (Kind.TILE, Kind.ROW):
+    if tr.g.row_tiled and -offset > tr.g.rows:
+        # The rows above a block are copied from `block start - rows above`: past one block,
+        # that lies before the array for blocks after the first too.
         raise tr.fail(
             eqn,
-            f"the body loads `{operand}` shifted, but it is a {kind}, not a block along {dim}",
-            "shift a 2-D block or a vector along the rows",
+            f"the body loads `{operand}` {-offset} rows of {dim} back, further than one block "
+            f"({tr.g.rows} rows)",
+            f"shift by at most {tr.g.rows} rows, or split {dim} into larger blocks (its "
+            "tiling constant) so that one block spans the taps",
             actual=where,
             error=ShiftError,
             operand=operand,
-            expected="a block or a per-row vector",
+            expected=f"an offset of at least -{tr.g.rows}",
             dim=dim,
         )
     if tr.g.in_step or operand in dict(tr.g.looped_operands):

@@ -140,14 +140,15 @@ def eligible(
     for op in others:
         if op.in_place:
             continue
-        if op.kind not in (Kind.ROW, Kind.COL) or op.batch not in ((), results[0].batch):
+        if op.kind not in (Kind.ROW, Kind.COL):
             return False
         if op.dims[0] in ragged and op.fill not in (0, None):  # TMA fills zeros, no mask
             return False
     if len(results) != 1 or results[0].kind != Kind.TILE or results[0].per_block:
         return False
     a_op, b_op = (next(op for op in operands if op.name == n) for n in (dot.a, dot.b))
-    if a_op.batch != b_op.batch or a_op.batch != results[0].batch:
+    # Each operand is read at its entry of the batch dims it has (all, some or none).
+    if not a_op.batch and not b_op.batch and results[0].batch:
         return False
     return tiled[rows] * tiled[cols] <= _MAX_ACC_ELEMENTS
 
