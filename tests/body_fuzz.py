@@ -814,6 +814,13 @@ def cases(draw: Any) -> Case:
         fill = f", fill={operands[0].fill}" if operands[0].fill else ""
         loads.append(f"xv2 = sk.load(x{fill})")
         body.values.append(Value("xv2", "MN", dtype, True, bound, specials))
+    shifted = draw(st.integers(0, 5)) == 0
+    if shifted:  # the block of x a few rows earlier or later (at most one block back)
+        offset = choose(draw, [-1, -3, -64, 1, 5])
+        fill = f", fill={operands[0].fill}" if operands[0].fill else ""
+        loads.append(f'xs = sk.load(x, offset={{"M": {offset}}}{fill})')
+        body.values.append(Value("xs", "MN", dtype, True, bound, specials))
+        body.ops.append("shifted load")
 
     steps = draw(st.integers(1, 5)) if draw(st.integers(0, 7)) else draw(st.integers(6, 10))
     for _ in range(steps):
@@ -846,6 +853,7 @@ def cases(draw: Any) -> Case:
     # The blocks must fit in shared memory: the 2-D operands' and the 2-D results'.
     blocks = sum(o.dims == "M N" for o in operands) + results_kinds.count("MN")
     blocks += 2 if body.scanned else 0
+    blocks += 2 if shifted else 0  # the rows above and below x's block
     columns = any(o.dims == " N" for o in operands)
     # At the declaration, the whole dim N is one quantum wide (8 columns, or 128 bytes of a
     # per-column operand): the row block must fit there, then N at the call.
@@ -924,9 +932,17 @@ class _Whole:
         self.shape = array.shape
         self.dtype = array.dtype
 
-    def load(self, *, fill: Any = 0) -> jax.Array:
-        del fill  # the whole array has no elements past its edge
-        return self.array
+    def load(self, *, fill: Any = 0, offset: Mapping[str, int] | None = None) -> jax.Array:
+        """The whole array, which has no elements past its edge; shifted along its rows by
+        `offset`, the fill where a row lies outside it."""
+        if not offset:
+            return self.array
+        ((_, k),) = offset.items()
+        rows = self.array.shape[0]
+        pad = jnp.full((abs(k), *self.array.shape[1:]), fill, self.array.dtype)
+        if k < 0:
+            return jnp.concatenate([pad, self.array])[:rows]
+        return jnp.concatenate([self.array, pad])[k : k + rows]
 
 
 _REFERENCE_DIMS: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar(
@@ -934,8 +950,10 @@ _REFERENCE_DIMS: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.
 )
 
 
-def _reference_load(operand: _Whole, *, fill: Any = 0) -> jax.Array:
-    return operand.load(fill=fill)
+def _reference_load(
+    operand: _Whole, *, fill: Any = 0, offset: Mapping[str, int] | None = None
+) -> jax.Array:
+    return operand.load(fill=fill, offset=offset)
 
 
 def _reference_dim(name: str) -> int:
