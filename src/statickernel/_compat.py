@@ -66,12 +66,12 @@ def plain_dim_names(hint: Any) -> tuple[str, ...] | None:
 
 
 def names_with_fixed_sizes(hint: Any) -> tuple[str, ...] | None:
-    """The dims of a jaxtyping annotation of at most 2 dims, each a plain name or a fixed size
-    ("3", "4 C"), a fixed size named by its digits; None when any dim is neither. A
+    """The dims of a jaxtyping annotation, each a plain name or a fixed size ("3", "4 C",
+    "B 4 C"), a fixed size named by its digits; None when any dim is neither. A
     `_FixedDim` is read by its fields, `size` and `broadcastable`, as `plain_dim_names` reads
     the others. Checked on jaxtyping 0.3.11."""
     dims = getattr(hint, "dims", ())
-    if not 1 <= len(dims) <= 2 or getattr(hint, "index_variadic", None) is not None:
+    if not dims or getattr(hint, "index_variadic", None) is not None:
         return None
     names: list[str] = []
     for dim in dims:

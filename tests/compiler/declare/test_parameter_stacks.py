@@ -146,3 +146,22 @@ def test_the_plan_counts_the_stacks_buffer() -> None:
     plan = per_column_taps.plan(x, w)
     # The block, the result's, and the stack's 4 rows padded to 8, of 64 columns.
     assert plan.smem_bytes >= 2 * 64 * 64 * 4 + 8 * 64 * 4
+
+
+@sk.kernel(tile={"L": "BL", "C": "BC"}, batch="B")
+def taps_per_entry(
+    x: Float[Array, "B L C"],
+    w: Float[Array, "B 2 C"],
+    *,
+    BL: sk.Const[int] = 64,
+    BC: sk.Const[int] = 64,
+) -> Float[Array, "B L C"]:
+    """Each batch entry's stack of 2 per-channel vectors."""
+    w0, w1 = sk.load(w)
+    return w0 * sk.load(x) + w1
+
+
+def test_a_stack_per_batch_entry() -> None:
+    x, w = _data((3, 70, 72), jnp.float32, 6), _data((3, 2, 72), jnp.float32, 7)
+    want = w[:, 0, None, :] * x + w[:, 1, None, :]
+    assert_close(taps_per_entry(x, w), want, tolerance_for(jnp.float32, 2))

@@ -141,3 +141,58 @@ def test_the_testing_probes_keep_a_declared_size() -> None:
 
 def _vector_reference(x: jax.Array, w: jax.Array, bias: jax.Array) -> jax.Array:
     return polynorm_reference(x, w[0], w[1], w[2], bias)
+
+
+@sk.kernel(tile={"M": "BM"}, batch="B")
+def quadratic_per_entry(
+    x: Float[Array, "B M N"], w: Float32[Array, "B 3"], *, BM: sk.Const[int] = 64
+) -> Float[Array, "B M N"]:
+    """Each batch entry's 3 coefficients, read by index at the entry."""
+    v = sk.load(x)
+    w0, w1, w2 = sk.load(w)
+    return w0 * v * v + w1 * v + w2
+
+
+@sk.kernel(batch="B", tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+def affine_matmul_per_entry(
+    a: BFloat16[Array, "B M K"],
+    b: BFloat16[Array, "B K N"],
+    s: Float32[Array, "B 2"],
+    *,
+    BM: sk.Const[int] = 128,
+    BN: sk.Const[int] = 128,
+    BK: sk.Const[int] = 64,
+) -> Float32[Array, "B M N"]:
+    acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+    return acc * sk.load(s)[0] + sk.load(s)[1]
+
+
+@pytest.mark.parametrize("shape", [(3, 100, 40), (1, 1, 8)])
+def test_a_parameter_vector_per_batch_entry(shape: tuple[int, int, int]) -> None:
+    x = jax.random.normal(jax.random.key(1), shape, jnp.float32)
+    w = jax.random.normal(jax.random.key(2), (shape[0], 3), jnp.float32)
+    c = [w[:, i, None, None] for i in range(3)]
+    assert_close(
+        quadratic_per_entry(x, w),
+        c[0] * x * x + c[1] * x + c[2],
+        tolerance_for(jnp.float32, 3, scale=100.0),
+    )
+
+
+def test_a_parameter_vector_per_batch_entry_beside_a_matmul() -> None:
+    """The matmul takes pipelined loops: the warp-specialized walk reads no vector by index."""
+    a = jax.random.normal(jax.random.key(3), (3, 200, 96), jnp.bfloat16)
+    b = jax.random.normal(jax.random.key(4), (3, 96, 136), jnp.bfloat16)
+    s = jax.random.normal(jax.random.key(5), (3, 2), jnp.float32)
+    product = jnp.einsum("bmk,bkn->bmn", a.astype(jnp.float32), b.astype(jnp.float32))
+    want = product * s[:, 0, None, None] + s[:, 1, None, None]
+    assert_close(
+        affine_matmul_per_entry(a, b, s), want, tolerance_for(jnp.float32, 96, scale=100.0)
+    )
+    assert "pipelined loops" in str(affine_matmul_per_entry.plan(a, b, s))
+    structs = (
+        jax.ShapeDtypeStruct((4, 1024, 1024), jnp.bfloat16),
+        jax.ShapeDtypeStruct((4, 1024, 1024), jnp.bfloat16),
+        jax.ShapeDtypeStruct((4, 2), jnp.float32),
+    )
+    assert "mosaic_gpu" in affine_matmul_per_entry.lower(*structs).as_text()

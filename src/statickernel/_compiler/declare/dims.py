@@ -122,18 +122,19 @@ def param_dims(
     split: Mapping[str, str],
     batch: tuple[str, ...],
 ) -> tuple[str, ...]:
-    """The dims of parameter vectors: a dim no array has but operands without batch dims of
-    their own, neither split nor a batch dim, of a 1-D operand (PolyNorm's 3 weights, `"3"` or
+    """The dims of parameter vectors: a dim no array has but operands of parameters (each batch
+    entry's, after their batch dims), neither split nor a batch dim, of a 1-D operand (PolyNorm's 3 weights, `"3"` or
     `" P"`: its elements are read by index, no block of it is laid out) or, named by its size,
     of a 2-D one beside a dim of the kernel's blocks (a convolution's per-channel weights of
     its 4 taps, `"4 C"`: a stack of vectors, each taken by index)."""
 
     def parameters(o: OperandSpec, dim: str) -> bool:
-        return not o.batch and (len(o.dims) == 1 or (len(o.dims) == 2 and dim.isdigit()))
+        dims = o.block_dims  # after its batch dims: parameters of each batch entry
+        return dim in dims and (len(dims) == 1 or (len(dims) == 2 and dim.isdigit()))
 
     found = []
     for op in operands:
-        for dim in op.dims:
+        for dim in op.block_dims:
             if dim in split or dim in batch or dim in found or not parameters(op, dim):
                 continue
             # Every array with the dim holds parameters (w: " P" and b: " P" both do).
@@ -153,9 +154,10 @@ def check_stacked_params(
 ) -> None:
     """A 2-D operand of parameters stacks vectors along the kernel's rows or its columns."""
     for op in operands:
-        if len(op.dims) != 2 or not set(op.dims) & set(parameters):
+        dims = op.block_dims
+        if len(dims) != 2 or not set(dims) & set(parameters):
             continue
-        other = next((d for d in op.dims if d not in parameters), op.dims[1])
+        other = next((d for d in dims if d not in parameters), dims[1])
         if other in (rows, cols):
             continue
         raise AnnotationError(

@@ -138,6 +138,8 @@ def eligible(
         return False
     others = [op for op in operands if op.loaded and op.name not in (dot.a, dot.b)]
     for op in others:
+        if op.kind is Kind.PARAMS and op.batch:
+            return False  # read by index where the body takes it, from its batch entry
         if op.in_place:
             continue
         if op.kind not in (Kind.ROW, Kind.COL):
