@@ -182,6 +182,19 @@ ROWS: tuple[Row, ...] = (
         "causal_conv1d",
         (((4, 4096, 5120), "bfloat16"), ((4, 5120), "float32"), ((5120,), "float32")),
     ),
+    # Weight-only int8 (W8A16), the weight dequantized in registers a step: decoding 64 rows
+    # against a 4096x4096 layer, and a prefill of 4096 rows (128x128 blocks).
+    Row(
+        "matmul_int8_weights",
+        "matmul_w8a16",
+        (((4096, 4096), "int8"), ((4096,), "float32"), ((64, 4096), "bfloat16")),
+    ),
+    Row(
+        "matmul_int8_weights",
+        "matmul_w8a16",
+        (((4096, 4096), "int8"), ((4096,), "float32"), ((4096, 4096), "bfloat16")),
+        (("BN", 128), ("BM", 128), ("BK", 64)),
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

@@ -385,12 +385,16 @@ def _value_contraction(a: Any, b: Tile, axis: str, context: _trace_context.Trace
             fix="multiply a block of the step, e.g. sk.dot(p.astype(jnp.bfloat16), v)",
         )
     if dtype not in (jnp.bfloat16, jnp.float16):
+        # b's own 16-bit dtype; at the declaration a `Float` operand traces as float32.
+        cast = jnp.dtype(b.dtype).name if b.dtype in (jnp.bfloat16, jnp.float16) else "bfloat16"
         raise BodyError(
             f"sk.dot's `a` is a {dtype} value; WGMMA reads a from registers only as a 16-bit float",
             operand=b.name,
             expected="a bfloat16 or float16 block",
             actual=f"{dtype}{list(shape)}",
-            fix=f"cast it first, e.g. sk.dot(p.astype(jnp.{jnp.dtype(b.dtype).name}), {b.name})",
+            fix=f"cast it first, e.g. sk.dot(p.astype(jnp.{cast}), {b.name}), and annotate "
+            f"{b.name} with its 16-bit dtype (a `Float` operand is traced as float32 at the "
+            "declaration)",
         )
     fits = [d for d in b.dims if context.blocks.get(d) == shape[1]]
     if axis in fits:

@@ -15,6 +15,21 @@ from .translation import Geometry
 __all__ = ["block_geometry"]
 
 
+def _step_kinds(spec: KernelSpec, layout: BlockLayout, axis: str) -> tuple[tuple[str, str], ...]:
+    """The operands' kinds in a step of the loop over `axis`: a block of the rows and a loop
+    dim outside the frame is the step's block (`Kind.LOOP_TILE`)."""
+    step_block = (spec.rows, axis)
+    return tuple(
+        (
+            o.name,
+            Kind.LOOP_TILE
+            if o.block_dims == step_block and axis != spec.cols
+            else layout.kind(o.block_dims),
+        )
+        for o in spec.operands
+    )
+
+
 def _param_stacks(spec: KernelSpec) -> tuple[tuple[str, tuple[int, str]], ...]:
     """Each 2-D operand of parameters: the axis of its parameters, and the kind of the vectors
     along the other, the rows' or the columns'."""
@@ -69,6 +84,7 @@ def block_geometry(
                 loop_cols=layout.dim(axis).extent if axis not in (spec.rows, spec.cols) else 0,
                 ragged_loop=axis not in (spec.rows, spec.cols) and layout.step_masked(axis),
                 in_step=True,
+                input_kinds=_step_kinds(spec, layout, axis),
             ),
         )
         for axis in loops

@@ -246,6 +246,9 @@ def _translate_step(
     try:
         for carry, kind in zip(step.carries, kinds, strict=True):
             tr.define(carry, kind, tr.trace.aval(carry)[1])
+        for name, kind in geometry.input_kinds:  # the step's blocks of (rows, the loop dim)
+            if kind == Kind.LOOP_TILE and tr.trace.traces(name):
+                tr.define(name, Kind.LOOP_TILE, tr.trace.aval(name)[1])
         tr.eqns(_fused_products(step, skipped))
         carries: list[Carry] = []
         out_kinds: list[Kind] = []
