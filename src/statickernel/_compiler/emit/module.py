@@ -5,7 +5,6 @@ and is what statickernel itself executes for that specialization. It is built as
 printed once, by `ir.printer`.
 """
 
-import itertools
 import math
 from collections.abc import Callable
 
@@ -50,8 +49,9 @@ from ..lower.translation import LoopBlock, Translation, line_reads
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
+from .boxes import EDGE_START, tma_boxes
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
-from .halos import block_rows, halo_copies
+from .halos import block_rows
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .persistent import PersistentNames, persistent_statements
@@ -71,7 +71,6 @@ _IMPORTS: tuple[Stmt, ...] = (
     ImportFrom("jax.experimental", "pallas", "pl"),
     ImportFrom("jax.experimental.pallas", "mosaic_gpu", "plgpu"),
 )
-_EDGE_START = Name("edge_start")
 
 
 def generate_source(plan: LaunchPlan, translation: Translation) -> str:
@@ -111,73 +110,7 @@ class _Generator:
     # --- pieces ------------------------------------------------------------------------------
 
     def _boxes(self, op: OperandPlan) -> list[tuple[Expr, Expr]]:
-        """(GMEM slice, SMEM ref) of each TMA box of an operand's block, then of the rows
-        around it that its shifted loads read (`emit.halos`).
-
-        A whole dim wider than one box is copied in equal boxes: along rows they are
-        contiguous slices of one SMEM buffer; along columns each box has its own leading SMEM
-        index, because a TMA destination must be contiguous.
-        """
-        boxes = self._boxes_of_rows(op, None)
-        for rows in halo_copies(self.plan, op):
-            boxes += self._boxes_of_rows(op, rows)
-        return boxes
-
-    def _boxes_of_rows(
-        self, op: OperandPlan, rows: tuple[Expr, Expr] | None
-    ) -> list[tuple[Expr, Expr]]:
-        """The boxes of the block, or with `rows` (array rows, buffer rows) for its rows."""
-        per_dim: list[list[tuple[Expr, int | None, Expr | None]]] = []
-        below = op.halo.before  # the buffer's rows above the block's
-        for dim_name, extent, gmem in zip(
-            op.dims, op.block_shape, op.block_gmem_shape, strict=True
-        ):
-            d = self.plan.dim(dim_name)
-            first = not per_dim
-            if first and rows is not None:
-                per_dim.append([(rows[0], None, rows[1])])
-                continue
-            if d.tiled_by:
-                start = BinOp(Operator.MUL, Name(block_index(dim_name)), Const(extent))
-                held = (
-                    call("pl.ds", Const(below), Const(extent)) if first and op.halo.rows else None
-                )
-                per_dim.append([(call("pl.ds", start, Const(extent)), None, held)])
-                continue
-            if first and op.halo.rows and d.boxes == 1:
-                whole = Slice() if extent == gmem else call("pl.ds", _EDGE_START, Const(extent))
-                per_dim.append([(whole, None, call("pl.ds", Const(below), Const(extent)))])
-                continue
-            boxes, size = d.boxes, extent // d.boxes
-            column = dim_name == self.plan.cols
-            options: list[tuple[Expr, int | None, Expr | None]] = []
-            for k in range(boxes):
-                start = k * size
-                gslice: Expr
-                if boxes == 1 and extent == gmem:
-                    gslice = Slice()
-                elif start + size <= gmem:
-                    gslice = call("pl.ds", Const(start), Const(size))
-                else:
-                    edge = BinOp(Operator.ADD, _EDGE_START, Const(start)) if start else _EDGE_START
-                    gslice = call("pl.ds", edge, Const(size))
-                if boxes == 1:
-                    options.append((gslice, None, None))
-                elif column:
-                    options.append((gslice, k, None))
-                else:
-                    held_at = start + (below if first else 0)
-                    options.append((gslice, None, call("pl.ds", Const(held_at), Const(size))))
-            per_dim.append(options)
-        boxes_out = []
-        for combo in itertools.product(*per_dim):
-            gmem_box = Subscript(Name(f"{gmem_ref(op.name)}.at"), tuple(g for g, _, _ in combo))
-            index: list[Expr] = [Const(k) for _, k, _ in combo if k is not None]
-            index += [r for _, _, r in combo if r is not None]
-            smem = smem_ref(op.name)
-            smem_box = Subscript(Name(f"{smem}.at"), tuple(index)) if index else Name(smem)
-            boxes_out.append((gmem_box, smem_box))
-        return boxes_out
+        return tma_boxes(self.plan, op)
 
     def _grid_names(self) -> tuple[str, ...]:
         return ("cta",) if self.schedule.walks_blocks else self.plan.grid_names
@@ -314,7 +247,7 @@ class _Generator:
                 body.append(Assign((Name(gmem),), entry, comment=what))
         body += [read_scalar(op.name) for op in self.scalars]
         boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
-        if any(_EDGE_START.text in names_read(g) for g in boxes):
+        if any(EDGE_START.text in names_read(g) for g in boxes):
             body.append(
                 Comment(
                     "Blocks wider than a whole dim start at a traced zero: the box may extend past"
@@ -322,7 +255,7 @@ class _Generator:
             )
             body.append(Comment("the array's edge, where TMA reads zeros and drops writes."))
             zero = BinOp(Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(0))
-            body.append(Assign((_EDGE_START,), zero))
+            body.append(Assign((EDGE_START,), zero))
         if self.loaded:
             body.append(
                 Comment("Load: start every TMA copy first so they overlap, then wait for each.")

@@ -1,0 +1,83 @@
+"""The TMA boxes that copy an operand's block, and a result's, between global and shared
+memory: one box along each dim the grid splits, equal boxes of at most 256 elements along a
+whole dim, and the boxes of the rows around a block that its shifted loads read
+(`emit.halos`)."""
+
+import itertools
+
+from ..ir.names import block_index, gmem_ref, smem_ref
+from ..ir.nodes import BinOp, Const, Expr, Name, Operator, Slice, Subscript, call
+from ..plan.plan import LaunchPlan, OperandPlan
+from .halos import halo_copies
+
+__all__ = ["EDGE_START", "tma_boxes"]
+
+# A traced zero that boxes past a whole dim's edge start at: a box wider than the array.
+EDGE_START = Name("edge_start")
+
+
+def tma_boxes(plan: LaunchPlan, op: OperandPlan) -> list[tuple[Expr, Expr]]:
+    """(GMEM slice, SMEM ref) of each TMA box of an operand's block, then of the rows
+    around it that its shifted loads read (`emit.halos`).
+
+    A whole dim wider than one box is copied in equal boxes: along rows they are
+    contiguous slices of one SMEM buffer; along columns each box has its own leading SMEM
+    index, because a TMA destination must be contiguous.
+    """
+    boxes = _boxes_of_rows(plan, op, None)
+    for rows in halo_copies(plan, op):
+        boxes += _boxes_of_rows(plan, op, rows)
+    return boxes
+
+
+def _boxes_of_rows(
+    plan: LaunchPlan, op: OperandPlan, rows: tuple[Expr, Expr] | None
+) -> list[tuple[Expr, Expr]]:
+    """The boxes of the block, or with `rows` (array rows, buffer rows) for its rows."""
+    per_dim: list[list[tuple[Expr, int | None, Expr | None]]] = []
+    below = op.halo.before  # the buffer's rows above the block's
+    for dim_name, extent, gmem in zip(op.dims, op.block_shape, op.block_gmem_shape, strict=True):
+        d = plan.dim(dim_name)
+        first = not per_dim
+        if first and rows is not None:
+            per_dim.append([(rows[0], None, rows[1])])
+            continue
+        if d.tiled_by:
+            start = BinOp(Operator.MUL, Name(block_index(dim_name)), Const(extent))
+            held = call("pl.ds", Const(below), Const(extent)) if first and op.halo.rows else None
+            per_dim.append([(call("pl.ds", start, Const(extent)), None, held)])
+            continue
+        if first and op.halo.rows and d.boxes == 1:
+            whole = Slice() if extent == gmem else call("pl.ds", EDGE_START, Const(extent))
+            per_dim.append([(whole, None, call("pl.ds", Const(below), Const(extent)))])
+            continue
+        boxes, size = d.boxes, extent // d.boxes
+        column = dim_name == plan.cols
+        options: list[tuple[Expr, int | None, Expr | None]] = []
+        for k in range(boxes):
+            start = k * size
+            gslice: Expr
+            if boxes == 1 and extent == gmem:
+                gslice = Slice()
+            elif start + size <= gmem:
+                gslice = call("pl.ds", Const(start), Const(size))
+            else:
+                edge = BinOp(Operator.ADD, EDGE_START, Const(start)) if start else EDGE_START
+                gslice = call("pl.ds", edge, Const(size))
+            if boxes == 1:
+                options.append((gslice, None, None))
+            elif column:
+                options.append((gslice, k, None))
+            else:
+                held_at = start + (below if first else 0)
+                options.append((gslice, None, call("pl.ds", Const(held_at), Const(size))))
+        per_dim.append(options)
+    boxes_out = []
+    for combo in itertools.product(*per_dim):
+        gmem_box = Subscript(Name(f"{gmem_ref(op.name)}.at"), tuple(g for g, _, _ in combo))
+        index: list[Expr] = [Const(k) for _, k, _ in combo if k is not None]
+        index += [r for _, _, r in combo if r is not None]
+        smem = smem_ref(op.name)
+        smem_box = Subscript(Name(f"{smem}.at"), tuple(index)) if index else Name(smem)
+        boxes_out.append((gmem_box, smem_box))
+    return boxes_out
