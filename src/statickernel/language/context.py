@@ -60,11 +60,14 @@ class Halo:
     def rows(self) -> int:
         return self.before + self.after
 
-    def aligned(self, row_bytes: int) -> "Halo":
+    def aligned(self, row_bytes: int, boxes: int = 1) -> "Halo":
         """The halo as a buffer of rows of `row_bytes` holds it: the rows above the block
-        rounded up so that the block's copy starts on a TMA destination's boundary."""
+        rounded up so that the block's copy starts on a TMA destination's boundary, and, where
+        the columns are copied in `boxes` buffers one after the other, the rows below too, so
+        that the next buffer starts on one."""
         step = hw.TMA_SMEM_ALIGN_BYTES // math.gcd(hw.TMA_SMEM_ALIGN_BYTES, row_bytes)
-        return Halo(-(-self.before // step) * step, self.after)
+        after = -(-self.after // step) * step if boxes > 1 else self.after
+        return Halo(-(-self.before // step) * step, after)
 
 
 def operand_halos(loads: Iterable[LoadRecord]) -> dict[str, Halo]:

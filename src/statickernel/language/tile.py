@@ -107,7 +107,16 @@ class Tile:
         """This block of the operand; elements past the array's edge read as `fill`. With
         `offset={dim: k}`, the block `k` elements further along `dim` (see `sk.load`)."""
         shift = self._shift(offset)
-        self._check_frame()
+        if self._check_frame() and (fill != 0 or str(fill) == "-0.0"):
+            raise BodyError(
+                f"`{self.name}` is a block of the rows and the loop dim, loaded in the loop's "
+                f"step with fill={fill!r}: such a block reads 0 past its edge",
+                operand=self.name,
+                expected="fill=0 (the default)",
+                actual=f"fill={fill!r}",
+                fix=f"load it with fill 0 and mask it with sk.position: jnp.where(inside, "
+                f"sk.load({self.name}), {fill!r})",
+            )
         dtype = np.dtype(self.dtype).name
         if dtype in hw.DOT_ONLY_DTYPES:
             raise BodyError(
@@ -236,12 +245,13 @@ class Tile:
             self._loads[place] = dataclasses.replace(previous, shifts=(*previous.shifts, shift[1]))
         return self._value
 
-    def _check_frame(self) -> None:
+    def _check_frame(self) -> bool:
         """Records a load of an operand laid out unlike the blocks. It is reported after the
-        body is translated, so that a `jnp.dot` of it is reported as what it is."""
+        body is translated, so that a `jnp.dot` of it is reported as what it is. True for a
+        block of the rows and the loop dim, loaded in the loop's step (the step's block)."""
         rows, cols = self._frame
         if not self.dims or not rows:  # a Tile built without its dims has no frame to check
-            return
+            return False
         laid_out = self.dims == (rows, cols) if len(self.dims) == 2 else self.dims[0] in self._frame
         context = _trace_context.current()
         # In the step of a loop over a dim outside the frame, a block of the rows and that dim
@@ -255,6 +265,7 @@ class Tile:
         )
         if not laid_out and not in_step:
             self._misplaced.append((self.name, caller_user_line()))
+        return in_step
 
     def _check_loop_context(self) -> None:
         context = _trace_context.current()

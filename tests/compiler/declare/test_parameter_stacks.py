@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Float32
 
 import statickernel as sk
 from tolerances import assert_close, tolerance_for
@@ -165,3 +165,59 @@ def test_a_stack_per_batch_entry() -> None:
     x, w = _data((3, 70, 72), jnp.float32, 6), _data((3, 2, 72), jnp.float32, 7)
     want = w[:, 0, None, :] * x + w[:, 1, None, :]
     assert_close(taps_per_entry(x, w), want, tolerance_for(jnp.float32, 2))
+
+
+def test_a_stack_along_the_columns_laid_out_as_its_columns_is_refused() -> None:
+    """`"N 4"` would take each vector from a column of the buffer, a strided load Mosaic GPU
+    does not lower: the fix transposes it."""
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"})
+        def columns_last(
+            x: Float[Array, "M N"],
+            w: Float[Array, "N 4"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+        ) -> Float[Array, "M N"]:
+            return sk.load(x) * sk.load(w)[:, 0][None, :]
+
+    assert info.value.operand == "w" and info.value.dim == "N"
+    assert "'4 N'" in str(info.value.fix)
+
+
+def test_a_stack_along_a_looped_dim_is_refused_with_a_fix_that_applies() -> None:
+    with pytest.raises(sk.AnnotationError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+        def looped(
+            x: Float[Array, "M N"],
+            w: Float[Array, "2 N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+        ) -> Float[Array, " M"]:
+            def step(acc):
+                return acc + jnp.sum(sk.load(x) * sk.load(w)[0][None, :], axis=1)
+
+            return sk.loop("N", step, init=jnp.zeros((BM,), jnp.float32))
+
+    assert info.value.operand == "w" and info.value.dim == "N"
+    assert 'w0: Float32[Array, " N"]' in str(info.value.fix)
+
+    # The fix, as it says: each vector an operand of its own, copied block by block.
+    @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})
+    def fixed(
+        x: Float[Array, "M N"],
+        w0: Float32[Array, " N"],
+        *,
+        BM: sk.Const[int] = 64,
+        BN: sk.Const[int] = 64,
+    ) -> Float[Array, " M"]:
+        def step(acc):
+            return acc + jnp.sum(sk.load(x) * sk.load(w0)[None, :], axis=1)
+
+        return sk.loop("N", step, init=jnp.zeros((BM,), jnp.float32))
+
+    x, w0 = _data((70, 200), jnp.float32, 8), _data((200,), jnp.float32, 9)
+    assert_close(fixed(x, w0), (x * w0).sum(axis=1), tolerance_for(jnp.float32, 200, scale=10.0))

@@ -94,3 +94,24 @@ def test_the_weight_only_matmul_cross_lowers_for_the_gpu() -> None:
         jax.ShapeDtypeStruct((16, 4096), jnp.bfloat16),
     )
     assert "mosaic_gpu" in matmul_w8a16.lower(*structs).as_text()
+
+
+def test_another_fill_of_the_steps_block_is_refused() -> None:
+    """Past its edge the step's block of the rows and the loop dim reads TMA's zeros."""
+    with pytest.raises(sk.BodyError, match="reads 0 past its edge") as info:
+
+        @sk.kernel(tile={"N": "BN", "C": "BC"}, loop={"K": "BK"})
+        def filled(
+            w: Float[Array, "N K"],
+            y: Float[Array, "N C"],
+            *,
+            BN: sk.Const[int] = 64,
+            BC: sk.Const[int] = 64,
+            BK: sk.Const[int] = 64,
+        ) -> Float32[Array, "N C"]:
+            def step(acc):
+                return acc + jnp.sum(sk.load(w, fill=1.0), axis=1)
+
+            return sk.loop("K", step, init=jnp.zeros((BN,), jnp.float32))[:, None] + sk.load(y)
+
+    assert info.value.operand == "w" and "sk.position" in str(info.value.fix)

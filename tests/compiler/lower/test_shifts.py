@@ -9,6 +9,7 @@ shared memory), and the cross-lowering for Mosaic GPU."""
 import functools
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -598,3 +599,17 @@ def test_shifted_loads_cross_lower_for_the_gpu(
 ) -> None:
     args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes]
     assert "mosaic_gpu" in kernel().lower(*args).as_text()
+
+
+@pytest.mark.parametrize(("columns", "dtype"), [(320, jnp.bfloat16), (264, jnp.float32)])
+def test_the_boxes_of_several_columns_start_aligned(columns: int, dtype: Any) -> None:
+    """Whole columns copied in two boxes, a buffer each one after the other: the rows below
+    the block are rounded too, so that every box's copy starts on a 128-byte boundary."""
+    kernel = _taps((0, 1), tiled="L")
+    x = _integers((130, columns), dtype)
+    np.testing.assert_array_equal(kernel(x), _weighted_taps(x, (0, 1)))
+    source = kernel.emit(x)
+    (shape,) = re.findall(r"plgpu.SMEM\(\((2, \d+, \d+)\), jnp\.\w+\)", source)[:1]
+    boxes, rows, width = (int(v) for v in shape.split(", "))
+    row_bytes = width * jnp.dtype(dtype).itemsize
+    assert boxes == 2 and rows * row_bytes % 128 == 0

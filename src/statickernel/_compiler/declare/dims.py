@@ -151,15 +151,42 @@ def check_stacked_params(
     rows: str,
     cols: str | None,
     err: dict[str, Any],
+    loop: Mapping[str, str] | None = None,
 ) -> None:
-    """A 2-D operand of parameters stacks vectors along the kernel's rows or its columns."""
+    """A 2-D operand of parameters stacks vectors along the kernel's rows or its columns, a
+    dim no loop walks; vectors along the columns lie along its rows (`"4 C"`): a column of
+    the buffer (`"C 4"`) is no vector Mosaic GPU loads."""
     for op in operands:
         dims = op.block_dims
         if len(dims) != 2 or not set(dims) & set(parameters):
             continue
         other = next((d for d in dims if d not in parameters), dims[1])
-        if other in (rows, cols):
+        if other in (loop or {}):
+            raise AnnotationError(
+                f"operand `{op.name}` ('{' '.join(op.dims)}') stacks vectors along {other}, "
+                "which a loop walks: a stack is copied once, with the block",
+                **err,
+                operand=op.name,
+                dim=other,
+                expected=f"vectors along a dim no loop walks: '{rows}'"
+                + (f" or '{cols}'" if cols and cols not in (loop or {}) else ""),
+                actual=f"'{' '.join(op.dims)}'",
+                fix=f"pass each vector as an operand of its own, `{op.name}0: "
+                f'Float32[Array, " {other}"]`, which the loop copies block by block',
+            )
+        if (other == cols and dims[1] == other) or other == rows:
             continue
+        if other == cols:
+            raise AnnotationError(
+                f"operand `{op.name}` ('{' '.join(op.dims)}') stacks vectors along the columns "
+                f"{other} as the columns of its buffer, which Mosaic GPU cannot load as vectors",
+                **err,
+                operand=op.name,
+                dim=other,
+                expected=f"'{dims[1]} {dims[0]}'",
+                actual=f"'{' '.join(op.dims)}'",
+                fix=f"pass {op.name}.T and annotate it '{dims[1]} {dims[0]}'",
+            )
         raise AnnotationError(
             f"operand `{op.name}` ('{' '.join(op.dims)}') stacks vectors along {other}, which is "
             "neither the rows nor the columns of the kernel's blocks",

@@ -150,7 +150,7 @@ def build_spec(
     loop = dict(loop or {})
     parameters = param_dims(operands, results, {**tile, **loop}, batch)
     rows, cols = frame(operands, results, err, loop, constant_dims, parameters)
-    check_stacked_params(operands, parameters, rows, cols, err)
+    check_stacked_params(operands, parameters, rows, cols, err, loop)
     check_const_dims(results, constant_dims, rows, err)
     _check_batch_unblocked(batch, tile, loop, err)
     _check_tiling(tile, operands, results, consts, err)

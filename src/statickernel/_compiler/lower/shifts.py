@@ -49,7 +49,8 @@ def _translate_shift(tr: Translator, eqn: Eqn) -> None:
     dtype = tr.dtype(atom)
     columns = tr.g.cols if kind is Kind.TILE else None
     row_bytes = buffer_row_bytes(columns, tr.g.col_boxes, dtype)
-    halo = operand_halos(tr.trace.loads)[operand].aligned(row_bytes)
+    boxes = tr.g.col_boxes if kind is Kind.TILE else 1
+    halo = operand_halos(tr.trace.loads)[operand].aligned(row_bytes, boxes)
     rows = ir_call("pl.ds", Const(halo.before + offset), Const(tr.g.rows))
     buffer = Name(f"{smem_ref(operand)}.at")
     window: Expr = load(Subscript(buffer, (rows,)), kind)

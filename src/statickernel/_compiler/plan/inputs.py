@@ -97,7 +97,8 @@ class PlanInputs:
             columns = next(o.block_dims for o in self.spec.operands if o.name == name)[1:]
             extent = self.layout.dim(columns[0]).extent if columns else None
             boxes = self.layout.dim(columns[0]).boxes if columns else 1
-            halos[name] = halo.aligned(buffer_row_bytes(extent, boxes, self.dtypes[name]))
+            row_bytes = buffer_row_bytes(extent, boxes, self.dtypes[name])
+            halos[name] = halo.aligned(row_bytes, boxes)
         return halos
 
     @functools.cached_property
