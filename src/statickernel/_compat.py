@@ -29,7 +29,6 @@ __all__ = [
     "interpreter_races_found",
     "lowering_for_export",
     "mesh_manual_axes",
-    "names_with_fixed_sizes",
     "plain_dim_names",
     "register_batching_rule",
     "register_jvp_rule",
@@ -43,42 +42,27 @@ __all__ = [
 # --------------------------------------------------------------------------------- jaxtyping
 
 
-def plain_dim_names(hint: Any) -> tuple[str, ...] | None:
+def plain_dim_names(hint: Any, *, fixed_sizes: bool = False) -> tuple[str, ...] | None:
     """The dim names of a jaxtyping array annotation (a subclass of `jaxtyping.AbstractArray`)
     when every dim is a plain name, like "M N"; None when any is not: a fixed size ("4",
     "M=4"), an expression ("M+1"), anonymous ("_", "_M"), broadcastable ("#M") or variadic
-    ("*batch", "...").
+    ("*batch", "..."). With `fixed_sizes`, a fixed size is taken too, named by its digits
+    ("3", "4 C": parameters of a fixed count).
 
     `AbstractArray.dims` and `.index_variadic` are declared attributes of jaxtyping's public
     base class, but the objects in `dims` are private (`jaxtyping._array_types._NamedDim`,
     `_FixedDim`, `_SymbolicDim`, `_NamedVariadicDim` and sentinels for "_" and "..."). They are
     read by their fields instead of their classes: only `_NamedDim` and `_NamedVariadicDim` have
-    a `name`, and the variadic one sits at `index_variadic`. Checked on jaxtyping 0.3.11.
+    a `name`, only `_FixedDim` an int `size`, and the variadic one sits at `index_variadic`.
+    Checked on jaxtyping 0.3.11.
     """
     variadic = getattr(hint, "index_variadic", None)
     names: list[str] = []
     for index, dim in enumerate(hint.dims):
-        name = getattr(dim, "name", None)
-        if index == variadic or not isinstance(name, str) or getattr(dim, "broadcastable", True):
-            return None
-        names.append(name)
-    return tuple(names)
-
-
-def names_with_fixed_sizes(hint: Any) -> tuple[str, ...] | None:
-    """The dims of a jaxtyping annotation, each a plain name or a fixed size ("3", "4 C",
-    "B 4 C"), a fixed size named by its digits; None when any dim is neither. A
-    `_FixedDim` is read by its fields, `size` and `broadcastable`, as `plain_dim_names` reads
-    the others. Checked on jaxtyping 0.3.11."""
-    dims = getattr(hint, "dims", ())
-    if not dims or getattr(hint, "index_variadic", None) is not None:
-        return None
-    names: list[str] = []
-    for dim in dims:
         size, name = getattr(dim, "size", None), getattr(dim, "name", None)
-        if getattr(dim, "broadcastable", True):
+        if index == variadic or getattr(dim, "broadcastable", True):
             return None
-        if isinstance(size, int):
+        if fixed_sizes and isinstance(size, int):
             names.append(str(size))
         elif isinstance(name, str):
             names.append(name)

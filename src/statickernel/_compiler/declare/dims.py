@@ -122,11 +122,12 @@ def param_dims(
     split: Mapping[str, str],
     batch: tuple[str, ...],
 ) -> tuple[str, ...]:
-    """The dims of parameter vectors: a dim no array has but operands of parameters (each batch
-    entry's, after their batch dims), neither split nor a batch dim, of a 1-D operand (PolyNorm's 3 weights, `"3"` or
-    `" P"`: its elements are read by index, no block of it is laid out) or, named by its size,
-    of a 2-D one beside a dim of the kernel's blocks (a convolution's per-channel weights of
-    its 4 taps, `"4 C"`: a stack of vectors, each taken by index)."""
+    """The dims of parameter vectors: a dim no array has but operands of parameters (each
+    batch entry's, after their batch dims), neither split nor a batch dim, of a 1-D operand
+    (PolyNorm's 3 weights, `"3"` or `" P"`: its elements are read by index, no block of it is
+    laid out) or, named by its size, of a 2-D one beside a dim of the kernel's blocks (a
+    convolution's per-channel weights of its 4 taps, `"4 C"`: a stack of vectors, each taken
+    by index)."""
 
     def parameters(o: OperandSpec, dim: str) -> bool:
         dims = o.block_dims  # after its batch dims: parameters of each batch entry

@@ -12,7 +12,7 @@ from typing import Any
 
 from jaxtyping import AbstractArray
 
-from ..._compat import names_with_fixed_sizes, plain_dim_names
+from ..._compat import plain_dim_names
 from ..._errors import AnnotationError, ConstantError, TilingError
 from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
@@ -113,6 +113,13 @@ class KernelSpec:
     def layout_dims(self) -> tuple[str, ...]:
         """Every dim a block is laid out along: the operands', then those a constant sizes."""
         return self.dim_names() + self.const_dims
+
+    def parameter_operands(self) -> dict[str, tuple[str, ...]]:
+        """The operands of parameters, by name, with their block dims: a vector (`"3"`, read
+        by index) or a stack of vectors (`"4 C"`, copied with the block)."""
+        return {
+            o.name: o.block_dims for o in self.operands if set(o.block_dims) & set(self.param_dims)
+        }
 
     def fixed_sizes(self) -> dict[str, int]:
         """The operand dims the annotations name by their size (a vector of parameters,
@@ -323,7 +330,7 @@ def _array_spec(
     if names is None and role == "operand":
         # Parameters of a fixed count (a vector "3", or a vector a row "4 C"): a dim named
         # by its size, which `param_dims` then finds.
-        names = names_with_fixed_sizes(hint)
+        names = plain_dim_names(hint, fixed_sizes=True)
     if names is None:
         raise AnnotationError(
             f"{role} `{name}` has a dim that is not a plain name",

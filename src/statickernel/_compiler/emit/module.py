@@ -42,7 +42,7 @@ from ..ir.nodes import (
     call,
     names_read,
 )
-from ..ir.pallas import fill_past_edge, load, read_scalar, store
+from ..ir.pallas import fill_past_edge, load, load_buffer, read_scalar, store
 from ..ir.printer import module_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
@@ -164,15 +164,12 @@ class _Generator:
         """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
         past the edge."""
         boxes = column_boxes(self.plan, op)
-        smem = smem_ref(op.name)
-        rows = block_rows(op)  # the block's rows, below those its shifted loads read above
-        if boxes == 1:
-            held = Subscript(Name(f"{smem}.at"), (rows,)) if rows is not None else Name(smem)
-            value = load(ref or held, op.kind, self.plan.flat_frame)
+        if ref is not None and boxes == 1:  # a persistent launch's slot
+            value = load(ref, op.kind, self.plan.flat_frame)
         else:
-            index = (lambda k: (Const(k), rows)) if rows is not None else (lambda k: (Const(k),))
-            parts = (load(Subscript(Name(f"{smem}.at"), index(k)), op.kind) for k in range(boxes))
-            value = call("jnp.concatenate", List(tuple(parts)), axis=Const(len(op.dims) - 1))
+            # The block's rows, below those its shifted loads read above, in its buffer.
+            rows, axis = block_rows(op), len(op.dims) - 1
+            value = load_buffer(smem_ref(op.name), op.kind, boxes, rows, self.plan.flat_frame, axis)
         lines: list[Stmt] = [Assign((Name(op.name),), value)]
         masks = fill_masks(self.plan, op, op.fill)
         if masks:

@@ -21,6 +21,7 @@ from .nodes import (
     Expr,
     ExprStmt,
     Kind,
+    List,
     Literal,
     Mask,
     Name,
@@ -39,6 +40,7 @@ __all__ = [
     "is_8bit",
     "layout",
     "load",
+    "load_buffer",
     "masks_and",
     "reads_zero",
     "select",
@@ -203,6 +205,26 @@ def load(ref: Expr, kind: str, rows: Frame | None = None) -> Expr:
     if rows is not None:
         return call("plgpu.load", ref, layout=rows.layout(), optimized=Const(True))
     return call("plgpu.load", ref, layout=layout(kind), optimized=Const(False))
+
+
+def load_buffer(
+    buffer: str,
+    kind: str,
+    boxes: int,
+    rows: Expr | None = None,
+    frame: Frame | None = None,
+    axis: int = 1,
+) -> Expr:
+    """A block from its shared-memory buffer `buffer` (its `rows`, where the buffer holds more
+    around them): one load, or, where its columns were copied in `boxes` buffers, one a box,
+    joined along the columns (`axis`: 0 for a 1-D block)."""
+    held: tuple[Expr, ...] = (rows,) if rows is not None else ()
+    if boxes == 1:
+        return load(Subscript(Name(f"{buffer}.at"), held) if held else Name(buffer), kind, frame)
+    parts = tuple(
+        load(Subscript(Name(f"{buffer}.at"), (Const(k), *held)), kind) for k in range(boxes)
+    )
+    return call("jnp.concatenate", List(parts), axis=Const(axis))
 
 
 def reads_zero(fill: object) -> bool:

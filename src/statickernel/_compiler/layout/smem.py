@@ -5,13 +5,14 @@ Pipelines' buffers are counted in `plan/pipelining.py`; this module counts the k
 (operands copied once per block, results) with their barriers and Mosaic GPU's reserve.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from ... import _hardware as hw
+from ...language.context import Halo, LoadRecord, operand_halos
 from ..declare.spec import KernelSpec
 from .blocks import BlockLayout
 
-__all__ = ["block_bytes", "dims_of", "epilogue_bytes", "smem_bytes", "smem_fix"]
+__all__ = ["block_bytes", "buffer_halos", "dims_of", "epilogue_bytes", "smem_bytes", "smem_fix"]
 
 
 def dims_of(spec: KernelSpec, name: str) -> tuple[str, ...]:
@@ -33,10 +34,24 @@ def block_bytes(
     return count * hw.itemsize(dtypes[name])
 
 
-def buffer_row_bytes(columns: int | None, boxes: int, dtype: str) -> int:
+def _buffer_row_bytes(columns: int | None, boxes: int, dtype: str) -> int:
     """The bytes of one row of a block's buffer: of a 2-D block's `columns` (a box's, where
     each box of columns has a buffer), or of one element of a 1-D block (`columns` None)."""
     return (columns // boxes if columns else 1) * hw.itemsize(dtype)
+
+
+def buffer_halos(
+    spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], loads: Iterable[LoadRecord]
+) -> dict[str, Halo]:
+    """The rows around its block that each operand read at a row offset is copied with, as
+    its buffer holds them (`Halo.aligned`): what the plan counts and the shifted loads read."""
+    halos = {}
+    for name, halo in operand_halos(loads).items():
+        columns = next(o.block_dims for o in spec.operands if o.name == name)[1:]
+        extent = layout.dim(columns[0]).extent if columns else None
+        boxes = layout.dim(columns[0]).boxes if columns else 1
+        halos[name] = halo.aligned(_buffer_row_bytes(extent, boxes, dtypes[name]), boxes)
+    return halos
 
 
 def smem_bytes(
@@ -55,11 +70,7 @@ def smem_bytes(
     # no buffer, no barrier.
     # So is a parameter vector, by index.
     blocks = {o.name: o.block_dims for o in spec.operands}
-    params = {
-        o.name
-        for o in spec.operands
-        if set(o.block_dims) & set(spec.param_dims) and len(o.block_dims) == 1
-    }
+    params = {n for n, dims in spec.parameter_operands().items() if len(dims) == 1}
     loaded = {n for n in loaded if blocks.get(n, dims_of(spec, n)) and n not in params}
     for op in spec.operands + spec.results:
         if op in spec.operands and op.name not in loaded:

@@ -9,6 +9,7 @@ from ...language.context import operand_fills
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout
+from ..layout.smem import buffer_halos
 from ..trace.body import BodyTrace
 from .translation import Geometry
 
@@ -30,15 +31,19 @@ def _step_kinds(spec: KernelSpec, layout: BlockLayout, axis: str) -> tuple[tuple
     )
 
 
+def _input_dtypes(trace: BodyTrace) -> dict[str, str]:
+    """Each loaded operand's dtype, as the body's trace has it."""
+    return {name: trace.aval(name)[1] for name in trace.inputs if name is not None}
+
+
 def _param_stacks(spec: KernelSpec) -> tuple[tuple[str, tuple[int, str]], ...]:
     """Each 2-D operand of parameters: the axis of its parameters, and the kind of the vectors
     along the other, the rows' or the columns'."""
     stacks = []
-    for o in spec.operands:
-        dims = o.block_dims
-        if len(dims) == 2 and set(dims) & set(spec.param_dims):
+    for name, dims in spec.parameter_operands().items():
+        if len(dims) == 2:
             axis = 0 if dims[0] in spec.param_dims else 1
-            stacks.append((o.name, (axis, Kind.ROW if dims[1 - axis] == spec.rows else Kind.COL)))
+            stacks.append((name, (axis, Kind.ROW if dims[1 - axis] == spec.rows else Kind.COL)))
     return tuple(stacks)
 
 
@@ -60,6 +65,7 @@ def block_geometry(
         row_size=layout.dim(spec.rows).size,
         col_boxes=layout.dim(spec.cols).boxes if spec.cols else 1,
         param_stacks=_param_stacks(spec),
+        input_halos=tuple(buffer_halos(spec, layout, _input_dtypes(trace), trace.loads).items()),
         col_tiled=spec.cols in spec.tile_map,
         col_size=layout.dim(spec.cols).block if spec.cols else 0,
         probe_sizes=layout.phase is Phase.DECLARATION,

@@ -17,7 +17,6 @@ columns passes it transposed (channels last, as flax's convolutions take it).
 from collections.abc import Mapping
 
 from ..._errors import ShiftError
-from ...language.context import operand_halos
 from ..ir.names import smem_ref
 from ..ir.nodes import (
     Assign,
@@ -25,16 +24,13 @@ from ..ir.nodes import (
     Const,
     Expr,
     Kind,
-    List,
     Literal,
     Mask,
     Name,
     Operator,
-    Subscript,
 )
 from ..ir.nodes import call as ir_call
-from ..ir.pallas import broadcast, load, reads_zero, select
-from ..layout.smem import buffer_row_bytes
+from ..ir.pallas import broadcast, load_buffer, reads_zero, select
 from ..trace.body import Eqn
 from .context import Rule, Support, Translator, Where
 
@@ -46,32 +42,23 @@ def _translate_shift(tr: Translator, eqn: Eqn) -> None:
     operand, dim, offset = eqn.param("operand"), eqn.param("dim"), int(eqn.param("offset"))
     kind = tr.kind(atom)
     _check(tr, eqn, operand, dim, offset)
-    dtype = tr.dtype(atom)
-    columns = tr.g.cols if kind is Kind.TILE else None
-    row_bytes = buffer_row_bytes(columns, tr.g.col_boxes, dtype)
-    boxes = tr.g.col_boxes if kind is Kind.TILE else 1
-    halo = operand_halos(tr.trace.loads)[operand].aligned(row_bytes, boxes)
+    halo = dict(tr.g.input_halos)[operand]
     rows = ir_call("pl.ds", Const(halo.before + offset), Const(tr.g.rows))
-    buffer = Name(f"{smem_ref(operand)}.at")
-    window: Expr = load(Subscript(buffer, (rows,)), kind)
-    if kind is Kind.TILE and tr.g.col_boxes > 1:  # a buffer a box of columns
-        parts = tuple(
-            load(Subscript(buffer, (Const(k), rows)), kind) for k in range(tr.g.col_boxes)
-        )
-        window = ir_call("jnp.concatenate", List(parts), axis=Const(1))
+    boxes = tr.g.col_boxes if kind is Kind.TILE else 1
+    window = load_buffer(smem_ref(operand), kind, boxes, rows)
     dtype = tr.dtype(atom)
     fill = dict(tr.g.input_fills)[operand]
     # Where the window's rows lie inside the array, where the buffer may not hold the fill.
-    outside: list[Expr] = []
+    bounds: list[Expr] = []
     position = Name(Mask.ROW_POSITION)
     if offset < 0:  # row p reads row p + offset, inside from p = -offset on
-        outside.append(BinOp(Operator.GT, position, Const(-offset - 1)))
+        bounds.append(BinOp(Operator.GT, position, Const(-offset - 1)))
     if offset > 0 and (not reads_zero(fill) or not tr.g.row_tiled):
-        outside.append(BinOp(Operator.LT, position, Const(tr.g.row_size - offset)))
-    if not outside:
+        bounds.append(BinOp(Operator.LT, position, Const(tr.g.row_size - offset)))
+    if not bounds:
         return tr.assign(eqn, kind, window)
     tr.masks.add(Mask.ROW_POSITION)
-    inside = outside[0] if len(outside) == 1 else BinOp(Operator.AND, outside[0], outside[1])
+    inside = bounds[0] if len(bounds) == 1 else BinOp(Operator.AND, bounds[0], bounds[1])
     if kind is Kind.TILE:
         inside = broadcast(inside, tr.g.shape(Kind.TILE), 0)
     out = eqn.outputs[0]

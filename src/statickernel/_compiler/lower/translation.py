@@ -4,6 +4,7 @@ body as IR, with a `LoopBlock` for each loop. Planning and code generation read 
 import dataclasses
 from typing import TypeAlias
 
+from ...language.context import Halo
 from ..ir.nodes import Comment, Expr, Kind, LoopMode, Mask, SourceLine, Stmt, mentions, names_read
 from ..ir.pallas import FlatFrame, RowFrame
 
@@ -62,6 +63,8 @@ class Geometry:
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
     row_size: int = 0  # the row dim's size (a probe at the declaration)
     col_boxes: int = 1  # the TMA boxes a block's columns are copied in, each its own buffer
+    # The rows around its block each operand read at a row offset is copied with.
+    input_halos: tuple[tuple[str, Halo], ...] = ()
     # The stacks of parameter vectors ("4 C"): operand -> (the axis of its parameters, the
     # kind of each vector taken from it).
     param_stacks: tuple[tuple[str, tuple[int, str]], ...] = ()

@@ -12,12 +12,12 @@ from typing import Any
 
 from ... import _hardware as hw
 from ..._errors import ErrorContext
-from ...language.context import Halo, LoadRecord, operand_fills, operand_halos
+from ...language.context import Halo, LoadRecord, operand_fills
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Kind
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import BlockLayout
-from ..layout.smem import block_bytes, buffer_row_bytes, smem_bytes
+from ..layout.smem import block_bytes, buffer_halos, smem_bytes
 from ..lower.translation import LoopBlock
 from .operands import OperandPlan
 from .schedule import Persistent
@@ -92,24 +92,14 @@ class PlanInputs:
     def halos(self) -> dict[str, Halo]:
         """The rows around its block that each operand read at a row offset is copied with,
         as its buffer holds them (`Halo.aligned`)."""
-        halos = {}
-        for name, halo in operand_halos(self.loads).items():
-            columns = next(o.block_dims for o in self.spec.operands if o.name == name)[1:]
-            extent = self.layout.dim(columns[0]).extent if columns else None
-            boxes = self.layout.dim(columns[0]).boxes if columns else 1
-            row_bytes = buffer_row_bytes(extent, boxes, self.dtypes[name])
-            halos[name] = halo.aligned(row_bytes, boxes)
-        return halos
+        return buffer_halos(self.spec, self.layout, self.dtypes, self.loads)
 
     @functools.cached_property
     def buffers_read_by_body(self) -> bool:
         """Whether the body reads an operand's shared-memory buffer itself (a shifted load's
         window, a vector of a stack): such a buffer is copied once, whole, by the launch of
         one block a CTA, never staged nor copied by a warp-specialized producer."""
-        stacks = any(
-            len(o.block_dims) == 2 and set(o.block_dims) & set(self.spec.param_dims)
-            for o in self.spec.operands
-        )
+        stacks = any(len(dims) == 2 for dims in self.spec.parameter_operands().values())
         return bool(self.halos) or stacks
 
     @functools.cached_property

@@ -170,7 +170,7 @@ def trace_body(
     )
 
     # A parameter vector is laid out along a dim of its own, and read by index: not misplaced.
-    params = {o.name for o in spec.operands if set(o.block_dims) & set(spec.param_dims)}
+    params = set(spec.parameter_operands())
 
     def body(*values: Any) -> Any:
         tiles = {
