@@ -2,8 +2,6 @@
 
 import math
 
-import numpy as np
-
 # Shared memory available to one block on H100/H200 (227 KiB).
 SMEM_BYTES = 232448
 # A TMA box holds at most this many elements along each dimension.
@@ -41,6 +39,8 @@ VECTOR_FLOPS_PER_S = 67e12
 
 # The dtypes that sk.dot multiplies and nothing else may load.
 DOT_ONLY_DTYPES: tuple[str, ...] = ("float8_e4m3fn", "float8_e5m2")
+# Dtypes packed below a byte an element: a body may only cast them (`w.astype(jnp.bfloat16)`).
+SUB_BYTE_DTYPES: dict[str, int] = {"int4": 4, "uint4": 4}
 # Dtypes that statickernel moves with TMA and computes on in registers, in the order it prefers
 # when an annotation allows several (used for the import-time trace).
 SUPPORTED_DTYPES: tuple[str, ...] = (
@@ -55,6 +55,8 @@ SUPPORTED_DTYPES: tuple[str, ...] = (
     "uint8",
     # Only sk.dot reads these: WGMMA multiplies them from shared memory.
     *DOT_ONLY_DTYPES,
+    # Only a cast reads these (quantized weights).
+    *SUB_BYTE_DTYPES,
 )
 
 
@@ -67,8 +69,19 @@ def cuda_grid(grid: tuple[int, ...]) -> tuple[int, int, int]:
     return x, y, z
 
 
-def itemsize(dtype_name: str) -> int:
-    return np.dtype(_np_dtype(dtype_name)).itemsize
+def bits(dtype_name: str) -> int:
+    """The bits of one element: 4 for int4, whose elements pack two to a byte."""
+    return SUB_BYTE_DTYPES.get(dtype_name) or _np_dtype(dtype_name).itemsize * 8
+
+
+def nbytes(count: int, dtype_name: str) -> int:
+    """The bytes `count` elements take in memory (a sub-byte dtype packs them)."""
+    return -(-count * bits(dtype_name) // 8)
+
+
+def per_bytes(byte_count: int, dtype_name: str) -> int:
+    """How many elements fill `byte_count` bytes."""
+    return byte_count * 8 // bits(dtype_name)
 
 
 def _np_dtype(dtype_name: str):
@@ -91,9 +104,7 @@ def block_quantum(axis: str, rank: int, dtype_name: str) -> int:
     Rows: 64 for the WGMMA layout. Columns: 8 for the layout and 16 bytes for a TMA row. A 1-D
     block is a whole copy on its own, so it must also be a multiple of 128 bytes.
     """
-    unit = (
-        WGMMA_ROWS if axis == "rows" else max(WGMMA_COLS, TMA_ALIGN_BYTES // itemsize(dtype_name))
-    )
+    unit = WGMMA_ROWS if axis == "rows" else max(WGMMA_COLS, per_bytes(TMA_ALIGN_BYTES, dtype_name))
     if rank == 1:
-        unit = max(unit, COPY_BYTES_QUANTUM // itemsize(dtype_name))
+        unit = max(unit, per_bytes(COPY_BYTES_QUANTUM, dtype_name))
     return unit

@@ -318,7 +318,7 @@ def _emit(unit: CompileUnit, choice: FormChoice, plan: LaunchPlan | None) -> str
 
 
 def _widest(dtypes: tuple[str, ...]) -> str:
-    return max(dtypes, key=hw.itemsize)
+    return max(dtypes, key=hw.bits)
 
 
 def _check_declared_smem(

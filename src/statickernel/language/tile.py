@@ -90,9 +90,11 @@ class Tile:
         dims: tuple[str, ...] = (),
         frame: tuple[str, str | None] = ("", None),
         misplaced: list[tuple[str, str | None]] | None = None,
+        grouped_by: str | None = None,
     ):
         self.name = name
         self.dims = dims
+        self._grouped_by = grouped_by
         self._frame = frame
         self._misplaced = misplaced if misplaced is not None else []
         self._value = value
@@ -271,6 +273,18 @@ class Tile:
         context = _trace_context.current()
         looped = [d for d in self.dims if d in (context.loop_dims if context else {})]
         active = context.loops if context else ()
+        if self._grouped_by is not None and self._grouped_by not in active:
+            loop = self._grouped_by
+            where = f"a loop over {active[-1]!r}" if active else "the body outside any loop"
+            raise BodyError(
+                f"`{self.name}` has a group dim numbering the steps of the loop over {loop}, but "
+                f"it is loaded in {where}",
+                operand=self.name,
+                dim=loop,
+                expected=f"a load inside sk.loop({loop!r}, ...): each step reads its group's index",
+                actual=f"`{self.name}` loaded there",
+                fix=f"move the load into the step of the loop over {loop}",
+            )
         if looped and looped[0] not in active:
             where = f"a loop over {active[-1]!r}" if active else "the body outside any loop"
             raise BodyError(

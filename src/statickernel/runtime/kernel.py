@@ -398,6 +398,7 @@ def kernel[**P, R](
     loop: Mapping[str, str] | None = None,
     stages: str | int | None = None,
     batch: str | tuple[str, ...] = (),
+    groups: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -411,6 +412,7 @@ def kernel[**P, R](
     loop: Mapping[str, str] | None = None,
     stages: str | int | None = None,
     batch: str | tuple[str, ...] = (),
+    groups: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -427,6 +429,10 @@ def kernel[**P, R](
         By default the constant named `stages` if there is one, else 2.
       batch: leading dims of the operands that the grid walks one index at a time, e.g. "B";
         the body sees each operand without them.
+      groups: dims that number the steps of a loop, e.g. `{"G": "K"}`: G counts the groups
+        of BK elements along K (a quantized weight's scales, "G N"), and each step of the loop
+        over K reads index `step` of G. An operand leads with them (after its batch dims);
+        the body, in the loop's step, sees it without them.
       reference: a plain jnp function computing the same result, for tests and tools.
       vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
         kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A
@@ -447,6 +453,7 @@ def kernel[**P, R](
                 loop=loop,
                 stages=stages,
                 batch=(batch,) if isinstance(batch, str) else tuple(batch),
+                groups=groups,
             )
             derivative = parse_vjp(vjp, spec)
             try:

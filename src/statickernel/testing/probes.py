@@ -185,7 +185,7 @@ def _fitting_whole_sizes(
     widest dtypes the annotations allow (a whole dim is whole in every block)."""
     spec = kernel.spec
     sizes = {d: _WHOLE_ALIGNED[_axis(spec, d)] for d in whole}
-    widest = {o.name: max(o.dtypes, key=hw.itemsize) for o in spec.operands + spec.results}
+    widest = {o.name: max(o.dtypes, key=hw.bits) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
     batch = {d: 1 for d in spec.batch}
     fixed = spec.fixed_sizes()

@@ -81,6 +81,7 @@ def bind(
     consts = bind_consts(spec, defaults, overrides, ctx.bound(sizes))
     for dim in spec.const_dims:  # a result dim sized by its constant (top-k's K)
         sizes[dim] = int(consts[dim])  # positive, as every int constant
+    _check_groups(spec, sizes, consts, ctx.bound(sizes))
     _typecheck(spec, args, ctx.bound(sizes))
     return Binding(
         sizes=tuple(sizes.items()),
@@ -88,6 +89,35 @@ def bind(
         shapes=tuple(shapes.items()),
         consts=tuple(consts.items()),
     )
+
+
+def _check_groups(
+    spec: KernelSpec, sizes: dict[str, int], consts: dict[str, Any], ctx: ErrorContext
+) -> None:
+    """A group dim has one index per step of its loop: G == cdiv(K, BK)."""
+    for group, walked in spec.groups:
+        const = spec.loop_map[walked]
+        block = int(consts[const])
+        steps = -(-sizes[walked] // block)
+        if sizes[group] == steps:
+            continue
+        holders = [o.name for o in spec.operands if group in o.dims]
+        size_ok = sizes[walked] % sizes[group] == 0 and sizes[group] > 0
+        fix = (
+            f"set {const}={sizes[walked] // sizes[group]} (the group size: {walked} / {group})"
+            if size_ok
+            else f"pass one index of {group} per {block} elements of {walked}"
+        )
+        raise ctx.error(
+            ShapeError,
+            f"group dim {group} numbers the steps of the loop over {walked}, but it has "
+            f"{sizes[group]} where the loop takes {steps}",
+            operand=holders[0] if holders else None,
+            dim=group,
+            expected=f"{group} = cdiv({walked}, {const}) = cdiv({sizes[walked]}, {block}) = {steps}",
+            actual=f"{group} = {sizes[group]}",
+            fix=fix,
+        )
 
 
 def _check_operand_count(spec: KernelSpec, args: Sequence[Any], ctx: ErrorContext) -> None:

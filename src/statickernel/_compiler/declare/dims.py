@@ -354,5 +354,5 @@ def _layout_error(
 
 
 def _body_view(op: OperandSpec) -> OperandSpec:
-    """The operand as the body sees it: without its batch dims."""
-    return dataclasses.replace(op, dims=op.block_dims, batch=())
+    """The operand as the body sees it: without its batch and group dims."""
+    return dataclasses.replace(op, dims=op.block_dims, batch=(), groups=())

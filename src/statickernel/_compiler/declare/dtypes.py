@@ -14,9 +14,11 @@ def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tupl
     """The dtypes of an annotation that statickernel supports; `Shaped` allows all of them.
     The fp8 dtypes count only for an array annotated with fp8 alone (`Float8e4m3fn`): an
     operand of them only `sk.dot` reads, a result of them the body casts to (a saturating
-    cast); `Float` and `Shaped` keep the dtypes a body can load."""
+    cast); `Float` and `Shaped` keep the dtypes a body can load. So for int4 and uint4
+    (`Int4`, `UInt4`): an operand the body only converts (a quantized weight)."""
     dtypes = annotation_dtypes(hint)
-    general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in hw.DOT_ONLY_DTYPES)
+    narrow = (*hw.DOT_ONLY_DTYPES, *hw.SUB_BYTE_DTYPES)
+    general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in narrow)
     if dtypes is None:
         return general
     allowed = tuple(d for d in general if d in dtypes)
@@ -25,6 +27,9 @@ def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tupl
     dot_only = tuple(d for d in hw.DOT_ONLY_DTYPES if d in dtypes)
     if dot_only:
         return dot_only
+    packed = tuple(d for d in hw.SUB_BYTE_DTYPES if d in dtypes)
+    if packed:
+        return packed
     shown = ", ".join(str(d) for d in dtypes)
     if any(str(d).startswith("float8") for d in dtypes):
         raise AnnotationError(

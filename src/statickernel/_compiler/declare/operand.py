@@ -15,6 +15,9 @@ class OperandSpec:
     annotation: str
     batch: tuple[str, ...] = ()
     """Its leading batch dims: one index of each per grid step, unseen by the body."""
+    groups: tuple[str, ...] = ()
+    """Its group dims, after the batch dims: one index per step of the loop each numbers,
+    unseen by the body."""
 
     @property
     def rank(self) -> int:
@@ -22,5 +25,5 @@ class OperandSpec:
 
     @property
     def block_dims(self) -> tuple[str, ...]:
-        """The dims the body sees: all but the leading batch dims."""
-        return self.dims[len(self.batch) :]
+        """The dims the body sees: all but the leading batch and group dims."""
+        return self.dims[len(self.batch) + len(self.groups) :]

@@ -28,6 +28,7 @@ from .dims import (
     param_dims,
 )
 from .dtypes import allowed_dtypes
+from .groups import apply_groups
 from .operand import OperandSpec
 
 __all__ = [
@@ -76,6 +77,22 @@ class KernelSpec:
     """Result dims that no operand has, sized by the int constant of their name (top-k's K)."""
     param_dims: tuple[str, ...] = ()
     """The dims of parameter vectors, 1-D operands along a dim of their own, read by index."""
+    groups: tuple[tuple[str, str], ...] = ()
+    """Group dims and the loop dim whose steps each numbers (`{"G": "K"}`: step k of the
+    loop over K reads index k of G)."""
+
+    @property
+    def group_map(self) -> dict[str, str]:
+        return dict(self.groups)
+
+    def operand_loop(self, op: OperandSpec) -> str | None:
+        """The loop dim whose steps read `op`'s blocks: one of its dims, or the loop its group
+        dim numbers; None when no loop does."""
+        loops = self.loop_map
+        groups = self.group_map
+        return next((d for d in op.block_dims if d in loops), None) or next(
+            (groups[d] for d in op.groups), None
+        )
 
     @property
     def tile_map(self) -> dict[str, str]:
@@ -140,6 +157,7 @@ def build_spec(
     loop: Mapping[str, str] | None = None,
     stages: str | int | None = None,
     batch: tuple[str, ...] = (),
+    groups: Mapping[str, str] | None = None,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     _check_decorated(fn, name)
@@ -149,6 +167,8 @@ def build_spec(
     hints = _type_hints(fn, err)
     operands, consts = _parameter_specs(fn, hints, err, batch)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
+    groups = dict(groups or {})
+    operands = apply_groups(groups, operands, results, tile, dict(loop or {}), batch, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
     check_batch(batch, operands, results, err)
@@ -181,6 +201,7 @@ def build_spec(
         batch=batch,
         const_dims=constant_dims,
         param_dims=parameters,
+        groups=tuple(groups.items()),
     )
 
 

@@ -283,8 +283,10 @@ def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: T
 
 
 def _block_spec(plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int = 0) -> Expr:
-    shape = tuple(plan.dim(d).extent for d in op.dims)
-    index = tuple(Name("step") if d == axis else Const(0) for d in op.dims)
+    # A group dim is squeezed (None): each step copies its index `step` of it.
+    groups = tuple(Name("step") for _ in op.groups)
+    shape = (None,) * len(groups) + tuple(plan.dim(d).extent for d in op.dims)
+    index = groups + tuple(Name("step") if d == axis else Const(0) for d in op.dims)
     keywords: dict[str, Expr] = {}
     if op.swizzle:
         keywords["transforms"] = wgmma_transforms(op.dtype)
@@ -301,7 +303,7 @@ def _block_slice(dim: DimPlan) -> Expr:
 
 def _gmem_view(plan: LaunchPlan, op: OperandPlan, axis: str) -> Expr:
     """The operand's part for this block: tiled dims sliced at the block, the loop dim whole."""
-    slices: list[Expr] = []
+    slices: list[Expr] = [Slice() for _ in op.groups]
     for d in op.dims:
         dim = plan.dim(d)
         slices.append(_block_slice(dim) if d != axis and dim.tiled_by else Slice())

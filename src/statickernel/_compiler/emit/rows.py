@@ -59,10 +59,10 @@ _PROMISE = Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")
 _PIECE_BYTES = 128
 
 
-def _pieces(elements: int, itemsize: int) -> list[tuple[int, int]]:
+def _pieces(elements: int, dtype: str) -> list[tuple[int, int]]:
     """(start, size) of the bulk copies of `elements` contiguous elements: whole 128-byte
     pieces, and a last one that ends at the last element, overlapping the one before."""
-    unit = _PIECE_BYTES // itemsize
+    unit = hw.per_bytes(_PIECE_BYTES, dtype)
     whole = elements - elements % unit
     pieces = [(0, whole)]
     if whole != elements:
@@ -83,7 +83,7 @@ class _RowForm:
         return (stages, *op.block_shape) if stages > 1 else op.block_shape
 
     def copies(self, plan: LaunchPlan, op: OperandPlan) -> int:
-        per_row = len(_pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)))
+        per_row = len(_pieces(op.gmem_shape[-1], op.dtype))
         return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
 
     def staged(self, op: OperandPlan) -> bool:
@@ -167,7 +167,7 @@ class _RowGenerator:
         # A row-wise operand's buffer has a slot a stage, and so does a result written into it.
         staged = row is not None and (buffer is None or op.shares_smem_with is not None)
         out: list[tuple[Expr, Expr]] = []
-        for start, size in _pieces(op.gmem_shape[-1], hw.itemsize(op.dtype)):
+        for start, size in _pieces(op.gmem_shape[-1], op.dtype):
             span = call("pl.ds", Const(start), Const(size))
             if row is None:
                 out.append(

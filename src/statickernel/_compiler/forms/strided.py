@@ -48,6 +48,6 @@ def _flat_frame(inputs: FormInputs) -> FlatFrame | None:
     ragged = rows.ragged or cols.ragged
     if ragged and any(not reads_zero(f) for f in operand_fills(inputs.trace.loads).values()):
         return None
-    vector = hw.TMA_ALIGN_BYTES // min(hw.itemsize(d) for d in inputs.dtypes.values())
+    vector = max(hw.per_bytes(hw.TMA_ALIGN_BYTES, d) for d in inputs.dtypes.values())
     frame = FlatFrame((rows.extent, cols.extent), vector)
     return frame if frame.fits() else None

@@ -9,8 +9,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 
-import numpy as np
-
+from ... import _hardware as hw
 from .names import gmem_ref
 from .nodes import (
     Assign,
@@ -122,7 +121,7 @@ def layout(kind: str, rows: Frame | None = None) -> Expr:
 
 
 def is_8bit(dtype: str) -> bool:
-    return dtype != "bool" and np.dtype(dtype).itemsize == 1
+    return dtype != "bool" and hw.bits(dtype) == 8
 
 
 def read_scalar(operand: str, ref: Name | None = None) -> Assign:

@@ -66,6 +66,9 @@ class DimLayout:
     """True for a result dim that the constant of its name sizes (top-k's K); whole."""
     parameters: bool = False
     """True for the dim of parameter vectors (`"3"`, a stack's `"4 C"`), taken by index."""
+    grouped: str | None = None
+    """For a group dim: the loop dim whose steps it numbers, one index a step (dropped from the
+    blocks); else None."""
 
     @property
     def split(self) -> bool:
@@ -80,7 +83,7 @@ class DimLayout:
     @property
     def ragged(self) -> bool:
         """True when some block holds elements past the array's edge."""
-        if self.batched:
+        if self.batched or self.grouped:
             return False
         return is_ragged(self.size, self.block, self.extent, self.split)
 
@@ -95,6 +98,8 @@ class DimLayout:
         """The dim's edge in words, e.g. `ragged (777 % 128 = 9)` or `whole, padded 100 -> 104`."""
         if self.batched:
             return "one index per grid step"
+        if self.grouped:
+            return f"one index per step of the loop over {self.grouped}"
         if self.split:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"
@@ -113,6 +118,9 @@ class DimLayout:
         assert self.size <= hw.INT32_MAX
         if self.batched:
             assert self.block == self.extent == 1 and self.grid_axis is not None
+            return
+        if self.grouped:
+            assert self.block == self.extent == 1 and self.grid_axis is None
             return
         assert self.extent >= (self.block if self.split else self.size)
         assert self.extent % self.boxes == 0 and self.extent // self.boxes <= hw.TMA_BOX_MAX
@@ -239,7 +247,7 @@ def quantum(
         for dtype in dtypes[op.name]:
             unit = hw.block_quantum(_axis(spec, dim), op.rank, dtype)
             if whole and off_frame and spec.loop:
-                unit = max(unit, hw.SWIZZLE_BYTES // hw.itemsize(dtype))
+                unit = max(unit, hw.per_bytes(hw.SWIZZLE_BYTES, dtype))
             if unit > best[0]:
                 best = (unit, op.name, dtype)
     return best
@@ -292,6 +300,7 @@ def _layout(
                 batched=n in spec.batch,
                 by_constant=n in spec.const_dims,
                 parameters=n in spec.param_dims,
+                grouped=spec.group_map.get(n),
             )
             for n in spec.layout_dims()
         ),
@@ -314,7 +323,7 @@ def call_layout(
     blocks: dict[str, tuple[int, int]] = {}
     for name in spec.layout_dims():
         size = sizes[name]
-        if name in spec.batch:
+        if name in spec.batch or name in spec.group_map:
             blocks[name] = (1, 1)
         elif name in split:
             blocks[name] = (split[name], split[name])
@@ -334,7 +343,7 @@ def declaration_layout(
     blocks: dict[str, tuple[int, int]] = {}
     sizes: dict[str, int] = {}
     for name in spec.layout_dims():
-        if name in spec.batch:
+        if name in spec.batch or name in spec.group_map:
             blocks[name], sizes[name] = (1, 1), 2
             continue
         if name in known:  # its size is known at the declaration
@@ -349,6 +358,8 @@ def declaration_layout(
             sizes[name] = 2 * block + 1
         else:
             sizes[name] = block
+    for group, walked in spec.groups:  # one index per step of its loop
+        sizes[group] = hw.cdiv(sizes[walked], split[walked])
     return _layout(spec, sizes, blocks, Phase.DECLARATION)
 
 
@@ -371,7 +382,7 @@ def check_blocks(
     """The TMA and register-layout rules for every block; `dtype_options` lists the dtypes each
     operand may take (all the annotation allows at import, the bound one at the call)."""
     for d in layout.dims:
-        if d.batched:
+        if d.batched or d.grouped:
             continue
         name, extent = d.name, d.extent
         const = d.tiled_by or d.looped_by
@@ -401,6 +412,6 @@ def check_blocks(
                 operand=operand,
                 dim=name,
                 expected=f"a multiple of {unit} ({why})",
-                actual=f"{extent} ({extent * hw.itemsize(dtype)} B of {dtype})",
+                actual=f"{extent} ({hw.nbytes(extent, dtype)} B of {dtype})",
                 fix=f"{fix_const} {hw.round_up(extent, unit)}",
             )

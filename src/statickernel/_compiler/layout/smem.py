@@ -31,13 +31,13 @@ def block_bytes(
     count = 1
     for i, d in enumerate(dims_of(spec, name)):
         count *= layout.dim(d).extent + (halo_rows if i == 0 else 0)
-    return count * hw.itemsize(dtypes[name])
+    return hw.nbytes(count, dtypes[name])
 
 
 def _buffer_row_bytes(columns: int | None, boxes: int, dtype: str) -> int:
     """The bytes of one row of a block's buffer: of a 2-D block's `columns` (a box's, where
     each box of columns has a buffer), or of one element of a 1-D block (`columns` None)."""
-    return (columns // boxes if columns else 1) * hw.itemsize(dtype)
+    return hw.nbytes(columns // boxes if columns else 1, dtype)
 
 
 def buffer_halos(

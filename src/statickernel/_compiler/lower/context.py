@@ -11,6 +11,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 
+from ... import _hardware as hw
 from ..._errors import UnsupportedOpError
 from ..ir.nodes import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
 from ..ir.pallas import broadcast, full
@@ -119,6 +120,16 @@ class Translator:
                     "do the computation inside the function given to sk.map_blocks, and return "
                     "its value from the body as it is",
                 )
+        packed = next(
+            (self.dtype(a) for a in eqn.inputs if self.dtype(a) in hw.SUB_BYTE_DTYPES), None
+        )
+        if packed is not None and prim != "convert_element_type":
+            raise self.fail(
+                eqn,
+                f"the body computes on {packed} values, which Mosaic GPU only converts",
+                "cast the load first, e.g. sk.load(w).astype(jnp.bfloat16), and compute on that",
+                expected=f"{packed} read only by .astype",
+            )
         params = any(a.var is not None and self.kinds.get(a.var) is Kind.PARAMS for a in eqn.inputs)
         if params and self.param_rule is not None:
             return self.param_rule(prim).translate(self, eqn)

@@ -48,7 +48,7 @@ __all__ = ["DOT_RULES", "wgmma_transforms"]
 
 def wgmma_transforms(dtype: str) -> Expr:
     """The tiling and swizzle of a WGMMA operand in shared memory: 8 rows by one 128-byte row."""
-    tile = (8, hw.SWIZZLE_BYTES // hw.itemsize(dtype))
+    tile = (8, hw.per_bytes(hw.SWIZZLE_BYTES, dtype))
     return Tuple(
         (
             call("plgpu.TilingTransform", Const(tile)),

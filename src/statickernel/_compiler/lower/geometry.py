@@ -99,8 +99,6 @@ def block_geometry(
         geometry,
         steps=steps,
         looped_operands=tuple(
-            (o.name, next(d for d in o.dims if d in loops))
-            for o in spec.operands
-            if any(d in loops for d in o.dims)
+            (o.name, loop) for o in spec.operands if (loop := spec.operand_loop(o)) is not None
         ),
     )

@@ -108,7 +108,7 @@ def _scan(tr: Translator, eqn: Eqn) -> None:
     tr.lines.append(FunctionDef(function, (buffer.name.text,), tuple(body)))
     smem = ir_call("plgpu.SMEM", Const((buffer.rows, width + buffer.margin)), DType(work))
     tr.assign(eqn, Kind.TILE, ir_call("pl.run_scoped", Name(function), smem))
-    bytes_ = buffer.rows * (width + buffer.margin) * hw.itemsize(work)
+    bytes_ = hw.nbytes(buffer.rows * (width + buffer.margin), work)
     tr.scratch_bytes = max(tr.scratch_bytes, bytes_)
 
 

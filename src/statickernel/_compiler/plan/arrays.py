@@ -39,12 +39,12 @@ def _plan_array(
 ) -> OperandPlan:
     spec, layout, sizes = inputs.spec, inputs.layout, inputs.layout.sizes
     full_shape = tuple(sizes[d] for d in op.dims)
-    lead = full_shape[: len(op.batch)]
-    shape = full_shape[len(op.batch) :]
+    lead = full_shape[: len(op.batch) + len(op.groups)]
+    shape = full_shape[len(op.batch) + len(op.groups) :]
     dims_seen = op.block_dims
     dtype = inputs.dtypes[op.name]
     swizzle = swizzle_elements(dtype) if read_by_dot else 0
-    loop_dim = next((d for d in dims_seen if d in spec.loop_map), None)
+    loop_dim = spec.operand_loop(op)
     gmem = _gmem_shape(inputs, op, role, lead, shape, swizzle, notes)
     loaded = role is Role.OUTPUT or op.name in inputs.fills
     aliases = inputs.form.aliases or {}
@@ -59,6 +59,7 @@ def _plan_array(
         block_shape=tuple(layout.dim(d).extent for d in dims_seen),
         gmem_shape=lead + gmem,
         batch=op.batch,
+        groups=op.groups,
         fill=inputs.fills.get(op.name) if role is Role.INPUT and dims_seen else None,
         loaded=loaded,
         loop_dim=loop_dim if role is Role.INPUT and loaded else None,
@@ -96,8 +97,8 @@ def _gmem_shape(
             for d, g in zip(dims_seen, gmem, strict=True)
         )
         if gmem != shape:
-            read = math.prod(lead + shape) * hw.itemsize(dtype)
-            written = math.prod(lead + gmem) * hw.itemsize(dtype)
+            read = hw.nbytes(math.prod(lead + shape), dtype)
+            written = hw.nbytes(math.prod(lead + gmem), dtype)
             notes.append(
                 f"fallback: `{op.name}` {list(shape)} is padded with zeros to {list(gmem)}, "
                 f"so that TMA can copy it into WGMMA's tiled shared memory (rows a multiple "
@@ -106,9 +107,9 @@ def _gmem_shape(
                 f"`{op.name}`'s producer"
             )
         return gmem
-    if len(shape) == 2 and shape[1] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
-        padded = hw.round_up(shape[1], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype))
-        row_bytes = shape[1] * hw.itemsize(dtype)
+    if len(shape) == 2 and hw.nbytes(shape[1], dtype) % hw.TMA_ALIGN_BYTES:
+        padded = hw.round_up(shape[1], hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype))
+        row_bytes = hw.nbytes(shape[1], dtype)
         notes.append(
             f"fallback: `{op.name}` rows are {row_bytes} B, not a multiple of 16 B, so TMA "
             f"cannot address it; it is padded on the host to {list((shape[0], padded))}"
@@ -135,7 +136,7 @@ def _gmem_shape(
             "reach into the next"
         )
         return gmem
-    if len(shape) == 1 and op.batch and shape[0] * hw.itemsize(dtype) % hw.TMA_ALIGN_BYTES:
+    if len(shape) == 1 and lead and hw.nbytes(shape[0], dtype) % hw.TMA_ALIGN_BYTES:
         return _batched_vector_gmem(op.name, role, lead, shape, dtype, notes)
     return shape
 
@@ -151,12 +152,10 @@ def _batched_vector_gmem(
     """The array of a 1-D operand or result after its batch dims whose batch entries are not
     16-byte multiples: TMA addresses the whole array, and needs every stride but the last to
     be one, so each entry is padded to the next."""
-    padded = (hw.round_up(shape[0], hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)),)
-    true_bytes = math.prod(lead + shape) * hw.itemsize(dtype)
-    padded_bytes = math.prod(lead + padded) * hw.itemsize(dtype)
-    entry = (
-        f"`{name}`'s batch entries are {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B"
-    )
+    padded = (hw.round_up(shape[0], hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)),)
+    true_bytes = hw.nbytes(math.prod(lead + shape), dtype)
+    padded_bytes = hw.nbytes(math.prod(lead + padded), dtype)
+    entry = f"`{name}`'s batch entries are {hw.nbytes(shape[0], dtype)} B, not a multiple of 16 B"
     if role is Role.OUTPUT:
         notes.append(
             f"fallback: {entry}, so TMA cannot address them; it is written as "
@@ -185,7 +184,7 @@ def _row_form_gmem(
     per-row result padded to whole blocks (each block's values go out in one copy), a
     per-column operand to 16-byte multiples, and so a result summed over the rows (whose
     partials the wrapper slices)."""
-    unit = hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+    unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
     if summed:
         return (hw.round_up(shape[0], unit),)
     if role is Role.OUTPUT:
@@ -200,7 +199,7 @@ def _row_form_gmem(
         return shape
     padded = (hw.round_up(shape[0], unit),)
     notes.append(
-        f"fallback: `{name}` is {shape[0] * hw.itemsize(dtype)} B, not a multiple of 16 B, so "
+        f"fallback: `{name}` is {hw.nbytes(shape[0], dtype)} B, not a multiple of 16 B, so "
         f"a bulk copy cannot end at its last element; it is padded on the host to "
         f"{list(padded)} (one extra copy)"
     )

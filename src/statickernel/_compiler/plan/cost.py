@@ -173,7 +173,7 @@ def plan_cost(plan: _Planned, trace: BodyTrace) -> Cost:
 
 
 def _bytes(shape: tuple[int, ...], dtype: str) -> int:
-    return math.prod(shape) * hw.itemsize(dtype)
+    return hw.nbytes(math.prod(shape), dtype)
 
 
 def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:

@@ -73,10 +73,10 @@ class _BlockPlanned:
         return None
 
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
-        last_bytes = op.block_shape[-1] * hw.itemsize(op.dtype)
+        last_bytes = hw.nbytes(op.block_shape[-1], op.dtype)
         assert last_bytes % hw.TMA_ALIGN_BYTES == 0
         if len(op.block_gmem_shape) == 2:
-            assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
+            assert hw.nbytes(op.gmem_shape[-1], op.dtype) % hw.TMA_ALIGN_BYTES == 0
         if op.kind == Kind.TILE or op.kind == Kind.ROW:
             assert op.block_shape[0] % hw.WGMMA_ROWS == 0
         if op.kind == Kind.TILE or op.kind == Kind.COL:
@@ -130,7 +130,7 @@ class _RowsPlanned:
 
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
         # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside.
-        assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0
+        assert hw.nbytes(op.gmem_shape[-1], op.dtype) % hw.TMA_ALIGN_BYTES == 0
         if op.kind == Kind.COL or op.kind == Kind.TILE:
             assert op.block_shape[-1] == self.frame.width
         if op.kind == Kind.ROW and op.in_place:  # each row reads its element where it is

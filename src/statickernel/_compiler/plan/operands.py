@@ -52,6 +52,9 @@ class OperandPlan:
     """For an operand of `sk.dot`: elements per 128-byte swizzle row of its tiled SMEM; else 0."""
     batch: tuple[str, ...] = ()
     """Its leading batch dims, which `shape` and `gmem_shape` include and `dims` does not."""
+    groups: tuple[str, ...] = ()
+    """Its group dims, after the batch dims, which `shape` and `gmem_shape` include and `dims`
+    does not: each step of its loop reads one index of them (`step`)."""
     shares_smem_with: str | None = None
     """For a result of the row form: the operand whose shared-memory block it is written
     into, row by row, once each row has been read; None when it has a block of its own."""
@@ -73,7 +76,7 @@ class OperandPlan:
     def block_gmem_shape(self) -> tuple[int, ...]:
         """`gmem_shape` without the batch and per-block dims: the array one grid step
         addresses."""
-        return self.gmem_shape[len(self.batch) + len(self.per_block) :]
+        return self.gmem_shape[len(self.batch) + len(self.groups) + len(self.per_block) :]
 
     @property
     def host_padded(self) -> bool:
@@ -89,7 +92,7 @@ class OperandPlan:
         count = 1
         for extent in self.smem_block_shape:
             count *= extent
-        return count * hw.itemsize(self.dtype) if self.loaded or self.role is Role.OUTPUT else 0
+        return hw.nbytes(count, self.dtype) if self.loaded or self.role is Role.OUTPUT else 0
 
     @property
     def smem_block_shape(self) -> tuple[int, ...]:

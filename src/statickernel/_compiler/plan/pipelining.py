@@ -79,7 +79,7 @@ class LoopPlan:
 
 def swizzle_elements(dtype: str) -> int:
     """Elements in one 128-byte swizzle row: the minor tile of a WGMMA operand in SMEM."""
-    return SWIZZLE_BYTES // hw.itemsize(dtype)
+    return hw.per_bytes(SWIZZLE_BYTES, dtype)
 
 
 def dot_operands(loops: tuple[LoopBlock, ...]) -> dict[str, bool]:
@@ -154,6 +154,18 @@ def _dtype_pairs(
     return pairs
 
 
+def _dtype_fix(dot: PlannedDot, a_dtype: str, b_dtype: str) -> str:
+    packed = next((d for d in (a_dtype, b_dtype) if d in hw.SUB_BYTE_DTYPES), None)
+    if packed is None:
+        return f"cast {dot.b} to {a_dtype} outside the kernel"
+    # WGMMA does not multiply packed integers: they are converted in registers, as `a`.
+    return (
+        f"convert the {packed} operand in the loop's step and pass it as a: "
+        "sk.dot(sk.load(w).astype(jnp.bfloat16), x), which computes the product transposed "
+        "(see examples/matmul_int4.py)"
+    )
+
+
 def _check_dot(
     dot: DotUpdate | Product,
     names: tuple[str, str, str],
@@ -173,7 +185,7 @@ def _check_dot(
             operand=dot.b,
             expected=f"{dot.b} of the same dtype as {dot.a}",
             actual=f"{dot.a}: {a_dtype}, {dot.b}: {b_dtype}",
-            fix=f"cast {dot.b} to {a_dtype} outside the kernel",
+            fix=_dtype_fix(dot, a_dtype, b_dtype),
         )
     if a_dtype not in WGMMA_DTYPES:
         raise ctx.error(
@@ -186,7 +198,7 @@ def _check_dot(
             fix="cast the operands to bfloat16 outside the kernel",
         )
     # WGMMA reads b as (K, N) rows only for 16-bit dtypes; the others take b stored (N, K).
-    if hw.itemsize(a_dtype) != 2 and not dot.transpose_b:
+    if hw.bits(a_dtype) != 16 and not dot.transpose_b:
         kind = "float32 (tf32)" if a_dtype == "float32" else a_dtype
         raise ctx.error(
             DotLayoutError,

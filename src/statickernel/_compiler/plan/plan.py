@@ -133,7 +133,7 @@ class LaunchPlan(TextDisplay):
             cross.check_invariants()
             op = self.results[cross.index]
             assert op.per_block == cross.per_block and op.dims == (cross.kept,)
-            assert op.gmem_shape[-1] * hw.itemsize(op.dtype) % hw.TMA_ALIGN_BYTES == 0 or not (
+            assert hw.nbytes(op.gmem_shape[-1], op.dtype) % hw.TMA_ALIGN_BYTES == 0 or not (
                 op.batch or op.per_block
             )
         form = self.planned_form
@@ -170,6 +170,7 @@ class LaunchPlan(TextDisplay):
                 else (f"looped by {d.looped_by}={d.block}" if d.looped_by else "whole")
             )
             split = "batch" if d.batched else split
+            split = f"groups of {d.grouped}" if d.grouped else split
             split = f"the constant {d.name}" if d.by_constant else split
             split, status = form.dim_text(self, d, split, d.status)
             if d.parameters:
@@ -231,7 +232,7 @@ class LaunchPlan(TextDisplay):
         return "\n".join(lines)
 
     def _edge(self, d: DimLayout) -> str:
-        if d.batched or d.parameters:
+        if d.batched or d.parameters or d.grouped:
             return ""
         own = self.planned_form.edge(self, d)
         if own is not None:

@@ -84,7 +84,7 @@ def per_row_slots(dtype: str) -> int:
     """Each value of a per-row result is written in a slot of 16 bytes (a copy's unit), so
     that a block of any number of rows goes out in one copy; the slots' first elements are
     the result."""
-    return hw.TMA_ALIGN_BYTES // hw.itemsize(dtype)
+    return hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
 
 
 def per_row_operands(spec: KernelSpec) -> frozenset[str]:
@@ -118,10 +118,11 @@ def _frame(spec: KernelSpec, size: int, dtypes: Mapping[str, str]) -> RowFrame:
     """16 bytes a thread of the narrowest dtype along the row; the row padded to whole
     warpgroups of those vectors."""
     cols = spec.cols
-    narrowest = min(
-        hw.itemsize(dtypes[o.name]) for o in spec.operands + spec.results if cols in o.dims
+    vector = max(
+        hw.per_bytes(hw.TMA_ALIGN_BYTES, dtypes[o.name])
+        for o in spec.operands + spec.results
+        if cols in o.dims
     )
-    vector = hw.TMA_ALIGN_BYTES // narrowest
     return RowFrame(hw.round_up(size, 128 * vector), vector)
 
 
@@ -171,7 +172,7 @@ def choose_rows(
     rows_dim, cols_dim = layout.dim(spec.rows), layout.dim(spec.cols)
     # Each row is copied in whole 128-byte pieces, the last one overlapping the one before.
     if any(
-        cols_dim.size * hw.itemsize(dtypes[o.name]) < hw.COPY_BYTES_QUANTUM
+        hw.nbytes(cols_dim.size, dtypes[o.name]) < hw.COPY_BYTES_QUANTUM
         for o in spec.operands + spec.results
         if spec.cols in o.dims
     ):
@@ -200,7 +201,7 @@ def choose_rows(
         """Shared memory with `stages` buffers of each row-wise operand's block."""
         return fits[r] + (stages - 1) * (stage_bytes[r] + hw.BARRIER_BYTES * len(tiles))
 
-    row_bytes = sum(frame.width * hw.itemsize(dtypes[n]) for n in tiles)
+    row_bytes = sum(hw.nbytes(frame.width, dtypes[n]) for n in tiles)
 
     def in_flight(rows: int, stages: int, resident: int, ctas: int) -> int:
         return min(resident, hw.cdiv(ctas, _schedule.SMS)) * stages * rows * row_bytes

@@ -176,9 +176,8 @@ def choose(
     if pairing is None:
         return None
     paired, consumers, tile_grid = pairing.paired, pairing.consumers, pairing.tile_grid
-    item = hw.itemsize(a.dtype)
-    a_block = (2 * bm if paired == names[0] else bm) * bk * item
-    b_block = (2 * bn if paired == names[1] else bn) * bk * item
+    a_block = hw.nbytes((2 * bm if paired == names[0] else bm) * bk, a.dtype)
+    b_block = hw.nbytes((2 * bn if paired == names[1] else bn) * bk, a.dtype)
     epilogue = _epilogue(bm, bn, consumers, result)
     # Each consumer copies its block of each vector operand into a buffer of its own.
     vectors = sum(
@@ -262,15 +261,14 @@ class _Epilogue:
 
 
 def _epilogue(bm: int, bn: int, consumers: int, result: OperandPlan) -> _Epilogue:
-    out_item = hw.itemsize(result.dtype)
     # One 128-byte swizzle row of columns when it divides the block; else the widest multiple
     # of 8 columns (WGMMA's register tile) that does, in untiled slots.
-    swizzle_cols = hw.SWIZZLE_BYTES // out_item
+    swizzle_cols = hw.per_bytes(hw.SWIZZLE_BYTES, result.dtype)
     cols = next(c for c in range(min(bn, swizzle_cols), 0, -hw.WGMMA_COLS) if bn % c == 0)
     slot = (min(EPILOGUE_ROWS, bm), cols)
     slots = min(_EPILOGUE_SLOTS, (bm * bn) // (slot[0] * slot[1]))
     slots_bytes = hw.round_up(
-        consumers * slots * slot[0] * slot[1] * out_item, hw.SMEM_BUFFER_ALIGN
+        hw.nbytes(consumers * slots * slot[0] * slot[1], result.dtype), hw.SMEM_BUFFER_ALIGN
     )
     rows_gmem, cols_gmem = result.gmem_shape[-2:]
     swizzled = (
@@ -338,7 +336,7 @@ def hold_paired_blocks(
             continue
         gmem = (*op.gmem_shape[:axis], need, *op.gmem_shape[axis + 1 :])
         further = "further, " if op.host_padded else ""
-        written = math.prod(gmem) * hw.itemsize(op.dtype)
+        written = hw.nbytes(math.prod(gmem), op.dtype)
         notes.append(
             f"fallback: `{op.name}` {list(op.shape)} is padded with zeros {further}to "
             f"{list(gmem)}, so that its array holds the two {config.paired} blocks a CTA's "

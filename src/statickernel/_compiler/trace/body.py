@@ -157,6 +157,8 @@ def trace_body(
     bindings = dict(dims) if dims_are_bound else {}
     names = [o.name for o in spec.operands]
     op_dims = {o.name: o.block_dims for o in spec.operands}
+    # An operand with a group dim is read in the steps of the loop that dim numbers.
+    groups = {o.name: spec.group_map[o.groups[0]] for o in spec.operands if o.groups}
     loads: list[LoadRecord] = []
     misplaced: list[tuple[str, str | None]] = []
     blocks = split_blocks(spec, consts)
@@ -182,6 +184,7 @@ def trace_body(
                 op_dims[n],
                 (spec.rows, spec.cols),
                 misplaced if n not in params else None,
+                groups.get(n),
             )
             for n, v in zip(names, values, strict=True)
         }

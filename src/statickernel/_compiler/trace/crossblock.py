@@ -234,7 +234,7 @@ def partial_plans(
         gmem = op.gmem_shape
         if lead or op.batch:
             # A row of partials starts on a 16-byte boundary, as TMA needs of every stride.
-            unit = hw.TMA_ALIGN_BYTES // hw.itemsize(op.dtype)
+            unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, op.dtype)
             gmem = (*gmem[:-1], hw.round_up(gmem[-1], unit))
         batch = len(op.batch)
         plans[cross.index] = dataclasses.replace(

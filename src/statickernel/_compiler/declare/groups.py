@@ -1,0 +1,92 @@
+"""Group dims (`groups={"G": "K"}`): a dim that numbers the steps of a loop, so an operand
+laid out along it (a quantized weight's scales, "G N", one row of scales per group of BK
+elements of K) gives each step of the loop over K its own index of G. Checked here at the
+declaration; the size (G == cdiv(K, BK)) is checked when the call binds the dims."""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..._errors import AnnotationError
+from .operand import OperandSpec
+
+__all__ = ["apply_groups"]
+
+
+def apply_groups(
+    groups: Mapping[str, str],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    blocked: Mapping[str, str],
+    loop: Mapping[str, str],
+    batch: tuple[str, ...],
+    err: dict[str, Any],
+) -> list[OperandSpec]:
+    """The operands, each with the group dims that lead it (after its batch dims) marked."""
+    for dim, walked in groups.items():
+        _check_group(dim, walked, blocked, loop, batch, err)
+    for result in results:
+        held = [d for d in result.dims if d in groups]
+        if held:
+            raise AnnotationError(
+                f"result `{result.name}` has the group dim {held[0]}, which only operands have",
+                **err,
+                operand=result.name,
+                dim=held[0],
+                expected="a result laid out along the kernel's blocks",
+                actual=f"'{' '.join(result.dims)}'",
+                fix=f"drop {held[0]} from the result; a group dim only selects an operand's "
+                "index in each step of its loop",
+            )
+    return [_marked(op, groups, err) for op in operands]
+
+
+def _check_group(
+    dim: str,
+    walked: Any,
+    blocked: Mapping[str, str],
+    loop: Mapping[str, str],
+    batch: tuple[str, ...],
+    err: dict[str, Any],
+) -> None:
+    if not isinstance(walked, str) or walked not in loop:
+        raise AnnotationError(
+            f"group dim {dim} names {walked!r}, which is not a loop dim",
+            **err,
+            dim=dim,
+            expected=f"one of the loop dims ({', '.join(loop) or 'none declared'})",
+            actual=repr(walked),
+            fix=f'name the loop whose steps {dim} numbers, e.g. groups={{"{dim}": "K"}} with '
+            'loop={"K": "BK"}',
+        )
+    if dim in blocked or dim in batch:
+        role = "batch" if dim in batch else "tiled or looped"
+        raise AnnotationError(
+            f"group dim {dim} is also {role}",
+            **err,
+            dim=dim,
+            expected="a dim of its own, numbering the steps of the loop over " + walked,
+            actual=f"{dim} in {'batch=' if dim in batch else 'tile= or loop='}",
+            fix=f"declare {dim} in one place only",
+        )
+
+
+def _marked(op: OperandSpec, groups: Mapping[str, str], err: dict[str, Any]) -> OperandSpec:
+    held = [d for d in op.dims if d in groups]
+    if not held:
+        return op
+    lead = len(op.batch)
+    body = op.dims[lead + len(held) :]
+    if tuple(op.dims[lead : lead + len(held)]) != tuple(held) or len(held) > 1 or len(body) != 1:
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') has the group dim {held[0]} where "
+            "it cannot lead a vector",
+            **err,
+            operand=op.name,
+            dim=held[0],
+            expected=f"one group dim, after the batch dims, then one dim: '{held[0]} N'",
+            actual=f"'{' '.join(op.dims)}'",
+            fix=f"lay `{op.name}` out with {held[0]} first and a vector after it "
+            "(transpose it outside the kernel once, where it is stored)",
+        )
+    return dataclasses.replace(op, groups=(held[0],))
