@@ -27,8 +27,8 @@ PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
 
 # Hard limits, so the whole script stays inside its 5 minutes even if a compile hangs: the
 # Python check skips what is left past its own budget, and `timeout` backs that up.
-CHECK_LIMIT_S=225
-TESTS_LIMIT_S=30
+CHECK_LIMIT_S=195
+TESTS_LIMIT_S=75
 COMPILE_LIMIT_S=45
 
 dry_run=0

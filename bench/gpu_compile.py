@@ -195,6 +195,19 @@ ROWS: tuple[Row, ...] = (
         (((4096, 4096), "int8"), ((4096,), "float32"), ((4096, 4096), "bfloat16")),
         (("BN", 128), ("BM", 128), ("BK", 64)),
     ),
+    # Weight-only int4 with a scale per group of 128 along K (W4A16, GPTQ's layout): decoding
+    # 64 rows against a 4096x4096 layer, and a prefill of 4096 rows (64x128 blocks).
+    Row(
+        "matmul_int4",
+        "matmul_w4a16",
+        (((4096, 4096), "int4"), ((32, 4096), "bfloat16"), ((64, 4096), "bfloat16")),
+    ),
+    Row(
+        "matmul_int4",
+        "matmul_w4a16",
+        (((4096, 4096), "int4"), ((32, 4096), "bfloat16"), ((4096, 4096), "bfloat16")),
+        (("BN", 64), ("BM", 128)),
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

@@ -168,7 +168,7 @@ GPU = Settings(
     warmup=2,
     runs=15,
     min_run_s=0.02,
-    budget_s=210.0,
+    budget_s=180.0,
     # A few cases a kernel: each compiles twice (statickernel, hand-written, where the
     # hand-written kernel runs), and Mosaic GPU compiles take about a second.
     tiled_cases=(

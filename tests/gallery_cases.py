@@ -25,6 +25,7 @@ from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
 from matmul_fp8 import matmul_fp8
 from matmul_int8 import matmul_int8
+from matmul_int4 import matmul_w4a16
 from matmul_int8_weights import matmul_w8a16
 from mlp import mlp
 from moe_router import moe_router
@@ -79,6 +80,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "chunk_decay": chunk_decay,
     "causal_conv1d": causal_conv1d,
     "matmul_w8a16": matmul_w8a16,
+    "matmul_w4a16": matmul_w4a16,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -192,6 +194,9 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     "causal_conv1d": [((2, 100, 72), "bfloat16"), ((4, 72), "float32"), ((72,), "float32")],
     # Ragged N and K (int8 rows of 208 bytes), 5 rows of activations (M padded to 8).
     "matmul_w8a16": [((100, 208), "int8"), ((100,), "float32"), ((5, 208), "bfloat16")],
+    # Ragged N and K (int4 rows of 100 bytes, padded on the host), two groups of K (the last
+    # partial), 5 rows of activations.
+    "matmul_w4a16": [((100, 200), "int4"), ((2, 100), "bfloat16"), ((5, 200), "bfloat16")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

@@ -118,3 +118,37 @@ def test_wide_rows_on_hardware(m: int, n: int) -> None:
     got = np.asarray(layernorm_wide.with_backend("mosaic_gpu")(x * 3 + 100, w, bias))
     want = np.asarray(layernorm_wide.reference(x * 3 + 100, w, bias))  # pyright: ignore[reportOptionalCall]
     assert float(np.max(np.abs(got - want))) <= 1e-3
+
+
+# Weight-only quantized matmuls: K over several steps (the 4-bit weight's steps are copied from
+# column 0 of a (rows, steps, block) view, as the device needs), ragged N, K and M, decoding.
+QUANTIZED_SHAPES = [(64, 256, 64), (100, 200, 5), (257, 1024, 129), (4096, 4096, 16)]
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "m"), QUANTIZED_SHAPES, ids=[f"{n}x{k}x{m}" for n, k, m in QUANTIZED_SHAPES]
+)
+def test_quantized_weight_matmuls_on_hardware(n: int, k: int, m: int) -> None:
+    from matmul_int4 import matmul_w4a16, matmul_w4a16_reference
+    from matmul_int8_weights import matmul_w8a16, matmul_w8a16_reference
+
+    kw, ks, kx = jax.random.split(jax.random.key(n + k + m), 3)
+    x = jax.random.normal(kx, (m, k), jnp.bfloat16)
+    w4 = jax.random.randint(kw, (n, k), -8, 8, jnp.int32).astype(jnp.int4)
+    scales = jax.random.uniform(ks, (-(-k // 128), n), jnp.float32, 0.01, 0.1)
+    w8 = jax.random.randint(kw, (n, k), -128, 128, jnp.int32).astype(jnp.int8)
+    scale = jax.random.uniform(ks, (n,), jnp.float32, 0.001, 0.01)
+    for got, want in (
+        (
+            matmul_w4a16.with_backend("mosaic_gpu")(w4, scales, x),
+            matmul_w4a16_reference(w4, scales, x),
+        ),
+        (
+            matmul_w8a16.with_backend("mosaic_gpu")(w8, scale, x),
+            matmul_w8a16_reference(w8, scale, x),
+        ),
+    ):
+        got32, want32 = np.asarray(got, np.float32), np.asarray(want, np.float32)
+        # The same bf16 products summed in f32 in another order, rounded once to bfloat16.
+        tolerance = 1e-2 * max(1.0, float(np.max(np.abs(want32))))
+        assert float(np.max(np.abs(got32 - want32))) <= tolerance

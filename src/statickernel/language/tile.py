@@ -226,7 +226,9 @@ class Tile:
             )
         _check_fill_fits(self.name, fill, np.dtype(self.dtype))
         context = _trace_context.current()
-        looped = any(d in (context.loop_dims if context else {}) for d in self.dims)
+        looped = self._grouped_by is not None or any(
+            d in (context.loop_dims if context else {}) for d in self.dims
+        )
         # Each loop reads its own copy of a looped operand, so each may choose its fill; any
         # other operand has one copy, read by the body and its loops alike.
         loop = context.loop_id if context and looped else None

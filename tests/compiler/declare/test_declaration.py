@@ -402,8 +402,10 @@ def test_shaped_annotation_allows_every_supported_dtype():
     def k(x: Shaped[Array, "M N"], *, BM: sk.Const[int] = 64) -> Shaped[Array, "M N"]:
         return sk.load(x)
 
-    # Every dtype but fp8, which only an fp8 annotation allows (only sk.dot reads it).
-    general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in hw.DOT_ONLY_DTYPES)
+    # Every dtype but fp8 and int4, which only an annotation of them alone allows (only sk.dot
+    # reads fp8, only a cast int4).
+    narrow = (*hw.DOT_ONLY_DTYPES, *hw.SUB_BYTE_DTYPES)
+    general = tuple(d for d in hw.SUPPORTED_DTYPES if d not in narrow)
     assert k.spec.operands[0].dtypes == general
     assert k.spec.results[0].dtypes == general
     for dtype in (jnp.float32, jnp.bfloat16, jnp.int8):

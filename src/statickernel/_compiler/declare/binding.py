@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ... import _hardware as hw
 from ..._errors import (
     DtypeError,
     ErrorContext,
@@ -102,12 +103,14 @@ def _check_groups(
         if sizes[group] == steps:
             continue
         holders = [o.name for o in spec.operands if group in o.dims]
-        size_ok = sizes[walked] % sizes[group] == 0 and sizes[group] > 0
-        fix = (
-            f"set {const}={sizes[walked] // sizes[group]} (the group size: {walked} / {group})"
-            if size_ok
-            else f"pass one index of {group} per {block} elements of {walked}"
-        )
+        if sizes[walked] % sizes[group] == 0:
+            size = sizes[walked] // sizes[group]
+            fix = (
+                f"set {const}={size}, the data's group size ({walked} / {group}): the loop's "
+                f"block is the group (a group size the blocks cannot take is not supported)"
+            )
+        else:
+            fix = f"pass one index of {group} per {block} elements of {walked}"
         raise ctx.error(
             ShapeError,
             f"group dim {group} numbers the steps of the loop over {walked}, but it has "
@@ -148,6 +151,9 @@ def _check_dtype(op: OperandSpec, dtype_name: str, ctx: ErrorContext) -> None:
     """A dtype Mosaic GPU supports, and one the operand's annotation allows."""
     if dtype_name in _UNSUPPORTED_DTYPES or dtype_name not in op.dtypes:
         fix = _UNSUPPORTED_DTYPES.get(dtype_name, f"cast it with .astype(jnp.{op.dtypes[0]})")
+        if dtype_name in hw.SUB_BYTE_DTYPES and dtype_name not in _UNSUPPORTED_DTYPES:
+            kind = "Int4" if dtype_name == "int4" else "UInt4"
+            fix = f"annotate `{op.name}` {kind}[Array, ...] (4-bit operands are declared as such)"
         what = (
             f"operand `{op.name}` is {dtype_name}, which Mosaic GPU does not support"
             if dtype_name in _UNSUPPORTED_DTYPES

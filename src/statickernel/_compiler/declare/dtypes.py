@@ -6,8 +6,9 @@ from typing import Any
 from ... import _hardware as hw
 from ..._compat import annotation_dtypes
 from ..._errors import AnnotationError
+from .operand import OperandSpec
 
-__all__ = ["allowed_dtypes"]
+__all__ = ["allowed_dtypes", "check_packed_operands"]
 
 
 def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tuple[str, ...]:
@@ -28,6 +29,16 @@ def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tupl
     if dot_only:
         return dot_only
     packed = tuple(d for d in hw.SUB_BYTE_DTYPES if d in dtypes)
+    if packed and role == "result":
+        raise AnnotationError(
+            f"result `{name}` is {' or '.join(packed)}, which the body cannot store",
+            **err,
+            operand=name,
+            expected="a result of 8 bits or more (int8, uint8, fp8 and wider)",
+            actual=", ".join(packed),
+            fix="return int8 (values -8..7 fit) and cast it with .astype(jnp.int4) outside the "
+            "kernel",
+        )
     if packed:
         return packed
     shown = ", ".join(str(d) for d in dtypes)
@@ -50,3 +61,22 @@ def allowed_dtypes(name: str, hint: Any, err: dict[str, Any], role: str) -> tupl
         fix="use Float, Float32, BFloat16, Float16, Int or Int32 (float64 and bool are not "
         "supported by Mosaic GPU)",
     )
+
+
+def check_packed_operands(operands: list[OperandSpec], err: dict[str, Any]) -> None:
+    """A 4-bit operand is a 2-D block (a quantized weight): Mosaic GPU loads no 4-bit vector
+    (a 1-D int4 load fails in its lowering)."""
+    for op in operands:
+        if not op.dtypes or any(d not in hw.SUB_BYTE_DTYPES for d in op.dtypes):
+            continue
+        if len(op.block_dims) == 2:
+            continue
+        raise AnnotationError(
+            f"operand `{op.name}` is {' or '.join(op.dtypes)} with {len(op.block_dims)} dim(s) "
+            "in its blocks; a 4-bit operand is a 2-D block",
+            **err,
+            operand=op.name,
+            expected="a 2-D 4-bit operand (a quantized weight 'N K')",
+            actual=f"'{' '.join(op.dims)}'",
+            fix=f"pass `{op.name}` as int8 (or uint8): its values fit, and a vector is small",
+        )

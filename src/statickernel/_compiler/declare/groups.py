@@ -17,14 +17,23 @@ def apply_groups(
     groups: Mapping[str, str],
     operands: list[OperandSpec],
     results: list[OperandSpec],
-    blocked: Mapping[str, str],
+    tile: Mapping[str, str],
     loop: Mapping[str, str],
     batch: tuple[str, ...],
     err: dict[str, Any],
 ) -> list[OperandSpec]:
     """The operands, each with the group dims that lead it (after its batch dims) marked."""
     for dim, walked in groups.items():
-        _check_group(dim, walked, blocked, loop, batch, err)
+        _check_group(dim, walked, {**tile, **loop}, loop, batch, err)
+        if not any(dim in op.dims for op in operands):
+            raise AnnotationError(
+                f"group dim {dim} is declared, but no operand has it",
+                **err,
+                dim=dim,
+                expected=f"an operand laid out '{dim} N' (a row of scales per group of {walked})",
+                actual="no operand with " + dim,
+                fix=f"drop {dim} from groups=, or add the operand it numbers",
+            )
     for result in results:
         held = [d for d in result.dims if d in groups]
         if held:

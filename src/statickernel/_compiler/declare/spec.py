@@ -27,7 +27,7 @@ from .dims import (
     frame,
     param_dims,
 )
-from .dtypes import allowed_dtypes
+from .dtypes import allowed_dtypes, check_packed_operands
 from .groups import apply_groups
 from .operand import OperandSpec
 
@@ -169,6 +169,7 @@ def build_spec(
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     groups = dict(groups or {})
     operands = apply_groups(groups, operands, results, tile, dict(loop or {}), batch, err)
+    check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
     check_batch(batch, operands, results, err)

@@ -285,8 +285,13 @@ def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: T
 def _block_spec(plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int = 0) -> Expr:
     # A group dim is squeezed (None): each step copies its index `step` of it.
     groups = tuple(Name("step") for _ in op.groups)
-    shape = (None,) * len(groups) + tuple(plan.dim(d).extent for d in op.dims)
+    shape: tuple[int | None, ...] = (None,) * len(groups) + tuple(
+        plan.dim(d).extent for d in op.dims
+    )
     index = groups + tuple(Name("step") if d == axis else Const(0) for d in op.dims)
+    if op.column_steps:  # (rows, steps, block): the step's block starts at column 0
+        shape = (*shape[:-1], None, shape[-1])
+        index = (*index[:-1], Name("step"), Const(0))
     keywords: dict[str, Expr] = {}
     if op.swizzle:
         keywords["transforms"] = wgmma_transforms(op.dtype)
@@ -307,6 +312,8 @@ def _gmem_view(plan: LaunchPlan, op: OperandPlan, axis: str) -> Expr:
     for d in op.dims:
         dim = plan.dim(d)
         slices.append(_block_slice(dim) if d != axis and dim.tiled_by else Slice())
+    if op.column_steps:
+        slices.append(Slice())
     if all(isinstance(s, Slice) for s in slices):
         return Name(gmem_ref(op.name))
     return Subscript(Name(f"{gmem_ref(op.name)}.at"), tuple(slices))

@@ -471,8 +471,21 @@ class _Generator:
                     if op.swizzle
                     else "rows are not a multiple of 16 bytes: pad for TMA"
                 )
+                why = "pad to whole steps of its loop" if op.column_steps else why
                 body.append(Comment(f"`{op.name}` {why} (extra copy)."))
                 body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
+            if op.column_steps:
+                *rows, columns = op.gmem_shape
+                view = (*rows, op.column_steps, columns // op.column_steps)
+                body.append(
+                    Comment(
+                        f"`{op.name}` is 4-bit: each step's block is copied from column 0 "
+                        "of this view."
+                    )
+                )
+                body.append(
+                    Assign((Name(op.name),), call("jnp.reshape", Name(op.name), Const(view)))
+                )
         launched = call("_launch", *(Name(op.name) for op in self.inputs))
         body.append(Assign(tuple(Name(op.name) for op in plan.results), launched))
         outs = [self.form.unpadded(op) for op in plan.results]

@@ -245,7 +245,8 @@ def quantum(
             continue
         off_frame = len(op.block_dims) == 2 and op.block_dims != (spec.rows, spec.cols)
         for dtype in dtypes[op.name]:
-            unit = hw.block_quantum(_axis(spec, dim), op.rank, dtype)
+            # A group operand's block is 1-D: the loop copies one index of its group dim.
+            unit = hw.block_quantum(_axis(spec, dim), op.rank - len(op.groups), dtype)
             if whole and off_frame and spec.loop:
                 unit = max(unit, hw.per_bytes(hw.SWIZZLE_BYTES, dtype))
             if unit > best[0]:
@@ -373,6 +374,42 @@ def _probe_block(
     return hw.round_up(max(unit, most), unit)
 
 
+def _check_packed_columns(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    dtype_options: Mapping[str, tuple[str, ...]],
+    ctx: ErrorContext,
+) -> None:
+    """A 4-bit operand's blocks start at column 0: Mosaic GPU addresses a 4-bit array's column
+    coordinate twice too far on the device (jax 0.11.2, measured on an H200), so its columns
+    are either walked by its loop (copied from a (rows, steps, block) view, see
+    `OperandPlan.column_steps`) or whole in one TMA box."""
+    for op in spec.operands:
+        packed = [d for d in dtype_options[op.name] if d in hw.SUB_BYTE_DTYPES]
+        if not packed or len(op.block_dims) != 2:
+            continue
+        cols = layout.dim(op.block_dims[-1])
+        if cols.looped_by or (not cols.split and cols.boxes == 1):
+            continue
+        raise ctx.error(
+            TmaBoxError,
+            f"{packed[0]} operand `{op.name}` is copied in blocks along its columns "
+            f"{cols.name}, which start past column 0",
+            operand=op.name,
+            dim=cols.name,
+            expected=f"{cols.name} walked by a loop (loop={{'{cols.name}': ...}}) or whole in "
+            f"one TMA box (at most {hw.TMA_BOX_MAX} elements)",
+            actual=f"{cols.name}={cols.size} "
+            + (
+                f"tiled by {cols.tiled_by}={cols.block}"
+                if cols.tiled_by
+                else f"in {cols.boxes} boxes"
+            ),
+            fix=f"loop over {cols.name} (a 4-bit block is then copied from column 0 of a view "
+            f"of its steps), or pass `{op.name}` as int8",
+        )
+
+
 def check_blocks(
     spec: KernelSpec,
     layout: BlockLayout,
@@ -381,6 +418,7 @@ def check_blocks(
 ) -> None:
     """The TMA and register-layout rules for every block; `dtype_options` lists the dtypes each
     operand may take (all the annotation allows at import, the bound one at the call)."""
+    _check_packed_columns(spec, layout, dtype_options, ctx)
     for d in layout.dims:
         if d.batched or d.grouped:
             continue

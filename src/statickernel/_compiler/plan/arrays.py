@@ -45,7 +45,18 @@ def _plan_array(
     dtype = inputs.dtypes[op.name]
     swizzle = swizzle_elements(dtype) if read_by_dot else 0
     loop_dim = spec.operand_loop(op)
-    gmem = _gmem_shape(inputs, op, role, lead, shape, swizzle, notes)
+    steps = _column_steps(inputs, op, dtype, loop_dim, shape)
+    if steps:
+        block = layout.dim(dims_seen[-1]).block
+        gmem = (*shape[:-1], steps * block)
+        if gmem != shape:
+            notes.append(
+                f"fallback: `{op.name}` ({dtype}) is padded on the host to {list(gmem)}, whole "
+                f"steps of {block} columns, and copied a step at a time from column 0 of a "
+                f"({shape[0]}, {steps}, {block}) view (one extra copy)"
+            )
+    else:
+        gmem = _gmem_shape(inputs, op, role, lead, shape, swizzle, notes)
     loaded = role is Role.OUTPUT or op.name in inputs.fills
     aliases = inputs.form.aliases or {}
     kind = layout.kind(dims_seen)
@@ -72,7 +83,21 @@ def _plan_array(
             or op.name in inputs.form.reads_in_place
         ),
         halo=inputs.halos.get(op.name, Halo()) if role is Role.INPUT else Halo(),
+        column_steps=steps,
     )
+
+
+def _column_steps(
+    inputs: PlanInputs, op: Any, dtype: str, loop_dim: str | None, shape: tuple[int, ...]
+) -> int:
+    """The steps of a 4-bit operand's columns when its loop walks them (see
+    `OperandPlan.column_steps`); else 0."""
+    dims = op.block_dims
+    if dtype not in hw.SUB_BYTE_DTYPES or loop_dim is None or len(dims) != 2:
+        return 0
+    if dims[-1] != loop_dim or op.batch or op.groups:
+        return 0
+    return hw.cdiv(shape[-1], inputs.layout.dim(loop_dim).block)
 
 
 def _gmem_shape(
@@ -137,7 +162,8 @@ def _gmem_shape(
         )
         return gmem
     if len(shape) == 1 and lead and hw.nbytes(shape[0], dtype) % hw.TMA_ALIGN_BYTES:
-        return _batched_vector_gmem(op.name, role, lead, shape, dtype, notes)
+        entries = "rows" if op.groups else "batch entries"
+        return _batched_vector_gmem(op.name, role, lead, shape, dtype, notes, entries)
     return shape
 
 
@@ -148,14 +174,15 @@ def _batched_vector_gmem(
     shape: tuple[int, ...],
     dtype: str,
     notes: list[str],
+    entries: str = "batch entries",
 ) -> tuple[int, ...]:
-    """The array of a 1-D operand or result after its batch dims whose batch entries are not
-    16-byte multiples: TMA addresses the whole array, and needs every stride but the last to
-    be one, so each entry is padded to the next."""
+    """The array of a 1-D operand or result after its batch (or group) dims whose entries are
+    not 16-byte multiples: TMA addresses the whole array, and needs every stride but the last
+    to be a multiple of 16 bytes, so each entry is padded to the next."""
     padded = (hw.round_up(shape[0], hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)),)
     true_bytes = hw.nbytes(math.prod(lead + shape), dtype)
     padded_bytes = hw.nbytes(math.prod(lead + padded), dtype)
-    entry = f"`{name}`'s batch entries are {hw.nbytes(shape[0], dtype)} B, not a multiple of 16 B"
+    entry = f"`{name}`'s {entries} are {hw.nbytes(shape[0], dtype)} B, not a multiple of 16 B"
     if role is Role.OUTPUT:
         notes.append(
             f"fallback: {entry}, so TMA cannot address them; it is written as "
