@@ -24,8 +24,8 @@ from layernorm_wide import layernorm_wide
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
 from matmul_fp8 import matmul_fp8
-from matmul_int8 import matmul_int8
 from matmul_int4 import matmul_w4a16
+from matmul_int8 import matmul_int8
 from matmul_int8_weights import matmul_w8a16
 from mlp import mlp
 from moe_router import moe_router
