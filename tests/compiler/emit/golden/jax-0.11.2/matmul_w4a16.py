@@ -67,7 +67,7 @@ def _matmul_w4a16_block(w_gmem, scales_gmem, x_gmem, result_gmem):
         return (v8,)
 
     loop0_scales_spec = plgpu.BlockSpec((None, 64), lambda step: (step, 0))
-    loop0_w_spec = plgpu.BlockSpec((64, 128), lambda step: (0, step))
+    loop0_w_spec = plgpu.BlockSpec((64, None, 128), lambda step: (0, step, 0))
     loop0_x_spec = plgpu.BlockSpec(
         (64, 128),
         lambda step: (0, step),
@@ -82,7 +82,7 @@ def _matmul_w4a16_block(w_gmem, scales_gmem, x_gmem, result_gmem):
         init_carry=(loop0_init0,),
     )(
         scales_gmem.at[:, pl.ds(block_N * 64, 64)],
-        w_gmem.at[pl.ds(block_N * 64, 64), :],
+        w_gmem.at[pl.ds(block_N * 64, 64), :, :],
         x_gmem.at[pl.ds(block_M * 64, 64), :],
     )
     # examples/matmul_int4.py:61: return acc.astype(jnp.bfloat16)
@@ -115,8 +115,10 @@ _launch = plgpu.kernel(
 
 @jax.jit
 def matmul_w4a16(w, scales, x):
-    # `w` rows are not a multiple of 16 bytes: pad for TMA (extra copy).
-    w = jnp.pad(w, ((0, 0), (0, 24)))
+    # `w` pad to whole steps of its loop (extra copy).
+    w = jnp.pad(w, ((0, 0), (0, 56)))
+    # `w` is 4-bit: each step's block is copied from column 0 of this view.
+    w = jnp.reshape(w, (100, 2, 128))
     # `scales` rows are not a multiple of 16 bytes: pad for TMA (extra copy).
     scales = jnp.pad(scales, ((0, 0), (0, 4)))
     # `x` pad for WGMMA's tiled shared memory (extra copy).
