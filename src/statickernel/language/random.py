@@ -56,6 +56,14 @@ def _bits(seed: jax.Array, rows: jax.Array, cols: jax.Array) -> jax.Array:
     return _fmix32(row_key[:, None] ^ col_key[None, :])
 
 
+def _vector_bits(seed: jax.Array, cols: jax.Array) -> jax.Array:
+    """The bits of a vector's elements: those of row 0 of a (1, n) array, element j the
+    bits of (0, j), so a vector's bits are the first row's of the 2-D array it reshapes to."""
+    row_key = _fmix32(_fmix32(seed ^ _U32(_SEED_OFFSET)))
+    col_key = _fmix32(cols * _U32(_COL_MULTIPLIER) + _U32(_COL_OFFSET))
+    return _fmix32(row_key ^ col_key)
+
+
 def _unit(bits: jax.Array) -> jax.Array:
     """The top 24 bits as a float32 in [0, 1), on a grid of 2**-24."""
     return (bits >> 8).astype(jnp.float32) * jnp.float32(_UNIT)
@@ -113,13 +121,9 @@ def _random_bits(what: str, seed: Any) -> jax.Array:
             f"{reference}(seed, shape), which gives the same numbers",
         )
     rows, cols = context.frame
-    if cols is None:
-        raise BodyError(
-            "sk.random_bits / sk.uniform gives a 2-D block, and the kernel's blocks are 1-D",
-            dim=rows,
-            fix=f"hash sk.position({rows!r}) yourself for one value a row, or declare 2-D data",
-        )
     key = _seed_in_body(seed)
+    if cols is None:  # a kernel of vectors: element j has the bits of (0, j)
+        return _vector_bits(key, position(rows).astype(_U32))
     return _bits(key, position(rows).astype(_U32), position(cols).astype(_U32))
 
 
@@ -144,28 +148,32 @@ def _seed_on_host(seed: Any) -> jax.Array:
     return seed.astype(_U32)
 
 
-def _shape_2d(shape: Sequence[int]) -> tuple[int, int]:
+def _shape_2d(shape: Sequence[int]) -> tuple[int, ...]:
     dims = tuple(shape)
-    if len(dims) != 2:
-        raise ValueError(f"the shape must be (rows, cols), not {shape!r}")
+    if len(dims) not in (1, 2):
+        raise ValueError(f"the shape must be (rows, cols) or (n,), not {shape!r}")
     # int() would take 3.5 as 3, and jnp.arange(-4) is empty: a wrong shape, not an error.
     for n in dims:
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
             raise ValueError(
                 f"the shape {shape!r} has the dim {n!r}: each dim must be a non-negative int"
             )
-    return int(dims[0]), int(dims[1])
+    return tuple(int(n) for n in dims)
 
 
 def random_bits_reference(seed: Any, shape: Sequence[int]) -> jax.Array:
     """The uint32 bits `sk.random_bits(seed)` gives a kernel's blocks, for a whole
-    (rows, cols) array: element (i, j) is the bits of row i, column j. Plain jnp, so it runs
-    anywhere, traces under jit, and can build a kernel's `reference=`."""
-    m, n = _shape_2d(shape)
+    (rows, cols) array: element (i, j) is the bits of row i, column j; for a vector `(n,)`,
+    those of the first row (a kernel of vectors gives its elements these). Plain jnp, so it
+    runs anywhere, traces under jit, and can build a kernel's `reference=`."""
+    dims = _shape_2d(shape)
+    if len(dims) == 1:  # a vector: the first row of a (1, n) array
+        return _vector_bits(_seed_on_host(seed), jnp.arange(dims[0], dtype=_U32))
+    m, n = dims
     return _bits(_seed_on_host(seed), jnp.arange(m, dtype=_U32), jnp.arange(n, dtype=_U32))
 
 
 def uniform_reference(seed: Any, shape: Sequence[int]) -> jax.Array:
     """The float32 numbers in [0, 1) `sk.uniform(seed)` gives a kernel's blocks, for a whole
-    (rows, cols) array, bit for bit."""
+    (rows, cols) array (or a vector, `(n,)`), bit for bit."""
     return _unit(random_bits_reference(seed, shape))

@@ -282,6 +282,10 @@ def frame(
 
         everything = [o for o in everything if not dot_only(o)]
         two_d = [r for r in results if r.rank == 2] + [o for o in everything if o.rank == 2]
+    one_d = {o.dims[0] for o in everything if o.rank == 1}
+    if not two_d and len(one_d) == 1 and not loop:
+        # Every array is a vector along one dim: its blocks are vectors along the rows.
+        return one_d.pop(), None
     if not two_d:
         raise AnnotationError(
             "it has no 2-D operand or result; blocks are laid out as 2-D register tiles",

@@ -258,12 +258,7 @@ class _Generator:
                 Comment("Load: start every TMA copy first so they overlap, then wait for each.")
             )
             for op in self.loaded:
-                # A box inside the array in every block needs no bounds handling: say so.
-                promise = (
-                    {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
-                    if not any(self.plan.dim(d).ragged for d in op.dims) and not op.halo.rows
-                    else {}
-                )
+                promise = _oob_mode(self.plan, op)
                 barrier = Name(barrier_ref(op.name))
                 for gmem_box, smem_box in self._boxes(op):
                     copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
@@ -318,11 +313,7 @@ class _Generator:
 
         copies: list[Stmt] = []
         for op in self.loaded:
-            promise = (
-                {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
-                if not any(self.plan.dim(d).ragged for d in op.dims)
-                else {}
-            )
+            promise = _oob_mode(self.plan, op)
             for gmem_box, _ in self._boxes(op):
                 copy = call(
                     "plgpu.copy_gmem_to_smem", gmem_box, slot_of(op), barrier_of(op), **promise
@@ -540,3 +531,15 @@ _BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
     ScheduleKind.PERSISTENT: _Generator._persistent_block_function,
     ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
 }
+
+
+def _oob_mode(plan: LaunchPlan, op: OperandPlan) -> dict[str, Expr]:
+    """The load's bounds handling. A box inside the array in every block needs none: say so
+    (a bulk copy). A block of a kernel of vectors alone may be wider than a TMA box: it is a
+    bulk copy clamped at the array's end (`UNDEFINED`: past it, shared memory keeps what it
+    held, which the edge masks replace and the clipped stores never write). Else TMA's zeros."""
+    if not any(plan.dim(d).ragged for d in op.dims) and not op.halo.rows:
+        return {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
+    if any(plan.dim(d).bulk for d in op.dims):
+        return {"oob_mode": Name("plgpu.OOBFillMode.UNDEFINED")}
+    return {}

@@ -37,17 +37,17 @@ def _flat_frame(inputs: FormInputs) -> FlatFrame | None:
     vectors, every operand and result a 2-D block copied in one box, no edge masks (no
     reduction needs one, and every fill is what TMA reads past the edge)."""
     spec, layout = inputs.spec, inputs.layout
-    if spec.loop or spec.cols is None or inputs.translation.masks:
+    if spec.loop or inputs.translation.masks:
         return None
-    full = (spec.rows, spec.cols)
+    full = (spec.rows, spec.cols) if spec.cols else (spec.rows,)  # vectors alone: (rows,)
     if any(o.block_dims != full for o in spec.operands + spec.results):
         return None
-    rows, cols = layout.dim(spec.rows), layout.dim(spec.cols)
-    if cols.boxes != 1:
+    dims = [layout.dim(d) for d in full]
+    if dims[-1].boxes != 1:
         return None
-    ragged = rows.ragged or cols.ragged
+    ragged = any(d.ragged for d in dims)
     if ragged and any(not reads_zero(f) for f in operand_fills(inputs.trace.loads).values()):
         return None
     vector = max(hw.per_bytes(hw.TMA_ALIGN_BYTES, d) for d in inputs.dtypes.values())
-    frame = FlatFrame((rows.extent, cols.extent), vector)
+    frame = FlatFrame(tuple(d.extent for d in dims), vector)
     return frame if frame.fits() else None

@@ -75,7 +75,8 @@ class FlatFrame:
     16 bytes a thread and free of bank conflicts, where the WGMMA layout's plain transfer
     plan on untiled shared memory conflicts 8 ways."""
 
-    shape: tuple[int, int]
+    shape: tuple[int, ...]
+    """The block: (rows, cols), or (extent,) for a kernel of vectors alone."""
     vector: int
 
     def layout(self) -> Expr:
@@ -85,10 +86,10 @@ class FlatFrame:
         """Whether the block splits into `vector`-element pieces, whole ones a row, that the
         128 threads share evenly: the strided layout's own rule. A plain test, not an
         assertion, since the form is chosen by it (and `python -O` drops assertions)."""
-        rows, cols = self.shape
+        elements, cols = math.prod(self.shape), self.shape[-1]
         return (
             self.vector in (2, 4, 8, 16)
-            and (rows * cols) % (128 * self.vector) == 0
+            and elements % (128 * self.vector) == 0
             and cols % self.vector == 0
         )
 

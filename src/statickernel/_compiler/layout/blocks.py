@@ -66,6 +66,9 @@ class DimLayout:
     """True for a result dim that the constant of its name sizes (top-k's K); whole."""
     parameters: bool = False
     """True for the dim of parameter vectors (`"3"`, a stack's `"4 C"`), taken by index."""
+    bulk: bool = False
+    """True for the dim of a kernel of vectors alone: its blocks are copied whole by bulk
+    copies, which take no TMA box (so a block may exceed 256 elements)."""
     grouped: str | None = None
     """For a group dim: the loop dim whose steps it numbers, one index a step (dropped from the
     blocks); else None."""
@@ -78,6 +81,8 @@ class DimLayout:
     @property
     def boxes(self) -> int:
         """TMA boxes per block along this dim: a whole dim over 256 elements takes several."""
+        if self.bulk:
+            return 1
         return box_count(self.extent)
 
     @property
@@ -123,7 +128,8 @@ class DimLayout:
             assert self.block == self.extent == 1 and self.grid_axis is None
             return
         assert self.extent >= (self.block if self.split else self.size)
-        assert self.extent % self.boxes == 0 and self.extent // self.boxes <= hw.TMA_BOX_MAX
+        assert self.extent % self.boxes == 0
+        assert self.extent // self.boxes <= hw.TMA_BOX_MAX or self.bulk
         assert self.boxes == 1 or not self.split
         assert (self.grid_axis is not None) == (self.tiled_by is not None)
 
@@ -302,6 +308,7 @@ def _layout(
                 by_constant=n in spec.const_dims,
                 parameters=n in spec.param_dims,
                 grouped=spec.group_map.get(n),
+                bulk=spec.cols is None and not spec.loop,
             )
             for n in spec.layout_dims()
         ),
@@ -425,7 +432,7 @@ def check_blocks(
         name, extent = d.name, d.extent
         const = d.tiled_by or d.looped_by
         fix_const = f"set {const} to" if const else f"tile {name} with a constant of"
-        if const and extent > hw.TMA_BOX_MAX:
+        if const and extent > hw.TMA_BOX_MAX and not d.bulk:
             raise ctx.error(
                 TmaBoxError,
                 f"the block along {name} has {extent} elements, over the TMA box limit",
