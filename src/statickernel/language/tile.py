@@ -128,6 +128,19 @@ class Tile:
                 actual=f"sk.load({self.name}) of {dtype}",
                 fix=f"multiply it with sk.dot, or cast {self.name} to bfloat16 outside the kernel",
             )
+        if dtype in hw.SUB_BYTE_DTYPES and (shift or fill != 0 or str(fill) == "-0.0"):
+            # Its edge mask and its shifted windows would compute on 4-bit values, which
+            # Mosaic GPU only converts.
+            written = f"offset={dict(offset or {})!r}" if shift else f"fill={fill!r}"
+            raise BodyError(
+                f"`{self.name}` is {dtype}, loaded with {written}: a 4-bit load is its block "
+                "as it is, past the edge 0",
+                operand=self.name,
+                expected=f"sk.load({self.name}) with fill 0 and no offset",
+                actual=f"sk.load({self.name}, {written})",
+                fix=f"load it plainly and convert it, then mask or shift the converted value: "
+                f"jnp.where(inside, sk.load({self.name}).astype(jnp.float32), {fill!r})",
+            )
         value = self.block_for_dot(fill=fill, shift=shift)
         if not shift:
             return value

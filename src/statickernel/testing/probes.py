@@ -118,10 +118,15 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     batch = set(spec.batch)
     # A dim named by its size ("3", a vector of parameters) is that size in every probe.
     fixed = spec.fixed_sizes()
-    whole = [d for d in spec.dim_names() if d not in tile and d not in batch and d not in fixed]
+    groups = spec.group_map  # one index per step of its loop: sized by that loop's dim
+    whole = [
+        d
+        for d in spec.dim_names()
+        if d not in tile and d not in batch and d not in fixed and d not in groups
+    ]
     aligned_whole = {**_fitting_whole_sizes(kernel, blocks, whole), **fixed}
     aligned = {
-        d: 2 if d in batch else (2 * blocks[d] if d in tile else aligned_whole[d])
+        d: 2 if d in batch else (2 * blocks[d] if d in tile else aligned_whole.get(d, 1))
         for d in spec.dim_names()
     }
     candidates = [ProbeShape("aligned", tuple(aligned.items()))]
@@ -154,6 +159,10 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     candidates.append(ProbeShape("smaller than one block", tuple(small.items())))
     unique: dict[tuple[tuple[str, int], ...], ProbeShape] = {}
     for probe in candidates:
+        sizes = dict(probe.dims)
+        for group, walked in groups.items():
+            sizes[group] = hw.cdiv(sizes[walked], blocks[walked])
+        probe = dataclasses.replace(probe, dims=tuple(sizes.items()))
         unique.setdefault(probe.dims, probe)
     return list(unique.values())
 
@@ -188,9 +197,11 @@ def _fitting_whole_sizes(
     widest = {o.name: max(o.dtypes, key=hw.bits) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
     batch = {d: 1 for d in spec.batch}
+    groups = {d: 1 for d in spec.group_map}  # one step's index: its block is 1 either way
     fixed = spec.fixed_sizes()
     while True:
-        layout = call_layout(spec, {**batch, **fixed, **blocks, **sizes}, kernel.consts, widest)
+        dims = {**batch, **groups, **fixed, **blocks, **sizes}
+        layout = call_layout(spec, dims, kernel.consts, widest)
         if smem_bytes(spec, layout, widest, loaded) <= hw.SMEM_BYTES:
             return sizes
         largest = max(sizes, key=lambda d: sizes[d], default=None)

@@ -103,14 +103,13 @@ def _check_groups(
         if sizes[group] == steps:
             continue
         holders = [o.name for o in spec.operands if group in o.dims]
-        if sizes[walked] % sizes[group] == 0:
-            size = sizes[walked] // sizes[group]
-            fix = (
-                f"set {const}={size}, the data's group size ({walked} / {group}): the loop's "
-                f"block is the group (a group size the blocks cannot take is not supported)"
-            )
-        else:
-            fix = f"pass one index of {group} per {block} elements of {walked}"
+        # The loop's block is the group: the data's group size, which only the data knows
+        # (with a partial last group, K / G is not it).
+        fix = (
+            f"set {const} to the group size the data was quantized with, so that "
+            f"{group} = cdiv({walked}, {const}); or pass one index of {group} per {block} "
+            f"elements of {walked}"
+        )
         raise ctx.error(
             ShapeError,
             f"group dim {group} numbers the steps of the loop over {walked}, but it has "

@@ -23,6 +23,16 @@ def apply_groups(
     err: dict[str, Any],
 ) -> list[OperandSpec]:
     """The operands, each with the group dims that lead it (after its batch dims) marked."""
+    if not isinstance(groups, Mapping) or not all(
+        isinstance(d, str) and isinstance(w, str) for d, w in groups.items()
+    ):
+        raise AnnotationError(
+            "groups= must map each group dim to the loop dim whose steps it numbers",
+            **err,
+            expected='a dict of dim names, e.g. groups={"G": "K"}',
+            actual=repr(groups),
+            fix='write groups={"G": "K"} with loop={"K": "BK"}',
+        )
     for dim, walked in groups.items():
         _check_group(dim, walked, {**tile, **loop}, loop, batch, err)
         if not any(dim in op.dims for op in operands):
@@ -47,7 +57,7 @@ def apply_groups(
                 fix=f"drop {held[0]} from the result; a group dim only selects an operand's "
                 "index in each step of its loop",
             )
-    return [_marked(op, groups, err) for op in operands]
+    return [_marked(op, groups, loop, err) for op in operands]
 
 
 def _check_group(
@@ -80,7 +90,9 @@ def _check_group(
         )
 
 
-def _marked(op: OperandSpec, groups: Mapping[str, str], err: dict[str, Any]) -> OperandSpec:
+def _marked(
+    op: OperandSpec, groups: Mapping[str, str], loop: Mapping[str, str], err: dict[str, Any]
+) -> OperandSpec:
     held = [d for d in op.dims if d in groups]
     if not held:
         return op
@@ -97,5 +109,18 @@ def _marked(op: OperandSpec, groups: Mapping[str, str], err: dict[str, Any]) -> 
             actual=f"'{' '.join(op.dims)}'",
             fix=f"lay `{op.name}` out with {held[0]} first and a vector after it "
             "(transpose it outside the kernel once, where it is stored)",
+        )
+    if body[0] in loop:
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') runs along the loop dim {body[0]} "
+            f"after its group dim {held[0]}, which numbers the steps of another loop",
+            **err,
+            operand=op.name,
+            dim=body[0],
+            expected=f"'{held[0]} N': a vector along a dim of the blocks, one a step of the loop "
+            f"over {groups[held[0]]}",
+            actual=f"'{' '.join(op.dims)}'",
+            fix=f"lay `{op.name}` out along a dim of the kernel's blocks, or multiply it with "
+            "sk.dot in the loop it runs along",
         )
     return dataclasses.replace(op, groups=(held[0],))

@@ -167,8 +167,8 @@ def build_spec(
     hints = _type_hints(fn, err)
     operands, consts = _parameter_specs(fn, hints, err, batch)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
-    groups = dict(groups or {})
-    operands = apply_groups(groups, operands, results, tile, dict(loop or {}), batch, err)
+    operands = apply_groups(groups or {}, operands, results, tile, dict(loop or {}), batch, err)
+    groups = dict(groups or {})  # a mapping of names: apply_groups checked it
     check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)

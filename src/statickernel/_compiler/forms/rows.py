@@ -3,6 +3,7 @@ time in registers (`plan.rows` chooses the blocks, `emit.rows` writes them)."""
 
 import dataclasses
 
+from ... import _hardware as hw
 from ...language.context import operand_fills
 from ..lower.geometry import block_geometry
 from ..plan.inputs import FormFacts
@@ -16,6 +17,10 @@ __all__ = ["RowsForm"]
 class RowsForm:
     def propose(self, inputs: FormInputs) -> FormChoice | None:
         spec, layout = inputs.spec, inputs.layout
+        # Its rows are read in 16-byte vectors a thread, 32 elements of a 4-bit dtype: more
+        # than the register layout's vectors hold (16).
+        if any(d in hw.SUB_BYTE_DTYPES for d in inputs.dtypes.values()):
+            return None
         # The row form writes per-row partials as per-row results, and adds up the rows of
         # each partial along the columns in its CTA.
         accumulation = accumulated_rows(spec, inputs.trace, inputs.crosses)

@@ -70,8 +70,8 @@ class DimLayout:
     """True for the dim of a kernel of vectors alone: its blocks are copied whole by bulk
     copies, which take no TMA box (so a block may exceed 256 elements)."""
     grouped: str | None = None
-    """For a group dim: the loop dim whose steps it numbers, one index a step (dropped from the
-    blocks); else None."""
+    """For a group dim: the name of the loop dim whose steps it numbers, one index a step
+    (dropped from the blocks); else None."""
 
     @property
     def split(self) -> bool:
@@ -251,8 +251,8 @@ def quantum(
             continue
         off_frame = len(op.block_dims) == 2 and op.block_dims != (spec.rows, spec.cols)
         for dtype in dtypes[op.name]:
-            # A group operand's block is 1-D: the loop copies one index of its group dim.
-            unit = hw.block_quantum(_axis(spec, dim), op.rank - len(op.groups), dtype)
+            # The block the body sees (after batch and group dims): a 1-D one is one copy.
+            unit = hw.block_quantum(_axis(spec, dim), len(op.block_dims), dtype)
             if whole and off_frame and spec.loop:
                 unit = max(unit, hw.per_bytes(hw.SWIZZLE_BYTES, dtype))
             if unit > best[0]:
@@ -396,7 +396,8 @@ def _check_packed_columns(
         if not packed or len(op.block_dims) != 2:
             continue
         cols = layout.dim(op.block_dims[-1])
-        if cols.looped_by or (not cols.split and cols.boxes == 1):
+        viewed = cols.looped_by and not op.batch and not op.groups  # see `column_steps`
+        if viewed or (not cols.split and cols.boxes == 1):
             continue
         raise ctx.error(
             TmaBoxError,
@@ -410,10 +411,19 @@ def _check_packed_columns(
             + (
                 f"tiled by {cols.tiled_by}={cols.block}"
                 if cols.tiled_by
-                else f"in {cols.boxes} boxes"
+                else (
+                    f"looped by {cols.looped_by}={cols.block}, with batch dims"
+                    if cols.looped_by
+                    else f"in {cols.boxes} boxes"
+                )
             ),
-            fix=f"loop over {cols.name} (a 4-bit block is then copied from column 0 of a view "
-            f"of its steps), or pass `{op.name}` as int8",
+            fix=(
+                f"fold the batch dims into the rows outside the kernel, or annotate `{op.name}` "
+                "Int8 and pass it as int8"
+                if cols.looped_by
+                else f"loop over {cols.name} (a 4-bit block is then copied from column 0 of a "
+                f"view of its steps), or annotate `{op.name}` Int8 and pass it as int8"
+            ),
         )
 
 

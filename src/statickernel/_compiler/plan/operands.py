@@ -69,19 +69,19 @@ class OperandPlan:
     (after the batch dims), one partial per block, combined after the launch; else empty."""
 
     halo: Halo = dataclasses.field(default_factory=Halo)
+    """For an operand the body reads at row offsets (`sk.load(x, offset=...)`): the rows its
+    copy holds above and below its block; none otherwise."""
 
     column_steps: int = 0
     """For a 4-bit operand whose loop walks its columns: the array (`gmem_shape`, its columns
     padded to whole steps) is viewed as (rows, column_steps, block), so that every TMA copy
     starts at column 0. Mosaic GPU addresses a 4-bit array's column coordinate twice too far
     on the device (jax 0.11.2, measured on an H200); its row coordinates are right. Else 0."""
-    """For an operand the body reads at row offsets (`sk.load(x, offset=...)`): the rows its
-    copy holds above and below its block; none otherwise."""
 
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:
-        """`gmem_shape` without the batch and per-block dims: the array one grid step
-        addresses."""
+        """`gmem_shape` without the batch, group and per-block dims: the array one grid step
+        (or one step of its loop) addresses."""
         return self.gmem_shape[len(self.batch) + len(self.groups) + len(self.per_block) :]
 
     @property
