@@ -326,11 +326,14 @@ def test_1d_operand_along_foreign_dim():
 
 
 def test_no_2d_operand_or_result():
+    # Vectors along one dim are a kernel of vectors; along two, nothing lays them out.
     with pytest.raises(sk.AnnotationError) as info:
 
         @sk.kernel  # @no-2d
-        def k(x: Float[Array, " M"]) -> Float[Array, " M"]:
-            return sk.load(x)
+        def k(
+            x: Float[Array, " M"], y: Float[Array, " N"]
+        ) -> tuple[Float[Array, " M"], Float[Array, " N"]]:
+            return sk.load(x), sk.load(y)
 
     check(info.value, "no-2d")
     assert "2-D" in info.value.what

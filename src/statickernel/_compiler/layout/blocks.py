@@ -251,8 +251,9 @@ def quantum(
             continue
         off_frame = len(op.block_dims) == 2 and op.block_dims != (spec.rows, spec.cols)
         for dtype in dtypes[op.name]:
-            # The block the body sees (after batch and group dims): a 1-D one is one copy.
-            unit = hw.block_quantum(_axis(spec, dim), len(op.block_dims), dtype)
+            # A group operand's block is the vector the body sees, copied a step at a time.
+            rank = len(op.block_dims) if op.groups else op.rank
+            unit = hw.block_quantum(_axis(spec, dim), rank, dtype)
             if whole and off_frame and spec.loop:
                 unit = max(unit, hw.per_bytes(hw.SWIZZLE_BYTES, dtype))
             if unit > best[0]:
