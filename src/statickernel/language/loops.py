@@ -48,12 +48,14 @@ loop_p.def_abstract_eval(_abstract_loop)
 
 
 def _abstract_map(*args: Any, jaxpr: Any, num_consts: int, axis_sizes: Any, **_: Any) -> list[Any]:
+    """The whole results along the loop dim, then the carries' final values (a scan's)."""
+    outvars = jaxpr.jaxpr.outvars
     outs = []
-    for var, full in zip(jaxpr.jaxpr.outvars, axis_sizes, strict=True):
+    for var, full in zip(outvars[: len(axis_sizes)], axis_sizes, strict=True):
         shape = list(var.aval.shape)
         shape[full[0]] = full[1]
         outs.append(jax_core.ShapedArray(tuple(shape), var.aval.dtype))
-    return outs
+    return outs + [v.aval for v in outvars[len(axis_sizes) :]]
 
 
 map_p = jex_core.Primitive("sk_map_blocks")
@@ -215,19 +217,26 @@ def _stop_operand(axis: str, stop: Any) -> list[Any]:
     return [stop.astype(jnp.int32)]
 
 
-def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
+def map_blocks(axis: str, fn: Callable[..., Any], init: Any = None) -> Any:
     """Computes one output block per block of the loop dim `axis` and writes it at once.
 
     `fn()` runs once per block; inside it, `sk.load(x)` on an operand with dim `axis` gives that
     operand's current block. It returns the result block (or a tuple of them) for that step.
     The value `map_blocks` returns stands for the whole result along `axis`: return it from the
     body as the kernel's result.
+
+    With `init=`, a scan: `fn(carry)` returns `(blocks, carry)`, the step's output blocks and
+    the carry the next step receives (a running total per row, for a cumulative sum along a
+    row wider than a block), and `map_blocks` returns `(results, final carry)`.
     """
     loop_dim = _check_axis("sk.map_blocks", axis)
     size, block = loop_dim.size, loop_dim.block
-    closed, loop_id = _trace_step("sk.map_blocks", axis, fn, [], None)
+    leaves, tree, counted = _scan_carry(axis, init)
+    closed, loop_id = _trace_step("sk.map_blocks", axis, counted(fn), leaves, tree)
+    n_blocks = len(closed.jaxpr.outvars) - len(leaves)
+    _check_scan_carry(axis, closed.jaxpr.outvars[n_blocks:], leaves)
     axis_sizes = []
-    for var in closed.jaxpr.outvars:
+    for var in closed.jaxpr.outvars[:n_blocks]:
         shape = tuple(var.aval.shape)
         if block not in shape:
             raise BodyError(
@@ -242,13 +251,68 @@ def map_blocks(axis: str, fn: Callable[[], Any]) -> Any:
     jaxpr = convert_constvars_jaxpr(closed.jaxpr)
     outs = map_p.bind(
         *closed.consts,
+        *leaves,
         jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
         num_consts=len(closed.consts),
         axis=axis,
         axis_sizes=tuple(axis_sizes),
         loop_id=loop_id,
     )
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    results = outs[:n_blocks]
+    mapped = results[0] if len(results) == 1 else tuple(results)
+    if tree is None:
+        return mapped
+    return mapped, jax.tree.unflatten(tree, outs[n_blocks:])
+
+
+def _scan_carry(axis: str, init: Any) -> tuple[list[Any], Any, Callable[..., Any]]:
+    """A scan's carry leaves and structure, and `fn` wrapped so that its step returns the
+    blocks' leaves, then the carry's; no carry without `init`."""
+    if init is None:
+        return [], None, lambda fn: fn
+    leaves, tree = jax.tree.flatten(init)
+    if not leaves:
+        raise BodyError(
+            f"sk.map_blocks({axis!r}, ..., init=) was given an empty carry",
+            dim=axis,
+            fix="pass init=, e.g. init=jnp.zeros((BM,), jnp.float32), or leave init out",
+        )
+
+    def counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def step(carry: Any) -> Any:
+            out = fn(carry)
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise BodyError(
+                    f"the function of sk.map_blocks({axis!r}, ..., init=) returns "
+                    f"{type(out).__name__}, not (blocks, carry)",
+                    dim=axis,
+                    expected="a pair: the step's output block(s), then the next carry",
+                    actual=type(out).__name__,
+                    fix="return block, carry (or (block1, block2), carry)",
+                )
+            return out
+
+        return step
+
+    return [jnp.asarray(x) for x in leaves], tree, counted
+
+
+def _check_scan_carry(axis: str, outs: Any, leaves: list[Any]) -> None:
+    if len(outs) == len(leaves) and all(
+        (tuple(o.aval.shape), o.aval.dtype) == (tuple(x.shape), x.dtype)
+        for o, x in zip(outs, leaves, strict=True)
+    ):
+        return
+    got = ", ".join(f"{o.aval.dtype}{list(o.aval.shape)}" for o in outs)
+    want = ", ".join(f"{x.dtype}{list(x.shape)}" for x in leaves)
+    raise BodyError(
+        f"the function of sk.map_blocks({axis!r}, ..., init=) returns a carry unlike its init",
+        dim=axis,
+        expected=f"({want})",
+        actual=f"({got})",
+        fix="return the carry with the structure, shapes and dtypes of init=; cast with "
+        ".astype(...) where a dtype changed",
+    )
 
 
 def dot(a: Any, b: Any) -> jax.Array:

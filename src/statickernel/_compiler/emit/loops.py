@@ -67,9 +67,10 @@ def loop_statements(
     ]
     setup, pipeline = _pipeline(loop)
     lines: list[Stmt] = [_step_function(loop, writes, new_store_api), *setup]
-    if block.mode == LoopMode.MAP:
-        return [*lines, ExprStmt(pipeline), ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0)))]
     finals = _names(list(block.finals))
+    if block.mode == LoopMode.MAP:  # a scan's carries come out of the pipeline too
+        run = Assign((finals,), pipeline) if loop.registers else ExprStmt(pipeline)
+        return [*lines, run, ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0)))]
     if not loop.accumulators:
         return [*lines, Assign((finals,), pipeline)]
     return _accumulator_scope(loop, lines, pipeline, finals)

@@ -193,13 +193,18 @@ def _check_input(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
             "scan along axis=1 of a 2-D block; for the rows, pass the transposed operand and "
             "scan its columns",
         )
-    refuse_split_columns(tr, eqn, f"takes {written} along", "scan")
-    if tr.g.in_step:
+    if tr.g.scan_step and tr.g.col_looped:
+        pass  # the step's block of the loop dim: the scan's carry joins the blocks
+    elif tr.g.in_step:
         raise tr.fail(
             eqn,
             f"the body takes {written} inside a loop's step",
-            "scan the value the loop returns, after the loop",
+            "scan the value the loop returns, after the loop; or, along the loop dim, carry "
+            f"the running value across the steps: sk.map_blocks({tr.g.col_dim!r}, step, "
+            "init=...) scans each step's block",
         )
+    else:
+        refuse_split_columns(tr, eqn, f"takes {written} along", "scan")
     if dtype not in _SCANNED + _WIDENED:
         raise tr.fail(
             eqn,
@@ -244,6 +249,7 @@ _RULE = Rule(
     _scan,
     support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.NO), (Where.STEP, Support.NO)),
     note="it runs in shared memory on the block form's whole block; the row form's rows and "
-    "the strided block have no shared-memory scan, and a loop's step does not scan",
+    "the strided block have no shared-memory scan; a loop's step scans only in a scan along the "
+    "loop dim (sk.map_blocks with init=)",
 )
 SCAN_RULES: Mapping[str, Rule] = {prim: _RULE for prim in _COMBINES}

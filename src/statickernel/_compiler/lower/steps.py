@@ -78,11 +78,12 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
             )
         block = dataclasses.replace(block, stop=tr.source(stop))
     tr.lines.append(block)
+    outputs = eqn.outputs
     if mode == LoopMode.MAP:
-        for i, out in enumerate(eqn.outputs):
+        for i, out in enumerate(outputs[: len(block.blocks)]):
             tr.loop_outputs[out] = (index, i)
-        return
-    for out, carry in zip(eqn.outputs, block.carries, strict=True):
+        outputs = outputs[len(block.blocks) :]  # a scan's carries follow its blocks
+    for out, carry in zip(outputs, block.carries, strict=True):
         tr.define(out, Kind(carry.kind), carry.dtype)
 
 
@@ -104,7 +105,7 @@ def _translate_carries(
         block, out_kinds = _translate_step(
             tr, eqn, step, index, mode, accumulators, skipped, kinds, used, loads
         )
-        if mode == LoopMode.MAP or out_kinds == kinds:
+        if out_kinds == kinds:
             return block
         kinds = out_kinds
     raise tr.fail(
@@ -241,7 +242,11 @@ def _translate_step(
     outer = tr.g
     geometry = tr.g.step(step.axis)
     fills = dict(geometry.input_fills) | tr.trace.loop_fills(step.loop)
-    geometry = dataclasses.replace(geometry, input_fills=tuple(fills.items()))
+    geometry = dataclasses.replace(
+        geometry,
+        input_fills=tuple(fills.items()),
+        scan_step=mode == LoopMode.MAP and bool(step.carries),
+    )
     tr.lines, tr.masks, tr.g, tr.products = [], set(), geometry, []
     try:
         for carry, kind in zip(step.carries, kinds, strict=True):
@@ -253,22 +258,23 @@ def _translate_step(
         carries: list[Carry] = []
         out_kinds: list[Kind] = []
         blocks: list[Expr] = []
-        if mode == LoopMode.FOLD:
-            for i, (var, atom, init) in enumerate(
-                zip(step.carries, step.outputs, eqn.inputs, strict=True)
-            ):
-                kind, dtype = kinds[i], tr.trace.aval(var)[1]
-                if i in accumulators:
-                    carries.append(Carry(var, Kind.TILE, dtype, None, None, True))
-                    out_kinds.append(kind)
-                    continue
-                got = tr.kind(atom)
-                out_kinds.append(got if got != Kind.SCALAR or kind == Kind.SCALAR else kind)
-                update = tr.as_kind(atom, kind) if got in (kind, Kind.SCALAR) else None
-                init_value = _init(tr, init, kind, outer)
-                carries.append(Carry(var, kind, dtype, init_value, update, False))
-        else:
-            for atom in step.outputs:
+        # A map's step returns its blocks, then (a scan's) its carries.
+        n_blocks = len(step.outputs) - len(step.carries)
+        for i, (var, atom, init) in enumerate(
+            zip(step.carries, step.outputs[n_blocks:], eqn.inputs, strict=True)
+        ):
+            kind, dtype = kinds[i], tr.trace.aval(var)[1]
+            if i in accumulators:
+                carries.append(Carry(var, Kind.TILE, dtype, None, None, True))
+                out_kinds.append(kind)
+                continue
+            got = tr.kind(atom)
+            out_kinds.append(got if got != Kind.SCALAR or kind == Kind.SCALAR else kind)
+            update = tr.as_kind(atom, kind) if got in (kind, Kind.SCALAR) else None
+            init_value = _init(tr, init, kind, outer)
+            carries.append(Carry(var, kind, dtype, init_value, update, False))
+        if mode == LoopMode.MAP:
+            for atom in step.outputs[:n_blocks]:
                 if tr.kind(atom) not in (Kind.TILE, Kind.SCALAR):
                     raise tr.fail(
                         eqn,
@@ -287,7 +293,7 @@ def _translate_step(
             lines=tuple(line for line in tr.lines if not isinstance(line, LoopBlock)),
             carries=tuple(carries),
             dots=tuple(accumulators[i] for i in sorted(accumulators)),
-            finals=tuple(eqn.outputs),
+            finals=tuple(eqn.outputs[n_blocks:]),  # the carries' final values
             blocks=tuple(blocks),
             products=tuple(tr.products),
         )

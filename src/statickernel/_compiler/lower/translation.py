@@ -69,6 +69,9 @@ class Geometry:
     # kind of each vector taken from it).
     param_stacks: tuple[tuple[str, tuple[int, str]], ...] = ()
     in_step: bool = False  # the geometry of a loop's step
+    # The step of a scan (sk.map_blocks with a carry): a scan along the loop dim scans the
+    # step's block, and the carry brings in what came before it.
+    scan_step: bool = False
 
     def own_width(self, kind: str, logical: tuple[int, ...]) -> int | None:
         """The columns of a block or a per-column vector of `logical` shape when they are not

@@ -201,6 +201,8 @@ class LaunchPlan(TextDisplay):
                 lines.append(text)
         for i, loop in enumerate(self.loops):
             what = "fold into a carry" if loop.mode == "fold" else "write a block per step"
+            if loop.carries:
+                what += f", carrying {loop.carries} value(s) to the next (a scan)"
             dots = "".join(f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)
             dots += "".join(
                 f", WGMMA sk.dot({a or 'a in registers'}, {b}{'.T' if t else ''}) a step"

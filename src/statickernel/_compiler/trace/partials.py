@@ -157,7 +157,9 @@ class _Analysis:
             outs = [self.of(a) for a in step.outputs]
             if not step.carries:
                 break
-            merged = [_merge(c, o) for c, o in zip(carries, outs, strict=True)]
+            # A scan's step returns its blocks, then its carries.
+            carried = outs[len(outs) - len(step.carries) :]
+            merged = [_merge(c, o) for c, o in zip(carries, carried, strict=True)]
             if [_key(m) for m in merged] == [_key(c) for c in carries]:
                 break
             carries = merged
