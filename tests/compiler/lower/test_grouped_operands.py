@@ -140,7 +140,7 @@ def _awq(Zeros: Any, bn: int = 64) -> sk.Kernel:
     def awq(
         w: UInt4[Array, "N K"],
         scales: Float[Array, "G N"],
-        zeros: Zeros[Array, "G N"],
+        zeros: Zeros[Array, "G N"],  # pyright: ignore
         x: BFloat16[Array, "M K"],
         *,
         BN: sk.Const[int] = bn,
@@ -183,7 +183,11 @@ def _widen(Weight: Any, twice: bool = False) -> sk.Kernel:
     Its columns are whole: a 4-bit block starts at column 0."""
 
     @sk.kernel(tile={"M": "BM"})
-    def widen(w: Weight[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float32[Array, "M N"]:
+    def widen(
+        w: Weight[Array, "M N"],  # pyright: ignore
+        *,
+        BM: sk.Const[int] = 64,
+    ) -> Float32[Array, "M N"]:
         v = sk.load(w)
         return (v + v if twice else v).astype(F32)
 
@@ -208,7 +212,7 @@ def test_int4_columns_split_across_blocks_are_refused() -> None:
             return sk.load(w).astype(F32)
 
     assert info.value.operand == "w" and info.value.dim == "N"
-    assert "loop over N" in info.value.fix
+    assert "loop over N" in str(info.value.fix)
     # A whole dim over one TMA box (256 elements) is copied in boxes past column 0 too.
     with pytest.raises(sk.TmaBoxError, match="start past column 0"):
         _widen(Int4)(jnp.ones((64, 512), jnp.int4))
@@ -394,7 +398,7 @@ def test_a_group_dim_that_is_its_own_loop_dim_is_refused() -> None:
 def test_a_group_dim_no_operand_has_is_refused() -> None:
     with pytest.raises(sk.AnnotationError, match="no operand has it") as info:
         _declare(scales=" N")
-    assert info.value.dim == "G" and "drop G from groups=" in info.value.fix
+    assert info.value.dim == "G" and "drop G from groups=" in str(info.value.fix)
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -468,7 +472,7 @@ def test_uint4_zero_points_are_refused_at_the_declaration() -> None:
     with a fix that passes it as uint8."""
     with pytest.raises(sk.AnnotationError, match="a 4-bit operand is a 2-D block") as info:
         _awq(UInt4)
-    assert info.value.operand == "zeros" and "uint8" in info.value.fix
+    assert info.value.operand == "zeros" and "uint8" in str(info.value.fix)
 
 
 # --- regressions: paths that reached a JAX error, an assertion, or the device's 4-bit bug ------
@@ -488,7 +492,7 @@ def test_a_batched_4bit_operand_walked_along_its_columns_is_refused() -> None:
 
             return sk.loop("K", step, init=jnp.zeros((BN,), F32))
 
-    assert info.value.operand == "w" and "fold the batch dims into the rows" in info.value.fix
+    assert info.value.operand == "w" and "fold the batch dims into the rows" in str(info.value.fix)
 
 
 @pytest.mark.parametrize("how", ["fill", "offset"])
@@ -500,7 +504,7 @@ def test_a_4bit_load_with_a_fill_or_an_offset_is_refused(how: str) -> None:
         def masked(w: Int4[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float32[Array, "M N"]:
             return sk.load(w, **kwargs).astype(F32)
 
-    assert info.value.operand == "w" and "jnp.where(inside" in info.value.fix
+    assert info.value.operand == "w" and "jnp.where(inside" in str(info.value.fix)
 
 
 def test_4bit_operands_keep_the_block_form_where_the_row_form_would_take_the_rest() -> None:
@@ -538,7 +542,7 @@ def test_a_batched_group_vector_is_one_copy_of_128_bytes() -> None:
 def test_malformed_groups_are_refused(groups: Any) -> None:
     with pytest.raises(sk.AnnotationError, match="groups= must map each group dim") as info:
         sk.kernel(tile={"N": "BN"}, loop={"K": "BK"}, groups=groups)(_widen(Int4).spec.fn)
-    assert 'groups={"G": "K"}' in info.value.fix
+    assert 'groups={"G": "K"}' in str(info.value.fix)
 
 
 def test_a_group_operand_along_another_loop_dim_is_refused() -> None:

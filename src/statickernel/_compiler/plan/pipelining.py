@@ -156,7 +156,7 @@ def _dtype_pairs(
     return pairs
 
 
-def _dtype_fix(dot: PlannedDot, a_dtype: str, b_dtype: str) -> str:
+def _dtype_fix(dot: DotUpdate | Product, a_dtype: str, b_dtype: str) -> str:
     packed = next((d for d in (a_dtype, b_dtype) if d in hw.SUB_BYTE_DTYPES), None)
     if packed is None:
         return f"cast {dot.b} to {a_dtype} outside the kernel"
