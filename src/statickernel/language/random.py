@@ -94,7 +94,8 @@ def _seed_in_body(seed: Any) -> jax.Array:
 
 
 def random_bits(seed: Any) -> jax.Array:
-    """uint32 random bits for every element of the body's current (rows, cols) block.
+    """uint32 random bits for every element of the body's current (rows, cols) block (or, in
+    a kernel of vectors, of its vector: element j has the bits of (0, j)).
 
     Call it inside a kernel body, or inside a loop's step over the column dim (where the block
     is the step's). `seed` is a scalar operand (`seed: UInt32[Array, ""]` or Int32, a runtime

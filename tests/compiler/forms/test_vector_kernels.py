@@ -153,3 +153,20 @@ def test_a_vector_block_is_still_a_multiple_of_128_bytes() -> None:
 )
 def test_vector_kernels_cross_lower_for_the_gpu(kernel: Any, args: tuple[Any, ...]) -> None:
     assert "mosaic_gpu" in kernel.lower(*args).as_text()
+
+
+@pytest.mark.parametrize(
+    ("n", "dtype", "padded"), [(1025, jnp.float32, 1028), (129, jnp.bfloat16, 136)]
+)
+def test_a_vector_of_another_byte_length_is_padded_to_16_bytes(
+    n: int, dtype: Any, padded: int
+) -> None:
+    """A bulk copy clamped at the array's end must move a multiple of 16 bytes (else its
+    barrier never completes: it hung on an H200), so the arrays are padded on the host."""
+    x = jax.ShapeDtypeStruct((n,), dtype)
+    plan = axpy.plan(x, x)
+    assert plan.operand("x").gmem_shape == (padded,)
+    assert plan.results[0].gmem_shape == (padded,)
+    assert "not a multiple of 16 B, which a bulk copy clamped at its end must move" in str(plan)
+    aligned = jax.ShapeDtypeStruct((1024,), jnp.float32)
+    assert not axpy.plan(aligned, aligned).operand("x").host_padded

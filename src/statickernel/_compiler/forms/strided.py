@@ -34,8 +34,10 @@ class StridedForm:
 
 def _flat_frame(inputs: FormInputs) -> FlatFrame | None:
     """The strided frame for a body that is elementwise on whole blocks, or None: no loops or
-    vectors, every operand and result a 2-D block copied in one box, no edge masks (no
-    reduction needs one, and every fill is what TMA reads past the edge)."""
+    vectors, every operand and result a 2-D block copied in one box (or, in a kernel of
+    vectors alone, every one a vector), no edge masks (no reduction needs one, and every fill
+    is what TMA reads past the edge; a vector's bulk copy leaves shared memory as it was past
+    the array's end, and an elementwise body's values there are never stored)."""
     spec, layout = inputs.spec, inputs.layout
     if spec.loop or inputs.translation.masks:
         return None

@@ -194,14 +194,29 @@ def _check_input(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
             "scan its columns",
         )
     if tr.g.scan_step and tr.g.col_looped:
-        pass  # the step's block of the loop dim: the scan's carry joins the blocks
+        # The step's block of the loop dim: the carry brings in the steps before it, so the
+        # scan runs forward (a reversed one would need the steps after it, and would read
+        # the last step's fill past the edge into its elements).
+        if eqn.param("reverse"):
+            raise tr.fail(
+                eqn,
+                f"the body takes a reversed {written} along the loop dim {tr.g.col_dim} in a "
+                "scan's step: the carry holds the steps before each block, not after",
+                "scan forward along the loop dim; for a suffix scan, subtract the forward "
+                "scan from the row's total after the loop (or pass the operand reversed)",
+                dim=tr.g.col_dim,
+            )
     elif tr.g.in_step:
+        along = (
+            f"; or, along the loop dim, carry the running value across the steps: "
+            f"sk.map_blocks({tr.g.col_dim!r}, step, init=...) scans each step's block"
+            if tr.g.col_looped
+            else ""
+        )
         raise tr.fail(
             eqn,
             f"the body takes {written} inside a loop's step",
-            "scan the value the loop returns, after the loop; or, along the loop dim, carry "
-            f"the running value across the steps: sk.map_blocks({tr.g.col_dim!r}, step, "
-            "init=...) scans each step's block",
+            "scan the value the loop returns, after the loop" + along,
         )
     else:
         refuse_split_columns(tr, eqn, f"takes {written} along", "scan")

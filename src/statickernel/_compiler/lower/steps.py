@@ -108,9 +108,10 @@ def _translate_carries(
         if out_kinds == kinds:
             return block
         kinds = out_kinds
+    what = "sk.loop" if mode == LoopMode.FOLD else "sk.map_blocks"
     raise tr.fail(
         eqn,
-        f"the step of sk.loop({step.axis!r}) returns carries in other register forms than "
+        f"the step of {what}({step.axis!r}) returns carries in other register forms than "
         "it receives",
         "keep each carry a per-row vector, a per-column vector or a block throughout",
     )

@@ -149,6 +149,8 @@ def _gmem_shape(
     if inputs.form.copies_vectors_in_bulk and len(shape) == 1:
         summed = role is Role.OUTPUT and op.dims == (spec.cols,)
         return _row_form_gmem(op.name, role, shape, dtype, layout, notes, summed)
+    if len(shape) == 1 and not lead and layout.dim(dims_seen[0]).bulk:
+        return _bulk_vector_gmem(op.name, role, shape, dtype, notes)
     if role is Role.OUTPUT and len(shape) == 1 and op.batch and layout.dim(dims_seen[0]).ragged:
         # A 1-D block is stored by a bulk copy, which clips only at the end of the whole
         # array: past this entry's edge it would write into the next batch entry's. The
@@ -165,6 +167,24 @@ def _gmem_shape(
         entries = "rows" if op.groups else "batch entries"
         return _batched_vector_gmem(op.name, role, lead, shape, dtype, notes, entries)
     return shape
+
+
+def _bulk_vector_gmem(
+    name: str, role: Role, shape: tuple[int, ...], dtype: str, notes: list[str]
+) -> tuple[int, ...]:
+    """The array of a kernel of vectors, copied by bulk copies: a copy clamped at the array's
+    end must still move a multiple of 16 bytes (else its barrier never completes: measured to
+    hang on an H200), so an array of another byte length is padded to one."""
+    if hw.nbytes(shape[0], dtype) % hw.TMA_ALIGN_BYTES == 0:
+        return shape
+    padded = (hw.round_up(shape[0], hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)),)
+    notes.append(
+        f"fallback: `{name}` is {hw.nbytes(shape[0], dtype)} B, not a multiple of 16 B, which "
+        f"a bulk copy clamped at its end must move; it is padded on the host to {list(padded)}"
+        + (" and the result sliced back" if role is Role.OUTPUT else "")
+        + " (one extra copy)"
+    )
+    return padded
 
 
 def _batched_vector_gmem(

@@ -22,6 +22,8 @@ class PipelinedLoops:
         streamed = {r.name for r in spec.results if any(d in looped for d in r.dims)}
         once = {n for n in plan.fills if not any(d in looped for d in dims_of(spec, n))}
         base = smem_bytes(spec, layout, dtypes, once, results=streamed, halo_rows=plan.halo_rows)
+        # A scan in a step scopes its buffer there, beside the pipeline's.
+        base += hw.round_up(plan.scratch_bytes, hw.SMEM_BUFFER_ALIGN)
         epilogue = epilogue_bytes(spec, layout, dtypes, streamed)
         if plan.declared_stages is None:
             loops = plan_fitted_loops(plan, base, epilogue)
