@@ -15,6 +15,7 @@ from typing import Any
 
 from ... import _hardware as hw
 from ..._errors import BlockAlignmentError, ErrorContext, Phase, TmaBoxError
+from ..declare.operand import OperandSpec
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Kind
 
@@ -25,6 +26,7 @@ __all__ = [
     "box_count",
     "call_layout",
     "check_blocks",
+    "columns_viewed_in_steps",
     "declaration_layout",
     "is_ragged",
     "logical_blocks",
@@ -382,6 +384,19 @@ def _probe_block(
     return hw.round_up(max(unit, most), unit)
 
 
+def columns_viewed_in_steps(layout: BlockLayout, op: OperandSpec) -> bool:
+    """Whether a 2-D operand's loop walks its columns and it has no batch or group dims: a
+    4-bit one is then copied from column 0 of a (rows, steps, block) view of it
+    (`OperandPlan.column_steps`), the one way its blocks past column 0 are copied."""
+    dims = op.block_dims
+    return (
+        len(dims) == 2
+        and layout.dim(dims[-1]).looped_by is not None
+        and not op.batch
+        and not op.groups
+    )
+
+
 def _check_packed_columns(
     spec: KernelSpec,
     layout: BlockLayout,
@@ -397,8 +412,7 @@ def _check_packed_columns(
         if not packed or len(op.block_dims) != 2:
             continue
         cols = layout.dim(op.block_dims[-1])
-        viewed = cols.looped_by and not op.batch and not op.groups  # see `column_steps`
-        if viewed or (not cols.split and cols.boxes == 1):
+        if columns_viewed_in_steps(layout, op) or (not cols.split and cols.boxes == 1):
             continue
         raise ctx.error(
             TmaBoxError,

@@ -8,7 +8,7 @@ from typing import Any
 from ... import _hardware as hw
 from ...language.context import Halo
 from ..ir.nodes import Kind
-from ..layout.blocks import BlockLayout
+from ..layout.blocks import BlockLayout, columns_viewed_in_steps
 from .inputs import PlanInputs
 from .operands import OperandPlan, Role
 from .pipelining import dot_gmem_shape, dot_operands, swizzle_elements
@@ -45,7 +45,7 @@ def _plan_array(
     dtype = inputs.dtypes[op.name]
     swizzle = swizzle_elements(dtype) if read_by_dot else 0
     loop_dim = spec.operand_loop(op)
-    steps = _column_steps(inputs, op, dtype, loop_dim, shape)
+    steps = _column_steps(inputs, op, dtype, shape)
     if steps:
         block = layout.dim(dims_seen[-1]).block
         gmem = (*shape[:-1], steps * block)
@@ -87,17 +87,12 @@ def _plan_array(
     )
 
 
-def _column_steps(
-    inputs: PlanInputs, op: Any, dtype: str, loop_dim: str | None, shape: tuple[int, ...]
-) -> int:
+def _column_steps(inputs: PlanInputs, op: Any, dtype: str, shape: tuple[int, ...]) -> int:
     """The steps of a 4-bit operand's columns when its loop walks them (see
     `OperandPlan.column_steps`); else 0."""
-    dims = op.block_dims
-    if dtype not in hw.SUB_BYTE_DTYPES or loop_dim is None or len(dims) != 2:
+    if dtype not in hw.SUB_BYTE_DTYPES or not columns_viewed_in_steps(inputs.layout, op):
         return 0
-    if dims[-1] != loop_dim or op.batch or op.groups:
-        return 0
-    return hw.cdiv(shape[-1], inputs.layout.dim(loop_dim).block)
+    return hw.cdiv(shape[-1], inputs.layout.dim(op.block_dims[-1]).block)
 
 
 def _gmem_shape(
