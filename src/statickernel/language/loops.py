@@ -128,7 +128,9 @@ def _trace_step(
     return closed, step.loop_id
 
 
-def loop(axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None) -> Any:
+def loop(
+    axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None, reverse: bool = False
+) -> Any:
     """Walks the loop dim `axis` block by block, folding each step into a carry.
 
     `step(carry)` runs once per block and returns the next carry; inside it, `sk.load(x)` on an
@@ -142,8 +144,12 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None) 
     and at least the first block is always walked; a stop past the dim walks it all, however
     wide its dtype. The step still sees the positions at or past `stop` in the last block it
     walks: mask them as the computation needs (a causal mask does).
+
+    `reverse=True` walks the blocks from the last to the first, as `jax.lax.scan(...,
+    reverse=True)` does; it cannot be combined with `stop`.
     """
     _check_axis("sk.loop", axis)
+    _check_reverse("sk.loop", axis, reverse, stop)
     stops = _stop_operand(axis, stop)
     leaves, tree = jax.tree.flatten(init)
     if not leaves:
@@ -183,8 +189,31 @@ def loop(axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None) 
         axis=axis,
         loop_id=loop_id,
         stopped=bool(stops),
+        reverse=reverse,
     )
     return jax.tree.unflatten(out_tree, flat_out)
+
+
+def _check_reverse(what: str, axis: str, reverse: Any, stop: Any) -> None:
+    """`reverse` is a Python bool, and a loop walked backwards has no `stop`."""
+    if not isinstance(reverse, bool):
+        raise BodyError(
+            f"the reverse= of {what}({axis!r}) is not a Python bool",
+            dim=axis,
+            expected="True or False, known when the body is traced",
+            actual=f"{type(reverse).__name__}",
+            fix="pass reverse=True to walk the blocks from the last to the first, or leave it out",
+        )
+    if reverse and stop is not None:
+        raise BodyError(
+            f"{what}({axis!r}) is given both reverse=True and stop=: a stop skips the blocks "
+            "at the end, which a reversed loop would walk first",
+            dim=axis,
+            expected="reverse=True without stop=, or stop= walking forward",
+            actual="reverse=True, stop=...",
+            fix="walk forward with stop=, or walk every block backwards and mask the positions "
+            "at or past the stop in the step",
+        )
 
 
 def _stop_operand(axis: str, stop: Any) -> list[Any]:
@@ -217,7 +246,9 @@ def _stop_operand(axis: str, stop: Any) -> list[Any]:
     return [stop.astype(jnp.int32)]
 
 
-def map_blocks(axis: str, fn: Callable[..., Any], init: Any = None) -> Any:
+def map_blocks(
+    axis: str, fn: Callable[..., Any], init: Any = None, *, reverse: bool = False
+) -> Any:
     """Computes one output block per block of the loop dim `axis` and writes it at once.
 
     `fn()` runs once per block; inside it, `sk.load(x)` on an operand with dim `axis` gives that
@@ -228,8 +259,13 @@ def map_blocks(axis: str, fn: Callable[..., Any], init: Any = None) -> Any:
     With `init=`, a scan: `fn(carry)` returns `(blocks, carry)`, the step's output blocks and
     the carry the next step receives (a running total per row, for a cumulative sum along a
     row wider than a block), and `map_blocks` returns `(results, final carry)`.
+
+    `reverse=True` walks the blocks from the last to the first, as `jax.lax.scan(...,
+    reverse=True)` does: a scan's carry then holds the blocks after the step's, so a suffix
+    sum is `lax.cumsum(v, axis=1, reverse=True) + carry[:, None]`.
     """
     loop_dim = _check_axis("sk.map_blocks", axis)
+    _check_reverse("sk.map_blocks", axis, reverse, None)
     size, block = loop_dim.size, loop_dim.block
     leaves, tree, counted = _scan_carry(axis, init)
     closed, loop_id = _trace_step("sk.map_blocks", axis, counted(fn), leaves, tree)
@@ -257,6 +293,7 @@ def map_blocks(axis: str, fn: Callable[..., Any], init: Any = None) -> Any:
         axis=axis,
         axis_sizes=tuple(axis_sizes),
         loop_id=loop_id,
+        reverse=reverse,
     )
     results = outs[:n_blocks]
     mapped = results[0] if len(results) == 1 else tuple(results)

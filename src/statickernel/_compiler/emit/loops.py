@@ -151,6 +151,10 @@ def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[St
         masks |= fill_masks(plan, plan.operand(op_name), fills.get(op_name))
     if masks or writes:
         step.append(Assign((Tuple((loop.index,)),), Name(loop_part(name, "indices"))))
+        if loop.pipeline.reverse:
+            walked = "the steps walk the blocks from the last to the first"
+            last = Const(loop.pipeline.steps - 1)
+            step.append(Assign((loop.index,), BinOp(Operator.SUB, last, loop.index), walked))
     if loop.registers:
         step.append(
             Assign((_names([c.var for c in loop.registers]),), Name(loop_part(name, "carry")))
@@ -207,7 +211,10 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     register carries' first values), and the call that runs it."""
     plan, block, name = loop.plan, loop.block, loop.name
     ops = [plan.operand(n) for n in block.operands]
-    specs = [_block_spec(plan, op, block.axis, delay_release=int(loop.overlap)) for op in ops]
+    last = loop.pipeline.steps - 1 if loop.pipeline.reverse else None
+    specs = [
+        _block_spec(plan, op, block.axis, delay_release=int(loop.overlap), last=last) for op in ops
+    ]
     views = [_gmem_view(plan, op, block.axis) for op in ops]
     spec_names = [loop_part(name, f"{n}_spec") for n in block.operands]
     lines: list[Stmt] = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
@@ -283,16 +290,21 @@ def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: T
     ]
 
 
-def _block_spec(plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int = 0) -> Expr:
+def _block_spec(
+    plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int = 0, last: int | None = None
+) -> Expr:
+    """The pipeline's block of `op` at each step; `last`, the last step's index, when the
+    steps walk the blocks from the last to the first."""
+    block: Expr = Name("step") if last is None else BinOp(Operator.SUB, Const(last), Name("step"))
     # A group dim is squeezed (None): each step copies its index `step` of it.
-    groups = tuple(Name("step") for _ in op.groups)
+    groups = tuple(block for _ in op.groups)
     shape: tuple[int | None, ...] = (None,) * len(groups) + tuple(
         plan.dim(d).extent for d in op.dims
     )
-    index = groups + tuple(Name("step") if d == axis else Const(0) for d in op.dims)
+    index = groups + tuple(block if d == axis else Const(0) for d in op.dims)
     if op.column_steps:  # (rows, steps, block): the step's block starts at column 0
         shape = (*shape[:-1], None, shape[-1])
-        index = (*index[:-1], Name("step"), Const(0))
+        index = (*index[:-1], block, Const(0))
     keywords: dict[str, Expr] = {}
     if op.swizzle:
         keywords["transforms"] = wgmma_transforms(op.dtype)

@@ -194,16 +194,24 @@ def _check_input(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
             "scan its columns",
         )
     if tr.g.scan_step and tr.g.col_looped:
-        # The step's block of the loop dim: the carry brings in the steps before it, so the
-        # scan runs forward (a reversed one would need the steps after it, and would read
-        # the last step's fill past the edge into its elements).
-        if eqn.param("reverse"):
+        # The step's block of the loop dim: the carry brings in the steps the loop walked
+        # before it, so the scan runs the loop's way (against it, it would need the steps
+        # not walked yet, and would read the ragged step's fill into its elements).
+        if bool(eqn.param("reverse")) != tr.g.reversed_step:
+            walked = "from the last block to the first" if tr.g.reversed_step else "forward"
+            scan = "a reversed" if eqn.param("reverse") else "a forward"
+            fix = (
+                f"scan with reverse={tr.g.reversed_step} in the step, the way the loop walks; "
+                f"for a {'prefix' if tr.g.reversed_step else 'suffix'} scan, walk the loop "
+                f"{'forward' if tr.g.reversed_step else 'backwards'}: sk.map_blocks("
+                f"{tr.g.col_dim!r}, step, init=..., reverse={not tr.g.reversed_step})"
+            )
             raise tr.fail(
                 eqn,
-                f"the body takes a reversed {written} along the loop dim {tr.g.col_dim} in a "
-                "scan's step: the carry holds the steps before each block, not after",
-                "scan forward along the loop dim; for a suffix scan, subtract the forward "
-                "scan from the row's total after the loop (or pass the operand reversed)",
+                f"the body takes {scan} {written} along the loop dim {tr.g.col_dim} in the "
+                f"step of a scan walked {walked}: the carry holds the blocks walked before "
+                "the step's",
+                fix,
                 dim=tr.g.col_dim,
             )
     elif tr.g.in_step:

@@ -247,6 +247,7 @@ def _translate_step(
         geometry,
         input_fills=tuple(fills.items()),
         scan_step=mode == LoopMode.MAP and bool(step.carries),
+        reversed_step=step.reverse,
     )
     tr.lines, tr.masks, tr.g, tr.products = [], set(), geometry, []
     try:
@@ -297,6 +298,7 @@ def _translate_step(
             finals=tuple(eqn.outputs[n_blocks:]),  # the carries' final values
             blocks=tuple(blocks),
             products=tuple(tr.products),
+            reverse=step.reverse,
         )
         return block, out_kinds
     finally:

@@ -72,6 +72,9 @@ class Geometry:
     # The step of a scan (sk.map_blocks with a carry): a scan along the loop dim scans the
     # step's block, and the carry brings in what came before it.
     scan_step: bool = False
+    # The step of a loop that walks its blocks from the last to the first (reverse=True): a
+    # scan's carry brings in the blocks after the step's.
+    reversed_step: bool = False
 
     def own_width(self, kind: str, logical: tuple[int, ...]) -> int | None:
         """The columns of a block or a per-column vector of `logical` shape when they are not
@@ -164,6 +167,7 @@ class LoopBlock:
     blocks: tuple[Expr, ...]  # map: each output block, per step
     products: tuple[Product, ...] = ()  # the step's other sk.dot products
     stop: Expr | None = None  # an int32 scalar: the loop skips the blocks wholly past it
+    reverse: bool = False  # the steps walk the blocks from the last to the first
 
 
 # A statement of the body, or one of its loops.

@@ -41,6 +41,7 @@ def plan_loops(inputs: PlanInputs, stages: int | None = None) -> tuple[LoopPlan,
                 products=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.products),
                 stops_early=block.stop is not None,
                 carries=len(block.carries) if block.mode == "map" else 0,
+                reverse=block.reverse,
                 # sk.dot reads its operands as TMA fills them: zeros past the edge.
                 fills=loaded
                 + tuple(

@@ -73,6 +73,8 @@ class LoopPlan:
     """True when `sk.loop(..., stop=)` bounds it: each block walks `steps` blocks at most."""
     carries: int = 0
     """For a map, the values it carries from step to step (a scan's, `init=`); else 0."""
+    reverse: bool = False
+    """True when the loop walks its blocks from the last to the first (`reverse=True`)."""
 
     @property
     def ragged(self) -> bool:

@@ -213,6 +213,8 @@ class LaunchPlan(TextDisplay):
                 for n in loop.operands
             )
             steps = f"at most {loop.steps}" if loop.stops_early else f"{loop.steps}"
+            if loop.reverse:
+                what = f"from the last block to the first, {what}"
             lines.append(
                 f"  loop {i}: {loop.axis} in {steps} step(s) of {loop.block}, "
                 f"{loop.stages} stage(s), {what}; pipelines {reads or '-'}"

@@ -131,7 +131,9 @@ def eligible(
     (loop,) = loops
     if loop.mode is not LoopMode.FOLD or len(loop.dots) != 1 or loop.products:
         return False
-    if loop.stop is not None or loop.loads or loop.masks or loop.axis in (rows, cols):
+    if loop.stop is not None or loop.reverse or loop.loads or loop.masks:
+        return False
+    if loop.axis in (rows, cols):
         return False
     dot = loop.dots[0]
     if set(loop.operands) != {dot.a, dot.b} or rows not in tiled or cols not in tiled:

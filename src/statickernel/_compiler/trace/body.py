@@ -85,6 +85,8 @@ class Step:
     outputs: tuple[Atom, ...]
     loop: int = 0
     """The loop's place among the body's loops; its loads are recorded under it."""
+    reverse: bool = False
+    """True when the loop walks its blocks from the last to the first."""
 
 
 LOOP_PRIMITIVES = {"sk_loop", "sk_map_blocks"}
@@ -437,6 +439,7 @@ def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any
         eqns=step_eqns,
         outputs=tuple(self._read(inner_env, v) for v in jaxpr.outvars),
         loop=self.loops.setdefault(eqn.params["loop_id"], len(self.loops)),
+        reverse=bool(eqn.params.get("reverse", False)),
     )
     stopped = eqn.params.get("stopped", False)
     invars = eqn.invars[n_consts : len(eqn.invars) - int(stopped)]
