@@ -399,6 +399,7 @@ def kernel[**P, R](
     stages: str | int | None = None,
     batch: str | tuple[str, ...] = (),
     groups: Mapping[str, str] | None = None,
+    index: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -413,6 +414,7 @@ def kernel[**P, R](
     stages: str | int | None = None,
     batch: str | tuple[str, ...] = (),
     groups: Mapping[str, str] | None = None,
+    index: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -433,6 +435,10 @@ def kernel[**P, R](
         of BK elements along K (a quantized weight's scales, "G N"), and each step of the loop
         over K reads index `step` of G. An operand leads with them (after its batch dims);
         the body, in the loop's step, sees it without them.
+      index: dims addressed by the values of an integer operand, e.g. `{"V": "ids"}`: an
+        embedding's `table: "V D"` beside `ids: "T"` is seen by the body as a block over
+        "T D" whose row t is the table's row `ids[t]`, gathered row by row. An id outside
+        [0, V) reads a row of zeros.
       reference: a plain jnp function computing the same result, for tests and tools.
       vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
         kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A
@@ -454,6 +460,7 @@ def kernel[**P, R](
                 stages=stages,
                 batch=(batch,) if isinstance(batch, str) else tuple(batch),
                 groups=groups,
+                index=index,
             )
             derivative = parse_vjp(vjp, spec)
             try:

@@ -75,10 +75,18 @@ __all__ = [
 
 
 def random_operands(case: ProbeCase, seed: int = 0) -> list[jax.Array]:
-    """Seeded data for a case: normal * 2 - 4, rounded for integer dtypes."""
+    """Seeded data for a case: normal * 2 - 4, rounded for integer dtypes; an index operand's
+    values are drawn uniformly from two below the dim it addresses to two past its end, so
+    that most rows are inside and some are not."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for shape, dtype in zip(case.shapes, case.dtypes, strict=True):
+    bounds = case.index_bounds or (None,) * len(case.shapes)
+    for shape, dtype, bound in zip(case.shapes, case.dtypes, bounds, strict=True):
+        if bound is not None:
+            low = 0 if jnp.issubdtype(dtype, jnp.unsignedinteger) else -2
+            high = min(bound + 2, int(jnp.iinfo(dtype).max))
+            arrays.append(jnp.asarray(rng.integers(low, high, shape)).astype(dtype))
+            continue
         values = rng.standard_normal(shape, dtype=np.float32) * 2 - 4
         if jnp.issubdtype(dtype, jnp.integer):
             values = np.rint(values)

@@ -71,6 +71,9 @@ class ProbeCase:
     label: str
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
+    index_bounds: tuple[int | None, ...] = ()
+    """For each index operand (`index={"V": "ids"}`), the size of the dim its values address
+    (its data are drawn mostly inside it); None for every other operand."""
 
     def structs(self) -> tuple[jax.ShapeDtypeStruct, ...]:
         return tuple(
@@ -252,7 +255,24 @@ def probe_cases(
     else:
         labelled = [("given", _operand_shapes(spec, s)) for s in shapes]
     configs = probe_dtypes(kernel, dtypes)
-    return [ProbeCase(label, s, config) for config in configs for label, s in labelled]
+    return [
+        ProbeCase(label, s, config, _index_bounds(spec, s))
+        for config in configs
+        for label, s in labelled
+    ]
+
+
+def _index_bounds(spec: KernelSpec, shapes: tuple[tuple[int, ...], ...]) -> tuple[int | None, ...]:
+    """The size of the dim each index operand addresses, at these shapes; None for others."""
+    if not spec.index:
+        return ()
+    sizes = {
+        d: n
+        for o, shape in zip(spec.operands, shapes, strict=True)
+        for d, n in zip(o.dims, shape, strict=True)
+    }
+    addressed = {name: sizes[dim] for dim, name in spec.index}
+    return tuple(addressed.get(o.name) for o in spec.operands)
 
 
 def _operand_shapes(spec: KernelSpec, shape: ShapeSpec) -> tuple[tuple[int, ...], ...]:

@@ -29,6 +29,7 @@ from .dims import (
 )
 from .dtypes import allowed_dtypes, check_packed_operands
 from .groups import apply_groups
+from .indexing import apply_index
 from .operand import OperandSpec
 
 __all__ = [
@@ -80,6 +81,8 @@ class KernelSpec:
     groups: tuple[tuple[str, str], ...] = ()
     """Group dims and the loop dim whose steps each numbers (`{"G": "K"}`: step k of the
     loop over K reads index k of G)."""
+    index: tuple[tuple[str, str], ...] = ()
+    """Indexed dims and the integer operand whose values address each (`{"V": "ids"}`)."""
 
     @property
     def group_map(self) -> dict[str, str]:
@@ -158,6 +161,7 @@ def build_spec(
     stages: str | int | None = None,
     batch: tuple[str, ...] = (),
     groups: Mapping[str, str] | None = None,
+    index: Mapping[str, str] | None = None,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     _check_decorated(fn, name)
@@ -169,6 +173,9 @@ def build_spec(
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     operands = apply_groups(groups or {}, operands, results, tile, dict(loop or {}), batch, err)
     groups = dict(groups or {})  # a mapping of names: apply_groups checked it
+    blocked, looped = {**tile, **dict(loop or {})}, dict(loop or {})
+    operands = apply_index(index or {}, operands, results, blocked, looped, batch, groups, err)
+    index = dict(index or {})  # a mapping of names: apply_index checked it
     check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
@@ -203,6 +210,7 @@ def build_spec(
         const_dims=constant_dims,
         param_dims=parameters,
         groups=tuple(groups.items()),
+        index=tuple(index.items()),
     )
 
 

@@ -10,7 +10,7 @@ from ..ir.nodes import BinOp, Const, Expr, Name, Operator, Slice, Subscript, cal
 from ..plan.plan import LaunchPlan, OperandPlan
 from .halos import halo_copies
 
-__all__ = ["EDGE_START", "tma_boxes"]
+__all__ = ["EDGE_START", "rows_boxes", "tma_boxes"]
 
 # A traced zero that boxes past a whole dim's edge start at: a box wider than the array.
 EDGE_START = Name("edge_start")
@@ -24,13 +24,13 @@ def tma_boxes(plan: LaunchPlan, op: OperandPlan) -> list[tuple[Expr, Expr]]:
     contiguous slices of one SMEM buffer; along columns each box has its own leading SMEM
     index, because a TMA destination must be contiguous.
     """
-    boxes = _boxes_of_rows(plan, op, None)
+    boxes = rows_boxes(plan, op, None)
     for rows in halo_copies(plan, op):
-        boxes += _boxes_of_rows(plan, op, rows)
+        boxes += rows_boxes(plan, op, rows)
     return boxes
 
 
-def _boxes_of_rows(
+def rows_boxes(
     plan: LaunchPlan, op: OperandPlan, rows: tuple[Expr, Expr] | None
 ) -> list[tuple[Expr, Expr]]:
     """The boxes of the block, or with `rows` (array rows, buffer rows) for its rows."""

@@ -67,6 +67,8 @@ class _BlockForm:
         # A TMA box along each tiled dim, and a whole dim's boxes along each whole dim; each
         # again for the rows above and below a tiled block that its shifted loads read.
         boxes = math.prod(1 if plan.dim(n).tiled_by else plan.dim(n).boxes for n in op.dims)
+        if op.index is not None:  # each row gathered by copies of its own
+            return op.block_shape[0] * math.prod(plan.dim(n).boxes for n in op.dims[1:])
         return boxes * (1 + len(halo_copies(plan, op)))
 
     def staged(self, op: OperandPlan) -> bool:

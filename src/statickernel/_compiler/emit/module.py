@@ -51,6 +51,7 @@ from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
 from .boxes import EDGE_START, tma_boxes
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
+from .gathers import gather_copies
 from .halos import block_rows
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
@@ -97,7 +98,8 @@ class _Generator:
             # A launch of several warpgroups (warp-specialized): each holds its own buffers.
             and self.schedule.warpgroups == 1
         ]
-        self.inputs = [op for op in plan.operands if op.loaded]
+        # An index operand is read from global memory by the copies it addresses.
+        self.inputs = [op for op in plan.operands if op.loaded or op.name in plan.index_operands]
         # 0-d operands, read once; a parameter vector is read by index where the body does.
         self.scalars = [op for op in self.inputs if op.in_place and op.kind != Kind.PARAMS]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
@@ -260,6 +262,9 @@ class _Generator:
             for op in self.loaded:
                 promise = _oob_mode(self.plan, op)
                 barrier = Name(barrier_ref(op.name))
+                if op.index is not None:
+                    body += gather_copies(plan, op, barrier, promise)
+                    continue
                 for gmem_box, smem_box in self._boxes(op):
                     copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
                     body.append(ExprStmt(copy))

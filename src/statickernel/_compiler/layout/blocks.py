@@ -74,6 +74,9 @@ class DimLayout:
     grouped: str | None = None
     """For a group dim: the name of the loop dim whose steps it numbers, one index a step
     (dropped from the blocks); else None."""
+    indexed_by: str | None = None
+    """For a dim addressed by an index operand's values (`index={"V": "ids"}`): that
+    operand's name; no block runs along the dim. Else None."""
 
     @property
     def split(self) -> bool:
@@ -90,7 +93,7 @@ class DimLayout:
     @property
     def ragged(self) -> bool:
         """True when some block holds elements past the array's edge."""
-        if self.batched or self.grouped:
+        if self.batched or self.grouped or self.indexed_by:
             return False
         return is_ragged(self.size, self.block, self.extent, self.split)
 
@@ -107,6 +110,8 @@ class DimLayout:
             return "one index per grid step"
         if self.grouped:
             return f"one index per step of the loop over {self.grouped}"
+        if self.indexed_by:
+            return f"each row read at the index {self.indexed_by} gives it"
         if self.split:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"
@@ -128,6 +133,9 @@ class DimLayout:
             return
         if self.grouped:
             assert self.block == self.extent == 1 and self.grid_axis is None
+            return
+        if self.indexed_by:
+            assert not self.split and self.grid_axis is None
             return
         assert self.extent >= (self.block if self.split else self.size)
         assert self.extent % self.boxes == 0
@@ -249,7 +257,7 @@ def quantum(
     best = (1, "", "")
     whole = dim not in spec.block_map
     for op in spec.operands + spec.results:
-        if dim not in op.dims:
+        if dim not in op.layout_dims:
             continue
         off_frame = len(op.block_dims) == 2 and op.block_dims != (spec.rows, spec.cols)
         for dtype in dtypes[op.name]:
@@ -311,6 +319,7 @@ def _layout(
                 by_constant=n in spec.const_dims,
                 parameters=n in spec.param_dims,
                 grouped=spec.group_map.get(n),
+                indexed_by=dict(spec.index).get(n),
                 bulk=spec.cols is None and not spec.loop,
             )
             for n in spec.layout_dims()
@@ -452,7 +461,7 @@ def check_blocks(
     operand may take (all the annotation allows at import, the bound one at the call)."""
     _check_packed_columns(spec, layout, dtype_options, ctx)
     for d in layout.dims:
-        if d.batched or d.grouped:
+        if d.batched or d.grouped or d.indexed_by:
             continue
         name, extent = d.name, d.extent
         const = d.tiled_by or d.looped_by

@@ -16,7 +16,7 @@ __all__ = ["block_bytes", "buffer_halos", "dims_of", "epilogue_bytes", "smem_byt
 
 
 def dims_of(spec: KernelSpec, name: str) -> tuple[str, ...]:
-    return next(o.dims for o in spec.operands + spec.results if o.name == name)
+    return next(o.layout_dims for o in spec.operands + spec.results if o.name == name)
 
 
 def block_bytes(

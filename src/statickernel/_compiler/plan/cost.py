@@ -11,6 +11,8 @@ HBM bytes:
   pass that copies it: once when it is copied once per block, and once for each loop whose
   pipeline copies it (a two-pass softmax reads its rows twice);
 - each result's array, once;
+- rows gathered by an index (`index={"V": "ids"}`): a row of the array for each row of the
+  index's dim, and the index itself;
 - host padding: a padded operand is read at its true shape and written padded before the
   launch, and a padded result is read padded and written at its true shape when sliced back.
 
@@ -143,6 +145,8 @@ class _Array(Protocol):
     def loaded(self) -> bool: ...
     @property
     def host_padded(self) -> bool: ...
+    @property
+    def index(self) -> str | None: ...
 
 
 class _Planned(Protocol):
@@ -178,12 +182,18 @@ def _bytes(shape: tuple[int, ...], dtype: str) -> int:
 
 def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
     once = {r.operand for r in trace.loads if r.loop is None}
+    sizes = {d.name: d.size for d in plan.dims}
+    indices = {op.index for op in plan.operands if op.index is not None}
     total = 0
     for op in plan.operands:
+        if op.name in indices and not op.loaded:  # read by the copies it addresses
+            total += _bytes(op.gmem_shape, op.dtype)
         if not op.loaded:
             continue
         passes = (op.name in once) + sum(op.name in loop.operands for loop in plan.loops)
-        total += max(passes, 1) * _bytes(op.gmem_shape, op.dtype)
+        # Rows gathered by an index: one row of the array for each row of the index's dim.
+        read = (sizes[op.dims[0]], *op.gmem_shape[1:]) if op.index else op.gmem_shape
+        total += max(passes, 1) * _bytes(read, op.dtype)
         if op.host_padded:  # jnp.pad: the true array read, the padded one written
             total += _bytes(op.shape, op.dtype) + _bytes(op.gmem_shape, op.dtype)
     for op in plan.results:

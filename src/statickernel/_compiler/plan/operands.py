@@ -78,6 +78,11 @@ class OperandPlan:
     starts at column 0. Mosaic GPU addresses a 4-bit array's column coordinate twice too far
     on the device (jax 0.11.2, measured on an H200); its row coordinates are right. Else 0."""
 
+    index: str | None = None
+    """For an operand whose rows an index operand's values pick (`index={"V": "ids"}`): that
+    operand's name. Row `t` of its block is copied from row `ids[t]` of the array, one row a
+    copy; an id outside the array reads a row of zeros. Else None."""
+
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:
         """`gmem_shape` without the batch, group and per-block dims: the array one grid step

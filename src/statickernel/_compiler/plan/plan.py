@@ -102,6 +102,12 @@ class LaunchPlan(TextDisplay):
         """The plan of the dim called `name`."""
         return next(d for d in self.dims if d.name == name)
 
+    @property
+    def index_operands(self) -> tuple[str, ...]:
+        """The operands whose values pick another operand's rows: read from global memory
+        wherever the body does not load them."""
+        return tuple(dict.fromkeys(op.index for op in self.operands if op.index is not None))
+
     def operand(self, name: str) -> OperandPlan:
         """The plan of the operand or result called `name`."""
         return next(op for op in self.operands + self.results if op.name == name)
@@ -171,6 +177,7 @@ class LaunchPlan(TextDisplay):
             )
             split = "batch" if d.batched else split
             split = f"groups of {d.grouped}" if d.grouped else split
+            split = f"indexed by {d.indexed_by}" if d.indexed_by else split
             split = f"the constant {d.name}" if d.by_constant else split
             split, status = form.dim_text(self, d, split, d.status)
             if d.parameters:
@@ -186,6 +193,8 @@ class LaunchPlan(TextDisplay):
                 elif op.kind == Kind.PARAMS:
                     text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
                     text += "by index from global memory"
+                elif op.role is Role.INPUT and not op.loaded and op.name in self.index_operands:
+                    text += "  read from global memory by the rows it gathers"
                 elif op.role is Role.INPUT and not op.loaded:
                     text += "  (not loaded)"
                 elif op.in_place and op.block_shape:
@@ -194,6 +203,9 @@ class LaunchPlan(TextDisplay):
                     text += "  fill per loop (below)"
                 elif op.fill is not None:
                     text += f"  fill {op.fill!r}"
+                if op.index is not None:
+                    text += f"  rows gathered by {op.index}, one copy a row (an index outside "
+                    text += f"[0, {op.shape[0]}) reads zeros)"
                 if op.halo.rows:
                     text += f"  {_halo_text(self, op)}"
                 if op.host_padded:
@@ -236,7 +248,7 @@ class LaunchPlan(TextDisplay):
         return "\n".join(lines)
 
     def _edge(self, d: DimLayout) -> str:
-        if d.batched or d.parameters or d.grouped:
+        if d.batched or d.parameters or d.grouped or d.indexed_by:
             return ""
         own = self.planned_form.edge(self, d)
         if own is not None:

@@ -18,7 +18,14 @@ class WarpSpecializedLoop:
         plan = inputs.plan
         # A buffer the body reads itself (a shifted load's rows, a stack of vectors) takes
         # the pipelined launch, which copies it once, whole.
-        if not plan.loops or not plan.form.specializes_warps or plan.buffers_read_by_body:
+        # Rows gathered by an index are copied by the launch of one block a CTA too.
+        gathers = bool(plan.spec.index)
+        if (
+            not plan.loops
+            or not plan.form.specializes_warps
+            or plan.buffers_read_by_body
+            or gathers
+        ):
             return None
         spec, layout = plan.spec, plan.layout
         ws = plan_warp_specialized(

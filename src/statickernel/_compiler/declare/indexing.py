@@ -1,0 +1,201 @@
+"""Index operands (`index={"V": "ids"}`): a dim addressed by the values of an integer operand.
+
+An embedding's `table: "V D"` beside `ids: "T"` declares that the row of `table` each row of
+the kernel's blocks reads is `ids[t]`: the body sees `table` as a block over `"T D"`, its rows
+gathered by the ids, and the plan copies them row by row. Checked here at the declaration:
+the index is an integer vector operand along a dim of its own, the indexed dim is no block's
+(neither tiled, looped, batch nor a group) and no result's, and every operand with it leads
+with it. That the index runs along the kernel's rows is the frame's check, once the gathered
+operands are seen as the body sees them.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..._errors import AnnotationError
+from .operand import IndexedDim, OperandSpec
+
+__all__ = ["INDEX_DTYPES", "apply_index"]
+
+# The dtypes of an index: each is read from global memory as a scalar and compared in int32.
+INDEX_DTYPES = ("int32", "int16", "int8", "uint16", "uint8")
+
+
+def apply_index(
+    index: Mapping[str, str],
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    blocked: Mapping[str, str],
+    loop: Mapping[str, str],
+    batch: tuple[str, ...],
+    groups: Mapping[str, str],
+    err: dict[str, Any],
+) -> list[OperandSpec]:
+    """The operands, each indexed one marked with the dim its index runs along."""
+    if not isinstance(index, Mapping) or not all(
+        isinstance(d, str) and isinstance(o, str) for d, o in index.items()
+    ):
+        raise AnnotationError(
+            "index= must map each indexed dim to the integer operand whose values address it",
+            **err,
+            expected='a dict of a dim name to an operand name, e.g. index={"V": "ids"}',
+            actual=repr(index),
+            fix='write index={"V": "ids"} for a `table: "V D"` whose rows `ids: "T"` picks',
+        )
+    by_name = {op.name: op for op in operands}
+    marked = {op.name: op for op in operands}
+    for dim, name in index.items():
+        ids = _index_operand(dim, name, by_name, results, err)
+        along = ids.dims[0]
+        _check_indexed_dim(dim, along, blocked, batch, groups, results, err)
+        holders = [op for op in operands if dim in op.dims and op.name != name]
+        if not holders:
+            raise AnnotationError(
+                f"index= addresses dim {dim} by `{name}`, but no operand has {dim}",
+                **err,
+                dim=dim,
+                expected=f"an operand laid out '{dim} ...' whose {dim} `{name}` picks",
+                actual="no operand with " + dim,
+                fix=f"drop {dim} from index=, or name the dim of the operand `{name}` indexes",
+            )
+        for op in holders:
+            marked[op.name] = _marked(marked[op.name], dim, along, name, loop, err)
+    return [marked[op.name] for op in operands]
+
+
+def _index_operand(
+    dim: str,
+    name: str,
+    by_name: Mapping[str, OperandSpec],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+) -> OperandSpec:
+    """The operand `name`, checked to be an integer vector along a dim other than `dim`."""
+    ids = by_name.get(name)
+    if ids is None:
+        what = "a result" if any(r.name == name for r in results) else "no operand"
+        raise AnnotationError(
+            f"index= addresses dim {dim} by `{name}`, which is {what} of the kernel",
+            **err,
+            operand=name,
+            dim=dim,
+            expected=f"an integer operand, one of: {', '.join(by_name) or 'none'}",
+            actual=repr(name),
+            fix=f'pass the indices as an operand, `{name}: Int32[Array, " T"]`, and name it in '
+            "index=",
+        )
+    if len(ids.dims) != 1 or dim in ids.dims:
+        raise AnnotationError(
+            f"index operand `{name}` ('{' '.join(ids.dims)}') is not a vector along a dim of "
+            f"its own: each element addresses one index of {dim}",
+            **err,
+            operand=name,
+            dim=dim,
+            expected=f"'T': one index of {dim} per row of the kernel's blocks",
+            actual=f"'{' '.join(ids.dims)}'",
+            fix=f"flatten `{name}` to 1-D outside the kernel (a free reshape) and annotate it "
+            '" T", with the result\'s rows T',
+        )
+    wrong = [d for d in ids.dtypes if d not in INDEX_DTYPES]
+    if wrong:
+        raise AnnotationError(
+            f"index operand `{name}` allows {wrong[0]} values; an index is an integer of at "
+            "most 32 bits",
+            **err,
+            operand=name,
+            expected=f"one of {', '.join(INDEX_DTYPES)} (Int32[Array, ...])",
+            actual=", ".join(ids.dtypes),
+            fix=f'annotate `{name}` Int32[Array, " {ids.dims[0]}"] and pass '
+            f"{name}.astype(jnp.int32)",
+        )
+    return ids
+
+
+def _check_indexed_dim(
+    dim: str,
+    along: str,
+    blocked: Mapping[str, str],
+    batch: tuple[str, ...],
+    groups: Mapping[str, str],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+) -> None:
+    """The indexed dim is addressed by the values alone: no block, batch entry, group or
+    result runs along it."""
+    role = (
+        "tiled or looped"
+        if dim in blocked
+        else "a batch dim"
+        if dim in batch
+        else "a group dim"
+        if dim in groups
+        else None
+    )
+    if role:
+        raise AnnotationError(
+            f"indexed dim {dim} is also {role}",
+            **err,
+            dim=dim,
+            expected=f"a dim the values of its index alone address: each row of {along} reads "
+            f"one index of {dim}",
+            actual=f"{dim} {role}",
+            fix=f"drop {dim} from tile=, loop=, batch= and groups=",
+        )
+    for result in results:
+        if dim in result.dims:
+            raise AnnotationError(
+                f"result `{result.name}` has the indexed dim {dim}",
+                **err,
+                operand=result.name,
+                dim=dim,
+                expected=f"a result along the index's dim {along}: '{along} ...'",
+                actual=f"'{' '.join(result.dims)}'",
+                fix=f"declare the result over {along}, the rows the indices give",
+            )
+
+
+def _marked(
+    op: OperandSpec,
+    dim: str,
+    along: str,
+    name: str,
+    loop: Mapping[str, str],
+    err: dict[str, Any],
+) -> OperandSpec:
+    """`op` with its rows `dim` gathered by `name`'s values along `along`."""
+    if op.batch or op.groups or len(op.dims) != 2 or op.dims[0] != dim:
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') has the indexed dim {dim} other than "
+            "as the rows of a 2-D operand",
+            **err,
+            operand=op.name,
+            dim=dim,
+            expected=f"'{dim} D': rows of {dim} gathered, each whole along D",
+            actual=f"'{' '.join(op.dims)}'",
+            fix=f"lay `{op.name}` out with {dim} first and one dim after it, transposing or "
+            "flattening it outside the kernel",
+        )
+    if op.dims[1] in loop:
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') has rows gathered by `{name}` and "
+            f"columns {op.dims[1]} that a loop walks: gathered rows are copied once a block",
+            **err,
+            operand=op.name,
+            dim=op.dims[1],
+            expected=f"{op.dims[1]} tiled or whole",
+            actual=f"{op.dims[1]} in loop=",
+            fix=f"tile {op.dims[1]} instead of looping over it",
+        )
+    if along in op.dims:
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') has both the indexed dim {dim} and "
+            f"the index's dim {along}",
+            **err,
+            operand=op.name,
+            dim=along,
+            expected=f"'{dim} D' with D other than {along}",
+            actual=f"'{' '.join(op.dims)}'",
+            fix=f"name the dim after {dim} differently",
+        )
+    return dataclasses.replace(op, indexed=IndexedDim(dim, along, name))
