@@ -208,6 +208,13 @@ ROWS: tuple[Row, ...] = (
         (((4096, 4096), "int4"), ((32, 4096), "bfloat16"), ((4096, 4096), "bfloat16")),
         (("BN", 64), ("BM", 128)),
     ),
+    # An embedding lookup: 8192 tokens' rows of a 128256 x 4096 bf16 table (Llama 3's),
+    # each row gathered by a copy of its own.
+    Row(
+        "embedding",
+        "embedding",
+        (((128256, 4096), "bfloat16"), ((8192,), "int32")),
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

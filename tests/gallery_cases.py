@@ -14,6 +14,7 @@ from causal_conv1d import causal_conv1d
 from cross_entropy import cross_entropy, cross_entropy_backward
 from cumsum import chunk_decay
 from dropout import dropout
+from embedding import embedding
 from layernorm import (
     layernorm,
     layernorm_backward,
@@ -81,6 +82,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "causal_conv1d": causal_conv1d,
     "matmul_w8a16": matmul_w8a16,
     "matmul_w4a16": matmul_w4a16,
+    "embedding": embedding,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -197,6 +199,9 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # Ragged N and K (int4 rows of 100 bytes, padded on the host), two groups of K (the last
     # partial), 5 rows of activations.
     "matmul_w4a16": [((100, 200), "int4"), ((2, 100), "bfloat16"), ((5, 200), "bfloat16")],
+    # 100 ids (ragged: 100 % 64) into a table of 1000 rows of 300 float32 (ragged: 300 % 256),
+    # each row gathered by a copy of its own.
+    "embedding": [((1000, 300), "float32"), ((100,), "int32")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

@@ -15,6 +15,7 @@ from ..ir.names import block_index, gmem_ref
 from ..ir.nodes import (
     Assign,
     BinOp,
+    Comment,
     Const,
     DType,
     Expr,
@@ -59,12 +60,10 @@ def gather_copies(
         BinOp(Operator.LT, picked, Const(array_rows)),
     )
     body: list[Stmt] = [
-        Assign((picked,), read, comment=f"the row of `{op.name}` that row {row.text} reads"),
-        Assign(
-            (at,),
-            select(inside, picked, Const(array_rows), "int32"),
-            comment="outside the array: one past its end, where TMA reads zeros",
-        ),
+        Comment(f"The row of `{op.name}` that row {row.text} of the block reads; one outside"),
+        Comment("the array is read one past its end, where TMA reads zeros."),
+        Assign((picked,), read),
+        Assign((at,), select(inside, picked, Const(array_rows), "int32")),
     ]
     for gmem_box, smem_box in rows_boxes(
         plan, op, (call("pl.ds", at, Const(1)), call("pl.ds", row, Const(1)))

@@ -42,13 +42,17 @@ def _flat_frame(inputs: FormInputs) -> FlatFrame | None:
     if spec.loop or inputs.translation.masks:
         return None
     full = (spec.rows, spec.cols) if spec.cols else (spec.rows,)  # vectors alone: (rows,)
-    if any(o.block_dims != full for o in spec.operands + spec.results):
+    fills = operand_fills(inputs.trace.loads)
+    # An index the body does not load is read from global memory by the copies alone.
+    indices = {name for _, name in spec.index if name not in fills}
+    arrays = [o for o in spec.operands + spec.results if o.name not in indices]
+    if any(o.block_dims != full for o in arrays):
         return None
     dims = [layout.dim(d) for d in full]
     if dims[-1].boxes != 1:
         return None
     ragged = any(d.ragged for d in dims)
-    if ragged and any(not reads_zero(f) for f in operand_fills(inputs.trace.loads).values()):
+    if ragged and any(not reads_zero(f) for f in fills.values()):
         return None
     vector = max(hw.per_bytes(hw.TMA_ALIGN_BYTES, d) for d in inputs.dtypes.values())
     frame = FlatFrame(tuple(d.extent for d in dims), vector)
