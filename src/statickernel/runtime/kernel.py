@@ -400,6 +400,7 @@ def kernel[**P, R](
     batch: str | tuple[str, ...] = (),
     groups: Mapping[str, str] | None = None,
     index: Mapping[str, str] | None = None,
+    update: str | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -415,6 +416,7 @@ def kernel[**P, R](
     batch: str | tuple[str, ...] = (),
     groups: Mapping[str, str] | None = None,
     index: Mapping[str, str] | None = None,
+    update: str | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -439,6 +441,12 @@ def kernel[**P, R](
         embedding's `table: "V D"` beside `ids: "T"` is seen by the body as a block over
         "T D" whose row t is the table's row `ids[t]`, gathered row by row. An id outside
         [0, V) reads a row of zeros.
+      update: the operand the result updates in place, e.g. "cache": the result is laid out
+        as it is, and the kernel writes its blocks into that operand's array, whose other
+        elements keep their values. With an index on the result's dim (`index={"Slots":
+        "slot_mapping"}`), row t of the body's block is written to row `slot_mapping[t]`,
+        and a slot outside the array is skipped. Under `jax.jit` with the operand donated,
+        no copy of it is made.
       reference: a plain jnp function computing the same result, for tests and tools.
       vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
         kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A
@@ -461,6 +469,7 @@ def kernel[**P, R](
                 batch=(batch,) if isinstance(batch, str) else tuple(batch),
                 groups=groups,
                 index=index,
+                update=update,
             )
             derivative = parse_vjp(vjp, spec)
             try:

@@ -30,9 +30,12 @@ def apply_index(
     loop: Mapping[str, str],
     batch: tuple[str, ...],
     groups: Mapping[str, str],
+    update: str | None,
     err: dict[str, Any],
-) -> list[OperandSpec]:
-    """The operands, each indexed one marked with the dim its index runs along."""
+) -> tuple[list[OperandSpec], list[OperandSpec]]:
+    """The operands and results, each indexed one marked with the dim its index runs along:
+    an operand's rows are gathered, the result that updates an operand in place
+    (`update=`) has its rows scattered."""
     if not isinstance(index, Mapping) or not all(
         isinstance(d, str) and isinstance(o, str) for d, o in index.items()
     ):
@@ -45,10 +48,16 @@ def apply_index(
         )
     by_name = {op.name: op for op in operands}
     marked = {op.name: op for op in operands}
+    scattered = list(results)
     for dim, name in index.items():
         ids = _index_operand(dim, name, by_name, results, err)
         along = ids.dims[0]
-        _check_indexed_dim(dim, along, blocked, batch, groups, results, err)
+        # The result that updates an operand in place may have the dim: its rows scattered.
+        kept = [r for r in results if update is None or r.dims != by_name[update].dims]
+        _check_indexed_dim(dim, along, blocked, batch, groups, kept, update, err)
+        scattered = [
+            _marked(r, dim, along, name, loop, err) if dim in r.dims else r for r in scattered
+        ]
         holders = [op for op in operands if dim in op.dims and op.name != name]
         if not holders:
             raise AnnotationError(
@@ -61,7 +70,7 @@ def apply_index(
             )
         for op in holders:
             marked[op.name] = _marked(marked[op.name], dim, along, name, loop, err)
-    return [marked[op.name] for op in operands]
+    return [marked[op.name] for op in operands], scattered
 
 
 def _index_operand(
@@ -119,10 +128,11 @@ def _check_indexed_dim(
     batch: tuple[str, ...],
     groups: Mapping[str, str],
     results: list[OperandSpec],
+    update: str | None,
     err: dict[str, Any],
 ) -> None:
     """The indexed dim is addressed by the values alone: no block, batch entry, group or
-    result runs along it."""
+    result runs along it (but the result that updates an operand in place)."""
     role = (
         "tiled or looped"
         if dim in blocked
@@ -144,14 +154,20 @@ def _check_indexed_dim(
         )
     for result in results:
         if dim in result.dims:
+            scatter = (
+                f"; to write its rows into an operand laid out '{' '.join(result.dims)}' "
+                f'in place, name it: update="{update or "cache"}"'
+            )
             raise AnnotationError(
-                f"result `{result.name}` has the indexed dim {dim}",
+                f"result `{result.name}` has the indexed dim {dim}, but updates no operand "
+                "in place",
                 **err,
                 operand=result.name,
                 dim=dim,
-                expected=f"a result along the index's dim {along}: '{along} ...'",
+                expected=f"a result along the index's dim {along}: '{along} ...', or the "
+                "operand it updates in place (update=)",
                 actual=f"'{' '.join(result.dims)}'",
-                fix=f"declare the result over {along}, the rows the indices give",
+                fix=f"declare the result over {along}, the rows the indices give{scatter}",
             )
 
 

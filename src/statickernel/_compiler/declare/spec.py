@@ -31,6 +31,7 @@ from .dtypes import allowed_dtypes, check_packed_operands
 from .groups import apply_groups
 from .indexing import apply_index
 from .operand import OperandSpec
+from .updates import check_update
 
 __all__ = [
     "Const",
@@ -83,6 +84,8 @@ class KernelSpec:
     loop over K reads index k of G)."""
     index: tuple[tuple[str, str], ...] = ()
     """Indexed dims and the integer operand whose values address each (`{"V": "ids"}`)."""
+    update: str | None = None
+    """The operand the result updates in place (`update="cache"`); None for a new array."""
 
     @property
     def group_map(self) -> dict[str, str]:
@@ -162,6 +165,7 @@ def build_spec(
     batch: tuple[str, ...] = (),
     groups: Mapping[str, str] | None = None,
     index: Mapping[str, str] | None = None,
+    update: str | None = None,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     _check_decorated(fn, name)
@@ -174,7 +178,10 @@ def build_spec(
     operands = apply_groups(groups or {}, operands, results, tile, dict(loop or {}), batch, err)
     groups = dict(groups or {})  # a mapping of names: apply_groups checked it
     blocked, looped = {**tile, **dict(loop or {})}, dict(loop or {})
-    operands = apply_index(index or {}, operands, results, blocked, looped, batch, groups, err)
+    updated = check_update(update, operands, results, result_is_tuple, err)
+    operands, results = apply_index(
+        index or {}, operands, results, blocked, looped, batch, groups, updated, err
+    )
     index = dict(index or {})  # a mapping of names: apply_index checked it
     check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
@@ -211,6 +218,7 @@ def build_spec(
         param_dims=parameters,
         groups=tuple(groups.items()),
         index=tuple(index.items()),
+        update=updated,
     )
 
 

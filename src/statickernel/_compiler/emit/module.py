@@ -51,8 +51,8 @@ from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
 from .boxes import EDGE_START, tma_boxes
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
-from .gathers import gather_copies
 from .halos import block_rows
+from .indexed import gather_copies, scatter_copies
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .persistent import PersistentNames, persistent_statements
@@ -98,8 +98,12 @@ class _Generator:
             # A launch of several warpgroups (warp-specialized): each holds its own buffers.
             and self.schedule.warpgroups == 1
         ]
-        # An index operand is read from global memory by the copies it addresses.
-        self.inputs = [op for op in plan.operands if op.loaded or op.name in plan.index_operands]
+        # An index operand is read from global memory by the copies it addresses; an operand
+        # a result updates in place is written.
+        passed = {*plan.index_operands, *plan.updated_operands}
+        self.inputs = [op for op in plan.operands if op.loaded or op.name in passed]
+        # The results of new arrays: one that updates an operand is written into its array.
+        self.launched = [op for op in plan.results if op.updates is None]
         # 0-d operands, read once; a parameter vector is read by index where the body does.
         self.scalars = [op for op in self.inputs if op.in_place and op.kind != Kind.PARAMS]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
@@ -217,7 +221,7 @@ class _Generator:
     def _params(self) -> tuple[str, ...]:
         """The block function's parameters: GMEM refs, then the scratch, as the launch lists it."""
         params = [gmem_ref(op.name) for op in self.inputs]
-        params += [gmem_ref(op.name) for op in self.plan.results]
+        params += [gmem_ref(op.name) for op in self.launched]
         params += [smem_ref(op.name) for op in self.loaded]
         params += [smem_ref(op.name) for op in self.kernel_results]
         params += [barrier_ref(op.name) for op in self.loaded]
@@ -237,6 +241,10 @@ class _Generator:
             if d.tiled_by or d.batched:
                 axis_index = call("lax.axis_index", Const(d.name))
                 body.append(Assign((Name(block_index(d.name)),), axis_index))
+        for op in plan.results:
+            if op.updates is not None:
+                what = f"the result is written into `{op.updates}`, in place"
+                body.append(Assign((Name(gmem_ref(op.name)),), Name(gmem_ref(op.updates)), what))
         for op in [*self.inputs, *plan.results]:
             if op.batch or op.per_block:
                 gmem = gmem_ref(op.name)
@@ -388,6 +396,9 @@ class _Generator:
                 )
         stores.append(ExprStmt(call("plgpu.commit_smem")))
         for op in self.stored:
+            if op.index is not None:  # its rows scattered to the rows its index picks
+                stores += scatter_copies(self.plan, op)
+                continue
             for gmem_box, smem_box in self._boxes(op):
                 stores.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box)))
         # At the kernel's end shared memory is free once the copies have read it: the writes
@@ -418,7 +429,7 @@ class _Generator:
         plan = self.plan
         outs = [
             call("jax.ShapeDtypeStruct", Const(op.gmem_shape), DType(op.dtype))
-            for op in plan.results
+            for op in self.launched
         ]
         out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
         held = [op for op in self.kernel_results if op.shares_smem_with is None]
@@ -483,7 +494,17 @@ class _Generator:
                     Assign((Name(op.name),), call("jnp.reshape", Name(op.name), Const(view)))
                 )
         launched = call("_launch", *(Name(op.name) for op in self.inputs))
-        body.append(Assign(tuple(Name(op.name) for op in plan.results), launched))
+        for op in plan.results:
+            if op.updates is not None:
+                body.append(Comment(f"`{op.updates}` is updated in place: the kernel writes it."))
+                body.append(Assign((Name(op.updates),), call("jax.new_ref", Name(op.updates))))
+        if self.launched:
+            body.append(Assign(tuple(Name(op.name) for op in self.launched), launched))
+        else:
+            body.append(ExprStmt(launched))
+        for op in plan.results:
+            if op.updates is not None:
+                body.append(Assign((Name(op.name),), call("jax.freeze", Name(op.updates))))
         outs = [self.form.unpadded(op) for op in plan.results]
         for cross in plan.cross_blocks:
             op = plan.results[cross.index]

@@ -22,7 +22,7 @@ class RowsForm:
         if any(d in hw.SUB_BYTE_DTYPES for d in inputs.dtypes.values()):
             return None
         # Rows gathered by an index are copied by the block forms' launch, a row a copy.
-        if spec.index:
+        if spec.index or spec.update:
             return None
         # The row form writes per-row partials as per-row results, and adds up the rows of
         # each partial along the columns in its CTA.

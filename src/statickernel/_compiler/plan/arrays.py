@@ -85,6 +85,7 @@ def _plan_array(
         halo=inputs.halos.get(op.name, Halo()) if role is Role.INPUT else Halo(),
         column_steps=steps,
         index=op.indexed.index if op.indexed is not None else None,
+        updates=spec.update if role is Role.OUTPUT else None,
     )
 
 

@@ -11,8 +11,8 @@ HBM bytes:
   pass that copies it: once when it is copied once per block, and once for each loop whose
   pipeline copies it (a two-pass softmax reads its rows twice);
 - each result's array, once;
-- rows gathered by an index (`index={"V": "ids"}`): a row of the array for each row of the
-  index's dim, and the index itself;
+- rows gathered or scattered by an index (`index={"V": "ids"}`): a row of the array for
+  each row of the index's dim, and the index itself;
 - host padding: a padded operand is read at its true shape and written padded before the
   launch, and a padded result is read padded and written at its true shape when sliced back.
 
@@ -197,7 +197,10 @@ def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
         if op.host_padded:  # jnp.pad: the true array read, the padded one written
             total += _bytes(op.shape, op.dtype) + _bytes(op.gmem_shape, op.dtype)
     for op in plan.results:
-        total += _bytes(op.gmem_shape, op.dtype)
+        # Rows scattered by an index: one row of the array for each row of the index's dim.
+        total += _bytes(
+            (sizes[op.dims[0]], *op.gmem_shape[1:]) if op.index else op.gmem_shape, op.dtype
+        )
         if op.host_padded:  # sliced back: the padded array read, the true one written
             total += _bytes(op.gmem_shape, op.dtype) + _bytes(op.shape, op.dtype)
     return total

@@ -83,6 +83,10 @@ class OperandPlan:
     operand's name. Row `t` of its block is copied from row `ids[t]` of the array, one row a
     copy; an id outside the array reads a row of zeros. Else None."""
 
+    updates: str | None = None
+    """For a result that updates an operand in place (`update="cache"`): that operand's name;
+    the kernel writes into its array. Else None."""
+
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:
         """`gmem_shape` without the batch, group and per-block dims: the array one grid step

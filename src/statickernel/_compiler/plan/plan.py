@@ -108,6 +108,11 @@ class LaunchPlan(TextDisplay):
         wherever the body does not load them."""
         return tuple(dict.fromkeys(op.index for op in self.operands if op.index is not None))
 
+    @property
+    def updated_operands(self) -> tuple[str, ...]:
+        """The operands a result updates in place: written by the kernel."""
+        return tuple(op.updates for op in self.results if op.updates is not None)
+
     def operand(self, name: str) -> OperandPlan:
         """The plan of the operand or result called `name`."""
         return next(op for op in self.operands + self.results if op.name == name)
@@ -194,7 +199,9 @@ class LaunchPlan(TextDisplay):
                     text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
                     text += "by index from global memory"
                 elif op.role is Role.INPUT and not op.loaded and op.name in self.index_operands:
-                    text += "  read from global memory by the rows it gathers"
+                    text += "  read from global memory by the copies of the rows it picks"
+                elif op.role is Role.INPUT and not op.loaded and op.name in self.updated_operands:
+                    text += "  updated in place by the result (not loaded)"
                 elif op.role is Role.INPUT and not op.loaded:
                     text += "  (not loaded)"
                 elif op.in_place and op.block_shape:
@@ -203,9 +210,14 @@ class LaunchPlan(TextDisplay):
                     text += "  fill per loop (below)"
                 elif op.fill is not None:
                     text += f"  fill {op.fill!r}"
-                if op.index is not None:
+                if op.index is not None and op.role is Role.OUTPUT:
+                    text += f"  rows scattered by {op.index}, one copy a row (an index outside "
+                    text += f"[0, {op.shape[0]}) is skipped)"
+                elif op.index is not None and op.loaded:
                     text += f"  rows gathered by {op.index}, one copy a row (an index outside "
                     text += f"[0, {op.shape[0]}) reads zeros)"
+                if op.updates is not None:
+                    text += f"  written into `{op.updates}`, in place"
                 if op.halo.rows:
                     text += f"  {_halo_text(self, op)}"
                 if op.host_padded:

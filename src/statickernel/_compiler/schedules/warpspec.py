@@ -19,7 +19,7 @@ class WarpSpecializedLoop:
         # A buffer the body reads itself (a shifted load's rows, a stack of vectors) takes
         # the pipelined launch, which copies it once, whole.
         # Rows gathered by an index are copied by the launch of one block a CTA too.
-        gathers = bool(plan.spec.index)
+        gathers = bool(plan.spec.index or plan.spec.update)
         if (
             not plan.loops
             or not plan.form.specializes_warps

@@ -1,0 +1,61 @@
+"""In-place results (`update="cache"`): the kernel's result is an operand's array, updated.
+
+The result is laid out as the operand is (the same dims), and the kernel writes its blocks
+into that operand's array instead of a new one; what it does not write keeps the operand's
+values. With an indexed dim (`index={"Slots": "slot_mapping"}`) the result's rows are
+scattered: row t of the body's block is written to row `slot_mapping[t]`, so the kernel
+moves only the rows it writes (a KV-cache update). Under `jax.jit` with the operand donated
+no copy of it is made. Checked here at the declaration; the dtypes at the call.
+"""
+
+from typing import Any
+
+from ..._errors import AnnotationError
+from .operand import OperandSpec
+
+__all__ = ["check_update"]
+
+
+def check_update(
+    update: Any,
+    operands: list[OperandSpec],
+    results: list[OperandSpec],
+    result_is_tuple: bool,
+    err: dict[str, Any],
+) -> str | None:
+    """The name of the operand the result updates in place, checked; None without one."""
+    if update is None:
+        return None
+    names = [op.name for op in operands]
+    if not isinstance(update, str) or update not in names:
+        raise AnnotationError(
+            f"update= names {update!r}, which is not an operand of the kernel",
+            **err,
+            expected=f"the name of the operand the result updates in place, one of: "
+            f"{', '.join(names)}",
+            actual=repr(update),
+            fix='write update="cache" with the operand `cache` laid out as the result',
+        )
+    if result_is_tuple or len(results) != 1:
+        raise AnnotationError(
+            f"update={update!r} is given to a kernel of {len(results)} results",
+            **err,
+            operand=update,
+            expected="one result, the operand updated in place",
+            actual=f"{len(results)} results",
+            fix="return the updated operand alone, and compute the other results in a kernel "
+            "of their own",
+        )
+    (result,) = results
+    operand = operands[names.index(update)]
+    if operand.dims != result.dims:
+        raise AnnotationError(
+            f"the result is laid out '{' '.join(result.dims)}', but it updates `{update}` "
+            f"('{' '.join(operand.dims)}') in place",
+            **err,
+            operand=update,
+            expected=f"the result annotated '{' '.join(operand.dims)}', as `{update}` is",
+            actual=f"'{' '.join(result.dims)}'",
+            fix=f"annotate the result with the dims of `{update}`",
+        )
+    return update
