@@ -215,6 +215,13 @@ ROWS: tuple[Row, ...] = (
         "embedding",
         (((128256, 4096), "bfloat16"), ((8192,), "int32")),
     ),
+    # A KV-cache update in place: 4096 new tokens' rows of 8 heads of 128 bf16 scattered into
+    # a cache of 65536 slots.
+    Row(
+        "kv_cache_update",
+        "kv_cache_rows",
+        (((65536, 1024), "bfloat16"), ((4096, 1024), "bfloat16"), ((4096,), "int32")),
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

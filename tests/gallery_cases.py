@@ -15,6 +15,7 @@ from cross_entropy import cross_entropy, cross_entropy_backward
 from cumsum import chunk_decay
 from dropout import dropout
 from embedding import embedding
+from kv_cache_update import kv_cache_rows
 from layernorm import (
     layernorm,
     layernorm_backward,
@@ -83,6 +84,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "matmul_w8a16": matmul_w8a16,
     "matmul_w4a16": matmul_w4a16,
     "embedding": embedding,
+    "kv_cache_rows": kv_cache_rows,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -202,6 +204,9 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # 100 ids (ragged: 100 % 64) into a table of 1000 rows of 300 float32 (ragged: 300 % 256),
     # each row gathered by a copy of its own.
     "embedding": [((1000, 300), "float32"), ((100,), "int32")],
+    # 70 new rows (ragged: 70 % 64) scattered into a cache of 300 rows of 200 bfloat16 (ragged:
+    # 200 % 256), in place, each row by a copy of its own.
+    "kv_cache_rows": [((300, 200), "bfloat16"), ((70, 200), "bfloat16"), ((70,), "int32")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),

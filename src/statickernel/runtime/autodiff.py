@@ -98,6 +98,16 @@ def parse_vjp(vjp: Any, spec: KernelSpec) -> Derivative:
     err: dict[str, Any] = dict(kernel=spec.name, where=spec.location)
     if vjp is None:
         return None
+    if spec.update is not None:
+        raise VjpError(
+            f"vjp= is given to a kernel that updates `{spec.update}` in place",
+            **err,
+            operand=spec.update,
+            expected="no vjp= on a kernel with update=",
+            actual=repr(vjp)[:120],
+            fix="drop vjp=; differentiate a jnp function of the same update where a "
+            "derivative is needed",
+        )
     if isinstance(vjp, str) and vjp == "reference":
         if spec.reference is None:
             raise VjpError(
@@ -177,7 +187,11 @@ def differentiable(
     """`launch` with the derivative rule `derivative` gives it, for the specialization whose
     constants are `consts` and which runs on `backend_name`: the kernels a declared backward
     calls run there too, unless they name a backend of their own."""
-    if isinstance(derivative, FromReference):
+    if spec.update is not None:
+        # Its launch holds a mutable array (the operand it updates), which jax.custom_jvp
+        # cannot trace: a guard on the operands refuses derivatives instead.
+        fn = _guarded_operands(launch, spec)
+    elif isinstance(derivative, FromReference):
         fn = _from_reference(launch, derivative.reference, spec, consts)
     elif isinstance(derivative, DeclaredBackward):
         fn = _declared_backward(launch, derivative.backward, spec, consts, backend_name)
@@ -249,6 +263,60 @@ register_jvp_rule(_not_transposable_p, _jvp_not_transposable)
 register_transpose_rule(_not_transposable_p, _transpose_not_transposable)
 
 
+# An identity on a kernel's operands whose JVP raises: the guard of a kernel that updates an
+# operand in place, whose launch a jax.custom_jvp cannot hold. Tangents reach it before the
+# launch, so a derivative through the kernel fails here, naming it.
+_not_differentiable_p = Primitive("statickernel_not_differentiable")
+_not_differentiable_p.multiple_results = True
+_not_differentiable_p.def_impl(lambda *args, **_: args)
+_not_differentiable_p.def_abstract_eval(lambda *avals, **_: avals)
+register_lowering(_not_differentiable_p, lambda ctx, *operands, **_: operands)
+register_batching_rule(
+    _not_differentiable_p,
+    lambda args, dims, **params: (_not_differentiable_p.bind(*args, **params), dims),
+)
+
+
+def _jvp_not_differentiable(primals: Any, tangents: Any, *, spec: KernelSpec) -> Any:
+    raise _derivative_refused(spec)
+
+
+register_jvp_rule(_not_differentiable_p, _jvp_not_differentiable)
+
+
+def _guarded_operands(launch: Callable[..., Any], spec: KernelSpec) -> Callable[..., Any]:
+    def guarded(*args: Any) -> Any:
+        return launch(*_not_differentiable_p.bind(*args, spec=spec))
+
+    return guarded
+
+
+def _derivative_refused(spec: KernelSpec) -> NotDifferentiableError:
+    if spec.update is not None:
+        return NotDifferentiableError(
+            f"it was differentiated, and it updates `{spec.update}` in place, which has no "
+            "derivative rule",
+            kernel=spec.name,
+            where=call_site() or spec.location,
+            expected="a kernel that updates an operand in place, used outside jax.grad, "
+            "jax.jvp and jax.vjp",
+            actual="a differentiation transform",
+            fix="differentiate a jnp function of the same update (its reference), or stop "
+            "the gradient at the kernel's operands with jax.lax.stop_gradient",
+        )
+    return NotDifferentiableError(
+        "it was differentiated, and it declares no derivative",
+        kernel=spec.name,
+        where=call_site() or spec.location,
+        expected="a kernel used outside jax.grad, jax.jvp and jax.vjp, or one declared "
+        'with vjp="reference" or vjp=backward',
+        actual="a differentiation transform",
+        fix='declare @sk.kernel(..., vjp="reference") to differentiate its reference, or '
+        f"vjp=my_backward with my_backward{backward_signature(spec)} returning one "
+        "cotangent per operand",
+    )
+
+
 def _not_differentiable(launch: Callable[..., Any], spec: KernelSpec) -> Callable[..., Any]:
     @jax.custom_jvp
     def guarded(*args: Any) -> Any:
@@ -256,17 +324,7 @@ def _not_differentiable(launch: Callable[..., Any], spec: KernelSpec) -> Callabl
 
     @guarded.defjvp
     def _no_derivative(primals: Any, tangents: Any) -> Any:
-        raise NotDifferentiableError(
-            "it was differentiated, and it declares no derivative",
-            kernel=spec.name,
-            where=call_site() or spec.location,
-            expected="a kernel used outside jax.grad, jax.jvp and jax.vjp, or one declared "
-            'with vjp="reference" or vjp=backward',
-            actual="a differentiation transform",
-            fix='declare @sk.kernel(..., vjp="reference") to differentiate its reference, or '
-            f"vjp=my_backward with my_backward{backward_signature(spec)} returning one "
-            "cotangent per operand",
-        )
+        raise _derivative_refused(spec)
 
     return guarded
 

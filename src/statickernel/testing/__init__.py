@@ -81,11 +81,17 @@ def random_operands(case: ProbeCase, seed: int = 0) -> list[jax.Array]:
     rng = np.random.default_rng(seed)
     arrays = []
     bounds = case.index_bounds or (None,) * len(case.shapes)
-    for shape, dtype, bound in zip(case.shapes, case.dtypes, bounds, strict=True):
+    unique = case.unique_indices or (False,) * len(case.shapes)
+    for shape, dtype, bound, once in zip(case.shapes, case.dtypes, bounds, unique, strict=True):
         if bound is not None:
             low = 0 if jnp.issubdtype(dtype, jnp.unsignedinteger) else -2
             high = min(bound + 2, int(jnp.iinfo(dtype).max))
-            arrays.append(jnp.asarray(rng.integers(low, high, shape)).astype(dtype))
+            count = math.prod(shape)
+            if once and count <= high - low:  # a scatter's rows, each written once
+                values = rng.permutation(np.arange(low, high))[:count].reshape(shape)
+            else:
+                values = rng.integers(low, high, shape)
+            arrays.append(jnp.asarray(values).astype(dtype))
             continue
         values = rng.standard_normal(shape, dtype=np.float32) * 2 - 4
         if jnp.issubdtype(dtype, jnp.integer):

@@ -74,6 +74,9 @@ class ProbeCase:
     index_bounds: tuple[int | None, ...] = ()
     """For each index operand (`index={"V": "ids"}`), the size of the dim its values address
     (its data are drawn mostly inside it); None for every other operand."""
+    unique_indices: tuple[bool, ...] = ()
+    """For each operand, whether it is an index that scatters a result's rows: its values
+    are drawn without repeats, since two rows written to one row leave either."""
 
     def structs(self) -> tuple[jax.ShapeDtypeStruct, ...]:
         return tuple(
@@ -256,10 +259,16 @@ def probe_cases(
         labelled = [("given", _operand_shapes(spec, s)) for s in shapes]
     configs = probe_dtypes(kernel, dtypes)
     return [
-        ProbeCase(label, s, config, _index_bounds(spec, s))
+        ProbeCase(label, s, config, _index_bounds(spec, s), _unique_indices(spec))
         for config in configs
         for label, s in labelled
     ]
+
+
+def _unique_indices(spec: KernelSpec) -> tuple[bool, ...]:
+    """Whether each operand is an index that scatters a result's rows."""
+    scattering = {r.indexed.index for r in spec.results if r.indexed is not None}
+    return tuple(o.name in scattering for o in spec.operands) if scattering else ()
 
 
 def _index_bounds(spec: KernelSpec, shapes: tuple[tuple[int, ...], ...]) -> tuple[int | None, ...]:

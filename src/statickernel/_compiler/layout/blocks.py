@@ -111,7 +111,7 @@ class DimLayout:
         if self.grouped:
             return f"one index per step of the loop over {self.grouped}"
         if self.indexed_by:
-            return f"each row read at the index {self.indexed_by} gives it"
+            return f"each row at the index {self.indexed_by} gives"
         if self.split:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ... import _hardware as hw
+from ..._errors import DtypeError
 from ...language.context import Halo
 from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout, columns_viewed_in_steps
@@ -31,7 +32,26 @@ def plan_arrays(
         _plan_array(inputs, op, Role.OUTPUT, op.name in dot_roles, notes)
         for op in inputs.spec.results
     )
+    _check_updates(inputs, results)
     return operands, results, notes
+
+
+def _check_updates(inputs: PlanInputs, results: tuple[OperandPlan, ...]) -> None:
+    """A result written into an operand's array in place has that operand's dtype."""
+    for result in results:
+        if result.updates is None:
+            continue
+        want = inputs.dtypes[result.updates]
+        if result.dtype != want:
+            raise inputs.ctx.error(
+                DtypeError,
+                f"the result is {result.dtype}, but it updates `{result.updates}` ({want}) "
+                "in place",
+                operand=result.updates,
+                expected=want,
+                actual=result.dtype,
+                fix=f"cast the value the body returns: .astype({result.updates}.dtype)",
+            )
 
 
 def _plan_array(
