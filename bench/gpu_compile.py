@@ -222,6 +222,18 @@ ROWS: tuple[Row, ...] = (
         "kv_cache_rows",
         (((65536, 1024), "bfloat16"), ((4096, 1024), "bfloat16"), ((4096,), "int32")),
     ),
+    # Block-scaled fp8 (DeepSeek-V3's scaling): 4096 tokens by 4096 by 7168, a product a K
+    # step scaled by its scales into the accumulator.
+    Row(
+        "matmul_fp8_blockwise",
+        "matmul_fp8_blockwise_steps",
+        (
+            ((4096, 7168), "float8_e4m3fn"),
+            ((4096, 7168), "float8_e4m3fn"),
+            ((56, 4096), "float32"),
+            ((56, 4096), "float32"),
+        ),
+    ),
     # A fused MLP: the hidden block of each step stays in registers.
     Row(
         "mlp",

@@ -26,6 +26,7 @@ from layernorm_wide import layernorm_wide
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
 from matmul_fp8 import matmul_fp8
+from matmul_fp8_blockwise import matmul_fp8_blockwise_steps
 from matmul_int4 import matmul_w4a16
 from matmul_int8 import matmul_int8
 from matmul_int8_weights import matmul_w8a16
@@ -85,6 +86,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "matmul_w4a16": matmul_w4a16,
     "embedding": embedding,
     "kv_cache_rows": kv_cache_rows,
+    "matmul_fp8_blockwise_steps": matmul_fp8_blockwise_steps,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -207,6 +209,14 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # 70 new rows (ragged: 70 % 64) scattered into a cache of 300 rows of 200 bfloat16 (ragged:
     # 200 % 256), in place, each row by a copy of its own.
     "kv_cache_rows": [((300, 200), "bfloat16"), ((70, 200), "bfloat16"), ((70,), "int32")],
+    # Block-scaled fp8: ragged M, N and K (a partial third scale block), the step's scales a
+    # vector along the rows and one along the columns.
+    "matmul_fp8_blockwise_steps": [
+        ((100, 300), "float8_e4m3fn"),
+        ((130, 300), "float8_e4m3fn"),
+        ((3, 100), "float32"),
+        ((3, 130), "float32"),
+    ],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),
