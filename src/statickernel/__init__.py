@@ -75,6 +75,7 @@ __all__ = [
     "UnsupportedOpError",
     "VjpError",
     "backend",
+    "checked_indices",
     "default_backend",
     "dim",
     "dot",

@@ -66,6 +66,7 @@ from .runtime.backend import (
     default_backend,
     set_backend,
 )
+from .runtime.indices import checked_indices
 from .runtime.kernel import Kernel, Specialization, kernel
 
 __all__ = [
@@ -133,6 +134,7 @@ __all__ = [
     "UnsupportedOpError",
     "VjpError",
     "backend",
+    "checked_indices",
     "default_backend",
     "dim",
     "dot",

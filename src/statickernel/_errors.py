@@ -267,7 +267,9 @@ class CallError(StaticKernelError):
 
 class OperandError(CallError):
     """An argument is not a jax or numpy array (plan, emit and lower also take a
-    `jax.ShapeDtypeStruct`), or the argument count is wrong."""
+    `jax.ShapeDtypeStruct`), or the argument count is wrong; or, within
+    `sk.checked_indices()`, an index operand holds an index outside the dim it addresses (or
+    a slot its scatter writes twice)."""
 
     code: ClassVar[str] = "SK201"
 

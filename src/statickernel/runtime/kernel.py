@@ -35,6 +35,7 @@ from ..aot.compile import compile_kernel
 from ..aot.report import CompileReport
 from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
 from .backend import default_backend, has_cuda, resolve_backend
+from .indices import check_indices, checking_indices
 from .interpreter import interpreted_launch
 
 __all__ = ["Kernel", "Specialization", "kernel"]
@@ -108,6 +109,8 @@ class Kernel[**P, R]:
                 key, entry = None, None
             if entry is None:
                 entry = self._specialize(args, overrides, backend, key, call=True)
+            if self.spec.index and checking_indices():
+                check_indices(self.spec, args)
             try:
                 return entry.fn(*args)
             except TypeError as exc:

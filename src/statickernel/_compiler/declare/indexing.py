@@ -26,7 +26,7 @@ def apply_index(
     index: Mapping[str, str],
     operands: list[OperandSpec],
     results: list[OperandSpec],
-    blocked: Mapping[str, str],
+    tile: Mapping[str, str],
     loop: Mapping[str, str],
     batch: tuple[str, ...],
     groups: Mapping[str, str],
@@ -54,7 +54,7 @@ def apply_index(
         along = ids.dims[0]
         # The result that updates an operand in place may have the dim: its rows scattered.
         kept = [r for r in results if update is None or r.dims != by_name[update].dims]
-        _check_indexed_dim(dim, along, blocked, batch, groups, kept, update, err)
+        _check_indexed_dim(dim, along, {**tile, **loop}, batch, groups, kept, update, err)
         scattered = [
             _marked(r, dim, along, name, loop, err) if dim in r.dims else r for r in scattered
         ]
@@ -109,8 +109,8 @@ def _index_operand(
     wrong = [d for d in ids.dtypes if d not in INDEX_DTYPES]
     if wrong:
         raise AnnotationError(
-            f"index operand `{name}` allows {wrong[0]} values; an index is an integer of at "
-            "most 32 bits",
+            f"index operand `{name}` allows {wrong[0]} values; an index is compared in int32, "
+            "so it is a signed integer of at most 32 bits or an unsigned one of at most 16",
             **err,
             operand=name,
             expected=f"one of {', '.join(INDEX_DTYPES)} (Int32[Array, ...])",
@@ -205,13 +205,16 @@ def _marked(
         )
     if along in op.dims:
         raise AnnotationError(
-            f"operand `{op.name}` ('{' '.join(op.dims)}') has both the indexed dim {dim} and "
-            f"the index's dim {along}",
+            f"index `{name}` runs along {along}, which `{op.name}` ('{' '.join(op.dims)}') "
+            f"has too: the index picks one row of {dim} for each row of the kernel's blocks, "
+            f"and {op.name}'s rows are then seen along {along}",
             **err,
-            operand=op.name,
+            operand=name,
             dim=along,
-            expected=f"'{dim} D' with D other than {along}",
-            actual=f"'{' '.join(op.dims)}'",
-            fix=f"name the dim after {dim} differently",
+            expected=f"`{name}` along the rows of the result (' T'), a dim `{op.name}` does "
+            "not have",
+            actual=f"`{name}`: '{along}', `{op.name}`: '{' '.join(op.dims)}'",
+            fix=f"annotate `{name}` with the result's row dim (the tokens it looks up), or, if "
+            f"{along} is meant, name {op.name}'s other dim differently",
         )
     return dataclasses.replace(op, indexed=IndexedDim(dim, along, name))

@@ -175,21 +175,19 @@ def build_spec(
     hints = _type_hints(fn, err)
     operands, consts = _parameter_specs(fn, hints, err, batch)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
-    operands = apply_groups(groups or {}, operands, results, tile, dict(loop or {}), batch, err)
+    loop = dict(loop or {})
+    operands = apply_groups(groups or {}, operands, results, tile, loop, batch, err)
     groups = dict(groups or {})  # a mapping of names: apply_groups checked it
-    blocked, looped = {**tile, **dict(loop or {})}, dict(loop or {})
     updated = check_update(update, operands, results, result_is_tuple, err)
     operands, results = apply_index(
-        index or {}, operands, results, blocked, looped, batch, groups, updated, err
+        index or {}, operands, results, tile, loop, batch, groups, updated, err
     )
-    index = dict(index or {})  # a mapping of names: apply_index checked it
     check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
     check_batch(batch, operands, results, err)
     constant_dims = const_dims(operands, results, {c.name: c.is_int for c in consts})
     check_derivable(operands, results, err, constant_dims)
-    loop = dict(loop or {})
     parameters = param_dims(operands, results, {**tile, **loop}, batch)
     rows, cols = frame(operands, results, err, loop, constant_dims, parameters)
     check_stacked_params(operands, parameters, rows, cols, err, loop)
@@ -217,7 +215,7 @@ def build_spec(
         const_dims=constant_dims,
         param_dims=parameters,
         groups=tuple(groups.items()),
-        index=tuple(index.items()),
+        index=tuple(dict(index or {}).items()),  # a mapping of names: apply_index checked it
         update=updated,
     )
 
