@@ -531,7 +531,7 @@ def test_the_plan_says_how_rows_are_read() -> None:
     assert "V=1000" in text and "indexed by ids" in text
     assert "rows gathered by ids" in text
     assert "an index outside [0, 1000) reads zeros" in text
-    assert "read from global memory by the rows it gathers" in text
+    assert "read from global memory by the copies of the rows it picks" in text
 
 
 def test_the_plan_of_ids_the_body_loads() -> None:

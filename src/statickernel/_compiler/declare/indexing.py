@@ -109,8 +109,8 @@ def _index_operand(
     wrong = [d for d in ids.dtypes if d not in INDEX_DTYPES]
     if wrong:
         raise AnnotationError(
-            f"index operand `{name}` allows {wrong[0]} values; an index is compared in int32, "
-            "so it is a signed integer of at most 32 bits or an unsigned one of at most 16",
+            f"index operand `{name}` allows {wrong[0]} values; an index is compared as an int32: "
+            "a signed integer of up to 32 bits, or an unsigned one of up to 16",
             **err,
             operand=name,
             expected=f"one of {', '.join(INDEX_DTYPES)} (Int32[Array, ...])",
