@@ -111,10 +111,22 @@ def smem_fix(
             if smem_bytes(spec, trial, dtypes, loaded) <= hw.SMEM_BYTES and candidate % unit == 0:
                 return f"set {const}={candidate} (the largest {const} whose blocks fit)"
             candidate -= unit
-    whole = [d for d in layout.dims if d.name not in tile and not d.batched]
+    whole = [
+        d
+        for d in layout.dims
+        if d.name not in tile and not (d.batched or d.grouped or d.indexed_by)
+    ]
     if not whole:
         return "use smaller block constants or fewer operands"
     wide = max(whole, key=lambda d: d.extent).name
+    gathered = [o.name for o in spec.operands if o.indexed is not None and wide in o.dims]
+    if gathered:
+        return (
+            f"`{gathered[0]}`'s gathered rows are whole along {wide} and too wide for shared "
+            f'memory: tile it, tile={{"{wide}": "B{wide}"}}; gathered rows are not streamed by '
+            f"a loop, so a body that reduces whole rows gathers them in one kernel and "
+            "reduces them in the next"
+        )
     if wide == spec.rows:
         return (
             f"dim {wide} is whole in each block and too long for shared memory: tile it, e.g. "
