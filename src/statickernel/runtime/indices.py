@@ -15,8 +15,8 @@ import contextvars
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import jax
 import numpy as np
+from jax.core import Tracer
 
 from .._compiler.declare.spec import KernelSpec
 from .._errors import OperandError
@@ -52,7 +52,7 @@ def check_indices(spec: KernelSpec, args: Sequence[Any]) -> None:
     scattering = {r.indexed.index for r in spec.results if r.indexed is not None}
     for dim, name in spec.index:
         values = args[names.index(name)]
-        if isinstance(values, jax.core.Tracer):
+        if isinstance(values, Tracer):
             continue
         ids = np.asarray(values).astype(np.int64).reshape(-1)
         holder = next(op for op in spec.operands if dim in op.dims and op.name != name)
