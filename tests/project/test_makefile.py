@@ -62,8 +62,9 @@ def test_pytest_runs_in_parallel_with_the_callers_arguments(tmp_path: pathlib.Pa
     assert "-n auto" in command and "--dist loadfile" in command
     assert command.endswith('-m "not slow" -k softmax -x')
     assert "-n 0" in _plan("pytest", venv, arguments, "PYTEST_WORKERS=0")
-    # CI's second jax version leaves the slow tests out.
-    assert "PYTEST_ARGS='-m \"not slow\"'" in (REPO / ".ci" / "run").read_text()
+    # CI's second jax version leaves the slow tests, and the project's and the CLI's, out.
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "PYTEST_ARGS='-m \"not slow\" --ignore=tests/project --ignore=tests/cli'" in ci
 
 
 @pytest.mark.parametrize("node", ["recent", "old", "none"])
