@@ -147,7 +147,12 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     least = max((int(kernel.consts[d]) for d in spec.const_dims), default=1)
     if whole:
         ragged = {d: max(least, aligned_whole[d] - aligned_whole[d] // 4 - 1) for d in whole}
-        label = f"ragged {' '.join(whole)} (whole)"
+        # A dim an index addresses is no block's: its probe is only a size of the array.
+        indexed = [d for d in whole if d in dict(spec.index)]
+        plain = [d for d in whole if d not in indexed]
+        parts = [f"{' '.join(indexed)} (indexed)"] if indexed else []
+        parts += [f"{' '.join(plain)} (whole)"] if plain else []
+        label = f"ragged {', '.join(parts)}"
         if sliced is not None:
             ragged[sliced] = hw.round_up(ragged[sliced], _SLICED_COLUMNS)
             label = (
