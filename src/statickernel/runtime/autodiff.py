@@ -197,7 +197,7 @@ def differentiable(
         fn = _declared_backward(launch, derivative.backward, spec, consts, backend_name)
     else:
         fn = _not_differentiable(launch, spec)
-    refusal = _transpose_refusal(spec.name, derivative)
+    refusal = _transpose_refusal(spec.name, derivative, spec.update)
 
     def not_transposable(*args: Any) -> Any:
         results, tree = jax.tree.flatten(fn(*args))
@@ -215,9 +215,14 @@ class _TransposeRefusal:
     fix: str
 
 
-def _transpose_refusal(kernel: str, derivative: Derivative) -> _TransposeRefusal:
+def _transpose_refusal(
+    kernel: str, derivative: Derivative, update: str | None = None
+) -> _TransposeRefusal:
     vjp = "take `_, transpose = jax.vjp(kernel, *operands)`: for a linear kernel it is the same map"
     jnp_fn = "or transpose a jnp function (the kernel's reference, say)"
+    if update is not None:
+        supported = f"none: it updates `{update}` in place, which has no derivative rule"
+        return _TransposeRefusal(kernel, supported, "transpose a jnp function of the same map")
     if isinstance(derivative, FromReference):
         supported = 'jax.grad, jax.vjp, jax.jvp and jax.linearize, through vjp="reference"'
         return _TransposeRefusal(kernel, supported, f"{vjp}; {jnp_fn}")

@@ -54,7 +54,18 @@ def apply_index(
         along = ids.dims[0]
         # The result that updates an operand in place may have the dim: its rows scattered.
         kept = [r for r in results if update is None or r.dims != by_name[update].dims]
-        _check_indexed_dim(dim, along, {**tile, **loop}, batch, groups, kept, update, err)
+        _check_indexed_dim(dim, along, {**tile, **loop}, batch, groups, kept, operands, err)
+        if along in loop:
+            raise AnnotationError(
+                f"index `{name}` runs along {along}, which a loop walks: the rows an index "
+                "picks are copied once a block, not a loop step at a time",
+                **err,
+                operand=name,
+                dim=along,
+                expected=f"{along} tiled (or whole)",
+                actual=f"{along} in loop=",
+                fix=f'tile {along} instead: tile={{"{along}": "B{along}"}}',
+            )
         scattered = [
             _marked(r, dim, along, name, loop, err) if dim in r.dims else r for r in scattered
         ]
@@ -128,7 +139,7 @@ def _check_indexed_dim(
     batch: tuple[str, ...],
     groups: Mapping[str, str],
     results: list[OperandSpec],
-    update: str | None,
+    operands: list[OperandSpec],
     err: dict[str, Any],
 ) -> None:
     """The indexed dim is addressed by the values alone: no block, batch entry, group or
@@ -154,9 +165,10 @@ def _check_indexed_dim(
         )
     for result in results:
         if dim in result.dims:
+            base = next((o.name for o in operands if o.dims == result.dims), "cache")
             scatter = (
                 f"; to write its rows into an operand laid out '{' '.join(result.dims)}' "
-                f'in place, name it: update="{update or "cache"}"'
+                f'in place, name it: update="{base}"'
             )
             raise AnnotationError(
                 f"result `{result.name}` has the indexed dim {dim}, but updates no operand "

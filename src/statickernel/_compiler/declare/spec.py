@@ -178,7 +178,7 @@ def build_spec(
     loop = dict(loop or {})
     operands = apply_groups(groups or {}, operands, results, tile, loop, batch, err)
     groups = dict(groups or {})  # a mapping of names: apply_groups checked it
-    updated = check_update(update, operands, results, result_is_tuple, err)
+    updated = check_update(update, operands, results, result_is_tuple, tile, index, err)
     operands, results = apply_index(
         index or {}, operands, results, tile, loop, batch, groups, updated, err
     )

@@ -8,6 +8,7 @@ moves only the rows it writes (a KV-cache update). Under `jax.jit` with the oper
 no copy of it is made. Checked here at the declaration; the dtypes at the call.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
@@ -21,6 +22,8 @@ def check_update(
     operands: list[OperandSpec],
     results: list[OperandSpec],
     result_is_tuple: bool,
+    tile: Mapping[str, str],
+    index: Any,
     err: dict[str, Any],
 ) -> str | None:
     """The name of the operand the result updates in place, checked; None without one."""
@@ -57,5 +60,26 @@ def check_update(
             expected=f"the result annotated '{' '.join(operand.dims)}', as `{update}` is",
             actual=f"'{' '.join(result.dims)}'",
             fix=f"annotate the result with the dims of `{update}`",
+        )
+    # A dim an index addresses is written along the index's dims.
+    by_name = {op.name: op for op in operands}
+    seen = set(result.dims)
+    if isinstance(index, Mapping):
+        for dim, name in index.items():
+            if dim in seen and name in by_name:
+                seen |= set(by_name[name].dims)
+    lacking = [d for d in tile if d not in seen]
+    if lacking:
+        raise AnnotationError(
+            f"the result updates `{update}` in place, but it lacks the tiled dim {lacking[0]}: "
+            "each block's part of it is combined with the others' after the launch, not "
+            "written into an array",
+            **err,
+            operand=update,
+            dim=lacking[0],
+            expected=f"a result with every tiled dim ({', '.join(tile)}), each block writing "
+            "its own part",
+            actual=f"'{' '.join(result.dims)}'",
+            fix="drop update= and combine the result with the operand outside the kernel",
         )
     return update

@@ -39,6 +39,10 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
         for atom in inner.inputs:
             if atom.var in looped and atom.var not in used:
                 used.append(atom.var)
+    # A block the step returns as it is (a copy) is loaded too, though no equation reads it.
+    for atom in step.outputs:
+        if atom.var in looped and atom.var not in used:
+            used.append(atom.var)
     loads = tuple(
         name
         for name in used
@@ -50,9 +54,6 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
         )
         or any(atom.var == name for atom in step.outputs)
     )
-    for atom in step.outputs:
-        if atom.var in looped and atom.var not in used:
-            used.append(atom.var)
     guesses = _initial_kinds(tr, eqn.inputs, step.axis)
     first_error: UnsupportedOpError | NotInForm | None = None
     for kinds in guesses:

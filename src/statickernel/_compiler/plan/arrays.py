@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ... import _hardware as hw
-from ..._errors import DtypeError
+from ..._errors import DtypeError, ShiftError
 from ...language.context import Halo
 from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout, columns_viewed_in_steps
@@ -37,7 +37,32 @@ def plan_arrays(
 
 
 def _check_updates(inputs: PlanInputs, results: tuple[OperandPlan, ...]) -> None:
-    """A result written into an operand's array in place has that operand's dtype."""
+    """A result written into an operand's array in place has that operand's dtype, and its
+    operand, like an operand whose rows are gathered, is read only at its own block's rows
+    (never shifted)."""
+    spec = inputs.spec
+    for name in [o.name for o in spec.operands if o.indexed is not None] + [spec.update]:
+        halo = inputs.halos.get(name) if name is not None else None
+        if halo is None or not halo.rows:
+            continue
+        gathered = name != spec.update
+        raise inputs.ctx.error(
+            ShiftError,
+            f"the body loads `{name}` shifted, whose "
+            + (
+                "rows are gathered by an index: a row above a gathered row is no row of it"
+                if gathered
+                else "array the result updates in place: the rows around a block are other "
+                "blocks', which those blocks overwrite in an order not defined"
+            ),
+            operand=name,
+            expected=f"sk.load({name}) at its own block's rows",
+            actual=f"sk.load({name}, offset=...)",
+            fix="gather the shifted rows with an index of their own (ids shifted outside the "
+            "kernel)"
+            if gathered
+            else "write the result into a new array (drop update=)",
+        )
     for result in results:
         if result.updates is None:
             continue
