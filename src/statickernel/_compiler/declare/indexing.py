@@ -67,7 +67,8 @@ def apply_index(
                 fix=f'tile {along} instead: tile={{"{along}": "B{along}"}}',
             )
         scattered = [
-            _marked(r, dim, along, name, loop, err) if dim in r.dims else r for r in scattered
+            _marked(r, dim, along, name, loop, err, "scattered") if dim in r.dims else r
+            for r in scattered
         ]
         holders = [op for op in operands if dim in op.dims and op.name != name]
         if not holders:
@@ -190,8 +191,10 @@ def _marked(
     name: str,
     loop: Mapping[str, str],
     err: dict[str, Any],
+    moved: str = "gathered",
 ) -> OperandSpec:
-    """`op` with its rows `dim` gathered by `name`'s values along `along`."""
+    """`op` with its rows `dim` gathered (a result's scattered) by `name`'s values along
+    `along`."""
     if op.batch or op.groups or len(op.dims) != 2 or op.dims[0] != dim:
         raise AnnotationError(
             f"operand `{op.name}` ('{' '.join(op.dims)}') has the indexed dim {dim} other than "
@@ -199,15 +202,15 @@ def _marked(
             **err,
             operand=op.name,
             dim=dim,
-            expected=f"'{dim} D': rows of {dim} gathered, each whole along D",
+            expected=f"'{dim} D': rows of {dim} {moved}, each whole along D",
             actual=f"'{' '.join(op.dims)}'",
             fix=f"lay `{op.name}` out with {dim} first and one dim after it, transposing or "
             "flattening it outside the kernel",
         )
     if op.dims[1] in loop:
         raise AnnotationError(
-            f"operand `{op.name}` ('{' '.join(op.dims)}') has rows gathered by `{name}` and "
-            f"columns {op.dims[1]} that a loop walks: gathered rows are copied once a block",
+            f"`{op.name}` ('{' '.join(op.dims)}') has rows {moved} by `{name}` and "
+            f"columns {op.dims[1]} that a loop walks: {moved} rows are copied once a block",
             **err,
             operand=op.name,
             dim=op.dims[1],

@@ -40,8 +40,9 @@ def check_update(
             fix='write update="cache" with the operand `cache` laid out as the result',
         )
     if result_is_tuple or len(results) != 1:
+        count = f"a tuple of {len(results)}" if result_is_tuple else str(len(results))
         raise AnnotationError(
-            f"update={update!r} is given to a kernel of {len(results)} results",
+            f"update={update!r} is given to a kernel whose results are {count}",
             **err,
             operand=update,
             expected="one result, the operand updated in place",
