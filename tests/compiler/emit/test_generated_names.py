@@ -87,6 +87,9 @@ def _collides(path: pathlib.Path, operand: str, name: str) -> str | None:
     """Which identifier of the golden module `name` would take if `operand` were named so."""
     identifiers = _golden(path)[3]
     own = {operand + s for s in OPERAND_SUFFIXES}
+    # The copies of rows an index picks name their loop and locals after the array too.
+    own |= {names.indexed_part(operand, part) for part in names.INDEXED_PARTS}
+    own |= {names.indexed_loop(operand, verb) for verb in ("gather", "scatter")}
     others = identifiers - own
     for suffix in OPERAND_SUFFIXES:
         if operand + suffix in identifiers and name + suffix in others:

@@ -15,7 +15,7 @@ reads zeros, a scattered row is skipped, as is a scattered row past the index's 
 from collections.abc import Mapping
 
 from ... import _hardware as hw
-from ..ir.names import block_index, gmem_ref
+from ..ir.names import block_index, gmem_ref, indexed_loop, indexed_part
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -47,16 +47,25 @@ def gather_copies(
     for gmem_box, smem_box in rows_boxes(plan, op, _one_row(at, row)):
         copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
         body.append(ExprStmt(copy))
-    return [_row_loop(f"gather_{op.name}", op, row, body)]
+    return [_row_loop(indexed_loop(op.name, "gather"), op, row, body)]
 
 
 def scatter_copies(plan: LaunchPlan, op: OperandPlan) -> list[Stmt]:
-    """The loop that copies the result `op`'s block row by row to the rows its index picks."""
+    """The loop that copies the result `op`'s block row by row to the rows its index picks;
+    a row outside the array, or past the index's end, is not copied at all (sent one past
+    the array's end, TMA would drop it, but the copies of several such rows would still be
+    writes to one place that nothing orders)."""
     row, at, body = _row_of_array(plan, op, skip_past_index=True)
-    body.append(Comment("A row outside the array, or past the index's end, is dropped."))
-    for gmem_box, smem_box in rows_boxes(plan, op, _one_row(at, row)):
-        body.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box)))
-    return [_row_loop(f"scatter_{op.name}", op, row, body)]
+    picked, inside = Name(indexed_part(op.name, "index")), Name(indexed_part(op.name, "inside"))
+    copies = tuple(
+        ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box))
+        for gmem_box, smem_box in rows_boxes(plan, op, _one_row(picked, row))
+    )
+    body = [line for line in body if not (isinstance(line, Assign) and line.targets == (at,))]
+    body.append(Comment("A row outside the array, or past the index's end, is skipped."))
+    when = call("pl.when", inside)
+    body.append(FunctionDef(indexed_part(op.name, "store"), (), copies, decorators=(when,)))
+    return [_row_loop(indexed_loop(op.name, "scatter"), op, row, body)]
 
 
 def _one_row(at: Expr, row: Name) -> tuple[Expr, Expr]:
@@ -78,7 +87,7 @@ def _row_of_array(
     assert op.index is not None
     index = plan.operand(op.index)
     along = plan.dim(op.dims[0])  # the index's dim: the block's rows
-    row = Name(f"{op.name}_row")
+    row = Name(indexed_part(op.name, "row"))
     position: Expr = row
     if along.tiled_by:
         start = BinOp(Operator.MUL, Name(block_index(along.name)), Const(along.block))
@@ -87,7 +96,7 @@ def _row_of_array(
     read: Expr = Subscript(Name(gmem_ref(op.index)), (call("lax.min", position, Const(size - 1)),))
     if index.dtype != "int32":
         read = call("lax.convert_element_type", read, DType("int32"))
-    picked, at = Name(f"{op.name}_index"), Name(f"{op.name}_at")
+    picked, at = Name(indexed_part(op.name, "index")), Name(indexed_part(op.name, "at"))
     array_rows = op.gmem_shape[len(op.batch)]
     inside: Expr = BinOp(
         Operator.AND,
@@ -99,6 +108,9 @@ def _row_of_array(
     body: list[Stmt] = [
         Comment(f"The row of the array that row {row.text} of the block is copied with."),
         Assign((picked,), read),
-        Assign((at,), select(inside, picked, Const(array_rows), "int32")),
+        Assign((Name(indexed_part(op.name, "inside")),), inside),
+        Assign(
+            (at,), select(Name(indexed_part(op.name, "inside")), picked, Const(array_rows), "int32")
+        ),
     ]
     return row, at, body

@@ -20,6 +20,7 @@ from .nodes import Mask
 __all__ = [
     "BLOCK_NAMES",
     "GIVEN_AROUND",
+    "INDEXED_PARTS",
     "INDEX_MAP_STEP",
     "MODULE_NAMES",
     "WARP_SPECIALIZED",
@@ -34,6 +35,8 @@ __all__ = [
     "clash",
     "cta_tile_index",
     "gmem_ref",
+    "indexed_loop",
+    "indexed_part",
     "invalid_kernel_name",
     "loop_function",
     "loop_part",
@@ -128,6 +131,9 @@ GIVEN_AROUND: Mapping[str, str] = {
     "load_block": "a persistent launch's copies of one block",
     "refill": "a persistent launch's refill of a slot",
 }
+# The locals of the copies of an array's rows an index picks, by the part they name.
+INDEXED_PARTS = ("row", "index", "inside", "at", "store")
+
 # Families of generated locals.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"v\d+(?:_\w+)?"), "a value the body computes (v0, v1, v0_acc, ...)"),
@@ -205,6 +211,18 @@ def batch_entry(name: str) -> str:
     return f"{name}_entry"
 
 
+def indexed_part(array: str, part: str) -> str:
+    """A local of the copies of an array whose rows an index picks: `table_row` (the loop's
+    row), `table_index` (the id read), `table_inside` (whether it is a row of the array),
+    `table_at` (the row a gather copies), `result_store` (a scatter's guarded copy)."""
+    return f"{array}_{part}"
+
+
+def indexed_loop(array: str, verb: str) -> str:
+    """The loop that copies an array's rows an index picks: `gather_table`, `scatter_result`."""
+    return f"{verb}_{array}"
+
+
 def result_name(index: int, is_tuple: bool) -> str:
     """A result's name: `result`, or `result0`, `result1`, ... for a tuple of results."""
     return f"result{index}" if is_tuple else "result"
@@ -222,6 +240,11 @@ def _derived(arrays: Iterable[str], dims: Iterable[str]) -> dict[str, str]:
         names[row_form_running(array)] = f"the row form's running value of `{array}`"
         names[row_form_first(array)] = f"the row form's first entry of `{array}`"
         names[row_form_update(array)] = f"the row form's guarded update of `{array}`"
+        # The copies of rows an index picks (`index=`): their loop and its locals.
+        for part in INDEXED_PARTS:
+            names[indexed_part(array, part)] = f"the {part} of a row of `{array}` an index picks"
+        for verb in ("gather", "scatter"):
+            names[indexed_loop(array, verb)] = f"the loop that {verb}s the rows of `{array}`"
     for dim in dims:
         names[block_index(dim)] = f"the block index along dim {dim}"
     return names

@@ -26,7 +26,8 @@ def _embedding_block(table_gmem, ids_gmem, result_gmem, table_smem, result_smem,
     def gather_table(table_row):
         # The row of the array that row table_row of the block is copied with.
         table_index = ids_gmem[lax.min(block_T * 64 + table_row, 99)]
-        table_at = jnp.where((table_index > -1) & (table_index < 1000), table_index, 1000)
+        table_inside = (table_index > -1) & (table_index < 1000)
+        table_at = jnp.where(table_inside, table_index, 1000)
         # An id outside the array reads one past its end: zeros.
         plgpu.copy_gmem_to_smem(
             table_gmem.at[pl.ds(table_at, 1), pl.ds(block_D * 256, 256)],

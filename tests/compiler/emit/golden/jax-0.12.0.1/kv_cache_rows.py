@@ -45,16 +45,17 @@ def _kv_cache_rows_block(
     def scatter_result(result_row):
         # The row of the array that row result_row of the block is copied with.
         result_index = slot_mapping_gmem[lax.min(block_T * 64 + result_row, 69)]
-        result_at = jnp.where(
-            (result_index > -1) & (result_index < 300) & (block_T * 64 + result_row < 70),
-            result_index,
-            300,
+        result_inside = (
+            (result_index > -1) & (result_index < 300) & (block_T * 64 + result_row < 70)
         )
-        # A row outside the array, or past the index's end, is dropped.
-        plgpu.copy_smem_to_gmem(
-            result_smem.at[pl.ds(result_row, 1)],
-            result_gmem.at[pl.ds(result_at, 1), pl.ds(block_E * 256, 256)],
-        )
+
+        # A row outside the array, or past the index's end, is skipped.
+        @pl.when(result_inside)
+        def result_store():
+            plgpu.copy_smem_to_gmem(
+                result_smem.at[pl.ds(result_row, 1)],
+                result_gmem.at[pl.ds(result_index, 1), pl.ds(block_E * 256, 256)],
+            )
 
     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
