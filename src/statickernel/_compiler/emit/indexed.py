@@ -5,11 +5,11 @@ scatter copies row t of a result's block (one that updates an operand in place) 
 
 A loop of the block's rows reads each id from global memory and starts the copy of that
 row. A gather's copies all arrive at the block's one barrier, which counts one arrival a
-row; a row past the index's end reads the index's last element (that row of the block is
-never stored). An id outside [0, rows) is replaced by `rows`, one past the array's end,
-where TMA reads zeros and drops writes, on the device and in the interpreter alike (a
-negative start is not: the interpreter reads it as Python indexing would): a gathered row
-reads zeros, a scattered row is skipped, as is a scattered row past the index's end.
+row, so every row is copied: a row past the index's end reads the index's last element
+(that row of the block is never stored), and an id outside [0, rows) is replaced by `rows`,
+one past the array's end, where TMA reads zeros on the device and in the interpreter alike
+(a negative start is not: the interpreter reads it as Python indexing would). A scatter
+skips such a row, and a row past the index's end, under `pl.when`.
 """
 
 from collections.abc import Mapping
@@ -42,7 +42,9 @@ def gather_copies(
     plan: LaunchPlan, op: OperandPlan, barrier: Expr, promise: Mapping[str, Expr]
 ) -> list[Stmt]:
     """The loop that copies `op`'s block row by row from the rows its index picks."""
-    row, at, body = _row_of_array(plan, op, skip_past_index=False)
+    row, picked, inside, body = _row_of_array(plan, op, skip_past_index=False)
+    at = Name(indexed_part(op.name, "at"))
+    body.append(Assign((at,), select(inside, picked, Const(_array_rows(op)), "int32")))
     body.append(Comment("An id outside the array reads one past its end: zeros."))
     for gmem_box, smem_box in rows_boxes(plan, op, _one_row(at, row)):
         copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
@@ -55,13 +57,11 @@ def scatter_copies(plan: LaunchPlan, op: OperandPlan) -> list[Stmt]:
     a row outside the array, or past the index's end, is not copied at all (sent one past
     the array's end, TMA would drop it, but the copies of several such rows would still be
     writes to one place that nothing orders)."""
-    row, at, body = _row_of_array(plan, op, skip_past_index=True)
-    picked, inside = Name(indexed_part(op.name, "index")), Name(indexed_part(op.name, "inside"))
+    row, picked, inside, body = _row_of_array(plan, op, skip_past_index=True)
     copies = tuple(
         ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box))
         for gmem_box, smem_box in rows_boxes(plan, op, _one_row(picked, row))
     )
-    body = [line for line in body if not (isinstance(line, Assign) and line.targets == (at,))]
     body.append(Comment("A row outside the array, or past the index's end, is skipped."))
     when = call("pl.when", inside)
     body.append(FunctionDef(indexed_part(op.name, "store"), (), copies, decorators=(when,)))
@@ -78,12 +78,17 @@ def _row_loop(name: str, op: OperandPlan, row: Name, body: list[Stmt]) -> Functi
     return FunctionDef(name, (row.text,), tuple(body), decorators=(loop,))
 
 
+def _array_rows(op: OperandPlan) -> int:
+    """The rows of the array the index addresses (after its batch dims)."""
+    return op.gmem_shape[len(op.batch)]
+
+
 def _row_of_array(
     plan: LaunchPlan, op: OperandPlan, *, skip_past_index: bool
-) -> tuple[Name, Name, list[Stmt]]:
-    """The loop's row, the array's row it copies, and the statements that compute it: the
-    id at the row's position, or one past the array's end when the id is outside it (or,
-    with `skip_past_index`, when the position is past the index's end)."""
+) -> tuple[Name, Name, Name, list[Stmt]]:
+    """The loop's row, the id read at its position, whether that id is a row of the array
+    (and, with `skip_past_index`, whether the position is inside the index), and the
+    statements that compute them."""
     assert op.index is not None
     index = plan.operand(op.index)
     along = plan.dim(op.dims[0])  # the index's dim: the block's rows
@@ -96,21 +101,17 @@ def _row_of_array(
     read: Expr = Subscript(Name(gmem_ref(op.index)), (call("lax.min", position, Const(size - 1)),))
     if index.dtype != "int32":
         read = call("lax.convert_element_type", read, DType("int32"))
-    picked, at = Name(indexed_part(op.name, "index")), Name(indexed_part(op.name, "at"))
-    array_rows = op.gmem_shape[len(op.batch)]
-    inside: Expr = BinOp(
+    picked, inside = Name(indexed_part(op.name, "index")), Name(indexed_part(op.name, "inside"))
+    condition: Expr = BinOp(
         Operator.AND,
         BinOp(Operator.GT, picked, Const(-1)),
-        BinOp(Operator.LT, picked, Const(array_rows)),
+        BinOp(Operator.LT, picked, Const(_array_rows(op))),
     )
     if skip_past_index and hw.cdiv(along.size, along.block) * op.block_shape[0] > size:
-        inside = BinOp(Operator.AND, inside, BinOp(Operator.LT, position, Const(size)))
+        condition = BinOp(Operator.AND, condition, BinOp(Operator.LT, position, Const(size)))
     body: list[Stmt] = [
         Comment(f"The row of the array that row {row.text} of the block is copied with."),
         Assign((picked,), read),
-        Assign((Name(indexed_part(op.name, "inside")),), inside),
-        Assign(
-            (at,), select(Name(indexed_part(op.name, "inside")), picked, Const(array_rows), "int32")
-        ),
+        Assign((inside,), condition),
     ]
-    return row, at, body
+    return row, picked, inside, body
