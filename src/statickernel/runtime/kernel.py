@@ -404,6 +404,7 @@ def kernel[**P, R](
     groups: Mapping[str, str] | None = None,
     index: Mapping[str, str] | None = None,
     update: str | None = None,
+    pages: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -420,6 +421,7 @@ def kernel[**P, R](
     groups: Mapping[str, str] | None = None,
     index: Mapping[str, str] | None = None,
     update: str | None = None,
+    pages: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -450,6 +452,13 @@ def kernel[**P, R](
         "slot_mapping"}`), row t of the body's block is written to row `slot_mapping[t]`,
         and a slot outside the array is skipped. Under `jax.jit` with the operand donated,
         no copy of it is made.
+      pages: page dims of a paged operand, each with the table listing its pages, e.g.
+        `{"P": "block_tables"}`: `k_pages: "Hkv P S D"` holds pages of S rows, and
+        `block_tables: "B Pages"` lists the pages of each batch entry's sequence, in order.
+        The loop over S (`loop={"S": "BS"}`) walks that sequence: its size is Pages * S,
+        token t is row t % S of page `block_tables[b, t // S]`, and each step's block of BS
+        tokens (whole pages, or a part of one) is copied page by page. A page outside [0, P)
+        reads zeros.
       reference: a plain jnp function computing the same result, for tests and tools.
       vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
         kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A
@@ -473,6 +482,7 @@ def kernel[**P, R](
                 groups=groups,
                 index=index,
                 update=update,
+                pages=pages,
             )
             derivative = parse_vjp(vjp, spec)
             try:

@@ -83,6 +83,7 @@ def bind(
     for dim in spec.const_dims:  # a result dim sized by its constant (top-k's K)
         sizes[dim] = int(consts[dim])  # positive, as every int constant
     _check_groups(spec, sizes, consts, ctx.bound(sizes))
+    _bind_pages(spec, sizes, consts, ctx.bound(sizes))
     _typecheck(spec, args, ctx.bound(sizes))
     return Binding(
         sizes=tuple(sizes.items()),
@@ -97,6 +98,8 @@ def _check_groups(
 ) -> None:
     """A group dim has one index per step of its loop: G == cdiv(K, BK)."""
     for group, walked in spec.groups:
+        if group in spec.page_tables:  # any number of pages: the table picks them
+            continue
         const = spec.loop_map[walked]
         block = int(consts[const])
         steps = -(-sizes[walked] // block)
@@ -120,6 +123,30 @@ def _check_groups(
             actual=f"{group} = {sizes[group]}",
             fix=fix,
         )
+
+
+def _bind_pages(
+    spec: KernelSpec, sizes: dict[str, int], consts: dict[str, Any], ctx: ErrorContext
+) -> None:
+    """The loop over a paged dim copies whole pages a step, or an equal part of one. (Its
+    size, the table's length times the page size, is the layout's: `sizes` keeps the page's.)"""
+    for group in spec.page_tables:
+        walked = spec.group_map[group]
+        const = spec.loop_map[walked]
+        page, block = sizes[walked], int(consts[const])
+        if block % page and page % block:
+            holder = next(o.name for o in spec.operands if group in o.dims)
+            fits = [b for b in (page // 2, page, 2 * page, 4 * page) if b >= 8 and b % 8 == 0]
+            raise ctx.error(
+                ShapeError,
+                f"the loop over {walked} copies blocks of {block} rows, which are neither whole "
+                f"pages of `{holder}` ({page} rows) nor an equal part of one",
+                operand=holder,
+                dim=walked,
+                expected=f"{const} a multiple of the page size {page}, or a divisor of it",
+                actual=f"{const}={block}, pages of {page}",
+                fix=f"set {const} to one of {', '.join(map(str, fits)) or 'the page size'}",
+            )
 
 
 def _check_operand_count(spec: KernelSpec, args: Sequence[Any], ctx: ErrorContext) -> None:

@@ -21,8 +21,11 @@ def apply_groups(
     loop: Mapping[str, str],
     batch: tuple[str, ...],
     err: dict[str, Any],
+    paged: frozenset[str] = frozenset(),
 ) -> list[OperandSpec]:
-    """The operands, each with the group dims that lead it (after its batch dims) marked."""
+    """The operands, each with the group dims that lead it (after its batch dims) marked.
+    A group dim in `paged` is one an index operand addresses (`index=`): each step copies the
+    page its index names, a block of one or two dims ("Hkv P S D": a page "S D")."""
     if not isinstance(groups, Mapping) or not all(
         isinstance(d, str) and isinstance(w, str) for d, w in groups.items()
     ):
@@ -57,7 +60,7 @@ def apply_groups(
                 fix=f"drop {held[0]} from the result; a group dim only selects an operand's "
                 "index in each step of its loop",
             )
-    return [_marked(op, groups, loop, err) for op in operands]
+    return [_marked(op, groups, loop, err, paged) for op in operands]
 
 
 def _check_group(
@@ -91,13 +94,19 @@ def _check_group(
 
 
 def _marked(
-    op: OperandSpec, groups: Mapping[str, str], loop: Mapping[str, str], err: dict[str, Any]
+    op: OperandSpec,
+    groups: Mapping[str, str],
+    loop: Mapping[str, str],
+    err: dict[str, Any],
+    paged: frozenset[str],
 ) -> OperandSpec:
     held = [d for d in op.dims if d in groups]
     if not held:
         return op
     lead = len(op.batch)
     body = op.dims[lead + len(held) :]
+    if held[0] in paged and tuple(op.dims[lead : lead + 1]) == (held[0],) and len(held) == 1:
+        return _paged(op, held[0], body, groups[held[0]], loop, err)
     if tuple(op.dims[lead : lead + len(held)]) != tuple(held) or len(held) > 1 or len(body) != 1:
         raise AnnotationError(
             f"operand `{op.name}` ('{' '.join(op.dims)}') has the group dim {held[0]} where "
@@ -124,3 +133,29 @@ def _marked(
             "sk.dot in the loop it runs along",
         )
     return dataclasses.replace(op, groups=(held[0],))
+
+
+def _paged(
+    op: OperandSpec,
+    dim: str,
+    page: tuple[str, ...],
+    walked: str,
+    loop: Mapping[str, str],
+    err: dict[str, Any],
+) -> OperandSpec:
+    """`op` with its page dim marked: each step of the loop over `walked` copies one page, a
+    block over the dims after it, the step's block of `walked` among them."""
+    looped = [d for d in page if d in loop and d != walked]
+    if walked not in page or looped or len(page) > 2:
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') has pages {dim} that are not blocks "
+            f"of the loop over {walked}",
+            **err,
+            operand=op.name,
+            dim=looped[0] if looped else dim,
+            expected=f"'{dim} {walked} D': each page one step's block of {walked}, whole along "
+            "the dim after it",
+            actual=f"'{' '.join(op.dims)}'",
+            fix=f"lay the pages out as '{dim} {walked} D', the page's rows the loop's block",
+        )
+    return dataclasses.replace(op, groups=(dim,))

@@ -50,6 +50,10 @@ def apply_index(
     marked = {op.name: op for op in operands}
     scattered = list(results)
     for dim, name in index.items():
+        if dim in groups:  # a page table: each loop step's page of `dim`
+            blocked = {**tile, **loop}
+            _check_page_table(dim, name, by_name, results, groups[dim], blocked, batch, err)
+            continue
         ids = _index_operand(dim, name, by_name, results, err)
         along = ids.dims[0]
         # The result that updates an operand in place may have the dim: its rows scattered.
@@ -85,14 +89,14 @@ def apply_index(
     return [marked[op.name] for op in operands], scattered
 
 
-def _index_operand(
+def _named_operand(
     dim: str,
     name: str,
     by_name: Mapping[str, OperandSpec],
     results: list[OperandSpec],
     err: dict[str, Any],
 ) -> OperandSpec:
-    """The operand `name`, checked to be an integer vector along a dim other than `dim`."""
+    """The operand `name` that index= names for `dim`."""
     ids = by_name.get(name)
     if ids is None:
         what = "a result" if any(r.name == name for r in results) else "no operand"
@@ -106,6 +110,18 @@ def _index_operand(
             fix=f'pass the indices as an operand, `{name}: Int32[Array, " T"]`, and name it in '
             "index=",
         )
+    return ids
+
+
+def _index_operand(
+    dim: str,
+    name: str,
+    by_name: Mapping[str, OperandSpec],
+    results: list[OperandSpec],
+    err: dict[str, Any],
+) -> OperandSpec:
+    """The operand `name`, checked to be an integer vector along a dim other than `dim`."""
+    ids = _named_operand(dim, name, by_name, results, err)
     if len(ids.dims) != 1 or dim in ids.dims:
         raise AnnotationError(
             f"index operand `{name}` ('{' '.join(ids.dims)}') is not a vector along a dim of "
@@ -118,19 +134,64 @@ def _index_operand(
             fix=f"flatten `{name}` to 1-D outside the kernel (a free reshape) and annotate it "
             '" T", with the result\'s rows T',
         )
+    _check_index_dtype(ids, err)
+    return ids
+
+
+def _check_index_dtype(ids: OperandSpec, err: dict[str, Any]) -> None:
     wrong = [d for d in ids.dtypes if d not in INDEX_DTYPES]
     if wrong:
         raise AnnotationError(
-            f"index operand `{name}` allows {wrong[0]} values; an index is compared as an int32: "
-            "a signed integer of up to 32 bits, or an unsigned one of up to 16",
+            f"index operand `{ids.name}` allows {wrong[0]} values; an index is compared as an "
+            "int32: a signed integer of up to 32 bits, or an unsigned one of up to 16",
             **err,
-            operand=name,
+            operand=ids.name,
             expected=f"one of {', '.join(INDEX_DTYPES)} (Int32[Array, ...])",
             actual=", ".join(ids.dtypes),
-            fix=f'annotate `{name}` Int32[Array, " {ids.dims[0]}"] and pass '
-            f"{name}.astype(jnp.int32)",
+            fix=f'annotate `{ids.name}` Int32[Array, "{" ".join(ids.dims)}"] and pass '
+            f"{ids.name}.astype(jnp.int32)",
         )
-    return ids
+
+
+def _check_page_table(
+    dim: str,
+    name: str,
+    by_name: Mapping[str, OperandSpec],
+    results: list[OperandSpec],
+    walked: str,
+    blocked: Mapping[str, str],
+    batch: tuple[str, ...],
+    err: dict[str, Any],
+) -> None:
+    """A page table (`groups={"P": "S"}` with `index={"P": "block_tables"}`) lists, for each
+    batch entry, the page of `dim` each step of the loop over `walked` reads: it is laid out
+    over batch dims of the kernel, then a dim of its own numbering the steps."""
+    table = _named_operand(dim, name, by_name, results, err)
+    steps = table.dims[-1] if table.dims else None
+    lead = table.dims[:-1]
+    others = [o for o in by_name.values() if o.name != name and steps in o.dims]
+    if (
+        steps is None
+        or steps in blocked
+        or steps in batch
+        or others
+        or steps == dim
+        or any(d not in batch for d in lead)
+    ):
+        expected = " ".join((*batch[:1], "Pages"))
+        raise AnnotationError(
+            f"page table `{name}` ('{' '.join(table.dims)}') does not list the pages of {dim} "
+            f"that the steps of the loop over {walked} read",
+            **err,
+            operand=name,
+            dim=dim,
+            expected=f"'{expected}': batch dims of the kernel, then a dim of the table's own "
+            f"(one page a step of the loop over {walked})",
+            actual=f"'{' '.join(table.dims)}'",
+            fix=f'annotate `{name}` Int32[Array, "{expected}"]: its row for each batch entry '
+            f"lists the pages that entry reads, in order",
+        )
+    _check_index_dtype(table, err)
 
 
 def _check_indexed_dim(

@@ -10,16 +10,13 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jaxtyping import AbstractArray
-
-from ..._compat import plain_dim_names
 from ..._errors import AnnotationError, ConstantError, TilingError
 from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
+from .arrays import array_spec
 from .consts import Const, ConstSpec, const_spec, type_name
 from .dims import (
     check_batch,
-    check_batch_leads,
     check_const_dims,
     check_derivable,
     check_stacked_params,
@@ -27,10 +24,11 @@ from .dims import (
     frame,
     param_dims,
 )
-from .dtypes import allowed_dtypes, check_packed_operands
+from .dtypes import check_packed_operands
 from .groups import apply_groups
 from .indexing import apply_index
 from .operand import OperandSpec
+from .pages import apply_pages
 from .updates import check_update
 
 __all__ = [
@@ -101,6 +99,13 @@ class KernelSpec:
         )
 
     @property
+    def page_tables(self) -> dict[str, str]:
+        """The page tables by the group dim each addresses (`groups={"P": "Pmax"}` with
+        `index={"P": "block_tables"}`): read by the copies of the pages, never by the body."""
+        groups = self.group_map
+        return {d: name for d, name in self.index if d in groups}
+
+    @property
     def tile_map(self) -> dict[str, str]:
         return dict(self.tile)
 
@@ -166,6 +171,7 @@ def build_spec(
     groups: Mapping[str, str] | None = None,
     index: Mapping[str, str] | None = None,
     update: str | None = None,
+    pages: Mapping[str, str] | None = None,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     _check_decorated(fn, name)
@@ -173,10 +179,14 @@ def build_spec(
     err: dict[str, Any] = dict(kernel=kname, where=where)
     _check_tile_map(tile, err)
     hints = _type_hints(fn, err)
-    operands, consts = _parameter_specs(fn, hints, err, batch)
+    unseen = frozenset(groups or ()) | frozenset(pages or ())  # dims the body never sees
+    operands, consts = _parameter_specs(fn, hints, err, batch, unseen)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     loop = dict(loop or {})
-    operands = apply_groups(groups or {}, operands, results, tile, loop, batch, err)
+    groups, index = apply_pages(pages, operands, results, loop, groups, index, err)
+    # A group dim an index operand addresses is paged: each step reads the page it names.
+    paged = frozenset(groups or ()) & frozenset(index or ()) if index else frozenset()
+    operands = apply_groups(groups or {}, operands, results, tile, loop, batch, err, paged)
     groups = dict(groups or {})  # a mapping of names: apply_groups checked it
     updated = check_update(update, operands, results, result_is_tuple, tile, index, err)
     operands, results = apply_index(
@@ -188,8 +198,11 @@ def build_spec(
     check_batch(batch, operands, results, err)
     constant_dims = const_dims(operands, results, {c.name: c.is_int for c in consts})
     check_derivable(operands, results, err, constant_dims)
-    parameters = param_dims(operands, results, {**tile, **loop}, batch)
-    rows, cols = frame(operands, results, err, loop, constant_dims, parameters)
+    # A page table is read by the copies of the pages, never by the body.
+    page_tables = {dict(index or {})[d] for d in paged}
+    seen = [o for o in operands if o.name not in page_tables]
+    parameters = param_dims(seen, results, {**tile, **loop}, batch)
+    rows, cols = frame(seen, results, err, loop, constant_dims, parameters)
     check_stacked_params(operands, parameters, rows, cols, err, loop)
     check_const_dims(results, constant_dims, rows, err)
     _check_batch_unblocked(batch, tile, loop, err)
@@ -266,6 +279,7 @@ def _parameter_specs(
     hints: dict[str, Any],
     err: dict[str, Any],
     batch: tuple[str, ...],
+    groups: frozenset[str],
 ) -> tuple[list[OperandSpec], list[ConstSpec]]:
     """The operands, the positional parameters, and the constants, the keyword-only ones."""
     operands: list[OperandSpec] = []
@@ -284,12 +298,13 @@ def _parameter_specs(
                     "`sk.Const[int]` if it is a constant",
                 )
             operands.append(
-                _array_spec(
+                array_spec(
                     param.name,
                     hints.get(param.name),
                     err,
                     role="operand",
                     batch=batch,
+                    groups=groups,
                 )
             )
     if not operands:
@@ -336,93 +351,6 @@ def _check_batch_unblocked(
             )
 
 
-def _rank_fix(*, batched: bool) -> str:
-    """The fix for an array of a rank kernels do not take (rank 3 or more past its batch
-    dims; a 0-d array per batch entry is taken): reshape it to 2-D."""
-    return "reshape the array to 2-D outside the kernel, e.g. x.reshape(-1, x.shape[-1])" + (
-        ", or declare its leading dims in batch=" if not batched else ""
-    )
-
-
-def _array_spec(
-    name: str,
-    hint: Any,
-    err: dict[str, Any],
-    *,
-    role: str,
-    batch: tuple[str, ...] = (),
-) -> OperandSpec:
-    example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
-    if not (isinstance(hint, type) and issubclass(hint, AbstractArray)):
-        raise AnnotationError(
-            f"{role} `{name}` is not annotated with a jaxtyping array type",
-            **err,
-            operand=name,
-            expected="a jaxtyping array type with named dims",
-            actual=type_name(hint),
-            fix=f"annotate it like {example}",
-        )
-    names = plain_dim_names(hint)
-    if names is None and role == "operand":
-        # Parameters of a fixed count (a vector "3", or a vector a row "4 C"): a dim named
-        # by its size, which `param_dims` then finds.
-        names = plain_dim_names(hint, fixed_sizes=True)
-    if names is None:
-        raise AnnotationError(
-            f"{role} `{name}` has a dim that is not a plain name",
-            **err,
-            operand=name,
-            expected="named dims such as 'M N'",
-            actual=repr(hint.dim_str),
-            fix="name every dim; fixed sizes, '*', '...', '#' and expressions are not "
-            "supported in kernel signatures"
-            + (
-                f"; a vector of a few parameters is passed as 0-d operands, `{name}0: "
-                f'Float32[Array, ""]` and so on, each read with sk.load({name}0)'
-                if hint.dim_str.strip().isdigit()
-                else ""
-            ),
-        )
-    dims = list(names)
-    check_batch_leads(name, dims, batch, err, role=role)
-    # Its batch dims lead it, in the order of batch= (`check_batch_leads`): all of them, or
-    # some (GroupNorm's weight `"G C"` under batch=("B", "G"), shared by every B).
-    leading = 0
-    while leading < len(dims) and dims[leading] in batch:
-        leading += 1
-    # A 0-d operand is a scalar the kernel reads from global memory (a seed, a step count):
-    # a runtime value, unlike a constant, so a new value reuses the compiled kernel. A 0-d
-    # result is a reduction across every block (`trace.crossblock`).
-    # A 0-d operand per batch entry ("B H" under batch=("B", "H"), an ALiBi slope per head)
-    # is a scalar of each grid step.
-    ranks = (0, 1, 2) if role == "result" or leading == len(dims) else (1, 2)
-    if len(dims) - leading not in ranks:
-        batch_text = f" after its batch dims ({' '.join(batch)})" if leading else ""
-        raise AnnotationError(
-            f"{role} `{name}` has rank {len(dims) - leading}{batch_text}; kernels take rank 1 "
-            "and 2 arrays" + (" (and scalar results)" if role == "result" else ""),
-            **err,
-            operand=name,
-            expected="rank 1 or 2"
-            + (", after leading batch dims" if batch else "")
-            + (
-                ", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"
-            ),
-            actual=f"rank {len(dims)} ({hint.dim_str!r})",
-            fix=_rank_fix(batched=bool(batch)),
-        )
-    if len(set(dims)) != len(dims):
-        raise AnnotationError(
-            f"{role} `{name}` repeats a dim name",
-            **err,
-            operand=name,
-            actual=repr(hint.dim_str),
-            fix="give each axis its own dim name",
-        )
-    allowed = allowed_dtypes(name, hint, err, role)
-    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__), tuple(dims[:leading]))
-
-
 def _result_specs(
     hint: Any, err: dict[str, Any], batch: tuple[str, ...] = ()
 ) -> tuple[list[OperandSpec], bool]:
@@ -442,10 +370,10 @@ def _result_specs(
                 fix='write e.g. `-> tuple[Float[Array, "M N"], Float[Array, "M"]]`',
             )
         return [
-            _array_spec(result_name(i, True), p, err, role="result", batch=batch)
+            array_spec(result_name(i, True), p, err, role="result", batch=batch)
             for i, p in enumerate(parts)
         ], True
-    return [_array_spec(result_name(0, False), hint, err, role="result", batch=batch)], False
+    return [array_spec(result_name(0, False), hint, err, role="result", batch=batch)], False
 
 
 def _check_loops(

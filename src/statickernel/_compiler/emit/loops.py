@@ -47,6 +47,7 @@ from ..lower.translation import Carry, LoopBlock
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from .masks import MaskAxis, edge_mask_statements, fill_masks
+from .paged import paged_pipeline, walks_pages
 
 __all__ = ["loop_statements"]
 
@@ -102,7 +103,10 @@ class _Loop:
             block,
             pipeline,
             name=loop_function(block.index),
-            overlap=bool(block.dots) and pipeline.stages >= 2,
+            # A paged loop's own pipeline refills a slot as soon as its step returns.
+            overlap=bool(block.dots)
+            and pipeline.stages >= 2
+            and not walks_pages(plan, block.operands),
             registers=tuple(c for c in block.carries if not c.accumulator),
             accumulators=tuple(c for c in block.carries if c.accumulator),
         )
@@ -212,13 +216,17 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     plan, block, name = loop.plan, loop.block, loop.name
     ops = [plan.operand(n) for n in block.operands]
     last = loop.pipeline.steps - 1 if loop.pipeline.reverse else None
+    paged = walks_pages(plan, block.operands)
     specs = [
         _block_spec(plan, op, block.axis, delay_release=int(loop.overlap), last=last) for op in ops
     ]
     views = [_gmem_view(plan, op, block.axis) for op in ops]
     spec_names = [loop_part(name, f"{n}_spec") for n in block.operands]
-    lines: list[Stmt] = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
+    lines: list[Stmt] = []
+    if not paged:
+        lines += [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
     grid: Expr = Const((loop.pipeline.steps,))
+    steps: Expr = Const(loop.pipeline.steps)
     if block.stop is not None:
         stop_steps = Name(loop_part(name, "steps"))
         lines.append(
@@ -228,18 +236,22 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
                 comment="blocks wholly past the stop are skipped",
             )
         )
-        grid = Tuple((stop_steps,))
+        grid, steps = Tuple((stop_steps,)), stop_steps
     keywords = [
         Keyword("grid", grid),
         Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
         Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
     ]
+    init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
     if loop.registers:
-        init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
         for n, c in zip(init_names, loop.registers, strict=True):
             assert c.init is not None
             lines.append(Assign((Name(n),), c.init))
         keywords.append(Keyword("init_carry", _names(init_names)))
+    if paged:
+        init = _names(init_names) if loop.registers else None
+        walk, run = paged_pipeline(plan, loop.pipeline, block.operands, name, steps, init)
+        return lines + walk, run
     emit = Call(
         Name("plgpu.emit_pipeline"),
         (Name(loop_part(name, "step")),),

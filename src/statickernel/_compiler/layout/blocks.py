@@ -77,6 +77,9 @@ class DimLayout:
     indexed_by: str | None = None
     """For a dim addressed by an index operand's values (`index={"V": "ids"}`): that
     operand's name; no block runs along the dim. Else None."""
+    page_rows: int = 0
+    """For a loop dim walked page by page (`pages={"P": "block_tables"}`): the rows of one
+    page, while `size` is the whole sequence's (the table's length times a page). Else 0."""
 
     @property
     def split(self) -> bool:
@@ -256,8 +259,9 @@ def quantum(
     zeros past its edge add nothing to a product, so any size is exact."""
     best = (1, "", "")
     whole = dim not in spec.block_map
+    tables = set(spec.page_tables.values())
     for op in spec.operands + spec.results:
-        if dim not in op.layout_dims:
+        if dim not in op.layout_dims or op.name in tables:
             continue
         off_frame = len(op.block_dims) == 2 and op.block_dims != (spec.rows, spec.cols)
         for dtype in dtypes[op.name]:
@@ -304,6 +308,10 @@ def _layout(
     phase: Phase,
 ) -> BlockLayout:
     tile, looped = spec.tile_map, spec.loop_map
+    # A paged loop walks whole sequences: the table's length times a page's rows.
+    pages = paged_loops(spec)
+    page_rows = {walked: sizes[walked] for walked in pages}
+    sizes = {**sizes, **{w: sizes[w] * sizes[steps] for w, steps in pages.items()}}
     grid_names = list(spec.batch) + [n for n in spec.layout_dims() if n in tile]
     layout = BlockLayout(
         dims=tuple(
@@ -319,7 +327,8 @@ def _layout(
                 by_constant=n in spec.const_dims,
                 parameters=n in spec.param_dims,
                 grouped=spec.group_map.get(n),
-                indexed_by=dict(spec.index).get(n),
+                indexed_by=None if n in spec.page_tables else dict(spec.index).get(n),
+                page_rows=page_rows.get(n, 0),
                 bulk=spec.cols is None and not spec.loop,
             )
             for n in spec.layout_dims()
@@ -330,6 +339,13 @@ def _layout(
         params=spec.param_dims,
     )
     return layout
+
+
+def paged_loops(spec: KernelSpec) -> dict[str, str]:
+    """Each loop dim walked page by page, and the dim of its table that counts the pages."""
+    operands = {o.name: o for o in spec.operands}
+    groups = spec.group_map
+    return {groups[p]: operands[table].dims[-1] for p, table in spec.page_tables.items()}
 
 
 def call_layout(
@@ -380,6 +396,10 @@ def declaration_layout(
             sizes[name] = block
     for group, walked in spec.groups:  # one index per step of its loop
         sizes[group] = hw.cdiv(sizes[walked], split[walked])
+    for walked, steps in paged_loops(spec).items():  # a page a step, and enough steps
+        sizes[steps] = max(2, spec.stage_count(consts) or 2)
+        blocks[steps] = (sizes[steps], sizes[steps])
+        sizes[walked] = split[walked]
     return _layout(spec, sizes, blocks, Phase.DECLARATION)
 
 

@@ -11,7 +11,7 @@ from ...language.context import Halo
 from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout, columns_viewed_in_steps
 from .inputs import PlanInputs
-from .operands import OperandPlan, Role
+from .operands import OperandPlan, PageCopies, Role
 from .pipelining import dot_gmem_shape, dot_operands, swizzle_elements
 from .rows import per_row_slots
 
@@ -83,7 +83,8 @@ def _plan_array(
     inputs: PlanInputs, op: Any, role: Role, read_by_dot: bool, notes: list[str]
 ) -> OperandPlan:
     spec, layout, sizes = inputs.spec, inputs.layout, inputs.layout.sizes
-    full_shape = tuple(sizes[d] for d in op.dims)
+    # A paged operand's array holds pages: a page's rows, not the sequence's.
+    full_shape = tuple(layout.dim(d).page_rows or sizes[d] for d in op.dims)
     lead = full_shape[: len(op.batch) + len(op.groups)]
     shape = full_shape[len(op.batch) + len(op.groups) :]
     dims_seen = op.block_dims
@@ -131,6 +132,23 @@ def _plan_array(
         column_steps=steps,
         index=op.indexed.index if op.indexed is not None else None,
         updates=spec.update if role is Role.OUTPUT else None,
+        pages=_page_copies(inputs, op),
+    )
+
+
+def _page_copies(inputs: PlanInputs, op: Any) -> PageCopies | None:
+    """For a paged operand, the copies each step of its loop makes."""
+    tables = inputs.spec.page_tables
+    if not op.groups or op.groups[0] not in tables:
+        return None
+    walked = inputs.layout.dim(inputs.spec.group_map[op.groups[0]])
+    copy_rows = min(walked.page_rows, walked.block)
+    return PageCopies(
+        table=tables[op.groups[0]],
+        page_rows=walked.page_rows,
+        copy_rows=copy_rows,
+        copies=walked.block // copy_rows,
+        pool=inputs.layout.sizes[op.groups[0]],
     )
 
 

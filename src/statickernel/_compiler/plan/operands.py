@@ -9,7 +9,7 @@ from ... import _hardware as hw
 from ...language.context import Halo
 from ..ir.nodes import Kind
 
-__all__ = ["OperandPlan", "Role"]
+__all__ = ["OperandPlan", "PageCopies", "Role"]
 
 
 class Role(enum.StrEnum):
@@ -17,6 +17,28 @@ class Role(enum.StrEnum):
 
     INPUT = "input"
     OUTPUT = "output"
+
+
+@dataclasses.dataclass(frozen=True)
+class PageCopies:
+    """How each step of a paged loop copies a paged operand's block: `copies` TMA copies of
+    `copy_rows` rows each, from the pages its table lists."""
+
+    table: str
+    """The page table's name (`pages={"P": "block_tables"}`)."""
+    page_rows: int
+    """The rows of one page."""
+    copy_rows: int
+    """The rows one copy moves: a whole page, or the step's block when it is part of one."""
+    copies: int
+    """The copies a step: its block's rows over `copy_rows`."""
+    pool: int
+    """The pages in the pool; a page outside [0, pool) reads zeros (its copy is sent to
+    page `pool`, one past the end, where TMA reads zeros)."""
+
+    def check_invariants(self) -> None:
+        assert self.copies >= 1 and self.copy_rows >= 1
+        assert self.page_rows % self.copy_rows == 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +108,10 @@ class OperandPlan:
     updates: str | None = None
     """For a result that updates an operand in place (`update="cache"`): that operand's name;
     the kernel writes into its array. Else None."""
+
+    pages: PageCopies | None = None
+    """For a paged operand (`pages={"P": "block_tables"}`): how each step of its loop copies
+    its block from the pages the table lists. Else None."""
 
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:

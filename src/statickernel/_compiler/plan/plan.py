@@ -104,9 +104,11 @@ class LaunchPlan(TextDisplay):
 
     @property
     def index_operands(self) -> tuple[str, ...]:
-        """The operands whose values pick another operand's rows: read from global memory
-        wherever the body does not load them."""
-        return tuple(dict.fromkeys(op.index for op in self.operands if op.index is not None))
+        """The operands whose values pick another operand's rows or pages: read from global
+        memory wherever the body does not load them."""
+        tables = (op.pages.table for op in self.operands if op.pages is not None)
+        picks = (op.index for op in self.operands if op.index is not None)
+        return tuple(dict.fromkeys((*picks, *tables)))
 
     @property
     def updated_operands(self) -> tuple[str, ...]:
@@ -150,7 +152,7 @@ class LaunchPlan(TextDisplay):
         form = self.planned_form
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
-            if op.in_place:  # read from global memory: no block, no copy
+            if op.in_place or not op.loaded:  # read from global memory, or not at all
                 continue
             if op.swizzle:
                 tiles = (8, op.swizzle)
