@@ -6,7 +6,7 @@ the checked mode each call of a kernel with index operands first reads their val
 host and raises an `OperandError` naming the kernel, the operand, the first bad position and
 its value, and the bound. For an index that scatters a result's rows, -1 is the padding slot
 (skipped, as its contract says) and a slot written twice is an error too (which row it keeps
-is not defined). The check reads concrete operands: under
+is not defined); in a page table (`pages=`), -1 pads a row past its sequence's pages. The check reads concrete operands: under
 `jax.jit` the values are tracers, unknown until the kernel runs, and are not checked.
 """
 
@@ -50,28 +50,37 @@ def check_indices(spec: KernelSpec, args: Sequence[Any]) -> None:
     """Raises `OperandError` for the first bad value of an index operand among `args`."""
     names = [op.name for op in spec.operands]
     scattering = {r.indexed.index for r in spec.results if r.indexed is not None}
+    tables = set(spec.page_tables.values())
     for dim, name in spec.index:
         values = args[names.index(name)]
         if isinstance(values, Tracer):
             continue
+        shape = np.shape(values)
         ids = np.asarray(values).astype(np.int64).reshape(-1)
         holder = next(op for op in spec.operands if dim in op.dims and op.name != name)
         bound = int(np.shape(args[names.index(holder.name)])[holder.dims.index(dim)])
-        # A scatter's -1 is its padding slot: skipped by contract, not a mistake.
-        padding = (ids == -1) if name in scattering else np.zeros(ids.shape, bool)
+        # -1 pads a scatter's slots (skipped by contract) and a page table's rows past a
+        # sequence's pages (a page of zeros): not a mistake.
+        padded = name in scattering or name in tables
+        padding = (ids == -1) if padded else np.zeros(ids.shape, bool)
         outside = np.flatnonzero(((ids < 0) | (ids >= bound)) & ~padding)
         if outside.size:
             first = int(outside[0])
+            at = tuple(int(i) for i in np.unravel_index(first, shape)) if shape else ()
+            position = str(at[0]) if len(at) == 1 else str(at)
+            shown = ", ".join(map(str, at))
+            what = "skip its row" if name in scattering else "read zeros"
             raise OperandError(
-                f"`{name}` holds an index outside {dim} at position {first}: {int(ids[first])}",
+                f"`{name}` holds an index outside {dim} at position {position}: {int(ids[first])}",
                 kernel=spec.name,
                 where=call_site(),
                 operand=name,
                 dim=dim,
-                expected=f"indices in [0, {bound}) ({dim} of `{holder.name}`)",
-                actual=f"{name}[{first}] = {int(ids[first])}, and {outside.size - 1} more outside",
+                expected=f"indices in [0, {bound}) ({dim} of `{holder.name}`)"
+                + (", or -1 for padding" if padded else ""),
+                actual=f"{name}[{shown}] = {int(ids[first])}, and {outside.size - 1} more outside",
                 fix=f"fix the indices, or call outside sk.checked_indices() to let an index "
-                f"outside {dim} {'skip its row' if name in scattering else 'read zeros'}",
+                f"outside {dim} {'read a page of zeros' if name in tables else what}",
             )
         if name in scattering:
             _check_unique(spec, name, dim, ids, padding)

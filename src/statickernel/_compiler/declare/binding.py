@@ -134,6 +134,19 @@ def _bind_pages(
         walked = spec.group_map[group]
         const = spec.loop_map[walked]
         page, block = sizes[walked], int(consts[const])
+        if min(page, block) % 8:
+            holder = next(o.name for o in spec.operands if group in o.dims)
+            raise ctx.error(
+                ShapeError,
+                f"the pages of `{holder}` are copied {min(page, block)} rows at a time, not a "
+                "multiple of 8",
+                operand=holder,
+                dim=walked,
+                expected="pages of a multiple of 8 rows (a copy fills whole 8-row tiles of "
+                "shared memory)",
+                actual=f"pages of {page} rows, {const}={block}",
+                fix="store the cache in pages of 8, 16, 32 ... rows",
+            )
         if block % page and page % block:
             holder = next(o.name for o in spec.operands if group in o.dims)
             fits = [b for b in (page // 2, page, 2 * page, 4 * page) if b >= 8 and b % 8 == 0]

@@ -111,10 +111,21 @@ class DimLayout:
         """The dim's edge in words, e.g. `ragged (777 % 128 = 9)` or `whole, padded 100 -> 104`."""
         if self.batched:
             return "one index per grid step"
+        if self.grouped and self.indexed_by:
+            return f"the pages {self.indexed_by} lists, read by the loop over {self.grouped}"
         if self.grouped:
             return f"one index per step of the loop over {self.grouped}"
         if self.indexed_by:
             return f"each row at the index {self.indexed_by} gives"
+        if self.page_rows:
+            copied = (
+                f"{self.block // self.page_rows} page(s) of {self.page_rows} a step"
+                if self.block >= self.page_rows
+                else f"a part of a page of {self.page_rows} a step"
+            )
+            return f"paged: {copied}, {self.size // self.page_rows} a sequence" + (
+                f", the last block past its end ({self.size} % {self.block})" if self.ragged else ""
+            )
         if self.split:
             if not self.ragged:
                 return f"divisible ({self.size} % {self.block} = 0)"
@@ -327,7 +338,7 @@ def _layout(
                 by_constant=n in spec.const_dims,
                 parameters=n in spec.param_dims,
                 grouped=spec.group_map.get(n),
-                indexed_by=None if n in spec.page_tables else dict(spec.index).get(n),
+                indexed_by=dict(spec.index).get(n),
                 page_rows=page_rows.get(n, 0),
                 bulk=spec.cols is None and not spec.loop,
             )

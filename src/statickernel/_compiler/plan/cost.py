@@ -13,6 +13,9 @@ HBM bytes:
 - each result's array, once;
 - rows gathered or scattered by an index (`index={"V": "ids"}`): a row of the array for
   each row of the index's dim, and the index itself;
+- pages (`pages={"P": "block_tables"}`): every page each table row lists, as if each
+  sequence were the table's whole length (a loop stopped at a shorter one reads fewer), and
+  the table itself;
 - host padding: a padded operand is read at its true shape and written padded before the
   launch, and a padded result is read padded and written at its true shape when sliced back.
 
@@ -39,6 +42,7 @@ from ... import _hardware as hw
 from ..layout.blocks import DimLayout
 from ..lower.rules import REDUCTIONS, SHAPE_ONLY
 from ..trace.body import LOOP_PRIMITIVES, Atom, BodyTrace, Eqn
+from .operands import PageCopies
 from .pipelining import LoopPlan
 
 __all__ = ["Bound", "Cost", "plan_cost"]
@@ -147,6 +151,8 @@ class _Array(Protocol):
     def host_padded(self) -> bool: ...
     @property
     def index(self) -> str | None: ...
+    @property
+    def pages(self) -> PageCopies | None: ...
 
 
 class _Planned(Protocol):
@@ -184,6 +190,7 @@ def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
     once = {r.operand for r in trace.loads if r.loop is None}
     sizes = {d.name: d.size for d in plan.dims}
     indices = {op.index for op in plan.operands if op.index is not None}
+    indices |= {op.pages.table for op in plan.operands if op.pages is not None}
     total = 0
     for op in plan.operands:
         if op.name in indices and not op.loaded:  # read by the copies it addresses
@@ -193,6 +200,8 @@ def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
         passes = (op.name in once) + sum(op.name in loop.operands for loop in plan.loops)
         # Rows gathered by an index: one row of the array for each row of the index's dim.
         read = (sizes[op.dims[0]], *op.gmem_shape[1:]) if op.index else op.gmem_shape
+        if op.pages is not None:
+            read = _pages_read(plan, op, op.pages)
         total += max(passes, 1) * _bytes(read, op.dtype)
         if op.host_padded:  # jnp.pad: the true array read, the padded one written
             total += _bytes(op.shape, op.dtype) + _bytes(op.gmem_shape, op.dtype)
@@ -204,6 +213,16 @@ def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
         if op.host_padded:  # sliced back: the padded array read, the true one written
             total += _bytes(op.gmem_shape, op.dtype) + _bytes(op.shape, op.dtype)
     return total
+
+
+def _pages_read(plan: _Planned, op: _Array, pages: PageCopies) -> tuple[int, ...]:
+    """The elements a paged operand's loop reads: for each batch entry of the array (a
+    head), each row of the table (a sequence), the table's length in pages."""
+    table = next(o for o in plan.operands if o.name == pages.table)
+    lead = op.gmem_shape[: len(op.gmem_shape) - len(op.dims) - 1]  # before the page dim
+    rest = op.gmem_shape[len(op.gmem_shape) - len(op.dims) + 1 :]  # after a page's rows
+    sequences = math.prod(table.shape[:-1])
+    return (*lead, sequences, table.shape[-1] * pages.page_rows, *rest)
 
 
 class _Counter:

@@ -3,6 +3,8 @@ to shared memory when the stage constant is None) and the shared memory they tak
 fix proposed when they do not fit."""
 
 from ... import _hardware as hw
+from ..._errors import BodyError
+from ..ir.nodes import LoopMode
 from .inputs import PlanInputs
 from .pipelining import LoopPlan, PlannedDot, pipeline_bytes
 
@@ -20,6 +22,8 @@ def plan_loops(inputs: PlanInputs, stages: int | None = None) -> tuple[LoopPlan,
     out = []
     for block in inputs.loops:
         size, step = layout.dim(block.axis).size, layout.dim(block.axis).block
+        if layout.dim(block.axis).page_rows:
+            _check_paged_loop(inputs, block.axis, block.mode, block.reverse)
         steps = hw.cdiv(size, step)
         eff = min(declared, steps)
         loaded = tuple(
@@ -89,3 +93,21 @@ def stages_fix(inputs: PlanInputs, fixed_bytes: int, epilogue: int) -> str:
         return f"set {name}{sep}{fitted[0]} (the largest stage count that fits)"
     consts_text = ", ".join(f"{c}" for c in spec.block_map.values())
     return f"even one stage does not fit: lower the block constants ({consts_text})"
+
+
+def _check_paged_loop(inputs: PlanInputs, axis: str, mode: LoopMode, reverse: bool) -> None:
+    """A loop over pages walks each sequence forward, folding it into carries
+    (`sk.loop`): its pipeline copies the pages ahead of the step that reads them, and no
+    array but the pages runs along the sequence for a map to write."""
+    if mode == LoopMode.FOLD and not reverse:
+        return
+    what = f"sk.loop({axis!r}, ..., reverse=True)" if reverse else f"sk.map_blocks({axis!r}, ...)"
+    raise inputs.ctx.error(
+        BodyError,
+        f"{what} walks {axis}, which is stored in pages: a paged loop walks each sequence "
+        "from its first page, folding it into carries",
+        dim=axis,
+        expected=f"sk.loop({axis!r}, step, init=...) walking forward",
+        actual=what,
+        fix=f"fold the pages with sk.loop({axis!r}, ...) (stop= ends it at a sequence's length)",
+    )

@@ -21,7 +21,7 @@ from .arrays import plan_arrays
 from .cost import Cost
 from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
-from .operands import OperandPlan, Role
+from .operands import OperandPlan, PageCopies, Role
 from .pipelining import LoopPlan
 from .schedule import Schedule
 from .warpspec import WarpSpecialized
@@ -111,6 +111,11 @@ class LaunchPlan(TextDisplay):
         return tuple(dict.fromkeys((*picks, *tables)))
 
     @property
+    def page_tables(self) -> tuple[str, ...]:
+        """The tables that list the pages of paged operands: read by their copies."""
+        return tuple(dict.fromkeys(op.pages.table for op in self.operands if op.pages))
+
+    @property
     def updated_operands(self) -> tuple[str, ...]:
         """The operands a result updates in place: written by the kernel."""
         return tuple(op.updates for op in self.results if op.updates is not None)
@@ -185,6 +190,7 @@ class LaunchPlan(TextDisplay):
             split = "batch" if d.batched else split
             split = f"groups of {d.grouped}" if d.grouped else split
             split = f"indexed by {d.indexed_by}" if d.indexed_by else split
+            split = f"pages of {d.grouped}" if d.grouped and d.indexed_by else split
             split = f"the constant {d.name}" if d.by_constant else split
             split, status = form.dim_text(self, d, split, d.status)
             if d.parameters:
@@ -200,6 +206,8 @@ class LaunchPlan(TextDisplay):
                 elif op.kind == Kind.PARAMS:
                     text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
                     text += "by index from global memory"
+                elif op.role is Role.INPUT and not op.loaded and op.name in self.page_tables:
+                    text += "  read from global memory by the copies of the pages it lists"
                 elif op.role is Role.INPUT and not op.loaded and op.name in self.index_operands:
                     text += "  read from global memory by the copies of the rows it picks"
                 elif op.role is Role.INPUT and not op.loaded and op.name in self.updated_operands:
@@ -218,6 +226,8 @@ class LaunchPlan(TextDisplay):
                 elif op.index is not None and op.loaded:
                     text += f"  rows gathered by {op.index}, one copy a row (an index outside "
                     text += f"[0, {op.shape[0]}) reads zeros)"
+                if op.pages is not None:
+                    text += f"  pages listed by {op.pages.table}, {_page_copy_text(op.pages)}"
                 if op.updates is not None:
                     text += f"  written into `{op.updates}`, in place"
                 if op.halo.rows:
@@ -241,9 +251,12 @@ class LaunchPlan(TextDisplay):
             steps = f"at most {loop.steps}" if loop.stops_early else f"{loop.steps}"
             if loop.reverse:
                 what = f"from the last block to the first, {what}"
+            pipelines = "pipelines"
+            if self.dim(loop.axis).page_rows:
+                pipelines = "copies page by page (a pipeline of its own)"
             lines.append(
                 f"  loop {i}: {loop.axis} in {steps} step(s) of {loop.block}, "
-                f"{loop.stages} stage(s), {what}; pipelines {reads or '-'}"
+                f"{loop.stages} stage(s), {what}; {pipelines} {reads or '-'}"
                 f"{dots}; {loop.smem_bytes:,} B while it runs"
             )
         form_line = form.form_line(self)
@@ -350,3 +363,9 @@ def _check_grid(inputs: PlanInputs) -> None:
     sizes = layout.sizes
     check_grid(layout.grid, layout.grid_names, sizes, blocks, spec.block_map, units, inputs.ctx)
     check_offsets(sizes, blocks, spec.block_map, inputs.ctx)
+
+
+def _page_copy_text(pages: PageCopies) -> str:
+    """How a step copies a paged operand's block, in words."""
+    what = "a page" if pages.copy_rows == pages.page_rows else f"{pages.copy_rows} rows of a page"
+    return f"{pages.copies} cop{'y' if pages.copies == 1 else 'ies'} of {what} a step"
