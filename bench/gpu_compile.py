@@ -222,6 +222,19 @@ ROWS: tuple[Row, ...] = (
         "kv_cache_rows",
         (((65536, 1024), "bfloat16"), ((4096, 1024), "bfloat16"), ((4096,), "int32")),
     ),
+    # Decode attention over a paged KV cache: 32 sequences of 4096 tokens in pages of 16,
+    # 32 query heads over 8 key heads of 128, each page copied by a TMA copy of its own.
+    Row(
+        "paged_attention",
+        "paged_attention_heads",
+        (
+            ((32, 8, 4, 128), "bfloat16"),
+            ((8, 8192, 16, 128), "bfloat16"),
+            ((8, 8192, 16, 128), "bfloat16"),
+            ((32, 256), "int32"),
+            ((32,), "int32"),
+        ),
+    ),
     # Block-scaled fp8 (DeepSeek-V3's scaling): 4096 tokens by 4096 by 7168, a product a K
     # step scaled by its scales into the accumulator.
     Row(

@@ -106,7 +106,7 @@ def paged_attention_heads(
     sm_scale: sk.Const[float | None] = None,
     BG: sk.Const[int] = 64,
     BS: sk.Const[int] = 64,
-    stages: sk.Const[int] = 3,
+    stages: sk.Const[int] = 2,
 ) -> tuple[Half[Array, "B Hkv G D"], Float32[Array, "B Hkv G"]]:
     """Each query head's attention over its sequence's first `lengths` tokens, and the
     log-sum-exp of its scaled scores; zeros and -inf for an empty sequence."""

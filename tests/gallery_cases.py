@@ -39,6 +39,7 @@ from norm_saved_stats import (
     rmsnorm_backward_saved,
     rmsnorm_with_rstd,
 )
+from paged_attention import paged_attention_heads
 from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
 from rope import rope
 from row_sum import row_sum
@@ -86,6 +87,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "matmul_w4a16": matmul_w4a16,
     "embedding": embedding,
     "kv_cache_rows": kv_cache_rows,
+    "paged_attention_heads": paged_attention_heads,
     "matmul_fp8_blockwise_steps": matmul_fp8_blockwise_steps,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
@@ -209,6 +211,15 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # 70 new rows (ragged: 70 % 64) scattered into a cache of 300 rows of 200 bfloat16 (ragged:
     # 200 % 256), in place, each row by a copy of its own.
     "kv_cache_rows": [((300, 200), "bfloat16"), ((70, 200), "bfloat16"), ((70,), "int32")],
+    # Decode attention over a paged cache: 2 sequences a table of 7 pages of 16 rows (112
+    # tokens: ragged, 112 % 64), 4 query heads a key head, 40 pages in the pool.
+    "paged_attention_heads": [
+        ((2, 2, 4, 64), "bfloat16"),
+        ((2, 40, 16, 64), "bfloat16"),
+        ((2, 40, 16, 64), "bfloat16"),
+        ((2, 7), "int32"),
+        ((2,), "int32"),
+    ],
     # Block-scaled fp8: ragged M, N and K (a partial third scale block), the step's scales a
     # vector along the rows and one along the columns.
     "matmul_fp8_blockwise_steps": [
