@@ -99,6 +99,14 @@ class KernelSpec:
         )
 
     @property
+    def copies_by_data(self) -> bool:
+        """Whether some copy's address comes from data: rows an index picks (`index=`),
+        pages a table lists (`pages=`), an operand updated in place (`update=`). Those copies
+        are made by the launch of one block a CTA (its loops pipelined), not by the row form,
+        a persistent walk of blocks or a warp-specialized producer."""
+        return bool(self.index or self.update)
+
+    @property
     def page_tables(self) -> dict[str, str]:
         """The page tables by the group dim each addresses (`groups={"P": "Pmax"}` with
         `index={"P": "block_tables"}`): read by the copies of the pages, never by the body."""

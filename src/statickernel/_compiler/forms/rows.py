@@ -21,8 +21,8 @@ class RowsForm:
         # than the register layout's vectors hold (16).
         if any(d in hw.SUB_BYTE_DTYPES for d in inputs.dtypes.values()):
             return None
-        # Rows gathered by an index are copied by the block forms' launch, a row a copy.
-        if spec.index or spec.update:
+        # Copies addressed by data (rows an index picks, pages) are the block forms'.
+        if spec.copies_by_data:
             return None
         # The row form writes per-row partials as per-row results, and adds up the rows of
         # each partial along the columns in its CTA.

@@ -21,8 +21,8 @@ class PersistentBlocks:
     def propose(self, inputs: ScheduleInputs) -> ScheduleChoice | None:
         plan = inputs.plan
         # A buffer the body reads itself (a shifted load's) is copied once, not staged.
-        # Rows gathered by an index are copied by the launch of one block a CTA too.
-        if plan.loops or plan.buffers_read_by_body or plan.spec.index or plan.spec.update:
+        # Copies addressed by data are made by the launch of one block a CTA too.
+        if plan.loops or plan.buffers_read_by_body or plan.spec.copies_by_data:
             return None
         smem = plan.held_smem_bytes
         staged = [op for op in inputs.operands if plan.form.staged(op)]

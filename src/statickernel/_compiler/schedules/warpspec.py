@@ -18,13 +18,12 @@ class WarpSpecializedLoop:
         plan = inputs.plan
         # A buffer the body reads itself (a shifted load's rows, a stack of vectors) takes
         # the pipelined launch, which copies it once, whole.
-        # Rows gathered by an index are copied by the launch of one block a CTA too.
-        gathers = bool(plan.spec.index or plan.spec.update)
+        # Copies addressed by data are made by the launch of one block a CTA too.
         if (
             not plan.loops
             or not plan.form.specializes_warps
             or plan.buffers_read_by_body
-            or gathers
+            or plan.spec.copies_by_data
         ):
             return None
         spec, layout = plan.spec, plan.layout
