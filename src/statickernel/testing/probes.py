@@ -172,10 +172,28 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     for probe in candidates:
         sizes = dict(probe.dims)
         for group, walked in groups.items():
+            if group in spec.page_tables:
+                _page_sizes(spec, sizes, group, walked, blocks[walked], probe.label)
+                continue
             sizes[group] = hw.cdiv(sizes[walked], blocks[walked])
         probe = dataclasses.replace(probe, dims=tuple(sizes.items()))
         unique.setdefault(probe.dims, probe)
     return list(unique.values())
+
+
+def _page_sizes(
+    spec: KernelSpec, sizes: dict[str, int], group: str, walked: str, block: int, label: str
+) -> None:
+    """A paged loop's probe: pages of one block, or of half a block (a multiple of 8 rows)
+    where its edge is probed, so that a table of an odd length ends in a part of a block;
+    a pool of twice the table's pages."""
+    half = block // 2
+    ragged = label == f"ragged {walked}" and half % 8 == 0
+    sizes[walked] = half if ragged else block
+    steps = next(o.dims[-1] for o in spec.operands if o.name == spec.page_tables[group])
+    if ragged:
+        sizes[steps] = 2 * (sizes[steps] // 2) + 1
+    sizes[group] = 2 * sizes[steps]
 
 
 def _slices_columns(kernel: Kernel) -> bool:

@@ -96,3 +96,20 @@ def test_batch_subsets_cross_lower_for_the_gpu() -> None:
         ),
     ]
     assert all("mosaic_gpu" in low.as_text() for low in lowered)
+
+
+@sk.kernel(batch=("B", "H"), tile={"M": "BM"})
+def per_head_first(
+    bias: Float[Array, "H M N"], x: Float[Array, "B H M N"], *, BM: sk.Const[int] = 64
+) -> Float[Array, "B H M N"]:
+    """A per-head operand named before the one with every batch dim."""
+    return sk.load(x) + sk.load(bias)
+
+
+def test_an_operand_with_the_later_batch_dim_named_first() -> None:
+    """The grid leads with the batch dims in the order of batch= (B, H), though the first
+    operand names H alone."""
+    bias = jax.random.normal(jax.random.key(0), (3, 100, 64))
+    x = jax.random.normal(jax.random.key(1), (2, 3, 100, 64))
+    np.testing.assert_allclose(per_head_first(bias, x), x + bias[None], rtol=1e-6)
+    assert per_head_first.plan(bias, x).grid[:2] == (2, 3)

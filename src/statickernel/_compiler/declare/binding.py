@@ -134,12 +134,11 @@ def _bind_pages(
         walked = spec.group_map[group]
         const = spec.loop_map[walked]
         page, block = sizes[walked], int(consts[const])
-        if min(page, block) % 8:
-            holder = next(o.name for o in spec.operands if group in o.dims)
+        holder = next(o.name for o in spec.operands if group in o.dims)
+        if page % 8:
             raise ctx.error(
                 ShapeError,
-                f"the pages of `{holder}` are copied {min(page, block)} rows at a time, not a "
-                "multiple of 8",
+                f"the pages of `{holder}` are {page} rows, not a multiple of 8",
                 operand=holder,
                 dim=walked,
                 expected="pages of a multiple of 8 rows (a copy fills whole 8-row tiles of "
@@ -148,8 +147,14 @@ def _bind_pages(
                 fix="store the cache in pages of 8, 16, 32 ... rows",
             )
         if block % page and page % block:
-            holder = next(o.name for o in spec.operands if group in o.dims)
-            fits = [b for b in (page // 2, page, 2 * page, 4 * page) if b >= 8 and b % 8 == 0]
+            # Blocks of whole 64-row tiles (WGMMA's rows), each whole pages or a part of one.
+            fits = [b for b in range(64, 257, 64) if b % page == 0 or page % b == 0]
+            fix = (
+                f"set {const} to one of {', '.join(map(str, fits))}"
+                if fits
+                else f"store the cache in pages that divide 256 rows (16, 32, 64, ...): "
+                f"no block of at most 256 rows is whole pages of {page}"
+            )
             raise ctx.error(
                 ShapeError,
                 f"the loop over {walked} copies blocks of {block} rows, which are neither whole "
@@ -158,7 +163,7 @@ def _bind_pages(
                 dim=walked,
                 expected=f"{const} a multiple of the page size {page}, or a divisor of it",
                 actual=f"{const}={block}, pages of {page}",
-                fix=f"set {const} to one of {', '.join(map(str, fits)) or 'the page size'}",
+                fix=fix,
             )
 
 

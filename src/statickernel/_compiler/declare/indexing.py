@@ -52,7 +52,9 @@ def apply_index(
     for dim, name in index.items():
         if dim in groups:  # a page table: each loop step's page of `dim`
             blocked = {**tile, **loop}
-            _check_page_table(dim, name, by_name, results, groups[dim], blocked, batch, err)
+            tables = frozenset(index[d] for d in index if d in groups)
+            walked = groups[dim]
+            _check_page_table(dim, name, by_name, results, walked, blocked, batch, tables, err)
             continue
         ids = _index_operand(dim, name, by_name, results, err)
         along = ids.dims[0]
@@ -161,6 +163,7 @@ def _check_page_table(
     walked: str,
     blocked: Mapping[str, str],
     batch: tuple[str, ...],
+    tables: frozenset[str],
     err: dict[str, Any],
 ) -> None:
     """A page table (`groups={"P": "S"}` with `index={"P": "block_tables"}`) lists, for each
@@ -169,7 +172,7 @@ def _check_page_table(
     table = _named_operand(dim, name, by_name, results, err)
     steps = table.dims[-1] if table.dims else None
     lead = table.dims[:-1]
-    others = [o for o in by_name.values() if o.name != name and steps in o.dims]
+    others = [o for o in by_name.values() if o.name not in tables and steps in o.dims]
     if (
         steps is None
         or steps in blocked

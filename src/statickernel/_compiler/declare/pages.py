@@ -18,7 +18,7 @@ from typing import Any
 from ..._errors import AnnotationError
 from .operand import OperandSpec
 
-__all__ = ["apply_pages"]
+__all__ = ["apply_pages", "check_pages_map"]
 
 
 def apply_pages(
@@ -49,7 +49,28 @@ def apply_pages(
         )
     if not pages:
         return groups, index
+    check_pages_map(pages, err)
     groups, index = dict(groups or {}), dict(index or {})
+    for dim, table in pages.items():
+        if dim in groups or dim in index:
+            raise AnnotationError(
+                f"page dim {dim} is also in {'groups=' if dim in groups else 'index='}",
+                **err,
+                dim=dim,
+                expected=f"{dim} in pages= only",
+                actual=f"{dim} in pages= and {'groups=' if dim in groups else 'index='}",
+                fix=f"drop {dim} from {'groups=' if dim in groups else 'index='}",
+            )
+        groups[dim] = _walked(dim, frozenset(pages), operands, results, loop, err)
+        index[dim] = table
+    return groups, index
+
+
+def check_pages_map(pages: Any, err: dict[str, Any]) -> frozenset[str]:
+    """The page dims of `pages=`, checked to be a mapping of dim names to operand names (before
+    the operands' ranks are, which do not count the page dims)."""
+    if pages is None:
+        return frozenset()
     if not isinstance(pages, Mapping) or not all(
         isinstance(d, str) and isinstance(t, str) for d, t in pages.items()
     ):
@@ -61,23 +82,12 @@ def apply_pages(
             fix='write pages={"P": "block_tables"} for `k_pages: "Hkv P S D"` and '
             '`block_tables: "B Pages"`',
         )
-    for dim, table in pages.items():
-        if dim in groups or dim in index:
-            raise AnnotationError(
-                f"page dim {dim} is also in {'groups=' if dim in groups else 'index='}",
-                **err,
-                dim=dim,
-                expected=f"{dim} in pages= only",
-                actual=f"{dim} in pages= and {'groups=' if dim in groups else 'index='}",
-                fix=f"drop {dim} from {'groups=' if dim in groups else 'index='}",
-            )
-        groups[dim] = _walked(dim, operands, results, loop, err)
-        index[dim] = table
-    return groups, index
+    return frozenset(pages)
 
 
 def _walked(
     dim: str,
+    paged: frozenset[str],
     operands: list[OperandSpec],
     results: list[OperandSpec],
     loop: Mapping[str, str],
@@ -100,7 +110,7 @@ def _walked(
             actual=f"operands with {dim}: {shown}; loop dims: {', '.join(loop) or 'none'}",
             fix=f"lay the pages out as '{dim} S D' and walk S in a loop: loop={{'S': 'BS'}}",
         )
-    others = [a for a in operands + results if walked in a.dims and dim not in a.dims]
+    others = [a for a in operands + results if walked in a.dims and not paged & set(a.dims)]
     if others:
         other = others[0]
         raise AnnotationError(

@@ -28,7 +28,7 @@ from .dtypes import check_packed_operands
 from .groups import apply_groups
 from .indexing import apply_index
 from .operand import OperandSpec
-from .pages import apply_pages
+from .pages import apply_pages, check_pages_map
 from .updates import check_update
 
 __all__ = [
@@ -187,7 +187,8 @@ def build_spec(
     err: dict[str, Any] = dict(kernel=kname, where=where)
     _check_tile_map(tile, err)
     hints = _type_hints(fn, err)
-    unseen = frozenset(groups or ()) | frozenset(pages or ())  # dims the body never sees
+    # Dims the body never sees: they do not count in an operand's rank.
+    unseen = check_pages_map(pages, err) | frozenset(groups if isinstance(groups, Mapping) else ())
     operands, consts = _parameter_specs(fn, hints, err, batch, unseen)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     loop = dict(loop or {})

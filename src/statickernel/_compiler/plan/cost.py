@@ -153,6 +153,8 @@ class _Array(Protocol):
     def index(self) -> str | None: ...
     @property
     def pages(self) -> PageCopies | None: ...
+    @property
+    def batch(self) -> tuple[str, ...]: ...
 
 
 class _Planned(Protocol):
@@ -216,13 +218,13 @@ def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
 
 
 def _pages_read(plan: _Planned, op: _Array, pages: PageCopies) -> tuple[int, ...]:
-    """The elements a paged operand's loop reads: for each batch entry of the array (a
-    head), each row of the table (a sequence), the table's length in pages."""
+    """The elements a paged operand's loop reads: for each grid step of the batch dims the
+    pool or its table has (a sequence and a head), the table's length in pages."""
     table = next(o for o in plan.operands if o.name == pages.table)
-    lead = op.gmem_shape[: len(op.gmem_shape) - len(op.dims) - 1]  # before the page dim
+    sizes = {d.name: d.size for d in plan.dims}
+    entries = math.prod(sizes[d] for d in dict.fromkeys((*op.batch, *table.batch)))
     rest = op.gmem_shape[len(op.gmem_shape) - len(op.dims) + 1 :]  # after a page's rows
-    sequences = math.prod(table.shape[:-1])
-    return (*lead, sequences, table.shape[-1] * pages.page_rows, *rest)
+    return (entries, table.shape[-1] * pages.page_rows, *rest)
 
 
 class _Counter:

@@ -132,7 +132,10 @@ class LaunchPlan(TextDisplay):
     def check_invariants(self) -> None:
         """Asserts the facts the generated code relies on; raises AssertionError if one breaks."""
         tiled = [d for d in self.dims if d.tiled_by]
-        batched = tuple(d.size for d in self.dims if d.batched)
+        # The batch dims lead the grid in the order of batch=, whatever order the operands
+        # name them in.
+        batch_dims = sorted((d for d in self.dims if d.batched), key=lambda d: d.grid_axis or 0)
+        batched = tuple(d.size for d in batch_dims)
         assert self.grid == (batched + tuple(hw.cdiv(d.size, d.block) for d in tiled) or (1,))
         assert all(isinstance(g, int) and g > 0 for g in self.grid)
         assert len(self.grid) == len(self.grid_names)
@@ -199,42 +202,7 @@ class LaunchPlan(TextDisplay):
             lines.append(f"    {f'{d.name}={d.size}':<{width}}  {split:<16} {status}{edge}")
         for title, group in (("operands", self.operands), ("results", self.results)):
             lines.append(f"  {title}:")
-            for op in group:
-                text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
-                if op.kind == Kind.PARAMS and len(op.dims) == 2:
-                    text += "  a stack of parameter vectors, each loaded where the body takes it"
-                elif op.kind == Kind.PARAMS:
-                    text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
-                    text += "by index from global memory"
-                elif op.role is Role.INPUT and not op.loaded and op.name in self.page_tables:
-                    text += "  read from global memory by the copies of the pages it lists"
-                elif op.role is Role.INPUT and not op.loaded and op.name in self.index_operands:
-                    text += "  read from global memory by the copies of the rows it picks"
-                elif op.role is Role.INPUT and not op.loaded and op.name in self.updated_operands:
-                    text += "  updated in place by the result (not loaded)"
-                elif op.role is Role.INPUT and not op.loaded:
-                    text += "  (not loaded)"
-                elif op.in_place and op.block_shape:
-                    text += "  each row's element read from global memory, not copied"
-                elif op.loop_dim is not None:
-                    text += "  fill per loop (below)"
-                elif op.fill is not None:
-                    text += f"  fill {op.fill!r}"
-                if op.index is not None and op.role is Role.OUTPUT:
-                    text += f"  rows scattered by {op.index}, one copy a row (an index outside "
-                    text += f"[0, {op.shape[0]}) is skipped)"
-                elif op.index is not None and op.loaded:
-                    text += f"  rows gathered by {op.index}, one copy a row (an index outside "
-                    text += f"[0, {op.shape[0]}) reads zeros)"
-                if op.pages is not None:
-                    text += f"  pages listed by {op.pages.table}, {_page_copy_text(op.pages)}"
-                if op.updates is not None:
-                    text += f"  written into `{op.updates}`, in place"
-                if op.halo.rows:
-                    text += f"  {_halo_text(self, op)}"
-                if op.host_padded:
-                    text += f"  host-padded to {list(op.gmem_shape)}"
-                lines.append(text)
+            lines.extend(self._array_line(op) for op in group)
         for i, loop in enumerate(self.loops):
             what = "fold into a carry" if loop.mode == "fold" else "write a block per step"
             if loop.carries:
@@ -273,6 +241,44 @@ class LaunchPlan(TextDisplay):
             lines.append("  notes:")
             lines.extend(f"    - {note}" for note in self.notes)
         return "\n".join(lines)
+
+    def _array_line(self, op: OperandPlan) -> str:
+        """The plan's line of one operand or result: its array, its block, how it is read."""
+        text = f"    {op.name}: {op.dtype}{list(op.shape)}  block {list(op.block_shape)}"
+        if op.kind == Kind.PARAMS and len(op.dims) == 2:
+            text += "  a stack of parameter vectors, each loaded where the body takes it"
+        elif op.kind == Kind.PARAMS:
+            text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
+            text += "by index from global memory"
+        elif op.role is Role.INPUT and not op.loaded and op.name in self.page_tables:
+            text += "  read from global memory by the copies of the pages it lists"
+        elif op.role is Role.INPUT and not op.loaded and op.name in self.index_operands:
+            text += "  read from global memory by the copies of the rows it picks"
+        elif op.role is Role.INPUT and not op.loaded and op.name in self.updated_operands:
+            text += "  updated in place by the result (not loaded)"
+        elif op.role is Role.INPUT and not op.loaded:
+            text += "  (not loaded)"
+        elif op.in_place and op.block_shape:
+            text += "  each row's element read from global memory, not copied"
+        elif op.loop_dim is not None:
+            text += "  fill per loop (below)"
+        elif op.fill is not None:
+            text += f"  fill {op.fill!r}"
+        if op.index is not None and op.role is Role.OUTPUT:
+            text += f"  rows scattered by {op.index}, one copy a row (an index outside "
+            text += f"[0, {op.shape[0]}) is skipped)"
+        elif op.index is not None and op.loaded:
+            text += f"  rows gathered by {op.index}, one copy a row (an index outside "
+            text += f"[0, {op.shape[0]}) reads zeros)"
+        if op.pages is not None:
+            text += f"  pages listed by {op.pages.table}, {_page_copy_text(op.pages)}"
+        if op.updates is not None:
+            text += f"  written into `{op.updates}`, in place"
+        if op.halo.rows:
+            text += f"  {_halo_text(self, op)}"
+        if op.host_padded:
+            text += f"  host-padded to {list(op.gmem_shape)}"
+        return text
 
     def _edge(self, d: DimLayout) -> str:
         if d.batched or d.parameters or d.grouped or d.indexed_by:
