@@ -7,7 +7,9 @@ and that the loop over S walks each sequence through the pages its table row lis
 body sees `k_pages` as each step's block of BS tokens over "S D", as attention sees `k`, and
 `sk.position("S")` gives the tokens' positions in the sequence. Each step's block is copied
 page by page (a TMA copy a page). The loop stops at the sequence's length, so a sequence
-reads only its own pages; a page outside the pool reads zeros.
+reads only its own pages; a page outside the pool reads zeros. The rows of a sequence's last
+page past its length are masked out of the scores; they must hold finite values (0 times NaN
+is NaN in the product with v), as a cache JAX allocates and updates does.
 
 The query heads that share a key head (GQA, H = Hkv * G) are the rows of one block, so each
 page is read once for all of them. When the batch is too small to fill the GPU, the wrapper

@@ -288,7 +288,9 @@ class Tile:
         context = _trace_context.current()
         looped = [d for d in self.dims if d in (context.loop_dims if context else {})]
         active = context.loops if context else ()
-        if self._grouped_by is not None and self._grouped_by not in active:
+        # A page's rows run along its loop's dim: said as of any operand along a loop dim.
+        grouped = self._grouped_by is not None and self._grouped_by not in self.dims
+        if grouped and self._grouped_by not in active:
             loop = self._grouped_by
             where = f"a loop over {active[-1]!r}" if active else "the body outside any loop"
             raise BodyError(

@@ -457,8 +457,8 @@ def kernel[**P, R](
         `block_tables: "B Pages"` lists the pages of each batch entry's sequence, in order.
         The loop over S (`loop={"S": "BS"}`) walks that sequence: its size is Pages * S,
         token t is row t % S of page `block_tables[b, t // S]`, and each step's block of BS
-        tokens (whole pages, or a part of one) is copied page by page. A page outside [0, P)
-        reads zeros.
+        tokens (whole pages, or an equal part of one; pages of a multiple of 8 rows) is
+        copied page by page. A page outside [0, P), padding -1 included, reads zeros.
       reference: a plain jnp function computing the same result, for tests and tools.
       vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
         kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A

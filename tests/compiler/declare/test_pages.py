@@ -349,7 +349,8 @@ def test_a_table_whose_pages_dim_another_operand_has() -> None:
         ) -> Float32[Array, "B D"]:
             return sk.loop("S", lambda c: c + sk.sum(sk.load(kv), axis=0), init=jnp.zeros((BD,)))
 
-    check(info.value, "shared", operand="tables", dim="P")
+    check(info.value, "shared", operand="scales", dim="Pages", fix_mentions=("pages too",))
+    assert "page table `tables`" in info.value.what
 
 
 @pytest.mark.parametrize(

@@ -952,3 +952,109 @@ def test_check_kernel_passes_a_correct_paged_kernel() -> None:
     """sk.testing runs the kernel at each probe against its reference."""
     results = sk.testing.check_kernel(paged_attention_heads)  # raises on a mismatch
     assert len(results) >= 4
+
+
+# --- the contract where the device differs from the interpreter ---------------------------
+
+
+@sk.kernel(batch=("B",), tile={"D": "BD"}, loop={"S": "BS"}, pages={"P": "tables"})
+def pool_sums(
+    pages: Float[Array, "P S D"],
+    tables: Int32[Array, "B Pages"],
+    *,
+    BD: sk.Const[int] = 64,
+    BS: sk.Const[int] = 64,
+) -> Float32[Array, "B D"]:
+    """Each sequence's rows summed, every page of its table read."""
+    return sk.loop(
+        "S", lambda t: t + sk.sum(sk.load(pages), axis=0), init=jnp.zeros((BD,), jnp.float32)
+    )
+
+
+def test_a_page_outside_the_pool_is_sent_past_every_page_of_every_head() -> None:
+    """Mosaic GPU merges a copy's leading dims (heads and pages) when the tiled copy has more
+    than 5 dims: page `pool` of one head would be page 0 of the next. The emitted code sends
+    a page outside the pool past the pages of every head."""
+    S = jax.ShapeDtypeStruct
+    source = paged_attention_heads.emit(
+        S((2, 8, 4, 128), jnp.bfloat16),
+        S((8, 40, 16, 128), jnp.bfloat16),
+        S((8, 40, 16, 128), jnp.bfloat16),
+        S((2, 8), jnp.int32),
+        S((2,), jnp.int32),
+    )
+    assert "loop0_page0 = jnp.where(\n" in source or "loop0_page0 = jnp.where(" in source
+    assert "8 * 40" not in source and "320," in source  # 8 heads x 40 pages
+
+
+def test_a_pool_of_one_page_is_padded_to_two() -> None:
+    """A copy drops a dim of 1, and with it the page index: a pool of one page is padded
+    with a page of zeros on the host, and a page outside it still reads zeros."""
+    pool = jax.random.normal(jax.random.key(0), (1, 64, 64))
+    tables = jnp.array([[0, -1, 0], [3, 0, 0]], jnp.int32)
+    np.testing.assert_allclose(
+        pool_sums(pool, tables), np.stack([2 * pool[0].sum(0)] * 2), rtol=1e-5, atol=1e-4
+    )
+    text = str(pool_sums.plan(pool, tables))
+    assert "a pool of one page, padded on the host" in text
+
+
+def test_a_table_is_not_padded_on_the_host() -> None:
+    """The table is read an element at a time by the copies, never copied by TMA: an odd
+    length needs no padding."""
+    pool = jax.random.normal(jax.random.key(0), (10, 64, 64))
+    tables = jnp.array([[1, 2, 3], [4, 5, 6]], jnp.int32)  # 12-byte rows
+    text = str(pool_sums.plan(pool, tables))
+    assert "fallback: `tables`" not in text and "tables: int32[2, 3]" in text
+
+
+@sk.kernel(batch=("B",), tile={"D": "BD"}, loop={"S": "BS"}, pages={"P": "tables"})
+def scaled_sums(
+    pages: Float[Array, "P S D"],
+    scales: Float[Array, "P S"],
+    tables: Int32[Array, "B Pages"],
+    *,
+    BD: sk.Const[int] = 64,
+    BS: sk.Const[int] = 64,
+) -> Float32[Array, "B D"]:
+    """Per-token scales, stored in pages beside the values."""
+
+    def step(total: jax.Array) -> jax.Array:
+        return total + sk.sum(sk.load(pages) * sk.load(scales)[:, None], axis=0)
+
+    return sk.loop("S", step, init=jnp.zeros((BD,), jnp.float32))
+
+
+def test_pages_of_a_vector_move_whole_128_bytes_a_copy() -> None:
+    pool = jax.random.normal(jax.random.key(0), (10, 32, 64))
+    scales = jax.random.normal(jax.random.key(1), (10, 32))
+    tables = jnp.array([[1, 2], [9, 0]], jnp.int32)
+    want = np.einsum("bpsd,bps->bd", np.asarray(pool)[tables], np.asarray(scales)[tables])
+    np.testing.assert_allclose(scaled_sums(pool, scales, tables), want, rtol=1e-4, atol=1e-3)
+    with pytest.raises(sk.ShapeError) as info:
+        scaled_sums(pool[:, :16], scales[:, :16], tables)  # 16 float32: 64 bytes a copy
+    assert info.value.operand == "scales" and info.value.dim == "S"
+    assert "64 bytes" in info.value.what and info.value.fix
+
+
+def test_a_sequence_past_int32_is_refused() -> None:
+    S = jax.ShapeDtypeStruct
+    with pytest.raises(sk.ShapeError) as info:
+        pool_sums.plan(S((10, 16, 64), jnp.float32), S((2, 2**27), jnp.int32))
+    assert info.value.operand == "tables" and info.value.dim == "Pages"
+
+
+def test_a_page_loaded_outside_its_loop_is_said_as_a_loop_dims_operand() -> None:
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(batch=("B",), tile={"D": "BD"}, loop={"S": "BS"}, pages={"P": "tables"})
+        def k(
+            pages: Float[Array, "P S D"],
+            tables: Int32[Array, "B Pages"],
+            *,
+            BD: sk.Const[int] = 64,
+            BS: sk.Const[int] = 64,
+        ) -> Float32[Array, "B D"]:
+            return sk.sum(sk.load(pages), axis=0)
+
+    assert "loop dim S" in info.value.what and "group dim" not in info.value.what

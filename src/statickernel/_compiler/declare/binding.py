@@ -6,6 +6,7 @@ values; jaxtyping with beartype then checks the same call against the declared a
 
 import dataclasses
 import functools
+import math
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -83,7 +84,7 @@ def bind(
     for dim in spec.const_dims:  # a result dim sized by its constant (top-k's K)
         sizes[dim] = int(consts[dim])  # positive, as every int constant
     _check_groups(spec, sizes, consts, ctx.bound(sizes))
-    _bind_pages(spec, sizes, consts, ctx.bound(sizes))
+    _bind_pages(spec, sizes, consts, dtypes, ctx.bound(sizes))
     _typecheck(spec, args, ctx.bound(sizes))
     return Binding(
         sizes=tuple(sizes.items()),
@@ -126,7 +127,11 @@ def _check_groups(
 
 
 def _bind_pages(
-    spec: KernelSpec, sizes: dict[str, int], consts: dict[str, Any], ctx: ErrorContext
+    spec: KernelSpec,
+    sizes: dict[str, int],
+    consts: dict[str, Any],
+    dtypes: dict[str, str],
+    ctx: ErrorContext,
 ) -> None:
     """The loop over a paged dim copies whole pages a step, or an equal part of one. (Its
     size, the table's length times the page size, is the layout's: `sizes` keeps the page's.)"""
@@ -146,6 +151,21 @@ def _bind_pages(
                 actual=f"pages of {page} rows, {const}={block}",
                 fix="store the cache in pages of 8, 16, 32 ... rows",
             )
+        table = next(o for o in spec.operands if o.name == spec.page_tables[group])
+        if sizes[table.dims[-1]] * page > hw.INT32_MAX:
+            raise ctx.error(
+                ShapeError,
+                f"the sequences `{table.name}` lists are {sizes[table.dims[-1]]:,} pages of "
+                f"{page} rows, past int32",
+                operand=table.name,
+                dim=table.dims[-1],
+                expected=f"{table.dims[-1]} x {page} <= {hw.INT32_MAX:,} (positions along "
+                f"{walked} are int32)",
+                actual=f"{sizes[table.dims[-1]] * page:,}",
+                fix=f"split `{table.name}`'s rows into parts of fewer pages",
+            )
+        for op in (o for o in spec.operands if group in o.dims):
+            _check_page_copy(spec, op, walked, min(page, block), sizes, consts, dtypes, ctx)
         if block % page and page % block:
             # Blocks of whole 64-row tiles (WGMMA's rows), each whole pages or a part of one.
             fits = [b for b in range(64, 257, 64) if b % page == 0 or page % b == 0]
@@ -165,6 +185,40 @@ def _bind_pages(
                 actual=f"{const}={block}, pages of {page}",
                 fix=fix,
             )
+
+
+def _check_page_copy(
+    spec: KernelSpec,
+    op: OperandSpec,
+    walked: str,
+    rows: int,
+    sizes: dict[str, int],
+    consts: dict[str, Any],
+    dtypes: dict[str, str],
+    ctx: ErrorContext,
+) -> None:
+    """A copy of a page moves a multiple of 128 bytes: Mosaic GPU splits a copy's bytes over
+    the 128 threads of the warpgroup that issues it."""
+    blocks = spec.block_map
+    rest = op.dims[op.dims.index(walked) + 1 :]
+    elements = rows * math.prod(
+        int(consts[blocks[d]]) if d in spec.tile_map else sizes[d] for d in rest
+    )
+    moved = hw.nbytes(elements, dtypes[op.name])
+    if moved % hw.COPY_BYTES_QUANTUM == 0:
+        return
+    raise ctx.error(
+        ShapeError,
+        f"a copy of a page of `{op.name}` moves {moved} bytes, not a multiple of "
+        f"{hw.COPY_BYTES_QUANTUM}",
+        operand=op.name,
+        dim=walked,
+        expected=f"{rows} rows of '{' '.join(rest) or '(one element)'}' a copy, a multiple "
+        f"of {hw.COPY_BYTES_QUANTUM} bytes (the warpgroup's threads each copy a part)",
+        actual=f"{moved} B of {dtypes[op.name]}",
+        fix=f"store `{op.name}` in larger pages, or lay it out with a dim after its rows "
+        "(per-token scales beside the values they scale)",
+    )
 
 
 def _check_operand_count(spec: KernelSpec, args: Sequence[Any], ctx: ErrorContext) -> None:

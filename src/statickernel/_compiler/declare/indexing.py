@@ -166,9 +166,10 @@ def _check_page_table(
     tables: frozenset[str],
     err: dict[str, Any],
 ) -> None:
-    """A page table (`groups={"P": "S"}` with `index={"P": "block_tables"}`) lists, for each
-    batch entry, the page of `dim` each step of the loop over `walked` reads: it is laid out
-    over batch dims of the kernel, then a dim of its own numbering the steps."""
+    """A page table (`pages={"P": "block_tables"}`, which the declaration holds as a group
+    dim P of the loop over `walked` addressed by the table) lists, for each batch entry, the
+    pages of `dim` the loop reads: it is laid out over batch dims of the kernel, then a dim of
+    its own that counts the pages."""
     table = _named_operand(dim, name, by_name, results, err)
     steps = table.dims[-1] if table.dims else None
     lead = table.dims[:-1]
@@ -177,7 +178,6 @@ def _check_page_table(
         steps is None
         or steps in blocked
         or steps in batch
-        or others
         or steps == dim
         or any(d not in batch for d in lead)
     ):
@@ -193,6 +193,19 @@ def _check_page_table(
             actual=f"'{' '.join(table.dims)}'",
             fix=f'annotate `{name}` Int32[Array, "{expected}"]: its row for each batch entry '
             f"lists the pages that entry reads, in order",
+        )
+    if others:
+        raise AnnotationError(
+            f"`{others[0].name}` ('{' '.join(others[0].dims)}') runs along {steps}, the dim of "
+            f"page table `{name}` that counts each sequence's pages",
+            **err,
+            operand=others[0].name,
+            dim=steps,
+            expected=f"{steps} in page tables only: a loop over {walked} walks a sequence "
+            "page by page, and no block runs along its pages",
+            actual=f"`{others[0].name}`: '{' '.join(others[0].dims)}'",
+            fix=f"lay `{others[0].name}` out along {walked} and store it in pages too, or name "
+            "its dim differently",
         )
     _check_index_dtype(table, err)
 

@@ -108,8 +108,10 @@ class KernelSpec:
 
     @property
     def page_tables(self) -> dict[str, str]:
-        """The page tables by the group dim each addresses (`groups={"P": "Pmax"}` with
-        `index={"P": "block_tables"}`): read by the copies of the pages, never by the body."""
+        """The page tables by the page dim each lists the pages of (`pages={"P":
+        "block_tables"}`, held as the group dim P of its loop, `groups={"P": "S"}`, addressed
+        by the table, `index={"P": "block_tables"}`): read by the copies of the pages, never
+        by the body."""
         groups = self.group_map
         return {d: name for d, name in self.index if d in groups}
 

@@ -479,6 +479,7 @@ class _Generator:
                     else "rows are not a multiple of 16 bytes: pad for TMA"
                 )
                 why = "pad to whole steps of its loop" if op.column_steps else why
+                why = "a pool of one page: pad with a page of zeros" if op.pages else why
                 body.append(Comment(f"`{op.name}` {why} (extra copy)."))
                 body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
             if op.column_steps:

@@ -12,8 +12,11 @@ the slot counts one arrival a copy.
 
 Each copy reads its page's id from the table in global memory. An id outside [0, pool), and
 a page past the table's end (the last block of a sequence that is not whole blocks), is sent
-to page `pool`, one past the pool's end, where TMA reads zeros, as it does past any array's
-edge: a block's rows past the sequence read zeros, as every loop's do.
+to a page past the end of the whole array, where TMA reads zeros, as it does past any
+array's edge: a block's rows past the sequence read zeros, as every loop's do. (Not page
+`pool` of this batch entry: Mosaic GPU merges the leading dims of a copy of more than 5
+tiled dims into one, the batch dims with the pages, where page `pool` of one head is page 0
+of the next. Nor a pool of one page, whose dim a copy drops: it is padded to two.)
 """
 
 from ..ir.names import block_index, gmem_ref, loop_part
@@ -148,7 +151,7 @@ def _page_of_copy(
         in_pool = BinOp(Operator.AND, in_pool, BinOp(Operator.LT, entry, Const(length)))
     body.append(Assign((inside,), in_pool))
     outside = "a page outside the pool, or past the table's end, reads zeros"
-    body.append(Assign((page,), select(inside, page, Const(pages.pool), "int32"), outside))
+    body.append(Assign((page,), select(inside, page, Const(pages.outside), "int32"), outside))
     row: Expr = Const(0)
     if pages.copy_rows < pages.page_rows:  # the block is part of a page: its place in it
         row = call("lax.rem", token, Const(pages.page_rows))

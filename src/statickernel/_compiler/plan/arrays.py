@@ -103,6 +103,7 @@ def _plan_array(
             )
     else:
         gmem = _gmem_shape(inputs, op, role, lead, shape, swizzle, notes)
+    gmem_lead = _pool_of_two(inputs, op, lead, notes)
     loaded = role is Role.OUTPUT or op.name in inputs.fills
     aliases = inputs.form.aliases or {}
     kind = layout.kind(dims_seen)
@@ -114,7 +115,7 @@ def _plan_array(
         dtype=dtype,
         kind=kind,
         block_shape=tuple(layout.dim(d).extent for d in dims_seen),
-        gmem_shape=lead + gmem,
+        gmem_shape=gmem_lead + gmem,
         batch=op.batch,
         groups=op.groups,
         fill=inputs.fills.get(op.name) if role is Role.INPUT and dims_seen else None,
@@ -132,12 +133,13 @@ def _plan_array(
         column_steps=steps,
         index=op.indexed.index if op.indexed is not None else None,
         updates=spec.update if role is Role.OUTPUT else None,
-        pages=_page_copies(inputs, op),
+        pages=_page_copies(inputs, op, gmem_lead),
     )
 
 
-def _page_copies(inputs: PlanInputs, op: Any) -> PageCopies | None:
-    """For a paged operand, the copies each step of its loop makes."""
+def _page_copies(inputs: PlanInputs, op: Any, lead: tuple[int, ...]) -> PageCopies | None:
+    """For a paged operand, the copies each step of its loop makes; `lead`, its array's batch
+    and page dims as the kernel addresses them."""
     tables = inputs.spec.page_tables
     if not op.groups or op.groups[0] not in tables:
         return None
@@ -149,7 +151,26 @@ def _page_copies(inputs: PlanInputs, op: Any) -> PageCopies | None:
         copy_rows=copy_rows,
         copies=walked.block // copy_rows,
         pool=inputs.layout.sizes[op.groups[0]],
+        # Past every page of every batch entry: Mosaic GPU may merge the leading dims of a
+        # copy into one, where page `pool` of one entry is page 0 of the next.
+        outside=math.prod(lead),
     )
+
+
+def _pool_of_two(
+    inputs: PlanInputs, op: Any, lead: tuple[int, ...], notes: list[str]
+) -> tuple[int, ...]:
+    """A paged operand's batch and page dims as the kernel addresses them: a pool of one page
+    is padded to two on the host, since Mosaic GPU drops a dim of 1 from a copy, and with it
+    the page index that sends a page outside the pool to zeros."""
+    if not op.groups or op.groups[0] not in inputs.spec.page_tables or lead[-1] != 1:
+        return lead
+    notes.append(
+        f"fallback: `{op.name}` has a pool of one page, padded on the host with a page of "
+        "zeros (one extra copy): a copy drops a dim of 1, and a page outside the pool would "
+        "read the pool's one page"
+    )
+    return (*lead[:-1], 2)
 
 
 def _column_steps(inputs: PlanInputs, op: Any, dtype: str, shape: tuple[int, ...]) -> int:
@@ -204,6 +225,8 @@ def _gmem_shape(
         return (shape[0], padded)
     if role is Role.INPUT and op.name in inputs.form.reads_in_place:
         return shape  # read an element at a time, from the array as it is
+    if role is Role.INPUT and op.name in spec.page_tables.values():
+        return shape  # read an element at a time by the copies of the pages it lists
     if role is Role.INPUT and len(shape) == 1 and set(dims_seen) & set(spec.param_dims):
         return shape  # a parameter vector, read by index
     if inputs.form.copies_vectors_in_bulk and len(shape) == 1:

@@ -33,12 +33,16 @@ class PageCopies:
     copies: int
     """The copies a step: its block's rows over `copy_rows`."""
     pool: int
-    """The pages in the pool; a page outside [0, pool) reads zeros (its copy is sent to
-    page `pool`, one past the end, where TMA reads zeros)."""
+    """The pages in the pool; a page outside [0, pool) reads zeros."""
+    outside: int
+    """The page a copy of a page outside the pool is sent to, where TMA reads zeros: past
+    every page of every batch entry of the array (the pages of all its entries, which Mosaic
+    GPU may merge into one dim of a copy)."""
 
     def check_invariants(self) -> None:
         assert self.copies >= 1 and self.copy_rows >= 1
         assert self.page_rows % self.copy_rows == 0
+        assert self.outside >= self.pool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -160,6 +160,8 @@ class LaunchPlan(TextDisplay):
         form = self.planned_form
         for op in self.operands + self.results:
             assert op.block_shape == tuple(self.dim(n).extent for n in op.dims)
+            if op.pages is not None:
+                op.pages.check_invariants()
             if op.in_place or not op.loaded:  # read from global memory, or not at all
                 continue
             if op.swizzle:
