@@ -73,7 +73,8 @@ class ProbeCase:
     dtypes: tuple[str, ...]
     index_bounds: tuple[int | None, ...] = ()
     """For each index operand (`index={"V": "ids"}`), the size of the dim its values address
-    (its data are drawn mostly inside it); None for every other operand."""
+    (its data are drawn mostly inside it), and for a scalar that stops a loop (`stop=` of
+    `sk.load(lengths)`), the loop dim's size; None for every other operand."""
     unique_indices: tuple[bool, ...] = ()
     """For each operand, whether it is an index that scatters a result's rows: its values
     are drawn without repeats, since two rows written to one row leave either."""
@@ -281,11 +282,32 @@ def probe_cases(
     else:
         labelled = [("given", _operand_shapes(spec, s)) for s in shapes]
     configs = probe_dtypes(kernel, dtypes)
+    stops = _loop_stops(kernel)
     return [
-        ProbeCase(label, s, config, _index_bounds(spec, s), _unique_indices(spec))
+        ProbeCase(label, s, config, _index_bounds(spec, s, stops), _unique_indices(spec))
         for config in configs
         for label, s in labelled
     ]
+
+
+def _loop_stops(kernel: Kernel) -> dict[str, str]:
+    """The integer scalar operands that stop a loop as they are (`stop=sk.load(lengths)`), and
+    the loop's dim: their values are positions along it (a sequence's length)."""
+    trace = compile_declaration(kernel.spec, kernel.consts).trace
+    operands = {o.name for o in kernel.spec.operands}
+    stops: dict[str, str] = {}
+
+    def walk(eqns: Sequence[Eqn]) -> None:
+        for eqn in eqns:
+            params = dict(eqn.params)
+            stop = params.get("stop")
+            if getattr(stop, "var", None) in operands:
+                stops[stop.var] = params["axis"]
+            for step in (v for v in params.values() if isinstance(v, Step)):
+                walk(step.eqns)
+
+    walk(trace.eqns)
+    return stops
 
 
 def _unique_indices(spec: KernelSpec) -> tuple[bool, ...]:
@@ -294,16 +316,23 @@ def _unique_indices(spec: KernelSpec) -> tuple[bool, ...]:
     return tuple(o.name in scattering for o in spec.operands) if scattering else ()
 
 
-def _index_bounds(spec: KernelSpec, shapes: tuple[tuple[int, ...], ...]) -> tuple[int | None, ...]:
-    """The size of the dim each index operand addresses, at these shapes; None for others."""
-    if not spec.index:
+def _index_bounds(
+    spec: KernelSpec, shapes: tuple[tuple[int, ...], ...], stops: Mapping[str, str]
+) -> tuple[int | None, ...]:
+    """The size of the dim each index operand addresses, or each loop-stopping scalar's loop
+    walks (a paged loop's: the table's pages times a page), at these shapes; None for others."""
+    if not spec.index and not stops:
         return ()
     sizes = {
         d: n
         for o, shape in zip(spec.operands, shapes, strict=True)
         for d, n in zip(o.dims, shape, strict=True)
     }
-    addressed = {name: sizes[dim] for dim, name in spec.index}
+    addressed = {name: sizes[dim] for dim, name in spec.index if name not in stops}
+    tables = {o.name: o for o in spec.operands if o.name in spec.page_tables.values()}
+    paged = {spec.group_map[p]: tables[t].dims[-1] for p, t in spec.page_tables.items()}
+    for name, axis in stops.items():
+        addressed[name] = sizes[axis] * (sizes[paged[axis]] if axis in paged else 1)
     return tuple(addressed.get(o.name) for o in spec.operands)
 
 

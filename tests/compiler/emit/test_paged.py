@@ -1051,3 +1051,15 @@ def test_a_page_loaded_outside_its_loop_is_said_as_a_loop_dims_operand() -> None
             return sk.sum(sk.load(pages), axis=0)
 
     assert "loop dim S" in info.value.what and "group dim" not in info.value.what
+
+
+def test_a_length_that_stops_the_loop_is_drawn_along_the_sequence() -> None:
+    """sk.testing draws `lengths`, the scalar the loop stops at, from -2 to 2 past the
+    sequence (the table's pages times a page), as it draws an index along its dim: most
+    sequences are neither empty nor whole."""
+    for case in sk.testing.probe_cases(paged_attention_heads):
+        _, pages, _, table, _ = case.shapes
+        # The table's pages are drawn in the pool (and a few outside it), as an index's.
+        assert case.index_bounds == (None, None, None, pages[1], table[1] * pages[2])
+        lengths = np.asarray(sk.testing.random_operands(case, seed=0)[4])
+        assert lengths.min() >= -2 and lengths.max() < table[1] * pages[2] + 2
