@@ -3,7 +3,7 @@ tiled dim, ragged on the whole dims, smaller than one block) and the dtypes its 
 allow, combined into cases."""
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import jax
@@ -16,7 +16,7 @@ from .._compiler.declare.spec import KernelSpec
 from .._compiler.layout.blocks import call_layout, split_blocks
 from .._compiler.layout.smem import smem_bytes
 from .._compiler.lower.slices import SLICE_RULES
-from .._compiler.trace.body import Eqn, Step
+from .._compiler.trace.body import Atom, Eqn, Step
 from .._errors import NotAKernelError
 from .._where import call_site
 from ..runtime.kernel import Kernel
@@ -191,7 +191,7 @@ def _page_sizes(
     half = block // 2
     ragged = label == f"ragged {walked}" and half % 8 == 0
     sizes[walked] = half if ragged else block
-    steps = next(o.dims[-1] for o in spec.operands if o.name == spec.page_tables[group])
+    steps = spec.paged_loops[walked]
     if ragged:
         sizes[steps] = 2 * (sizes[steps] // 2) + 1
     sizes[group] = 2 * sizes[steps]
@@ -199,18 +199,19 @@ def _page_sizes(
 
 def _slices_columns(kernel: Kernel) -> bool:
     """Whether the body slices, splits or joins blocks (its declaration's trace says)."""
-    trace = compile_declaration(kernel.spec, kernel.consts).trace
+    return any(eqn.prim in SLICE_RULES for eqn in _declared_eqns(kernel))
 
-    def uses(eqns: Sequence[Eqn]) -> bool:
+
+def _declared_eqns(kernel: Kernel) -> Iterator[Eqn]:
+    """The equations of the body's trace at the declaration, those of loop steps included."""
+
+    def walk(eqns: Sequence[Eqn]) -> Iterator[Eqn]:
         for eqn in eqns:
-            if eqn.prim in SLICE_RULES:
-                return True
-            steps = [v for _, v in eqn.params if isinstance(v, Step)]
-            if any(uses(step.eqns) for step in steps):
-                return True
-        return False
+            yield eqn
+            for step in (v for _, v in eqn.params if isinstance(v, Step)):
+                yield from walk(step.eqns)
 
-    return uses(trace.eqns)
+    return walk(compile_declaration(kernel.spec, kernel.consts).trace.eqns)
 
 
 def _axis(spec: KernelSpec, dim: str) -> str:
@@ -293,20 +294,13 @@ def probe_cases(
 def _loop_stops(kernel: Kernel) -> dict[str, str]:
     """The integer scalar operands that stop a loop as they are (`stop=sk.load(lengths)`), and
     the loop's dim: their values are positions along it (a sequence's length)."""
-    trace = compile_declaration(kernel.spec, kernel.consts).trace
     operands = {o.name for o in kernel.spec.operands}
     stops: dict[str, str] = {}
-
-    def walk(eqns: Sequence[Eqn]) -> None:
-        for eqn in eqns:
-            params = dict(eqn.params)
-            stop = params.get("stop")
-            if getattr(stop, "var", None) in operands:
-                stops[stop.var] = params["axis"]
-            for step in (v for v in params.values() if isinstance(v, Step)):
-                walk(step.eqns)
-
-    walk(trace.eqns)
+    for eqn in _declared_eqns(kernel):
+        params = dict(eqn.params)
+        stop = params.get("stop")
+        if isinstance(stop, Atom) and stop.var in operands:
+            stops[stop.var] = params["axis"]
     return stops
 
 
@@ -329,8 +323,7 @@ def _index_bounds(
         for d, n in zip(o.dims, shape, strict=True)
     }
     addressed = {name: sizes[dim] for dim, name in spec.index if name not in stops}
-    tables = {o.name: o for o in spec.operands if o.name in spec.page_tables.values()}
-    paged = {spec.group_map[p]: tables[t].dims[-1] for p, t in spec.page_tables.items()}
+    paged = spec.paged_loops
     for name, axis in stops.items():
         addressed[name] = sizes[axis] * (sizes[paged[axis]] if axis in paged else 1)
     return tuple(addressed.get(o.name) for o in spec.operands)

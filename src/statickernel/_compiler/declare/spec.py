@@ -116,6 +116,18 @@ class KernelSpec:
         return {d: name for d, name in self.index if d in groups}
 
     @property
+    def paged_loops(self) -> dict[str, str]:
+        """Each loop dim walked page by page, and the dim of its table that counts the pages
+        (`{"S": "Pages"}` for `k_pages: "Hkv P S D"` listed by `block_tables: "B Pages"`)."""
+        tables = {o.name: o for o in self.operands}
+        groups = self.group_map
+        return {groups[p]: tables[table].dims[-1] for p, table in self.page_tables.items()}
+
+    def page_table(self, op: OperandSpec) -> str | None:
+        """The table listing `op`'s pages, for a paged operand; else None."""
+        return self.page_tables.get(op.groups[0]) if op.groups else None
+
+    @property
     def tile_map(self) -> dict[str, str]:
         return dict(self.tile)
 

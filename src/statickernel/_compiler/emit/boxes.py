@@ -7,13 +7,20 @@ import itertools
 
 from ..ir.names import block_index, gmem_ref, smem_ref
 from ..ir.nodes import BinOp, Const, Expr, Name, Operator, Slice, Subscript, call
+from ..layout.blocks import DimLayout
 from ..plan.plan import LaunchPlan, OperandPlan
 from .halos import halo_copies
 
-__all__ = ["EDGE_START", "rows_boxes", "tma_boxes"]
+__all__ = ["EDGE_START", "block_slice", "rows_boxes", "tma_boxes"]
 
 # A traced zero that boxes past a whole dim's edge start at: a box wider than the array.
 EDGE_START = Name("edge_start")
+
+
+def block_slice(dim: DimLayout) -> Expr:
+    """This grid step's block along a tiled dim."""
+    start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.block))
+    return call("pl.ds", start, Const(dim.block))
 
 
 def tma_boxes(plan: LaunchPlan, op: OperandPlan) -> list[tuple[Expr, Expr]]:

@@ -46,6 +46,7 @@ from ..lower.dots import wgmma_transforms
 from ..lower.translation import Carry, LoopBlock
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
+from .boxes import block_slice
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .paged import paged_pipeline, walks_pages
 
@@ -94,21 +95,24 @@ class _Loop:
     """The carries threaded through the pipeline as register values."""
     accumulators: tuple[Carry, ...]
     """The carries WGMMA accumulates into, each an accumulator ref."""
+    paged: bool
+    """Whether the loop walks paged operands, which its own pipeline copies page by page
+    (`emit.paged`) where `plgpu.emit_pipeline` copies one box a block."""
 
     @classmethod
     def of(cls, plan: LaunchPlan, block: LoopBlock) -> "_Loop":
         pipeline = plan.loops[block.index]
+        paged = walks_pages(plan, block.operands)
         return cls(
             plan,
             block,
             pipeline,
             name=loop_function(block.index),
             # A paged loop's own pipeline refills a slot as soon as its step returns.
-            overlap=bool(block.dots)
-            and pipeline.stages >= 2
-            and not walks_pages(plan, block.operands),
+            overlap=bool(block.dots) and pipeline.stages >= 2 and not paged,
             registers=tuple(c for c in block.carries if not c.accumulator),
             accumulators=tuple(c for c in block.carries if c.accumulator),
+            paged=paged,
         )
 
     @property
@@ -214,51 +218,49 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     """The statements that set up the pipeline (its block specs, a traced trip count, the
     register carries' first values), and the call that runs it."""
     plan, block, name = loop.plan, loop.block, loop.name
+    setup: list[Stmt] = []
+    steps: Expr = Const(loop.pipeline.steps)
+    if block.stop is not None:
+        steps = Name(loop_part(name, "steps"))
+        setup.append(
+            Assign(
+                (steps,),
+                _steps_before_stop(loop, block.stop),
+                comment="blocks wholly past the stop are skipped",
+            )
+        )
+    init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
+    for n, c in zip(init_names, loop.registers, strict=True):
+        assert c.init is not None
+        setup.append(Assign((Name(n),), c.init))
+    init = _names(init_names) if loop.registers else None
+    if loop.paged:
+        walk, run = paged_pipeline(plan, loop.pipeline, block.operands, name, steps, init)
+        return setup + walk, run
     ops = [plan.operand(n) for n in block.operands]
     last = loop.pipeline.steps - 1 if loop.pipeline.reverse else None
-    paged = walks_pages(plan, block.operands)
     specs = [
         _block_spec(plan, op, block.axis, delay_release=int(loop.overlap), last=last) for op in ops
     ]
     views = [_gmem_view(plan, op, block.axis) for op in ops]
     spec_names = [loop_part(name, f"{n}_spec") for n in block.operands]
-    lines: list[Stmt] = []
-    if not paged:
-        lines += [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
-    grid: Expr = Const((loop.pipeline.steps,))
-    steps: Expr = Const(loop.pipeline.steps)
-    if block.stop is not None:
-        stop_steps = Name(loop_part(name, "steps"))
-        lines.append(
-            Assign(
-                (stop_steps,),
-                _steps_before_stop(loop, block.stop),
-                comment="blocks wholly past the stop are skipped",
-            )
-        )
-        grid, steps = Tuple((stop_steps,)), stop_steps
+    spec_lines = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
     keywords = [
-        Keyword("grid", grid),
+        Keyword(
+            "grid", Tuple((steps,)) if block.stop is not None else Const((loop.pipeline.steps,))
+        ),
         Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
         Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
     ]
-    init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
-    if loop.registers:
-        for n, c in zip(init_names, loop.registers, strict=True):
-            assert c.init is not None
-            lines.append(Assign((Name(n),), c.init))
-        keywords.append(Keyword("init_carry", _names(init_names)))
-    if paged:
-        init = _names(init_names) if loop.registers else None
-        walk, run = paged_pipeline(plan, loop.pipeline, block.operands, name, steps, init)
-        return lines + walk, run
+    if init is not None:
+        keywords.append(Keyword("init_carry", init))
     emit = Call(
         Name("plgpu.emit_pipeline"),
         (Name(loop_part(name, "step")),),
         tuple(keywords),
         one_per_line=True,
     )
-    return lines, Call(emit, tuple(views))
+    return spec_lines + setup, Call(emit, tuple(views))
 
 
 def _steps_before_stop(loop: _Loop, stop: Expr) -> Expr:
@@ -325,18 +327,12 @@ def _block_spec(
     return call("plgpu.BlockSpec", Const(shape), Lambda(("step",), Tuple(index)), **keywords)
 
 
-def _block_slice(dim: DimPlan) -> Expr:
-    """This grid step's block along a tiled dim."""
-    start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.block))
-    return call("pl.ds", start, Const(dim.block))
-
-
 def _gmem_view(plan: LaunchPlan, op: OperandPlan, axis: str) -> Expr:
     """The operand's part for this block: tiled dims sliced at the block, the loop dim whole."""
     slices: list[Expr] = [Slice() for _ in op.groups]
     for d in op.dims:
         dim = plan.dim(d)
-        slices.append(_block_slice(dim) if d != axis and dim.tiled_by else Slice())
+        slices.append(block_slice(dim) if d != axis and dim.tiled_by else Slice())
     if op.column_steps:
         slices.append(Slice())
     if all(isinstance(s, Slice) for s in slices):
@@ -351,7 +347,7 @@ def _output_view(plan: LaunchPlan, op: OperandPlan, axis: str, index: Name, step
         if d == axis:
             slices.append(call("pl.ds", BinOp(Operator.MUL, index, Const(step)), Const(step)))
         elif dim.tiled_by:
-            slices.append(_block_slice(dim))
+            slices.append(block_slice(dim))
         else:
             slices.append(Slice())
     return Subscript(Name(f"{gmem_ref(op.name)}.at"), tuple(slices))

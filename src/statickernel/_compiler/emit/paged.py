@@ -19,7 +19,7 @@ tiled dims into one, the batch dims with the pages, where page `pool` of one hea
 of the next. Nor a pool of one page, whose dim a copy drops: it is padded to two.)
 """
 
-from ..ir.names import block_index, gmem_ref, loop_part
+from ..ir.names import gmem_ref, loop_part
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -44,6 +44,7 @@ from ..lower.dots import wgmma_transforms
 from ..plan.operands import OperandPlan, PageCopies
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import LaunchPlan
+from .boxes import block_slice
 
 __all__ = ["paged_pipeline", "walks_pages"]
 
@@ -160,15 +161,7 @@ def _page_of_copy(
 
 def _rest(plan: LaunchPlan, op: OperandPlan) -> tuple[Expr, ...]:
     """The slices of the dims after a page's rows: a tiled dim at this block, others whole."""
-    rest: list[Expr] = []
-    for d in op.dims[1:]:
-        dim = plan.dim(d)
-        if dim.tiled_by:
-            start = BinOp(Operator.MUL, Name(block_index(d)), Const(dim.block))
-            rest.append(call("pl.ds", start, Const(dim.block)))
-        else:
-            rest.append(Slice())
-    return tuple(rest)
+    return tuple(block_slice(plan.dim(d)) if plan.dim(d).tiled_by else Slice() for d in op.dims[1:])
 
 
 def _run_function(

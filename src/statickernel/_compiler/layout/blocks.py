@@ -320,7 +320,7 @@ def _layout(
 ) -> BlockLayout:
     tile, looped = spec.tile_map, spec.loop_map
     # A paged loop walks whole sequences: the table's length times a page's rows.
-    pages = paged_loops(spec)
+    pages = spec.paged_loops
     page_rows = {walked: sizes[walked] for walked in pages}
     sizes = {**sizes, **{w: sizes[w] * sizes[steps] for w, steps in pages.items()}}
     grid_names = list(spec.batch) + [n for n in spec.layout_dims() if n in tile]
@@ -350,13 +350,6 @@ def _layout(
         params=spec.param_dims,
     )
     return layout
-
-
-def paged_loops(spec: KernelSpec) -> dict[str, str]:
-    """Each loop dim walked page by page, and the dim of its table that counts the pages."""
-    operands = {o.name: o for o in spec.operands}
-    groups = spec.group_map
-    return {groups[p]: operands[table].dims[-1] for p, table in spec.page_tables.items()}
 
 
 def call_layout(
@@ -407,7 +400,7 @@ def declaration_layout(
             sizes[name] = block
     for group, walked in spec.groups:  # one index per step of its loop
         sizes[group] = hw.cdiv(sizes[walked], split[walked])
-    for walked, steps in paged_loops(spec).items():  # a page a step, and enough steps
+    for walked, steps in spec.paged_loops.items():  # a page a step, and enough steps
         sizes[steps] = max(2, spec.stage_count(consts) or 2)
         blocks[steps] = (sizes[steps], sizes[steps])
         sizes[walked] = split[walked]

@@ -140,13 +140,13 @@ def _plan_array(
 def _page_copies(inputs: PlanInputs, op: Any, lead: tuple[int, ...]) -> PageCopies | None:
     """For a paged operand, the copies each step of its loop makes; `lead`, its array's batch
     and page dims as the kernel addresses them."""
-    tables = inputs.spec.page_tables
-    if not op.groups or op.groups[0] not in tables:
+    table = inputs.spec.page_table(op)
+    if table is None:
         return None
     walked = inputs.layout.dim(inputs.spec.group_map[op.groups[0]])
     copy_rows = min(walked.page_rows, walked.block)
     return PageCopies(
-        table=tables[op.groups[0]],
+        table=table,
         page_rows=walked.page_rows,
         copy_rows=copy_rows,
         copies=walked.block // copy_rows,
@@ -163,7 +163,7 @@ def _pool_of_two(
     """A paged operand's batch and page dims as the kernel addresses them: a pool of one page
     is padded to two on the host, since Mosaic GPU drops a dim of 1 from a copy, and with it
     the page index that sends a page outside the pool to zeros."""
-    if not op.groups or op.groups[0] not in inputs.spec.page_tables or lead[-1] != 1:
+    if inputs.spec.page_table(op) is None or lead[-1] != 1:
         return lead
     notes.append(
         f"fallback: `{op.name}` has a pool of one page, padded on the host with a page of "
