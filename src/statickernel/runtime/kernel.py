@@ -405,6 +405,7 @@ def kernel[**P, R](
     index: Mapping[str, str] | None = None,
     update: str | None = None,
     pages: Mapping[str, str] | None = None,
+    ragged: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -422,6 +423,7 @@ def kernel[**P, R](
     index: Mapping[str, str] | None = None,
     update: str | None = None,
     pages: Mapping[str, str] | None = None,
+    ragged: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
     backend: str | None = None,
@@ -459,6 +461,13 @@ def kernel[**P, R](
         token t is row t % S of page `block_tables[b, t // S]`, and each step's block of BS
         tokens (whole pages, or an equal part of one; pages of a multiple of 8 rows) is
         copied page by page. A page outside [0, P), padding -1 included, reads zeros.
+      ragged: the tiled dim whose rows are split into consecutive groups, with the integer
+        operand of the groups' sizes, e.g. `{"M": "group_sizes"}`: with `x: "M K"`, `w: "G K
+        N"` and `group_sizes: "G"`, rows [sum(group_sizes[:g]), sum(group_sizes[:g+1])) of M
+        are group g's, and the body sees `w` as group g's block "K N" (a grouped matmul,
+        `jax.lax.ragged_dot`). A row block straddling groups is computed once for each group
+        it holds, each storing only its group's rows; a row in no group (past the sizes'
+        sum) is zeros; a negative size counts as 0. Computed by the warp-specialized matmul.
       reference: a plain jnp function computing the same result, for tests and tools.
       vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
         kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A
@@ -483,6 +492,7 @@ def kernel[**P, R](
                 index=index,
                 update=update,
                 pages=pages,
+                ragged=ragged,
             )
             derivative = parse_vjp(vjp, spec)
             try:

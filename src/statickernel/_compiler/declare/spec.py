@@ -29,6 +29,7 @@ from .groups import apply_groups
 from .indexing import apply_index
 from .operand import OperandSpec
 from .pages import apply_pages, check_pages_map
+from .ragged import apply_ragged, ragged_group_dims
 from .updates import check_update
 
 __all__ = [
@@ -84,10 +85,26 @@ class KernelSpec:
     """Indexed dims and the integer operand whose values address each (`{"V": "ids"}`)."""
     update: str | None = None
     """The operand the result updates in place (`update="cache"`); None for a new array."""
+    ragged: tuple[tuple[str, str], ...] = ()
+    """The dim split into groups and the operand of the groups' sizes (`{"M":
+    "group_sizes"}`): rows of M in group g read their block of g of the operands with the
+    sizes' dim."""
 
     @property
     def group_map(self) -> dict[str, str]:
         return dict(self.groups)
+
+    @property
+    def ragged_groups(self) -> dict[str, str]:
+        """Each group dim of ragged rows (the sizes operand's dim, "G") and the dim whose rows
+        its groups split ("M")."""
+        sizes = {o.name: o for o in self.operands}
+        return {sizes[name].dims[0]: split for split, name in self.ragged}
+
+    @property
+    def group_sizes(self) -> tuple[str, ...]:
+        """The operands of ragged groups' sizes: read by the launch's walk, never by the body."""
+        return tuple(name for _, name in self.ragged)
 
     def operand_loop(self, op: OperandSpec) -> str | None:
         """The loop dim whose steps read `op`'s blocks: one of its dims, or the loop its group
@@ -95,7 +112,7 @@ class KernelSpec:
         loops = self.loop_map
         groups = self.group_map
         return next((d for d in op.block_dims if d in loops), None) or next(
-            (groups[d] for d in op.groups), None
+            (groups[d] for d in op.groups if d in groups), None
         )
 
     @property
@@ -194,6 +211,7 @@ def build_spec(
     index: Mapping[str, str] | None = None,
     update: str | None = None,
     pages: Mapping[str, str] | None = None,
+    ragged: Mapping[str, str] | None = None,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     _check_decorated(fn, name)
@@ -203,6 +221,7 @@ def build_spec(
     hints = _type_hints(fn, err)
     # Dims the body never sees: they do not count in an operand's rank.
     unseen = check_pages_map(pages, err) | frozenset(groups if isinstance(groups, Mapping) else ())
+    unseen |= frozenset(ragged_group_dims(ragged, hints, err))
     operands, consts = _parameter_specs(fn, hints, err, batch, unseen)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     loop = dict(loop or {})
@@ -215,6 +234,8 @@ def build_spec(
     operands, results = apply_index(
         index or {}, operands, results, tile, loop, batch, groups, updated, err
     )
+    unblocked = frozenset((*loop, *batch, *groups, *(index or {})))
+    operands, ragged_map = apply_ragged(ragged, operands, results, tile, unblocked, err)
     check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
@@ -222,7 +243,8 @@ def build_spec(
     constant_dims = const_dims(operands, results, {c.name: c.is_int for c in consts})
     check_derivable(operands, results, err, constant_dims)
     # A page table is read by the copies of the pages, never by the body.
-    page_tables = {dict(index or {})[d] for d in paged}
+    # So are the sizes of ragged groups, by the walk of the blocks.
+    page_tables = {dict(index or {})[d] for d in paged} | {name for _, name in ragged_map}
     seen = [o for o in operands if o.name not in page_tables]
     parameters = param_dims(seen, results, {**tile, **loop}, batch)
     rows, cols = frame(seen, results, err, loop, constant_dims, parameters)
@@ -253,6 +275,7 @@ def build_spec(
         groups=tuple(groups.items()),
         index=tuple(dict(index or {}).items()),  # a mapping of names: apply_index checked it
         update=updated,
+        ragged=ragged_map,
     )
 
 

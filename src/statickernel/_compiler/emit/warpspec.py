@@ -21,6 +21,7 @@ from ..ir.names import (
     cta_tile_index,
     gmem_ref,
     loop_function,
+    ragged_item,
     smem_ref,
 )
 from ..ir.nodes import (
@@ -52,7 +53,15 @@ from ..ir.printer import expression_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import DotUpdate, LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan
-from ..plan.warpspec import MEMORY_REGISTERS, WarpSpecialized, epilogue_vectors
+from ..plan.warpspec import MEMORY_REGISTERS, RaggedRows, WarpSpecialized, epilogue_vectors
+from .ragged import (
+    group_rows_function,
+    item_header,
+    piece_store,
+    selected_group,
+    store_rows,
+    with_rows,
+)
 
 __all__ = ["WG_AXIS", "warp_specialized_function"]
 
@@ -107,6 +116,7 @@ class _Geometry:
     batch: tuple[str, ...]
     entries: tuple[OperandPlan, ...]  # the arrays read at the walk's batch entry
     gmem: Mapping[str, Name]  # a's, b's, the result's and the vectors' array or batch entry
+    ragged: RaggedRows | None  # the groups the rows are split into (`ragged=`)
 
     @property
     def a_rows(self) -> int:
@@ -175,6 +185,7 @@ def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
         batch=batch,
         entries=entries,
         gmem=gmem,
+        ragged=ws.ragged,
     )
 
 
@@ -193,6 +204,11 @@ def warp_specialized_function(
             "while the next runs."
         ),
         Assign((_WG,), call("lax.axis_index", Const(WG_AXIS))),
+        *(
+            (group_rows_function(g.ragged), store_rows(ws.epilogue[0]))
+            if g.ragged is not None
+            else ()
+        ),
         _pipeline(g),
         _tiles(g, translation, new_store_api),
         _scoped_tiles(g),
@@ -201,7 +217,8 @@ def warp_specialized_function(
             comment="the last tile's stores have read their slots",
         ),
     ]
-    params = [gmem_ref(op.name) for op in plan.operands if op.loaded]
+    passed = plan.index_operands  # ragged groups' sizes, read by the walk
+    params = [gmem_ref(op.name) for op in plan.operands if op.loaded or op.name in passed]
     params += [gmem_ref(op.name) for op in plan.results]
     return FunctionDef(block_function(plan.kernel), tuple(params), tuple(body))
 
@@ -243,7 +260,7 @@ def _tiles(g: _Geometry, translation: Translation, new_store_api: bool) -> Funct
         *_tile_header(g),
         _consumer(g, translation, new_store_api),
         _step(g),
-        _pipeline_run(g),
+        _pipeline_run(g) if g.ragged is None else with_rows(_pipeline_run(g)),
     ]
     vector_refs = [ref(op.name) for op in g.vectors for ref in (smem_ref, barrier_ref)]
     params = (_LOCAL.pipeline_allocations, smem_ref(g.result.name), *vector_refs)
@@ -265,9 +282,12 @@ def _tile_header(g: _Geometry) -> list[Stmt]:
     )
     block_rows = _add(_mul(g.tile_rows, 2), _WG) if g.pair_rows == 2 else g.tile_rows
     block_cols = _add(_mul(g.tile_cols, 2), _WG) if g.pair_cols == 2 else g.tile_cols
+    # Ragged rows walk items: each is placed (its group, row block and rows) by the walk.
+    walked_rows = g.tile_rows if g.ragged is None else Name(ragged_item(g.ragged.split))
     header: list[Stmt] = [
         Assign((Tuple((*batch_indices, tile_index)),), _attribute(Name(_LOCAL.tile_info), "index")),
-        Assign((Tuple((g.tile_rows, g.tile_cols)),), snake),
+        Assign((Tuple((walked_rows, g.tile_cols)),), snake),
+        *((item_header(g.ragged, g.tile_rows),) if g.ragged is not None else ()),
         Assign((Name(block_index(g.rows)),), block_rows, comment="this consumer's block"),
         Assign((Name(block_index(g.cols)),), block_cols),
     ]
@@ -293,6 +313,10 @@ def _consumer(g: _Geometry, translation: Translation, new_store_api: bool) -> Fu
     assert value is not None
     out = Name(g.result.name)
     body.append(Assign((out,), value))
+    if g.ragged is not None:
+        in_group = BinOp(Operator.LT, Name(_LOCAL.group), Const(g.ragged.groups))
+        zeros = call("jnp.where", in_group, out, Const(0))
+        body.append(Assign((out,), zeros, comment="the rows past the sizes' sum are zeros"))
     body += _epilogue_store(g, out, new_store_api)
     return FunctionDef(_LOCAL.consumer, (_LOCAL.run_pipeline,), tuple(body))
 
@@ -369,6 +393,9 @@ def _pipeline_run(g: _Geometry) -> Stmt:
     )
     b_slice = call("pl.ds", _mul(g.tile_cols, g.b_cols), Const(g.b_cols))
     b_index = (b_slice, Slice()) if g.dot.transpose_b else (Slice(), b_slice)
+    if g.b.groups:  # ragged rows: the item's group's block
+        assert g.ragged is not None
+        b_index = (selected_group(g.ragged), *b_index)
     b_view = _at(g.gmem[g.b.name], *b_index)
     return ExprStmt(
         Call(
@@ -393,8 +420,8 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
     )
     # The pipeline's buffers are sized by the arrays of one batch entry.
     sized_by = [
-        _at(Name(gmem_ref(op.name)), *(Const(0) for _ in op.batch))
-        if op.batch
+        _at(Name(gmem_ref(op.name)), *(Const(0) for _ in (*op.batch, *op.groups)))
+        if op.batch or op.groups
         else Name(gmem_ref(op.name))
         for op in (g.a, g.b)
     ]
@@ -484,6 +511,9 @@ def _epilogue_store(g: _Geometry, value: Name, new_store_api: bool) -> list[Stmt
                 call("pl.ds", _add(_mul(Name(block_index(g.rows)), bm), r), Const(er)),
                 call("pl.ds", _add(_mul(Name(block_index(g.cols)), bn), c), Const(ec)),
             )
-            lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
+            if g.ragged is not None:  # only the item's rows among the piece's
+                lines.append(piece_store(slot, target, r))
+            else:
+                lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
             count += 1
     return lines

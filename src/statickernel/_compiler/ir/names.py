@@ -40,6 +40,7 @@ __all__ = [
     "invalid_kernel_name",
     "loop_function",
     "loop_part",
+    "ragged_item",
     "result_name",
     "row_form_first",
     "row_form_running",
@@ -78,6 +79,14 @@ class WarpSpecializedLocals:
     run_pipeline: str = "run_pipeline"
     step: str = "step"
     indices: str = "indices"
+    # Ragged rows (`ragged=`): the walk of the groups, an item's group and rows, the ladder
+    # of row stores.
+    group_rows: str = "group_rows"
+    group: str = "group"
+    first_row: str = "first_row"
+    row_count: str = "row_count"
+    store_rows: str = "store_rows"
+    run_item: str = "run_item"
 
 
 WARP_SPECIALIZED = WarpSpecializedLocals()
@@ -112,6 +121,12 @@ BLOCK_NAMES: Mapping[str, str] = {
     WARP_SPECIALIZED.run_pipeline: "the warp-specialized pipeline, run by a consumer",
     WARP_SPECIALIZED.step: "a pipeline step",
     WARP_SPECIALIZED.indices: "a pipeline step's indices",
+    WARP_SPECIALIZED.group_rows: "the walk of ragged groups that places an item",
+    WARP_SPECIALIZED.group: "a ragged item's group",
+    WARP_SPECIALIZED.first_row: "a ragged item's first row in its block",
+    WARP_SPECIALIZED.row_count: "a ragged item's rows in its block",
+    WARP_SPECIALIZED.store_rows: "the ladder of TMA stores of a ragged item's rows",
+    WARP_SPECIALIZED.run_item: "a ragged item's pipeline, run where it has rows",
 }
 # Locals a form's generator gives around the arrays' names (`LocalNames`): an operand may
 # take one, and the generator then names its own `r_` (or `r__`, ...).
@@ -141,6 +156,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"result\d*"), "a result (the results are named result, or result0, result1, ...)"),
     (re.compile(r"fill_slot_\d+"), "a persistent launch's first copies"),
     (re.compile(r"tile_\w+"), "a CTA tile's index along a dim (tile_M, ...)"),
+    (re.compile(r"item_\w+"), "a ragged walk's item along the rows (item_M)"),
     (re.compile(r"\w+_entry"), "an array's batch entry in the warp-specialized walk"),
 )
 
@@ -199,6 +215,11 @@ def row_form_update(array: str) -> str:
 def accumulator_ref(var: str) -> str:
     """The WGMMA accumulator ref of a carry or product: `v0_acc` for the value `v0`."""
     return value_part(var, "acc")
+
+
+def ragged_item(dim: str) -> str:
+    """The warp-specialized walk's item along ragged rows: `item_M`."""
+    return f"item_{dim}"
 
 
 def cta_tile_index(dim: str) -> str:

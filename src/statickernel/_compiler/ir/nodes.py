@@ -107,6 +107,7 @@ class Operator(enum.StrEnum):
     FLOORDIV = "//"
     DIV = "/"
     LT = "<"
+    LE = "<="
     GT = ">"
     EQ = "=="
     NE = "!="

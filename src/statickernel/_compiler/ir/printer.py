@@ -123,6 +123,7 @@ _Doc: TypeAlias = tuple["str | _Group", ...]
 # Binding strength of the operators, as Python's grammar has it; atoms bind tightest.
 _PRECEDENCE = {
     Operator.LT: 3,
+    Operator.LE: 3,
     Operator.GT: 3,
     Operator.EQ: 3,
     Operator.NE: 3,

@@ -77,6 +77,10 @@ class DimLayout:
     indexed_by: str | None = None
     """For a dim addressed by an index operand's values (`index={"V": "ids"}`): that
     operand's name; no block runs along the dim. Else None."""
+    sized_by: str | None = None
+    """For the group dim of ragged rows (`ragged={"M": "group_sizes"}`): the operand of the
+    groups' sizes; each row block reads its group's index (dropped from the blocks). Else
+    None."""
     page_rows: int = 0
     """For a loop dim walked page by page (`pages={"P": "block_tables"}`): the rows of one
     page, while `size` is the whole sequence's (the table's length times a page). Else 0."""
@@ -94,9 +98,15 @@ class DimLayout:
         return box_count(self.extent)
 
     @property
+    def selects(self) -> bool:
+        """True for a dim no block runs along, one index of it selected per block or step:
+        batch, group, indexed and ragged-group dims."""
+        return bool(self.batched or self.grouped or self.indexed_by or self.sized_by)
+
+    @property
     def ragged(self) -> bool:
         """True when some block holds elements past the array's edge."""
-        if self.batched or self.grouped or self.indexed_by:
+        if self.selects:
             return False
         return is_ragged(self.size, self.block, self.extent, self.split)
 
@@ -115,6 +125,8 @@ class DimLayout:
             return f"the pages {self.indexed_by} lists, read by the loop over {self.grouped}"
         if self.grouped:
             return f"one index per step of the loop over {self.grouped}"
+        if self.sized_by:
+            return f"each row block's group, from the sizes in {self.sized_by}"
         if self.indexed_by:
             return f"each row at the index {self.indexed_by} gives"
         if self.page_rows:
@@ -145,7 +157,7 @@ class DimLayout:
         if self.batched:
             assert self.block == self.extent == 1 and self.grid_axis is not None
             return
-        if self.grouped:
+        if self.grouped or self.sized_by:
             assert self.block == self.extent == 1 and self.grid_axis is None
             return
         if self.indexed_by:
@@ -338,6 +350,7 @@ def _layout(
                 by_constant=n in spec.const_dims,
                 parameters=n in spec.param_dims,
                 grouped=spec.group_map.get(n),
+                sized_by=dict(spec.ragged).get(spec.ragged_groups.get(n, "")),
                 indexed_by=dict(spec.index).get(n),
                 page_rows=page_rows.get(n, 0),
                 bulk=spec.cols is None and not spec.loop,
@@ -363,7 +376,7 @@ def call_layout(
     blocks: dict[str, tuple[int, int]] = {}
     for name in spec.layout_dims():
         size = sizes[name]
-        if name in spec.batch or name in spec.group_map:
+        if name in spec.batch or name in spec.group_map or name in spec.ragged_groups:
             blocks[name] = (1, 1)
         elif name in split:
             blocks[name] = (split[name], split[name])
@@ -383,7 +396,7 @@ def declaration_layout(
     blocks: dict[str, tuple[int, int]] = {}
     sizes: dict[str, int] = {}
     for name in spec.layout_dims():
-        if name in spec.batch or name in spec.group_map:
+        if name in spec.batch or name in spec.group_map or name in spec.ragged_groups:
             blocks[name], sizes[name] = (1, 1), 2
             continue
         if name in known:  # its size is known at the declaration
@@ -485,7 +498,7 @@ def check_blocks(
     operand may take (all the annotation allows at import, the bound one at the call)."""
     _check_packed_columns(spec, layout, dtype_options, ctx)
     for d in layout.dims:
-        if d.batched or d.grouped or d.indexed_by:
+        if d.selects:
             continue
         name, extent = d.name, d.extent
         const = d.tiled_by or d.looped_by

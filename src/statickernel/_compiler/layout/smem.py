@@ -111,11 +111,7 @@ def smem_fix(
             if smem_bytes(spec, trial, dtypes, loaded) <= hw.SMEM_BYTES and candidate % unit == 0:
                 return f"set {const}={candidate} (the largest {const} whose blocks fit)"
             candidate -= unit
-    whole = [
-        d
-        for d in layout.dims
-        if d.name not in tile and not (d.batched or d.grouped or d.indexed_by)
-    ]
+    whole = [d for d in layout.dims if d.name not in tile and not d.selects]
     if not whole:
         return "use smaller block constants or fewer operands"
     wide = max(whole, key=lambda d: d.extent).name

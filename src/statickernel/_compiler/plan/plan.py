@@ -108,7 +108,12 @@ class LaunchPlan(TextDisplay):
         memory wherever the body does not load them."""
         tables = (op.pages.table for op in self.operands if op.pages is not None)
         picks = (op.index for op in self.operands if op.index is not None)
-        return tuple(dict.fromkeys((*picks, *tables)))
+        return tuple(dict.fromkeys((*picks, *tables, *self.group_sizes)))
+
+    @property
+    def group_sizes(self) -> tuple[str, ...]:
+        """The operands of ragged groups' sizes (`ragged=`): read by the walk of the tiles."""
+        return tuple(d.sized_by for d in self.dims if d.sized_by)
 
     @property
     def page_tables(self) -> tuple[str, ...]:
@@ -194,6 +199,7 @@ class LaunchPlan(TextDisplay):
             )
             split = "batch" if d.batched else split
             split = f"groups of {d.grouped}" if d.grouped else split
+            split = "ragged groups" if d.sized_by else split
             split = f"indexed by {d.indexed_by}" if d.indexed_by else split
             split = f"pages of {d.grouped}" if d.grouped and d.indexed_by else split
             split = f"the constant {d.name}" if d.by_constant else split
@@ -252,6 +258,8 @@ class LaunchPlan(TextDisplay):
         elif op.kind == Kind.PARAMS:
             text = f"    {op.name}: {op.dtype}{list(op.shape)}  parameters, each read "
             text += "by index from global memory"
+        elif op.role is Role.INPUT and not op.loaded and op.name in self.group_sizes:
+            text += "  the groups' sizes, read from global memory as each CTA tile starts"
         elif op.role is Role.INPUT and not op.loaded and op.name in self.page_tables:
             text += "  read from global memory by the copies of the pages it lists"
         elif op.role is Role.INPUT and not op.loaded and op.name in self.index_operands:
@@ -283,7 +291,7 @@ class LaunchPlan(TextDisplay):
         return text
 
     def _edge(self, d: DimLayout) -> str:
-        if d.batched or d.parameters or d.grouped or d.indexed_by:
+        if d.selects or d.parameters:
             return ""
         own = self.planned_form.edge(self, d)
         if own is not None:

@@ -35,6 +35,7 @@ __all__ = [
     "epilogue_vectors",
     "hold_paired_blocks",
     "plan_warp_specialized",
+    "ragged_rows",
 ]
 
 # The producer keeps this many registers a thread; the consumers get the rest (setmaxnreg).
@@ -46,6 +47,49 @@ _EPILOGUE_SLOTS = 2
 _MAX_ACC_ELEMENTS = 128 * 128
 # The snake order walks bands of this many CTA tiles along the minor dim.
 _BAND = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedRows:
+    """Rows split into consecutive groups whose sizes an operand gives (`ragged={"M":
+    "group_sizes"}`), each group's rows multiplied by its block of the operands along the
+    group dim (a grouped matmul's `w: "G K N"`).
+
+    The CTAs walk items along the rows, not row blocks: item i is the (group, row block)
+    pair it numbers in the order of the groups, so a block that straddles groups is an item
+    of each, computed in full with that group's weights and storing only that group's rows
+    (TMA stores of 2^i rows: a store's box is static, the rows' count is data). The sizes'
+    cumulative sums number the items; they are read from global memory as each CTA tile
+    starts. The rows past the sum of the sizes form one more group, stored as zeros. There
+    are at most cdiv(rows, block) + groups items: each group boundary inside a block adds
+    one, and an item past the last computes nothing that is stored."""
+
+    split: str
+    """The dim whose rows the groups split ("M")."""
+    group: str
+    """The group dim ("G"): the sizes operand's, leading the operands a group selects."""
+    sizes: str
+    """The operand of the groups' sizes."""
+    groups: int
+    rows: int
+    """The split dim's size."""
+    block: int
+    """Its block: the rows of one item."""
+
+    @property
+    def items(self) -> int:
+        """Items along the rows: every row block, one more a group boundary inside a block,
+        and the group of the rows past the sizes' sum."""
+        return hw.cdiv(self.rows, self.block) + self.groups
+
+    def __str__(self) -> str:
+        return (
+            f"ragged rows: {self.split} split into the {self.groups} group(s) `{self.sizes}` "
+            f"sizes; the CTAs walk {self.items} (group, {self.block}-row block) items "
+            f"(cdiv({self.rows}, {self.block}) + {self.groups}): a block straddling groups is "
+            "computed once for each and stores only that group's rows, by TMA stores of 2^i "
+            "rows; the rows past the sizes' sum are stored as zeros"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +126,9 @@ class WarpSpecialized:
     """Shared memory of the whole CTA: the stages, the epilogue slots, barriers, reserve."""
     reason: str
     """Why this configuration, for the plan."""
+    ragged: RaggedRows | None = None
+    """The groups the rows are split into, when they are (`ragged=`): the tile grid's rows
+    are then the items of `RaggedRows`, and each consumer stores only its item's rows."""
 
     @property
     def tiles(self) -> int:
@@ -98,6 +145,9 @@ class WarpSpecialized:
         assert self.stages >= 1 and self.slots in (1, 2)
         assert self.epilogue[0] % hw.WGMMA_ROWS == 0
         assert self.smem_bytes <= hw.SMEM_BYTES
+        if self.ragged is not None:  # both consumers take the item's rows
+            assert self.paired != self.ragged.split and not self.swizzled
+            assert self.tile_grid[0] == self.ragged.items
 
     def __str__(self) -> str:
         order = ("rows", "cols")[self.minor]
@@ -110,6 +160,7 @@ class WarpSpecialized:
             f"epilogue {self.slots} x {self.epilogue[0]}x{self.epilogue[1]} "
             f"{'swizzled' if self.swizzled else 'untiled'} slot(s) a consumer, stored by TMA "
             f"while the next tile runs. Why: {self.reason}"
+            + (f"; {self.ragged}" if self.ragged is not None else "")
         )
 
 
@@ -169,18 +220,23 @@ def choose(
     declared_stages: int | None,
     sms: int,
     vector_bytes: tuple[int, ...] = (),
+    ragged: RaggedRows | None = None,
 ) -> WarpSpecialized | None:
     """The configuration for blocks (BM, BN, BK) and `block_counts` blocks along (rows,
     cols); None when no dim has two blocks for the consumers to pair, or even one stage does
     not fit beside the epilogue (the pipelined form then keeps the kernel)."""
     bm, bn, bk = blocks
-    pairing = _pairing(blocks, block_counts, names)
+    pairing = (
+        _pairing(blocks, block_counts, names)
+        if ragged is None
+        else _ragged_pairing(blocks, block_counts, names, ragged)
+    )
     if pairing is None:
         return None
     paired, consumers, tile_grid = pairing.paired, pairing.consumers, pairing.tile_grid
     a_block = hw.nbytes((2 * bm if paired == names[0] else bm) * bk, a.dtype)
     b_block = hw.nbytes((2 * bn if paired == names[1] else bn) * bk, a.dtype)
-    epilogue = _epilogue(bm, bn, consumers, result)
+    epilogue = _epilogue(bm, bn, consumers, result, untiled=ragged is not None)
     # Each consumer copies its block of each vector operand into a buffer of its own.
     vectors = sum(
         hw.round_up(consumers * n, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES * consumers
@@ -194,7 +250,11 @@ def choose(
     tiles = math.prod(batch) * tile_grid[0] * tile_grid[1]
     minor = 1 if tile_grid[1] >= tile_grid[0] else 0
     untiled = (
-        "" if epilogue.swizzled else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"
+        ""
+        if epilogue.swizzled
+        else "; the epilogue slots are untiled: a ragged item stores a slot's rows from any row"
+        if ragged is not None
+        else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"
     )
     config = WarpSpecialized(
         consumers=consumers,
@@ -212,6 +272,7 @@ def choose(
         pipeline_bytes=smem.pipeline(stages),
         smem_bytes=smem.total(stages),
         reason=f"{pairing.reason}; {stages} stage(s) {fitted}{untiled}",
+        ragged=ragged,
     )
     return config
 
@@ -249,6 +310,23 @@ def _pairing(
     return None
 
 
+def _ragged_pairing(
+    blocks: tuple[int, int, int],
+    block_counts: tuple[int, int],
+    names: tuple[str, str],
+    ragged: RaggedRows,
+) -> _Pairing:
+    """Ragged rows pair along the columns: both consumers take their item's rows (one group's
+    weights), each its own block of columns; an odd last column block leaves the second
+    consumer columns past the edge, which its stores clip."""
+    bm, bn, _ = blocks
+    reason = (
+        f"two consumers share x's {bm}-row block of one group: a CTA tile of {bm}x{2 * bn} "
+        "(ragged rows pair along the columns)"
+    )
+    return _Pairing(names[1], 2, (ragged.items, hw.cdiv(block_counts[1], 2)), reason)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Epilogue:
     """A consumer's epilogue slots, through which it stores its block."""
@@ -262,7 +340,9 @@ class _Epilogue:
     """Whether the slots are tiled and swizzled: the result's dims allow it."""
 
 
-def _epilogue(bm: int, bn: int, consumers: int, result: OperandPlan) -> _Epilogue:
+def _epilogue(
+    bm: int, bn: int, consumers: int, result: OperandPlan, untiled: bool = False
+) -> _Epilogue:
     # One 128-byte swizzle row of columns when it divides the block; else the widest multiple
     # of 8 columns (WGMMA's register tile) that does, in untiled slots.
     swizzle_cols = hw.per_bytes(hw.SWIZZLE_BYTES, result.dtype)
@@ -274,7 +354,8 @@ def _epilogue(bm: int, bn: int, consumers: int, result: OperandPlan) -> _Epilogu
     )
     rows_gmem, cols_gmem = result.gmem_shape[-2:]
     swizzled = (
-        cols == swizzle_cols
+        not untiled
+        and cols == swizzle_cols
         and (rows_gmem <= 8 or rows_gmem % 8 == 0)
         and (cols_gmem <= cols or cols_gmem % cols == 0)
     )
@@ -331,7 +412,7 @@ def hold_paired_blocks(
         if op.name != name:
             out.append(op)
             continue
-        axis = len(op.batch) + op.dims.index(config.paired)
+        axis = len(op.batch) + len(op.groups) + op.dims.index(config.paired)
         need = 2 * blocks[config.paired]
         if op.gmem_shape[axis] >= need:
             out.append(op)
@@ -356,6 +437,16 @@ def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list
         for op in operands
         if op.loaded and op.name not in (dot.a, dot.b) and op.kind in (Kind.ROW, Kind.COL)
     ]
+
+
+def ragged_rows(layout: BlockLayout, rows: str) -> RaggedRows | None:
+    """The groups the rows are split into (`ragged=`), from the layout's group dim of
+    them; None when the rows are not split."""
+    group = next((d for d in layout.dims if d.sized_by), None)
+    if group is None or group.sized_by is None:
+        return None
+    split = layout.dim(rows)
+    return RaggedRows(rows, group.name, group.sized_by, group.size, split.size, split.block)
 
 
 def plan_warp_specialized(
@@ -390,12 +481,13 @@ def plan_warp_specialized(
     args = (a, b, results[0], (tiled[rows], tiled[cols], k.block), counts, batch, (rows, cols))
     steps = hw.cdiv(k.size, k.block)
     vectors = tuple(op.smem_bytes for op in epilogue_vectors(operands, loops[0]))
-    config = choose(*args, steps, declared_stages, sms, vectors)
+    ragged = ragged_rows(layout, rows)
+    config = choose(*args, steps, declared_stages, sms, vectors, ragged)
     if config is None or config.smem_bytes <= hw.SMEM_BYTES:
         if config is not None:
             config.check_invariants()
         return config
-    fitted = choose(*args, steps, None, sms, vectors)
+    fitted = choose(*args, steps, None, sms, vectors, ragged)
     fix = (
         f"set {stages_name}={fitted.stages} (the largest stage count that fits beside the "
         "epilogue), or leave it None to fit it"

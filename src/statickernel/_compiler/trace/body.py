@@ -159,8 +159,14 @@ def trace_body(
     bindings = dict(dims) if dims_are_bound else {}
     names = [o.name for o in spec.operands]
     op_dims = {o.name: o.block_dims for o in spec.operands}
-    # An operand with a group dim is read in the steps of the loop that dim numbers.
-    groups = {o.name: spec.group_map[o.groups[0]] for o in spec.operands if o.groups}
+    # An operand with a group dim is read in the steps of the loop that dim numbers (a
+    # ragged group's operand in the steps of the loop its block runs along, as any operand).
+    loop_groups = spec.group_map
+    groups = {
+        o.name: loop_groups[o.groups[0]]
+        for o in spec.operands
+        if o.groups and o.groups[0] in loop_groups
+    }
     loads: list[LoadRecord] = []
     misplaced: list[tuple[str, str | None]] = []
     blocks = split_blocks(spec, consts)
