@@ -57,6 +57,8 @@ def _tile(m: int, n: int, dtype: str, count: int = 1) -> tuple[tuple[tuple[int, 
     return tuple(((m, n), dtype) for _ in range(count))
 
 
+_GROUPED = (((16384, 4096), "bfloat16"), ((8, 4096, 4096), "bfloat16"), ((8,), "int32"))
+
 ROWS: tuple[Row, ...] = (
     # Tiled both ways: the GPU check's speed shape, and one row and column fewer.
     Row("add", "add", _tile(8192, 4096, "float32", 2)),
@@ -253,6 +255,10 @@ ROWS: tuple[Row, ...] = (
         "mlp",
         (((8192, 256), "bfloat16"), ((256, 1024), "bfloat16"), ((1024, 256), "bfloat16")),
     ),
+    # A grouped matmul (MoE, jax.lax.ragged_dot): 16384 rows sorted into 8 groups, each
+    # multiplied by its 4096 x 4096 weight; bf16 result as jax's ragged_dot_mgpu writes.
+    Row("grouped_matmul", "grouped_matmul", _GROUPED),
+    Row("grouped_matmul", "grouped_matmul", _GROUPED, (("bf16_out", True),)),
     # Random bits in registers, from a scalar seed read from global memory.
     Row("dropout", "dropout", (((8192, 4096), "float32"), ((), "uint32"))),
     Row("dropout", "dropout", (((8191, 4095), "bfloat16"), ((), "uint32"))),
@@ -262,7 +268,11 @@ ROWS: tuple[Row, ...] = (
 # jax's own warp-specialized matmul, compiled the same way: the structural anchor of the
 # table (registers, SASS mix) for statickernel's matmul at the same shape and configuration.
 JAX_MATMUL = "hopper_matmul_mgpu"
-JAX_MATMUL_ROWS: tuple[Row, ...] = (Row("jax", JAX_MATMUL, _tile(4096, 4096, "bfloat16", 2)),)
+JAX_RAGGED_DOT = "ragged_dot_mgpu"
+JAX_MATMUL_ROWS: tuple[Row, ...] = (
+    Row("jax", JAX_MATMUL, _tile(4096, 4096, "bfloat16", 2)),
+    Row("jax", JAX_RAGGED_DOT, _GROUPED),
+)
 
 
 def _jax_matmul_report(row: Row, target: str) -> Any:
@@ -279,12 +289,37 @@ def _jax_matmul_report(row: Row, target: str) -> Any:
     return _compile(fn, row.structs, JAX_MATMUL, target, True, 0, None)
 
 
+def _jax_ragged_dot_report(row: Row, target: str) -> Any:
+    """jax's `ragged_dot_mgpu` at 128 x 128 blocks, BK=64, 4 stages and bands of 8 column
+    blocks: one warpgroup a CTA computes a block (it is not warp-specialized), 132 CTAs."""
+    from jax.experimental.pallas.ops.gpu import ragged_dot_mgpu as rdm
+
+    from statickernel.aot.compile import _compile
+
+    def run(x: jax.Array, w: jax.Array, group_sizes: jax.Array) -> jax.Array:
+        return rdm.ragged_dot(
+            x,
+            w,
+            group_sizes=group_sizes,
+            block_m=128,
+            block_n=128,
+            block_k=64,
+            max_concurrent_steps=4,
+            grid_block_n=8,
+        )
+
+    return _compile(jax.jit(run), row.structs, JAX_RAGGED_DOT, target, True, 0, None)
+
+
+_JAX_REPORTS = {JAX_MATMUL: _jax_matmul_report, JAX_RAGGED_DOT: _jax_ragged_dot_report}
+
+
 def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any]:
     base = {"kernel": row.label, "shape": row.shape, "target": target}
     start = time.perf_counter()
     try:
         if row.module == "jax":
-            report = _jax_matmul_report(row, target)
+            report = _JAX_REPORTS[row.kernel](row, target)
         else:
             kernel: sk.Kernel[..., Any] = getattr(example_module(row.module), row.kernel)
             report = kernel.compile(*row.structs, target=target, **dict(row.consts))

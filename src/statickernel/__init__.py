@@ -63,6 +63,7 @@ __all__ = [
     "ScheduleKind",
     "ShapeError",
     "SharedMemoryError",
+    "RaggedGroupsError",
     "ShiftError",
     "SliceError",
     "Specialization",

@@ -256,6 +256,15 @@ class ShiftError(UnsupportedOpError):
     code: ClassVar[str] = "SK110"
 
 
+class RaggedGroupsError(BodyError):
+    """A kernel with ragged groups (`ragged=`) whose body the warp-specialized matmul does not
+    compute: ragged rows are walked as (group, row block) items by that form alone, so the
+    body is one `sk.loop` folding `acc + sk.dot(x, w)` with an elementwise epilogue, and no
+    copy is addressed by data (`index=`, `update=`, `pages=`)."""
+
+    code: ClassVar[str] = "SK111"
+
+
 # --- raised when a kernel is called, planned, emitted or lowered ------------------------------
 
 

@@ -189,6 +189,7 @@ CODES = {
     "CrossBlockResultError": "SK108",
     "SliceError": "SK109",
     "ShiftError": "SK110",
+    "RaggedGroupsError": "SK111",
     "HardwareLimitError": "SK199",
     "CallError": "SK200",
     "OperandError": "SK201",

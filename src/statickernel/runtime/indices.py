@@ -6,8 +6,11 @@ the checked mode each call of a kernel with index operands first reads their val
 host and raises an `OperandError` naming the kernel, the operand, the first bad position and
 its value, and the bound. For an index that scatters a result's rows, -1 is the padding slot
 (skipped, as its contract says) and a slot written twice is an error too (which row it keeps
-is not defined); in a page table (`pages=`), -1 pads a row past its sequence's pages. The check reads concrete operands: under
-`jax.jit` the values are tracers, unknown until the kernel runs, and are not checked.
+is not defined); in a page table (`pages=`), -1 pads a row past its sequence's pages. The
+sizes of ragged groups (`ragged=`) are checked too: a negative size (counted as 0 on the
+device) and sizes summing past the rows they split (the groups past the end are cut) are
+errors. The check reads concrete operands: under `jax.jit` the values are tracers, unknown
+until the kernel runs, and are not checked.
 """
 
 import contextlib
@@ -84,6 +87,49 @@ def check_indices(spec: KernelSpec, args: Sequence[Any]) -> None:
             )
         if name in scattering:
             _check_unique(spec, name, dim, ids, padding)
+    for split, name in spec.ragged:
+        _check_group_sizes(spec, args, split, name)
+
+
+def _check_group_sizes(spec: KernelSpec, args: Sequence[Any], split: str, name: str) -> None:
+    """Ragged groups' sizes are not negative and sum to at most the rows they split."""
+    names = [op.name for op in spec.operands]
+    values = args[names.index(name)]
+    if isinstance(values, Tracer):
+        return
+    sizes = np.asarray(values).astype(np.int64).reshape(-1)
+    holder = next(op for op in spec.operands if split in op.dims)
+    rows = int(np.shape(args[names.index(holder.name)])[holder.dims.index(split)])
+    (group,) = next(op for op in spec.operands if op.name == name).dims
+    negative = np.flatnonzero(sizes < 0)
+    if negative.size:
+        first = int(negative[0])
+        raise OperandError(
+            f"`{name}` holds a negative group size at position {first}: {int(sizes[first])}",
+            kernel=spec.name,
+            where=call_site(),
+            operand=name,
+            dim=group,
+            expected="sizes >= 0, the rows of each group in order",
+            actual=f"{name}[{first}] = {int(sizes[first])}, and {negative.size - 1} more negative",
+            fix="fix the sizes, or call outside sk.checked_indices() to count a negative size as 0",
+        )
+    total = int(sizes.sum())
+    if total > rows:
+        ends = np.cumsum(sizes)
+        first = int(np.flatnonzero(ends > rows)[0])
+        raise OperandError(
+            f"the group sizes `{name}` sum to {total}, past the {rows} rows of {split}",
+            kernel=spec.name,
+            where=call_site(),
+            operand=name,
+            dim=split,
+            expected=f"sum({name}) <= {rows} ({split} of `{holder.name}`); rows past the sum "
+            "are zeros",
+            actual=f"sum = {total}; group {first} ends at row {int(ends[first])}",
+            fix=f"fix the sizes, or call outside sk.checked_indices() to cut the groups at "
+            f"row {rows}",
+        )
 
 
 def _check_unique(

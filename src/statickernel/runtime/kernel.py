@@ -109,7 +109,7 @@ class Kernel[**P, R]:
                 key, entry = None, None
             if entry is None:
                 entry = self._specialize(args, overrides, backend, key, call=True)
-            if self.spec.index and checking_indices():
+            if (self.spec.index or self.spec.ragged) and checking_indices():
                 check_indices(self.spec, args)
             try:
                 return entry.fn(*args)

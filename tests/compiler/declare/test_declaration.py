@@ -1517,6 +1517,7 @@ _DECLARATION_ERRORS = [
     sk.UnsupportedOpError,
     sk.SliceError,
     sk.ShiftError,
+    sk.RaggedGroupsError,
     sk.CrossBlockResultError,
     sk.VjpError,
 ]

@@ -20,7 +20,7 @@ from .arrays import array_spec
 from .indexing import INDEX_DTYPES
 from .operand import OperandSpec
 
-__all__ = ["apply_ragged", "ragged_group_dims"]
+__all__ = ["apply_ragged", "check_ragged_rows", "ragged_group_dims"]
 
 
 def ragged_group_dims(ragged: Any, hints: Mapping[str, Any], err: dict[str, Any]) -> dict[str, str]:
@@ -168,3 +168,19 @@ def _check_holder(
             actual=f"'{' '.join(op.dims)}'",
             fix=f"lay `{op.name}` out as '{group} K N' (transpose it once where it is stored)",
         )
+
+
+def check_ragged_rows(ragged: tuple[tuple[str, str], ...], rows: str, err: dict[str, Any]) -> None:
+    """The dim split into groups is the rows of the kernel's blocks: items walk row blocks."""
+    for split, name in ragged:
+        if split != rows:
+            raise AnnotationError(
+                f"ragged= splits {split} into groups, but the rows of the kernel's blocks are "
+                f"{rows}",
+                **err,
+                operand=name,
+                dim=split,
+                expected=f"ragged={{'{rows}': '{name}'}}: the rows split into groups",
+                actual=f"ragged={{'{split}': '{name}'}}",
+                fix=f"lay the operands out with {split} as their rows (first dim)",
+            )

@@ -29,7 +29,7 @@ from .groups import apply_groups
 from .indexing import apply_index
 from .operand import OperandSpec
 from .pages import apply_pages, check_pages_map
-from .ragged import apply_ragged, ragged_group_dims
+from .ragged import apply_ragged, check_ragged_rows, ragged_group_dims
 from .updates import check_update
 
 __all__ = [
@@ -249,6 +249,7 @@ def build_spec(
     parameters = param_dims(seen, results, {**tile, **loop}, batch)
     rows, cols = frame(seen, results, err, loop, constant_dims, parameters)
     check_stacked_params(operands, parameters, rows, cols, err, loop)
+    check_ragged_rows(ragged_map, rows, err)
     check_const_dims(results, constant_dims, rows, err)
     _check_batch_unblocked(batch, tile, loop, err)
     _check_tiling(tile, operands, results, consts, err)
