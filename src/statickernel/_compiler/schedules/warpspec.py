@@ -4,10 +4,10 @@ run the epilogue, and each CTA walks many CTA tiles."""
 
 import dataclasses
 
+from ..._errors import RaggedGroupsError
 from ..plan import schedule as figures
 from ..plan.loops import plan_loops
 from ..plan.schedule import ScheduleKind, schedule_figures
-from ..._errors import RaggedGroupsError
 from ..plan.warpspec import hold_paired_blocks, plan_warp_specialized, ragged_rows
 from .base import ScheduleChoice, ScheduleInputs
 
