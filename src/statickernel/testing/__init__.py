@@ -77,12 +77,23 @@ __all__ = [
 def random_operands(case: ProbeCase, seed: int = 0) -> list[jax.Array]:
     """Seeded data for a case: normal * 2 - 4, rounded for integer dtypes; an index operand's
     values are drawn uniformly from two below the dim it addresses to two past its end, so
-    that most rows are inside and some are not."""
+    that most rows are inside and some are not. Ragged groups' sizes split the rows at sorted
+    uniform cuts (empty groups among them where cuts meet), the last cut at the end or, for
+    half the seeds, before it: the rows past the sizes' sum are in no group."""
     rng = np.random.default_rng(seed)
     arrays = []
     bounds = case.index_bounds or (None,) * len(case.shapes)
     unique = case.unique_indices or (False,) * len(case.shapes)
-    for shape, dtype, bound, once in zip(case.shapes, case.dtypes, bounds, unique, strict=True):
+    rows = case.group_rows or (None,) * len(case.shapes)
+    for shape, dtype, bound, once, split in zip(
+        case.shapes, case.dtypes, bounds, unique, rows, strict=True
+    ):
+        if split is not None:
+            cuts = np.sort(rng.integers(0, split + 1, shape))
+            if cuts.size and rng.random() < 0.5:
+                cuts[-1] = split
+            arrays.append(jnp.asarray(np.diff(cuts, prepend=0)).astype(dtype))
+            continue
         if bound is not None:
             low = 0 if jnp.issubdtype(dtype, jnp.unsignedinteger) else -2
             high = min(bound + 2, int(jnp.iinfo(dtype).max))

@@ -78,6 +78,9 @@ class ProbeCase:
     unique_indices: tuple[bool, ...] = ()
     """For each operand, whether it is an index that scatters a result's rows: its values
     are drawn without repeats, since two rows written to one row leave either."""
+    group_rows: tuple[int | None, ...] = ()
+    """For each operand of ragged groups' sizes (`ragged=`), the rows its groups split: the
+    sizes are drawn as a split of at most those rows; None for every other operand."""
 
     def structs(self) -> tuple[jax.ShapeDtypeStruct, ...]:
         return tuple(
@@ -285,7 +288,14 @@ def probe_cases(
     configs = probe_dtypes(kernel, dtypes)
     stops = _loop_stops(kernel)
     return [
-        ProbeCase(label, s, config, _index_bounds(spec, s, stops), _unique_indices(spec))
+        ProbeCase(
+            label,
+            s,
+            config,
+            _index_bounds(spec, s, stops),
+            _unique_indices(spec),
+            _group_rows(spec, s),
+        )
         for config in configs
         for label, s in labelled
     ]
@@ -302,6 +312,19 @@ def _loop_stops(kernel: Kernel) -> dict[str, str]:
         if isinstance(stop, Atom) and stop.var in operands:
             stops[stop.var] = params["axis"]
     return stops
+
+
+def _group_rows(spec: KernelSpec, shapes: tuple[tuple[int, ...], ...]) -> tuple[int | None, ...]:
+    """The rows each operand of ragged groups' sizes splits, at these shapes."""
+    if not spec.ragged:
+        return ()
+    sizes = {
+        d: n
+        for o, shape in zip(spec.operands, shapes, strict=True)
+        for d, n in zip(o.dims, shape, strict=True)
+    }
+    split = {name: sizes[dim] for dim, name in spec.ragged}
+    return tuple(split.get(o.name) for o in spec.operands)
 
 
 def _unique_indices(spec: KernelSpec) -> tuple[bool, ...]:
