@@ -15,6 +15,7 @@ from cross_entropy import cross_entropy, cross_entropy_backward
 from cumsum import chunk_decay
 from dropout import dropout
 from embedding import embedding
+from grouped_matmul import grouped_matmul
 from kv_cache_update import kv_cache_rows
 from layernorm import (
     layernorm,
@@ -89,6 +90,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "kv_cache_rows": kv_cache_rows,
     "paged_attention_heads": paged_attention_heads,
     "matmul_fp8_blockwise_steps": matmul_fp8_blockwise_steps,
+    "grouped_matmul": grouped_matmul,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -228,6 +230,9 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((3, 100), "float32"),
         ((3, 130), "float32"),
     ],
+    # A grouped matmul: 300 rows (ragged, 300 % 128) in 4 groups of 4 weights 200 x 260 (K and
+    # N ragged), walked as (group, row block) items.
+    "grouped_matmul": [((300, 200), "bfloat16"), ((4, 200, 260), "bfloat16"), ((4,), "int32")],
     # With the log-sum-exp, a per-row result of each head, written in whole blocks.
     "attention_lse": [
         ((1, 2, 100, 64), "bfloat16"),
