@@ -5,6 +5,7 @@ run the epilogue, and each CTA walks many CTA tiles."""
 import dataclasses
 
 from ..._errors import RaggedGroupsError
+from ..ir.nodes import LoopMode
 from ..plan import schedule as figures
 from ..plan.loops import plan_loops
 from ..plan.schedule import ScheduleKind, schedule_figures
@@ -30,8 +31,9 @@ class WarpSpecializedLoop:
                 "and w's rows, an elementwise epilogue, one result along the blocks, no "
                 "index=, update= or pages=",
                 actual=_refusal(inputs),
-                fix="write the body as examples/grouped_matmul.py does; for any other body, "
-                "call the kernel once a group on its rows (x[start:end], w[g])",
+                fix="fold the products as they are, acc + sk.dot(x, w), and apply anything "
+                "else to the accumulator after the loop; for another body, call the kernel "
+                "once a group on its rows (x[start:end] and w[g])",
             )
         return choice
 
@@ -77,12 +79,23 @@ class WarpSpecializedLoop:
 def _refusal(inputs: ScheduleInputs) -> str:
     """Why the warp-specialized matmul does not take this body, in words."""
     plan = inputs.plan
-    if not plan.loops:
-        return "a body without a loop"
     if plan.spec.copies_by_data:
         return "copies addressed by data (index= or update=)"
+    if len(plan.loops) != 1:
+        return f"a body of {len(plan.loops)} loops"
+    (loop,) = plan.loops
+    if loop.mode is not LoopMode.FOLD:
+        return "a loop of sk.map_blocks"
+    if len(loop.dots) != 1 or loop.products or loop.loads or loop.masks:
+        return (
+            "a step that does more than add sk.dot(x, w) to the carry (a product scaled, "
+            "masked or combined with a load)"
+        )
+    if loop.stop is not None or loop.reverse:
+        return "a loop with stop= or reverse=True"
     if plan.buffers_read_by_body:
         return "a body that reads a buffer itself (a shifted load, a stack of vectors)"
-    if not plan.form.specializes_warps:
-        return "a body whose values live in another register form (a row or strided form)"
-    return "a loop that is not one fold of acc + sk.dot, or blocks whose stages do not fit"
+    return (
+        "an epilogue that reads an operand other than a vector along the rows or the "
+        "columns, a result not along the blocks, or stages that do not fit beside it"
+    )
