@@ -20,6 +20,9 @@
 5. Training: jax.grad of rmsnorm, layernorm, softmax and the cross-entropy through their
    backward kernels, against jax.grad of the same loss in jnp (XLA), side by side, at
    16384x4096 (16384x32000 for the loss); the gradients are checked to agree first.
+6. Grouped matmul (gpu_grouped.py): examples/grouped_matmul.py at M = 16384, K = N = 4096 in
+   8 groups against statickernel's matmul at equal FLOPs, jax.lax.ragged_dot (XLA) and jax's
+   ragged_dot_mgpu, all with a bfloat16 result.
 A last table sums up each goal: the worst figure, where, and whether it is met.
 
 Each time is the median of at least 10 timed runs after a warm-up; a run batches back-to-back
@@ -48,6 +51,7 @@ from gallery import select
 from gpu_attention import measure_attention
 from gpu_correctness import check_correctness, lower_gpu_shapes
 from gpu_grad import measure_grad
+from gpu_grouped import measure_grouped
 from gpu_matmul import measure_matmul, shape_label
 from gpu_mlp import measure_mlp
 from gpu_settings import (
@@ -61,6 +65,7 @@ from gpu_settings import (
     GOAL_COPY_FRACTION,
     GOAL_FP8_FRACTION,
     GOAL_GRAD_BEATS_XLA,
+    GOAL_GROUPED_VS_MATMUL,
     GOAL_MATMUL_FRACTION,
     GOAL_MATMUL_RAGGED,
     GOAL_MATMUL_RAGGED_M,
@@ -113,6 +118,11 @@ def _matmul_key(row: dict[str, Any]) -> str:
     return shape_label(MatmulShape(m, k, n, row["kind"]))
 
 
+def _grouped_key(row: dict[str, Any]) -> str:
+    m, k, n, g = row["shape"]
+    return f"grouped {m}x{k}x{n} G={g}"
+
+
 def _attention_key(row: dict[str, Any]) -> str:
     return "x".join(map(str, row["shape"])) + (" causal" if row["causal"] else "")
 
@@ -124,6 +134,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
     ragged = [r for r in speed if r.get("ragged_cost") is not None]
     attention = [r for r in results.get("attention", []) if "median_us" in r]
     matmul = [r for r in results.get("matmul", []) if "statickernel_us" in r]
+    grouped = [r for r in results.get("grouped", []) if "median_us" in r]
 
     def judged(values: dict[str, Any], ok: Callable[[Any], bool]) -> dict[str, Any]:
         measured = {k: v for k, v in values.items() if v is not None}
@@ -193,6 +204,18 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             {_attention_key(r): r.get("versus") for r in attention if not r["causal"]},
             lambda v: v <= GOAL_ATTENTION_RAGGED,
         ),
+        "grouped_vs_matmul": judged(
+            {_grouped_key(r): r.get("matmul_over_sk") for r in grouped},
+            lambda v: v >= GOAL_GROUPED_VS_MATMUL,
+        ),
+        "grouped_vs_ragged_dot": judged(
+            {_grouped_key(r): r.get("ragged_dot_over_sk") for r in grouped},
+            lambda v: v > 1.0,
+        ),
+        "grouped_vs_mgpu": judged(
+            {_grouped_key(r): r.get("ragged_dot_mgpu_over_sk") for r in grouped},
+            lambda v: v > 1.0,
+        ),
         "attention_causal": judged(
             {_attention_key(r): r.get("versus") for r in attention if r["causal"]},
             lambda v: v <= GOAL_ATTENTION_CAUSAL,
@@ -233,6 +256,9 @@ _GOAL_ROWS = (
     ("attention_vs_mgpu", f"attention mgpu / sk > {GOAL_ATTENTION_VS_MGPU}", True),
     ("attention_ragged", f"attention S=4095 / 4096 <= {GOAL_ATTENTION_RAGGED}", False),
     ("attention_causal", f"attention causal / full <= {GOAL_ATTENTION_CAUSAL}", False),
+    ("grouped_vs_matmul", f"grouped matmul / sk >= {GOAL_GROUPED_VS_MATMUL}", True),
+    ("grouped_vs_ragged_dot", "grouped ragged_dot (XLA) / sk > 1", True),
+    ("grouped_vs_mgpu", "grouped ragged_dot_mgpu / sk > 1", True),
 )
 
 
@@ -411,9 +437,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows, grad_table = measure_grad(settings, budget)
     results["grad"] = rows
     failed += [r for r in rows if r.get("agrees_with_xla") is False or "error" in r]
+    checkpoint(grad_table)
+
+    rows, grouped_table = measure_grouped(settings, budget)
+    results["grouped"] = rows
+    failed += [
+        r
+        for r in rows
+        if r.get("agrees_with_xla") is False or "statickernel" in r.get("errors", {})
+    ]
     results["goals"] = goals(results)
     results["wall_s"] = time.monotonic() - started
-    checkpoint(grad_table, goals_table(results["goals"]))
+    checkpoint(grouped_table, goals_table(results["goals"]))
 
     paths = write_outputs(results, tables)
     print(f"\ncorrectness: {results['correctness_summary']}")

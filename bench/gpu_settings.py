@@ -44,6 +44,7 @@ GOAL_ATTENTION_VS_CUDNN = 0.90  # cuDNN time / statickernel time, at least
 GOAL_ATTENTION_VS_MGPU = 1.0  # attention_mgpu time / statickernel time, more than
 GOAL_ATTENTION_RAGGED = 1.05  # S = 4095 time / S = 4096 time, at most
 GOAL_ATTENTION_CAUSAL = 0.60  # causal time / full time, at most (half the blocks, and masks)
+GOAL_GROUPED_VS_MATMUL = 0.90  # matmul time (equal FLOPs) / grouped matmul time, at least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +113,16 @@ class MatmulShape:
 
 
 @dataclasses.dataclass(frozen=True)
+class GroupedShape:
+    """A grouped matmul the grouped part times: x (M, K) in G groups, w (G, K, N), bf16."""
+
+    m: int
+    k: int
+    n: int
+    g: int
+
+
+@dataclasses.dataclass(frozen=True)
 class MlpShape:
     """A fused MLP the chained-product part times: x (M, K), w1 (K, H), w2 (H, N), bf16."""
 
@@ -142,6 +153,7 @@ class Settings:
     grad: tuple[GradShape, ...] = ()  # jax.grad through the backward kernels, against XLA's
     attention: tuple[AttentionShape, ...] = ()  # flash attention against cuDNN and Pallas'
     mlp: tuple[MlpShape, ...] = ()  # the fused MLP against XLA's two products
+    grouped: tuple[GroupedShape, ...] = ()  # against matmul, ragged_dot and ragged_dot_mgpu
 
 
 # The goals' shapes, in the order they are measured.
@@ -202,6 +214,7 @@ GPU = Settings(
         AttentionShape(1, 16, 8192, 128),
     ),
     mlp=(MlpShape(16384, 256, 1024, 256), MlpShape(16383, 256, 1000, 256)),
+    grouped=(GroupedShape(16384, 4096, 4096, 8),),
     grad=(
         GradShape("rmsnorm", 16384, 4096, "bfloat16"),
         GradShape("layernorm", 16384, 4096, "bfloat16"),
@@ -249,6 +262,7 @@ DRY_RUN = Settings(
         AttentionShape(1, 2, 128, 64, causal=True, versus=(128, False)),
     ),
     mlp=(MlpShape(127, 64, 200, 64),),
+    grouped=(GroupedShape(300, 128, 256, 4),),
     grad=(
         GradShape("rmsnorm", 63, 256, "bfloat16"),
         GradShape("cross_entropy", 63, 300, "float32"),

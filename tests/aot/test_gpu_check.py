@@ -101,7 +101,14 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
     # jax's hopper_matmul_mgpu runs beside the bfloat16 result, where absl-py is installed.
     side = data["matmul"][2]
     assert "mgpu_over_sk" in side or "absl" in side["hopper_matmul_mgpu_skipped"]
+    # The grouped matmul beside the dense matmul and jax.lax.ragged_dot (ragged_dot_mgpu only
+    # on a GPU), checked against XLA first.
+    (grouped,) = data["grouped"]
+    assert grouped["shape"] == [300, 128, 256, 4] and grouped["errors"] == {}, grouped
+    assert grouped["agrees_with_xla"] is True
+    assert grouped["matmul_over_sk"] > 0 and grouped["ragged_dot_over_sk"] > 0
     goals = data["goals"]
+    assert "grouped 300x128x256 G=4" in goals["grouped_vs_matmul"]["measured"]
     assert {
         "copy_fraction",
         "faster_than_xla",
@@ -114,7 +121,14 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
     assert "add 64x128 f32" in goals["copy_fraction"]["measured"]
     assert "row_sum 64x128 f32" not in goals["copy_fraction"]["measured"]
     assert len(goals["ragged_cost"]["measured"]) == len(KERNELS)
-    for heading in ("Correctness", "Speed", "Ragged against aligned", "Matmul", "Goals"):
+    for heading in (
+        "Correctness",
+        "Speed",
+        "Ragged against aligned",
+        "Matmul",
+        "Grouped matmul",
+        "Goals",
+    ):
         assert f"### {heading}" in markdown
     assert "| n/a |" in markdown
     assert markdown.count("| of floor |") == 1  # the speed table
