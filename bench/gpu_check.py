@@ -23,6 +23,9 @@
 6. Grouped matmul (gpu_grouped.py): examples/grouped_matmul.py at M = 16384, K = N = 4096 in
    8 groups against statickernel's matmul at equal FLOPs, jax.lax.ragged_dot (XLA) and jax's
    ragged_dot_mgpu, all with a bfloat16 result.
+7. Paged (gpu_paged.py): examples/paged_attention.py at B = 32 and 4, H = 32 over 8 key heads,
+   D = 128, 4096 tokens in pages of 16, against jax's Pallas paged_attention and XLA, as a
+   fraction of the copy bandwidth; the in-place KV-cache update against XLA's scatter.
 A last table sums up each goal: the worst figure, where, and whether it is met.
 
 Each time is the median of at least 10 timed runs after a warm-up; a run batches back-to-back
@@ -54,6 +57,7 @@ from gpu_grad import measure_grad
 from gpu_grouped import measure_grouped
 from gpu_matmul import measure_matmul, shape_label
 from gpu_mlp import measure_mlp
+from gpu_paged import measure_cache_update, measure_paged
 from gpu_settings import (
     BEATS_XLA,
     COPY_BOUND,
@@ -70,6 +74,7 @@ from gpu_settings import (
     GOAL_MATMUL_RAGGED,
     GOAL_MATMUL_RAGGED_M,
     GOAL_MATMUL_VS_MGPU,
+    GOAL_PAGED_FRACTION,
     GOAL_RAGGED,
     GOAL_VS_HANDWRITTEN,
     GPU,
@@ -123,6 +128,11 @@ def _grouped_key(row: dict[str, Any]) -> str:
     return f"grouped {m}x{k}x{n} G={g}"
 
 
+def _paged_key(row: dict[str, Any]) -> str:
+    b, h, hkv, d, tokens, page = row["shape"]
+    return f"paged B={b} H={h}/{hkv} D={d} {tokens}/{page}"
+
+
 def _attention_key(row: dict[str, Any]) -> str:
     return "x".join(map(str, row["shape"])) + (" causal" if row["causal"] else "")
 
@@ -135,6 +145,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
     attention = [r for r in results.get("attention", []) if "median_us" in r]
     matmul = [r for r in results.get("matmul", []) if "statickernel_us" in r]
     grouped = [r for r in results.get("grouped", []) if "median_us" in r]
+    paged = [r for r in results.get("paged", []) if "median_us" in r]
 
     def judged(values: dict[str, Any], ok: Callable[[Any], bool]) -> dict[str, Any]:
         measured = {k: v for k, v in values.items() if v is not None}
@@ -216,6 +227,14 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             {_grouped_key(r): r.get("ragged_dot_mgpu_over_sk") for r in grouped},
             lambda v: v > 1.0,
         ),
+        "paged_fraction": judged(
+            {_paged_key(r): r.get("copy_fraction") for r in paged},
+            lambda v: v >= GOAL_PAGED_FRACTION,
+        ),
+        "paged_vs_jax": judged(
+            {_paged_key(r): r.get("jax_paged_attention_over_sk") for r in paged},
+            lambda v: v > 1.0,
+        ),
         "attention_causal": judged(
             {_attention_key(r): r.get("versus") for r in attention if r["causal"]},
             lambda v: v <= GOAL_ATTENTION_CAUSAL,
@@ -259,6 +278,8 @@ _GOAL_ROWS = (
     ("grouped_vs_matmul", f"grouped matmul / sk >= {GOAL_GROUPED_VS_MATMUL}", True),
     ("grouped_vs_ragged_dot", "grouped ragged_dot (XLA) / sk > 1", True),
     ("grouped_vs_mgpu", "grouped ragged_dot_mgpu / sk > 1", True),
+    ("paged_fraction", f"paged attention of copy >= {GOAL_PAGED_FRACTION}", True),
+    ("paged_vs_jax", "paged attention jax / sk > 1", True),
 )
 
 
@@ -446,9 +467,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in rows
         if r.get("agrees_with_xla") is False or "statickernel" in r.get("errors", {})
     ]
+    checkpoint(grouped_table)
+
+    copy_gb_s = results["copy"]["gb_per_s"]
+    rows, paged_table = measure_paged(settings, budget, copy_gb_s)
+    results["paged"] = rows
+    update_rows, update_table = measure_cache_update(settings, budget, copy_gb_s)
+    results["cache_update"] = update_rows
+    failed += [
+        r
+        for r in rows + update_rows
+        if r.get("agrees_with_xla") is False or "statickernel" in r.get("errors", {})
+    ]
     results["goals"] = goals(results)
     results["wall_s"] = time.monotonic() - started
-    checkpoint(grouped_table, goals_table(results["goals"]))
+    checkpoint(paged_table, update_table, goals_table(results["goals"]))
 
     paths = write_outputs(results, tables)
     print(f"\ncorrectness: {results['correctness_summary']}")

@@ -45,6 +45,7 @@ GOAL_ATTENTION_VS_MGPU = 1.0  # attention_mgpu time / statickernel time, more th
 GOAL_ATTENTION_RAGGED = 1.05  # S = 4095 time / S = 4096 time, at most
 GOAL_ATTENTION_CAUSAL = 0.60  # causal time / full time, at most (half the blocks, and masks)
 GOAL_GROUPED_VS_MATMUL = 0.90  # matmul time (equal FLOPs) / grouped matmul time, at least
+GOAL_PAGED_FRACTION = 0.80  # paged attention's pages read a second, of the copy bandwidth
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +124,30 @@ class GroupedShape:
 
 
 @dataclasses.dataclass(frozen=True)
+class PagedShape:
+    """A paged decode attention the paged part times: q (B, H, D), Hkv key heads, each of
+    the B sequences `tokens` long in pages of `page` rows, bf16."""
+
+    b: int
+    h: int
+    hkv: int
+    d: int
+    tokens: int
+    page: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheUpdateShape:
+    """A KV-cache update the paged part times: `tokens` rows of Hkv x D written into a
+    cache of `slots` rows, bf16."""
+
+    slots: int
+    hkv: int
+    d: int
+    tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
 class MlpShape:
     """A fused MLP the chained-product part times: x (M, K), w1 (K, H), w2 (H, N), bf16."""
 
@@ -154,6 +179,8 @@ class Settings:
     attention: tuple[AttentionShape, ...] = ()  # flash attention against cuDNN and Pallas'
     mlp: tuple[MlpShape, ...] = ()  # the fused MLP against XLA's two products
     grouped: tuple[GroupedShape, ...] = ()  # against matmul, ragged_dot and ragged_dot_mgpu
+    paged: tuple[PagedShape, ...] = ()  # paged attention against jax's and XLA
+    cache_update: tuple[CacheUpdateShape, ...] = ()  # the in-place update against XLA's
 
 
 # The goals' shapes, in the order they are measured.
@@ -215,6 +242,9 @@ GPU = Settings(
     ),
     mlp=(MlpShape(16384, 256, 1024, 256), MlpShape(16383, 256, 1000, 256)),
     grouped=(GroupedShape(16384, 4096, 4096, 8),),
+    # Decode over 4096 tokens in pages of 16: a batch that fills the GPU, and one split.
+    paged=(PagedShape(32, 32, 8, 128, 4096, 16), PagedShape(4, 32, 8, 128, 4096, 16)),
+    cache_update=(CacheUpdateShape(65536, 8, 128, 4096),),
     grad=(
         GradShape("rmsnorm", 16384, 4096, "bfloat16"),
         GradShape("layernorm", 16384, 4096, "bfloat16"),
@@ -263,6 +293,8 @@ DRY_RUN = Settings(
     ),
     mlp=(MlpShape(127, 64, 200, 64),),
     grouped=(GroupedShape(300, 128, 256, 4),),
+    paged=(PagedShape(2, 8, 2, 64, 100, 16),),
+    cache_update=(CacheUpdateShape(256, 2, 64, 20),),
     grad=(
         GradShape("rmsnorm", 63, 256, "bfloat16"),
         GradShape("cross_entropy", 63, 300, "float32"),

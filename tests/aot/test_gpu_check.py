@@ -107,8 +107,17 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
     assert grouped["shape"] == [300, 128, 256, 4] and grouped["errors"] == {}, grouped
     assert grouped["agrees_with_xla"] is True
     assert grouped["matmul_over_sk"] > 0 and grouped["ragged_dot_over_sk"] > 0
+    # Paged decode attention beside XLA (jax's Pallas kernel only on a GPU), and the
+    # in-place cache update beside XLA's scatter, each checked against XLA first.
+    (paged,) = data["paged"]
+    assert paged["errors"] == {} and paged["agrees_with_xla"] is True, paged
+    assert paged["copy_fraction"] > 0 and paged["xla_over_sk"] > 0
+    (update,) = data["cache_update"]
+    assert update["errors"] == {} and update["agrees_with_xla"] is True, update
+    assert update["copy_fraction"] > 0 and update["xla_over_sk"] > 0
     goals = data["goals"]
     assert "grouped 300x128x256 G=4" in goals["grouped_vs_matmul"]["measured"]
+    assert "paged B=2 H=8/2 D=64 100/16" in goals["paged_fraction"]["measured"]
     assert {
         "copy_fraction",
         "faster_than_xla",
@@ -127,6 +136,8 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
         "Ragged against aligned",
         "Matmul",
         "Grouped matmul",
+        "Paged decode attention",
+        "KV-cache update",
         "Goals",
     ):
         assert f"### {heading}" in markdown
