@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 
 from ... import _hardware as hw
-from ..._errors import ErrorContext, SharedMemoryError
+from ..._errors import BlockAlignmentError, ErrorContext, SharedMemoryError
 from ..ir.nodes import Kind, LoopMode
 from ..layout.blocks import BlockLayout
 from ..lower.translation import LoopBlock
@@ -439,6 +439,29 @@ def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list
     ]
 
 
+def _check_ragged_rows(
+    config: WarpSpecialized, result: OperandPlan, cols: str, ctx: ErrorContext
+) -> None:
+    """A ragged item stores its rows from any row of an epilogue slot, and a TMA store starts
+    at a shared-memory address aligned to 128 bytes: a slot's row must be 128 bytes (the
+    columns a block needs for it)."""
+    row_bytes = hw.nbytes(config.epilogue[1], result.dtype)
+    if row_bytes % hw.TMA_SMEM_ALIGN_BYTES == 0:
+        return
+    need = hw.per_bytes(hw.TMA_SMEM_ALIGN_BYTES, result.dtype)
+    raise ctx.error(
+        BlockAlignmentError,
+        f"ragged rows are stored a row at a time from {row_bytes}-byte rows of the "
+        f"epilogue's slots, and a TMA store starts at a 128-byte aligned address",
+        operand=result.name,
+        dim=cols,
+        expected=f"a block of a multiple of {need} {result.dtype} columns along {cols} "
+        "(128-byte rows)",
+        actual=f"slots of {config.epilogue[1]} columns ({row_bytes} B a row)",
+        fix=f"set the block constant of {cols} to a multiple of {need}",
+    )
+
+
 def ragged_rows(layout: BlockLayout, rows: str) -> RaggedRows | None:
     """The groups the rows are split into (`ragged=`), from the layout's group dim of
     them; None when the rows are not split."""
@@ -483,6 +506,8 @@ def plan_warp_specialized(
     vectors = tuple(op.smem_bytes for op in epilogue_vectors(operands, loops[0]))
     ragged = ragged_rows(layout, rows)
     config = choose(*args, steps, declared_stages, sms, vectors, ragged)
+    if config is not None and ragged is not None:
+        _check_ragged_rows(config, results[0], cols, ctx)
     if config is None or config.smem_bytes <= hw.SMEM_BYTES:
         if config is not None:
             config.check_invariants()
