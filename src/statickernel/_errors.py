@@ -45,6 +45,7 @@ __all__ = [
     "ResultMismatchError",
     "ShapeError",
     "SharedMemoryError",
+    "RaggedGroupsError",
     "ShiftError",
     "SliceError",
     "StaticKernelError",
