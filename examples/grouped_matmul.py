@@ -7,7 +7,7 @@ sees `w` as group g's block "K N" wherever its rows are group g's. The launch is
 warp-specialized, persistent matmul's; its CTAs walk (group, row block) items, so a row
 block that straddles two groups is computed once for each, each storing only its group's
 rows (TMA stores of 2^i rows). A row past the sum of the sizes is in no group and is zeros,
-as in `jax.lax.ragged_dot`; a negative size counts as 0.
+as in `jax.lax.ragged_dot`; a negative size counts as 0, and sizes past M are cut there.
 """
 
 import jax

@@ -467,7 +467,9 @@ def kernel[**P, R](
         are group g's, and the body sees `w` as group g's block "K N" (a grouped matmul,
         `jax.lax.ragged_dot`). A row block straddling groups is computed once for each group
         it holds, each storing only its group's rows; a row in no group (past the sizes'
-        sum) is zeros; a negative size counts as 0. Computed by the warp-specialized matmul.
+        sum) multiplies no weights (its products are zeros, then the epilogue applies); a
+        negative size counts as 0, and sizes past M are cut there. Computed by the
+        warp-specialized matmul.
       reference: a plain jnp function computing the same result, for tests and tools.
       vjp: how `jax.grad` differentiates the kernel. "reference": the forward runs the
         kernel and the derivatives are JAX's of `reference`, in forward and reverse mode. A

@@ -23,7 +23,9 @@ from .operand import OperandSpec
 __all__ = ["apply_ragged", "check_ragged_rows", "ragged_group_dims"]
 
 
-def ragged_group_dims(ragged: Any, hints: Mapping[str, Any], err: dict[str, Any]) -> dict[str, str]:
+def ragged_group_dims(
+    ragged: Any, hints: Mapping[str, Any], operands: tuple[str, ...], err: dict[str, Any]
+) -> dict[str, str]:
     """The group dim of each sizes operand of `ragged=` (its one dim), read from its
     annotation before the operands' ranks are checked, which do not count the group dims."""
     if ragged is None:
@@ -49,7 +51,7 @@ def ragged_group_dims(ragged: Any, hints: Mapping[str, Any], err: dict[str, Any]
         )
     groups: dict[str, str] = {}
     for dim, name in ragged.items():
-        if name not in hints:
+        if name not in operands:
             raise AnnotationError(
                 f"ragged= names `{name}` as the sizes of {dim}'s groups, but no operand is "
                 "called that",
@@ -58,7 +60,7 @@ def ragged_group_dims(ragged: Any, hints: Mapping[str, Any], err: dict[str, Any]
                 dim=dim,
                 expected="the name of an integer operand laid out along the group dim, "
                 '`group_sizes: Int32[Array, "G"]`',
-                actual=f"operands: {', '.join(n for n in hints if n != 'return')}",
+                actual=f"operands: {', '.join(operands) or 'none'}",
                 fix=f'add the operand `{name}: Int32[Array, "G"]`, or name the one that is',
             )
         sizes = array_spec(name, hints[name], err, role="operand")
@@ -156,7 +158,20 @@ def _check_holder(
             actual=f"'{' '.join(op.dims)}'",
             fix=f"drop {group} from the result",
         )
-    if op.dims[0] != group or op.batch or split in op.dims or op.rank != 3:
+    if split in op.dims:
+        raise AnnotationError(
+            f"operand `{op.name}` ('{' '.join(op.dims)}') runs along {split}, the dim whose "
+            f"rows ragged= splits into groups, and has the group dim {group}",
+            **err,
+            operand=op.name,
+            dim=split,
+            expected=f"the rows ({split}) split, each group's block of `{op.name}` over two "
+            f"other dims: '{group} K N' beside `x: '{split} K'`",
+            actual=f"'{' '.join(op.dims)}'",
+            fix=f"split the rows: ragged={{'<rows>': '...'}} names the first dim of the "
+            f"operand `{op.name}` multiplies, and drop {split} from `{op.name}`",
+        )
+    if op.dims[0] != group or op.batch or op.rank != 3:
         raise AnnotationError(
             f"operand `{op.name}` ('{' '.join(op.dims)}') is not laid out one block of its "
             f"group dim {group} after another",

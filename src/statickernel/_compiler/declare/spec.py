@@ -221,7 +221,12 @@ def build_spec(
     hints = _type_hints(fn, err)
     # Dims the body never sees: they do not count in an operand's rank.
     unseen = check_pages_map(pages, err) | frozenset(groups if isinstance(groups, Mapping) else ())
-    unseen |= frozenset(ragged_group_dims(ragged, hints, err))
+    positional = tuple(
+        p.name
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )
+    unseen |= frozenset(ragged_group_dims(ragged, hints, positional, err))
     operands, consts = _parameter_specs(fn, hints, err, batch, unseen)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
     loop = dict(loop or {})

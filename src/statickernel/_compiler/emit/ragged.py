@@ -14,6 +14,7 @@ from ..ir.names import WARP_SPECIALIZED, gmem_ref, ragged_item
 from ..ir.nodes import (
     Assign,
     BinOp,
+    Call,
     Comment,
     Const,
     Expr,
@@ -64,9 +65,11 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
     count, bm = ragged.groups, ragged.block
     sizes = Name(gmem_ref(ragged.sizes))
     # Group `count` is the rows past the sizes' sum: a negative size counts as 0.
-    read = call(
-        "jnp.maximum", Subscript(sizes, (call("jnp.minimum", g, Const(count - 1)),)), Const(0)
-    )
+    # A size is read as int32 and clipped to [0, M], and each group's end to M: a negative
+    # size counts as 0, and sizes summing past M are cut there without overflowing the sum.
+    stored = Subscript(sizes, (call("jnp.minimum", g, Const(count - 1)),))
+    as_int32 = call(Name(f"{expression_source(stored)}.astype"), Name("jnp.int32"))
+    read = call("jnp.clip", as_int32, Const(0), Const(ragged.rows))
     rest = call("jnp.maximum", BinOp(Operator.SUB, Const(ragged.rows), start), Const(0))
     after_last = BinOp(
         Operator.ADD, call("lax.div", BinOp(Operator.SUB, end, Const(1)), Const(bm)), Const(1)
@@ -77,7 +80,9 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
         (
             Assign((Tuple((start, group, block, lo, hi)),), carry),
             Assign((size,), _where(BinOp(Operator.LT, g, Const(count)), read, rest)),
-            Assign((end,), BinOp(Operator.ADD, start, size)),
+            Assign(
+                (end,), call("jnp.minimum", BinOp(Operator.ADD, start, size), Const(ragged.rows))
+            ),
             Comment("Its items: the blocks its rows touch, numbered after g group boundaries."),
             Assign((first,), BinOp(Operator.ADD, call("lax.div", start, Const(bm)), g)),
             Assign(
@@ -102,7 +107,11 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
         ),
     )
     zero = call("jnp.int32", Const(0))
-    walk = call("lax.fori_loop", Const(0), Const(count + 1), Name(visit.name), Tuple((zero,) * 5))
+    walk = Call(
+        Name("lax.fori_loop"),
+        (Const(0), Const(count + 1), Name(visit.name), Tuple((zero,) * 5)),
+        one_per_line=True,
+    )
     block_start = Name("block_start")
     first_row = _clip(BinOp(Operator.SUB, lo, block_start), bm)
     last_row = _clip(
@@ -184,13 +193,17 @@ def store_rows(slot_rows: int) -> FunctionDef:
     return FunctionDef(_LOCAL.store_rows, ("slot", "target", "first", "count"), tuple(body))
 
 
-def piece_store(slot: Expr, target: Expr, row: int) -> Stmt:
+def piece_store(slot: Expr, target: Expr, row: int, inside: Expr | None) -> Stmt:
     """The store of one epilogue piece, rows [row, row + slot_rows) of the block: the item's
-    rows among them."""
+    rows among them; none where the piece's columns are past the array's (`inside` false:
+    a row is copied as plain bytes, which would run into the next row)."""
     first: Expr = Name(_LOCAL.first_row)
     if row:
         first = BinOp(Operator.SUB, first, Const(row))
-    return ExprStmt(call(_LOCAL.store_rows, slot, target, first, Name(_LOCAL.row_count)))
+    count: Expr = Name(_LOCAL.row_count)
+    if inside is not None:
+        count = call("jnp.where", inside, count, Const(0))
+    return ExprStmt(call(_LOCAL.store_rows, slot, target, first, count))
 
 
 def with_rows(run: Stmt) -> FunctionDef:

@@ -313,10 +313,6 @@ def _consumer(g: _Geometry, translation: Translation, new_store_api: bool) -> Fu
     assert value is not None
     out = Name(g.result.name)
     body.append(Assign((out,), value))
-    if g.ragged is not None:
-        in_group = BinOp(Operator.LT, Name(_LOCAL.group), Const(g.ragged.groups))
-        zeros = call("jnp.where", in_group, out, Const(0))
-        body.append(Assign((out,), zeros, comment="the rows past the sizes' sum are zeros"))
     body += _epilogue_store(g, out, new_store_api)
     return FunctionDef(_LOCAL.consumer, (_LOCAL.run_pipeline,), tuple(body))
 
@@ -357,6 +353,12 @@ def _accumulation(g: _Geometry, line: LoopBlock) -> list[Stmt]:
         accumulate,
         Assign((finals,), call("pl.run_scoped", Name(accumulate.name), accumulator)),
     ]
+    if g.ragged is not None:  # rows in no group multiply no weights: their sums are zeros
+        in_group = BinOp(Operator.LT, Name(_LOCAL.group), Const(g.ragged.groups))
+        for final in line.finals:
+            zeros = call("jnp.where", in_group, Name(final), Const(0))
+            lines.append(Assign((Name(final),), zeros))
+        lines[-1] = dataclasses.replace(lines[-1], comment="the rows past the sizes' sum")
     for op in g.vectors:
         arrived = call("plgpu.barrier_wait", _at(Name(barrier_ref(op.name)), _WG))
         lines.append(ExprStmt(arrived))
@@ -492,7 +494,9 @@ def _epilogue_store(g: _Geometry, value: Name, new_store_api: bool) -> list[Stmt
             piece = Subscript(
                 value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec)))
             )
-            pending = 0 if count == 0 and pieces % 2 else ws.slots - 1
+            # A ragged piece commits one group of any number of stores, which the interpreter
+            # counts one a store: wait for every store before refilling a slot.
+            pending = 0 if (count == 0 and pieces % 2) or g.ragged is not None else ws.slots - 1
             lines.append(
                 ExprStmt(
                     call("plgpu.wait_smem_to_gmem", Const(pending), wait_read_only=Const(True)),
@@ -512,8 +516,18 @@ def _epilogue_store(g: _Geometry, value: Name, new_store_api: bool) -> list[Stmt
                 call("pl.ds", _add(_mul(Name(block_index(g.cols)), bn), c), Const(ec)),
             )
             if g.ragged is not None:  # only the item's rows among the piece's
-                lines.append(piece_store(slot, target, r))
+                lines.append(piece_store(slot, target, r, _piece_inside(g, c)))
             else:
                 lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
             count += 1
     return lines
+
+
+def _piece_inside(g: _Geometry, col: int) -> Expr | None:
+    """Whether the piece at column `col` of this consumer's block is inside the result's
+    columns; None where every piece of every tile is."""
+    cols = g.result.gmem_shape[-1]
+    if g.ws.tile_grid[1] * g.b_cols <= cols:
+        return None
+    start = _add(_mul(Name(block_index(g.cols)), g.bn), col)
+    return BinOp(Operator.LT, start, Const(cols))

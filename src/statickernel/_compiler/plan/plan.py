@@ -353,7 +353,7 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
         grid_names=layout.grid_names,
         dims=layout.dims,
         operands=choice.operands,
-        results=results,
+        results=choice.results or results,
         constants=tuple(inputs.consts.items()),
         rows=spec.rows,
         cols=spec.cols,

@@ -34,6 +34,7 @@ __all__ = [
     "choose",
     "epilogue_vectors",
     "hold_paired_blocks",
+    "hold_result_pieces",
     "plan_warp_specialized",
     "ragged_rows",
 ]
@@ -427,6 +428,35 @@ def hold_paired_blocks(
         )
         out.append(dataclasses.replace(op, gmem_shape=gmem))
     return tuple(out), notes
+
+
+def hold_result_pieces(
+    config: WarpSpecialized, result: OperandPlan
+) -> tuple[OperandPlan, list[str]]:
+    """The result with its array's columns padded where a store of an epilogue piece would be
+    a contiguous range of bytes: Mosaic GPU copies a contiguous slice with a plain bulk copy,
+    which is clamped only at the end of the whole array, so a piece crossing (or past) the
+    last column would write into the next row. A ragged item stores single rows, always
+    contiguous: its columns are padded to whole pieces (and pieces past them store no rows).
+    A result as narrow as one piece is padded to two, so that its pieces are strided."""
+    piece = config.epilogue[1]
+    cols = result.gmem_shape[-1]
+    if config.ragged is not None:
+        need = -(-cols // piece) * piece
+        why = "a ragged item stores single rows, which are copied as plain bytes"
+    else:
+        need = 2 * piece if cols == piece else cols
+        why = "a piece as wide as the array's rows is copied as plain bytes"
+    if need == cols:
+        return result, []
+    gmem = (*result.gmem_shape[:-1], need)
+    written = hw.nbytes(math.prod(gmem), result.dtype)
+    note = (
+        f"fallback: `{result.name}` {list(result.shape)} is written as {list(gmem)} and sliced "
+        f"back: {why}, clamped only at the array's end, so each {piece}-column piece of the "
+        f"epilogue must lie inside the array's columns ({written:,} B written)"
+    )
+    return dataclasses.replace(result, gmem_shape=gmem), [note]
 
 
 def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list[OperandPlan]:

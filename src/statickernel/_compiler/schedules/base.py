@@ -43,6 +43,8 @@ class ScheduleChoice:
     loops: tuple[LoopPlan, ...] = ()
     notes: tuple[str, ...] = ()
     warp_specialized: WarpSpecialized | None = None
+    results: tuple[OperandPlan, ...] | None = None
+    """The results, where the schedule pads an array (None: as planned)."""
 
 
 class LaunchSchedule(Protocol):

@@ -3,13 +3,19 @@ configures it): a producer warpgroup issues the TMA copies, two consumers issue 
 run the epilogue, and each CTA walks many CTA tiles."""
 
 import dataclasses
+import math
 
 from ..._errors import RaggedGroupsError
 from ..ir.nodes import LoopMode
 from ..plan import schedule as figures
 from ..plan.loops import plan_loops
 from ..plan.schedule import ScheduleKind, schedule_figures
-from ..plan.warpspec import hold_paired_blocks, plan_warp_specialized, ragged_rows
+from ..plan.warpspec import (
+    hold_paired_blocks,
+    hold_result_pieces,
+    plan_warp_specialized,
+    ragged_rows,
+)
 from .base import ScheduleChoice, ScheduleInputs
 
 __all__ = ["WarpSpecializedLoop"]
@@ -21,6 +27,12 @@ class WarpSpecializedLoop:
         plan = inputs.plan
         ragged = ragged_rows(plan.layout, plan.spec.rows)
         if ragged is not None and choice is None:  # no other schedule walks ragged rows
+            actual = _refusal(inputs)
+            body_fix = (
+                "fold the products as they are, acc + sk.dot(x, w), and apply anything "
+                "else to the accumulator after the loop; for another body, call the kernel "
+                "once a group on its rows (x[start:end] and w[g])"
+            )
             raise plan.ctx.error(
                 RaggedGroupsError,
                 f"the rows of {ragged.split} are split into groups (ragged=), which the "
@@ -30,10 +42,8 @@ class WarpSpecializedLoop:
                 expected="one sk.loop folding acc + sk.dot(x, w) over a dim of x's columns "
                 "and w's rows, an elementwise epilogue, one result along the blocks, no "
                 "index=, update= or pages=",
-                actual=_refusal(inputs),
-                fix="fold the products as they are, acc + sk.dot(x, w), and apply anything "
-                "else to the accumulator after the loop; for another body, call the kernel "
-                "once a group on its rows (x[start:end] and w[g])",
+                actual=actual,
+                fix="set BM and BN to at most 128" if "accumulator of" in actual else body_fix,
             )
         return choice
 
@@ -67,13 +77,16 @@ class WarpSpecializedLoop:
             return None
         blocks_of = {d.name: d.block for d in layout.dims}
         operands, held = hold_paired_blocks(ws, inputs.operands, plan.loops[0], blocks_of)
+        (result,) = inputs.results
+        result, padded = hold_result_pieces(ws, result)
         (paired,) = plan_loops(plan, ws.stages)
         loops = (dataclasses.replace(paired, smem_bytes=ws.pipeline_bytes),)
         kind = ScheduleKind.WARP_SPECIALIZED
         schedule = schedule_figures(
             kind, ws.ctas, ws.stages, ws.stages * ws.stage_bytes, ws.smem_bytes, threads=ws.threads
         )
-        return ScheduleChoice(schedule, ws.smem_bytes, operands, loops, tuple(held), ws)
+        notes = (*held, *padded)
+        return ScheduleChoice(schedule, ws.smem_bytes, operands, loops, notes, ws, (result,))
 
 
 def _refusal(inputs: ScheduleInputs) -> str:
@@ -95,6 +108,14 @@ def _refusal(inputs: ScheduleInputs) -> str:
         return "a loop with stop= or reverse=True"
     if plan.buffers_read_by_body:
         return "a body that reads a buffer itself (a shifted load, a stack of vectors)"
+    tiled = [d for d in plan.layout.dims if d.tiled_by]
+    elements = math.prod(d.block for d in tiled)
+    if len(tiled) == 2 and elements > 128 * 128:
+        blocks = " x ".join(f"{d.tiled_by}={d.block}" for d in tiled)
+        return (
+            f"an accumulator of {blocks} = {elements:,} elements a consumer, over the "
+            "128 x 128 a consumer's registers hold"
+        )
     return (
         "an epilogue that reads an operand other than a vector along the rows or the "
         "columns, a result not along the blocks, or stages that do not fit beside it"
