@@ -334,6 +334,37 @@ def test_the_matmul_is_warp_specialized_on_its_sass() -> None:
     assert report.schedule is not None and report.schedule.ctas <= 2 * 132
 
 
+# A plain bulk store (`cp.async.bulk.global.shared::cta`, no `.tensor`): Mosaic GPU issues
+# one for a contiguous slice, clamped only at the end of the whole array.
+_PLAIN_STORE = re.compile(r"cp\.async\.bulk\.global\.shared::cta")
+_TENSOR_STORE = re.compile(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared::cta")
+
+
+@toolchain
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_a_matmul_one_epilogue_slot_wide_stores_by_tma_tensor_copies(dtype: Any) -> None:
+    """A result of 32 float32 (64 bfloat16) columns is written two slots wide: its pieces
+    are strided, so each is a TMA tensor store, which clips at the array's columns."""
+    cols = 32 if dtype == jnp.float32 else 64
+    a = jax.ShapeDtypeStruct((300, 200), jnp.bfloat16)
+    b = jax.ShapeDtypeStruct((200, cols), jnp.bfloat16)
+    report = KERNELS["matmul"].compile(a, b, bf16_out=dtype == jnp.bfloat16)
+    assert not _PLAIN_STORE.search(report.ptx)
+    assert _TENSOR_STORE.search(report.ptx)
+
+
+@toolchain
+def test_a_ragged_item_stores_single_rows_only_inside_the_padded_columns() -> None:
+    """The grouped matmul's one-row stores are plain bulk copies: its result's columns are
+    padded to whole 128-byte slots (260 -> 288 float32), so no row runs into the next."""
+    structs_ = structs("grouped_matmul")
+    plan = KERNELS["grouped_matmul"].plan(*structs_)
+    assert plan.results[0].gmem_shape == (300, 288)
+    report = KERNELS["grouped_matmul"].compile(*structs_)
+    assert _PLAIN_STORE.search(report.ptx) and _TENSOR_STORE.search(report.ptx)
+    assert report.spill_store_bytes == report.spill_load_bytes == 0
+
+
 @toolchain
 @pytest.mark.parametrize(("name", "opcode"), [("matmul_fp8", "QGMMA"), ("matmul_int8", "IGMMA")])
 def test_one_byte_products_take_their_tensor_core_instructions(name: str, opcode: str) -> None:
