@@ -239,7 +239,8 @@ def build_spec(
     operands, results = apply_index(
         index or {}, operands, results, tile, loop, batch, groups, updated, err
     )
-    unblocked = frozenset((*loop, *batch, *groups, *(index or {})))
+    indexed: list[str] = list(dict(index or {}))
+    unblocked = frozenset((*loop, *batch, *groups, *indexed))
     operands, ragged_map = apply_ragged(ragged, operands, results, tile, unblocked, err)
     check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
