@@ -129,6 +129,13 @@ def test_the_warp_specialized_locals_are_reserved() -> None:
     for name in (*fixed, *derived):
         found = names.clash([name, "b"], ["result"], ["M", "K", "N"], "matmul")
         assert found is not None and found[0] == name, name
+    # Ragged rows add their own fixed locals, which the grouped matmul's module binds.
+    ragged = dataclasses.astuple(names.RAGGED)
+    assert set(ragged) <= set(names.BLOCK_NAMES)
+    assert set(ragged) <= _golden(GOLDEN / "jax-0.11.2" / "grouped_matmul.py")[3]
+    for name in ragged:
+        found = names.clash([name, "w"], ["result"], ["M", "K", "N"], "grouped_matmul")
+        assert found is not None and found[0] == name, name
     # The index maps' parameter is the lambda's own: an operand may be named so.
     assert names.clash([names.INDEX_MAP_STEP, "b"], ["result"], ["M", "K", "N"]) is None
 

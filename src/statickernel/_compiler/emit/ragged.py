@@ -10,7 +10,7 @@ those rows: `store_rows` stores them as the binary digits of their count, one TM
 rows each under `pl.when` (a TMA box is static; the count is data), committed as one group.
 """
 
-from ..ir.names import WARP_SPECIALIZED, gmem_ref, ragged_item
+from ..ir.names import RAGGED, gmem_ref, ragged_item
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -40,7 +40,7 @@ __all__ = [
     "with_rows",
 ]
 
-_LOCAL = WARP_SPECIALIZED
+_LOCAL = RAGGED
 
 
 def _at(ref: Expr, *index: Expr) -> Subscript:
@@ -57,11 +57,12 @@ def _clip(x: Expr, high: int) -> Expr:
 
 def group_rows_function(ragged: RaggedRows) -> FunctionDef:
     """`group_rows(item)`: the item's group, its row block, and the first and count of the
-    block's rows that are the group's (none for an item past the last)."""
-    g, carry, item = Name("g"), Name("carry"), Name("item")
-    start, end, size = Name("start"), Name("end"), Name("size")
-    group, block, lo, hi = Name("group"), Name("block"), Name("lo"), Name("hi")
-    first, mine = Name("first"), Name("mine")
+    block's rows that are the group's (none for an item past the last). Its locals are
+    `walk_*`, a family no operand may take."""
+    g, carry, item = Name("walk_index"), Name("walk_carry"), Name("walk_item")
+    start, end, size = Name("walk_start"), Name("walk_end"), Name("walk_size")
+    group, block, lo, hi = Name("group"), Name("walk_block"), Name("walk_lo"), Name("walk_hi")
+    first, mine = Name("walk_first"), Name("walk_mine")
     count, bm = ragged.groups, ragged.block
     sizes = Name(gmem_ref(ragged.sizes))
     # Group `count` is the rows past the sizes' sum: a negative size counts as 0.
@@ -75,8 +76,8 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
         Operator.ADD, call("lax.div", BinOp(Operator.SUB, end, Const(1)), Const(bm)), Const(1)
     )
     visit = FunctionDef(
-        "visit_group",
-        ("g", "carry"),
+        "walk_visit",
+        ("walk_index", "walk_carry"),
         (
             Assign((Tuple((start, group, block, lo, hi)),), carry),
             Assign((size,), _where(BinOp(Operator.LT, g, Const(count)), read, rest)),
@@ -85,12 +86,13 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
             ),
             Comment("Its items: the blocks its rows touch, numbered after g group boundaries."),
             Assign((first,), BinOp(Operator.ADD, call("lax.div", start, Const(bm)), g)),
+            Assign((Name("walk_last"),), BinOp(Operator.ADD, after_last, g)),
             Assign(
                 (mine,),
                 BinOp(
                     Operator.AND,
                     BinOp(Operator.LE, first, item),
-                    BinOp(Operator.LT, item, BinOp(Operator.ADD, after_last, g)),
+                    BinOp(Operator.LT, item, Name("walk_last")),
                 ),
             ),
             Return(
@@ -112,7 +114,7 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
         (Const(0), Const(count + 1), Name(visit.name), Tuple((zero,) * 5)),
         one_per_line=True,
     )
-    block_start = Name("block_start")
+    block_start = Name("walk_block_start")
     first_row = _clip(BinOp(Operator.SUB, lo, block_start), bm)
     last_row = _clip(
         BinOp(Operator.SUB, call("jnp.minimum", hi, Const(ragged.rows)), block_start), bm
@@ -120,7 +122,7 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
     blocks = -(-ragged.rows // bm)
     return FunctionDef(
         _LOCAL.group_rows,
-        ("item",),
+        ("walk_item",),
         (
             Comment(
                 f"Item `item` along {ragged.split} is a (group, row block) pair: the groups in "
@@ -128,7 +130,7 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
                 "the sizes' sum."
             ),
             visit,
-            Assign((Tuple((Name("_"), group, block, lo, hi)),), walk),
+            Assign((Tuple((Name("walk_total"), group, block, lo, hi)),), walk),
             Assign((block_start,), BinOp(Operator.MUL, block, Const(bm))),
             Assign((Name(_LOCAL.first_row),), first_row),
             Assign(
@@ -165,32 +167,38 @@ def selected_group(ragged: RaggedRows) -> Expr:
 
 def store_rows(slot_rows: int) -> FunctionDef:
     """`store_rows(slot, target, first, count)`: the slot's rows among [first, first + count)
-    (relative to its first row; either may be past it) into the same rows of `target`, one TMA store under `pl.when` for each binary digit of the count,
-    committed as one group (so that a slot's wait counts one group a slot, stored or not)."""
-    first, count = Name("first"), Name("count")
+    (relative to its first row; either may be past it) into the same rows of `target`, one
+    TMA store under `pl.when` for each binary digit of the count, committed as one group (so
+    that a slot's wait counts one group a slot, stored or not). Its locals are `ladder_*`,
+    a family no operand may take."""
+    first, count = Name("ladder_first"), Name("ladder_count")
     body: list[Stmt] = [
         Comment("The item's rows among the slot's, then one store of 2^i rows a binary digit"),
         Comment("of their count: a TMA box is static, and the count is data."),
-        Assign((Name("end"),), _clip(BinOp(Operator.ADD, first, count), slot_rows)),
+        Assign((Name("ladder_end"),), _clip(BinOp(Operator.ADD, first, count), slot_rows)),
         Assign((first,), _clip(first, slot_rows)),
-        Assign((count,), BinOp(Operator.SUB, Name("end"), first)),
+        Assign((count,), BinOp(Operator.SUB, Name("ladder_end"), first)),
     ]
     rows = slot_rows
     while rows >= 1:
         digit = BinOp(Operator.AND, count, Const(rows))
         copy = call(
             "plgpu.copy_smem_to_gmem",
-            _at(Name("slot"), call("pl.ds", first, Const(rows))),
-            _at(Name("target"), call("pl.ds", first, Const(rows))),
+            _at(Name("ladder_slot"), call("pl.ds", first, Const(rows))),
+            _at(Name("ladder_target"), call("pl.ds", first, Const(rows))),
             commit_group=Const(False),
         )
         when = call("pl.when", BinOp(Operator.NE, digit, Const(0)))
-        body.append(FunctionDef(f"store_{rows}", (), (ExprStmt(copy),), decorators=(when,)))
+        body.append(FunctionDef(f"ladder_{rows}", (), (ExprStmt(copy),), decorators=(when,)))
         if rows > 1:
             body.append(Assign((first,), BinOp(Operator.ADD, first, digit)))
         rows //= 2
     body.append(ExprStmt(call("plgpu.commit_smem_to_gmem_group")))
-    return FunctionDef(_LOCAL.store_rows, ("slot", "target", "first", "count"), tuple(body))
+    return FunctionDef(
+        _LOCAL.store_rows,
+        ("ladder_slot", "ladder_target", "ladder_first", "ladder_count"),
+        tuple(body),
+    )
 
 
 def piece_store(slot: Expr, target: Expr, row: int, inside: Expr | None) -> Stmt:

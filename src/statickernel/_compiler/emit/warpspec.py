@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..ir.names import (
     INDEX_MAP_STEP,
+    RAGGED,
     WARP_SPECIALIZED,
     accumulator_ref,
     barrier_ref,
@@ -354,7 +355,7 @@ def _accumulation(g: _Geometry, line: LoopBlock) -> list[Stmt]:
         Assign((finals,), call("pl.run_scoped", Name(accumulate.name), accumulator)),
     ]
     if g.ragged is not None:  # rows in no group multiply no weights: their sums are zeros
-        in_group = BinOp(Operator.LT, Name(_LOCAL.group), Const(g.ragged.groups))
+        in_group = BinOp(Operator.LT, Name(RAGGED.group), Const(g.ragged.groups))
         for final in line.finals:
             zeros = call("jnp.where", in_group, Name(final), Const(0))
             lines.append(Assign((Name(final),), zeros))

@@ -23,8 +23,10 @@ __all__ = [
     "INDEXED_PARTS",
     "INDEX_MAP_STEP",
     "MODULE_NAMES",
+    "RAGGED",
     "WARP_SPECIALIZED",
     "LocalNames",
+    "RaggedLocals",
     "WarpSpecializedLocals",
     "accumulator_ref",
     "barrier_ref",
@@ -79,8 +81,14 @@ class WarpSpecializedLocals:
     run_pipeline: str = "run_pipeline"
     step: str = "step"
     indices: str = "indices"
-    # Ragged rows (`ragged=`): the walk of the groups, an item's group and rows, the ladder
-    # of row stores.
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedLocals:
+    """The fixed locals the warp-specialized block function adds for ragged rows
+    (`ragged=`): the walk of the groups, an item's group and rows, the ladder of row stores.
+    Each is a key of `BLOCK_NAMES`."""
+
     group_rows: str = "group_rows"
     group: str = "group"
     first_row: str = "first_row"
@@ -90,6 +98,7 @@ class WarpSpecializedLocals:
 
 
 WARP_SPECIALIZED = WarpSpecializedLocals()
+RAGGED = RaggedLocals()
 # The parameter of the warp-specialized pipeline's index maps (`lambda k: (0, k)`): the K
 # step. It is the lambda's own, so an operand of the same name is not shadowed.
 INDEX_MAP_STEP = "k"
@@ -121,12 +130,12 @@ BLOCK_NAMES: Mapping[str, str] = {
     WARP_SPECIALIZED.run_pipeline: "the warp-specialized pipeline, run by a consumer",
     WARP_SPECIALIZED.step: "a pipeline step",
     WARP_SPECIALIZED.indices: "a pipeline step's indices",
-    WARP_SPECIALIZED.group_rows: "the walk of ragged groups that places an item",
-    WARP_SPECIALIZED.group: "a ragged item's group",
-    WARP_SPECIALIZED.first_row: "a ragged item's first row in its block",
-    WARP_SPECIALIZED.row_count: "a ragged item's rows in its block",
-    WARP_SPECIALIZED.store_rows: "the ladder of TMA stores of a ragged item's rows",
-    WARP_SPECIALIZED.run_item: "a ragged item's pipeline, run where it has rows",
+    RAGGED.group_rows: "the walk of ragged groups that places an item",
+    RAGGED.group: "a ragged item's group",
+    RAGGED.first_row: "a ragged item's first row in its block",
+    RAGGED.row_count: "a ragged item's rows in its block",
+    RAGGED.store_rows: "the ladder of TMA stores of a ragged item's rows",
+    RAGGED.run_item: "a ragged item's pipeline, run where it has rows",
 }
 # Locals a form's generator gives around the arrays' names (`LocalNames`): an operand may
 # take one, and the generator then names its own `r_` (or `r__`, ...).
@@ -157,6 +166,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"fill_slot_\d+"), "a persistent launch's first copies"),
     (re.compile(r"tile_\w+"), "a CTA tile's index along a dim (tile_M, ...)"),
     (re.compile(r"item_\w+"), "a ragged walk's item along the rows (item_M)"),
+    (re.compile(r"walk_\w+"), "the locals of the walk of ragged groups (group_rows)"),
+    (re.compile(r"ladder_\w+"), "the ladder of a ragged item's row stores and its locals"),
     (re.compile(r"\w+_entry"), "an array's batch entry in the warp-specialized walk"),
 )
 

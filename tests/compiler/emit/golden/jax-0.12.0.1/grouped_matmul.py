@@ -22,110 +22,114 @@ def _grouped_matmul_block(x_gmem, w_gmem, group_sizes_gmem, result_gmem):
     # Persistent: 14 CTAs walk the 14 CTA tiles; a tile's stores drain while the next runs.
     wg = lax.axis_index("wg")
 
-    def group_rows(item):
+    def group_rows(walk_item):
         # Item `item` along M is a (group, row block) pair: the groups in order, each over the blocks its rows touch; group 4 is the rows past the sizes' sum.
-        def visit_group(g, carry):
-            (start, group, block, lo, hi) = carry
-            size = jnp.where(
-                g < 4,
-                jnp.clip(group_sizes_gmem[jnp.minimum(g, 3)].astype(jnp.int32), 0, 300),
-                jnp.maximum(300 - start, 0),
+        def walk_visit(walk_index, walk_carry):
+            (walk_start, group, walk_block, walk_lo, walk_hi) = walk_carry
+            walk_size = jnp.where(
+                walk_index < 4,
+                jnp.clip(group_sizes_gmem[jnp.minimum(walk_index, 3)].astype(jnp.int32), 0, 300),
+                jnp.maximum(300 - walk_start, 0),
             )
-            end = jnp.minimum(start + size, 300)
+            walk_end = jnp.minimum(walk_start + walk_size, 300)
             # Its items: the blocks its rows touch, numbered after g group boundaries.
-            first = lax.div(start, 128) + g
-            mine = (first <= item) & (item < lax.div(end - 1, 128) + 1 + g)
+            walk_first = lax.div(walk_start, 128) + walk_index
+            walk_last = lax.div(walk_end - 1, 128) + 1 + walk_index
+            walk_mine = (walk_first <= walk_item) & (walk_item < walk_last)
             return (
-                end,
-                jnp.where(mine, g, group),
-                jnp.where(mine, item - g, block),
-                jnp.where(mine, start, lo),
-                jnp.where(mine, end, hi),
+                walk_end,
+                jnp.where(walk_mine, walk_index, group),
+                jnp.where(walk_mine, walk_item - walk_index, walk_block),
+                jnp.where(walk_mine, walk_start, walk_lo),
+                jnp.where(walk_mine, walk_end, walk_hi),
             )
 
-        (_, group, block, lo, hi) = lax.fori_loop(
+        (walk_total, group, walk_block, walk_lo, walk_hi) = lax.fori_loop(
             0,
             5,
-            visit_group,
+            walk_visit,
             (jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.int32(0)),
         )
-        block_start = block * 128
-        first_row = jnp.clip(lo - block_start, 0, 128)
-        row_count = jnp.maximum(jnp.clip(jnp.minimum(hi, 300) - block_start, 0, 128) - first_row, 0)
-        return (group, jnp.minimum(block, 2), first_row, row_count)
+        walk_block_start = walk_block * 128
+        first_row = jnp.clip(walk_lo - walk_block_start, 0, 128)
+        row_count = jnp.maximum(
+            jnp.clip(jnp.minimum(walk_hi, 300) - walk_block_start, 0, 128) - first_row,
+            0,
+        )
+        return (group, jnp.minimum(walk_block, 2), first_row, row_count)
 
-    def store_rows(slot, target, first, count):
+    def store_rows(ladder_slot, ladder_target, ladder_first, ladder_count):
         # The item's rows among the slot's, then one store of 2^i rows a binary digit
         # of their count: a TMA box is static, and the count is data.
-        end = jnp.clip(first + count, 0, 64)
-        first = jnp.clip(first, 0, 64)
-        count = end - first
+        ladder_end = jnp.clip(ladder_first + ladder_count, 0, 64)
+        ladder_first = jnp.clip(ladder_first, 0, 64)
+        ladder_count = ladder_end - ladder_first
 
-        @pl.when(count & 64 != 0)
-        def store_64():
+        @pl.when(ladder_count & 64 != 0)
+        def ladder_64():
             plgpu.copy_smem_to_gmem(
-                slot.at[pl.ds(first, 64)],
-                target.at[pl.ds(first, 64)],
+                ladder_slot.at[pl.ds(ladder_first, 64)],
+                ladder_target.at[pl.ds(ladder_first, 64)],
                 commit_group=False,
             )
 
-        first = first + (count & 64)
+        ladder_first = ladder_first + (ladder_count & 64)
 
-        @pl.when(count & 32 != 0)
-        def store_32():
+        @pl.when(ladder_count & 32 != 0)
+        def ladder_32():
             plgpu.copy_smem_to_gmem(
-                slot.at[pl.ds(first, 32)],
-                target.at[pl.ds(first, 32)],
+                ladder_slot.at[pl.ds(ladder_first, 32)],
+                ladder_target.at[pl.ds(ladder_first, 32)],
                 commit_group=False,
             )
 
-        first = first + (count & 32)
+        ladder_first = ladder_first + (ladder_count & 32)
 
-        @pl.when(count & 16 != 0)
-        def store_16():
+        @pl.when(ladder_count & 16 != 0)
+        def ladder_16():
             plgpu.copy_smem_to_gmem(
-                slot.at[pl.ds(first, 16)],
-                target.at[pl.ds(first, 16)],
+                ladder_slot.at[pl.ds(ladder_first, 16)],
+                ladder_target.at[pl.ds(ladder_first, 16)],
                 commit_group=False,
             )
 
-        first = first + (count & 16)
+        ladder_first = ladder_first + (ladder_count & 16)
 
-        @pl.when(count & 8 != 0)
-        def store_8():
+        @pl.when(ladder_count & 8 != 0)
+        def ladder_8():
             plgpu.copy_smem_to_gmem(
-                slot.at[pl.ds(first, 8)],
-                target.at[pl.ds(first, 8)],
+                ladder_slot.at[pl.ds(ladder_first, 8)],
+                ladder_target.at[pl.ds(ladder_first, 8)],
                 commit_group=False,
             )
 
-        first = first + (count & 8)
+        ladder_first = ladder_first + (ladder_count & 8)
 
-        @pl.when(count & 4 != 0)
-        def store_4():
+        @pl.when(ladder_count & 4 != 0)
+        def ladder_4():
             plgpu.copy_smem_to_gmem(
-                slot.at[pl.ds(first, 4)],
-                target.at[pl.ds(first, 4)],
+                ladder_slot.at[pl.ds(ladder_first, 4)],
+                ladder_target.at[pl.ds(ladder_first, 4)],
                 commit_group=False,
             )
 
-        first = first + (count & 4)
+        ladder_first = ladder_first + (ladder_count & 4)
 
-        @pl.when(count & 2 != 0)
-        def store_2():
+        @pl.when(ladder_count & 2 != 0)
+        def ladder_2():
             plgpu.copy_smem_to_gmem(
-                slot.at[pl.ds(first, 2)],
-                target.at[pl.ds(first, 2)],
+                ladder_slot.at[pl.ds(ladder_first, 2)],
+                ladder_target.at[pl.ds(ladder_first, 2)],
                 commit_group=False,
             )
 
-        first = first + (count & 2)
+        ladder_first = ladder_first + (ladder_count & 2)
 
-        @pl.when(count & 1 != 0)
-        def store_1():
+        @pl.when(ladder_count & 1 != 0)
+        def ladder_1():
             plgpu.copy_smem_to_gmem(
-                slot.at[pl.ds(first, 1)],
-                target.at[pl.ds(first, 1)],
+                ladder_slot.at[pl.ds(ladder_first, 1)],
+                ladder_target.at[pl.ds(ladder_first, 1)],
                 commit_group=False,
             )
 
