@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ..._compat import plain_dim_names
 from ..._errors import AnnotationError
 from .arrays import array_spec
 from .indexing import INDEX_DTYPES
@@ -24,10 +25,15 @@ __all__ = ["apply_ragged", "check_ragged_rows", "ragged_group_dims"]
 
 
 def ragged_group_dims(
-    ragged: Any, hints: Mapping[str, Any], operands: tuple[str, ...], err: dict[str, Any]
+    ragged: Any,
+    hints: Mapping[str, Any],
+    operands: tuple[str, ...],
+    blocked: frozenset[str],
+    err: dict[str, Any],
 ) -> dict[str, str]:
     """The group dim of each sizes operand of `ragged=` (its one dim), read from its
-    annotation before the operands' ranks are checked, which do not count the group dims."""
+    annotation before the operands' ranks are checked, which do not count the group dims.
+    `blocked` are the tiled, looped and batch dims, which no group dim may be."""
     if ragged is None:
         return {}
     if not isinstance(ragged, Mapping) or not all(
@@ -75,7 +81,49 @@ def ragged_group_dims(
                 fix=f'annotate `{name}` as Int32[Array, "G"]',
             )
         groups[sizes.dims[0]] = name
+    for group, name in groups.items():
+        _check_group_early(group, name, dict(ragged), hints, operands, blocked, err)
     return groups
+
+
+def _check_group_early(
+    group: str,
+    name: str,
+    ragged: dict[str, str],
+    hints: Mapping[str, Any],
+    operands: tuple[str, ...],
+    blocked: frozenset[str],
+    err: dict[str, Any],
+) -> None:
+    """Before the operands' ranks are checked: the group dim is a dim of its own (not split,
+    tiled, looped or batched), and leads every operand with it. Otherwise the rank check
+    would refuse the weights ('G' counted as a dim) without naming the sizes or the dim."""
+    split = next(iter(ragged))
+    if group in blocked or group == split:
+        raise AnnotationError(
+            f"the group sizes `{name}` run along {group}, a dim of the kernel's blocks, not "
+            "a dim of their own",
+            **err,
+            operand=name,
+            dim=group,
+            expected=f"one size a group, along a dim of its own that counts the groups of "
+            f'{split}: `{name}: Int32[Array, "G"]`',
+            actual=f"`{name}` laid out '{group}', which is tiled, looped, batched or split",
+            fix=f'annotate `{name}` as Int32[Array, "G"] and lay the weights out "G K N"',
+        )
+    for operand in operands:
+        dims = plain_dim_names(hints.get(operand)) if operand != name else None
+        if dims and group in dims and dims[0] != group:
+            raise AnnotationError(
+                f"operand `{operand}` ('{' '.join(dims)}') has the group dim {group} of "
+                f"`{name}`, but not first",
+                **err,
+                operand=operand,
+                dim=group,
+                expected=f"'{group} K N': {group} first, then the two dims of each group's block",
+                actual=f"'{' '.join(dims)}'",
+                fix=f"lay `{operand}` out as '{group} K N' (transpose it once where it is stored)",
+            )
 
 
 def apply_ragged(

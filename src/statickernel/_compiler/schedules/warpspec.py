@@ -94,6 +94,8 @@ def _refusal(inputs: ScheduleInputs) -> str:
     plan = inputs.plan
     if plan.spec.copies_by_data:
         return "copies addressed by data (index= or update=)"
+    if not plan.loops:
+        return "a body without a loop"
     if len(plan.loops) != 1:
         return f"a body of {len(plan.loops)} loops"
     (loop,) = plan.loops
