@@ -129,10 +129,16 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     # A dim named by its size ("3", a vector of parameters) is that size in every probe.
     fixed = spec.fixed_sizes()
     groups = spec.group_map  # one index per step of its loop: sized by that loop's dim
+    # A ragged rows' group dim counts groups: a few, more than one.
+    ragged_groups = spec.ragged_groups
     whole = [
         d
         for d in spec.dim_names()
-        if d not in tile and d not in batch and d not in fixed and d not in groups
+        if d not in tile
+        and d not in batch
+        and d not in fixed
+        and d not in groups
+        and d not in ragged_groups
     ]
     aligned_whole = {**_fitting_whole_sizes(kernel, blocks, whole), **fixed}
     aligned = {
@@ -175,6 +181,9 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     unique: dict[tuple[tuple[str, int], ...], ProbeShape] = {}
     for probe in candidates:
         sizes = dict(probe.dims)
+        for group in ragged_groups:  # 4 groups; 3 where an edge is probed, 2 in the smallest
+            small_probe = probe.label == "smaller than one block"
+            sizes[group] = 2 if small_probe else (3 if probe.label.startswith("ragged") else 4)
         for group, walked in groups.items():
             if group in spec.page_tables:
                 _page_sizes(spec, sizes, group, walked, blocks[walked], probe.label)
@@ -231,7 +240,8 @@ def _fitting_whole_sizes(
     widest = {o.name: max(o.dtypes, key=hw.bits) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
     batch = {d: 1 for d in spec.batch}
-    groups = {d: 1 for d in spec.group_map}  # one step's index: its block is 1 either way
+    # One step's (or one block's) index: its block is 1 either way.
+    groups = {d: 1 for d in (*spec.group_map, *spec.ragged_groups)}
     fixed = spec.fixed_sizes()
     while True:
         dims = {**batch, **groups, **fixed, **blocks, **sizes}

@@ -579,8 +579,8 @@ def test_check_kernel_at_a_shape_of_straddling_groups() -> None:
 
 @pytest.mark.slow
 def test_check_kernel_on_the_probe_shapes() -> None:
-    """The 6 probe shapes, 95 and 128 groups among them: minutes in the interpreter."""
+    """The 5 probe shapes: 4 groups aligned, 3 where an edge is probed, 2 in the smallest."""
     results = sk.testing.check_kernel(grouped_matmul)
-    assert len(results) >= 6
+    assert len(results) >= 5
     for result in results:
         assert result.error is None and result.mismatches == 0, result
