@@ -226,7 +226,8 @@ def build_spec(
         for p in inspect.signature(fn).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     )
-    blocked = frozenset((*(tile if isinstance(tile, Mapping) else {}), *(loop or {}), *batch))
+    declared: list[str] = [*(tile if isinstance(tile, Mapping) else {}), *(loop or {}), *batch]
+    blocked = frozenset(declared)
     unseen |= frozenset(ragged_group_dims(ragged, hints, positional, blocked, err))
     operands, consts = _parameter_specs(fn, hints, err, batch, unseen)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
