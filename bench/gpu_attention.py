@@ -13,11 +13,10 @@ from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from gallery import example_module
 from gpu_settings import AttentionShape, Budget, Settings
-from report import Table, describe_error
+from report import Table, agrees, describe_error
 from timing import ratio, time_side_by_side
 
 __all__ = ["measure_attention"]
@@ -53,11 +52,6 @@ def _baselines(shape: AttentionShape, settings: Settings) -> dict[str, Callable[
     return sides
 
 
-def _agrees(got: Any, want: Any) -> bool:
-    g32, w32 = np.asarray(got, np.float32), np.asarray(want, np.float32)
-    return bool(np.allclose(g32, w32, atol=3e-2, rtol=3e-2))
-
-
 def measure_attention_case(shape: AttentionShape, settings: Settings) -> dict[str, Any]:
     started = time.monotonic()
     attention = example_module("attention").attention.with_backend(settings.backend)
@@ -72,14 +66,14 @@ def measure_attention_case(shape: AttentionShape, settings: Settings) -> dict[st
         ours = jax.jit(lambda q, k, v: attention(q, k, v, causal=shape.causal))
         calls: dict[str, Callable[[], Any]] = {"statickernel": lambda: ours(q, k, v)}
         want = jnp.swapaxes(_baselines(shape, settings)["xla"](*heads_second), 1, 2)
-        row["agrees_with_xla"] = _agrees(ours(q, k, v), want)
+        row["agrees_with_xla"] = agrees(ours(q, k, v), want)
         for name, side in _baselines(shape, settings).items():
             try:
                 theirs = jax.block_until_ready(side(*heads_second))
             except Exception as exc:  # a baseline that does not run is a note, not a failure
                 row["errors"][name] = describe_error(exc)
                 continue
-            if name != "xla" and not _agrees(jnp.swapaxes(theirs, 1, 2), want):
+            if name != "xla" and not agrees(jnp.swapaxes(theirs, 1, 2), want):
                 row["errors"][name] = "disagrees with XLA: not timed"
                 continue
             calls[name] = lambda side=side: side(*heads_second)

@@ -20,7 +20,7 @@ import numpy as np
 
 from gallery import example_module
 from gpu_settings import CacheUpdateShape, PagedShape, Settings
-from report import Table, describe_error
+from report import Table, agrees, describe_error
 from timing import ratio, time_side_by_side
 
 __all__ = ["measure_cache_update", "measure_paged"]
@@ -49,11 +49,6 @@ def _jax_paged_attention() -> Callable[..., Any]:
     return jax.jit(lambda q, k, v, t, n: jpa.paged_attention(q, k, v, t, n))
 
 
-def _agrees(got: Any, want: Any) -> bool:
-    g32, w32 = np.asarray(got, np.float32), np.asarray(want, np.float32)
-    return bool(np.allclose(g32, w32, atol=3e-2, rtol=3e-2))
-
-
 def measure_paged_case(shape: PagedShape, settings: Settings, copy_gb_s: float) -> dict[str, Any]:
     started = time.monotonic()
     row: dict[str, Any] = {
@@ -68,7 +63,7 @@ def measure_paged_case(shape: PagedShape, settings: Settings, copy_gb_s: float) 
         ours = jax.jit(module.paged_attention)
         xla = jax.jit(module.paged_attention_reference)
         want = xla(*args)
-        row["agrees_with_xla"] = _agrees(ours(*args), want)
+        row["agrees_with_xla"] = agrees(ours(*args), want)
         calls: dict[str, Callable[[], Any]] = {
             "statickernel": lambda: ours(*args),
             "xla": lambda: xla(*args),
@@ -76,7 +71,7 @@ def measure_paged_case(shape: PagedShape, settings: Settings, copy_gb_s: float) 
         if not settings.dry_run:
             try:
                 theirs = _jax_paged_attention()
-                if _agrees(theirs(*args), want):
+                if agrees(theirs(*args), want):
                     calls["jax_paged_attention"] = lambda: theirs(*args)
                 else:
                     row["errors"]["jax_paged_attention"] = "disagrees with XLA: not timed"

@@ -28,7 +28,7 @@ from ..ir.nodes import (
     Tuple,
     call,
 )
-from ..ir.printer import expression_source
+from ..ir.pallas import attribute, ref_at
 from ..plan.warpspec import RaggedRows
 
 __all__ = [
@@ -41,10 +41,6 @@ __all__ = [
 ]
 
 _LOCAL = RAGGED
-
-
-def _at(ref: Expr, *index: Expr) -> Subscript:
-    return Subscript(Name(f"{expression_source(ref)}.at"), index)
 
 
 def _where(test: Expr, yes: Expr, no: Expr) -> Expr:
@@ -69,7 +65,7 @@ def group_rows_function(ragged: RaggedRows) -> FunctionDef:
     # A size is read as int32 and clipped to [0, M], and each group's end to M: a negative
     # size counts as 0, and sizes summing past M are cut there without overflowing the sum.
     stored = Subscript(sizes, (call("jnp.minimum", g, Const(count - 1)),))
-    as_int32 = call(Name(f"{expression_source(stored)}.astype"), Name("jnp.int32"))
+    as_int32 = call(attribute(stored, "astype"), Name("jnp.int32"))
     read = call("jnp.clip", as_int32, Const(0), Const(ragged.rows))
     rest = call("jnp.maximum", BinOp(Operator.SUB, Const(ragged.rows), start), Const(0))
     after_last = BinOp(
@@ -184,8 +180,8 @@ def store_rows(slot_rows: int) -> FunctionDef:
         digit = BinOp(Operator.AND, count, Const(rows))
         copy = call(
             "plgpu.copy_smem_to_gmem",
-            _at(Name("ladder_slot"), call("pl.ds", first, Const(rows))),
-            _at(Name("ladder_target"), call("pl.ds", first, Const(rows))),
+            ref_at(Name("ladder_slot"), call("pl.ds", first, Const(rows))),
+            ref_at(Name("ladder_target"), call("pl.ds", first, Const(rows))),
             commit_group=Const(False),
         )
         when = call("pl.when", BinOp(Operator.NE, digit, Const(0)))

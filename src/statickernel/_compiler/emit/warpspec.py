@@ -49,8 +49,7 @@ from ..ir.nodes import (
     Tuple,
     call,
 )
-from ..ir.pallas import load, read_scalar
-from ..ir.printer import expression_source
+from ..ir.pallas import attribute, load, read_scalar, ref_at
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import DotUpdate, LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan
@@ -80,16 +79,6 @@ def _add(x: Expr, y: Expr | int) -> Expr:
     if isinstance(y, int):
         return x if y == 0 else BinOp(Operator.ADD, x, Const(y))
     return BinOp(Operator.ADD, x, y)
-
-
-def _attribute(value: Expr, attribute: str) -> Name:
-    """`value.attribute`, written as a dotted name: the IR has no attribute node."""
-    return Name(f"{expression_source(value)}.{attribute}")
-
-
-def _at(ref: Expr, *index: Expr) -> Subscript:
-    """A view of a ref: `ref.at[index]`."""
-    return Subscript(_attribute(ref, "at"), index)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,7 +275,7 @@ def _tile_header(g: _Geometry) -> list[Stmt]:
     # Ragged rows walk items: each is placed (its group, row block and rows) by the walk.
     walked_rows = g.tile_rows if g.ragged is None else Name(ragged_item(g.ragged.split))
     header: list[Stmt] = [
-        Assign((Tuple((*batch_indices, tile_index)),), _attribute(Name(_LOCAL.tile_info), "index")),
+        Assign((Tuple((*batch_indices, tile_index)),), attribute(Name(_LOCAL.tile_info), "index")),
         Assign((Tuple((walked_rows, g.tile_cols)),), snake),
         *((item_header(g.ragged, g.tile_rows),) if g.ragged is not None else ()),
         Assign((Name(block_index(g.rows)),), block_rows, comment="this consumer's block"),
@@ -294,7 +283,7 @@ def _tile_header(g: _Geometry) -> list[Stmt]:
     ]
     for op in g.entries:  # at its entry of the batch dims it has (all, or some)
         if op.batch:
-            entry = _at(Name(gmem_ref(op.name)), *(Name(block_index(d)) for d in op.batch))
+            entry = ref_at(Name(gmem_ref(op.name)), *(Name(block_index(d)) for d in op.batch))
             header.append(Assign((g.gmem[op.name],), entry))
     return header
 
@@ -328,9 +317,9 @@ def _vector_copies(g: _Geometry) -> list[Stmt]:
         part = call("pl.ds", _mul(Name(block_index(dim)), extent), Const(extent))
         copy = call(
             "plgpu.copy_gmem_to_smem",
-            _at(g.gmem[op.name], part),
-            _at(Name(smem_ref(op.name)), _WG),
-            _at(Name(barrier_ref(op.name)), _WG),
+            ref_at(g.gmem[op.name], part),
+            ref_at(Name(smem_ref(op.name)), _WG),
+            ref_at(Name(barrier_ref(op.name)), _WG),
         )
         copies.append(ExprStmt(copy, comment="this block's part, while the main loop runs"))
     return copies
@@ -361,9 +350,9 @@ def _accumulation(g: _Geometry, line: LoopBlock) -> list[Stmt]:
             lines.append(Assign((Name(final),), zeros))
         lines[-1] = dataclasses.replace(lines[-1], comment="the rows past the sizes' sum")
     for op in g.vectors:
-        arrived = call("plgpu.barrier_wait", _at(Name(barrier_ref(op.name)), _WG))
+        arrived = call("plgpu.barrier_wait", ref_at(Name(barrier_ref(op.name)), _WG))
         lines.append(ExprStmt(arrived))
-        lines.append(Assign((Name(op.name),), load(_at(Name(smem_ref(op.name)), _WG), op.kind)))
+        lines.append(Assign((Name(op.name),), load(ref_at(Name(smem_ref(op.name)), _WG), op.kind)))
     return lines
 
 
@@ -391,7 +380,7 @@ def _step(g: _Geometry) -> FunctionDef:
 
 def _pipeline_run(g: _Geometry) -> Stmt:
     """The pipeline over this CTA tile's rows of a and columns of b, in the scope's buffers."""
-    a_view = _at(
+    a_view = ref_at(
         g.gmem[g.a.name], call("pl.ds", _mul(g.tile_rows, g.a_rows), Const(g.a_rows)), Slice()
     )
     b_slice = call("pl.ds", _mul(g.tile_cols, g.b_cols), Const(g.b_cols))
@@ -399,7 +388,7 @@ def _pipeline_run(g: _Geometry) -> Stmt:
     if g.b.groups:  # ragged rows: the item's group's block
         assert g.ragged is not None
         b_index = (selected_group(g.ragged), *b_index)
-    b_view = _at(g.gmem[g.b.name], *b_index)
+    b_view = ref_at(g.gmem[g.b.name], *b_index)
     return ExprStmt(
         Call(
             call(_LOCAL.pipeline, Name(_LOCAL.step), Name(_LOCAL.consumer)),
@@ -423,13 +412,13 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
     )
     # The pipeline's buffers are sized by the arrays of one batch entry.
     sized_by = [
-        _at(Name(gmem_ref(op.name)), *(Const(0) for _ in (*op.batch, *op.groups)))
+        ref_at(Name(gmem_ref(op.name)), *(Const(0) for _ in (*op.batch, *op.groups)))
         if op.batch or op.groups
         else Name(gmem_ref(op.name))
         for op in (g.a, g.b)
     ]
     unscheduled = call(_LOCAL.pipeline, Const(None), Const(None))
-    allocations = call(_attribute(unscheduled, "get_allocations"), *sized_by)
+    allocations = call(attribute(unscheduled, "get_allocations"), *sized_by)
     vector_buffers = [
         keyword
         for op in g.vectors
@@ -466,13 +455,13 @@ def _consumer_slice(ref: Name, pair: int, extent: int, rows_first: bool) -> Expr
         return ref
     piece = call("pl.ds", _mul(_WG, extent), Const(extent))
     index = (piece,) if rows_first else (Slice(), piece)
-    return _at(ref, *index)
+    return ref_at(ref, *index)
 
 
 def _b_operand(ref: Name, pair: int, extent: int, transposed: bool) -> Expr:
     if transposed:  # b is stored (N, K): WGMMA reads it transposed
         piece = _consumer_slice(ref, pair, extent, rows_first=True)
-        return _attribute(piece, "T")
+        return attribute(piece, "T")
     return _consumer_slice(ref, pair, extent, rows_first=False)
 
 
@@ -491,7 +480,7 @@ def _epilogue_store(g: _Geometry, value: Name, new_store_api: bool) -> list[Stmt
     pieces = (bm // er) * (bn // ec)
     for r in range(0, bm, er):
         for c in range(0, bn, ec):
-            slot = _at(slots, _WG, Const(count % ws.slots))
+            slot = ref_at(slots, _WG, Const(count % ws.slots))
             piece = Subscript(
                 value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec)))
             )
@@ -511,7 +500,7 @@ def _epilogue_store(g: _Geometry, value: Name, new_store_api: bool) -> list[Stmt
             else:
                 lines.append(Assign((Subscript(slot, (EllipsisIndex(),)),), piece))
             lines.append(ExprStmt(call("plgpu.commit_smem")))
-            target = _at(
+            target = ref_at(
                 gmem,
                 call("pl.ds", _add(_mul(Name(block_index(g.rows)), bm), r), Const(er)),
                 call("pl.ds", _add(_mul(Name(block_index(g.cols)), bn), c), Const(ec)),

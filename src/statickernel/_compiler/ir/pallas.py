@@ -29,10 +29,12 @@ from .nodes import (
     Subscript,
     call,
 )
+from .printer import expression_source
 
 __all__ = [
     "FlatFrame",
     "RowFrame",
+    "attribute",
     "broadcast",
     "fill_past_edge",
     "full",
@@ -42,11 +44,22 @@ __all__ = [
     "load_buffer",
     "masks_and",
     "reads_zero",
+    "ref_at",
     "select",
     "store",
 ]
 
 _WGMMA = Name("plgpu.Layout.WGMMA")
+
+
+def attribute(value: Expr, name: str) -> Name:
+    """`value.name`, written as a dotted name: the IR has no attribute node."""
+    return Name(f"{expression_source(value)}.{name}")
+
+
+def ref_at(ref: Expr, *index: Expr) -> Subscript:
+    """A view of a ref: `ref.at[index]`."""
+    return Subscript(attribute(ref, "at"), index)
 
 
 @dataclasses.dataclass(frozen=True)
