@@ -129,7 +129,13 @@ def _trace_step(
 
 
 def loop(
-    axis: str, step: Callable[[Any], Any], init: Any, *, stop: Any = None, reverse: bool = False
+    axis: str,
+    step: Callable[[Any], Any],
+    init: Any,
+    *,
+    start: Any = None,
+    stop: Any = None,
+    reverse: bool = False,
 ) -> Any:
     """Walks the loop dim `axis` block by block, folding each step into a carry.
 
@@ -145,12 +151,21 @@ def loop(
     wide its dtype. The step still sees the positions at or past `stop` in the last block it
     walks: mask them as the computation needs (a causal mask does).
 
+    `start`, likewise an int or an integer scalar of the block (`sk.position("M").min()` for a
+    causal backward's keys, `sk.position("M").min() - window` for a sliding window), begins the
+    loop late: the blocks that lie wholly before it are skipped, and the first block walked
+    is the one holding it (a start before the dim walks from its first block, one past it
+    walks the last). With both, at least one block is walked even where `start >= stop`: mask
+    the positions outside [start, stop) in the step.
+
     `reverse=True` walks the blocks from the last to the first, as `jax.lax.scan(...,
-    reverse=True)` does; it cannot be combined with `stop`.
+    reverse=True)` does; it cannot be combined with `start` or `stop`.
     """
     _check_axis("sk.loop", axis)
-    _check_reverse("sk.loop", axis, reverse, stop)
-    stops = _stop_operand(axis, stop)
+    _check_reverse("sk.loop", axis, reverse, stop, "stop")
+    _check_reverse("sk.loop", axis, reverse, start, "start")
+    starts = _position_operand(axis, start, "start")
+    stops = _position_operand(axis, stop, "stop")
     leaves, tree = jax.tree.flatten(init)
     if not leaves:
         raise BodyError(
@@ -183,19 +198,22 @@ def loop(
     flat_out = loop_p.bind(
         *closed.consts,
         *leaves,
+        *starts,
         *stops,
         jaxpr=jex_core.ClosedJaxpr(jaxpr, ()),
         num_consts=len(closed.consts),
         axis=axis,
         loop_id=loop_id,
+        started=bool(starts),
         stopped=bool(stops),
         reverse=reverse,
     )
     return jax.tree.unflatten(out_tree, flat_out)
 
 
-def _check_reverse(what: str, axis: str, reverse: Any, stop: Any) -> None:
-    """`reverse` is a Python bool, and a loop walked backwards has no `stop`."""
+def _check_reverse(what: str, axis: str, reverse: Any, bound: Any, kind: str = "stop") -> None:
+    """`reverse` is a Python bool, and a loop walked backwards has no `stop` (`kind`) or
+    `start`."""
     if not isinstance(reverse, bool):
         raise BodyError(
             f"the reverse= of {what}({axis!r}) is not a Python bool",
@@ -204,46 +222,49 @@ def _check_reverse(what: str, axis: str, reverse: Any, stop: Any) -> None:
             actual=f"{type(reverse).__name__}",
             fix="pass reverse=True to walk the blocks from the last to the first, or leave it out",
         )
-    if reverse and stop is not None:
+    if reverse and bound is not None:
+        skipped = "at the end" if kind == "stop" else "at the start"
         raise BodyError(
-            f"{what}({axis!r}) is given both reverse=True and stop=: a stop skips the blocks "
-            "at the end, which a reversed loop would walk first",
+            f"{what}({axis!r}) is given both reverse=True and {kind}=: a {kind} skips the "
+            f"blocks {skipped}, which a reversed loop walks in the other order",
             dim=axis,
-            expected="reverse=True without stop=, or stop= walking forward",
-            actual="reverse=True, stop=...",
-            fix="walk forward with stop=, or walk every block backwards and mask the positions "
-            "at or past the stop in the step",
+            expected=f"reverse=True without {kind}=, or {kind}= walking forward",
+            actual=f"reverse=True, {kind}=...",
+            fix=f"walk forward with {kind}=, or walk every block backwards and mask the "
+            f"positions outside the {kind} in the step",
         )
 
 
-def _stop_operand(axis: str, stop: Any) -> list[Any]:
-    """`stop` as the loop primitive's last input, or nothing."""
-    if stop is None:
+def _position_operand(axis: str, position: Any, kind: str) -> list[Any]:
+    """A loop's `start` or `stop` (`kind`) as an input of the loop primitive, or nothing."""
+    if position is None:
         return []
-    if isinstance(stop, bool) or not (
-        isinstance(stop, int)
-        or (jnp.shape(stop) == () and jnp.issubdtype(jnp.result_type(stop), jnp.integer))
+    if isinstance(position, bool) or not (
+        isinstance(position, int)
+        or (jnp.shape(position) == () and jnp.issubdtype(jnp.result_type(position), jnp.integer))
     ):
-        shape = jnp.shape(stop) if hasattr(stop, "shape") else ()
+        shape = jnp.shape(position) if hasattr(position, "shape") else ()
+        example = 'sk.position("M").max() + 1' if kind == "stop" else 'sk.position("M").min()'
+        meaning = "ends at, one past its last element" if kind == "stop" else "begins at"
         raise BodyError(
-            f"the stop of sk.loop({axis!r}) is not an integer scalar",
+            f"the {kind} of sk.loop({axis!r}) is not an integer scalar",
             dim=axis,
-            expected='an int, or an int32 scalar of the block such as sk.position("M").max() + 1',
-            actual=f"{type(stop).__name__} {list(shape)}",
-            fix="pass the position the loop ends at, one past its last element",
+            expected=f"an int, or an int32 scalar of the block such as {example}",
+            actual=f"{type(position).__name__} {list(shape)}",
+            fix=f"pass the position the loop {meaning}",
         )
-    # The trip count is int32 math: a wider stop is clamped into int32 first, not wrapped
-    # (a uint32 2**32 - 1 would become -1 and walk one block). Any stop past the dim walks
-    # it all, so the clamp changes no result.
-    if isinstance(stop, int):
-        return [jnp.asarray(min(max(stop, _INT32.min), _INT32.max), jnp.int32)]
-    stop = jnp.asarray(stop)
-    bits = jnp.iinfo(stop.dtype)
+    # The trip count is int32 math: a wider position is clamped into int32 first, not wrapped
+    # (a uint32 2**32 - 1 would become -1). Any stop past the dim walks it all, and any start
+    # before it walks from its first block, so the clamp changes no result.
+    if isinstance(position, int):
+        return [jnp.asarray(min(max(position, _INT32.min), _INT32.max), jnp.int32)]
+    position = jnp.asarray(position)
+    bits = jnp.iinfo(position.dtype)
     if bits.min < _INT32.min:
-        stop = jnp.maximum(stop, _INT32.min)
+        position = jnp.maximum(position, _INT32.min)
     if bits.max > _INT32.max:
-        stop = jnp.minimum(stop, _INT32.max)
-    return [stop.astype(jnp.int32)]
+        position = jnp.minimum(position, _INT32.max)
+    return [position.astype(jnp.int32)]
 
 
 def map_blocks(

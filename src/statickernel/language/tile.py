@@ -280,7 +280,15 @@ class Tile:
             and self.dims[1] in context.loops
             and self.dims[1] != cols
         )
-        if not laid_out and not in_step:
+        # A vector along the loop dim outside the frame, loaded in that loop's step, runs
+        # along the step's columns (a key's segment id, a query's log-sum-exp).
+        step_vector = (
+            len(self.dims) == 1
+            and context is not None
+            and self.dims[0] in context.loops
+            and self.dims[0] not in self._frame
+        )
+        if not laid_out and not in_step and not step_vector:
             self._misplaced.append((self.name, caller_user_line()))
         return in_step
 

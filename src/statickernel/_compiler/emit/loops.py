@@ -120,6 +120,11 @@ class _Loop:
         """The step's index along the loop dim."""
         return Name(loop_part(self.name, "index"))
 
+    @property
+    def first(self) -> Name:
+        """The first block a loop with a start walks."""
+        return Name(loop_part(self.name, "first"))
+
 
 def _step_function(
     loop: _Loop, writes: list[tuple[OperandPlan, Expr]], new_store_api: bool
@@ -163,6 +168,9 @@ def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[St
             walked = "the steps walk the blocks from the last to the first"
             last = Const(loop.pipeline.steps - 1)
             step.append(Assign((loop.index,), BinOp(Operator.SUB, last, loop.index), walked))
+        if block.start is not None:
+            walked = "the steps walk the blocks from the start's"
+            step.append(Assign((loop.index,), BinOp(Operator.ADD, loop.first, loop.index), walked))
     if loop.registers:
         step.append(
             Assign((_names([c.var for c in loop.registers]),), Name(loop_part(name, "carry")))
@@ -219,16 +227,21 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     register carries' first values), and the call that runs it."""
     plan, block, name = loop.plan, loop.block, loop.name
     setup: list[Stmt] = []
+    first_lines: list[Stmt] = []  # before the block specs, whose index maps read it
     steps: Expr = Const(loop.pipeline.steps)
-    if block.stop is not None:
+    bounded = block.stop is not None or block.start is not None
+    if block.start is not None:
+        skipped = "blocks wholly before the start are skipped"
+        first_lines.append(Assign((loop.first,), _first_block(loop, block.start), comment=skipped))
+    if bounded:
         steps = Name(loop_part(name, "steps"))
-        setup.append(
-            Assign(
-                (steps,),
-                _steps_before_stop(loop, block.stop),
-                comment="blocks wholly past the stop are skipped",
-            )
-        )
+        end: Expr = Const(loop.pipeline.steps)
+        if block.stop is not None:
+            end = _steps_before_stop(loop, block.stop)
+        count = end
+        if block.start is not None:
+            count = call("lax.max", BinOp(Operator.SUB, end, loop.first), Const(1))
+        setup.append(Assign((steps,), count, comment=_bounds_comment(block)))
     init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
     for n, c in zip(init_names, loop.registers, strict=True):
         assert c.init is not None
@@ -236,19 +249,18 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     init = _names(init_names) if loop.registers else None
     if loop.paged:
         walk, run = paged_pipeline(plan, loop.pipeline, block.operands, name, steps, init)
-        return setup + walk, run
+        return first_lines + setup + walk, run
     ops = [plan.operand(n) for n in block.operands]
     last = loop.pipeline.steps - 1 if loop.pipeline.reverse else None
+    first = loop.first if block.start is not None else None
     specs = [
-        _block_spec(plan, op, block.axis, delay_release=int(loop.overlap), last=last) for op in ops
+        _block_spec(plan, op, block.axis, int(loop.overlap), last=last, first=first) for op in ops
     ]
     views = [_gmem_view(plan, op, block.axis) for op in ops]
     spec_names = [loop_part(name, f"{n}_spec") for n in block.operands]
     spec_lines = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
     keywords = [
-        Keyword(
-            "grid", Tuple((steps,)) if block.stop is not None else Const((loop.pipeline.steps,))
-        ),
+        Keyword("grid", Tuple((steps,)) if bounded else Const((loop.pipeline.steps,))),
         Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
         Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
     ]
@@ -260,7 +272,23 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
         tuple(keywords),
         one_per_line=True,
     )
-    return spec_lines + setup, Call(emit, tuple(views))
+    return first_lines + spec_lines + setup, Call(emit, tuple(views))
+
+
+def _bounds_comment(block: LoopBlock) -> str:
+    if block.start is None:
+        return "blocks wholly past the stop are skipped"
+    if block.stop is None:
+        return "the blocks from the start's to the last"
+    return "the blocks from the start's to the stop's, at least one"
+
+
+def _first_block(loop: _Loop, start: Expr) -> Expr:
+    """The block holding `start`, brought into the dim: a start before it walks from its first
+    block, one past it walks the last."""
+    steps, size = loop.pipeline.steps, loop.pipeline.block
+    inside = call("lax.max", start, Const(0))
+    return call("lax.min", call("lax.div", inside, Const(size)), Const(steps - 1))
 
 
 def _steps_before_stop(loop: _Loop, stop: Expr) -> Expr:
@@ -305,11 +333,19 @@ def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: T
 
 
 def _block_spec(
-    plan: LaunchPlan, op: OperandPlan, axis: str, delay_release: int = 0, last: int | None = None
+    plan: LaunchPlan,
+    op: OperandPlan,
+    axis: str,
+    delay_release: int = 0,
+    last: int | None = None,
+    first: Expr | None = None,
 ) -> Expr:
     """The pipeline's block of `op` at each step; `last`, the last step's index, when the
-    steps walk the blocks from the last to the first."""
+    steps walk the blocks from the last to the first; `first`, the block the first step
+    walks, when a start skips those before it."""
     block: Expr = Name("step") if last is None else BinOp(Operator.SUB, Const(last), Name("step"))
+    if first is not None:
+        block = BinOp(Operator.ADD, first, block)
     # A group dim is squeezed (None): each step copies its index `step` of it.
     groups = tuple(block for _ in op.groups)
     shape: tuple[int | None, ...] = (None,) * len(groups) + tuple(

@@ -95,6 +95,7 @@ def fill_masks(plan: LaunchPlan, op: OperandPlan, fill: object) -> set[Mask]:
     for dim in op.dims:
         if not plan.dim(dim).ragged:
             continue
-        along = _ROWS if dim == plan.rows else _COLS
+        # A dim outside the frame is a loop's, whose vectors run along the step's columns.
+        along = _ROWS if dim == plan.rows else _COLS if dim == plan.cols else _LOOP
         masks.add(along.block if op.kind == Kind.TILE else along.vector)
     return masks

@@ -20,15 +20,16 @@ def _step_kinds(spec: KernelSpec, layout: BlockLayout, axis: str) -> tuple[tuple
     """The operands' kinds in a step of the loop over `axis`: a block of the rows and a loop
     dim outside the frame is the step's block (`Kind.LOOP_TILE`)."""
     step_block = (spec.rows, axis)
-    return tuple(
-        (
-            o.name,
-            Kind.LOOP_TILE
-            if o.block_dims == step_block and axis != spec.cols
-            else layout.kind(o.block_dims),
-        )
-        for o in spec.operands
-    )
+    outside = axis not in (spec.rows, spec.cols)
+
+    def kind(o) -> Kind:
+        if outside and o.block_dims == step_block:
+            return Kind.LOOP_TILE
+        if outside and o.block_dims == (axis,):
+            return Kind.LOOP_COL  # a vector along the step's keys (segment ids, lse)
+        return layout.kind(o.block_dims)
+
+    return tuple((o.name, kind(o)) for o in spec.operands)
 
 
 def _input_dtypes(trace: BodyTrace) -> dict[str, str]:

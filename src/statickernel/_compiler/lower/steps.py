@@ -69,15 +69,17 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
     else:
         assert first_error is not None
         raise first_error
-    stop = dict(eqn.params).get("stop")
-    if stop is not None:
-        if tr.kind(stop) != Kind.SCALAR:
+    for kind, example in (("start", ".min()"), ("stop", ".max() + 1")):
+        bound = dict(eqn.params).get(kind)
+        if bound is None:
+            continue
+        if tr.kind(bound) != Kind.SCALAR:
             raise tr.fail(
                 eqn,
-                f"the stop of sk.loop({step.axis!r}) is not one number for the block",
-                'reduce a position to its block\'s bound, e.g. sk.position("M").max() + 1',
+                f"the {kind} of sk.loop({step.axis!r}) is not one number for the block",
+                f'reduce a position to its block\'s bound, e.g. sk.position("M"){example}',
             )
-        block = dataclasses.replace(block, stop=tr.source(stop))
+        block = dataclasses.replace(block, **{kind: tr.source(bound)})
     tr.lines.append(block)
     outputs = eqn.outputs
     if mode == LoopMode.MAP:
@@ -254,9 +256,10 @@ def _translate_step(
     try:
         for carry, kind in zip(step.carries, kinds, strict=True):
             tr.define(carry, kind, tr.trace.aval(carry)[1])
-        for name, kind in geometry.input_kinds:  # the step's blocks of (rows, the loop dim)
-            if kind == Kind.LOOP_TILE and tr.trace.traces(name):
-                tr.define(name, Kind.LOOP_TILE, tr.trace.aval(name)[1])
+        # The step's blocks of (rows, the loop dim), and its vectors along the loop dim.
+        for name, kind in geometry.input_kinds:
+            if kind in (Kind.LOOP_TILE, Kind.LOOP_COL) and tr.trace.traces(name):
+                tr.define(name, Kind(kind), tr.trace.aval(name)[1])
         tr.eqns(_fused_products(step, skipped))
         carries: list[Carry] = []
         out_kinds: list[Kind] = []

@@ -167,6 +167,7 @@ class LoopBlock:
     blocks: tuple[Expr, ...]  # map: each output block, per step
     products: tuple[Product, ...] = ()  # the step's other sk.dot products
     stop: Expr | None = None  # an int32 scalar: the loop skips the blocks wholly past it
+    start: Expr | None = None  # an int32 scalar: the loop skips the blocks wholly before it
     reverse: bool = False  # the steps walk the blocks from the last to the first
 
 

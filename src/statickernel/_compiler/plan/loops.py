@@ -23,7 +23,7 @@ def plan_loops(inputs: PlanInputs, stages: int | None = None) -> tuple[LoopPlan,
     for block in inputs.loops:
         size, step = layout.dim(block.axis).size, layout.dim(block.axis).block
         if layout.dim(block.axis).page_rows:
-            _check_paged_loop(inputs, block.axis, block.mode, block.reverse)
+            _check_paged_loop(inputs, block.axis, block.mode, block.reverse, block.start)
         steps = hw.cdiv(size, step)
         eff = min(declared, steps)
         loaded = tuple(
@@ -43,7 +43,7 @@ def plan_loops(inputs: PlanInputs, stages: int | None = None) -> tuple[LoopPlan,
                 operands=block.operands,
                 dots=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.dots),
                 products=tuple(PlannedDot(d.a, d.b, d.transpose_b) for d in block.products),
-                stops_early=block.stop is not None,
+                stops_early=block.stop is not None or block.start is not None,
                 carries=len(block.carries) if block.mode == "map" else 0,
                 reverse=block.reverse,
                 # sk.dot reads its operands as TMA fills them: zeros past the edge.
@@ -95,13 +95,18 @@ def stages_fix(inputs: PlanInputs, fixed_bytes: int, epilogue: int) -> str:
     return f"even one stage does not fit: lower the block constants ({consts_text})"
 
 
-def _check_paged_loop(inputs: PlanInputs, axis: str, mode: LoopMode, reverse: bool) -> None:
-    """A loop over pages walks each sequence forward, folding it into carries
-    (`sk.loop`): its pipeline copies the pages ahead of the step that reads them, and no
-    array but the pages runs along the sequence for a map to write."""
-    if mode == LoopMode.FOLD and not reverse:
+def _check_paged_loop(
+    inputs: PlanInputs, axis: str, mode: LoopMode, reverse: bool, start: object
+) -> None:
+    """A loop over pages walks each sequence forward from its first page, folding it into
+    carries (`sk.loop`): its pipeline copies the pages ahead of the step that reads them, and
+    no array but the pages runs along the sequence for a map to write."""
+    if mode == LoopMode.FOLD and not reverse and start is None:
         return
-    what = f"sk.loop({axis!r}, ..., reverse=True)" if reverse else f"sk.map_blocks({axis!r}, ...)"
+    if mode == LoopMode.MAP:
+        what = f"sk.map_blocks({axis!r}, ...)"
+    else:
+        what = f"sk.loop({axis!r}, ..., {'reverse=True' if reverse else 'start=...'})"
     raise inputs.ctx.error(
         BodyError,
         f"{what} walks {axis}, which is stored in pages: a paged loop walks each sequence "

@@ -70,7 +70,8 @@ class LoopPlan:
     products: tuple[PlannedDot, ...] = ()
     """The step's other `sk.dot` products, values of the step; an `a` of "" is in registers."""
     stops_early: bool = False
-    """True when `sk.loop(..., stop=)` bounds it: each block walks `steps` blocks at most."""
+    """True when `sk.loop(..., start=, stop=)` bounds it: each block walks `steps` blocks at
+    most."""
     carries: int = 0
     """For a map, the values it carries from step to step (a scan's, `init=`); else 0."""
     reverse: bool = False

@@ -183,7 +183,7 @@ def eligible(
     (loop,) = loops
     if loop.mode is not LoopMode.FOLD or len(loop.dots) != 1 or loop.products:
         return False
-    if loop.stop is not None or loop.reverse or loop.loads or loop.masks:
+    if loop.stop is not None or loop.start is not None or loop.reverse or loop.loads or loop.masks:
         return False
     if loop.axis in (rows, cols):
         return False

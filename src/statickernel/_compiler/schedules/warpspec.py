@@ -106,8 +106,8 @@ def _refusal(inputs: ScheduleInputs) -> str:
             "a step that does more than add sk.dot(x, w) to the carry (a product scaled, "
             "masked or combined with a load)"
         )
-    if loop.stop is not None or loop.reverse:
-        return "a loop with stop= or reverse=True"
+    if loop.stop is not None or loop.start is not None or loop.reverse:
+        return "a loop with start=, stop= or reverse=True"
     if plan.buffers_read_by_body:
         return "a body that reads a buffer itself (a shifted load, a stack of vectors)"
     tiled = [d for d in plan.layout.dims if d.tiled_by]

@@ -447,8 +447,10 @@ def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any
         loop=self.loops.setdefault(eqn.params["loop_id"], len(self.loops)),
         reverse=bool(eqn.params.get("reverse", False)),
     )
+    started = eqn.params.get("started", False)
     stopped = eqn.params.get("stopped", False)
-    invars = eqn.invars[n_consts : len(eqn.invars) - int(stopped)]
+    bounds = int(started) + int(stopped)
+    invars = eqn.invars[n_consts : len(eqn.invars) - bounds]
     inputs = tuple(self._read(env, v) for v in invars)
     outputs = []
     for out in eqn.outvars:
@@ -456,6 +458,8 @@ def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any
         env[out] = Atom(new)
         outputs.append(new)
     params: dict[str, Any] = {"axis": step.axis, "step": step}
+    if started:  # where the loop begins, read in the body around it
+        params["start"] = self._read(env, eqn.invars[len(eqn.invars) - bounds])
     if stopped:  # where the loop ends, read in the body around it
         params["stop"] = self._read(env, eqn.invars[-1])
     if "axis_sizes" in eqn.params:
