@@ -1,8 +1,16 @@
-"""Flash attention, forward: each block of queries walks the keys in blocks, with an online
-softmax, so the (Sq, Skv) scores never leave registers. Exact at any Sq and Skv, causal or not."""
+"""Flash attention, forward and backward: each block of queries walks the keys in blocks, with
+an online softmax, so the (Sq, Skv) scores never leave registers; the backward recomputes the
+probabilities from each query's log-sum-exp. Exact at any Sq and Skv.
 
+The variants are constants of one family: `causal` (query i sees keys up to i), a sliding
+window (`window_left`, `window_right`: query i sees keys i - left .. i + right, as
+`jax.nn.dot_product_attention`'s `local_window_size`; the loops walk only the blocks inside it)
+and Gemma 2's logit soft-capping (`softcap`: scores become softcap * tanh(scores / softcap)).
+A query that sees no key gets zeros and a log-sum-exp of -inf."""
+
+import dataclasses
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -21,9 +29,165 @@ else:
         dtypes: ClassVar[list[str]] = ["bfloat16", "float16"]
 
 
+LOG2_E = math.log2(math.e)
+LN_2 = math.log(2.0)
+
+
+class Variant(TypedDict):
+    """The constants that say which attention it is, as the kernels and backwards take them."""
+
+    causal: bool
+    sm_scale: float | None
+    window_left: int | None
+    window_right: int | None
+    softcap: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Scores:
+    """What a query's scores are: the scale, the keys it sees and the soft cap. Shared by the
+    kernels' bodies (on blocks of positions) and the references (on whole arrays)."""
+
+    scale: float
+    causal: bool = False
+    left: int | None = None
+    right: int | None = None
+    softcap: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        dim: int,
+        causal: bool = False,
+        sm_scale: float | None = None,
+        window_left: int | None = None,
+        window_right: int | None = None,
+        softcap: float | None = None,
+    ) -> "Scores":
+        # By default, the usual 1 / sqrt(D).
+        scale = 1 / math.sqrt(dim) if sm_scale is None else sm_scale
+        return cls(scale, causal, window_left, window_right, softcap)
+
+    @property
+    def right_bound(self) -> int | None:
+        """How far past its own position a query sees: 0 when causal."""
+        if self.causal:
+            return 0 if self.right is None else min(self.right, 0)
+        return self.right
+
+    @property
+    def masks(self) -> bool:
+        """Whether a query sees only some keys (causal or a window)."""
+        return self.right_bound is not None or self.left is not None
+
+    @property
+    def may_see_no_key(self) -> bool:
+        """Whether a block's row can have no key in a block walked (a window's edges)."""
+        return self.left is not None or self.right is not None
+
+    def logits2(self, product: jax.Array) -> tuple[jax.Array, jax.Array | None]:
+        """q . k as the softmax's scores in base 2 (exp2 is one instruction), and the tanh of
+        the soft cap (its derivative is 1 - tanh^2), or None."""
+        if self.softcap is None:  # the scale folds into one multiply
+            return product * (self.scale * LOG2_E), None
+        capped = jnp.tanh(product * (self.scale / self.softcap))
+        return capped * (self.softcap * LOG2_E), capped
+
+    def visible(self, queries: jax.Array, keys: jax.Array) -> jax.Array | None:
+        """Which keys each query sees (positions broadcast against each other), or None for
+        all of them."""
+        seen = None
+        right = self.right_bound
+        if right is not None:
+            seen = queries >= keys if right == 0 else queries + right >= keys
+        if self.left is not None:
+            after = keys >= queries - self.left
+            seen = after if seen is None else seen & after
+        return seen
+
+    def masked(self, s: jax.Array, queries: jax.Array, keys: jax.Array) -> jax.Array:
+        seen = self.visible(queries, keys)
+        return s if seen is None else jnp.where(seen, s, -jnp.inf)
+
+    def masked_block(self, s: jax.Array, transposed: bool = False) -> jax.Array:
+        """A kernel's block of scores, (queries, keys) or `transposed`, masked by the
+        positions of its rows and columns."""
+        if not self.masks:
+            return s
+        if transposed:
+            return self.masked(s, sk.position("Sq")[None, :], sk.position("Skv")[:, None])
+        return self.masked(s, sk.position("Sq")[:, None], sk.position("Skv")[None, :])
+
+    def key_bounds(self, queries: jax.Array) -> tuple[jax.Array | None, jax.Array | None]:
+        """The keys a block of queries sees, as a loop over keys' start and stop: the blocks
+        outside them are skipped."""
+        right = self.right_bound
+        start = None if self.left is None else queries.min() - self.left
+        stop = None if right is None else queries.max() + (right + 1)
+        return start, stop
+
+    def query_bounds(self, keys: jax.Array) -> tuple[jax.Array | None, jax.Array | None]:
+        """The queries that see a block of keys, as a loop over queries' start and stop."""
+        right = self.right_bound
+        start = None if right is None else keys.min() - right
+        stop = None if self.left is None else keys.max() + self.left + 1
+        return start, stop
+
+
+def _scores_reference(
+    q: jax.Array, k: jax.Array, scores: Scores
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """The scores of whole arrays in float32 (natural units), each query's mask of the keys it
+    sees, and the soft cap's tanh."""
+    s = jnp.einsum("bhqd,bhkd->bhqk", q.astype(jnp.float32), k.astype(jnp.float32))
+    s = s * scores.scale
+    capped = None
+    if scores.softcap is not None:
+        capped = jnp.tanh(s / scores.softcap)
+        s = scores.softcap * capped
+    queries = jnp.arange(q.shape[-2])[:, None]
+    keys = jnp.arange(k.shape[-2])[None, :]
+    seen = scores.visible(queries, keys)
+    seen = jnp.ones(s.shape[-2:], bool) if seen is None else seen
+    return s, seen, capped
+
+
+def attention_lse_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    window_left: int | None = None,
+    window_right: int | None = None,
+    softcap: float | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Attention in jnp on whole arrays, float32, and each query's log-sum-exp; a query that
+    sees no key gets zeros and -inf."""
+    scores = Scores.of(q.shape[-1], causal, sm_scale, window_left, window_right, softcap)
+    s, seen, _ = _scores_reference(q, k, scores)
+    s = jnp.where(seen, s, -jnp.inf)
+    lse = jax.nn.logsumexp(s, axis=-1)
+    p = jnp.where(seen, jnp.exp(s - jnp.where(jnp.isfinite(lse), lse, 0.0)[..., None]), 0.0)
+    out = jnp.einsum("bhqk,bhkd->bhqd", p, v.astype(jnp.float32))
+    return out.astype(q.dtype), lse
+
+
 def attention_reference(
-    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False, sm_scale: float | None = None
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    window_left: int | None = None,
+    window_right: int | None = None,
+    softcap: float | None = None,
 ) -> jax.Array:
+    if window_left is not None or window_right is not None or softcap is not None:
+        return attention_lse_reference(
+            q, k, v, causal, sm_scale, window_left, window_right, softcap
+        )[0]
+
     # jax.nn.dot_product_attention takes (B, S, H, D); compute in float32.
     def heads_last(x: jax.Array) -> jax.Array:
         return jnp.swapaxes(x, 1, 2).astype(jnp.float32)
@@ -34,28 +198,24 @@ def attention_reference(
     return jnp.swapaxes(out, 1, 2).astype(q.dtype)
 
 
-LOG2_E = math.log2(math.e)
-LN_2 = math.log(2.0)
-
-
 def _flash(
-    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool, sm_scale: float | None, BQ: int
+    q: jax.Array, k: jax.Array, v: jax.Array, scores: Scores, BQ: int
 ) -> tuple[jax.Array, jax.Array]:
-    """The body both kernels share: the output block and its rows' log-sum-exp."""
-    # By default, the usual 1 / sqrt(D).
-    scale = 1 / math.sqrt(sk.dim("D")) if sm_scale is None else sm_scale
+    """The body both forward kernels share: the output block and its rows' log-sum-exp."""
 
     def step(carry):
         running_max, running_sum, acc = carry
         # The scores of this block of keys, (BQ, BKV), contracting D; keys past Skv are left
         # out of the softmax's max and sum.
-        # In base 2: exp2 is one instruction, and the scale folds into one multiply.
-        s = sk.dot(q, k) * (scale * LOG2_E)
-        if causal:
-            s = jnp.where(sk.position("Sq")[:, None] >= sk.position("Skv")[None, :], s, -jnp.inf)
+        s, _ = scores.logits2(sk.dot(q, k))
+        s = scores.masked_block(s)
         new_max = jnp.maximum(running_max, sk.max(s, axis=1))
-        rescale = jnp.exp2(running_max - new_max)
-        p = jnp.exp2(s - new_max[:, None])
+        if scores.may_see_no_key:  # a row with no key yet: exp2(-inf - -inf) would be NaN
+            new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
+        else:
+            new_max_or_0 = new_max
+        rescale = jnp.exp2(running_max - new_max_or_0)
+        p = jnp.exp2(s - new_max_or_0[:, None])
         running_sum = running_sum * rescale + sk.sum(p, axis=1)
         # WGMMA adds p @ v into the rescaled accumulator; p's columns past Skv count as zeros.
         acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
@@ -66,22 +226,14 @@ def _flash(
         jnp.zeros((BQ,), jnp.float32),
         jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     )
-    # Causal: the keys past this block's last query are masked for every query of it, so the
-    # loop stops there and skips their blocks.
-    stop = sk.position("Sq").max() + 1 if causal else None
-    row_max, row_sum, acc = sk.loop("Skv", step, init=init, stop=stop)
-    # The running max is in base 2; the log-sum-exp is in base e.
-    return (acc / row_sum[:, None]).astype(q.dtype), row_max * LN_2 + jnp.log(row_sum)
-
-
-def attention_lse_reference(
-    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool = False, sm_scale: float | None = None
-) -> tuple[jax.Array, jax.Array]:
-    scale = 1 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    s = jnp.einsum("bhqd,bhkd->bhqk", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
-    if causal:
-        s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -jnp.inf)
-    return attention_reference(q, k, v, causal, sm_scale), jax.nn.logsumexp(s, axis=-1)
+    # Causal or windowed: the keys outside [start, stop) are masked for every query of the
+    # block, so the loop walks only the blocks between them.
+    start, stop = scores.key_bounds(sk.position("Sq")) if scores.masks else (None, None)
+    row_max, row_sum, acc = sk.loop("Skv", step, init=init, start=start, stop=stop)
+    # A row that saw no key has a zero sum and accumulator: zeros, not 0 / 0.
+    denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
+    # The running max is in base 2; the log-sum-exp is in base e (-inf for a row without keys).
+    return (acc / denominator[:, None]).astype(q.dtype), row_max * LN_2 + jnp.log(row_sum)
 
 
 def attention_lse_vjp(
@@ -95,15 +247,27 @@ def attention_lse_vjp(
     *,
     causal: bool,
     sm_scale: float | None,
+    window_left: int | None,
+    window_right: int | None,
+    softcap: float | None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The declared backward of `attention_lse`, FlashAttention-2's: a pre-pass for each query's
     delta = rowsum(dout * out) (jnp; XLA fuses it into one read of each), then dq looping
     over the keys and dk, dv looping over the queries, each recomputing the probabilities
     from the saved log-sum-exp. A cotangent of the lse adds p * dlse to the scores': it enters
-    as delta - dlse. Deterministic: every gradient block is summed by one CTA, no atomics."""
+    as delta - dlse. A query that saw no key (lse -inf) is given +inf: probabilities 0.
+    Deterministic: every gradient block is summed by one CTA, no atomics."""
     delta = jnp.sum(dout.astype(jnp.float32) * out.astype(jnp.float32), axis=-1) - dlse
-    dq = attention_dq(q, k, v, dout, lse, delta, causal=causal, sm_scale=sm_scale)
-    dk, dv = attention_dkdv(q, k, v, dout, lse, delta, causal=causal, sm_scale=sm_scale)
+    lse = jnp.where(lse == -jnp.inf, jnp.inf, lse)
+    consts = Variant(
+        causal=causal,
+        sm_scale=sm_scale,
+        window_left=window_left,
+        window_right=window_right,
+        softcap=softcap,
+    )
+    dq = attention_dq(q, k, v, dout, lse, delta, **consts)
+    dk, dv = attention_dkdv(q, k, v, dout, lse, delta, **consts)
     return dq, dk, dv
 
 
@@ -116,15 +280,23 @@ def attention_vjp(
     *,
     causal: bool,
     sm_scale: float | None,
+    window_left: int | None,
+    window_right: int | None,
+    softcap: float | None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The declared backward of `attention`, which saves no log-sum-exp: the backward runs the
     forward again for it (`attention_lse`). Training code that can keep the lse calls
     `attention_lse`, whose backward reuses it."""
     del out
-    out, lse = attention_lse(q, k, v, causal=causal, sm_scale=sm_scale)
-    return attention_lse_vjp(
-        q, k, v, out, lse, dout, jnp.zeros_like(lse), causal=causal, sm_scale=sm_scale
+    consts = Variant(
+        causal=causal,
+        sm_scale=sm_scale,
+        window_left=window_left,
+        window_right=window_right,
+        softcap=softcap,
     )
+    out, lse = attention_lse(q, k, v, **consts)
+    return attention_lse_vjp(q, k, v, out, lse, dout, jnp.zeros_like(lse), **consts)
 
 
 @sk.kernel(
@@ -141,11 +313,15 @@ def attention(
     *,
     causal: sk.Const[bool] = False,
     sm_scale: sk.Const[float | None] = None,
+    window_left: sk.Const[int | None] = None,
+    window_right: sk.Const[int | None] = None,
+    softcap: sk.Const[float | None] = None,
     BQ: sk.Const[int] = 64,
     BKV: sk.Const[int] = 64,
     stages: sk.Const[int] = 2,
 ) -> Half[Array, "B H Sq D"]:
-    out, _ = _flash(q, k, v, causal, sm_scale, BQ)
+    scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
+    out, _ = _flash(q, k, v, scores, BQ)
     return out
 
 
@@ -163,13 +339,17 @@ def attention_lse(
     *,
     causal: sk.Const[bool] = False,
     sm_scale: sk.Const[float | None] = None,
+    window_left: sk.Const[int | None] = None,
+    window_right: sk.Const[int | None] = None,
+    softcap: sk.Const[float | None] = None,
     BQ: sk.Const[int] = 64,
     BKV: sk.Const[int] = 64,
     stages: sk.Const[int] = 2,
 ) -> tuple[Half[Array, "B H Sq D"], Float32[Array, "B H Sq"]]:
     """`attention`, and the log-sum-exp of each query's scaled scores, float32: what a backward
     pass recomputes the probabilities from."""
-    return _flash(q, k, v, causal, sm_scale, BQ)
+    scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
+    return _flash(q, k, v, scores, BQ)
 
 
 def attention_backward_reference(
@@ -181,20 +361,23 @@ def attention_backward_reference(
     delta: jax.Array,
     causal: bool = False,
     sm_scale: float | None = None,
+    window_left: int | None = None,
+    window_right: int | None = None,
+    softcap: float | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """dq, dk and dv in jnp from the saved log-sum-exp and delta, as the two kernels compute
-    them: p = exp(s - lse), ds = p * (dout @ v.T - delta), dq = ds @ k * scale,
-    dk = ds.T @ q * scale, dv = p.T @ dout."""
+    them: p = exp(s - lse), ds = p * (dout @ v.T - delta) (times 1 - tanh^2 under a soft
+    cap), dq = ds @ k * scale, dk = ds.T @ q * scale, dv = p.T @ dout."""
     f32 = jnp.float32
-    scale = 1 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    s = jnp.einsum("bhqd,bhkd->bhqk", q.astype(f32), k.astype(f32)) * scale
-    if causal:
-        s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -jnp.inf)
-    p = jnp.exp(s - lse[..., None])
+    scores = Scores.of(q.shape[-1], causal, sm_scale, window_left, window_right, softcap)
+    s, seen, capped = _scores_reference(q, k, scores)
+    p = jnp.where(seen, jnp.exp(s - lse[..., None]), 0.0)
     dp = jnp.einsum("bhqd,bhkd->bhqk", dout.astype(f32), v.astype(f32))
     ds = p * (dp - delta[..., None])
-    dq = jnp.einsum("bhqk,bhkd->bhqd", ds, k.astype(f32)) * scale
-    dk = jnp.einsum("bhqk,bhqd->bhkd", ds, q.astype(f32)) * scale
+    if capped is not None:
+        ds = ds * (1 - capped * capped)
+    dq = jnp.einsum("bhqk,bhkd->bhqd", ds, k.astype(f32)) * scores.scale
+    dk = jnp.einsum("bhqk,bhqd->bhkd", ds, q.astype(f32)) * scores.scale
     dv = jnp.einsum("bhqk,bhqd->bhkd", p, dout.astype(f32))
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
 
@@ -219,27 +402,32 @@ def attention_dq(
     *,
     causal: sk.Const[bool] = False,
     sm_scale: sk.Const[float | None] = None,
+    window_left: sk.Const[int | None] = None,
+    window_right: sk.Const[int | None] = None,
+    softcap: sk.Const[float | None] = None,
     BQ: sk.Const[int] = 64,
     BKV: sk.Const[int] = 64,
     stages: sk.Const[int] = 2,
 ) -> Half[Array, "B H Sq D"]:
-    """The backward's dq: each block of queries walks the keys, recomputing its probabilities
-    from its log-sum-exp, and adds ds @ k."""
-    scale = 1 / math.sqrt(sk.dim("D")) if sm_scale is None else sm_scale
+    """The backward's dq: each block of queries walks the keys it sees, recomputing its
+    probabilities from its log-sum-exp, and adds ds @ k."""
+    scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
     lse2 = sk.load(lse) * LOG2_E  # the log-sum-exp in base 2, as the scores are
     row_delta = sk.load(delta)
 
     def step(dq):
-        s = sk.dot(q, k) * (scale * LOG2_E)
-        if causal:
-            s = jnp.where(sk.position("Sq")[:, None] >= sk.position("Skv")[None, :], s, -jnp.inf)
+        s, capped = scores.logits2(sk.dot(q, k))
+        s = scores.masked_block(s)
         p = jnp.exp2(s - lse2[:, None])
         ds = p * (sk.dot(dout, v) - row_delta[:, None])
+        if capped is not None:
+            ds = ds * (1.0 - capped * capped)
         return dq + sk.dot(ds.astype(q.dtype), k)
 
-    stop = sk.position("Sq").max() + 1 if causal else None
-    dq = sk.loop("Skv", step, init=jnp.zeros((BQ, sk.dim("D")), jnp.float32), stop=stop)
-    return (dq * scale).astype(q.dtype)
+    start, stop = scores.key_bounds(sk.position("Sq")) if scores.masks else (None, None)
+    init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
+    dq = sk.loop("Skv", step, init=init, start=start, stop=stop)
+    return (dq * scores.scale).astype(q.dtype)
 
 
 @sk.kernel(batch=("B", "H"), tile={"Skv": "BKV"}, loop={"Sq": "BQ"}, reference=_dkdv_reference)
@@ -253,31 +441,35 @@ def attention_dkdv(
     *,
     causal: sk.Const[bool] = False,
     sm_scale: sk.Const[float | None] = None,
+    window_left: sk.Const[int | None] = None,
+    window_right: sk.Const[int | None] = None,
+    softcap: sk.Const[float | None] = None,
     BQ: sk.Const[int] = 64,
     BKV: sk.Const[int] = 64,
     stages: sk.Const[int] = 2,
 ) -> tuple[Half[Array, "B H Skv D"], Half[Array, "B H Skv D"]]:
-    """The backward's dk and dv: each block of keys walks the queries (causal: from its first
-    key's position on, the queries before it see none of its keys), transposed scores in
-    registers; each query's lse and delta are vectors along the loop."""
-    scale = 1 / math.sqrt(sk.dim("D")) if sm_scale is None else sm_scale
+    """The backward's dk and dv: each block of keys walks the queries that see it (causal:
+    from its first key's position on), transposed scores in registers; each query's lse and
+    delta are vectors along the loop."""
+    scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
 
     def step(carry):
         dk, dv = carry
-        st = sk.dot(k, q) * (scale * LOG2_E)  # (keys, queries)
-        if causal:
-            st = jnp.where(sk.position("Skv")[:, None] <= sk.position("Sq")[None, :], st, -jnp.inf)
+        st, capped = scores.logits2(sk.dot(k, q))  # (keys, queries)
+        st = scores.masked_block(st, transposed=True)
         # A query past Sq reads an lse of +inf: probability 0.
         pt = jnp.exp2(st - (sk.load(lse, fill=jnp.inf) * LOG2_E)[None, :])
         dv = dv + sk.dot(pt.astype(q.dtype), dout)
         dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
+        if capped is not None:
+            dst = dst * (1.0 - capped * capped)
         dk = dk + sk.dot(dst.astype(q.dtype), q)
         return dk, dv
 
     zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
-    start = sk.position("Skv").min() if causal else None
-    dk, dv = sk.loop("Sq", step, init=(zeros, zeros), start=start)
-    return (dk * scale).astype(k.dtype), dv.astype(v.dtype)
+    start, stop = scores.query_bounds(sk.position("Skv")) if scores.masks else (None, None)
+    dk, dv = sk.loop("Sq", step, init=(zeros, zeros), start=start, stop=stop)
+    return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype)
 
 
 if __name__ == "__main__":
