@@ -10,6 +10,7 @@ A query that sees no key gets zeros and a log-sum-exp of -inf."""
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 import jax
@@ -53,6 +54,11 @@ class Scores:
     left: int | None = None
     right: int | None = None
     softcap: float | None = None
+    # In a kernel's body, of a block of scores (transposed: keys by queries): which keys each
+    # query sees besides the positions' rule (packed sequences' segments), and a bias added
+    # to the scaled scores (ALiBi's).
+    seen_in_block: Callable[[bool], jax.Array] | None = None
+    bias_in_block: Callable[[bool], jax.Array] | None = None
 
     @classmethod
     def of(
@@ -76,22 +82,30 @@ class Scores:
         return self.right
 
     @property
-    def masks(self) -> bool:
-        """Whether a query sees only some keys (causal or a window)."""
+    def bounded(self) -> bool:
+        """Whether the positions bound the keys a query sees (causal or a window)."""
         return self.right_bound is not None or self.left is not None
 
     @property
     def may_see_no_key(self) -> bool:
-        """Whether a block's row can have no key in a block walked (a window's edges)."""
-        return self.left is not None or self.right is not None
+        """Whether a block's row can have no key in a block walked (a window's edges, another
+        segment's keys)."""
+        return self.left is not None or self.right is not None or self.seen_in_block is not None
 
-    def logits2(self, product: jax.Array) -> tuple[jax.Array, jax.Array | None]:
+    def logits2(
+        self, product: jax.Array, transposed: bool = False
+    ) -> tuple[jax.Array, jax.Array | None]:
         """q . k as the softmax's scores in base 2 (exp2 is one instruction), and the tanh of
         the soft cap (its derivative is 1 - tanh^2), or None."""
+        capped = None
         if self.softcap is None:  # the scale folds into one multiply
-            return product * (self.scale * LOG2_E), None
-        capped = jnp.tanh(product * (self.scale / self.softcap))
-        return capped * (self.softcap * LOG2_E), capped
+            s = product * (self.scale * LOG2_E)
+        else:
+            capped = jnp.tanh(product * (self.scale / self.softcap))
+            s = capped * (self.softcap * LOG2_E)
+        if self.bias_in_block is not None:
+            s = s + self.bias_in_block(transposed) * LOG2_E
+        return s, capped
 
     def visible(self, queries: jax.Array, keys: jax.Array) -> jax.Array | None:
         """Which keys each query sees (positions broadcast against each other), or None for
@@ -111,12 +125,14 @@ class Scores:
 
     def masked_block(self, s: jax.Array, transposed: bool = False) -> jax.Array:
         """A kernel's block of scores, (queries, keys) or `transposed`, masked by the
-        positions of its rows and columns."""
-        if not self.masks:
-            return s
-        if transposed:
-            return self.masked(s, sk.position("Sq")[None, :], sk.position("Skv")[:, None])
-        return self.masked(s, sk.position("Sq")[:, None], sk.position("Skv")[None, :])
+        positions of its rows and columns and by `seen_in_block`."""
+        if self.bounded and transposed:
+            s = self.masked(s, sk.position("Sq")[None, :], sk.position("Skv")[:, None])
+        elif self.bounded:
+            s = self.masked(s, sk.position("Sq")[:, None], sk.position("Skv")[None, :])
+        if self.seen_in_block is not None:
+            s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        return s
 
     def key_bounds(self, queries: jax.Array) -> tuple[jax.Array | None, jax.Array | None]:
         """The keys a block of queries sees, as a loop over keys' start and stop: the blocks
@@ -198,10 +214,10 @@ def attention_reference(
     return jnp.swapaxes(out, 1, 2).astype(q.dtype)
 
 
-def _flash(
+def flash_forward(
     q: jax.Array, k: jax.Array, v: jax.Array, scores: Scores, BQ: int
 ) -> tuple[jax.Array, jax.Array]:
-    """The body both forward kernels share: the output block and its rows' log-sum-exp."""
+    """The forward kernels' body: the output block and its rows' log-sum-exp."""
 
     def step(carry):
         running_max, running_sum, acc = carry
@@ -228,12 +244,72 @@ def _flash(
     )
     # Causal or windowed: the keys outside [start, stop) are masked for every query of the
     # block, so the loop walks only the blocks between them.
-    start, stop = scores.key_bounds(sk.position("Sq")) if scores.masks else (None, None)
+    start, stop = scores.key_bounds(sk.position("Sq")) if scores.bounded else (None, None)
     row_max, row_sum, acc = sk.loop("Skv", step, init=init, start=start, stop=stop)
     # A row that saw no key has a zero sum and accumulator: zeros, not 0 / 0.
     denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
     # The running max is in base 2; the log-sum-exp is in base e (-inf for a row without keys).
     return (acc / denominator[:, None]).astype(q.dtype), row_max * LN_2 + jnp.log(row_sum)
+
+
+def dq_body(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    dout: jax.Array,
+    lse: jax.Array,
+    delta: jax.Array,
+    scores: Scores,
+    BQ: int,
+) -> jax.Array:
+    """The dq kernels' body, over a block of queries."""
+    lse2 = sk.load(lse) * LOG2_E  # the log-sum-exp in base 2, as the scores are
+    row_delta = sk.load(delta)
+
+    def step(dq):
+        s, capped = scores.logits2(sk.dot(q, k))
+        s = scores.masked_block(s)
+        p = jnp.exp2(s - lse2[:, None])
+        ds = p * (sk.dot(dout, v) - row_delta[:, None])
+        if capped is not None:
+            ds = ds * (1.0 - capped * capped)
+        return dq + sk.dot(ds.astype(q.dtype), k)
+
+    start, stop = scores.key_bounds(sk.position("Sq")) if scores.bounded else (None, None)
+    init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
+    dq = sk.loop("Skv", step, init=init, start=start, stop=stop)
+    return (dq * scores.scale).astype(q.dtype)
+
+
+def dkdv_body(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    dout: jax.Array,
+    lse: jax.Array,
+    delta: jax.Array,
+    scores: Scores,
+    BKV: int,
+) -> tuple[jax.Array, jax.Array]:
+    """The dk, dv kernels' body, over a block of keys."""
+
+    def step(carry):
+        dk, dv = carry
+        st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
+        st = scores.masked_block(st, transposed=True)
+        # A query past Sq reads an lse of +inf: probability 0.
+        pt = jnp.exp2(st - (sk.load(lse, fill=jnp.inf) * LOG2_E)[None, :])
+        dv = dv + sk.dot(pt.astype(q.dtype), dout)
+        dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
+        if capped is not None:
+            dst = dst * (1.0 - capped * capped)
+        dk = dk + sk.dot(dst.astype(q.dtype), q)
+        return dk, dv
+
+    zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
+    start, stop = scores.query_bounds(sk.position("Skv")) if scores.bounded else (None, None)
+    dk, dv = sk.loop("Sq", step, init=(zeros, zeros), start=start, stop=stop)
+    return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype)
 
 
 def attention_lse_vjp(
@@ -321,7 +397,7 @@ def attention(
     stages: sk.Const[int] = 2,
 ) -> Half[Array, "B H Sq D"]:
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-    out, _ = _flash(q, k, v, scores, BQ)
+    out, _ = flash_forward(q, k, v, scores, BQ)
     return out
 
 
@@ -349,7 +425,7 @@ def attention_lse(
     """`attention`, and the log-sum-exp of each query's scaled scores, float32: what a backward
     pass recomputes the probabilities from."""
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-    return _flash(q, k, v, scores, BQ)
+    return flash_forward(q, k, v, scores, BQ)
 
 
 def attention_backward_reference(
@@ -412,22 +488,7 @@ def attention_dq(
     """The backward's dq: each block of queries walks the keys it sees, recomputing its
     probabilities from its log-sum-exp, and adds ds @ k."""
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-    lse2 = sk.load(lse) * LOG2_E  # the log-sum-exp in base 2, as the scores are
-    row_delta = sk.load(delta)
-
-    def step(dq):
-        s, capped = scores.logits2(sk.dot(q, k))
-        s = scores.masked_block(s)
-        p = jnp.exp2(s - lse2[:, None])
-        ds = p * (sk.dot(dout, v) - row_delta[:, None])
-        if capped is not None:
-            ds = ds * (1.0 - capped * capped)
-        return dq + sk.dot(ds.astype(q.dtype), k)
-
-    start, stop = scores.key_bounds(sk.position("Sq")) if scores.masks else (None, None)
-    init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
-    dq = sk.loop("Skv", step, init=init, start=start, stop=stop)
-    return (dq * scores.scale).astype(q.dtype)
+    return dq_body(q, k, v, dout, lse, delta, scores, BQ)
 
 
 @sk.kernel(batch=("B", "H"), tile={"Skv": "BKV"}, loop={"Sq": "BQ"}, reference=_dkdv_reference)
@@ -452,24 +513,7 @@ def attention_dkdv(
     from its first key's position on), transposed scores in registers; each query's lse and
     delta are vectors along the loop."""
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-
-    def step(carry):
-        dk, dv = carry
-        st, capped = scores.logits2(sk.dot(k, q))  # (keys, queries)
-        st = scores.masked_block(st, transposed=True)
-        # A query past Sq reads an lse of +inf: probability 0.
-        pt = jnp.exp2(st - (sk.load(lse, fill=jnp.inf) * LOG2_E)[None, :])
-        dv = dv + sk.dot(pt.astype(q.dtype), dout)
-        dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
-        if capped is not None:
-            dst = dst * (1.0 - capped * capped)
-        dk = dk + sk.dot(dst.astype(q.dtype), q)
-        return dk, dv
-
-    zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
-    start, stop = scores.query_bounds(sk.position("Skv")) if scores.masks else (None, None)
-    dk, dv = sk.loop("Sq", step, init=(zeros, zeros), start=start, stop=stop)
-    return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype)
+    return dkdv_body(q, k, v, dout, lse, delta, scores, BKV)
 
 
 if __name__ == "__main__":
