@@ -59,6 +59,12 @@ class Scores:
     # to the scaled scores (ALiBi's).
     seen_in_block: Callable[[bool], jax.Array] | None = None
     bias_in_block: Callable[[bool], jax.Array] | None = None
+    # A key position no row of the block sees at or past (a decoded sequence's length): the
+    # loop over keys stops there.
+    keys_stop: jax.Array | None = None
+    # The kernels' dims of the queries (the blocks' rows) and of the keys (the loop's).
+    queries: str = "Sq"
+    keys: str = "Skv"
 
     @classmethod
     def of(
@@ -127,9 +133,9 @@ class Scores:
         """A kernel's block of scores, (queries, keys) or `transposed`, masked by the
         positions of its rows and columns and by `seen_in_block`."""
         if self.bounded and transposed:
-            s = self.masked(s, sk.position("Sq")[None, :], sk.position("Skv")[:, None])
+            s = self.masked(s, sk.position(self.queries)[None, :], sk.position(self.keys)[:, None])
         elif self.bounded:
-            s = self.masked(s, sk.position("Sq")[:, None], sk.position("Skv")[None, :])
+            s = self.masked(s, sk.position(self.queries)[:, None], sk.position(self.keys)[None, :])
         if self.seen_in_block is not None:
             s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         return s
@@ -215,9 +221,15 @@ def attention_reference(
 
 
 def flash_forward(
-    q: jax.Array, k: jax.Array, v: jax.Array, scores: Scores, BQ: int
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    scores: Scores,
+    BQ: int,
+    dtype: jnp.dtype | type | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """The forward kernels' body: the output block and its rows' log-sum-exp."""
+    """The forward kernels' body: the output block (in `dtype`, by default q's) and its rows'
+    log-sum-exp."""
 
     def step(carry):
         running_max, running_sum, acc = carry
@@ -244,12 +256,15 @@ def flash_forward(
     )
     # Causal or windowed: the keys outside [start, stop) are masked for every query of the
     # block, so the loop walks only the blocks between them.
-    start, stop = scores.key_bounds(sk.position("Sq")) if scores.bounded else (None, None)
-    row_max, row_sum, acc = sk.loop("Skv", step, init=init, start=start, stop=stop)
+    start, stop = None, scores.keys_stop
+    if scores.bounded:
+        start, stop = scores.key_bounds(sk.position(scores.queries))
+    row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     # A row that saw no key has a zero sum and accumulator: zeros, not 0 / 0.
     denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
     # The running max is in base 2; the log-sum-exp is in base e (-inf for a row without keys).
-    return (acc / denominator[:, None]).astype(q.dtype), row_max * LN_2 + jnp.log(row_sum)
+    out = acc / denominator[:, None]
+    return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
 
 
 def dq_body(
@@ -275,9 +290,11 @@ def dq_body(
             ds = ds * (1.0 - capped * capped)
         return dq + sk.dot(ds.astype(q.dtype), k)
 
-    start, stop = scores.key_bounds(sk.position("Sq")) if scores.bounded else (None, None)
+    start, stop = None, scores.keys_stop
+    if scores.bounded:
+        start, stop = scores.key_bounds(sk.position(scores.queries))
     init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
-    dq = sk.loop("Skv", step, init=init, start=start, stop=stop)
+    dq = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     return (dq * scores.scale).astype(q.dtype)
 
 
@@ -307,8 +324,8 @@ def dkdv_body(
         return dk, dv
 
     zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
-    start, stop = scores.query_bounds(sk.position("Skv")) if scores.bounded else (None, None)
-    dk, dv = sk.loop("Sq", step, init=(zeros, zeros), start=start, stop=stop)
+    bounds = scores.query_bounds(sk.position(scores.keys)) if scores.bounded else (None, None)
+    dk, dv = sk.loop(scores.queries, step, init=(zeros, zeros), start=bounds[0], stop=bounds[1])
     return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype)
 
 

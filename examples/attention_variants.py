@@ -8,6 +8,11 @@ and each query's log-sum-exp, and declares a backward that reuses the lse.
   reshapes q so (free: H = Hkv * G in that order) and back.
 - `attention_packed(q, k, v, q_segment_ids "B Sq", kv_segment_ids "B Skv")`: a query sees the
   keys of its own segment (and, causal, none after it); a query that sees no key gets zeros.
+- `attention_decode(q "B H Sq D", k_cache "B Hkv Smax D", v_cache, lengths "B")`: a few new
+  tokens a sequence (Sq = 1 to 16) against a KV cache holding `lengths` tokens (the new ones
+  last), split across CTAs (flash-decoding): the cache is cut into parts, each part's
+  queries' partial softmax is computed in a grid step of its own, and the parts are combined
+  by their log-sum-exp.
 """
 
 from collections.abc import Callable
@@ -310,3 +315,137 @@ def attention_packed_dkdv(
     seen = lambda _: key_ids[:, None] == sk.load(q_segment_ids)[None, :]  # noqa: E731
     scores = _packed_scores(causal, sm_scale, seen)
     return dkdv_body(q, k, v, dout, lse, delta, scores, BKV)
+
+
+# --- decoding -----------------------------------------------------------------------------
+
+SMS = 132  # an H100's or H200's streaming multiprocessors
+
+
+def attention_decode_reference(
+    q: jax.Array,
+    k_cache: jax.Array,
+    v_cache: jax.Array,
+    lengths: jax.Array,
+    sm_scale: float | None = None,
+) -> jax.Array:
+    """Each sequence's Sq new tokens (the last Sq of its `lengths`) against its cache's first
+    `lengths` tokens, causal among themselves, in jnp; a sequence of no tokens gets zeros."""
+    heads, sq, dim = q.shape[1:]
+    groups = heads // k_cache.shape[1]
+    keys = jnp.repeat(k_cache, groups, axis=1).astype(jnp.float32)
+    values = jnp.repeat(v_cache, groups, axis=1).astype(jnp.float32)
+    scale = Scores.of(dim, sm_scale=sm_scale).scale
+    s = jnp.einsum("bhqd,bhkd->bhqk", q.astype(jnp.float32), keys) * scale
+    positions = lengths[:, None] - sq + jnp.arange(sq)[None, :]  # (B, Sq)
+    seen = jnp.arange(k_cache.shape[2])[None, None, :] <= positions[:, :, None]
+    seen = seen[:, None] & (jnp.arange(k_cache.shape[2]) < lengths[:, None, None, None])
+    p = jax.nn.softmax(jnp.where(seen, s, -jnp.inf), axis=-1)
+    p = jnp.where(seen.any(axis=-1, keepdims=True), p, 0.0)
+    return jnp.einsum("bhqk,bhkd->bhqd", p, values).astype(q.dtype)
+
+
+def _decode_parts_reference(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    lengths: jax.Array,
+    part_starts: jax.Array,
+    queries: int = 1,
+    sm_scale: float | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Each part's normalized output and log-sum-exp, float32, in jnp."""
+    f32 = jnp.float32
+    scale = Scores.of(q.shape[-1], sm_scale=sm_scale).scale
+    s = jnp.einsum("bhrd,bhpsd->bhprs", q.astype(f32), k.astype(f32)) * scale
+    rows = jnp.arange(q.shape[2])
+    positions = lengths[:, None] - queries + rows[None, :] % queries  # (B, R)
+    keys = part_starts[:, None] + jnp.arange(k.shape[3])[None, :]  # (P, S)
+    seen = keys[None, None, :, None, :] <= positions[:, None, None, :, None]
+    s = jnp.where(seen, s, -jnp.inf)
+    lse = jax.nn.logsumexp(s, axis=-1)
+    p = jnp.where(seen, jnp.exp(s - jnp.where(jnp.isfinite(lse), lse, 0.0)[..., None]), 0.0)
+    return jnp.einsum("bhprs,bhpsd->bhprd", p, v.astype(f32)), lse
+
+
+@sk.kernel(
+    batch=("B", "Hkv", "P"), tile={"R": "BR"}, loop={"S": "BS"}, reference=_decode_parts_reference
+)
+def attention_decode_parts(
+    q: Half[Array, "B Hkv R D"],
+    k: Half[Array, "B Hkv P S D"],
+    v: Half[Array, "B Hkv P S D"],
+    lengths: Int32[Array, " B"],
+    part_starts: Int32[Array, " P"],
+    *,
+    queries: sk.Const[int] = 1,
+    sm_scale: sk.Const[float | None] = None,
+    BR: sk.Const[int] = 64,
+    BS: sk.Const[int] = 64,
+    stages: sk.Const[int] = 2,
+) -> tuple[Float32[Array, "B Hkv P R D"], Float32[Array, "B Hkv P R"]]:
+    """One part of each sequence's cache against the queries of a key head: the rows are its
+    G query heads' `queries` new tokens each (row r is token r % queries), at positions
+    length - queries + r % queries; the part's keys start at its `part_starts`. The loop
+    stops at the part's last key a row sees, so the cache past a sequence's length is not
+    read; a part no row sees gives zeros and a log-sum-exp of -inf."""
+    first = sk.load(part_starts)
+    rows = sk.position("R")
+    positions = sk.load(lengths) - queries + rows % queries
+
+    def seen(_: bool) -> jax.Array:
+        return positions[:, None] >= first + sk.position("S")[None, :]
+
+    scale = Scores.of(sk.dim("D"), sm_scale=sm_scale).scale
+    stop = positions.max() + 1 - first
+    scores = Scores(scale, seen_in_block=seen, keys_stop=stop, queries="R", keys="S")
+    out, lse = flash_forward(q, k, v, scores, BR, dtype=jnp.float32)
+    return out, lse
+
+
+def decode_splits(batch: int, kv_heads: int, tokens: int, block: int = 64) -> int:
+    """The parts a cache of `tokens` is cut into: enough grid steps to fill the GPU, parts of
+    at least 4 blocks, and a count that divides the tokens (the split is a reshape)."""
+    wanted = max(1, min(SMS // max(batch * kv_heads, 1), tokens // (4 * block)))
+    return next(p for p in range(wanted, 0, -1) if tokens % p == 0)
+
+
+def attention_decode(
+    q: jax.Array,
+    k_cache: jax.Array,
+    v_cache: jax.Array,
+    lengths: jax.Array,
+    *,
+    sm_scale: float | None = None,
+    splits: int | None = None,
+) -> jax.Array:
+    """Decoding attention: q (B, H, Sq, D) the new tokens, k_cache and v_cache (B, Hkv, Smax,
+    D) holding `lengths` tokens of each sequence (the new ones last), H a multiple of Hkv.
+    The G = H // Hkv query heads of a key head and their tokens are the rows of one block,
+    so each block of the cache is read once for all of them; the cache is cut into `splits`
+    parts (by default, enough to fill the GPU) whose partial softmaxes are combined here."""
+    b, heads, sq, dim = q.shape
+    kv_heads, tokens = k_cache.shape[1], k_cache.shape[2]
+    if heads % kv_heads:
+        raise ValueError(
+            f"attention_decode: q has {heads} heads, not a multiple of the {kv_heads} heads "
+            "of the cache"
+        )
+    parts = splits or decode_splits(b, kv_heads, tokens)
+    if tokens % parts:
+        raise ValueError(f"attention_decode: splits={parts} does not divide the {tokens} tokens")
+    per_part = tokens // parts
+    rows = q.reshape(b, kv_heads, (heads // kv_heads) * sq, dim)
+    cut = lambda x: x.reshape(b, kv_heads, parts, per_part, dim)  # noqa: E731
+    starts = jnp.arange(parts, dtype=jnp.int32) * per_part
+    out, lse = attention_decode_parts(
+        rows, cut(k_cache), cut(v_cache), lengths, starts, queries=sq, sm_scale=sm_scale
+    )
+    # Combine the parts by their log-sum-exp (a part no row sees weighs 0).
+    top = jnp.max(lse, axis=2, keepdims=True)
+    weights = jnp.exp(lse - jnp.where(jnp.isfinite(top), top, 0.0))
+    total = jnp.sum(weights, axis=2)
+    combined = (
+        jnp.sum(weights[..., None] * out, axis=2) / jnp.where(total > 0, total, 1.0)[..., None]
+    )
+    return combined.reshape(q.shape).astype(q.dtype)
