@@ -8,7 +8,14 @@ import jax.numpy as jnp
 
 import statickernel as sk
 from add import add
-from attention import attention, attention_lse
+from attention import attention, attention_dkdv, attention_dq, attention_lse
+from attention_variants import (
+    attention_decode_parts,
+    attention_gqa,
+    attention_packed,
+    attention_packed_dkdv,
+    attention_packed_dq,
+)
 from batched_matmul import batched_matmul
 from causal_conv1d import causal_conv1d
 from cross_entropy import cross_entropy, cross_entropy_backward
@@ -91,6 +98,13 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "paged_attention_heads": paged_attention_heads,
     "matmul_fp8_blockwise_steps": matmul_fp8_blockwise_steps,
     "grouped_matmul": grouped_matmul,
+    "attention_dq": attention_dq,
+    "attention_dkdv": attention_dkdv,
+    "attention_gqa": attention_gqa,
+    "attention_packed": attention_packed,
+    "attention_packed_dq": attention_packed_dq,
+    "attention_packed_dkdv": attention_packed_dkdv,
+    "attention_decode_parts": attention_decode_parts,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -238,6 +252,67 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((1, 2, 100, 64), "bfloat16"),
         ((1, 2, 300, 64), "bfloat16"),
         ((1, 2, 300, 64), "bfloat16"),
+    ],
+    # The backward: dq walks the keys; dk, dv walk the queries, each query's lse and delta
+    # vectors along that loop (100 of them: 400 B rows, host-padded to 16 B).
+    "attention_dq": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 100), "float32"),
+        ((1, 2, 100), "float32"),
+    ],
+    "attention_dkdv": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 100), "float32"),
+        ((1, 2, 100), "float32"),
+    ],
+    # Grouped-query attention: 2 key heads of 3 query heads each (G a batch dim k lacks).
+    "attention_gqa": [
+        ((1, 2, 3, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+    ],
+    # Packed sequences: the keys' segment ids, a vector along the loop (101: host-padded).
+    "attention_packed": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 101, 64), "bfloat16"),
+        ((1, 2, 101, 64), "bfloat16"),
+        ((1, 100), "int32"),
+        ((1, 101), "int32"),
+    ],
+    "attention_packed_dq": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 101, 64), "bfloat16"),
+        ((1, 2, 101, 64), "bfloat16"),
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 100), "float32"),
+        ((1, 2, 100), "float32"),
+        ((1, 100), "int32"),
+        ((1, 101), "int32"),
+    ],
+    "attention_packed_dkdv": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 101, 64), "bfloat16"),
+        ((1, 2, 101, 64), "bfloat16"),
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 100), "float32"),
+        ((1, 2, 100), "float32"),
+        ((1, 100), "int32"),
+        ((1, 101), "int32"),
+    ],
+    # Decoding: 2 sequences, 2 key heads of 4 query heads and one new token each, the cache
+    # of 300 tokens cut into 3 parts of 100 (ragged in their blocks of 64).
+    "attention_decode_parts": [
+        ((2, 2, 4, 64), "bfloat16"),
+        ((2, 2, 3, 100, 64), "bfloat16"),
+        ((2, 2, 3, 100, 64), "bfloat16"),
+        ((2,), "int32"),
+        ((3,), "int32"),
     ],
 }
 
