@@ -26,6 +26,12 @@
 7. Paged (gpu_paged.py): examples/paged_attention.py at B = 32 and 4, H = 32 over 8 key heads,
    D = 128, 4096 tokens in pages of 16, against jax's Pallas paged_attention and XLA, as a
    fraction of the copy bandwidth; the in-place KV-cache update against XLA's scatter.
+8. Attention training and decoding (gpu_attention_training.py): jax.grad through
+   examples/attention.py's attention_lse (its declared backward) at 1x16x4096x128, full and
+   causal, against jax.grad of cuDNN's and XLA's jax.nn.dot_product_attention; and
+   examples/attention_variants.py's attention_decode of one token of 32 heads over 8 key
+   heads against caches of 32768 tokens (B = 1) and 8192 (B = 8), as a fraction of the copy
+   bandwidth, against XLA.
 A last table sums up each goal: the worst figure, where, and whether it is met.
 
 Each time is the median of at least 10 timed runs after a warm-up; a run batches back-to-back
@@ -52,6 +58,7 @@ import jax
 
 from gallery import select
 from gpu_attention import measure_attention
+from gpu_attention_training import measure_attention_backward, measure_decode
 from gpu_correctness import check_correctness, lower_gpu_shapes
 from gpu_grad import measure_grad
 from gpu_grouped import measure_grouped
@@ -63,10 +70,12 @@ from gpu_settings import (
     COPY_BOUND,
     DRY_RUN,
     GOAL_ATTENTION_CAUSAL,
+    GOAL_ATTENTION_GRAD_VS_CUDNN,
     GOAL_ATTENTION_RAGGED,
     GOAL_ATTENTION_VS_CUDNN,
     GOAL_ATTENTION_VS_MGPU,
     GOAL_COPY_FRACTION,
+    GOAL_DECODE_FRACTION,
     GOAL_FP8_FRACTION,
     GOAL_GRAD_BEATS_XLA,
     GOAL_GROUPED_VS_MATMUL,
@@ -146,6 +155,8 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
     matmul = [r for r in results.get("matmul", []) if "statickernel_us" in r]
     grouped = [r for r in results.get("grouped", []) if "median_us" in r]
     paged = [r for r in results.get("paged", []) if "median_us" in r]
+    backward = [r for r in results.get("attention_backward", []) if "median_us" in r]
+    decode = [r for r in results.get("decode", []) if "median_us" in r]
 
     def judged(values: dict[str, Any], ok: Callable[[Any], bool]) -> dict[str, Any]:
         measured = {k: v for k, v in values.items() if v is not None}
@@ -231,6 +242,14 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             {_paged_key(r): r.get("copy_fraction") for r in paged},
             lambda v: v >= GOAL_PAGED_FRACTION,
         ),
+        "attention_grad_vs_cudnn": judged(
+            {_attention_key(r): r.get("cudnn_over_sk") for r in backward},
+            lambda v: v >= GOAL_ATTENTION_GRAD_VS_CUDNN,
+        ),
+        "decode_fraction": judged(
+            {"x".join(map(str, r["shape"])): r.get("copy_fraction") for r in decode},
+            lambda v: v >= GOAL_DECODE_FRACTION,
+        ),
         "paged_vs_jax": judged(
             {_paged_key(r): r.get("jax_paged_attention_over_sk") for r in paged},
             lambda v: v > 1.0,
@@ -280,6 +299,12 @@ _GOAL_ROWS = (
     ("grouped_vs_mgpu", "grouped ragged_dot_mgpu / sk > 1", True),
     ("paged_fraction", f"paged attention of copy >= {GOAL_PAGED_FRACTION}", True),
     ("paged_vs_jax", "paged attention jax / sk > 1", True),
+    (
+        "attention_grad_vs_cudnn",
+        f"attention grad cuDNN / sk >= {GOAL_ATTENTION_GRAD_VS_CUDNN}",
+        True,
+    ),
+    ("decode_fraction", f"decode of copy >= {GOAL_DECODE_FRACTION}", True),
 )
 
 
@@ -479,9 +504,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in rows + update_rows
         if r.get("agrees_with_xla") is False or "statickernel" in r.get("errors", {})
     ]
+    checkpoint(paged_table, update_table)
+
+    rows, backward_table = measure_attention_backward(settings, budget)
+    decode_rows, decode_table = measure_decode(settings, budget, copy_gb_s)
+    results["attention_backward"] = rows
+    results["decode"] = decode_rows
+    failed += [
+        r
+        for r in rows + decode_rows
+        if r.get("agrees_with_xla") is False or "statickernel" in r.get("errors", {})
+    ]
     results["goals"] = goals(results)
     results["wall_s"] = time.monotonic() - started
-    checkpoint(paged_table, update_table, goals_table(results["goals"]))
+    checkpoint(backward_table, decode_table, goals_table(results["goals"]))
 
     paths = write_outputs(results, tables)
     print(f"\ncorrectness: {results['correctness_summary']}")

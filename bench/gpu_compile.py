@@ -57,6 +57,7 @@ def _tile(m: int, n: int, dtype: str, count: int = 1) -> tuple[tuple[tuple[int, 
     return tuple(((m, n), dtype) for _ in range(count))
 
 
+_ATTENTION_BACKWARD = (((1, 16, 4096, 128), "bfloat16"),) * 4 + (((1, 16, 4096), "float32"),) * 2
 _GROUPED = (((16384, 4096), "bfloat16"), ((8, 4096, 4096), "bfloat16"), ((8,), "int32"))
 
 ROWS: tuple[Row, ...] = (
@@ -157,6 +158,43 @@ ROWS: tuple[Row, ...] = (
     Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3),
     Row("attention", "attention", (((1, 16, 4095, 128), "bfloat16"),) * 3),
     Row("attention", "attention_lse", (((1, 16, 4096, 128), "bfloat16"),) * 3),
+    # Its variants: a causal sliding window of 1024 keys (the loop walks only its blocks) and
+    # Gemma 2's soft cap (a tanh a score).
+    Row(
+        "attention",
+        "attention",
+        (((1, 16, 4096, 128), "bfloat16"),) * 3,
+        (("causal", True), ("window_left", 1024)),
+    ),
+    Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3, (("softcap", 50.0),)),
+    # The backward, causal: dq walks the keys, dk and dv walk the queries from the block's
+    # first key, each query's lse and delta vectors along that loop.
+    Row("attention", "attention_dq", _ATTENTION_BACKWARD, (("causal", True),)),
+    Row("attention", "attention_dkdv", _ATTENTION_BACKWARD, (("causal", True),)),
+    # Grouped-query attention, 32 query heads over 8 key heads, causal.
+    Row(
+        "attention_variants",
+        "attention_gqa",
+        (
+            ((1, 8, 4, 4096, 128), "bfloat16"),
+            ((1, 8, 4096, 128), "bfloat16"),
+            ((1, 8, 4096, 128), "bfloat16"),
+        ),
+        (("causal", True),),
+    ),
+    # Decoding one token of 32 heads over 8 key heads against a cache of 32768 tokens, cut in
+    # 16 parts of 2048 (128 grid steps): 4 query heads a key head as the rows of a block.
+    Row(
+        "attention_variants",
+        "attention_decode_parts",
+        (
+            ((1, 8, 4, 128), "bfloat16"),
+            ((1, 8, 16, 2048, 128), "bfloat16"),
+            ((1, 8, 16, 2048, 128), "bfloat16"),
+            ((1,), "int32"),
+            ((16,), "int32"),
+        ),
+    ),
     # RoPE on q and k: the block sliced and joined in registers, angles shared by the heads.
     Row(
         "rope",
@@ -269,9 +307,13 @@ ROWS: tuple[Row, ...] = (
 # table (registers, SASS mix) for statickernel's matmul at the same shape and configuration.
 JAX_MATMUL = "hopper_matmul_mgpu"
 JAX_RAGGED_DOT = "ragged_dot_mgpu"
+JAX_ATTENTION = "attention_mgpu"
 JAX_MATMUL_ROWS: tuple[Row, ...] = (
     Row("jax", JAX_MATMUL, _tile(4096, 4096, "bfloat16", 2)),
     Row("jax", JAX_RAGGED_DOT, _GROUPED),
+    # jax's FlashAttention-3-shaped forward at attention's shape, (B, S, H, D) as it takes it,
+    # in float16 (its p @ v casts p to float16, which a bfloat16 v does not match).
+    Row("jax", JAX_ATTENTION, (((1, 4096, 16, 128), "float16"),) * 3),
 )
 
 
@@ -311,7 +353,23 @@ def _jax_ragged_dot_report(row: Row, target: str) -> Any:
     return _compile(jax.jit(run), row.structs, JAX_RAGGED_DOT, target, True, 0, None)
 
 
-_JAX_REPORTS = {JAX_MATMUL: _jax_matmul_report, JAX_RAGGED_DOT: _jax_ragged_dot_report}
+def _jax_attention_report(row: Row, target: str) -> Any:
+    """jax's `attention_mgpu` as the GPU check runs it: a producer warpgroup and two consumer
+    warpgroups of 64 query rows each, blocks of 64 keys, 2 stages, not causal."""
+    from jax.experimental.pallas.ops.gpu import attention_mgpu
+
+    from statickernel.aot.compile import _compile
+
+    config = attention_mgpu.TuningConfig(block_q=64, block_kv=64, max_concurrent_steps=2)
+    fn = jax.jit(lambda q, k, v: attention_mgpu.attention(q, k, v, config))
+    return _compile(fn, row.structs, JAX_ATTENTION, target, True, 0, None)
+
+
+_JAX_REPORTS = {
+    JAX_MATMUL: _jax_matmul_report,
+    JAX_RAGGED_DOT: _jax_ragged_dot_report,
+    JAX_ATTENTION: _jax_attention_report,
+}
 
 
 def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ __all__ = [
     "AttentionShape",
     "Budget",
     "Case",
+    "DecodeShape",
     "GradShape",
     "MatmulShape",
     "MlpShape",
@@ -46,6 +47,8 @@ GOAL_ATTENTION_RAGGED = 1.05  # S = 4095 time / S = 4096 time, at most
 GOAL_ATTENTION_CAUSAL = 0.60  # causal time / full time, at most (half the blocks, and masks)
 GOAL_GROUPED_VS_MATMUL = 0.90  # matmul time (equal FLOPs) / grouped matmul time, at least
 GOAL_PAGED_FRACTION = 0.80  # paged attention's pages read a second, of the copy bandwidth
+GOAL_ATTENTION_GRAD_VS_CUDNN = 0.80  # cuDNN's jax.grad time / statickernel's, at least
+GOAL_DECODE_FRACTION = 0.80  # decoding's cache read a second, of the copy bandwidth
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +140,18 @@ class PagedShape:
 
 
 @dataclasses.dataclass(frozen=True)
+class DecodeShape:
+    """A decoding attention the decode part times: one token of H heads a sequence against a
+    contiguous cache of `tokens` tokens of Hkv heads (all of them the sequence's), bf16."""
+
+    b: int
+    h: int
+    hkv: int
+    d: int
+    tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
 class CacheUpdateShape:
     """A KV-cache update the paged part times: `tokens` rows of Hkv x D written into a
     cache of `slots` rows, bf16."""
@@ -181,6 +196,8 @@ class Settings:
     grouped: tuple[GroupedShape, ...] = ()  # against matmul, ragged_dot and ragged_dot_mgpu
     paged: tuple[PagedShape, ...] = ()  # paged attention against jax's and XLA
     cache_update: tuple[CacheUpdateShape, ...] = ()  # the in-place update against XLA's
+    attention_backward: tuple[AttentionShape, ...] = ()  # jax.grad against cuDNN's and XLA's
+    decode: tuple[DecodeShape, ...] = ()  # decoding against XLA, as a fraction of copy
 
 
 # The goals' shapes, in the order they are measured.
@@ -245,6 +262,12 @@ GPU = Settings(
     # Decode over 4096 tokens in pages of 16: a batch that fills the GPU, and one split.
     paged=(PagedShape(32, 32, 8, 128, 4096, 16), PagedShape(4, 32, 8, 128, 4096, 16)),
     cache_update=(CacheUpdateShape(65536, 8, 128, 4096),),
+    attention_backward=(
+        AttentionShape(1, 16, 4096, 128),
+        AttentionShape(1, 16, 4096, 128, causal=True),
+    ),
+    # One sequence of 32768 tokens (split 16 ways), and a batch of 8 of 8192 (split 2 ways).
+    decode=(DecodeShape(1, 32, 8, 128, 32768), DecodeShape(8, 32, 8, 128, 8192)),
     grad=(
         GradShape("rmsnorm", 16384, 4096, "bfloat16"),
         GradShape("layernorm", 16384, 4096, "bfloat16"),
@@ -295,6 +318,8 @@ DRY_RUN = Settings(
     grouped=(GroupedShape(300, 128, 256, 4),),
     paged=(PagedShape(2, 8, 2, 64, 100, 16),),
     cache_update=(CacheUpdateShape(256, 2, 64, 20),),
+    attention_backward=(AttentionShape(1, 2, 128, 64, causal=True),),
+    decode=(DecodeShape(1, 4, 2, 64, 512),),
     grad=(
         GradShape("rmsnorm", 63, 256, "bfloat16"),
         GradShape("cross_entropy", 63, 300, "float32"),

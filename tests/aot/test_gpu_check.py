@@ -115,7 +115,16 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
     (update,) = data["cache_update"]
     assert update["errors"] == {} and update["agrees_with_xla"] is True, update
     assert update["copy_fraction"] > 0 and update["xla_over_sk"] > 0
+    # jax.grad through attention beside XLA's (cuDNN only on a GPU), and decoding beside XLA,
+    # each checked against XLA first.
+    (backward,) = data["attention_backward"]
+    assert backward["errors"] == {} and backward["agrees_with_xla"] is True, backward
+    assert backward["causal"] is True and backward["xla_over_sk"] > 0
+    (decode,) = data["decode"]
+    assert decode["errors"] == {} and decode["agrees_with_xla"] is True, decode
+    assert decode["copy_fraction"] > 0 and decode["xla_over_sk"] > 0
     goals = data["goals"]
+    assert "1x4x2x64x512" in goals["decode_fraction"]["measured"]
     assert "grouped 300x128x256 G=4" in goals["grouped_vs_matmul"]["measured"]
     assert "paged B=2 H=8/2 D=64 100/16" in goals["paged_fraction"]["measured"]
     assert {
@@ -138,6 +147,8 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
         "Grouped matmul",
         "Paged decode attention",
         "KV-cache update",
+        "Flash attention, jax.grad",
+        "Decoding attention, one token",
         "Goals",
     ):
         assert f"### {heading}" in markdown

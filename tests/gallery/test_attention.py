@@ -197,6 +197,7 @@ def test_gradients_of_the_log_sum_exp_enter_the_backward() -> None:
     assert_gradients_close(got, want)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(
     sq=st.integers(1, 140),
@@ -281,8 +282,11 @@ def test_a_window_walks_only_the_blocks_inside_it() -> None:
     assert "loop0_first = lax.min(" in backward
 
 
-@pytest.mark.parametrize("softcap", [5.0, 50.0])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(
+    ("softcap", "causal"),
+    [(5.0, False), pytest.param(50.0, True, marks=pytest.mark.slow)],
+    ids=["5-full", "50-causal"],
+)
 def test_soft_capped_scores_and_their_gradients(softcap: float, causal: bool) -> None:
     q, k, v = qkv(1, 2, 130, 260, 128, seed=11)
     # Scores of up to ~30: a cap of 5 bends most of them.

@@ -177,6 +177,7 @@ def test_a_query_whose_segment_has_no_keys_gets_zeros() -> None:
     assert all(np.isfinite(np.asarray(g, np.float32)).all() for g in grads)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(lengths=st.lists(st.integers(1, 90), min_size=1, max_size=5), causal=st.booleans())
 def test_packed_sequences_at_any_packing(lengths: list[int], causal: bool) -> None:
