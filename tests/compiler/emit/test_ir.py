@@ -198,6 +198,25 @@ def test_a_one_per_line_call_splits_whatever_its_length() -> None:
     ]
 
 
+def test_a_long_list_argument_of_a_one_per_line_call_splits_one_item_a_line() -> None:
+    """As the formatter splits it: a pipeline's in_specs of five operands, too long for one
+    line, go one spec a line with a trailing comma."""
+    specs = List(names(*(f"loop0_operand{i}_spec" for i in range(5))))
+    pipeline = Call(
+        Name("plgpu.emit_pipeline"),
+        (Name("step"),),
+        (Keyword("in_specs", specs),),
+        one_per_line=True,
+    )
+    source = statements_source([ExprStmt(Call(pipeline, names("x_gmem")))])
+    ast.parse(source)
+    lines = source.splitlines()
+    assert lines[2] == "    in_specs=["
+    assert lines[3:8] == [f"        loop0_operand{i}_spec," for i in range(5)]
+    assert lines[8] == "    ],"
+    assert max(map(len, lines)) <= LINE_LIMIT
+
+
 def test_a_one_per_line_call_whose_tuple_target_is_too_long_splits_the_target() -> None:
     pipeline = Call(Name("plgpu.emit_pipeline"), (Name("step"),), one_per_line=True)
     carries = names(*(f"v{i}" for i in range(16, 32)))

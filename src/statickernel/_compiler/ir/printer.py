@@ -370,7 +370,9 @@ def _wrap(line: _Line) -> list[_Text]:
 
 def _first_parenthesis(parts: _Doc) -> tuple[int, _Group] | None:
     """The line's first `(` group, with its position when it is a part of the line itself;
-    None when the first `(` is nested in a `[` group, or there is none."""
+    None when the first `(` is nested in a `[` group, or there is none. A `[` group of plain
+    items that ends the line (`in_specs=[a_spec, b_spec, ...],`) splits as a formatter splits
+    it, one item a line."""
     for i, part in enumerate(parts):
         if isinstance(part, str):
             continue
@@ -378,6 +380,8 @@ def _first_parenthesis(parts: _Doc) -> tuple[int, _Group] | None:
             return i, part
         if any(_has_parenthesis(item) for item in part.items):
             return None
+        if part.open == "[" and _flat(parts[i + 1 :]) in ("", ","):
+            return i, part
     return None
 
 

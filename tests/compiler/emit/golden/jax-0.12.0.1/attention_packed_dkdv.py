@@ -193,7 +193,13 @@ def _attention_packed_dkdv_block(
     (v25, v26) = plgpu.emit_pipeline(
         loop0_step,
         grid=(2,),
-        in_specs=[loop0_q_spec, loop0_q_segment_ids_spec, loop0_lse_spec, loop0_dout_spec, loop0_delta_spec],
+        in_specs=[
+            loop0_q_spec,
+            loop0_q_segment_ids_spec,
+            loop0_lse_spec,
+            loop0_dout_spec,
+            loop0_delta_spec,
+        ],
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1),
     )(q_gmem, q_segment_ids_gmem, lse_gmem, dout_gmem, delta_gmem)
