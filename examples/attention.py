@@ -32,6 +32,9 @@ else:
 
 LOG2_E = math.log2(math.e)
 LN_2 = math.log(2.0)
+# A window this wide is unbounded for any sequence under 2**30 tokens; capped there, a bound
+# computed from int32 positions (a position plus the window) cannot wrap.
+WINDOW_LIMIT = 2**30
 
 
 class Variant(TypedDict):
@@ -78,7 +81,10 @@ class Scores:
     ) -> "Scores":
         # By default, the usual 1 / sqrt(D).
         scale = 1 / math.sqrt(dim) if sm_scale is None else sm_scale
-        return cls(scale, causal, window_left, window_right, softcap)
+        left, right = (
+            None if w is None else min(w, WINDOW_LIMIT) for w in (window_left, window_right)
+        )
+        return cls(scale, causal, left, right, softcap)
 
     @property
     def right_bound(self) -> int | None:

@@ -331,3 +331,19 @@ def test_the_backward_kernels_cross_lower_and_plan() -> None:
     with sk.backend("mosaic_gpu"):
         for kernel in (attention_dq, attention_dkdv):
             assert "mosaic_gpu" in kernel.lower(*args, causal=True).as_text()
+
+
+def test_a_window_wider_than_int32_positions_is_no_window() -> None:
+    """A window bound is a position plus the window: capped, it cannot wrap around int32."""
+    q, k, v = qkv(1, 1, 100, 130, 64, seed=15)
+    for variant in (
+        dict(window_left=2**31 - 1),
+        dict(window_left=2**31 - 1, causal=True),
+        dict(window_right=2**31 - 2),
+    ):
+        plain = {"causal": variant.get("causal", False)}
+        assert_close(
+            attention(q, k, v, **variant),
+            attention(q, k, v, **plain),
+            tolerance_for(jnp.bfloat16, 130),
+        )

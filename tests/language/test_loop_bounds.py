@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jaxtyping import Array, BFloat16, Float, Float32, Int32
+from jaxtyping import Array, BFloat16, Float, Float32, Int8, Int32
 
 import statickernel as sk
 from markers import line_finder
@@ -463,3 +463,43 @@ def test_no_races_in_a_loop_from_a_start(stages: int) -> None:
     assert report.result is not None
     expected = windowed_products(q, k, v, scale, W=100, stages=stages)
     np.testing.assert_allclose(np.asarray(report.result), np.asarray(expected), rtol=1e-6)
+
+
+def test_a_batched_8_bit_vector_along_the_loop_takes_blocks_of_128() -> None:
+    """Each block of a batch entry's vector is one copy, of a multiple of 128 bytes on the
+    GPU: 64 int8 keys are refused at the declaration, as an unbatched vector's are."""
+    with pytest.raises(sk.BlockAlignmentError, match=r"along K is 64 elements") as info:
+
+        @sk.kernel(batch="B", tile={"M": "BM"}, loop={"K": "BK"})
+        def masked(
+            q: BFloat16[Array, "B M D"],
+            k: BFloat16[Array, "B K D"],
+            keep: Int8[Array, "B K"],
+            *,
+            BM: sk.Const[int] = 64,
+            BK: sk.Const[int] = 64,
+        ) -> Float32[Array, "B M"]:
+            def step(acc: jax.Array) -> jax.Array:
+                s = jnp.where(sk.load(keep)[None, :] != 0, sk.dot(q, k), 0.0)
+                return acc + sk.sum(s, axis=1)
+
+            return sk.loop("K", step, init=jnp.zeros((BM,), jnp.float32))
+
+    assert info.value.operand == "keep" and info.value.fix == "set BK to 128"
+
+
+def test_a_result_along_a_loop_dim_outside_the_blocks_is_refused_as_such() -> None:
+    with pytest.raises(sk.AnnotationError, match=r"1-D `result` runs along dim K"):
+
+        @sk.kernel(tile={"M": "BM"}, loop={"K": "BK"})
+        def bad(
+            x: Float32[Array, "M D"],
+            k: Float32[Array, "K D"],
+            *,
+            BM: sk.Const[int] = 64,
+            BK: sk.Const[int] = 64,
+        ) -> Float32[Array, " K"]:
+            def step(acc: jax.Array) -> jax.Array:
+                return acc + sk.sum(sk.dot(x, k), axis=1)
+
+            return sk.loop("K", step, init=jnp.zeros((BM,), jnp.float32))

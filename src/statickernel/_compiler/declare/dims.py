@@ -295,12 +295,14 @@ def frame(
         )
     rows, cols = two_d[0].dims
     # A loop dim outside the frame: a step's block has it as its columns (attention's keys).
+    # An operand along it is read a block a step; no result is written along it.
     outside_frame = {d for d in loop or {} if d not in (rows, cols)}
+    operand_names = {o.name for o in operands}
     for other in everything:
         if other.rank == 2 and other.dims != (rows, cols):
             raise _layout_error(other, two_d[0], bool(loop), err)
         if other.rank == 1 and other.dims[0] not in (rows, cols):
-            if other.dims[0] in outside_frame:
+            if other.dims[0] in outside_frame and other.name in operand_names:
                 continue  # a vector along a loop's steps (a key's segment id): per step
             raise AnnotationError(
                 f"1-D `{other.name}` runs along dim {other.dims[0]}, which is neither the row "

@@ -288,8 +288,9 @@ def quantum(
             continue
         off_frame = len(op.block_dims) == 2 and op.block_dims != (spec.rows, spec.cols)
         for dtype in dtypes[op.name]:
-            # A group operand's block is the vector the body sees, copied a step at a time.
-            rank = len(op.block_dims) if op.groups else op.rank
+            # The block the body sees, after batch dims (a batch entry's vector is one copy a
+            # block, of 128-byte multiples) and group dims (a step's vector of a group).
+            rank = len(op.block_dims)
             unit = hw.block_quantum(_axis(spec, dim), rank, dtype)
             if whole and off_frame and spec.loop:
                 unit = max(unit, hw.per_bytes(hw.SWIZZLE_BYTES, dtype))

@@ -249,7 +249,29 @@ def _gmem_shape(
     if len(shape) == 1 and lead and hw.nbytes(shape[0], dtype) % hw.TMA_ALIGN_BYTES:
         entries = "rows" if op.groups else "batch entries"
         return _batched_vector_gmem(op.name, role, lead, shape, dtype, notes, entries)
+    if role is Role.OUTPUT and len(shape) == 2 and op.batch:
+        return _whole_rows_gmem(inputs, op, lead, shape, notes)
     return shape
+
+
+def _whole_rows_gmem(
+    inputs: PlanInputs, op: Any, lead: tuple[int, ...], shape: tuple[int, ...], notes: list[str]
+) -> tuple[int, ...]:
+    """A batch entry's 2-D result whose blocks span its whole rows is contiguous in memory,
+    and Mosaic GPU stores such a block by a plain bulk copy, clipped only at the end of the
+    whole array: a last block of rows past this entry's edge would write into the next
+    entry's first rows (attention's output at Sq = 4095). Its rows are padded to whole
+    blocks on the host, and the result sliced back."""
+    rows, cols = (inputs.layout.dim(d) for d in op.block_dims)
+    if not rows.ragged or cols.extent < shape[1]:
+        return shape  # no row past the edge, or a block narrower than a row: clipped per dim
+    gmem = (hw.round_up(shape[0], rows.extent), shape[1])
+    notes.append(
+        f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "
+        f"{list(lead + shape)}: a block of whole rows is stored by a bulk copy, which past "
+        "this batch entry's edge would reach into the next"
+    )
+    return gmem
 
 
 def _bulk_vector_gmem(

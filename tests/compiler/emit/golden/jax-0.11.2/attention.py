@@ -138,7 +138,7 @@ def _attention_block(q_gmem, k_gmem, v_gmem, result_gmem, q_smem, q_barrier):
 
 _launch = plgpu.kernel(
     _attention_block,
-    out_type=jax.ShapeDtypeStruct((1, 2, 100, 64), jnp.bfloat16),
+    out_type=jax.ShapeDtypeStruct((1, 2, 128, 64), jnp.bfloat16),
     grid=(1, 2, 2),
     grid_names=("B", "H", "Sq"),
     scratch_types=[
@@ -163,4 +163,4 @@ def attention(q, k, v):
     # `v` pad for WGMMA's tiled shared memory (extra copy).
     v = jnp.pad(v, ((0, 0), (0, 0), (0, 4), (0, 0)))
     result = _launch(q, k, v)
-    return result
+    return result[:1, :2, :100, :64]

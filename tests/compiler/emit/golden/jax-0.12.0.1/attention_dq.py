@@ -152,7 +152,7 @@ def _attention_dq_block(
 
 _launch = plgpu.kernel(
     _attention_dq_block,
-    out_type=jax.ShapeDtypeStruct((1, 2, 100, 64), jnp.bfloat16),
+    out_type=jax.ShapeDtypeStruct((1, 2, 128, 64), jnp.bfloat16),
     grid=(1, 2, 2),
     grid_names=("B", "H", "Sq"),
     scratch_types=[
@@ -189,4 +189,4 @@ def attention_dq(q, k, v, dout, lse, delta):
     # `dout` pad for WGMMA's tiled shared memory (extra copy).
     dout = jnp.pad(dout, ((0, 0), (0, 0), (0, 4), (0, 0)))
     result = _launch(q, k, v, dout, lse, delta)
-    return result
+    return result[:1, :2, :100, :64]

@@ -228,8 +228,8 @@ def _attention_packed_dkdv_block(
 _launch = plgpu.kernel(
     _attention_packed_dkdv_block,
     out_type=(
-        jax.ShapeDtypeStruct((1, 2, 101, 64), jnp.bfloat16),
-        jax.ShapeDtypeStruct((1, 2, 101, 64), jnp.bfloat16),
+        jax.ShapeDtypeStruct((1, 2, 128, 64), jnp.bfloat16),
+        jax.ShapeDtypeStruct((1, 2, 128, 64), jnp.bfloat16),
     ),
     grid=(1, 2, 2),
     grid_names=("B", "H", "Skv"),
@@ -267,4 +267,4 @@ def attention_packed_dkdv(q, k, v, dout, lse, delta, q_segment_ids, kv_segment_i
     # `kv_segment_ids` rows are not a multiple of 16 bytes: pad for TMA (extra copy).
     kv_segment_ids = jnp.pad(kv_segment_ids, ((0, 0), (0, 3)))
     result0, result1 = _launch(q, k, v, dout, lse, delta, q_segment_ids, kv_segment_ids)
-    return (result0, result1)
+    return (result0[:1, :2, :101, :64], result1[:1, :2, :101, :64])
