@@ -55,9 +55,10 @@ from .lower.translation import Geometry
 from .plan.cost import plan_cost
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
-from .trace.body import BodyTrace, check_outputs, misplaced_load_error, trace_body
+from .trace.body import BodyTrace, misplaced_load_error, trace_body
 from .trace.crossblock import CrossBlock, partial_plans, partial_specs
 from .trace.crossblock_rewrite import cross_block_results
+from .trace.results import check_outputs
 
 __all__ = ["Compiled", "compile_call", "compile_declaration"]
 

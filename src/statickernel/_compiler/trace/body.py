@@ -10,7 +10,7 @@ the same trace.
 import dataclasses
 import functools
 import linecache
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -18,19 +18,19 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from ..._compat import user_frames
-from ..._errors import BodyError, ResultMismatchError
+from ..._errors import BodyError
 from ..._where import display_path, is_user_file
 from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
 from ...language.tile import Tile
 from ..declare.spec import KernelSpec
 from ..layout.blocks import split_blocks
+from .results import check_result_structure
 
 __all__ = [
     "Atom",
     "BodyTrace",
     "Eqn",
     "Step",
-    "check_outputs",
     "misplaced_load_error",
     "trace_body",
 ]
@@ -198,7 +198,7 @@ def trace_body(
         }
         with tracing(context):
             out = spec.fn(**tiles, **consts)
-        _check_result_structure(spec, out)
+        check_result_structure(spec, out)
         return out
 
     avals = [jax.ShapeDtypeStruct(block_shapes[n], dtypes[n]) for n in names]
@@ -492,112 +492,9 @@ def _aval(aval: Any) -> tuple[tuple[int, ...], str]:
     return tuple(int(d) for d in aval.shape), str(aval.dtype)
 
 
-def _is_tile(value: Any) -> bool:
-    return jax.tree_util.treedef_is_leaf(jax.tree.structure(value)) and value is not None
-
-
-def _check_result_structure(spec: KernelSpec, out: Any) -> None:
-    """The body's return against the declared results: one tile, or a tuple of tiles.
-
-    The results are matched by position once the return is flattened, so another structure
-    would be matched silently in its flattened order (a dict's is sorted by key). A count
-    that differs is left to `check_outputs`, which says so."""
-    if len(jax.tree.leaves(out)) != len(spec.results):
-        return
-    if spec.result_is_tuple:
-        if isinstance(out, tuple | list) and all(_is_tile(v) for v in out):
-            return
-        n = len(spec.results)
-        expected = f"a tuple of {n} tile{'s' if n != 1 else ''}, one per declared result in order"
-        fix = f"return a tuple, ({', '.join(r.name for r in spec.results)})"
-    else:
-        if _is_tile(out):
-            return
-        expected = "one tile, as the result is not a tuple"
-        fix = "return the result's tile itself, not a container holding it"
-    raise ResultMismatchError(
-        "the body returns a value whose structure differs from the declared results",
-        kernel=spec.name,
-        where=spec.location,
-        expected=expected,
-        actual=_structure_text(out),
-        fix=fix + "; the declared results are matched by position",
-    )
-
-
-def _structure_text(value: Any) -> str:
-    """A returned value's structure: containers spelled out, tiles as their dtype and shape."""
-    if isinstance(value, dict):
-        items = ", ".join(f"{k!r}: {_structure_text(v)}" for k, v in value.items())
-        return f"dict {{{items}}}"
-    if isinstance(value, tuple | list):
-        items = ", ".join(_structure_text(v) for v in value)
-        return f"{type(value).__name__} ({items})"
-    if value is None:
-        return "None"
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return f"{value.dtype}{list(value.shape)}"
-    return type(value).__name__
-
-
 def _user_line(eqn: Any) -> tuple[str | None, str]:
     for frame in user_frames(eqn):
         if is_user_file(frame.file_name):
             text = linecache.getline(frame.file_name, frame.start_line).strip()
             return f"{display_path(frame.file_name)}:{frame.start_line}", text
     return None, ""
-
-
-def check_outputs(
-    spec: KernelSpec,
-    trace: BodyTrace,
-    expected_shapes: list[tuple[int, ...]],
-    where: str,
-    bindings: Mapping[str, int],
-    error_location: Callable[[], str] | None = None,
-) -> tuple[str, ...]:
-    """Checks the body's results against the declared results; returns their dtypes."""
-    n_expected = len(spec.results)
-    if len(trace.outputs) != n_expected:
-        raise ResultMismatchError(
-            f"the body returns {len(trace.outputs)} value(s) but {n_expected} result(s) are declared",
-            kernel=spec.name,
-            where=where,
-            expected=f"{n_expected} result(s)",
-            actual=f"{len(trace.outputs)} value(s)",
-            bindings=bindings,
-            fix="return one tile per declared result, in order (a tuple for several)",
-        )
-    dtypes = []
-    for result, atom, shape in zip(spec.results, trace.outputs, expected_shapes, strict=True):
-        if atom.var is None:
-            got_shape, got_dtype = (), atom.dtype
-        else:
-            got_shape, got_dtype = trace.aval(atom.var)
-        dims = " ".join(result.dims)
-        if len(got_shape) != len(shape) or tuple(got_shape) != tuple(shape):
-            raise ResultMismatchError(
-                f"{result.name} has the wrong block shape",
-                kernel=spec.name,
-                where=where,
-                operand=result.name,
-                expected=f"{list(shape)} (the block of '{dims}')",
-                actual=f"{list(got_shape)}",
-                bindings=bindings,
-                fix="return a tile of the declared result's block shape; reduce with axis= to "
-                "drop a dim, and broadcast to add one",
-            )
-        if got_dtype not in result.dtypes:
-            raise ResultMismatchError(
-                f"{result.name} has a dtype its annotation does not allow",
-                kernel=spec.name,
-                where=where,
-                operand=result.name,
-                expected=" or ".join(result.dtypes),
-                actual=got_dtype,
-                bindings=bindings,
-                fix=f"cast the returned tile with .astype(...) or widen the annotation "
-                f"({result.annotation})",
-            )
-        dtypes.append(got_dtype)
-    return tuple(dtypes)
