@@ -265,6 +265,8 @@ def _whole_rows_gmem(
     rows, cols = (inputs.layout.dim(d) for d in op.block_dims)
     if not rows.ragged or cols.extent < shape[1]:
         return shape  # no row past the edge, or a block narrower than a row: clipped per dim
+    if inputs.spec.update is not None:
+        return shape  # an in-place result is its operand's array (its stores go by row)
     gmem = (hw.round_up(shape[0], rows.extent), shape[1])
     notes.append(
         f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "
