@@ -73,12 +73,12 @@ def _attention_packed_dq_block(
         optimized=False,
     )
     # The kernel body, one statement per traced op.
-    # examples/attention.py:281: lse2 = sk.load(lse) * LOG2_E  # the log-sum-exp in base 2, as the scores are
+    # examples/attention.py:287: lse2 = sk.load(lse) * LOG2_E  # the log-sum-exp in base 2, as the scores are
     v0 = lax.mul(lse, jnp.float32(1.442695))
-    # examples/attention.py:296: init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
+    # examples/attention.py:302: init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
     v1 = jnp.float32(0.0)
 
-    # examples/attention.py:297: dq = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:303: dq = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, kv_segment_ids_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v2,) = loop0_carry
@@ -96,31 +96,31 @@ def _attention_packed_dq_block(
         loop_ok_vec = loop_index + loop0_index * 64 < 101
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:285: s, capped = scores.logits2(sk.dot(q, k))
+        # examples/attention.py:291: s, capped = scores.logits2(sk.dot(q, k))
         def v3_product(v3_acc):
             plgpu.wgmma(v3_acc, q_smem, k_smem.T)
             return v3_acc[...]
 
         v3 = pl.run_scoped(v3_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:108: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:114: s = product * (self.scale * LOG2_E)
         v4 = lax.mul(v3, jnp.float32(0.18033688))
         # examples/attention_variants.py:289: seen = lambda _: query_ids[:, None] == sk.load(kv_segment_ids)[None, :]  # noqa: E731
         v7 = lax.eq(
             lax.broadcast_in_dim(q_segment_ids, (64, 64), (0,)),
             lax.broadcast_in_dim(kv_segment_ids, (64, 64), (1,)),
         )
-        # examples/attention.py:140: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        # examples/attention.py:146: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         v8 = lax.convert_element_type(-jnp.inf, jnp.float32)
         v10 = lax.select_n(
             v7,
             plgpu.layout_cast(jnp.full((64, 64), v8, jnp.float32), plgpu.Layout.WGMMA),
             v4,
         )
-        # examples/attention.py:287: p = jnp.exp2(s - lse2[:, None])
+        # examples/attention.py:293: p = jnp.exp2(s - lse2[:, None])
         v12 = lax.sub(v10, lax.broadcast_in_dim(v0, (64, 64), (0,)))
         v13 = lax.exp2(v12)
 
-        # examples/attention.py:288: ds = p * (sk.dot(dout, v) - row_delta[:, None])
+        # examples/attention.py:294: ds = p * (sk.dot(dout, v) - row_delta[:, None])
         def v14_product(v14_acc):
             plgpu.wgmma(v14_acc, dout_smem, v_smem.T)
             return v14_acc[...]
@@ -128,7 +128,7 @@ def _attention_packed_dq_block(
         v14 = pl.run_scoped(v14_product, plgpu.ACC((64, 64), jnp.float32))
         v16 = lax.sub(v14, lax.broadcast_in_dim(delta, (64, 64), (0,)))
         v17 = lax.mul(v13, v16)
-        # examples/attention.py:291: return dq + sk.dot(ds.astype(q.dtype), k)
+        # examples/attention.py:297: return dq + sk.dot(ds.astype(q.dtype), k)
         v18 = lax.convert_element_type(v17, jnp.bfloat16)
         v20_a = jnp.where(loop_ok, v18, 0.0)  # past the edge: zeros
 
@@ -171,7 +171,7 @@ def _attention_packed_dq_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0,),
     )(k_gmem, kv_segment_ids_gmem, v_gmem)
-    # examples/attention.py:298: return (dq * scores.scale).astype(q.dtype)
+    # examples/attention.py:304: return (dq * scores.scale).astype(q.dtype)
     v22 = lax.mul(v21, jnp.float32(0.125))
     v23 = lax.convert_element_type(v22, jnp.bfloat16)
 
