@@ -171,6 +171,20 @@ ROWS: tuple[Row, ...] = (
     # first key, each query's lse and delta vectors along that loop.
     Row("attention", "attention_dq", _ATTENTION_BACKWARD, (("causal", True),)),
     Row("attention", "attention_dkdv", _ATTENTION_BACKWARD, (("causal", True),)),
+    # ALiBi, causal: a slope a head, its bias in each block of scores; its dk/dv kernel sums
+    # each key's part of the slopes' cotangent.
+    Row(
+        "attention_alibi",
+        "attention_alibi",
+        (*(((1, 16, 4096, 128), "bfloat16"),) * 3, ((16,), "float32")),
+        (("causal", True),),
+    ),
+    Row(
+        "attention_alibi",
+        "attention_alibi_dkdv",
+        (*_ATTENTION_BACKWARD, ((16,), "float32")),
+        (("causal", True),),
+    ),
     # Grouped-query attention, 32 query heads over 8 key heads, causal.
     Row(
         "attention_variants",

@@ -313,11 +313,14 @@ def dkdv_body(
     delta: jax.Array,
     scores: Scores,
     BKV: int,
-) -> tuple[jax.Array, jax.Array]:
-    """The dk, dv kernels' body, over a block of keys."""
+    bias_factor: Callable[[], jax.Array] | None = None,
+) -> tuple[jax.Array, ...]:
+    """The dk, dv kernels' body, over a block of keys. With `bias_factor`, the derivative of a
+    bias linear in one parameter (ALiBi's slope) for a transposed block, each key's sum over
+    the queries of ds times it is returned third: that parameter's cotangent, summed."""
 
     def step(carry):
-        dk, dv = carry
+        dk, dv, *factor_sums = carry
         st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
         st = scores.masked_block(st, transposed=True)
         # A query past Sq reads an lse of +inf: probability 0.
@@ -327,12 +330,16 @@ def dkdv_body(
         if capped is not None:
             dst = dst * (1.0 - capped * capped)
         dk = dk + sk.dot(dst.astype(q.dtype), q)
-        return dk, dv
+        if bias_factor is None:
+            return dk, dv
+        # ds is the scores' cotangent in natural units, as the bias is added to them.
+        return dk, dv, factor_sums[0] + sk.sum(dst * bias_factor(), axis=1)
 
     zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
+    init = (zeros, zeros) if bias_factor is None else (zeros, zeros, jnp.zeros((BKV,), jnp.float32))
     bounds = scores.query_bounds(sk.position(scores.keys)) if scores.bounded else (None, None)
-    dk, dv = sk.loop(scores.queries, step, init=(zeros, zeros), start=bounds[0], stop=bounds[1])
-    return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype)
+    dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
+    return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
 
 
 def attention_lse_vjp(
@@ -536,7 +543,8 @@ def attention_dkdv(
     from its first key's position on), transposed scores in registers; each query's lse and
     delta are vectors along the loop."""
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-    return dkdv_body(q, k, v, dout, lse, delta, scores, BKV)
+    dk, dv = dkdv_body(q, k, v, dout, lse, delta, scores, BKV)
+    return dk, dv
 
 
 if __name__ == "__main__":

@@ -314,7 +314,8 @@ def attention_packed_dkdv(
     # (keys, queries): the queries' ids are a vector along the loop.
     seen = lambda _: key_ids[:, None] == sk.load(q_segment_ids)[None, :]  # noqa: E731
     scores = _packed_scores(causal, sm_scale, seen)
-    return dkdv_body(q, k, v, dout, lse, delta, scores, BKV)
+    dk, dv = dkdv_body(q, k, v, dout, lse, delta, scores, BKV)
+    return dk, dv
 
 
 # --- decoding -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import statickernel as sk
 from add import add
 from attention import attention, attention_dkdv, attention_dq, attention_lse
+from attention_alibi import attention_alibi, attention_alibi_dkdv, attention_alibi_dq
 from attention_variants import (
     attention_decode_parts,
     attention_gqa,
@@ -105,6 +106,9 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "attention_packed_dq": attention_packed_dq,
     "attention_packed_dkdv": attention_packed_dkdv,
     "attention_decode_parts": attention_decode_parts,
+    "attention_alibi": attention_alibi,
+    "attention_alibi_dq": attention_alibi_dq,
+    "attention_alibi_dkdv": attention_alibi_dkdv,
 }
 # One ragged shape per kernel: M is not a multiple of BM, tiled N is not a multiple of BN,
 # whole N is padded; scale_bias (bf16, 600 B rows) and layernorm (f32, 520 B rows) also take
@@ -313,6 +317,32 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((2, 2, 3, 100, 64), "bfloat16"),
         ((2,), "int32"),
         ((3,), "int32"),
+    ],
+    # ALiBi: a slope a head, a 0-d operand of each grid step; the dk/dv kernel's per-key
+    # sums of the slopes' cotangent, a vector along its rows.
+    "attention_alibi": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((2,), "float32"),
+    ],
+    "attention_alibi_dq": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 100), "float32"),
+        ((1, 2, 100), "float32"),
+        ((2,), "float32"),
+    ],
+    "attention_alibi_dkdv": [
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 300, 64), "bfloat16"),
+        ((1, 2, 100, 64), "bfloat16"),
+        ((1, 2, 100), "float32"),
+        ((1, 2, 100), "float32"),
+        ((2,), "float32"),
     ],
 }
 

@@ -65,10 +65,10 @@ def _attention_packed_dkdv_block(
         optimized=False,
     )
     # The kernel body, one statement per traced op.
-    # examples/attention.py:332: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
+    # examples/attention.py:338: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
     v0 = jnp.float32(0.0)
 
-    # examples/attention.py:334: dk, dv = sk.loop(scores.queries, step, init=(zeros, zeros), start=bounds[0], stop=bounds[1])
+    # examples/attention.py:341: dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
     def loop0_step(
         loop0_indices,
         q_smem,
@@ -97,7 +97,7 @@ def _attention_packed_dkdv_block(
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
         lse = jnp.where(loop_ok_vec, lse, jnp.float32(jnp.inf))  # past the edge reads the fill
 
-        # examples/attention.py:321: st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
+        # examples/attention.py:324: st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
         def v3_product(v3_acc):
             plgpu.wgmma(v3_acc, k_smem, q_smem.T)
             return v3_acc[...]
@@ -117,11 +117,11 @@ def _attention_packed_dkdv_block(
             plgpu.layout_cast(jnp.full((64, 64), v8, jnp.float32), plgpu.Layout.WGMMA),
             v4,
         )
-        # examples/attention.py:324: pt = jnp.exp2(st - (sk.load(lse, fill=jnp.inf) * LOG2_E)[None, :])
+        # examples/attention.py:327: pt = jnp.exp2(st - (sk.load(lse, fill=jnp.inf) * LOG2_E)[None, :])
         v11 = lax.mul(lse, jnp.float32(1.442695))
         v13 = lax.sub(v10, lax.broadcast_in_dim(v11, (64, 64), (1,)))
         v14 = lax.exp2(v13)
-        # examples/attention.py:325: dv = dv + sk.dot(pt.astype(q.dtype), dout)
+        # examples/attention.py:328: dv = dv + sk.dot(pt.astype(q.dtype), dout)
         v15 = lax.convert_element_type(v14, jnp.bfloat16)
         v17_a = jnp.where(loop_ok, v15, 0.0)  # past the edge: zeros
 
@@ -143,7 +143,7 @@ def _attention_packed_dkdv_block(
         v17_product_value = pl.run_scoped(v17_staged, v17_a_buffer)
         v17 = lax.add(v2, v17_product_value)
 
-        # examples/attention.py:326: dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
+        # examples/attention.py:329: dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
         def v18_product(v18_acc):
             plgpu.wgmma(v18_acc, v_smem, dout_smem.T)
             return v18_acc[...]
@@ -151,7 +151,7 @@ def _attention_packed_dkdv_block(
         v18 = pl.run_scoped(v18_product, plgpu.ACC((64, 64), jnp.float32))
         v20 = lax.sub(v18, lax.broadcast_in_dim(delta, (64, 64), (1,)))
         v21 = lax.mul(v14, v20)
-        # examples/attention.py:329: dk = dk + sk.dot(dst.astype(q.dtype), q)
+        # examples/attention.py:332: dk = dk + sk.dot(dst.astype(q.dtype), q)
         v22 = lax.convert_element_type(v21, jnp.bfloat16)
         v24_a = jnp.where(loop_ok, v22, 0.0)  # past the edge: zeros
 
@@ -203,7 +203,7 @@ def _attention_packed_dkdv_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1),
     )(q_gmem, q_segment_ids_gmem, lse_gmem, dout_gmem, delta_gmem)
-    # examples/attention.py:335: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype)
+    # examples/attention.py:342: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
     v27 = lax.mul(v25, jnp.float32(0.125))
     v28 = lax.convert_element_type(v27, jnp.bfloat16)
     v29 = lax.convert_element_type(v26, jnp.bfloat16)
