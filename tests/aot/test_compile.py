@@ -353,6 +353,29 @@ def test_a_matmul_one_epilogue_slot_wide_stores_by_tma_tensor_copies(dtype: Any)
     assert _TENSOR_STORE.search(report.ptx)
 
 
+def _plain_store_bytes(ptx: str) -> set[int]:
+    """The byte counts of the plain bulk stores, where each is a constant moved into its
+    size register."""
+    registers = re.findall(
+        r"cp\.async\.bulk\.global\.shared::cta\.bulk_group \[[^]]*\], \[[^]]*\], (%r\d+);", ptx
+    )
+    sizes = set()
+    for register in registers:
+        moved = re.search(rf"mov\.b32\s+{re.escape(register)}, (\d+);", ptx)
+        assert moved is not None, register
+        sizes.add(int(moved.group(1)))
+    return sizes
+
+
+@toolchain
+def test_a_batch_entrys_last_block_stores_its_rows_alone() -> None:
+    """attention at Sq = 100 in blocks of 64 rows: its output's blocks are whole rows of a
+    head, stored by plain bulk copies; the last block's copy moves its 36 rows alone (36 x 64
+    bfloat16), never the 64 that would reach into the next head's rows."""
+    report = KERNELS["attention"].compile(*structs("attention"))
+    assert _plain_store_bytes(report.ptx) == {64 * 64 * 2, 36 * 64 * 2}
+
+
 @toolchain
 def test_a_ragged_item_stores_single_rows_only_inside_the_padded_columns() -> None:
     """The grouped matmul's one-row stores are plain bulk copies: its result's columns are

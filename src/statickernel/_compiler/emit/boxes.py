@@ -1,17 +1,32 @@
 """The TMA boxes that copy an operand's block, and a result's, between global and shared
 memory: one box along each dim the grid splits, equal boxes of at most 256 elements along a
 whole dim, and the boxes of the rows around a block that its shifted loads read
-(`emit.halos`)."""
+(`emit.halos`); and the copies that store a result's block, its last block's rows alone
+where a whole block would run into the next batch entry."""
 
 import itertools
 
-from ..ir.names import block_index, gmem_ref, smem_ref
-from ..ir.nodes import BinOp, Const, Expr, Name, Operator, Slice, Subscript, call
+from ... import _hardware as hw
+from ..ir.names import block_index, gmem_ref, result_store, smem_ref
+from ..ir.nodes import (
+    BinOp,
+    Comment,
+    Const,
+    Expr,
+    ExprStmt,
+    FunctionDef,
+    Name,
+    Operator,
+    Slice,
+    Stmt,
+    Subscript,
+    call,
+)
 from ..layout.blocks import DimLayout
 from ..plan.plan import LaunchPlan, OperandPlan
 from .halos import halo_copies
 
-__all__ = ["EDGE_START", "block_slice", "rows_boxes", "tma_boxes"]
+__all__ = ["EDGE_START", "block_slice", "result_copies", "rows_boxes", "tma_boxes"]
 
 # A traced zero that boxes past a whole dim's edge start at: a box wider than the array.
 EDGE_START = Name("edge_start")
@@ -88,3 +103,37 @@ def rows_boxes(
         smem_box = Subscript(Name(f"{smem}.at"), tuple(index)) if index else Name(smem)
         boxes_out.append((gmem_box, smem_box))
     return boxes_out
+
+
+def _copies(boxes: list[tuple[Expr, Expr]]) -> list[Stmt]:
+    return [ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)) for gmem, smem in boxes]
+
+
+def result_copies(plan: LaunchPlan, op: OperandPlan) -> list[Stmt]:
+    """The TMA copies of a result's block to global memory. A batch entry's block of whole
+    rows past its edge (`OperandPlan.last_block_rows`) is one contiguous run, which Mosaic GPU
+    copies by a plain bulk copy clipped only at the whole array's end: the entry's last block
+    copies its rows inside the entry alone (a static box), the others their whole block."""
+    if not op.last_block_rows:
+        return _copies(tma_boxes(plan, op))
+    dim = plan.dim(op.dims[0])
+    last, rows = hw.cdiv(dim.size, dim.block) - 1, op.last_block_rows
+    edge = (
+        call("pl.ds", Const(last * dim.block), Const(rows)),
+        call("pl.ds", Const(0), Const(rows)),
+    )
+    part = _copies(rows_boxes(plan, op, edge))
+    why = Comment(
+        f"The last block's {rows} rows alone: a whole block would run into the next entry."
+    )
+    if last == 0:
+        return [why, *part]
+    index = Name(block_index(dim.name))
+    inside = call("pl.when", BinOp(Operator.LT, index, Const(last)))
+    at_edge = call("pl.when", BinOp(Operator.EQ, index, Const(last)))
+    whole = tuple(_copies(tma_boxes(plan, op)))
+    return [
+        FunctionDef(result_store(op.name, "whole"), (), whole, (inside,)),
+        why,
+        FunctionDef(result_store(op.name, "edge"), (), tuple(part), (at_edge,)),
+    ]

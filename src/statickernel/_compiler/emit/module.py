@@ -49,7 +49,7 @@ from ..lower.translation import LoopBlock, Translation, line_reads
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
-from .boxes import EDGE_START, tma_boxes
+from .boxes import EDGE_START, result_copies, tma_boxes
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
 from .halos import block_rows
 from .indexed import gather_copies, scatter_copies
@@ -351,6 +351,7 @@ class _Generator:
             step.append(store(Name(smem_ref(op.name)), value, self.new_store_api, plan.flat_frame))
         step.append(ExprStmt(call("plgpu.commit_smem")))
         for op in plan.results:
+            assert not op.last_block_rows, "a persistent launch walks no batch entries"
             for gmem_box, smem_box in self._boxes(op):
                 step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box)))
         body: list[Stmt] = [
@@ -399,8 +400,7 @@ class _Generator:
             if op.index is not None:  # its rows scattered to the rows its index picks
                 stores += scatter_copies(self.plan, op)
                 continue
-            for gmem_box, smem_box in self._boxes(op):
-                stores.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box)))
+            stores += result_copies(self.plan, op)
         # At the kernel's end shared memory is free once the copies have read it: the writes
         # finish on their own.
         wait = call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))

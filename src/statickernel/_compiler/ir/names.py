@@ -255,6 +255,12 @@ def indexed_loop(array: str, verb: str) -> str:
     return f"{verb}_{array}"
 
 
+def result_store(array: str, which: str) -> str:
+    """A result's guarded store of its block: `result_store_whole` (a block inside its batch
+    entry) or `result_store_edge` (the entry's last block, its rows inside alone)."""
+    return f"{array}_store_{which}"
+
+
 def result_name(index: int, is_tuple: bool) -> str:
     """A result's name: `result`, or `result0`, `result1`, ... for a tuple of results."""
     return f"result{index}" if is_tuple else "result"
@@ -275,6 +281,8 @@ def _derived(arrays: Iterable[str], dims: Iterable[str]) -> dict[str, str]:
         # The copies of rows an index picks (`index=`): their loop and its locals.
         for part in INDEXED_PARTS:
             names[indexed_part(array, part)] = f"the {part} of a row of `{array}` an index picks"
+        for which in ("whole", "edge"):
+            names[result_store(array, which)] = f"the guarded store of a block of `{array}`"
         for verb in ("gather", "scatter"):
             names[indexed_loop(array, verb)] = f"the loop that {verb}s the rows of `{array}`"
     for dim in dims:
@@ -399,8 +407,8 @@ def check_names(
         + ", a mask or offset (row_ok, col_ok, row_index, edge_start, ...), store_results, "
         "the persistent and warp-specialized launches' locals (step, fill_slot_<N>, wg, "
         "tile, consumer, ...), v<N>..., loop<N>... or result<N>, nor another array's "
-        "<name>_gmem, <name>_smem, <name>_barrier, <name>_so_far, <name>_start or "
-        "add_<name>, nor a dim's block_<dim>, nor the block function _<kernel>_block",
+        "<name>_gmem, <name>_smem, <name>_barrier, <name>_so_far, <name>_start, "
+        "<name>_store_whole, <name>_store_edge or add_<name>, nor a dim's block_<dim>, nor the block function _<kernel>_block",
         actual=f"`{name}`: {what}",
         fix=f"rename `{name}` in the signature and the body, e.g. to "
         f"`{suggest(name, operands, results, dims)}`",

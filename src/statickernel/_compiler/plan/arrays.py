@@ -134,6 +134,7 @@ def _plan_array(
         index=op.indexed.index if op.indexed is not None else None,
         updates=spec.update if role is Role.OUTPUT else None,
         pages=_page_copies(inputs, op, gmem_lead),
+        last_block_rows=_last_block_rows(inputs, op, role, shape, gmem),
     )
 
 
@@ -222,6 +223,8 @@ def _gmem_shape(
             + (" and the result sliced back" if role is Role.OUTPUT else "")
             + " (one extra copy)"
         )
+        if role is Role.OUTPUT and op.batch:  # its padded rows are whole rows all the same
+            return _whole_rows_gmem(inputs, op, lead, (shape[0], padded), notes)
         return (shape[0], padded)
     if role is Role.INPUT and op.name in inputs.form.reads_in_place:
         return shape  # read an element at a time, from the array as it is
@@ -254,19 +257,53 @@ def _gmem_shape(
     return shape
 
 
+def _whole_rows_at_risk(inputs: PlanInputs, op: Any, shape: tuple[int, ...]) -> bool:
+    """Whether a batch entry's 2-D result has blocks of its whole rows past its edge: such a
+    block is contiguous in memory, and Mosaic GPU stores it by a plain bulk copy, clipped only
+    at the end of the whole array, so its rows past this entry's edge would write into the
+    next entry's first rows (attention's output at Sq = 4095)."""
+    rows, cols = (inputs.layout.dim(d) for d in op.block_dims)
+    # No row past the edge, or a block narrower than a row (clipped per dim); an in-place
+    # result is its operand's array, stored by row.
+    return rows.ragged and cols.extent >= shape[1] and inputs.spec.update is None
+
+
+def _stores_last_rows(inputs: PlanInputs, op: Any) -> bool:
+    """Whether the block's store can copy the last block's rows alone: a block of a dim the
+    grid tiles, in one box, stored once by the block form (not the row form's stores, nor a
+    loop step's)."""
+    rows = inputs.layout.dim(op.block_dims[0])
+    return inputs.form.row_frame is None and rows.tiled_by is not None and rows.boxes == 1
+
+
+def _last_block_rows(
+    inputs: PlanInputs,
+    op: Any,
+    role: Role,
+    shape: tuple[int, ...],
+    gmem: tuple[int, ...],
+) -> int:
+    """`OperandPlan.last_block_rows`: the rows of the last block inside a batch entry whose
+    whole-row blocks its store copies part of; else 0."""
+    if role is not Role.OUTPUT or not op.batch or len(shape) != 2 or gmem[0] != shape[0]:
+        return 0  # not a batch entry's 2-D result, or its rows padded to whole blocks
+    if not _whole_rows_at_risk(inputs, op, gmem):
+        return 0
+    if not _stores_last_rows(inputs, op):
+        return 0
+    block = inputs.layout.dim(op.block_dims[0]).block
+    return shape[0] - (hw.cdiv(shape[0], block) - 1) * block
+
+
 def _whole_rows_gmem(
     inputs: PlanInputs, op: Any, lead: tuple[int, ...], shape: tuple[int, ...], notes: list[str]
 ) -> tuple[int, ...]:
-    """A batch entry's 2-D result whose blocks span its whole rows is contiguous in memory,
-    and Mosaic GPU stores such a block by a plain bulk copy, clipped only at the end of the
-    whole array: a last block of rows past this entry's edge would write into the next
-    entry's first rows (attention's output at Sq = 4095). Its rows are padded to whole
-    blocks on the host, and the result sliced back."""
-    rows, cols = (inputs.layout.dim(d) for d in op.block_dims)
-    if not rows.ragged or cols.extent < shape[1]:
-        return shape  # no row past the edge, or a block narrower than a row: clipped per dim
-    if inputs.spec.update is not None:
-        return shape  # an in-place result is its operand's array (its stores go by row)
+    """A batch entry's 2-D result of whole-row blocks past its edge (`_whole_rows_at_risk`),
+    whose store cannot copy its last block's rows alone: its rows are padded to whole blocks
+    on the host, and the result sliced back."""
+    if not _whole_rows_at_risk(inputs, op, shape) or _stores_last_rows(inputs, op):
+        return shape
+    rows = inputs.layout.dim(op.block_dims[0])
     gmem = (hw.round_up(shape[0], rows.extent), shape[1])
     notes.append(
         f"fallback: `{op.name}` is written as {list(lead + gmem)} and sliced back to "

@@ -117,6 +117,12 @@ class OperandPlan:
     """For a paged operand (`pages={"P": "block_tables"}`): how each step of its loop copies
     its block from the pages the table lists. Else None."""
 
+    last_block_rows: int = 0
+    """For a batch entry's result whose blocks span its whole rows, the rows ragged: the rows
+    of its last block inside the array, which that block's store copies alone. A block of
+    whole rows is contiguous, and Mosaic GPU stores it by a plain bulk copy clipped only at
+    the end of the whole array: a whole last block would write into the next entry. Else 0."""
+
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:
         """`gmem_shape` without the batch, group and per-block dims: the array one grid step
