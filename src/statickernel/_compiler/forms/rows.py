@@ -54,6 +54,7 @@ class RowsForm:
             persistent=rows.persistent,
             stages_tiles_only=True,
             copies_vectors_in_bulk=True,
+            stores_blocks_after_the_body=False,
             reads_in_place=rows.reads_in_place,
             notes=tuple(
                 row_form_notes(

@@ -273,7 +273,9 @@ def _stores_last_rows(inputs: PlanInputs, op: Any) -> bool:
     grid tiles, in one box, stored once by the block form (not the row form's stores, nor a
     loop step's)."""
     rows = inputs.layout.dim(op.block_dims[0])
-    return inputs.form.row_frame is None and rows.tiled_by is not None and rows.boxes == 1
+    return (
+        inputs.form.stores_blocks_after_the_body and rows.tiled_by is not None and rows.boxes == 1
+    )
 
 
 def _last_block_rows(

@@ -53,6 +53,10 @@ class FormFacts:
     copies_vectors_in_bulk: bool = False
     """Whether 1-D arrays are copied by bulk copies (the row form): a per-row result in
     16-byte slots, padded to whole blocks, and any other vector to 16-byte multiples."""
+    stores_blocks_after_the_body: bool = True
+    """Whether a result's block is stored by one copy after the body (the block and strided
+    forms), so the last block of a batch entry's whole rows can copy its rows alone; the row
+    form stores row by row."""
     reads_in_place: frozenset[str] = frozenset()
     """Operands read from global memory where the body uses them, never copied into shared
     memory: the row form's per-row operands, one element (a scalar in its registers) a row."""
