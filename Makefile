@@ -165,7 +165,7 @@ $(AOT_STAMP): pyproject.toml $(CONSTRAINTS) $(AOT_CONSTRAINTS)
 gpu-compile: $(AOT_STAMP)
 	$(AOT_RUN) $(AOT_VENV)/bin/python bench/gpu_compile.py
 	$(AOT_VENV)/bin/python bench/chart.py
-	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/aot/test_compile.py
+	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/aot/test_compile.py tests/tuning/test_tune_compiled.py
 
 # One kernel, e.g. make gpu-compile-one TARGET=examples/softmax.py:softmax ARGS="--arg x=float32[1000,100]";
 # the last line printed is its facts as JSON.

@@ -31,3 +31,10 @@ settings.register_profile("thorough", _BASE, max_examples=300, deadline=None)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 )
+
+# Tunings cached by kernel.tune are read by later calls: the tests keep theirs in a folder of
+# their own, so that none reads a tuning cached on this machine outside the tests.
+if "STATICKERNEL_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["STATICKERNEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="statickernel-tests-")

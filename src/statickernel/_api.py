@@ -6,6 +6,7 @@ that is used imports this module, and with it everything, as an eager `__init__`
 """
 
 from . import testing
+from ._compiler.declare.consts import tune
 from ._compiler.declare.spec import Const
 from ._compiler.ir.nodes import Form, Kind, LoopMode
 from ._compiler.ir.pallas import FlatFrame, RowFrame
@@ -34,6 +35,7 @@ from ._errors import (
     HardwareRuleError,
     Int32LimitError,
     LoopOperandError,
+    NoCandidateError,
     NotAKernelError,
     NotDifferentiableError,
     OperandError,
@@ -51,6 +53,7 @@ from ._errors import (
     TilingError,
     TmaBoxError,
     ToolchainError,
+    TuneError,
     UnsupportedOpError,
     VjpError,
 )
@@ -69,6 +72,7 @@ from .runtime.backend import (
 )
 from .runtime.indices import checked_indices
 from .runtime.kernel import Kernel, Specialization, kernel
+from .tuning.result import Ranking, TuneCandidate, TuneResult
 
 __all__ = [
     "BACKENDS",
@@ -105,6 +109,7 @@ __all__ = [
     "LoopMode",
     "LoopOperandError",
     "LoopPlan",
+    "NoCandidateError",
     "NotAKernelError",
     "NotDifferentiableError",
     "Occupancy",
@@ -117,6 +122,7 @@ __all__ = [
     "PlanError",
     "PlannedDot",
     "RaggedGroupsError",
+    "Ranking",
     "ResultMismatchError",
     "Role",
     "RowFrame",
@@ -133,6 +139,9 @@ __all__ = [
     "TilingError",
     "TmaBoxError",
     "ToolchainError",
+    "TuneCandidate",
+    "TuneError",
+    "TuneResult",
     "UnsupportedOpError",
     "VjpError",
     "backend",
@@ -152,6 +161,7 @@ __all__ = [
     "set_backend",
     "sum",
     "testing",
+    "tune",
     "uniform",
     "uniform_reference",
 ]

@@ -37,6 +37,7 @@ __all__ = [
     "HardwareRuleError",
     "Int32LimitError",
     "LoopOperandError",
+    "NoCandidateError",
     "NotDifferentiableError",
     "OperandError",
     "OverrideError",
@@ -53,6 +54,7 @@ __all__ = [
     "TilingError",
     "TmaBoxError",
     "ToolchainError",
+    "TuneError",
     "UnsupportedOpError",
     "VjpError",
 ]
@@ -373,6 +375,23 @@ class ToolchainError(CompileError):
     """The compile toolchain (the CUDA plugin, ptxas) is missing or not usable here."""
 
     code: ClassVar[str] = "SK402"
+
+
+# --- raised when a kernel is tuned (kernel.tune) ---------------------------------------------
+
+
+class TuneError(CallError):
+    """A kernel cannot be tuned as asked: it declares nothing to tune, the measure named is not
+    available here, or `STATICKERNEL_AUTOTUNE` holds an unknown value."""
+
+    code: ClassVar[str] = "SK500"
+
+
+class NoCandidateError(TuneError):
+    """Every candidate of a tuning was refused by a rule, failed to compile or gave wrong
+    numbers: none can be chosen."""
+
+    code: ClassVar[str] = "SK501"
 
 
 # --- the hardware rules: one class per rule, raised at the declaration and at a call ----------

@@ -103,7 +103,9 @@ def parse(page: pathlib.Path) -> list[Block]:
             i += 1
         start = i - len(body)
         i += 1  # the closing fence
-        block = Block(fence["lang"], "\n".join(body) + "\n", start, indent)
+        # An empty block spans no line: rewriting its output inserts before its closing fence.
+        text = "\n".join(body) + "\n" if body else ""
+        block = Block(fence["lang"], text, start, indent)
         if marker is not None:
             block.marker, block.marker_arg = marker[0], marker[1]
             marker = None

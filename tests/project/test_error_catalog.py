@@ -215,6 +215,8 @@ CODES = {
     "CompileError": "SK400",
     "CompileTargetError": "SK401",
     "ToolchainError": "SK402",
+    "TuneError": "SK500",
+    "NoCandidateError": "SK501",
 }
 
 

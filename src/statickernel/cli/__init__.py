@@ -5,6 +5,7 @@
     statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] -o softmax_pallas.py
     statickernel test examples
     statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]
+    statickernel tune examples/matmul.py:matmul --arg a=bf16[4096,4096] --arg b=bf16[4096,4096]
 
 Exit codes: 0 when everything passed, 1 when a check or test failed (or statickernel refused a
 kernel or its operands), 2 for a usage error. A statickernel error prints as its message; pass
@@ -35,6 +36,7 @@ _COMMANDS = {
     "emit": (".commands", "cmd_emit"),
     "test": (".run_tests", "cmd_test"),
     "compile": (".compile", "cmd_compile"),
+    "tune": (".tune", "cmd_tune"),
 }
 
 
@@ -57,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     where = f"{PROG} {args.command}"
-    if args.command == "compile" or getattr(args, "compile", False):
+    if args.command in ("compile", "tune") or getattr(args, "compile", False):
         # Before jax starts: lets the CUDA plugin register on a machine with no CUDA driver.
         os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
     try:

@@ -67,6 +67,17 @@ def _seed(text: str) -> int:
     return seed
 
 
+def _positive(text: str) -> int:
+    """`--reps`: an int >= 1."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: give an int >= 1, e.g. 20")
+    return count
+
+
 def _tolerance(text: str) -> float:
     """`--rtol` and `--atol`: a finite number >= 0. A NaN or infinite tolerance would pass any
     result, and a negative one fail every case."""
@@ -103,6 +114,7 @@ examples:
   statickernel emit examples/softmax.py:softmax --arg x=float32[1000,100] -o softmax_pallas.py
   statickernel test examples
   statickernel compile examples/softmax.py:softmax --arg x=float32[1000,100]
+  statickernel tune examples/matmul.py:matmul --arg a=bf16[4096,4096] --arg b=bf16[4096,4096]
 """
 
 _TARGET_HELP = (
@@ -340,4 +352,35 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also write the PTX, SASS, ptxas log and JSON facts into DIR, e.g. --dump build/k",
     )
+
+    tune = _command(
+        subparsers,
+        "tune",
+        "Try the candidates a kernel's constants declare with sk.tune(...) at one set of "
+        "shapes, rank them (on the GPU, by a compile without one, or by the plan) and cache "
+        "the best for later calls.",
+        "  statickernel tune examples/matmul.py:matmul --arg a=bf16[4096,4096] "
+        "--arg b=bf16[4096,4096]\n"
+        "  statickernel tune examples/matmul.py:matmul --arg a=bf16[64,4096] "
+        "--arg b=bf16[4096,4096] --by plan --json\n",
+        common,
+    )
+    _specialization_options(tune, backend=False)
+    tune.add_argument(
+        "--by",
+        choices=("device", "compile", "plan"),
+        default=None,
+        help="what ranks the candidates: device (timed on this machine's GPU), compile (ptxas "
+        "without a GPU; needs statickernel[aot]) or plan (the plan's estimate); by default "
+        "the first this machine can do, e.g. --by plan",
+    )
+    tune.add_argument(
+        "--force",
+        action="store_true",
+        help="measure again even when a tuning of these shapes is cached",
+    )
+    tune.add_argument(
+        "--reps", type=_positive, default=20, help="timed runs a candidate on a GPU (default 20)"
+    )
+    tune.add_argument("--json", action="store_true", help=_JSON_HELP)
     return parser

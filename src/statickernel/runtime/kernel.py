@@ -13,7 +13,7 @@ import linecache
 import struct
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import jax
 from jax.core import Tracer
@@ -37,6 +37,9 @@ from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, different
 from .backend import default_backend, has_cuda, resolve_backend
 from .indices import check_indices, checking_indices
 from .interpreter import interpreted_launch
+
+if TYPE_CHECKING:
+    from ..tuning.result import TuneResult
 
 __all__ = ["Kernel", "Specialization", "kernel"]
 
@@ -161,6 +164,17 @@ class Kernel[**P, R]:
         key: Any,
         call: bool = False,
     ) -> Specialization:
+        entry = self._cache.get(key) if key is not None else None
+        if entry is not None:
+            return entry
+        if self.spec.tunables:
+            # Outside the lock: tuning on a call (STATICKERNEL_AUTOTUNE=force) plans the
+            # candidates through this path.
+            from ..tuning.tuner import call_constants
+
+            overrides = call_constants(
+                self, args, overrides, self._backend_key(backend), call_site()
+            )
         with self._lock:
             entry = self._cache.get(key) if key is not None else None
             if entry is None:
@@ -253,6 +267,31 @@ class Kernel[**P, R]:
         its registers, spills, shared memory, occupancy and SASS. Needs statickernel[aot]."""
         try:
             return compile_kernel(self, args, overrides, target, call_site())
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+
+    def tune(
+        self,
+        *args: Any,
+        by: str | None = None,
+        reps: int = 20,
+        force: bool = False,
+        **fixed: Any,
+    ) -> "TuneResult":
+        """Tries every combination of the candidates the constants declare with
+        `sk.tune(...)` (those `fixed` leaves open) at these arguments' shapes, ranks them and
+        caches the best on disk, where later calls of these shapes find it.
+
+        `by` names the measure: "device" (each candidate checked against the reference and
+        timed on this machine's GPU; needs arrays), "compile" (compiled for sm_90a without a
+        GPU: no spills first, then the plan's estimate with the compiled registers), "plan"
+        (the plan's first-order estimate alone); None takes the first of these that this
+        machine can do. The result says which ranked it. A tuning cached by the same measure
+        is returned as it is (`result.cached`), unless `force`."""
+        from ..tuning.tuner import tune_kernel
+
+        try:
+            return tune_kernel(self, args, fixed, by, reps, call_site(), force=force)
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 

@@ -6,13 +6,13 @@ import inspect
 import types
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import numpy as np
 
 from ..._errors import ConstantError, StaticKernelError
 
-__all__ = ["Const", "ConstSpec", "check_const_value", "const_spec", "type_name"]
+__all__ = ["Const", "ConstSpec", "Tune", "check_const_value", "const_spec", "tune", "type_name"]
 
 T = TypeVar("T")
 
@@ -32,12 +32,33 @@ CONST_TYPES: tuple[type, ...] = (int, float, bool)
 
 
 @dataclasses.dataclass(frozen=True)
+class Tune:
+    """A constant's default that lists the values `kernel.tune` tries: the first is the value
+    a call takes until a tuned one is cached."""
+
+    values: tuple[Any, ...]
+
+    def __repr__(self) -> str:
+        return f"sk.tune({', '.join(map(repr, self.values))})"
+
+
+def tune[T](default: T, /, *alternatives: T) -> T:
+    """Declares a constant's candidates for `kernel.tune`: `BM: sk.Const[int] = sk.tune(128,
+    64, 256)`. The first value is the default, which calls take until a tuned value is
+    cached; type checkers read the declaration as a plain `int`."""
+    return cast(T, Tune((default, *alternatives)))
+
+
+@dataclasses.dataclass(frozen=True)
 class ConstSpec:
     name: str
     type: type
     default: Any
     optional: bool = False
     """Declared `sk.Const[T | None]`: None is a value too (a scale that defaults to a formula)."""
+    candidates: tuple[Any, ...] = ()
+    """The values `kernel.tune` tries (`sk.tune(...)`, the default first); empty when the
+    constant is not tuned."""
 
     @property
     def is_int(self) -> bool:
@@ -83,10 +104,38 @@ def const_spec(param: inspect.Parameter, hint: Any, err: dict[str, Any]) -> Cons
             constant=param.name,
             fix=f"give it a default, e.g. `{param.name}: sk.Const[{base.__name__}] = 64`",
         )
+    if isinstance(param.default, Tune):
+        candidates = _tune_values(param.name, base, param.default, err, optional)
+        return ConstSpec(param.name, base, candidates[0], optional, candidates)
     default = check_const_value(
         param.name, base, param.default, err, ConstantError, optional=optional
     )
     return ConstSpec(param.name, base, default, optional)
+
+
+def _tune_values(
+    name: str, base: type, declared: Tune, err: dict[str, Any], optional: bool
+) -> tuple[Any, ...]:
+    """`sk.tune(...)`'s values, each checked as a default is; a value listed twice is refused,
+    since it would be compiled and measured twice."""
+    values = tuple(
+        check_const_value(name, base, v, err, ConstantError, optional=optional)
+        for v in declared.values
+    )
+    seen: list[Any] = []
+    for value in values:
+        if any(type(value) is type(s) and value == s for s in seen):
+            raise ConstantError(
+                f"constant `{name}` lists {value!r} twice in sk.tune(...)",
+                **err,
+                constant=name,
+                expected="distinct values, the default first",
+                actual=repr(declared),
+                fix=f"list each value once, e.g. `{name}: sk.Const[{base.__name__}] = "
+                f"sk.tune({', '.join(map(repr, dict.fromkeys(values)))})`",
+            )
+        seen.append(value)
+    return values
 
 
 def check_const_value(

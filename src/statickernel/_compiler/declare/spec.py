@@ -169,6 +169,11 @@ class KernelSpec:
     def const_defaults(self) -> dict[str, Any]:
         return {c.name: c.default for c in self.consts}
 
+    @property
+    def tunables(self) -> dict[str, tuple[Any, ...]]:
+        """The constants declared with `sk.tune(...)`, each with its candidates."""
+        return {c.name: c.candidates for c in self.consts if c.candidates}
+
     def dim_names(self) -> tuple[str, ...]:
         """The operands' dims, whose sizes a call binds."""
         seen: dict[str, None] = {}

@@ -1,0 +1,166 @@
+"""How one candidate is measured: three strategies behind one interface, from the most to the
+least trustworthy. Each plans the candidate first; a statickernel rule that refuses it prunes
+it before anything compiles or runs."""
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import jax
+
+from .._compiler.plan.plan import LaunchPlan
+from .._errors import CompileError, StaticKernelError, ToolchainError
+from ..runtime.autodiff import named_constants
+from ..testing.compare import compare
+from .model import copied_bytes, estimated_seconds
+from .result import Ranking, Status, TuneCandidate
+from .subject import TunedKernel
+
+__all__ = ["CompileMeasure", "DeviceMeasure", "Measure", "PlanMeasure", "device_seconds"]
+
+
+class Measure(Protocol):
+    @property
+    def ranking(self) -> Ranking: ...
+
+    @property
+    def target(self) -> str: ...
+
+    def measure(
+        self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
+    ) -> TuneCandidate: ...
+
+
+def _reason(exc: StaticKernelError) -> str:
+    return f"{type(exc).__name__}: {exc.what}"
+
+
+def _planned(
+    kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
+) -> LaunchPlan | TuneCandidate:
+    """The candidate's plan for the GPU, or the candidate pruned by the rule that refused it."""
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+    try:
+        return kernel.plan(*shapes, backend="mosaic_gpu", **constants)
+    except StaticKernelError as exc:
+        return TuneCandidate(dict(constants), Status.PRUNED, _reason(exc))
+
+
+def _from_plan(plan: LaunchPlan, constants: Mapping[str, Any], target: str) -> TuneCandidate:
+    schedule = plan.schedule
+    assert schedule is not None
+    return TuneCandidate(
+        dict(constants),
+        Status.RANKED,
+        ctas=schedule.ctas,
+        ctas_per_sm=schedule.ctas_per_sm,
+        bytes_in_flight_per_sm=schedule.bytes_in_flight_per_sm,
+        smem_bytes=schedule.smem_bytes,
+        estimated_seconds=estimated_seconds(plan, target=target),
+        copied_bytes=copied_bytes(plan),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanMeasure:
+    """The plan's first-order estimate alone."""
+
+    target: str = "sm_90a"
+    ranking: Ranking = Ranking.PLAN
+
+    def measure(
+        self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
+    ) -> TuneCandidate:
+        plan = _planned(kernel, args, constants)
+        return plan if isinstance(plan, TuneCandidate) else _from_plan(plan, constants, self.target)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileMeasure:
+    """A compile for `target` through ptxas (deviceless without a GPU): the registers and
+    spills it reports, and the plan's estimate with the registers counted in its occupancy.
+    A missing toolchain raises `ToolchainError`; a failed compile fails the candidate."""
+
+    target: str = "sm_90a"
+    ranking: Ranking = Ranking.COMPILE
+
+    def measure(
+        self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
+    ) -> TuneCandidate:
+        plan = _planned(kernel, args, constants)
+        if isinstance(plan, TuneCandidate):
+            return plan
+        shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+        try:
+            report = kernel.compile(*shapes, target=self.target, **constants)
+        except ToolchainError:
+            raise
+        except CompileError as exc:
+            return TuneCandidate(dict(constants), Status.FAILED, _reason(exc))
+        schedule = report.schedule or plan.schedule
+        assert schedule is not None
+        return dataclasses.replace(
+            _from_plan(plan, constants, self.target),
+            ctas_per_sm=report.ctas_per_sm,
+            bytes_in_flight_per_sm=schedule.bytes_in_flight_per_sm,
+            registers=report.registers,
+            spill_bytes=report.spill_bytes,
+            estimated_seconds=estimated_seconds(plan, schedule, self.target),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceMeasure:
+    """A run on this machine's GPU: the results checked against the kernel's reference (when
+    it declares one), then the median of `reps` timed calls after `warmup` untimed ones."""
+
+    target: str
+    reps: int = 20
+    warmup: int = 3
+    ranking: Ranking = Ranking.DEVICE
+
+    def measure(
+        self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
+    ) -> TuneCandidate:
+        plan = _planned(kernel, args, constants)
+        if isinstance(plan, TuneCandidate):
+            return plan
+        candidate = _from_plan(plan, constants, "sm_90a")
+
+        def run(*operands: Any) -> Any:
+            return kernel(*operands, backend="mosaic_gpu", **constants)
+
+        try:
+            got = jax.block_until_ready(run(*args))
+        except StaticKernelError as exc:
+            return dataclasses.replace(candidate, status=Status.FAILED, reason=_reason(exc))
+        if kernel.reference is not None:
+            consts = named_constants(kernel.reference, len(args), {**kernel.consts, **constants})
+            want = kernel.reference(*args, **consts)
+            dtypes = [str(a.dtype) for a in args]
+            found = compare(got, want, plan, dtypes)
+            if found.mismatches:
+                reason = (
+                    f"differs from the reference: {found.mismatches:,} of {found.elements:,} "
+                    f"elements, max abs error {found.max_abs_error:.3g} (atol {found.atol:.3g})"
+                )
+                return dataclasses.replace(candidate, status=Status.FAILED, reason=reason)
+        seconds = device_seconds(run, args, reps=self.reps, warmup=self.warmup)
+        return dataclasses.replace(candidate, seconds=seconds)
+
+
+def device_seconds(
+    fn: Callable[..., Any], args: Sequence[Any], *, reps: int = 20, warmup: int = 3
+) -> float:
+    """The median wall time of `fn(*args)` to its results being ready, after `warmup` calls.
+    Host-timed: each time includes the launch's dispatch, the same for every candidate."""
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

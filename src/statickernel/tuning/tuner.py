@@ -1,0 +1,223 @@
+"""`kernel.tune(...)`: the candidates, measured and ranked, the best cached; and the constants a
+call takes from the cache."""
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+from jax.core import Tracer
+
+from .._compiler.declare.binding import bind_consts
+from .._errors import ErrorContext, NoCandidateError, Phase, ToolchainError, TuneError
+from ..aot.compile import toolchain
+from ..runtime.backend import has_cuda, resolve_backend
+from . import cache
+from .measure import CompileMeasure, DeviceMeasure, Measure, PlanMeasure
+from .result import Ranking, Status, TuneCandidate, TuneResult, constants_text
+from .subject import TunedKernel
+
+__all__ = ["call_constants", "tune_kernel"]
+
+_COMPILE_TARGET = "sm_90a"
+
+
+def fixed_constants(kernel: TunedKernel, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The constants a caller chose: its overrides, and the values `kernel.bind` set apart
+    from the declared defaults. Tuning leaves them as they are, and they key the cache."""
+    defaults = kernel.spec.const_defaults
+    bound = {k: v for k, v in kernel.consts.items() if k in defaults and v != defaults[k]}
+    return {**bound, **overrides}
+
+
+def _open(kernel: TunedKernel, fixed: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """The tuned constants the caller did not fix, with their candidates."""
+    return {k: v for k, v in kernel.spec.tunables.items() if k not in fixed}
+
+
+def _shapes(args: Sequence[Any]) -> list[tuple[tuple[int, ...], str]]:
+    return [(tuple(int(n) for n in a.shape), str(jax.numpy.dtype(a.dtype))) for a in args]
+
+
+def _concrete(args: Sequence[Any]) -> bool:
+    return all(isinstance(a, jax.Array) and not isinstance(a, Tracer) for a in args)
+
+
+def _device_target() -> str:
+    return jax.devices("cuda")[0].device_kind
+
+
+def _measure(
+    kernel: TunedKernel, args: Sequence[Any], by: str | None, reps: int, ctx: ErrorContext
+) -> Measure:
+    """The measure `by` names, or the best one this machine has."""
+    names = [r.value for r in Ranking]
+    if by is not None and by not in names:
+        raise ctx.error(
+            TuneError,
+            "the measure to rank candidates by is unknown",
+            expected=" or ".join(repr(n) for n in names) + " (or None: the best available)",
+            actual=repr(by),
+            fix='by="compile" on a machine with the [aot] toolchain, by="plan" anywhere',
+        )
+    on_device = has_cuda() and resolve_backend(None, kernel.backend) == "mosaic_gpu"
+    if by == Ranking.DEVICE.value or (by is None and on_device and _concrete(args)):
+        if not has_cuda():
+            raise ctx.error(
+                TuneError,
+                'by="device" needs a CUDA device, and this machine has none',
+                expected="a machine with an NVIDIA Hopper GPU",
+                actual=f"jax devices: {', '.join(d.platform for d in jax.devices())}",
+                fix='by="compile" (the [aot] toolchain) or by="plan"',
+            )
+        if not _concrete(args):
+            raise ctx.error(
+                TuneError,
+                'by="device" runs the kernel, and some operands are not arrays',
+                expected="jax arrays",
+                actual=", ".join(type(a).__name__ for a in args),
+                fix="pass arrays of the shapes to tune for (the results are checked against "
+                "the reference on them)",
+            )
+        return DeviceMeasure(_device_target(), reps=reps)
+    if by == Ranking.COMPILE.value:
+        return CompileMeasure(_COMPILE_TARGET)
+    if by is None:
+        try:
+            toolchain()
+            return CompileMeasure(_COMPILE_TARGET)
+        except ToolchainError:
+            pass
+    return PlanMeasure(_COMPILE_TARGET)
+
+
+def tune_kernel(
+    kernel: TunedKernel,
+    args: Sequence[Any],
+    overrides: Mapping[str, Any],
+    by: str | None,
+    reps: int,
+    where: str | None,
+    force: bool = False,
+) -> TuneResult:
+    """Measures every candidate of the kernel's tuned constants at `args`' shapes, ranks them,
+    caches the best and returns the table; a tuning cached by the same measure is returned
+    as it is (`cached`) unless `force`."""
+    spec = kernel.spec
+    ctx = ErrorContext(spec.name, where, Phase.CALL)
+    bind_consts(spec, kernel.consts, overrides, ctx)  # names and types, before any candidate
+    fixed = fixed_constants(kernel, overrides)
+    space = _open(kernel, fixed)
+    if not space:
+        raise ctx.error(
+            TuneError,
+            "the kernel has no constant left to tune",
+            expected="a constant declared with sk.tune(...) that the call does not fix",
+            actual="tuned constants: "
+            + (", ".join(spec.tunables) + " (all fixed)" if spec.tunables else "none"),
+            fix="declare candidates, e.g. `BM: sk.Const[int] = sk.tune(64, 128, 256)`, and "
+            "leave them out of the call",
+        )
+    measure = _measure(kernel, args, by, reps, ctx)
+    shapes = _shapes(args)
+    key = cache.tuning_key(spec, shapes, fixed, measure.target)
+    hit = None if force else cache.load(key, spec.name)
+    if hit is not None and hit.ranked_by is measure.ranking:
+        return hit
+    combos = [
+        dict(zip(space, values, strict=True)) for values in itertools.product(*space.values())
+    ]
+    try:
+        table = [_measured(measure, kernel, args, fixed, combo) for combo in combos]
+    except ToolchainError:
+        if by is not None:
+            raise
+        # The toolchain was found but cannot compile here (a plugin jax did not register).
+        measure = PlanMeasure(_COMPILE_TARGET)
+        table = [_measured(measure, kernel, args, fixed, combo) for combo in combos]
+    ranked = sorted((c for c in table if c.status is Status.RANKED), key=lambda c: c.rank_key)
+    others = [c for c in table if c.status is not Status.RANKED]
+    if not ranked:
+        raise ctx.error(
+            NoCandidateError,
+            f"none of the {len(table)} candidates can be chosen",
+            expected="at least one candidate the rules accept, that compiles and matches",
+            actual=_reasons(others),
+            fix=(
+                f"change what the call fixes ({constants_text(overrides)}), or add "
+                if overrides
+                else "add "
+            )
+            + "candidates that fit: shared memory and registers bound the larger blocks",
+        )
+    best = dict(ranked[0].constants)
+    result = TuneResult(
+        spec.name,
+        measure.ranking,
+        measure.target,
+        tuple(f"{dtype}[{','.join(map(str, shape))}]" for shape, dtype in shapes),
+        best,
+        (*ranked, *others),
+    )
+    result.check_invariants()
+    cache.store(key, result)
+    return result
+
+
+def _reasons(candidates: Sequence[TuneCandidate]) -> str:
+    """Why the candidates were refused: each reason once, with the candidates it refused."""
+    by_reason: dict[str, list[TuneCandidate]] = {}
+    for candidate in candidates:
+        by_reason.setdefault(candidate.reason, []).append(candidate)
+    return "; ".join(
+        f"{reason} ({constants_text(first.constants)}"
+        + (f" and {len(rest)} more" if rest else "")
+        + ")"
+        for reason, (first, *rest) in by_reason.items()
+    )
+
+
+def _measured(
+    measure: Measure,
+    kernel: TunedKernel,
+    args: Sequence[Any],
+    fixed: Mapping[str, Any],
+    combo: Mapping[str, Any],
+) -> TuneCandidate:
+    candidate = measure.measure(kernel, args, {**fixed, **combo})
+    # The table shows the tuned constants; the fixed ones are the caller's.
+    return TuneCandidate(**{**vars(candidate), "constants": dict(combo)})
+
+
+def call_constants(
+    kernel: TunedKernel,
+    args: Sequence[Any],
+    overrides: Mapping[str, Any],
+    backend: str,
+    where: str | None,
+) -> Mapping[str, Any]:
+    """A call's constant overrides, with the cached tuning of its shapes for the tuned
+    constants it leaves open (`STATICKERNEL_AUTOTUNE`)."""
+    if not kernel.spec.tunables:
+        return overrides
+    fixed = fixed_constants(kernel, overrides)
+    space = _open(kernel, fixed)
+    if not space:
+        return overrides
+    setting = cache.autotune_setting()
+    if setting is cache.Autotune.OFF:
+        return overrides
+    try:
+        shapes = _shapes(args)
+    except (AttributeError, TypeError, ValueError):  # not arrays: the call's checks say so
+        return overrides
+    targets = [_COMPILE_TARGET]
+    if backend == "mosaic_gpu" and has_cuda():
+        targets.insert(0, _device_target())
+    for target in targets:
+        hit = cache.load(cache.tuning_key(kernel.spec, shapes, fixed, target), kernel.spec.name)
+        if hit is not None and set(hit.best) == set(space):
+            return {**overrides, **hit.best}
+    if setting is cache.Autotune.FORCE:
+        return {**overrides, **tune_kernel(kernel, args, overrides, None, 20, where).best}
+    return overrides

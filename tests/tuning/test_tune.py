@@ -1,0 +1,252 @@
+"""kernel.tune: candidates declared with sk.tune, pruned by the plan's rules, ranked by the
+plan's model (the measure a CPU-only machine without the [aot] toolchain has), cached on disk
+and taken by later calls; and the refusals, each a statickernel error."""
+
+import json
+import math
+import pathlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, BFloat16, Float
+
+import statickernel as sk
+from statickernel.tuning import cache, model
+from statickernel.tuning.result import Status
+
+SQUARE = jax.ShapeDtypeStruct((4096, 4096), jnp.bfloat16)
+
+
+def softmax_reference(x: jax.Array) -> jax.Array:
+    return jax.nn.softmax(x, axis=-1)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=softmax_reference)
+def softmax(
+    x: Float[Array, "M N"], *, BM: sk.Const[int] = sk.tune(64, 128, 256)
+) -> Float[Array, "M N"]:
+    v = sk.load(x, fill=-jnp.inf)
+    e = jnp.exp(v - sk.max(v, axis=1, keepdims=True))
+    return e / sk.sum(e, axis=1, keepdims=True)
+
+
+def matmul_reference(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.dot(a, b, preferred_element_type=jnp.float32)
+
+
+# Declared with the small tiles first: the default is the worse choice at large shapes.
+@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"}, reference=matmul_reference)
+def matmul(
+    a: BFloat16[Array, "M K"],
+    b: BFloat16[Array, "K N"],
+    *,
+    BM: sk.Const[int] = sk.tune(64, 128),
+    BN: sk.Const[int] = sk.tune(64, 128, 256),
+    BK: sk.Const[int] = 64,
+) -> Float[Array, "M N"]:
+    return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    monkeypatch.setenv("STATICKERNEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("STATICKERNEL_AUTOTUNE", raising=False)
+    return tmp_path
+
+
+def _consts(plan: sk.LaunchPlan, *names: str) -> dict[str, Any]:
+    return {k: v for k, v in plan.constants if k in names}
+
+
+# --- the declaration ------------------------------------------------------------------------
+
+
+def test_the_first_value_is_the_default_and_the_rest_are_candidates() -> None:
+    assert softmax.consts["BM"] == 64
+    assert softmax.spec.tunables == {"BM": (64, 128, 256)}
+    assert matmul.spec.tunables == {"BM": (64, 128), "BN": (64, 128, 256)}
+    assert "BK" not in matmul.spec.tunables
+
+
+@pytest.mark.parametrize(
+    ("values", "actual"),
+    [((64, 64), "lists 64 twice"), ((64, 0), "must be positive"), ((64, 1.5), "Python int")],
+)
+def test_bad_candidates_are_refused_at_the_declaration(
+    values: tuple[Any, ...], actual: str
+) -> None:
+    with pytest.raises(sk.ConstantError, match=actual) as info:
+
+        @sk.kernel(tile={"M": "BM"})
+        def k(
+            x: Float[Array, "M N"], *, BM: sk.Const[int] = sk.tune(*values)
+        ) -> Float[Array, "M N"]:
+            return sk.load(x)
+
+    assert info.value.constant == "BM" and info.value.fix
+    assert info.value.phase is sk.Phase.DECLARATION
+
+
+# --- ranking by the plan --------------------------------------------------------------------
+
+
+def test_the_plan_ranks_every_combination_and_prunes_what_the_rules_refuse() -> None:
+    result = matmul.tune(SQUARE, SQUARE, by="plan", BK=128)
+    result.check_invariants()
+    assert result.ranked_by is sk.Ranking.PLAN and result.target == "sm_90a"
+    assert result.shapes == ("bfloat16[4096,4096]", "bfloat16[4096,4096]")
+    combos = {(c.constants["BM"], c.constants["BN"]) for c in result.table}
+    assert combos == {(m, n) for m in (64, 128) for n in (64, 128, 256)}
+    (pruned,) = [c for c in result.table if c.status is Status.PRUNED]
+    assert pruned.constants == {"BM": 64, "BN": 256}
+    assert pruned.reason.startswith("SharedMemoryError: ") and "232,448 B" in pruned.reason
+    ranked = [c for c in result.table if c.status is Status.RANKED]
+    estimates = [c.estimated_seconds for c in ranked]
+    assert estimates == sorted(estimates)  # type: ignore[type-var]
+    # 64 x 64 tiles copy each operand twice as often as 128 x 128 ones: the model ranks them
+    # last, where the declared default (64, 64) would have taken them. 128 x 64 is as fast
+    # by the model (compute-bound), and copies more.
+    assert result.best == {"BM": 128, "BN": 128}
+    assert ranked[-1].constants == {"BM": 64, "BN": 64}
+    text = str(result)
+    assert "ranked by: plan" in text and "best: BM=128, BN=128" in text
+    assert "pruned: SharedMemoryError" in text
+
+
+def test_the_copies_the_model_counts_follow_the_tiles() -> None:
+    small = matmul.plan(SQUARE, SQUARE, BM=64, BN=64)
+    large = matmul.plan(SQUARE, SQUARE, BM=128, BN=128)
+    assert model.copied_bytes(small) == 2 * model.copied_bytes(large)
+    assert model.estimated_seconds(large) >= large.cost.floor_seconds  # type: ignore[union-attr]
+
+
+def test_a_launch_with_an_idle_last_wave_is_estimated_slower() -> None:
+    schedule = softmax.plan(jax.ShapeDtypeStruct((64 * 133, 128), jnp.float32)).schedule
+    assert schedule is not None and not schedule.walks_blocks
+    slots = 132 * schedule.ctas_per_sm
+    waves = math.ceil(schedule.ctas / slots)
+    assert model.wave_efficiency(schedule, 132) == pytest.approx(schedule.ctas / (waves * slots))
+
+
+# --- the cache and the calls ----------------------------------------------------------------
+
+
+def test_calls_of_the_tuned_shapes_take_the_cached_best(own_cache: pathlib.Path) -> None:
+    assert _consts(matmul.plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+    matmul.tune(SQUARE, SQUARE, by="plan")
+    (entry,) = (own_cache / "tune").glob("matmul-*.json")
+    assert json.loads(entry.read_text())["best"] == {"BM": 128, "BN": 128}
+    fresh = matmul.bind()  # a kernel with an empty in-memory cache, as a new process has
+    assert _consts(fresh.plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 128, "BN": 128}
+    # An explicit value wins, and keys a tuning of its own (none cached: the default BN).
+    assert _consts(fresh.plan(SQUARE, SQUARE, BM=64), "BM", "BN") == {"BM": 64, "BN": 64}
+    # Other shapes were not tuned.
+    other = jax.ShapeDtypeStruct((4096, 2048), jnp.bfloat16)
+    assert _consts(fresh.plan(SQUARE, other), "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+def test_autotune_0_ignores_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    matmul.tune(SQUARE, SQUARE, by="plan")
+    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "0")
+    assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+def test_autotune_force_tunes_new_shapes_on_their_first_call(
+    own_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "force")
+    shape = jax.ShapeDtypeStruct((2048, 4096), jnp.bfloat16)
+    plan = matmul.bind().plan(shape, SQUARE)
+    assert list((own_cache / "tune").glob("matmul-*.json"))
+    assert _consts(plan, "BM", "BN") == dict(matmul.tune(shape, SQUARE, by="plan").best)
+
+
+def test_a_fixed_constant_keys_its_own_tuning() -> None:
+    result = matmul.tune(SQUARE, SQUARE, by="plan", BM=64)
+    assert set(result.best) == {"BN"}
+    assert all(set(c.constants) == {"BN"} for c in result.table)
+    assert _consts(matmul.bind().plan(SQUARE, SQUARE, BM=64), "BN")["BN"] == result.best["BN"]
+
+
+def test_a_cache_key_changes_with_what_the_choice_depends_on() -> None:
+    shapes = [((4096, 4096), "bfloat16")] * 2
+    key = cache.tuning_key(matmul.spec, shapes, {}, "sm_90a")
+    assert key == cache.tuning_key(matmul.spec, shapes, {}, "sm_90a")
+    assert key != cache.tuning_key(matmul.spec, [((4096, 4096), "float16")] * 2, {}, "sm_90a")
+    assert key != cache.tuning_key(matmul.spec, shapes, {"BK": 128}, "sm_90a")
+    assert key != cache.tuning_key(matmul.spec, shapes, {}, "NVIDIA H200")
+    assert key != cache.tuning_key(softmax.spec, shapes, {}, "sm_90a")
+
+
+def test_an_unreadable_cache_file_is_a_miss(own_cache: pathlib.Path) -> None:
+    matmul.tune(SQUARE, SQUARE, by="plan")
+    (entry,) = (own_cache / "tune").glob("matmul-*.json")
+    entry.write_text("{not json")
+    assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 7), (97, 129), (300, 1000)])
+def test_a_tuned_kernel_matches_its_reference(m: int, n: int) -> None:
+    x = jax.random.normal(jax.random.key(m * n), (m, n), jnp.float32)
+    result = softmax.tune(x, by="plan")
+    kernel = softmax.bind()
+    plan = kernel.plan(x, backend="interpret")
+    assert _consts(plan, "BM") == dict(result.best)
+    got = kernel.with_backend("interpret")(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(softmax_reference(x)), atol=2e-6)
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+def test_a_kernel_without_candidates_has_nothing_to_tune() -> None:
+    from add import add
+
+    x = jax.ShapeDtypeStruct((256, 256), jnp.float32)
+    with pytest.raises(sk.TuneError, match="no constant left to tune") as info:
+        add.tune(x, x)
+    assert "sk.tune(" in (info.value.fix or "") and info.value.kernel == "add"
+
+
+def test_fixing_every_candidate_leaves_nothing_to_tune() -> None:
+    with pytest.raises(sk.TuneError, match="no constant left") as info:
+        matmul.tune(SQUARE, SQUARE, BM=64, BN=64)
+    assert "all fixed" in str(info.value.actual)
+
+
+def test_an_unknown_fixed_constant_is_an_override_error() -> None:
+    with pytest.raises(sk.OverrideError, match="not a constant"):
+        matmul.tune(SQUARE, SQUARE, BX=64)
+
+
+def test_when_every_candidate_is_refused_none_can_be_chosen() -> None:
+    with pytest.raises(sk.NoCandidateError, match="none of the 3 candidates") as info:
+        matmul.tune(SQUARE, SQUARE, by="plan", BM=64, BK=512)
+    assert "TmaBoxError: the block along K has 512 elements" in str(info.value.actual)
+
+
+@pytest.mark.parametrize(("by", "match"), [("fastest", "unknown"), ("device", "CUDA device")])
+def test_a_measure_this_machine_lacks_is_refused(by: str, match: str) -> None:
+    if by == "device" and sk.default_backend() == "mosaic_gpu":
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(sk.TuneError, match=match):
+        matmul.tune(SQUARE, SQUARE, by=by)
+
+
+def test_an_unknown_autotune_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "always")
+    with pytest.raises(sk.TuneError, match="STATICKERNEL_AUTOTUNE") as info:
+        matmul.bind().plan(SQUARE, SQUARE)
+    assert info.value.actual == "'always'" and "force" in (info.value.fix or "")
+
+
+def test_a_second_tuning_reads_the_cache_and_says_so() -> None:
+    first = matmul.tune(SQUARE, SQUARE, by="plan")
+    again = matmul.bind().tune(SQUARE, SQUARE, by="plan")
+    assert not first.cached and again.cached
+    assert "(from the cache)" in str(again).splitlines()[0]
+    assert again.best == first.best and again.table == first.table
+    assert not matmul.tune(SQUARE, SQUARE, by="plan", force=True).cached
