@@ -14,6 +14,9 @@ fails when |got - want| > atol + rtol * |want|, with atol derived from the dtype
 `rtol` or `atol` is given. A failure says how many elements differ, which is worst, and
 whether they all lie in edge blocks (the blocks that cross an array's edge).
 
+`bench` times a kernel or any function (median, p10, p90, and a kernel's achieved rates
+against its plan's cost); `bench_side_by_side` times several in interleaved rounds.
+
 `detect_races` runs a kernel's generated module in the interpreter with its race detector on.
 
 `parametrize` makes one pytest item per probe case, and `shapes` is a hypothesis strategy of
@@ -32,6 +35,7 @@ from .._errors import StaticKernelError
 from ..runtime.autodiff import named_constants
 from ..runtime.backend import default_backend
 from ..runtime.kernel import Kernel
+from .bench import BenchResult, BenchTable, Timing, bench, bench_side_by_side
 from .compare import EdgeBlock, Placement, WorstElement, compare, tolerance
 from .probes import (
     ProbeCase,
@@ -47,13 +51,18 @@ from .results import CheckResult, describe_failure, format_results
 from .suites import case_id, cases, parametrize
 
 __all__ = [
+    "BenchResult",
+    "BenchTable",
     "CheckResult",
     "EdgeBlock",
     "Placement",
     "ProbeCase",
     "ProbeShape",
     "RaceReport",
+    "Timing",
     "WorstElement",
+    "bench",
+    "bench_side_by_side",
     "case_id",
     "cases",
     "check_case",

@@ -3,9 +3,7 @@ least trustworthy. Each plans the candidate first; a statickernel rule that refu
 it before anything compiles or runs."""
 
 import dataclasses
-import statistics
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import jax
@@ -13,12 +11,13 @@ import jax
 from .._compiler.plan.plan import LaunchPlan
 from .._errors import CompileError, StaticKernelError, ToolchainError
 from ..runtime.autodiff import named_constants
+from ..testing.bench import bench
 from ..testing.compare import compare
 from .model import copied_bytes, estimated_seconds
 from .result import Ranking, Status, TuneCandidate
 from .subject import TunedKernel
 
-__all__ = ["CompileMeasure", "DeviceMeasure", "Measure", "PlanMeasure", "device_seconds"]
+__all__ = ["CompileMeasure", "DeviceMeasure", "Measure", "PlanMeasure"]
 
 
 class Measure(Protocol):
@@ -114,7 +113,8 @@ class CompileMeasure:
 @dataclasses.dataclass(frozen=True)
 class DeviceMeasure:
     """A run on this machine's GPU: the results checked against the kernel's reference (when
-    it declares one), then the median of `reps` timed calls after `warmup` untimed ones."""
+    it declares one), then timed by `testing.bench`: the median of `reps` runs after
+    `warmup` calls."""
 
     target: str
     reps: int = 20
@@ -147,20 +147,5 @@ class DeviceMeasure:
                     f"elements, max abs error {found.max_abs_error:.3g} (atol {found.atol:.3g})"
                 )
                 return dataclasses.replace(candidate, status=Status.FAILED, reason=reason)
-        seconds = device_seconds(run, args, reps=self.reps, warmup=self.warmup)
+        seconds = bench(run, *args, warmup=self.warmup, reps=self.reps).median
         return dataclasses.replace(candidate, seconds=seconds)
-
-
-def device_seconds(
-    fn: Callable[..., Any], args: Sequence[Any], *, reps: int = 20, warmup: int = 3
-) -> float:
-    """The median wall time of `fn(*args)` to its results being ready, after `warmup` calls.
-    Host-timed: each time includes the launch's dispatch, the same for every candidate."""
-    for _ in range(warmup):
-        jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)

@@ -1,0 +1,241 @@
+"""Timing a kernel, or any JAX function, the way a kernel author compares them: warm-up calls,
+repeated timed runs, the median and the spread, and for a kernel the rates its plan's cost
+gives (achieved HBM bytes and FLOP a second, and the fraction of its roofline floor).
+
+Timing is by the host clock around each run, to the results being ready
+(`jax.block_until_ready`), so a run includes the launch's dispatch. On a GPU each run batches
+back-to-back calls for at least `min_run_s` (1 ms by default there), so that dispatch overlaps
+the device's work and the time per call approaches the device's, and a write of 256 MiB
+between runs evicts the 50 MiB L2, so that no run reads operands an earlier one left there.
+On a CPU the time is the interpreter's or XLA:CPU's, not a GPU's: results say which
+(`BenchResult.timing`). Side by side, contenders are timed in interleaved rounds (a, b, a, b,
+...), so that drift in the machine's speed hits all alike.
+"""
+
+import dataclasses
+import enum
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._compiler.plan.cost import Cost
+from .._display import TextDisplay
+
+__all__ = ["BenchResult", "BenchTable", "Timing", "bench", "bench_side_by_side"]
+
+_FLUSH_BYTES = 256 * 2**20
+
+
+class Timing(enum.StrEnum):
+    """How the times were taken."""
+
+    HOST = "host"
+    """The host clock around each call, on a CPU: the interpreter's or XLA:CPU's time."""
+    HOST_BATCHED = "host, batched"
+    """The host clock around runs of back-to-back calls on a GPU, L2 evicted between runs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchResult(TextDisplay):
+    """One function's times: seconds per call of each timed run."""
+
+    name: str
+    timing: Timing
+    device: str
+    times: tuple[float, ...]
+    calls_per_run: int
+    cost: Cost | None = None
+    """For a kernel, its plan's cost at these arguments; None for another function."""
+
+    def check_invariants(self) -> None:
+        assert self.times and all(t > 0 for t in self.times) and self.calls_per_run >= 1
+        assert self.p10 <= self.median <= self.p90
+
+    def _quantile(self, q: float) -> float:
+        return float(np.quantile(np.asarray(self.times), q))
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def p10(self) -> float:
+        return self._quantile(0.1)
+
+    @property
+    def p90(self) -> float:
+        return self._quantile(0.9)
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """The plan's HBM bytes over the median time; None without a cost."""
+        return None if self.cost is None else self.cost.hbm_bytes / self.median
+
+    @property
+    def flops_per_s(self) -> float | None:
+        return None if self.cost is None else self.cost.flops / self.median
+
+    @property
+    def floor_fraction(self) -> float | None:
+        """The roofline floor over the median time: 1.0 runs at the H200's rates."""
+        return None if self.cost is None else self.cost.floor_seconds / self.median
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "timing": self.timing.value,
+            "device": self.device,
+            "median_s": self.median,
+            "p10_s": self.p10,
+            "p90_s": self.p90,
+            "runs": len(self.times),
+            "calls_per_run": self.calls_per_run,
+            "bytes_per_s": self.bytes_per_s,
+            "flops_per_s": self.flops_per_s,
+            "floor_fraction": self.floor_fraction,
+        }
+
+    def __str__(self) -> str:
+        return BenchTable((self,)).__str__()
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchTable(TextDisplay):
+    """Contenders timed side by side; `str` is their table, with each one's time over the
+    first's."""
+
+    results: tuple[BenchResult, ...]
+
+    def __getitem__(self, name: str) -> BenchResult:
+        return next(r for r in self.results if r.name == name)
+
+    def __str__(self) -> str:
+        first = self.results[0]
+        head = ("", "median", "p10", "p90", "vs first", "GB/s", "TFLOP/s", "of floor")
+        rows: list[tuple[str, ...]] = [head]
+        for r in self.results:
+            rows.append(
+                (
+                    r.name,
+                    _us(r.median),
+                    _us(r.p10),
+                    _us(r.p90),
+                    f"{r.median / first.median:.3g}x",
+                    "-" if r.bytes_per_s is None else f"{r.bytes_per_s / 1e9:,.1f}",
+                    "-" if r.flops_per_s is None else f"{r.flops_per_s / 1e12:,.3f}",
+                    "-" if r.floor_fraction is None else f"{r.floor_fraction:.1%}",
+                )
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+        lines = [
+            f"timing: {first.timing.value} on {first.device}; {len(first.times)} runs of "
+            f"{first.calls_per_run} call(s) each"
+        ]
+        for row in rows:
+            cells = [row[0].ljust(widths[0])] + [
+                v.rjust(w) for v, w in zip(row[1:], widths[1:], strict=True)
+            ]
+            lines.append("  ".join(cells).rstrip())
+        return "\n".join(lines)
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} us"
+
+
+def _on_gpu() -> bool:
+    return jax.default_backend() == "gpu"
+
+
+def _device() -> str:
+    device = jax.devices()[0]
+    return getattr(device, "device_kind", device.platform)
+
+
+def _cost(fn: Callable[..., Any], args: tuple[Any, ...]) -> Cost | None:
+    """A kernel's plan's cost at `args`; None for another function."""
+    plan = getattr(fn, "plan", None)
+    if plan is None or not hasattr(fn, "spec"):
+        return None
+    return plan(*args).cost
+
+
+def _flush() -> None:
+    jax.block_until_ready(jnp.zeros((_FLUSH_BYTES // 4,), jnp.float32) + 1)
+
+
+def _run(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
+    if _on_gpu():
+        _flush()
+    start = time.perf_counter()
+    out = None
+    for _ in range(calls):
+        out = fn(*args)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - start) / calls
+
+
+def _check(warmup: Any, reps: Any, min_run_s: Any) -> None:
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup={warmup!r}: give an int >= 0, e.g. warmup=3")
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"reps={reps!r}: give an int >= 1, e.g. reps=20")
+    if min_run_s is not None and not (isinstance(min_run_s, int | float) and min_run_s >= 0):
+        raise ValueError(f"min_run_s={min_run_s!r}: give seconds >= 0, e.g. min_run_s=1e-3")
+
+
+def bench_side_by_side(
+    contenders: Mapping[str, Callable[..., Any]],
+    *args: Any,
+    warmup: int = 3,
+    reps: int = 20,
+    min_run_s: float | None = None,
+) -> BenchTable:
+    """Times each contender on `args`, in interleaved rounds, and returns their table: e.g.
+    `{"kernel": softmax, "jnp": jax.jit(softmax_reference)}`. A run batches back-to-back calls
+    for at least `min_run_s` (default: 1 ms on a GPU, one call on a CPU)."""
+    _check(warmup, reps, min_run_s)
+    if not contenders:
+        raise ValueError("contenders is empty: give at least one name -> function")
+    floor = min_run_s if min_run_s is not None else (1e-3 if _on_gpu() else 0.0)
+    calls: dict[str, int] = {}
+    for name, fn in contenders.items():
+        for _ in range(warmup):
+            jax.block_until_ready(fn(*args))
+        once = _run(fn, args, 1)
+        calls[name] = max(1, min(10_000, int(floor / once) + 1)) if floor else 1
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(reps):
+        for name, fn in contenders.items():
+            times[name].append(_run(fn, args, calls[name]))
+    timing = Timing.HOST_BATCHED if _on_gpu() else Timing.HOST
+    results = []
+    for name, fn in contenders.items():
+        result = BenchResult(
+            name, timing, _device(), tuple(times[name]), calls[name], _cost(fn, args)
+        )
+        result.check_invariants()
+        results.append(result)
+    return BenchTable(tuple(results))
+
+
+def bench(
+    fn: Callable[..., Any],
+    *args: Any,
+    warmup: int = 3,
+    reps: int = 20,
+    min_run_s: float | None = None,
+    name: str | None = None,
+) -> BenchResult:
+    """Times `fn(*args)`: the median, p10 and p90 of `reps` runs after `warmup` calls, and for
+    a statickernel kernel the rates of its plan's cost."""
+    label = (
+        name or getattr(getattr(fn, "spec", None), "name", None) or getattr(fn, "__name__", "fn")
+    )
+    table = bench_side_by_side({label: fn}, *args, warmup=warmup, reps=reps, min_run_s=min_run_s)
+    return table.results[0]
