@@ -198,6 +198,7 @@ class Settings:
     cache_update: tuple[CacheUpdateShape, ...] = ()  # the in-place update against XLA's
     attention_backward: tuple[AttentionShape, ...] = ()  # jax.grad against cuDNN's and XLA's
     decode: tuple[DecodeShape, ...] = ()  # decoding against XLA, as a fraction of copy
+    tune: tuple[MatmulShape, ...] = ()  # the matmul tuned on the device, against its defaults
 
 
 # The goals' shapes, in the order they are measured.
@@ -258,6 +259,7 @@ GPU = Settings(
         AttentionShape(1, 16, 8192, 128),
     ),
     mlp=(MlpShape(16384, 256, 1024, 256), MlpShape(16383, 256, 1000, 256)),
+    tune=(MatmulShape(4096, 4096, 4096), MatmulShape(64, 4096, 4096)),
     grouped=(GroupedShape(16384, 4096, 4096, 8),),
     # Decode over 4096 tokens in pages of 16: a batch that fills the GPU, and one split.
     paged=(PagedShape(32, 32, 8, 128, 4096, 16), PagedShape(4, 32, 8, 128, 4096, 16)),
@@ -315,6 +317,7 @@ DRY_RUN = Settings(
         AttentionShape(1, 2, 128, 64, causal=True, versus=(128, False)),
     ),
     mlp=(MlpShape(127, 64, 200, 64),),
+    tune=(MatmulShape(256, 128, 256),),
     grouped=(GroupedShape(300, 128, 256, 4),),
     paged=(PagedShape(2, 8, 2, 64, 100, 16),),
     cache_update=(CacheUpdateShape(256, 2, 64, 20),),
