@@ -127,6 +127,39 @@ def test_check_lower_cross_lowers_at_probe_shapes(kernel_folder: pathlib.Path) -
     assert f"✓ good.py:9  double  {lowered}" in done.stdout
 
 
+def test_check_takes_one_kernel_as_the_other_commands_do(
+    kernel_folder: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["check", "examples/softmax.py:softmax"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "✓ examples/softmax.py:20  softmax" in out and "softmax_backward" not in out
+    assert "1 ✓, 0 ✗ (1 kernel in 1 module)" in out
+    assert cli.main(["check", "examples/softmax.py:nope"]) == cli.EXIT_USAGE
+    assert "defines no kernel named 'nope' (its kernels: softmax, " in capsys.readouterr().err
+    # A module that fails to import is reported as with a path.
+    done = run("check", "nested/bad.py:bad_block", cwd=kernel_folder)
+    assert done.returncode == 1 and "✗ nested/bad.py: declaration error" in done.stdout
+
+
+def test_tune_ranks_and_caches_the_candidates(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STATICKERNEL_CACHE_DIR", str(tmp_path))
+    args = ["tune", "examples/matmul.py:matmul", "--arg", "a=bf16[4096,4096]"]
+    args += ["--arg", "b=bf16[4096,4096]", "--by", "plan"]
+    assert cli.main([*args, "--json"]) == cli.EXIT_OK
+    first = json.loads(capsys.readouterr().out)
+    assert first["ranked_by"] == "plan" and not first["cached"]
+    assert len(first["candidates"]) == 6 and first["best"] == first["candidates"][0]["constants"]
+    assert list(tmp_path.glob("tune/matmul-*.json"))
+    assert cli.main(args) == cli.EXIT_OK
+    again = capsys.readouterr()
+    assert "(from the cache)" in again.out.splitlines()[0]
+    assert "calls of these shapes now take BM=" in again.err
+    assert cli.main([*args[:-2], "--const", "BM=64", "--const", "BN=64"]) == cli.EXIT_FAILED
+    assert "no constant left to tune" in capsys.readouterr().err
+
+
 def test_check_missing_path_is_a_usage_error() -> None:
     assert cli.main(["check", "no/such/folder"]) == cli.EXIT_USAGE
 
@@ -499,6 +532,9 @@ def test_test_writes_junit_xml(kernel_folder: pathlib.Path, tmp_path_factory: An
         "double[ragged_N_(whole)-float32]",
         "double[smaller_than_one_block-float32]",
     }
+    # Each case carries its own time; the sum is within the suite's.
+    times = [float(c.get("time") or "nan") for c in cases if c.get("name") != "import"]
+    assert all(t > 0 for t in times) and sum(times) <= float(suite.get("time") or "nan") + 1e-3
 
 
 def test_import_failures_are_counted_apart_and_fail(

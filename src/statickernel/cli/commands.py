@@ -109,9 +109,31 @@ class KernelCheck:
         }
 
 
+def check_modules(items: Sequence[str]) -> list[ModuleResult]:
+    """The modules under PATHs, and for a TARGET (path/to/file.py:NAME) its module with that
+    kernel alone; a module that fails to import is kept, to be reported."""
+    modules: list[ModuleResult] = []
+    for item in items:
+        if ":" not in item or pathlib.Path(item).exists():
+            modules += discover_paths([item])
+            continue
+        source, _, name = item.rpartition(":")
+        for module in discover_paths([source]):
+            if module.error is None:
+                kernels = tuple(k for k in module.kernels if k.name == name)
+                if not kernels:
+                    found = ", ".join(k.name for k in module.kernels) or "none"
+                    raise UsageError(
+                        f"{item}: {source} defines no kernel named {name!r} (its kernels: {found})"
+                    )
+                module = dataclasses.replace(module, kernels=kernels)
+            modules.append(module)
+    return modules
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     style = style_of(args)
-    modules = discover_paths(args.paths)
+    modules = check_modules(args.paths)
     compile_for = args.gpu_target if args.compile else None
     checks: list[KernelCheck] = []
     document: list[dict[str, Any]] = []

@@ -205,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="PATH",
         help="a Python file, a folder (searched recursively; files named _*.py or test_*.py "
-        "are skipped) or a module name, e.g. examples",
+        "are skipped), a module name, or one kernel (path/to/file.py:NAME), e.g. examples or "
+        "examples/softmax.py:softmax",
     )
     check.add_argument(
         "--lower",

@@ -24,6 +24,7 @@ cases. `statickernel test` runs the same machinery.
 """
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -157,6 +158,7 @@ def run_case(
         dtypes=case.dtypes,
         backend=chosen,
     )
+    started = time.perf_counter()
     try:
         args = random_operands(case, seed)
         got = kernel(*args, backend=chosen)
@@ -165,10 +167,15 @@ def run_case(
         found = compare(got, want, plan, case.dtypes, rtol=rtol, atol=atol)
     except Exception as exc:  # reported in the table rather than stopping the other cases
         return CheckResult(
-            **facts, max_abs_error=math.nan, tolerance=math.nan, error=_describe(exc)
+            **facts,
+            max_abs_error=math.nan,
+            tolerance=math.nan,
+            error=_describe(exc),
+            seconds=time.perf_counter() - started,
         )
     return CheckResult(
         **facts,
+        seconds=time.perf_counter() - started,
         max_abs_error=found.max_abs_error,
         tolerance=found.atol,
         rtol=found.rtol,

@@ -53,7 +53,13 @@ def write_junit(
         for result in kernel.results:
             case_name = case_id(ProbeCase(result.probe, result.shapes, result.dtypes))
             name = f"{result.kernel}[{case_name}]"
-            case = ET.SubElement(suite, "testcase", classname=kernel.location, name=name, time="0")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=kernel.location,
+                name=name,
+                time=f"{result.seconds:.3f}",
+            )
             if result.passed:
                 continue
             report = describe_failure(result)

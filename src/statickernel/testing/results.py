@@ -33,6 +33,7 @@ class CheckResult:
     worst: WorstElement | None = None  # the element with the largest abs error
     placement: Placement = Placement.NONE  # where the mismatches lie
     edge_blocks: tuple[EdgeBlock, ...] = ()  # the edge blocks holding mismatches
+    seconds: float = 0.0  # the case's wall time: the kernel, the reference and the comparison
 
     @property
     def passed(self) -> bool:
