@@ -37,6 +37,7 @@ from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, different
 from .backend import default_backend, has_cuda, resolve_backend
 from .indices import check_indices, checking_indices
 from .interpreter import interpreted_launch
+from .lru import LruCache, configured_size
 
 if TYPE_CHECKING:
     from ..tuning.result import TuneResult
@@ -72,8 +73,9 @@ class Kernel[**P, R]:
         self.backend = backend
         self.reference = spec.reference
         if shares_cache_with is None:
-            self._cache: dict[Any, Specialization] = {}
-            self._by_consts: dict[Any, Specialization] = {}
+            size = configured_size()
+            self._cache: LruCache[Specialization] = LruCache(size)
+            self._by_consts: LruCache[Specialization] = LruCache(size)
             self._lock = threading.Lock()
         else:
             # Both keys name the backend, so kernels that differ only in their default backend
