@@ -9,6 +9,7 @@ it, when its shapes come back.
 """
 
 import collections
+import contextlib
 import os
 from collections.abc import Hashable
 from typing import Any
@@ -41,10 +42,8 @@ class LruCache[V]:
     def get(self, key: Hashable) -> V | None:
         entry = self._entries.get(key)
         if entry is not None:
-            try:
+            with contextlib.suppress(KeyError):  # dropped by a writer since the read above
                 self._entries.move_to_end(key)
-            except KeyError:  # dropped by a writer since the read above
-                pass
         return entry
 
     def __setitem__(self, key: Hashable, value: V) -> None:
