@@ -92,6 +92,7 @@ __all__ = [
     "max",
     "min",
     "position",
+    "profile",
     "random_bits",
     "random_bits_reference",
     "set_backend",
@@ -100,6 +101,7 @@ __all__ = [
     "tune",
     "uniform",
     "uniform_reference",
+    "unprofiled",
 ]
 
 

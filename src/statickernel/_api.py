@@ -72,6 +72,7 @@ from .runtime.backend import (
 )
 from .runtime.indices import checked_indices
 from .runtime.kernel import Kernel, Specialization, kernel
+from .runtime.profiling import profile, unprofiled
 from .tuning.result import Ranking, TuneCandidate, TuneResult
 
 __all__ = [
@@ -156,6 +157,7 @@ __all__ = [
     "max",
     "min",
     "position",
+    "profile",
     "random_bits",
     "random_bits_reference",
     "set_backend",
@@ -164,4 +166,5 @@ __all__ = [
     "tune",
     "uniform",
     "uniform_reference",
+    "unprofiled",
 ]

@@ -55,6 +55,7 @@ from .lower.translation import Geometry
 from .plan.cost import plan_cost
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
+from .plan.profile import Profile
 from .trace.body import BodyTrace, misplaced_load_error, trace_body
 from .trace.crossblock import CrossBlock, partial_plans, partial_specs
 from .trace.crossblock_rewrite import cross_block_results
@@ -76,8 +77,15 @@ class Compiled:
     """The generated module; only at a call."""
 
 
-def compile_call(spec: KernelSpec, binding: Binding, backend: str, where: str | None) -> Compiled:
-    """Compiles the specialization `binding` calls for, to run on `backend`."""
+def compile_call(
+    spec: KernelSpec,
+    binding: Binding,
+    backend: str,
+    where: str | None,
+    profile: Profile | None = None,
+) -> Compiled:
+    """Compiles the specialization `binding` calls for, to run on `backend` (profiled by
+    Mosaic GPU's profiler when `profile` is given)."""
     sizes = binding.size_map
     unit = CompileUnit(
         spec,
@@ -88,6 +96,7 @@ def compile_call(spec: KernelSpec, binding: Binding, backend: str, where: str | 
         {name: (dtype,) for name, dtype in dict(binding.dtypes).items()},
         dict(binding.shapes),
         backend,
+        profile=profile,
     )
     return _compile(unit)
 
@@ -130,6 +139,8 @@ class CompileUnit:
     backend: str
     declared: BlockLayout | None = None
     """At the declaration, the layout checked before the trace on the probe sizes."""
+    profile: Profile | None = None
+    """At a call, Mosaic GPU's profiler options for the launch (`sk.profile`)."""
 
     @property
     def interpreted(self) -> bool:
@@ -306,7 +317,7 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
         )
         plan.check_invariants()
     if unit.phase is Phase.CALL:
-        plan = dataclasses.replace(plan, cost=plan_cost(plan, traced.trace))
+        plan = dataclasses.replace(plan, cost=plan_cost(plan, traced.trace), profile=unit.profile)
     return plan
 
 

@@ -38,6 +38,7 @@ from .backend import default_backend, has_cuda, resolve_backend
 from .indices import check_indices, checking_indices
 from .interpreter import interpreted_launch
 from .lru import LruCache, configured_size
+from .profiling import current_profile, unprofiled
 
 if TYPE_CHECKING:
     from ..tuning.result import TuneResult
@@ -107,7 +108,7 @@ class Kernel[**P, R]:
                 key = (
                     tuple((a.shape, a.dtype) for a in operands),
                     _overrides_key(overrides),
-                    self._backend_key(backend),
+                    self._launch_key(backend),
                 )
                 entry = self._cache.get(key)
             except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
@@ -200,12 +201,19 @@ class Kernel[**P, R]:
         except BackendError as exc:
             raise _for_kernel(exc, self.spec.name) from None
 
+    def _launch_key(self, backend: str | None) -> Any:
+        """The launch settings of a call's cache key: its backend, and the profile of
+        `sk.profile` when one is active (a profiled launch is a specialization of its own)."""
+        chosen = self._backend_key(backend)
+        active = current_profile()
+        return chosen if active is None else (chosen, active)
+
     def _canonical_key(self, key: Any, overrides: Mapping[str, Any], backend: str | None) -> Any:
         if key is None:
             return None
         try:
             consts = _overrides_key(dict(sorted({**self.consts, **overrides}.items())))
-            canonical = (key[0], consts, resolve_backend(backend, self.backend))
+            canonical = (key[0], consts, resolve_backend(backend, self.backend), current_profile())
             hash(canonical)
         except (BackendError, TypeError):
             return None
@@ -227,7 +235,7 @@ class Kernel[**P, R]:
             key = (
                 tuple((a.shape, a.dtype) for a in args),
                 _overrides_key(overrides),
-                self._backend_key(backend),
+                self._launch_key(backend),
             )
             entry = self._cache.get(key)
         except (AttributeError, TypeError):
@@ -257,7 +265,8 @@ class Kernel[**P, R]:
         The result is jax's own `Lowered`: `.as_text()` is its StableHLO, with the Mosaic GPU
         kernel inside."""
         try:
-            entry = self._specialization(args, overrides, "mosaic_gpu")
+            with unprofiled():  # the profiler's host callback lowers on its device alone
+                entry = self._specialization(args, overrides, "mosaic_gpu")
             traced: jax.stages.Traced = entry.fn.trace(*args)
             return traced.lower(lowering_platforms=("cuda",))
         except StaticKernelError as exc:
@@ -268,7 +277,8 @@ class Kernel[**P, R]:
         machine's GPU or, without one, from the GPU's description (deviceless), and reports
         its registers, spills, shared memory, occupancy and SASS. Needs statickernel[aot]."""
         try:
-            return compile_kernel(self, args, overrides, target, call_site())
+            with unprofiled():  # the profiler's host callback lowers on its device alone
+                return compile_kernel(self, args, overrides, target, call_site())
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
@@ -348,7 +358,7 @@ class Kernel[**P, R]:
         except BackendError as exc:
             raise _for_kernel(exc, spec.name) from None
         binding = bind(spec, args, self.consts, overrides, call=call)
-        compiled = compile_call(spec, binding, chosen, where)
+        compiled = compile_call(spec, binding, chosen, where, current_profile())
         assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"
         launch = _execute(compiled.source, spec.name, interpreted)

@@ -52,6 +52,9 @@ class LruCache[V]:
         while len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
 
+    def clear(self) -> None:
+        self._entries.clear()
+
     def __contains__(self, key: Any) -> bool:
         return key in self._entries
 

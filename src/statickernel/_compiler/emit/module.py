@@ -441,7 +441,6 @@ class _Generator:
             if slots > 1 and self.form.staged(op):  # one a slot
                 arrivals["num_barriers"] = Const(slots)
             scratch.append(call("plgpu.Barrier", **arrivals))
-        lane = Name("plgpu.LoweringSemantics.Lane")
         interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
         threads: tuple[Keyword, ...] = ()
         if self.schedule.warpgroups > 1:  # the consumers, then the producer
@@ -458,12 +457,26 @@ class _Generator:
                 Keyword("grid_names", Tuple(tuple(Const(n) for n in self._grid_names()))),
                 *threads,
                 Keyword("scratch_types", List(tuple(scratch), one_per_line=True)),
-                Keyword("compiler_params", call("plgpu.CompilerParams", lowering_semantics=lane)),
+                Keyword("compiler_params", self._compiler_params()),
                 Keyword("interpret", interpret),
             ),
             one_per_line=True,
         )
         return Assign((Name("_launch"),), kernel)
+
+    def _compiler_params(self) -> Expr:
+        """`plgpu.CompilerParams`: the lane semantics, and the profiler's options when the
+        launch is profiled (`sk.profile`)."""
+        lane = Name("plgpu.LoweringSemantics.Lane")
+        profile = self.plan.profile
+        if profile is None:
+            return call("plgpu.CompilerParams", lowering_semantics=lane)
+        return call(
+            "plgpu.CompilerParams",
+            lowering_semantics=lane,
+            profile_space=Const(profile.space),
+            profile_dir=Const(profile.directory),
+        )
 
     def wrapper(self) -> FunctionDef:
         plan = self.plan

@@ -23,6 +23,7 @@ from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import LoopPlan
+from .profile import Profile
 from .schedule import Schedule
 from .warpspec import WarpSpecialized
 
@@ -86,6 +87,8 @@ class LaunchPlan(TextDisplay):
     combines them after the launch (see `trace.crossblock`)."""
     warp_specialized: WarpSpecialized | None = None
     """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
+    profile: Profile | None = None
+    """Mosaic GPU's profiler options the launch carries (`sk.profile`); None unprofiled."""
 
     @property
     def form(self) -> Form:
@@ -245,6 +248,8 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  schedule: {self.schedule}")
         if self.cost is not None:
             lines.append(f"  cost: {self.cost}")
+        if self.profile is not None:
+            lines.append(f"  profile: {self.profile}")
         if self.notes:
             lines.append("  notes:")
             lines.extend(f"    - {note}" for note in self.notes)
