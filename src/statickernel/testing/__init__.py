@@ -25,7 +25,7 @@ cases. `statickernel test` runs the same machinery.
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -38,6 +38,7 @@ from ..runtime.backend import default_backend
 from ..runtime.kernel import Kernel
 from .bench import BenchResult, BenchTable, Timing, bench, bench_side_by_side
 from .compare import EdgeBlock, Placement, WorstElement, compare, tolerance
+from .data import Draw, OperandGenerator, check_generators, drawn_operands
 from .probes import (
     ProbeCase,
     ProbeShape,
@@ -55,6 +56,7 @@ __all__ = [
     "BenchResult",
     "BenchTable",
     "CheckResult",
+    "Draw",
     "EdgeBlock",
     "Placement",
     "ProbeCase",
@@ -142,14 +144,17 @@ def run_case(
     reference: Callable[..., Any] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    operands: Mapping[str, OperandGenerator] | None = None,
 ) -> CheckResult:
     """Runs one case; an exception from the kernel or the reference becomes a failed result.
 
     `rtol` and `atol` replace the tolerance derived from the dtypes: an element fails when
-    |got - want| > atol + rtol * |want|; when only one is given, the other is 0.
+    |got - want| > atol + rtol * |want|; when only one is given, the other is 0. `operands`
+    draws the named operands' data with their own generators (`testing.data`).
     """
     require_kernel(kernel, "run_case")
     _check_settings(seed, rtol, atol)
+    check_generators(kernel.spec, operands or {})
     chosen = backend or kernel.backend or default_backend()
     facts: dict[str, Any] = dict(
         kernel=kernel.spec.name,
@@ -160,7 +165,7 @@ def run_case(
     )
     started = time.perf_counter()
     try:
-        args = random_operands(case, seed)
+        args = drawn_operands(kernel.spec, random_operands(case, seed), operands or {}, seed)
         got = kernel(*args, backend=chosen)
         want = call_reference(kernel, args, reference)
         plan = kernel.plan(*args, backend=chosen)
@@ -196,6 +201,7 @@ def check_case(
     reference: Callable[..., Any] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    operands: Mapping[str, OperandGenerator] | None = None,
 ) -> CheckResult:
     """Runs one case, as `run_case`, and raises AssertionError saying what differs (or what
     raised) if it fails; returns the result otherwise. For `parametrize` and `cases`."""
@@ -203,7 +209,14 @@ def check_case(
     if (reference or kernel.reference) is None:
         raise ValueError(_no_reference(kernel))
     result = run_case(
-        kernel, case, backend=backend, seed=seed, reference=reference, rtol=rtol, atol=atol
+        kernel,
+        case,
+        backend=backend,
+        seed=seed,
+        reference=reference,
+        rtol=rtol,
+        atol=atol,
+        operands=operands,
     )
     if not result.passed:
         raise AssertionError(
@@ -257,6 +270,7 @@ def run_checks(
     rtol: float | None = None,
     atol: float | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
+    operands: Mapping[str, OperandGenerator] | None = None,
 ) -> list[CheckResult]:
     """Every case of `kernel` against its reference; never raises for a failing case."""
     require_kernel(kernel, "run_checks")
@@ -265,7 +279,14 @@ def run_checks(
     results = []
     for case in probe_cases(kernel, shapes, dtypes):
         result = run_case(
-            kernel, case, backend=backend, seed=seed, reference=reference, rtol=rtol, atol=atol
+            kernel,
+            case,
+            backend=backend,
+            seed=seed,
+            reference=reference,
+            rtol=rtol,
+            atol=atol,
+            operands=operands,
         )
         results.append(result)
         if on_result is not None:
@@ -283,6 +304,7 @@ def check_kernel(
     reference: Callable[..., Any] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    operands: Mapping[str, OperandGenerator] | None = None,
 ) -> list[CheckResult]:
     """Checks `kernel` against its reference; raises AssertionError with a table if any case
     fails, and returns the results otherwise.
@@ -297,6 +319,9 @@ def check_kernel(
       rtol: the allowed error relative to |want|, replacing the tolerance derived from the
         dtypes: an element fails when |got - want| > atol + rtol * |want|.
       atol: the allowed abs error, likewise; when only one of the two is given, the other is 0.
+      operands: a generator per operand whose data the default random data would miss, by
+        name: a function of a `Draw` (its `rng`, `shape`, `dtype` and the case's dim
+        `sizes`), e.g. `{"lengths": lambda d: d.rng.integers(0, d.sizes["N"] + 1, d.shape)}`.
     """
     require_kernel(kernel, "check_kernel")
     results = run_checks(
@@ -308,6 +333,7 @@ def check_kernel(
         reference=reference,
         rtol=rtol,
         atol=atol,
+        operands=operands,
     )
     failed = [r for r in results if not r.passed]
     if failed:
