@@ -204,7 +204,7 @@ def choose_rows(
     row_bytes = sum(hw.nbytes(frame.width, dtypes[n]) for n in tiles)
 
     def in_flight(rows: int, stages: int, resident: int, ctas: int) -> int:
-        return min(resident, hw.cdiv(ctas, _schedule.SMS)) * stages * rows * row_bytes
+        return min(resident, hw.cdiv(ctas, _schedule.sm_count())) * stages * rows * row_bytes
 
     one_block = _one_block_choice(
         candidates, fits, rows_dim.size, frame, layout, aliases, block_form
@@ -226,11 +226,11 @@ def choose_rows(
                 r
                 for r in candidates
                 if staged(r, stages) * resident <= hw.SMEM_BYTES
-                and hw.cdiv(rows_dim.size, r) >= 2 * _schedule.SMS * resident
+                and hw.cdiv(rows_dim.size, r) >= 2 * _schedule.sm_count() * resident
             ]
             if inside:
                 best = max(inside)
-                ctas = min(hw.cdiv(rows_dim.size, best), _schedule.SMS * resident)
+                ctas = min(hw.cdiv(rows_dim.size, best), _schedule.sm_count() * resident)
                 if in_flight(best, stages, resident, ctas) < one_block_flight:
                     continue
                 persistent = Persistent(ctas, stages)
@@ -273,7 +273,7 @@ def _one_block_choice(
     for resident in (ROW_FORM_CTAS, BLOCK_FORM_MIN_CTAS, 1):
         inside = [r for r in candidates if fits[r] * resident <= hw.SMEM_BYTES]
         if inside:
-            busy = [r for r in inside if hw.cdiv(size, r) >= _schedule.SMS]
+            busy = [r for r in inside if hw.cdiv(size, r) >= _schedule.sm_count()]
             best = max(busy or [min(inside)])
             layout_rows = _with_rows(layout, best, frame)
             choice = RowChoice(best, frame, layout_rows, fits[best], aliases, block_form)

@@ -10,6 +10,7 @@ plan's blocks; a compile (`kernel.compile`) folds the registers into the CTAs pe
 
 import dataclasses
 import enum
+import functools
 
 from ... import _hardware as hw
 from ..._targets import TARGETS, GpuTarget, OccupancyLimit, occupancy
@@ -22,6 +23,7 @@ __all__ = [
     "Schedule",
     "ScheduleKind",
     "schedule_figures",
+    "sm_count",
 ]
 
 # The GPU the plan's figures are for: H100 and H200 (132 SMs).
@@ -142,7 +144,8 @@ def schedule_figures(
     target = target or TARGETS[_TARGET]
     occ = occupancy(target, registers, smem_bytes, threads)
     resident, limited_by = occ.ctas_per_sm, occ.limited_by
-    per_sm = hw.cdiv(ctas, target.sms)
+    sms = (_live_sms() or target.sms) if target is PLANNED_FOR else target.sms
+    per_sm = hw.cdiv(ctas, sms)
     if per_sm < resident:
         resident, limited_by = per_sm, OccupancyLimit.GRID
     schedule = Schedule(
@@ -160,6 +163,32 @@ def schedule_figures(
     return schedule
 
 
-# The SMs the plan's launches are sized for (a module global, read at planning time, so that
-# tests can run a persistent launch in the interpreter at a small size).
-SMS = TARGETS[_TARGET].sms
+# The SMs the plan's launches are sized for, when set (a module global, read at planning
+# time, so that tests can run a persistent launch in the interpreter at a small size); by
+# default the live GPU's count, or the target's.
+SMS: int | None = None
+
+
+def sm_count() -> int:
+    """The SMs persistent launches are sized for: `SMS` when set; else the live GPU's SM count
+    (`core_count`) when this process has a GPU of the planned architecture (an H100 PCIe has
+    114, an H100 SXM or H200 132); else the target's 132."""
+    if SMS is not None:
+        return SMS
+    return _live_sms() or PLANNED_FOR.sms
+
+
+@functools.cache
+def _live_sms() -> int | None:
+    """The first CUDA device's SM count, if it is of the planned architecture; else None."""
+    import jax
+
+    try:
+        device = jax.devices("cuda")[0]
+    except (RuntimeError, IndexError):  # no CUDA backend, or no device
+        return None
+    capability = str(getattr(device, "compute_capability", ""))
+    count = getattr(device, "core_count", None)
+    if capability.split(".")[0] != str(PLANNED_FOR.compute_capability[0]):
+        return None
+    return count if isinstance(count, int) and count > 0 else None

@@ -64,7 +64,7 @@ def persistent_blocks(
     loads = sum(stage_bytes)
     one_block = _resident(target, smem_bytes, threads) * loads
     for resident in (2, 1):
-        ctas = figures.SMS * resident
+        ctas = figures.sm_count() * resident
         if blocks < 2 * ctas:
             continue
         for stages in _BLOCK_STAGES:

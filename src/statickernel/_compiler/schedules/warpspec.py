@@ -70,7 +70,7 @@ class WarpSpecializedLoop:
             bool(plan.masked_reductions),
             plan.declared_stages,
             spec.stages if isinstance(spec.stages, str) else "stages",
-            figures.SMS,
+            figures.sm_count(),
             plan.ctx,
         )
         if ws is None:
