@@ -78,6 +78,7 @@ __all__ = [
     "TuneCandidate",
     "TuneError",
     "TuneResult",
+    "TuningCacheWarning",
     "UnsupportedOpError",
     "VjpError",
     "backend",

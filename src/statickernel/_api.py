@@ -73,6 +73,7 @@ from .runtime.backend import (
 from .runtime.indices import checked_indices
 from .runtime.kernel import Kernel, Specialization, kernel
 from .runtime.profiling import profile, unprofiled
+from .tuning.cache_warning import TuningCacheWarning
 from .tuning.result import Ranking, TuneCandidate, TuneResult
 
 __all__ = [
@@ -143,6 +144,7 @@ __all__ = [
     "TuneCandidate",
     "TuneError",
     "TuneResult",
+    "TuningCacheWarning",
     "UnsupportedOpError",
     "VjpError",
     "backend",

@@ -250,3 +250,15 @@ def test_a_second_tuning_reads_the_cache_and_says_so() -> None:
     assert "(from the cache)" in str(again).splitlines()[0]
     assert again.best == first.best and again.table == first.table
     assert not matmul.tune(SQUARE, SQUARE, by="plan", force=True).cached
+
+
+def test_a_cache_that_cannot_be_written_warns_and_the_result_stands(
+    own_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = own_cache / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("STATICKERNEL_CACHE_DIR", str(blocker))
+    with pytest.warns(sk.TuningCacheWarning, match="could not be cached under .*a-file"):
+        result = matmul.tune(SQUARE, SQUARE, by="plan")
+    assert result.best == {"BM": 128, "BN": 128}
+    assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}

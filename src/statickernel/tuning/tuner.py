@@ -2,6 +2,7 @@
 call takes from the cache."""
 
 import itertools
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,11 +14,13 @@ from .._errors import ErrorContext, NoCandidateError, Phase, ToolchainError, Tun
 from ..aot.compile import toolchain
 from ..runtime.backend import has_cuda, resolve_backend
 from . import cache
+from .cache_warning import TuningCacheWarning
 from .measure import CompileMeasure, DeviceMeasure, Measure, PlanMeasure
 from .result import Ranking, Status, TuneCandidate, TuneResult, constants_text
 from .subject import TunedKernel
 
 __all__ = ["call_constants", "tune_kernel"]
+
 
 _COMPILE_TARGET = "sm_90a"
 
@@ -160,7 +163,15 @@ def tune_kernel(
         (*ranked, *others),
     )
     result.check_invariants()
-    cache.store(key, result)
+    try:
+        cache.store(key, result)
+    except OSError as exc:  # a read-only home: the result stands, later calls take defaults
+        warnings.warn(
+            f"kernel `{spec.name}`: the tuning could not be cached under {cache.cache_dir()} "
+            f"({exc.strerror or exc}); set {cache.CACHE_ENV} to a writable folder",
+            TuningCacheWarning,
+            stacklevel=3,
+        )
     return result
 
 
