@@ -262,3 +262,38 @@ def test_a_cache_that_cannot_be_written_warns_and_the_result_stands(
         result = matmul.tune(SQUARE, SQUARE, by="plan")
     assert result.best == {"BM": 128, "BN": 128}
     assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+class _OnTheInterpreter:
+    """The softmax kernel seen by the device measure as a GPU kernel, run by the interpreter
+    (and, with `wrong`, returning wrong numbers): the measure's logic without a GPU."""
+
+    def __init__(self, wrong: bool = False) -> None:
+        self.spec, self.consts = softmax.spec, softmax.consts
+        self.backend: str | None = "mosaic_gpu"
+        self.reference, self.wrong = softmax.reference, wrong
+
+    def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> sk.LaunchPlan:
+        return softmax.plan(*args, backend=backend, **overrides)
+
+    def compile(self, *args: Any, target: str = "sm_90a", **overrides: Any) -> sk.CompileReport:
+        raise AssertionError("the device measure does not compile")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        assert kwargs.pop("backend") == "mosaic_gpu"
+        out = softmax.with_backend("interpret")(*args, **kwargs)
+        return out * 0 if self.wrong else out
+
+
+def test_the_device_measure_checks_then_times_each_candidate() -> None:
+    from statickernel.tuning.measure import DeviceMeasure
+
+    x = jax.random.normal(jax.random.key(2), (100, 64), jnp.float32)
+    measure = DeviceMeasure("a device", reps=2, warmup=1)
+    timed = measure.measure(_OnTheInterpreter(), [x], {"BM": 64})
+    assert timed.status is Status.RANKED and timed.seconds is not None and timed.seconds > 0
+    wrong = measure.measure(_OnTheInterpreter(wrong=True), [x], {"BM": 64})
+    assert wrong.status is Status.FAILED and wrong.seconds is None
+    assert wrong.reason.startswith("differs from the reference: ")
+    pruned = measure.measure(_OnTheInterpreter(), [x], {"BM": 100})
+    assert pruned.status is Status.PRUNED and pruned.reason.startswith("BlockAlignmentError")
