@@ -1534,6 +1534,8 @@ _CALL_ERRORS = [
     sk.CompileError,
     sk.CompileTargetError,
     sk.ToolchainError,
+    sk.TuneError,
+    sk.NoCandidateError,
 ]
 # One class per hardware rule, raised by the declaration and by a call alike.
 _RULE_ERRORS = [
