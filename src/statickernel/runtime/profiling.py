@@ -53,17 +53,20 @@ def profile(directory: str | os.PathLike[str], *, space: int = 4096) -> Iterator
         )
     os.makedirs(path, exist_ok=True)
     chosen = Profile(os.path.abspath(path), space)
-    token = _active.set(chosen)
-    try:
+    with _profiled_as(chosen):
         yield chosen
-    finally:
-        _active.reset(token)
 
 
 @contextlib.contextmanager
 def unprofiled() -> Iterator[None]:
     """Inside `sk.profile`, a block whose specializations are not profiled."""
-    token = _active.set(None)
+    with _profiled_as(None):
+        yield
+
+
+@contextlib.contextmanager
+def _profiled_as(chosen: Profile | None) -> Iterator[None]:
+    token = _active.set(chosen)
     try:
         yield
     finally:

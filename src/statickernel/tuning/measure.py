@@ -36,13 +36,16 @@ def _reason(exc: StaticKernelError) -> str:
     return f"{type(exc).__name__}: {exc.what}"
 
 
+def _structs(args: Sequence[Any]) -> list[jax.ShapeDtypeStruct]:
+    return [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+
+
 def _planned(
     kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
 ) -> LaunchPlan | TuneCandidate:
     """The candidate's plan for the GPU, or the candidate pruned by the rule that refused it."""
-    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
     try:
-        return kernel.plan(*shapes, backend="mosaic_gpu", **constants)
+        return kernel.plan(*_structs(args), backend="mosaic_gpu", **constants)
     except StaticKernelError as exc:
         return TuneCandidate(dict(constants), Status.PRUNED, _reason(exc))
 
@@ -91,9 +94,8 @@ class CompileMeasure:
         plan = _planned(kernel, args, constants)
         if isinstance(plan, TuneCandidate):
             return plan
-        shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
         try:
-            report = kernel.compile(*shapes, target=self.target, **constants)
+            report = kernel.compile(*_structs(args), target=self.target, **constants)
         except ToolchainError:
             raise
         except CompileError as exc:
