@@ -1,18 +1,20 @@
-"""Timing: warm-ups, repeated runs, medians, and side-by-side runs for ratios.
+"""Timing for the benchmark scripts: `sk.testing.bench_side_by_side` (the product's helper)
+over zero-argument calls, with the figures the scripts' JSON records.
 
 Contenders are timed in interleaved rounds (a, b, a, b, ...) rather than one after the other,
 so that drift in the machine's speed (other processes, frequency scaling) hits both alike and
-cancels in their ratio.
+cancels in their ratio. On a GPU each run is one call timed on the device (CUPTI), the L2
+evicted before it; where that cannot be had, runs of back-to-back calls are timed by the host
+(`Timing.how` says which).
 """
 
 import dataclasses
 import math
 import statistics
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import jax
+import statickernel as sk
 
 __all__ = ["Timing", "ratio", "time_side_by_side"]
 
@@ -23,6 +25,8 @@ class Timing:
 
     per_call_s: tuple[float, ...]
     calls_per_run: int
+    how: str = "host"
+    """`sk.testing.Timing`'s value: device (CUPTI), host, batched, or host."""
 
     @property
     def median_s(self) -> float:
@@ -43,21 +47,12 @@ class Timing:
             "max_s": max(self.per_call_s),
             "runs": len(self.per_call_s),
             "calls_per_run": self.calls_per_run,
+            "timing": self.how,
         }
 
 
 def ratio(numerator: Timing, denominator: Timing) -> float:
     return numerator.median_s / denominator.median_s if denominator.median_s else math.nan
-
-
-def _run_once(call: Callable[[], Any], calls: int) -> float:
-    start = time.perf_counter()
-    out = None
-    for _ in range(calls):
-        out = call()
-    # Dispatch is asynchronous: a run ends when its last result is ready.
-    jax.block_until_ready(out)
-    return (time.perf_counter() - start) / calls
 
 
 def time_side_by_side(
@@ -66,25 +61,14 @@ def time_side_by_side(
     warmup: int,
     runs: int,
     min_run_s: float = 0.0,
-    max_calls_per_run: int = 10_000,
 ) -> dict[str, Timing]:
     """Times each contender `runs` times, after `warmup` untimed calls, in interleaved rounds.
 
-    With `min_run_s`, a run batches enough back-to-back calls to last about that long, so that
-    calls much shorter than a clock tick or a device sync are still measured well.
+    With `min_run_s`, a host-timed run batches enough back-to-back calls to last about that
+    long, so that calls much shorter than a clock tick or a device sync are still measured
+    well; a device-timed run is one call.
     """
-    for call in contenders.values():
-        for _ in range(warmup):
-            jax.block_until_ready(call())
-    batch: dict[str, int] = {}
-    for name, call in contenders.items():
-        calls = 1
-        if min_run_s > 0:
-            one = _run_once(call, 1)
-            calls = max(1, min(max_calls_per_run, math.ceil(min_run_s / max(one, 1e-9))))
-        batch[name] = calls
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(runs):
-        for name, call in contenders.items():
-            samples[name].append(_run_once(call, batch[name]))
-    return {name: Timing(tuple(samples[name]), batch[name]) for name in contenders}
+    table = sk.testing.bench_side_by_side(
+        dict(contenders), warmup=warmup, reps=runs, min_run_s=min_run_s
+    )
+    return {r.name: Timing(r.times, r.calls_per_run, r.timing.value) for r in table.results}

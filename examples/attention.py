@@ -9,6 +9,7 @@ and Gemma 2's logit soft-capping (`softcap`: scores become softcap * tanh(scores
 A query that sees no key gets zeros and a log-sum-exp of -inf."""
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, TypedDict
@@ -273,6 +274,15 @@ def flash_forward(
     return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
 
 
+def saved_lse2(lse: jax.Array, scores: Scores) -> jax.Array:
+    """A backward's saved log-sum-exp in base 2. A query that saw no key has an lse of -inf
+    (a window's edge, a segment without keys): taken as +inf, so that its probabilities are
+    exp2(s - inf) = 0, not exp2(-inf - -inf) = NaN, and its gradients zeros."""
+    if scores.may_see_no_key:
+        lse = jnp.where(lse == -jnp.inf, jnp.inf, lse)
+    return lse * LOG2_E
+
+
 def dq_body(
     q: jax.Array,
     k: jax.Array,
@@ -284,7 +294,7 @@ def dq_body(
     BQ: int,
 ) -> jax.Array:
     """The dq kernels' body, over a block of queries."""
-    lse2 = sk.load(lse) * LOG2_E  # the log-sum-exp in base 2, as the scores are
+    lse2 = saved_lse2(sk.load(lse), scores)  # the log-sum-exp in base 2, as the scores are
     row_delta = sk.load(delta)
 
     def step(dq):
@@ -324,7 +334,7 @@ def dkdv_body(
         st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
         st = scores.masked_block(st, transposed=True)
         # A query past Sq reads an lse of +inf: probability 0.
-        pt = jnp.exp2(st - (sk.load(lse, fill=jnp.inf) * LOG2_E)[None, :])
+        pt = jnp.exp2(st - saved_lse2(sk.load(lse, fill=jnp.inf), scores)[None, :])
         dv = dv + sk.dot(pt.astype(q.dtype), dout)
         dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
         if capped is not None:
@@ -361,10 +371,9 @@ def attention_lse_vjp(
     delta = rowsum(dout * out) (jnp; XLA fuses it into one read of each), then dq looping
     over the keys and dk, dv looping over the queries, each recomputing the probabilities
     from the saved log-sum-exp. A cotangent of the lse adds p * dlse to the scores': it enters
-    as delta - dlse. A query that saw no key (lse -inf) is given +inf: probabilities 0.
-    Deterministic: every gradient block is summed by one CTA, no atomics."""
+    as delta - dlse. A query that saw no key (lse -inf) has probabilities 0 in the kernels
+    (`saved_lse2`). Deterministic: every gradient block is summed by one CTA, no atomics."""
     delta = jnp.sum(dout.astype(jnp.float32) * out.astype(jnp.float32), axis=-1) - dlse
-    lse = jnp.where(lse == -jnp.inf, jnp.inf, lse)
     consts = Variant(
         causal=causal,
         sm_scale=sm_scale,
@@ -497,7 +506,34 @@ def _dkdv_reference(*args: jax.Array, **consts: object) -> tuple[jax.Array, jax.
     return dk, dv
 
 
-@sk.kernel(batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=_dq_reference)
+Forward = Callable[..., tuple[jax.Array, jax.Array]]
+
+
+def backward_test_data(forward: Forward, *operands: str) -> dict[str, Callable[..., jax.Array]]:
+    """Test data for a backward's `lse` and `delta` (`@sk.kernel(test_data=...)`): the
+    forward's, on the case's q, k, v and `operands`, with the case's constants, as training
+    saves them. Random values would make exp(s - lse) overflow or vanish everywhere."""
+
+    def saved(d: sk.testing.Draw) -> tuple[jax.Array, jax.Array]:
+        names = ("q", "k", "v", *operands)
+        taken = inspect.signature(forward).parameters
+        consts = {n: v for n, v in d.consts.items() if n in taken}
+        return forward(*(d.operands[n] for n in names), **consts)
+
+    def delta(d: sk.testing.Draw) -> jax.Array:
+        out = saved(d)[0].astype(jnp.float32)
+        return jnp.sum(d.operands["dout"].astype(jnp.float32) * out, axis=-1)
+
+    return {"lse": lambda d: saved(d)[1], "delta": delta}
+
+
+@sk.kernel(
+    batch=("B", "H"),
+    tile={"Sq": "BQ"},
+    loop={"Skv": "BKV"},
+    reference=_dq_reference,
+    test_data=backward_test_data(attention_lse_reference),
+)
 def attention_dq(
     q: Half[Array, "B H Sq D"],
     k: Half[Array, "B H Skv D"],
@@ -521,7 +557,13 @@ def attention_dq(
     return dq_body(q, k, v, dout, lse, delta, scores, BQ)
 
 
-@sk.kernel(batch=("B", "H"), tile={"Skv": "BKV"}, loop={"Sq": "BQ"}, reference=_dkdv_reference)
+@sk.kernel(
+    batch=("B", "H"),
+    tile={"Skv": "BKV"},
+    loop={"Sq": "BQ"},
+    reference=_dkdv_reference,
+    test_data=backward_test_data(attention_lse_reference),
+)
 def attention_dkdv(
     q: Half[Array, "B H Sq D"],
     k: Half[Array, "B H Skv D"],

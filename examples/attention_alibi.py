@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float32
 
 import statickernel as sk
-from attention import Half, Scores, dkdv_body, dq_body, flash_forward
+from attention import Half, Scores, backward_test_data, dkdv_body, dq_body, flash_forward
 
 # --- the bias -------------------------------------------------------------------------------
 
@@ -166,7 +166,13 @@ def attention_alibi(
     return flash_forward(q, k, v, scores, BQ)
 
 
-@sk.kernel(batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=_dq_reference)
+@sk.kernel(
+    batch=("B", "H"),
+    tile={"Sq": "BQ"},
+    loop={"Skv": "BKV"},
+    reference=_dq_reference,
+    test_data=backward_test_data(attention_alibi_reference, "slopes"),
+)
 def attention_alibi_dq(
     q: Half[Array, "B H Sq D"],
     k: Half[Array, "B H Skv D"],
@@ -186,7 +192,13 @@ def attention_alibi_dq(
     return dq_body(q, k, v, dout, lse, delta, scores, BQ)
 
 
-@sk.kernel(batch=("B", "H"), tile={"Skv": "BKV"}, loop={"Sq": "BQ"}, reference=_dkdv_reference)
+@sk.kernel(
+    batch=("B", "H"),
+    tile={"Skv": "BKV"},
+    loop={"Sq": "BQ"},
+    reference=_dkdv_reference,
+    test_data=backward_test_data(attention_alibi_reference, "slopes"),
+)
 def attention_alibi_dkdv(
     q: Half[Array, "B H Sq D"],
     k: Half[Array, "B H Skv D"],

@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float32, Int32
 
 import statickernel as sk
@@ -29,6 +30,7 @@ from attention import (
     Variant,
     attention_lse_reference,
     attention_lse_vjp,
+    backward_test_data,
     dkdv_body,
     dq_body,
     flash_forward,
@@ -268,7 +270,13 @@ def _packed_dkdv_reference(
     return dk, dv
 
 
-@sk.kernel(batch=("B", "H"), tile={"Sq": "BQ"}, loop={"Skv": "BKV"}, reference=_packed_dq_reference)
+@sk.kernel(
+    batch=("B", "H"),
+    tile={"Sq": "BQ"},
+    loop={"Skv": "BKV"},
+    reference=_packed_dq_reference,
+    test_data=backward_test_data(attention_packed_reference, "q_segment_ids", "kv_segment_ids"),
+)
 def attention_packed_dq(
     q: Half[Array, "B H Sq D"],
     k: Half[Array, "B H Skv D"],
@@ -292,7 +300,11 @@ def attention_packed_dq(
 
 
 @sk.kernel(
-    batch=("B", "H"), tile={"Skv": "BKV"}, loop={"Sq": "BQ"}, reference=_packed_dkdv_reference
+    batch=("B", "H"),
+    tile={"Skv": "BKV"},
+    loop={"Sq": "BQ"},
+    reference=_packed_dkdv_reference,
+    test_data=backward_test_data(attention_packed_reference, "q_segment_ids", "kv_segment_ids"),
 )
 def attention_packed_dkdv(
     q: Half[Array, "B H Sq D"],
@@ -369,8 +381,22 @@ def _decode_parts_reference(
     return jnp.einsum("bhprs,bhpsd->bhprd", p, v.astype(f32)), lse
 
 
+def _cache_lengths(d: sk.testing.Draw) -> np.ndarray:
+    """Test data for `lengths`: each sequence's cache, from its new tokens to every part full."""
+    return d.rng.integers(d.consts["queries"], d.sizes["P"] * d.sizes["S"] + 1, d.shape)
+
+
+def _part_starts(d: sk.testing.Draw) -> np.ndarray:
+    """Test data for `part_starts`: the parts of the cache, in order."""
+    return np.arange(d.sizes["P"]) * d.sizes["S"]
+
+
 @sk.kernel(
-    batch=("B", "Hkv", "P"), tile={"R": "BR"}, loop={"S": "BS"}, reference=_decode_parts_reference
+    batch=("B", "Hkv", "P"),
+    tile={"R": "BR"},
+    loop={"S": "BS"},
+    reference=_decode_parts_reference,
+    test_data={"lengths": _cache_lengths, "part_starts": _part_starts},
 )
 def attention_decode_parts(
     q: Half[Array, "B Hkv R D"],

@@ -53,7 +53,7 @@ SECTIONS = {
     },
     "throughput": {"kernel", "shape", "dtype", "median_ms", "elements_per_s", "timings"},
 }
-TIMING_KEYS = {"median_s", "min_s", "max_s", "runs", "calls_per_run"}
+TIMING_KEYS = {"median_s", "min_s", "max_s", "runs", "calls_per_run", "timing"}
 
 
 def test_quick_run_writes_every_section(tmp_path: pathlib.Path) -> None:

@@ -53,6 +53,7 @@ from .lower.geometry import block_geometry
 from .lower.translate import Translation, translate
 from .lower.translation import Geometry
 from .plan.cost import plan_cost
+from .plan.numerics import plan_numerics
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
 from .plan.profile import Profile
@@ -317,7 +318,13 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
         )
         plan.check_invariants()
     if unit.phase is Phase.CALL:
-        plan = dataclasses.replace(plan, cost=plan_cost(plan, traced.trace), profile=unit.profile)
+        sizes = {d.name: d.size for d in plan.dims}
+        plan = dataclasses.replace(
+            plan,
+            cost=plan_cost(plan, traced.trace),
+            numerics=plan_numerics(traced.trace, sizes),
+            profile=unit.profile,
+        )
     return plan
 
 

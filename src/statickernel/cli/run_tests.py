@@ -119,6 +119,7 @@ def result_facts(result: testing.CheckResult, location: str) -> dict[str, Any]:
     facts: dict[str, Any] = {"location": location, **to_json(result), "passed": result.passed}
     if facts["worst"] is not None and result.worst is not None:
         facts["worst"]["relative_error"] = to_json(result.worst.relative_error)
+    facts["coverage"] = to_json(result.coverage)
     facts["report"] = testing.describe_failure(result) or None
     return facts
 

@@ -459,6 +459,7 @@ def kernel[**P, R](
     ragged: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
+    test_data: Mapping[str, Callable[..., Any]] | None = None,
     backend: str | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[P, R]], Kernel[P, R]]: ...
@@ -477,6 +478,7 @@ def kernel[**P, R](
     ragged: Mapping[str, str] | None = None,
     reference: Callable[..., Any] | None = None,
     vjp: str | Callable[..., Any] | None = None,
+    test_data: Mapping[str, Callable[..., Any]] | None = None,
     backend: str | None = None,
     name: str | None = None,
 ) -> Any:
@@ -527,6 +529,11 @@ def kernel[**P, R](
         function `backward(*operands, *results, *cotangents, **constants)`: reverse mode
         only; it returns one cotangent per operand (None for one with no gradient). None,
         the default: differentiating the kernel raises `NotDifferentiableError`.
+      test_data: generators of test data for the operands whose meaning random data miss,
+        by operand, e.g. `{"lse": lambda d: np.log(d.sizes["Skv"]) + d.rng.random(d.shape)}`
+        (a function of an `sk.testing.Draw`, returning an array of `d.shape`). Every check of
+        the kernel (`sk.testing`, `statickernel test`) draws those operands with them; a
+        check's `operands=` replaces them one by one.
       backend: "mosaic_gpu" or "interpret"; by default the process-wide choice.
       name: the kernel's name in plans and generated code; the function's name by default.
     """
@@ -546,6 +553,7 @@ def kernel[**P, R](
                 update=update,
                 pages=pages,
                 ragged=ragged,
+                test_data=test_data,
             )
             derivative = parse_vjp(vjp, spec)
             try:

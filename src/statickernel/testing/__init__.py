@@ -150,11 +150,13 @@ def run_case(
 
     `rtol` and `atol` replace the tolerance derived from the dtypes: an element fails when
     |got - want| > atol + rtol * |want|; when only one is given, the other is 0. `operands`
-    draws the named operands' data with their own generators (`testing.data`).
+    draws the named operands' data with their own generators (`testing.data`), beside and
+    before the kernel's own (`test_data=`).
     """
     require_kernel(kernel, "run_case")
     _check_settings(seed, rtol, atol)
     check_generators(kernel.spec, operands or {})
+    generators = {**dict(kernel.spec.test_data), **(operands or {})}
     chosen = backend or kernel.backend or default_backend()
     facts: dict[str, Any] = dict(
         kernel=kernel.spec.name,
@@ -165,7 +167,8 @@ def run_case(
     )
     started = time.perf_counter()
     try:
-        args = drawn_operands(kernel.spec, random_operands(case, seed), operands or {}, seed)
+        arrays = random_operands(case, seed)
+        args = drawn_operands(kernel.spec, arrays, generators, seed, kernel.consts)
         got = kernel(*args, backend=chosen)
         want = call_reference(kernel, args, reference)
         plan = kernel.plan(*args, backend=chosen)
@@ -189,6 +192,7 @@ def run_case(
         worst=found.worst,
         placement=found.placement,
         edge_blocks=found.edge_blocks,
+        informative=found.informative,
     )
 
 

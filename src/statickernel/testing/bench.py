@@ -2,14 +2,16 @@
 repeated timed runs, the median and the spread, and for a kernel the rates its plan's cost
 gives (achieved HBM bytes and FLOP a second, and the fraction of its roofline floor).
 
-Timing is by the host clock around each run, to the results being ready
-(`jax.block_until_ready`), so a run includes the launch's dispatch. On a GPU each run batches
-back-to-back calls for at least `min_run_s` (1 ms by default there), so that dispatch overlaps
-the device's work and the time per call approaches the device's, and a write of 256 MiB
-between runs evicts the 50 MiB L2, so that no run reads operands an earlier one left there.
-On a CPU the time is the interpreter's or XLA:CPU's, not a GPU's: results say which
-(`BenchResult.timing`). Side by side, contenders are timed in interleaved rounds (a, b, a, b,
-...), so that drift in the machine's speed hits all alike.
+On a GPU the time is the device's: CUPTI records each kernel a call launches, with its start
+and end on the device, and a run's time is the sum over the call's kernels, without the host's
+dispatch. A write of 256 MiB before each run evicts the 50 MiB L2 (outside the recorded
+window), so that no run reads operands an earlier one left there. Where jaxlib has no CUPTI
+timer, or a call launches nothing it records, the host clock times runs of back-to-back calls
+(at least `min_run_s`, 1 ms by default, so that dispatch overlaps the device's work), L2
+evicted between runs. On a CPU the time is the host clock around each call: the
+interpreter's or XLA:CPU's time, not a GPU's. Results say which (`BenchResult.timing`). Side
+by side, contenders are timed in interleaved rounds (a, b, a, b, ...), so that drift in the
+machine's speed hits all alike.
 """
 
 import dataclasses
@@ -23,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._compat import cupti_kernel_timer
 from .._compiler.plan.cost import Cost
 from .._display import TextDisplay
 
@@ -38,6 +41,9 @@ class Timing(enum.StrEnum):
     """The host clock around each call, on a CPU: the interpreter's or XLA:CPU's time."""
     HOST_BATCHED = "host, batched"
     """The host clock around runs of back-to-back calls on a GPU, L2 evicted between runs."""
+    DEVICE = "device (CUPTI)"
+    """The device time of the kernels each call launched, summed, on a GPU; L2 evicted
+    before each call."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +186,39 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+KernelTimer = tuple[Callable[[], None], Callable[[], list[tuple[str, float]]]]
+
+
+def _device_run(fn: Callable[..., Any], args: tuple[Any, ...], timer: KernelTimer) -> float | None:
+    """The device seconds of the kernels one call launches, L2 evicted first (before the
+    timer starts, so the eviction is not counted); None when it launched none the timer saw."""
+    start, stop = timer
+    _flush()
+    start()
+    try:
+        jax.block_until_ready(fn(*args))
+    finally:
+        launched = stop()
+    return sum(ms for _, ms in launched) / 1e3 if launched else None
+
+
+def _device_timer(
+    contenders: Mapping[str, Callable[..., Any]], args: tuple[Any, ...]
+) -> KernelTimer | None:
+    """CUPTI's timer where this is a GPU, jaxlib has one and it sees every contender's
+    kernels; None otherwise (the host clock times them instead)."""
+    if not _on_gpu():
+        return None
+    timer = cupti_kernel_timer()
+    if timer is None:
+        return None
+    try:
+        seen = all(_device_run(fn, args, timer) for fn in contenders.values())
+    except RuntimeError:  # CUPTI taken by another profiler (Nsight, a debugger)
+        return None
+    return timer if seen else None
+
+
 def _check(warmup: Any, reps: Any, min_run_s: Any) -> None:
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup={warmup!r}: give an int >= 0, e.g. warmup=3")
@@ -197,31 +236,65 @@ def bench_side_by_side(
     min_run_s: float | None = None,
 ) -> BenchTable:
     """Times each contender on `args`, in interleaved rounds, and returns their table: e.g.
-    `{"kernel": softmax, "jnp": jax.jit(softmax_reference)}`. A run batches back-to-back calls
-    for at least `min_run_s` (default: 1 ms on a GPU, one call on a CPU)."""
+    `{"kernel": softmax, "jnp": jax.jit(softmax_reference)}`. On a GPU a run is one call timed
+    on the device (CUPTI); where that is not to be had, a run batches back-to-back calls for
+    at least `min_run_s` (default: 1 ms on a GPU, one call on a CPU) timed by the host."""
     _check(warmup, reps, min_run_s)
     if not contenders:
         raise ValueError("contenders is empty: give at least one name -> function")
+    for fn in contenders.values():
+        for _ in range(warmup):
+            jax.block_until_ready(fn(*args))
+    timer = _device_timer(contenders, args)
+    if timer is not None:
+        times, calls, timing = _device_times(contenders, args, reps, timer), {}, Timing.DEVICE
+    else:
+        times, calls = _host_times(contenders, args, reps, min_run_s)
+        timing = Timing.HOST_BATCHED if _on_gpu() else Timing.HOST
+    results = []
+    for name, fn in contenders.items():
+        result = BenchResult(
+            name, timing, _device(), tuple(times[name]), calls.get(name, 1), _cost(fn, args)
+        )
+        result.check_invariants()
+        results.append(result)
+    return BenchTable(tuple(results))
+
+
+def _device_times(
+    contenders: Mapping[str, Callable[..., Any]],
+    args: tuple[Any, ...],
+    reps: int,
+    timer: KernelTimer,
+) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(reps):
+        for name, fn in contenders.items():
+            seconds = _device_run(fn, args, timer)
+            if seconds is None:
+                raise RuntimeError(f"{name}: CUPTI saw no kernel of this call, as it did before")
+            times[name].append(seconds)
+    return times
+
+
+def _host_times(
+    contenders: Mapping[str, Callable[..., Any]],
+    args: tuple[Any, ...],
+    reps: int,
+    min_run_s: float | None,
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Host-clock runs of back-to-back calls, each at least `min_run_s` (default: 1 ms on a
+    GPU, one call on a CPU), and the calls a run of each contender makes."""
     floor = min_run_s if min_run_s is not None else (1e-3 if _on_gpu() else 0.0)
     calls: dict[str, int] = {}
     for name, fn in contenders.items():
-        for _ in range(warmup):
-            jax.block_until_ready(fn(*args))
         once = _run(fn, args, 1)
         calls[name] = max(1, min(10_000, int(floor / once) + 1)) if floor else 1
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(reps):
         for name, fn in contenders.items():
             times[name].append(_run(fn, args, calls[name]))
-    timing = Timing.HOST_BATCHED if _on_gpu() else Timing.HOST
-    results = []
-    for name, fn in contenders.items():
-        result = BenchResult(
-            name, timing, _device(), tuple(times[name]), calls[name], _cost(fn, args)
-        )
-        result.check_invariants()
-        results.append(result)
-    return BenchTable(tuple(results))
+    return times, calls
 
 
 def bench(

@@ -2,9 +2,13 @@
 tolerance, the worst of them, and whether they all lie in edge blocks.
 
 An element fails when |got - want| > atol + rtol * |want| (numpy.isclose's rule, in float32).
-By default rtol is 0 and atol is derived from the dtypes: relative to the narrowest float
-involved, times the largest finite reference magnitude (at least 1). Equal values never fail,
-matching infinities and NaNs included; any other NaN is an infinite error.
+By default rtol is 0 and atol is a relative tolerance times the largest finite reference
+magnitude (at least 1). The relative tolerance is that of the narrowest float involved: for a
+kernel without products, its operands' and results' dtypes; for one with `sk.dot` products,
+whose operands are exact inputs, its results' dtypes and the types its body rounds computed
+values to (the plan's `numerics`: tf32 for a product of float32 blocks), and at least the
+float32 roundings a contraction of length K accumulates, 2**-22 * sqrt(K). Equal values never
+fail, matching infinities and NaNs included; any other NaN is an infinite error.
 
 An edge block is the last block along a tiled dim whose size is not a multiple of the block:
 it crosses the array's edge, so masking decides what it reads and writes. Mismatches found
@@ -22,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._compiler.plan.numerics import TF32, Numerics
 from .._compiler.plan.plan import LaunchPlan
 
 __all__ = [
@@ -30,11 +35,16 @@ __all__ = [
     "Placement",
     "WorstElement",
     "compare",
+    "product_tolerance",
     "tolerance",
 ]
 
 # Relative tolerances by the narrowest float involved; integer results must match exactly.
-_RELATIVE_TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2, "float16": 2e-2}
+# tf32 (a product's float32 inputs, 10 bits of mantissa) allows ten of its units, 2**-11.
+_RELATIVE_TOLERANCE = {"float32": 1e-5, TF32: 5e-3, "bfloat16": 2e-2, "float16": 2e-2}
+# Each step of a contraction can round in float32 (2**-24), in another order than the
+# reference's: errors that add up as a random walk, about sqrt(K) of them, allowed 4x.
+_CONTRACTION_ROUNDING = 2.0**-22
 
 
 def tolerance(dtypes: Sequence[str], scale: float = 1.0) -> float:
@@ -44,8 +54,24 @@ def tolerance(dtypes: Sequence[str], scale: float = 1.0) -> float:
     return max(relative, default=0.0) * max(1.0, scale)
 
 
+def product_tolerance(numerics: Numerics, result_dtypes: Sequence[str], scale: float) -> float:
+    """The default atol of a kernel with products: relative to the narrowest float among its
+    results and what its body rounds to, at least the contraction's float32 roundings, times
+    `scale` (at least 1); zero when nothing is a float."""
+    floats = [d for d in result_dtypes if _is_float(d)] + list(numerics.rounds_to)
+    if not floats:
+        return 0.0
+    relative = max(_RELATIVE_TOLERANCE.get(_name(d), 2e-2) for d in floats)
+    relative = max(relative, _CONTRACTION_ROUNDING * math.sqrt(numerics.contraction))
+    return relative * max(1.0, scale)
+
+
+def _name(dtype: str) -> str:
+    return dtype if dtype == TF32 else jnp.dtype(dtype).name
+
+
 def _is_float(dtype: str) -> bool:
-    return bool(jnp.issubdtype(jnp.dtype(dtype), jnp.floating))
+    return dtype == TF32 or bool(jnp.issubdtype(jnp.dtype(dtype), jnp.floating))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +140,9 @@ class Comparison:
     worst: WorstElement | None
     placement: Placement
     edge_blocks: tuple[EdgeBlock, ...]  # those holding mismatches
+    informative: int = 0
+    """The reference's elements that are finite and nonzero: those that test the kernel's
+    arithmetic (a masked softmax whose rows are all past their lengths compares zeros)."""
 
 
 def compare(
@@ -144,13 +173,16 @@ def compare(
     result_dtypes = [jnp.dtype(np.asarray(g).dtype).name for g in got_leaves]
     # By default an integer result (a top-k's indices) matches exactly, beside float ones.
     exact = [rtol is None and atol is None and not _is_float(d) for d in result_dtypes]
-    if rtol is None and atol is None:
+    numerics = plan.numerics if plan is not None else None
+    if rtol is None and atol is None and numerics is not None and numerics.contraction:
+        atol, rtol = product_tolerance(numerics, result_dtypes, scale), 0.0
+    elif rtol is None and atol is None:
         atol, rtol = tolerance([*dtypes, *result_dtypes], scale), 0.0
     atol, rtol = atol or 0.0, rtol or 0.0
     names = _result_names(plan, len(pairs))
     worst: WorstElement | None = None
     worst_error = 0.0
-    elements = mismatches = 0
+    elements = mismatches = informative = 0
     interior = False
     edge_blocks: list[EdgeBlock] = []
     follows_plan = plan is not None and names is not None
@@ -160,6 +192,7 @@ def compare(
         if exact[i]:
             bad = error > 0
         elements += error.size
+        informative += int(np.count_nonzero(np.isfinite(w) & (w != 0)))
         mismatches += int(np.count_nonzero(bad))
         if error.size and float(np.max(error)) > worst_error:
             flat = int(np.argmax(error))
@@ -188,6 +221,7 @@ def compare(
         worst=worst,
         placement=placement,
         edge_blocks=tuple(edge_blocks),
+        informative=informative,
     )
 
 

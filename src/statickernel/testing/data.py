@@ -9,7 +9,13 @@ positive scales, sorted offsets).
 
 Each generator takes a `Draw` and returns an array-like of the draw's shape; it is cast to the
 draw's dtype. Its random generator is seeded by the check's seed and the operand's position,
-so a case's data are the same on every run and independent of the other operands'.
+so a case's data are the same on every run. Operands are drawn in the order they are
+declared, and a draw sees the case's operands as drawn so far (`d.operands`) and the
+kernel's constants (`d.consts`): a saved log-sum-exp can be computed from the q and k
+declared before it, so that it fits them as the forward's would.
+
+A kernel declares its own generators with `@sk.kernel(test_data=...)`; a check's
+`operands=` replaces them one by one.
 """
 
 import dataclasses
@@ -35,6 +41,11 @@ class Draw:
     sizes: Mapping[str, int]
     """Every dim's size in this case, by name (`d.sizes["N"]`)."""
     name: str
+    operands: Mapping[str, jax.Array] = dataclasses.field(default_factory=dict)
+    """The case's operands by name: the generated values of those declared before this one,
+    the random ones of the rest."""
+    consts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The kernel's constants in this case, by name."""
 
 
 OperandGenerator = Callable[[Draw], Any]
@@ -59,9 +70,11 @@ def check_generators(spec: KernelSpec, generators: Mapping[str, OperandGenerator
 def _sizes(spec: KernelSpec, shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for op, shape in zip(spec.operands, shapes, strict=True):
-        dims = (*op.batch, *op.groups, *op.dims)
-        if len(dims) == len(shape):
-            sizes.update(zip(dims, shape, strict=True))
+        # An operand's dims hold its batch dims; a group dim leads them, unseen by the body.
+        for dims in (op.dims, (*op.groups, *op.dims), (*op.batch, *op.groups, *op.dims)):
+            if len(dims) == len(shape):
+                sizes.update(zip(dims, shape, strict=True))
+                break
     return sizes
 
 
@@ -70,8 +83,10 @@ def drawn_operands(
     arrays: Sequence[jax.Array],
     generators: Mapping[str, OperandGenerator],
     seed: int,
+    consts: Mapping[str, Any] | None = None,
 ) -> list[jax.Array]:
-    """`arrays` with each operand that has a generator drawn by it instead."""
+    """`arrays` with each operand that has a generator drawn by it instead, in the order of
+    the operands."""
     if not generators:
         return list(arrays)
     shapes = [tuple(a.shape) for a in arrays]
@@ -82,7 +97,16 @@ def drawn_operands(
         if generator is None:
             continue
         dtype = np.dtype(arrays[i].dtype)
-        draw = Draw(np.random.default_rng((seed, i)), shapes[i], dtype, sizes, op.name)
+        drawn = {o.name: a for o, a in zip(spec.operands, out, strict=True)}
+        draw = Draw(
+            np.random.default_rng((seed, i)),
+            shapes[i],
+            dtype,
+            sizes,
+            op.name,
+            drawn,
+            dict(consts or {}),
+        )
         values = np.asarray(generator(draw))
         if values.shape != shapes[i]:
             raise ValueError(

@@ -8,7 +8,10 @@ from collections.abc import Sequence
 from .compare import EdgeBlock, Placement, WorstElement
 from .probes import dtype_text, shapes_text
 
-__all__ = ["CheckResult", "describe_failure", "format_results"]
+__all__ = ["LOW_COVERAGE", "CheckResult", "coverage_warnings", "describe_failure", "format_results"]
+
+LOW_COVERAGE = 0.01
+"""Below this share of finite, nonzero reference elements a case is reported as testing little."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +37,14 @@ class CheckResult:
     placement: Placement = Placement.NONE  # where the mismatches lie
     edge_blocks: tuple[EdgeBlock, ...] = ()  # the edge blocks holding mismatches
     seconds: float = 0.0  # the case's wall time: the kernel, the reference and the comparison
+    informative: int = 0  # the reference's elements that are finite and nonzero
+
+    @property
+    def coverage(self) -> float:
+        """The share of the reference's elements that are finite and nonzero (nan when
+        nothing was compared): a case whose reference is all zeros, infinities or NaNs tests
+        little of the kernel's arithmetic, whatever its error."""
+        return self.informative / self.elements if self.elements else math.nan
 
     @property
     def passed(self) -> bool:
@@ -113,4 +124,21 @@ def format_results(results: Sequence[CheckResult]) -> str:
         if not r.passed:
             detail = describe_failure(r).replace("\n", "\n    ")
             lines.append(f"✗ {r.kernel}, {r.probe}, {shapes_text(r.shapes)}:\n    {detail}")
+    lines += coverage_warnings(results)
     return "\n".join(lines)
+
+
+def coverage_warnings(results: Sequence[CheckResult]) -> list[str]:
+    """A line for each case that compared elements of which under 1% are finite and nonzero
+    in the reference: random data that miss the operands' meaning (lengths past every row,
+    a log-sum-exp that overflows every probability) pass whatever the kernel computes."""
+    lines = []
+    for r in results:
+        if r.error is None and r.elements and r.coverage < LOW_COVERAGE:
+            lines.append(
+                f"! {r.kernel}, {r.probe}, {shapes_text(r.shapes)}: only {r.coverage:.2%} of "
+                f"the reference's {r.elements} elements are finite and nonzero, so the case "
+                "tests little; draw the operands whose meaning random data miss with "
+                "@sk.kernel(test_data=...) or operands=..."
+            )
+    return lines

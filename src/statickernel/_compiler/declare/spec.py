@@ -30,6 +30,7 @@ from .indexing import apply_index
 from .operand import OperandSpec
 from .pages import apply_pages, check_pages_map
 from .ragged import apply_ragged, check_ragged_rows, ragged_group_dims
+from .test_data import check_test_data
 from .updates import check_update
 
 __all__ = [
@@ -85,6 +86,9 @@ class KernelSpec:
     """Indexed dims and the integer operand whose values address each (`{"V": "ids"}`)."""
     update: str | None = None
     """The operand the result updates in place (`update="cache"`); None for a new array."""
+    test_data: tuple[tuple[str, Callable[..., Any]], ...] = ()
+    """The kernel's generators of test data, by operand (`test_data=`), in the operands'
+    order."""
     ragged: tuple[tuple[str, str], ...] = ()
     """The dim split into groups and the operand of the groups' sizes (`{"M":
     "group_sizes"}`): rows of M in group g read their block of g of the operands with the
@@ -217,6 +221,7 @@ def build_spec(
     update: str | None = None,
     pages: Mapping[str, str] | None = None,
     ragged: Mapping[str, str] | None = None,
+    test_data: Mapping[str, Callable[..., Any]] | None = None,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     _check_decorated(fn, name)
@@ -269,6 +274,7 @@ def build_spec(
     if loop:
         _check_loops(loop, tile, operands, consts, rows, err)
     stage_spec = _stage_spec(stages, consts, err)
+    generators = check_test_data(test_data, operands, err)
     return KernelSpec(
         name=kname,
         fn=fn,
@@ -290,6 +296,7 @@ def build_spec(
         index=tuple(dict(index or {}).items()),  # a mapping of names: apply_index checked it
         update=updated,
         ragged=ragged_map,
+        test_data=generators,
     )
 
 

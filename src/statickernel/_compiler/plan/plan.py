@@ -21,6 +21,7 @@ from .arrays import plan_arrays
 from .cost import Cost
 from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
+from .numerics import Numerics
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import LoopPlan
 from .profile import Profile
@@ -82,6 +83,8 @@ class LaunchPlan(TextDisplay):
     cost: Cost | None = None
     """The call's HBM bytes, arithmetic and roofline floor on an H200; None until the compile
     path sets it, at the call."""
+    numerics: Numerics | None = None
+    """At a call, what its arithmetic rounds (the testing helpers' default tolerance)."""
     cross_blocks: tuple[CrossBlock, ...] = ()
     """The results reduced across blocks: each block writes a partial, and the wrapper
     combines them after the launch (see `trace.crossblock`)."""
