@@ -25,6 +25,8 @@ from attention_variants import (
     attention_decode_reference,
     attention_gqa,
     attention_packed,
+    attention_packed_dkdv,
+    attention_packed_dq,
     attention_packed_reference,
     decode_splits,
     grouped_query_attention,
@@ -175,6 +177,23 @@ def test_a_query_whose_segment_has_no_keys_gets_zeros() -> None:
         lambda q, k, v: jnp.sum(f32(attention_packed(q, k, v, q_ids, kv_ids)[0])), (0, 1, 2)
     )(q, k, v)
     assert all(np.isfinite(np.asarray(g, np.float32)).all() for g in grads)
+
+
+def test_the_backward_kernels_take_the_forwards_lse_of_a_query_without_keys() -> None:
+    # Called with the forward's lse as it is, -inf for segment 7's queries: their
+    # probabilities are 0 and their gradients zeros, not exp2(-inf - -inf) = NaN.
+    q_ids = jnp.asarray([[0] * 50 + [7] * 50], jnp.int32)
+    kv_ids = jnp.asarray([[0] * 120], jnp.int32)
+    q, k, v = normal((1, 1, 100, 64), 8), normal((1, 1, 120, 64), 9), normal((1, 1, 120, 64), 10)
+    dout = normal(q.shape, 11)
+    out, lse = attention_packed_reference(q, k, v, q_ids, kv_ids)
+    assert np.isneginf(np.asarray(lse)[0, 0, 50:]).all()
+    delta = jnp.sum(f32(dout) * f32(out), axis=-1)
+    dq = attention_packed_dq(q, k, v, dout, lse, delta, q_ids, kv_ids)
+    dk, dv = attention_packed_dkdv(q, k, v, dout, lse, delta, q_ids, kv_ids)
+    assert (f32(dq)[0, 0, 50:] == 0).all()
+    for grad in (dq, dk, dv):
+        assert np.isfinite(np.asarray(grad, np.float32)).all()
 
 
 @pytest.mark.slow
