@@ -22,8 +22,12 @@ def _has_cuda() -> bool:
         return False
 
 
-def run_script(out: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_script(
+    out: pathlib.Path, *args: str, limit_s: int | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GPU_CHECK_OUT": str(out), "PYTHON": sys.executable}
+    if limit_s is not None:
+        env["GPU_CHECK_LIMIT_S"] = str(limit_s)
     return subprocess.run(
         ["bash", "bench/gpu_check.sh", *args],
         cwd=ROOT,
@@ -37,7 +41,9 @@ def run_script(out: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str
 
 @pytest.mark.slow
 def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: pathlib.Path) -> None:
-    proc = run_script(tmp_path, "--dry-run")
+    # Every part, however loaded the machine: the dry run's time budget (120 s) would skip the
+    # parts left when it is spent, and this test checks them all.
+    proc = run_script(tmp_path, "--dry-run", "--budget-s", "3600", limit_s=560)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "gpu_check-dry-run.json").read_text())
     markdown = (tmp_path / "gpu_check-dry-run.md").read_text()
