@@ -84,6 +84,8 @@ UNARY = (
     Op("jnp.square({a})", "fi"),
     Op("jnp.clip({a}, -2, 2)", "fi"),
     Op("{a} / 3.0", "fi", "f"),
+    Op("{a} % 3.0", "f"),
+    Op("jnp.fmod({a}, -0.7)", "f"),
     Op("{a}.astype(jnp.float32)", "fi", "f"),
     Op("jnp.clip({a}, -100, 100).astype(jnp.int32)", "f", "i", exact=True),
     Op("{a} // 3", "i"),

@@ -1117,14 +1117,6 @@ def _op_reshape(v: jax.Array) -> jax.Array:
     return v.reshape(32, 128).reshape(64, 64)  # @op-reshape
 
 
-def _op_float_rem(v: jax.Array) -> jax.Array:
-    return v % 2.0  # @op-float-rem
-
-
-def _op_lax_float_rem(v: jax.Array) -> jax.Array:
-    return lax.rem(v, 2.0)  # @op-lax-rem
-
-
 def _op_round(v: jax.Array) -> jax.Array:
     return jnp.round(v)  # @op-round
 
@@ -1165,8 +1157,6 @@ def test_square_block_kernel_is_valid():
         pytest.param(_op_sort, "op-sort", ["jnp.sort", "sort"], id="sort"),
         pytest.param(_op_iota, "op-iota", ["jnp.arange", "iota"], id="iota"),
         pytest.param(_op_reshape, "op-reshape", ["reshape"], id="reshape"),
-        pytest.param(_op_float_rem, "op-float-rem", ["%", "remainder"], id="float-rem"),
-        pytest.param(_op_lax_float_rem, "op-lax-rem", ["lax.rem", "remainder"], id="lax-rem"),
         pytest.param(_op_row_plus_col, "op-row-col", ["per-row", "per-column"], id="row-col"),
     ],
 )
@@ -1185,9 +1175,8 @@ def test_unsupported_op(op: Any, tag: str, names: list[str]):
     [
         (_op_cumsum, ["jnp.cumsum", "cumsum"]),
         (_op_sort, ["jnp.sort", "sort"]),
-        (_op_float_rem, ["%", "remainder", "rem"]),
     ],
-    ids=["cumsum", "sort", "float-rem"],
+    ids=["cumsum", "sort"],
 )
 def test_unsupported_jit_wrapped_op_is_named(op: Any, names: list[str]):
     # The class and the op's name are right even where the line is not (see the xfail above).
@@ -1206,11 +1195,6 @@ def test_unsupported_jit_wrapped_op_is_named(op: Any, names: list[str]):
     ("op", "replacement"),
     [
         pytest.param(_op_float_pow, lambda v: jnp.exp(1.5 * jnp.log(v)), id="float-pow"),
-        pytest.param(
-            _op_float_rem,
-            lambda v: lax.rem(v.astype(jnp.int32), 2).astype(v.dtype),
-            id="float-rem",
-        ),
     ],
 )
 def test_suggested_fix_declares(op: Any, replacement: Any):
@@ -1221,7 +1205,11 @@ def test_suggested_fix_declares(op: Any, replacement: Any):
     assert k.spec.name == "k"
 
 
-@pytest.mark.parametrize("op", [_op_floor, _op_log1p, jnp.expm1], ids=["floor", "log1p", "expm1"])
+@pytest.mark.parametrize(
+    "op",
+    [_op_floor, _op_log1p, jnp.expm1, lambda v: v % 2.0, lambda v: lax.rem(v, 2.0)],
+    ids=["floor", "log1p", "expm1", "float-remainder", "lax-rem"],
+)
 def test_ops_written_with_others_declare(op: Any):
     """Ops Mosaic GPU has no rule for, written with those it has (`lower/composites.py`)."""
     assert _declare_with(op).spec.name == "k"

@@ -30,6 +30,7 @@ from ..ir.nodes import call as ir_call
 from ..ir.pallas import FP8_MAX, broadcast, is_8bit, layout, select, to_fp8
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
+from .remainder import exact_float_remainder
 
 __all__ = [
     "BODY_RULES",
@@ -167,16 +168,6 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
             f"cast to int32 after loading, e.g. sk.load(x).astype(jnp.int32), and cast the "
             f"result back with .astype(jnp.{narrow[0]})",
         )
-    if eqn.prim == "rem" and "int" not in tr.dtype(eqn.inputs[0]):
-        raise tr.fail(
-            eqn,
-            "the body takes a floating-point remainder (%, jnp.mod, jnp.fmod, lax.rem), "
-            "which Mosaic GPU cannot lower",
-            "write jnp.remainder(x, y) as x - y * jnp.floor(x / y) (jnp.fmod: jnp.trunc), which "
-            "rounds x / y first: within a rounding of a multiple of y it can give y or a "
-            "value just below 0; or take the remainder of "
-            "integers, or compute it outside the kernel",
-        )
     like = tuple(out_shape)
     if eqn.prim == "select_n" and kind != SCALAR:
         # lax.select_n broadcasts nothing: every case, and a non-scalar predicate, must be a
@@ -188,6 +179,9 @@ def elementwise(tr: Translator, eqn: Eqn) -> None:
         args = [
             tr.as_kind(a, kind, like) if tr.kind(a) != SCALAR else tr.source(a) for a in eqn.inputs
         ]
+    if eqn.prim == "rem" and "int" not in tr.dtype(eqn.inputs[0]):
+        # Mosaic GPU has no float remainder: computed exactly from the operands' bits.
+        return exact_float_remainder(tr, eqn, kind, args[0], args[1])
     tr.assign(eqn, kind, _elementwise_expr(eqn, args, tr.dtype(eqn.inputs[0])))
 
 
