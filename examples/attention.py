@@ -513,10 +513,10 @@ def backward_test_data(forward: Forward, *operands: str) -> dict[str, Callable[.
     """Test data for a backward's `lse` and `delta` (`@sk.kernel(test_data=...)`): the
     forward's, on the case's q, k, v and `operands`, with the case's constants, as training
     saves them. Random values would make exp(s - lse) overflow or vanish everywhere."""
+    names = ("q", "k", "v", *operands)
+    taken = inspect.signature(forward).parameters
 
     def saved(d: sk.testing.Draw) -> tuple[jax.Array, jax.Array]:
-        names = ("q", "k", "v", *operands)
-        taken = inspect.signature(forward).parameters
         consts = {n: v for n, v in d.consts.items() if n in taken}
         return forward(*(d.operands[n] for n in names), **consts)
 

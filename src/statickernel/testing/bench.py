@@ -247,14 +247,15 @@ def bench_side_by_side(
             jax.block_until_ready(fn(*args))
     timer = _device_timer(contenders, args)
     if timer is not None:
-        times, calls, timing = _device_times(contenders, args, reps, timer), {}, Timing.DEVICE
+        times, calls = _device_times(contenders, args, reps, timer)
+        timing = Timing.DEVICE
     else:
         times, calls = _host_times(contenders, args, reps, min_run_s)
         timing = Timing.HOST_BATCHED if _on_gpu() else Timing.HOST
     results = []
     for name, fn in contenders.items():
         result = BenchResult(
-            name, timing, _device(), tuple(times[name]), calls.get(name, 1), _cost(fn, args)
+            name, timing, _device(), tuple(times[name]), calls[name], _cost(fn, args)
         )
         result.check_invariants()
         results.append(result)
@@ -266,7 +267,8 @@ def _device_times(
     args: tuple[Any, ...],
     reps: int,
     timer: KernelTimer,
-) -> dict[str, list[float]]:
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """One device-timed call a run, as `_host_times` returns its runs."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(reps):
         for name, fn in contenders.items():
@@ -274,7 +276,7 @@ def _device_times(
             if seconds is None:
                 raise RuntimeError(f"{name}: CUPTI saw no kernel of this call, as it did before")
             times[name].append(seconds)
-    return times
+    return times, dict.fromkeys(contenders, 1)
 
 
 def _host_times(

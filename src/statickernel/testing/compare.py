@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._compiler.plan.numerics import TF32, Numerics
+from .._compiler.plan.numerics import TF32, Numerics, is_float
 from .._compiler.plan.plan import LaunchPlan
 
 __all__ = [
@@ -50,7 +50,7 @@ _CONTRACTION_ROUNDING = 2.0**-22
 def tolerance(dtypes: Sequence[str], scale: float = 1.0) -> float:
     """The default allowed abs error (atol): relative to the narrowest float dtype, times
     `scale` (at least 1); zero when every dtype is an integer."""
-    relative = [_RELATIVE_TOLERANCE.get(jnp.dtype(d).name, 2e-2) for d in dtypes if _is_float(d)]
+    relative = [_RELATIVE_TOLERANCE.get(jnp.dtype(d).name, 2e-2) for d in dtypes if is_float(d)]
     return max(relative, default=0.0) * max(1.0, scale)
 
 
@@ -58,7 +58,7 @@ def product_tolerance(numerics: Numerics, result_dtypes: Sequence[str], scale: f
     """The default atol of a kernel with products: relative to the narrowest float among its
     results and what its body rounds to, at least the contraction's float32 roundings, times
     `scale` (at least 1); zero when nothing is a float."""
-    floats = [d for d in result_dtypes if _is_float(d)] + list(numerics.rounds_to)
+    floats = [d for d in result_dtypes if is_float(d)] + list(numerics.rounds_to)
     if not floats:
         return 0.0
     relative = max(_RELATIVE_TOLERANCE.get(_name(d), 2e-2) for d in floats)
@@ -68,10 +68,6 @@ def product_tolerance(numerics: Numerics, result_dtypes: Sequence[str], scale: f
 
 def _name(dtype: str) -> str:
     return dtype if dtype == TF32 else jnp.dtype(dtype).name
-
-
-def _is_float(dtype: str) -> bool:
-    return dtype == TF32 or bool(jnp.issubdtype(jnp.dtype(dtype), jnp.floating))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +168,7 @@ def compare(
     scale = max((_finite_max(w) for _, w in pairs), default=0.0)
     result_dtypes = [jnp.dtype(np.asarray(g).dtype).name for g in got_leaves]
     # By default an integer result (a top-k's indices) matches exactly, beside float ones.
-    exact = [rtol is None and atol is None and not _is_float(d) for d in result_dtypes]
+    exact = [rtol is None and atol is None and not is_float(d) for d in result_dtypes]
     numerics = plan.numerics if plan is not None else None
     if rtol is None and atol is None and numerics is not None and numerics.contraction:
         atol, rtol = product_tolerance(numerics, result_dtypes, scale), 0.0

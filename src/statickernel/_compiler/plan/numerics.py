@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from ..lower.rules import SHAPE_ONLY
 from ..trace.body import LOOP_PRIMITIVES, BodyTrace, Eqn
 
-__all__ = ["TF32", "Numerics", "plan_numerics"]
+__all__ = ["TF32", "Numerics", "is_float", "plan_numerics"]
 
 TF32 = "tf32"
 """A product's float32 inputs, as the tensor cores read them."""
@@ -78,7 +78,8 @@ def _eqns(eqns: tuple[Eqn, ...]) -> Iterator[Eqn]:
             yield eqn
 
 
-def _is_float(dtype: str) -> bool:
+def is_float(dtype: str) -> bool:
+    """Whether `dtype` (a jnp dtype's name, or `TF32`) is a float type."""
     return dtype == TF32 or bool(jnp.issubdtype(jnp.dtype(dtype), jnp.floating))
 
 
@@ -97,7 +98,7 @@ def plan_numerics(trace: BodyTrace, sizes: Mapping[str, int]) -> Numerics:
             continue
         for out in eqn.outputs:
             dtype = trace.aval(out)[1]
-            if not _is_float(dtype):
+            if not is_float(dtype):
                 continue
             widening = eqn.prim == "convert_element_type" and all(
                 a.var is None or _width(trace.aval(a.var)[1]) <= _width(dtype) for a in eqn.inputs
