@@ -241,6 +241,13 @@ ROWS: tuple[Row, ...] = (
         "causal_conv1d",
         (((4, 4096, 5120), "bfloat16"), ((4, 5120), "float32"), ((5120,), "float32")),
     ),
+    # The same in Mamba's own layout, (batch, channels, sequence): each shifted block is a
+    # TMA copy of its own from the shifted columns, the first block's from before the array.
+    Row(
+        "causal_conv1d",
+        "causal_conv1d_channels_first",
+        (((4, 5120, 4096), "bfloat16"), ((5120, 4), "float32"), ((5120,), "float32")),
+    ),
     # Weight-only int8 (W8A16), the weight dequantized in registers a step: decoding 64 rows
     # against a 4096x4096 layer, and a prefill of 4096 rows (128x128 blocks).
     Row(

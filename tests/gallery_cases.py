@@ -18,7 +18,7 @@ from attention_variants import (
     attention_packed_dq,
 )
 from batched_matmul import batched_matmul
-from causal_conv1d import causal_conv1d
+from causal_conv1d import causal_conv1d, causal_conv1d_channels_first
 from cross_entropy import cross_entropy, cross_entropy_backward
 from cumsum import chunk_decay
 from dropout import dropout
@@ -92,6 +92,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "moe_router": moe_router,
     "chunk_decay": chunk_decay,
     "causal_conv1d": causal_conv1d,
+    "causal_conv1d_channels_first": causal_conv1d_channels_first,
     "matmul_w8a16": matmul_w8a16,
     "matmul_w4a16": matmul_w4a16,
     "embedding": embedding,
@@ -220,6 +221,13 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     "chunk_decay": [((100, 100), "bfloat16"), ((100,), "float32"), ((100,), "float32")],
     # Ragged L (its first block reads the 3 rows above as zeros), ragged C; 4 taps a channel.
     "causal_conv1d": [((2, 100, 72), "bfloat16"), ((4, 72), "float32"), ((72,), "float32")],
+    # Mamba's layout: ragged L along the columns (its first block's windows start before the
+    # array), ragged C; the weight (C, 4) as Mamba stores it.
+    "causal_conv1d_channels_first": [
+        ((2, 72, 100), "bfloat16"),
+        ((72, 4), "float32"),
+        ((72,), "float32"),
+    ],
     # Ragged N and K (int8 rows of 208 bytes), 5 rows of activations (M padded to 8).
     "matmul_w8a16": [((100, 208), "int8"), ((100,), "float32"), ((5, 208), "bfloat16")],
     # Ragged N and K (int4 rows of 100 bytes, padded on the host), two groups of K (the last

@@ -46,19 +46,39 @@ class LoadRecord:
     shifts: tuple[int, ...] = ()
     """The row offsets, other than 0, at which the body reads the block (`sk.load(x,
     offset=...)`), in the order first read."""
+    column_shifts: tuple[int, ...] = ()
+    """The column offsets, other than 0, at which the body reads a 2-D block, in the order
+    first read."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Halo:
     """The rows a block copy reads around its block for the body's shifted loads: `before`
-    rows above its first (an offset of -3 reads 3), `after` below its last."""
+    rows above its first (an offset of -3 reads 3), `after` below its last; and, for loads
+    shifted along the columns, a window of the block's own size for each column offset,
+    stacked below it (`column_shifts`, `window_rows` each).
+
+    A row offset is a window of the rows around the block, which starts at a row, so every
+    vector the layout loads stays aligned. A column offset would start inside a vector: its
+    window is a TMA copy of its own, from the shifted columns, into rows of its own."""
 
     before: int = 0
     after: int = 0
+    column_shifts: tuple[int, ...] = ()
+    """The column offsets the body reads the block at, sorted; each has a window below the
+    block (and below the rows after it)."""
+    window_rows: int = 0
+    """The rows of each column window: the block's."""
 
     @property
     def rows(self) -> int:
-        return self.before + self.after
+        """The buffer's rows besides its block's: the row halo's and the column windows'."""
+        return self.before + self.after + len(self.column_shifts) * self.window_rows
+
+    def window_start(self, offset: int, block_rows: int) -> int:
+        """The buffer row at which the window of the column offset `offset` starts."""
+        place = self.column_shifts.index(offset)
+        return self.before + block_rows + self.after + place * self.window_rows
 
     def aligned(self, row_bytes: int, boxes: int = 1) -> "Halo":
         """The halo as a buffer of rows of `row_bytes` holds it: the rows above the block
@@ -66,17 +86,21 @@ class Halo:
         the columns are copied in `boxes` buffers one after the other, the rows below too, so
         that the next buffer starts on one."""
         step = hw.TMA_SMEM_ALIGN_BYTES // math.gcd(hw.TMA_SMEM_ALIGN_BYTES, row_bytes)
-        after = -(-self.after // step) * step if boxes > 1 else self.after
-        return Halo(-(-self.before // step) * step, after)
+        # Column windows start below the rows after the block: those are rounded too.
+        rounded = boxes > 1 or bool(self.column_shifts)
+        after = -(-self.after // step) * step if rounded else self.after
+        return dataclasses.replace(self, before=-(-self.before // step) * step, after=after)
 
 
 def operand_halos(loads: Iterable[LoadRecord]) -> dict[str, Halo]:
-    """The halo of each operand the body reads at a row offset."""
+    """The halo of each operand the body reads at an offset (its column windows without
+    their rows, which the layout gives)."""
     halos: dict[str, Halo] = {}
     for record in loads:
-        if record.shifts:
-            before = max(0, -min(record.shifts))
-            halos[record.operand] = Halo(before, max(0, max(record.shifts)))
+        if record.shifts or record.column_shifts:
+            before = max(0, -min(record.shifts, default=0))
+            after = max(0, max(record.shifts, default=0))
+            halos[record.operand] = Halo(before, after, tuple(sorted(record.column_shifts)))
     return halos
 
 

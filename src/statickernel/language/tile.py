@@ -245,10 +245,16 @@ class Tile:
         # Each loop reads its own copy of a looped operand, so each may choose its fill; any
         # other operand has one copy, read by the body and its loops alike.
         loop = context.loop_id if context and looped else None
-        shifts = (shift[1],) if shift else ()
+        # A 2-D block's columns are its second dim: a shift along them is a column window.
+        along_columns = shift is not None and len(self.dims) == 2 and shift[0] == self.dims[1]
+        shifts = (shift[1],) if shift and not along_columns else ()
+        column_shifts = (shift[1],) if shift and along_columns else ()
         previous = next((r for r in self._loads if r.operand == self.name and r.loop == loop), None)
         if previous is None:
-            self._loads.append(LoadRecord(self.name, loop, fill, caller_user_line(), shifts))
+            record = LoadRecord(
+                self.name, loop, fill, caller_user_line(), shifts, column_shifts=column_shifts
+            )
+            self._loads.append(record)
         elif not _same_fill(previous.fill, fill):
             raise BodyError(
                 f"`{self.name}` is loaded twice with different fills",
@@ -257,9 +263,13 @@ class Tile:
                 actual=repr(fill),
                 fix="load each operand with one fill, its shifted loads too, and reuse the value",
             )
-        elif shift and shift[1] not in previous.shifts:
+        elif shifts and shifts[0] not in previous.shifts:
             place = self._loads.index(previous)
-            self._loads[place] = dataclasses.replace(previous, shifts=(*previous.shifts, shift[1]))
+            self._loads[place] = dataclasses.replace(previous, shifts=(*previous.shifts, *shifts))
+        elif column_shifts and column_shifts[0] not in previous.column_shifts:
+            place = self._loads.index(previous)
+            both = (*previous.column_shifts, *column_shifts)
+            self._loads[place] = dataclasses.replace(previous, column_shifts=both)
         return self._value
 
     def _check_frame(self) -> bool:

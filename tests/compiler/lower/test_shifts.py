@@ -2,9 +2,9 @@
 whole arrays (the array padded with the fill, then sliced `k` rows further), on ragged rows and
 columns, offsets within a block, past a block and past the array, nonzero fills, a whole row
 dim, a per-row vector, a batch dim, reductions over the shifted rows, integers and
-hypothesis; the refusals (along the columns, in a loop's step, a malformed offset), the plan
-(block form, no persistent or warp-specialized launch, the halo's rows in its text and its
-shared memory), and the cross-lowering for Mosaic GPU."""
+hypothesis; the refusals (in a loop's step, a malformed offset), the plan (block form, no
+persistent or warp-specialized launch, the halo's rows in its text and its shared memory),
+and the cross-lowering for Mosaic GPU. Shifts along the columns: test_column_shifts.py."""
 
 import functools
 import math
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-from jax import lax
 from jaxtyping import Array, BFloat16, Float, Float32, Shaped
 
 import statickernel as sk
+from shifted_arrays import integers, moved
 from statickernel._compiler.plan.schedule import ScheduleKind
 from tolerances import assert_close, tolerance_for
 
@@ -35,29 +35,13 @@ COLS = (8, 72, 200)
 # --- the references: whole arrays, padded and sliced -------------------------------------------
 
 
-def _moved(x: jax.Array, offset: int, fill: float = 0, axis: int = 0) -> jax.Array:
-    """`x` read `offset` rows further along `axis`: row p is row p + offset of `x`, and `fill`
-    where that lies outside the array."""
-    n = abs(offset)
-    pad = [(0, 0)] * x.ndim
-    pad[axis] = (n, n)
-    padded = jnp.pad(x, pad, constant_values=fill)
-    return lax.slice_in_dim(padded, n + offset, n + offset + x.shape[axis], axis=axis)
-
-
 def _weighted_taps(x: jax.Array, offsets: tuple[int, ...], fill: float = 0) -> jax.Array:
     """What `_taps(offsets, fill)` computes: tap i (`x` moved offsets[i] rows) times i + 1,
     summed in float32 for 16-bit floats."""
     wide = x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x
     return functools.reduce(
-        operator.add, (w * _moved(wide, k, fill) for w, k in enumerate(offsets, 1))
+        operator.add, (w * moved(wide, k, fill) for w, k in enumerate(offsets, 1))
     )
-
-
-def _integers(shape: tuple[int, ...], dtype: Any = jnp.float32, seed: int = 0) -> jax.Array:
-    """Small integers, so that sums of a few weighted taps are exact in float32 in any order:
-    a shifted row read from the wrong place is off by whole units."""
-    return jnp.asarray(np.random.default_rng(seed).integers(-50, 51, shape), dtype)
 
 
 def _assert_taps_close(got: jax.Array, x: jax.Array, offsets: tuple[int, ...]) -> None:
@@ -195,7 +179,7 @@ def test_taps_match_jnp_on_ragged_shapes(rows: int, cols: int, dtype: Any) -> No
 def test_one_shifted_load_is_the_array_moved_exactly(offset: int, rows: int) -> None:
     """A body of one shifted load, no arithmetic: bit for bit, bf16 included."""
     x = jax.random.normal(jax.random.key(rows), (rows, 72), jnp.bfloat16)
-    np.testing.assert_array_equal(_taps((offset,))(x), _moved(x, offset))
+    np.testing.assert_array_equal(_taps((offset,))(x), moved(x, offset))
 
 
 @pytest.mark.parametrize("rows", [5, 65, 130, 257])
@@ -204,7 +188,7 @@ def test_offsets_past_a_block_and_past_the_array(offset: int, rows: int) -> None
     """A block back, and ahead past the block of 64 rows up to and past the array's rows: the
     copy below reaches blocks away, and rows read from before the first or past the last are
     the fill."""
-    x = _integers((rows, 72))
+    x = integers((rows, 72))
     offsets = (-1, offset) if offset > 0 else (1, offset)  # both halos copied
     np.testing.assert_array_equal(_taps(offsets)(x), _weighted_taps(x, offsets))
 
@@ -220,7 +204,7 @@ def test_an_offset_further_back_than_a_block_is_refused(offset: int) -> None:
 
 @pytest.mark.parametrize("rows", [1, 5, 65, 130])
 def test_rows_outside_the_array_read_a_nonzero_fill(rows: int) -> None:
-    x = _integers((rows, 72))
+    x = integers((rows, 72))
     offsets = (-2, 5)
     np.testing.assert_array_equal(
         _taps(offsets, fill=-1.0)(x), _weighted_taps(x, offsets, fill=-1.0)
@@ -230,8 +214,8 @@ def test_rows_outside_the_array_read_a_nonzero_fill(rows: int) -> None:
 @pytest.mark.parametrize("rows", [1, 5, 65, 130])
 def test_a_max_over_taps_reads_minus_infinity_outside(rows: int) -> None:
     x = jax.random.normal(jax.random.key(rows), (rows, 72), jnp.float32)
-    moved = [_moved(x, k, -jnp.inf) for k in (0, -1, -2, 3)]
-    want = jnp.maximum(jnp.maximum(moved[0], moved[1]), jnp.maximum(moved[2], moved[3]))
+    taps = [moved(x, k, -jnp.inf) for k in (0, -1, -2, 3)]
+    want = jnp.maximum(jnp.maximum(taps[0], taps[1]), jnp.maximum(taps[2], taps[3]))
     np.testing.assert_array_equal(causal_max(x), want)
 
 
@@ -244,7 +228,7 @@ def test_a_whole_row_dim_is_shifted_within_its_block(
 ) -> None:
     """L whole in every block (257 rows take two boxes): no neighbours to copy, the rows past
     either end of the array read the fill."""
-    x = _integers((rows, 72))
+    x = integers((rows, 72))
     got = _taps(offsets, fill=fill, tiled="C")(x, BC=32)  # 257 rows and 140 more fit
     np.testing.assert_array_equal(got, _weighted_taps(x, offsets, fill))
 
@@ -254,7 +238,7 @@ def test_a_whole_row_dim_is_shifted_within_its_block(
 def test_a_per_row_vector_is_shifted(offset: int, rows: int) -> None:
     x = jax.random.normal(jax.random.key(rows), (rows, 72), jnp.float32)
     v = jax.random.normal(jax.random.key(rows + 1), (rows,), jnp.float32)
-    want = x + _moved(v, offset)[:, None]
+    want = x + moved(v, offset)[:, None]
     np.testing.assert_array_equal(_row_vector_added(offset)(x, v), want)
 
 
@@ -263,7 +247,7 @@ def test_a_batch_dim_shifts_each_entry_alone(shape: tuple[int, int, int]) -> Non
     """Rows never cross from one batch entry into the next."""
     x = jax.random.normal(jax.random.key(shape[1]), shape, jnp.float32)
     w = jax.random.normal(jax.random.key(7), shape[2:], jnp.float32)
-    want = x * w + _moved(x, -2, axis=1) - _moved(x, 1, axis=1)
+    want = x * w + moved(x, -2, axis=1) - moved(x, 1, axis=1)
     assert_close(batched_taps(x, w), want, tolerance_for(jnp.float32, terms=3, scale=4.0))
 
 
@@ -275,7 +259,7 @@ def test_a_sum_over_shifted_rows_leaves_out_rows_past_the_edge(
     """The block's rows past the array's last read rows inside it (three rows earlier): a sum
     over L must not count them."""
     x = jax.random.normal(jax.random.key(rows), (rows, 72), jnp.float32)
-    want = jnp.sum(_moved(x, -3) + 2 * _moved(x, 2), axis=0)
+    want = jnp.sum(moved(x, -3) + 2 * moved(x, 2), axis=0)
     assert_close(kernel(x), want, tolerance_for(jnp.float32, terms=2 * rows, scale=3.0))
 
 
@@ -288,7 +272,7 @@ def test_integer_taps_are_exact(rows: int) -> None:
 
 
 def test_a_zero_offset_is_the_block_itself() -> None:
-    x = _integers((100, 72))
+    x = integers((100, 72))
     kernel = _taps((0,))
     plan = kernel.plan(x)
     assert plan.operand("x").halo.rows == 0 and "shifted" not in str(plan)
@@ -305,7 +289,7 @@ def test_a_zero_offset_is_the_block_itself() -> None:
 def test_taps_match_jnp_on_drawn_shapes_and_offsets(
     rows: int, cols: int, offset: int, seed: int
 ) -> None:
-    x = _integers((rows, cols), seed=seed)
+    x = integers((rows, cols), seed=seed)
     offsets = (-1, offset)
     np.testing.assert_array_equal(_taps(offsets)(x), _weighted_taps(x, offsets))
 
@@ -337,7 +321,7 @@ def test_a_shifted_scale_after_a_matmul_loop() -> None:
     a = jax.random.normal(ka, (130, 100), jnp.bfloat16)
     b = jax.random.normal(kb, (100, 200), jnp.bfloat16)
     s = jax.random.normal(ks, (130,), jnp.float32)
-    want = jnp.dot(a, b, preferred_element_type=jnp.float32) * _moved(s, -1)[:, None]
+    want = jnp.dot(a, b, preferred_element_type=jnp.float32) * moved(s, -1)[:, None]
     assert_close(
         _scaled_matmul(shift=True)(a, b, s),
         want,
@@ -360,30 +344,6 @@ def _declared(body: Any, **decorator: Any) -> None:
         BC: sk.Const[int] = 64,
     ) -> Float32[Array, "L C"]:
         return body(x, w)
-
-
-@pytest.mark.parametrize(
-    ("operand", "body"),
-    [
-        ("x", lambda x, w: sk.load(x, offset={"C": 1})),
-        ("w", lambda x, w: sk.load(x) * sk.load(w, offset={"C": -1})[None, :]),
-    ],
-    ids=["block", "per-column vector"],
-)
-def test_a_shift_along_the_columns_is_refused_with_a_fix(operand: str, body: Any) -> None:
-    with pytest.raises(sk.ShiftError) as info:
-        _declared(body)
-    error = info.value
-    assert isinstance(error, sk.UnsupportedOpError) and error.code == "SK110"
-    assert error.kernel == "refused" and error.dim == "C" and error.phase is sk.Phase.DECLARATION
-    assert f"`{operand}` shifted along C, its columns" in error.what
-    assert error.fix and "transposed" in error.fix and "lay C out as the rows" in error.fix
-
-
-def test_a_shift_along_the_columns_of_a_whole_dim_is_refused() -> None:
-    with pytest.raises(sk.ShiftError) as info:
-        _declared(lambda x, w: sk.load(x, offset={"C": 2}), tile={"L": "BL"})
-    assert info.value.dim == "C" and info.value.fix
 
 
 @pytest.mark.parametrize("looped", [True, False], ids=["looped operand", "per-row vector"])
@@ -473,8 +433,8 @@ def test_a_numpy_integer_offset_is_taken() -> None:
     ) -> Float32[Array, "L C"]:
         return sk.load(x, offset={"L": np.int64(-2)})  # pyright: ignore[reportArgumentType]
 
-    x = _integers((70, 72))
-    np.testing.assert_array_equal(numpy_offset(x), _moved(x, -2))
+    x = integers((70, 72))
+    np.testing.assert_array_equal(numpy_offset(x), moved(x, -2))
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -606,7 +566,7 @@ def test_the_boxes_of_several_columns_start_aligned(columns: int, dtype: Any) ->
     """Whole columns copied in two boxes, a buffer each one after the other: the rows below
     the block are rounded too, so that every box's copy starts on a 128-byte boundary."""
     kernel = _taps((0, 1), tiled="L")
-    x = _integers((130, columns), dtype)
+    x = integers((130, columns), dtype)
     np.testing.assert_array_equal(kernel(x), _weighted_taps(x, (0, 1)))
     source = kernel.emit(x)
     (shape,) = re.findall(r"plgpu.SMEM\(\((2, \d+, \d+)\), jnp\.\w+\)", source)[:1]

@@ -69,7 +69,8 @@ class _BlockForm:
         boxes = math.prod(1 if plan.dim(n).tiled_by else plan.dim(n).boxes for n in op.dims)
         if op.index is not None:  # each row gathered by copies of its own
             return op.block_shape[0] * math.prod(plan.dim(n).boxes for n in op.dims[1:])
-        return boxes * (1 + len(halo_copies(plan, op)))
+        # A column-shifted load's window is one more copy each (`emit.halos`).
+        return boxes * (1 + len(halo_copies(plan, op))) + len(op.halo.column_shifts)
 
     def staged(self, op: OperandPlan) -> bool:
         return True

@@ -51,7 +51,7 @@ from ..plan.schedule import ScheduleKind
 from ..trace.crossblock import combined
 from .boxes import EDGE_START, result_copies, tma_boxes
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
-from .halos import block_rows
+from .halos import block_rows, column_window_copies
 from .indexed import gather_copies, scatter_copies
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
@@ -253,7 +253,16 @@ class _Generator:
                 what = "this grid step's partial" if op.per_block else "this grid step's entry"
                 body.append(Assign((Name(gmem),), entry, comment=what))
         body += [read_scalar(op.name) for op in self.scalars]
-        boxes = [g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)]
+        boxes: list[Expr | Stmt] = [
+            g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)
+        ]
+        windows = {
+            op.name: column_window_copies(
+                plan, op, Name(barrier_ref(op.name)), plan.backend == "interpret"
+            )
+            for op in self.loaded
+        }
+        boxes += [s for copies in windows.values() for s in copies]
         if any(EDGE_START.text in names_read(g) for g in boxes):
             body.append(
                 Comment(
@@ -276,6 +285,7 @@ class _Generator:
                 for gmem_box, smem_box in self._boxes(op):
                     copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
                     body.append(ExprStmt(copy))
+                body += windows[op.name]
             for op in self.loaded:
                 body.append(ExprStmt(call("plgpu.barrier_wait", Name(barrier_ref(op.name)))))
         body += self._masks()

@@ -35,6 +35,7 @@ __all__ = [
     "block_index",
     "check_names",
     "clash",
+    "column_window_copy",
     "cta_tile_index",
     "gmem_ref",
     "indexed_loop",
@@ -169,6 +170,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"walk_\w+"), "the locals of the walk of ragged groups (group_rows)"),
     (re.compile(r"ladder_\w+"), "the ladder of a ragged item's row stores and its locals"),
     (re.compile(r"\w+_entry"), "an array's batch entry in the warp-specialized walk"),
+    (
+        re.compile(r"\w+_window_[mp]\d+_(?:first|rest)"),
+        "the copies of a column-shifted window (x_window_m3_first, x_window_m3_rest)",
+    ),
 )
 
 
@@ -180,6 +185,12 @@ def gmem_ref(name: str) -> str:
 def smem_ref(name: str) -> str:
     """The block function's shared-memory buffer for an array's block."""
     return f"{name}_smem"
+
+
+def column_window_copy(array: str, offset: int) -> str:
+    """The stem of the guarded copies of an array's window at a column offset, for the
+    interpreter: `x_window_m3` (offset -3), `x_window_p2` (offset 2)."""
+    return f"{array}_window_{'m' if offset < 0 else 'p'}{abs(offset)}"
 
 
 def barrier_ref(name: str) -> str:

@@ -5,6 +5,7 @@ Pipelines' buffers are counted in `plan/pipelining.py`; this module counts the k
 (operands copied once per block, results) with their barriers and Mosaic GPU's reserve.
 """
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from ... import _hardware as hw
@@ -28,9 +29,14 @@ def block_bytes(
 ) -> int:
     """The bytes one block of the operand or result `name` takes, with `halo_rows` more rows
     (those its shifted loads read around the block)."""
+    dims = dims_of(spec, name)
+    # The halo's rows are the block's own first dim's, after any batch and group dims.
+    first = next(
+        (len(dims) - len(o.block_dims) for o in spec.operands + spec.results if o.name == name), 0
+    )
     count = 1
-    for i, d in enumerate(dims_of(spec, name)):
-        count *= layout.dim(d).extent + (halo_rows if i == 0 else 0)
+    for i, d in enumerate(dims):
+        count *= layout.dim(d).extent + (halo_rows if i == first else 0)
     return hw.nbytes(count, dtypes[name])
 
 
@@ -43,11 +49,15 @@ def _buffer_row_bytes(columns: int | None, boxes: int, dtype: str) -> int:
 def buffer_halos(
     spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], loads: Iterable[LoadRecord]
 ) -> dict[str, Halo]:
-    """The rows around its block that each operand read at a row offset is copied with, as
-    its buffer holds them (`Halo.aligned`): what the plan counts and the shifted loads read."""
+    """The rows around its block that each operand read at an offset is copied with, as its
+    buffer holds them (`Halo.aligned`), its column windows below them, each of the block's
+    rows: what the plan counts and the shifted loads read."""
     halos = {}
     for name, halo in operand_halos(loads).items():
-        columns = next(o.block_dims for o in spec.operands if o.name == name)[1:]
+        dims = next(o.block_dims for o in spec.operands if o.name == name)
+        columns = dims[1:]
+        if halo.column_shifts:
+            halo = dataclasses.replace(halo, window_rows=layout.dim(dims[0]).extent)
         extent = layout.dim(columns[0]).extent if columns else None
         boxes = layout.dim(columns[0]).boxes if columns else 1
         halos[name] = halo.aligned(_buffer_row_bytes(extent, boxes, dtypes[name]), boxes)

@@ -64,6 +64,7 @@ def block_geometry(
         col_dim=spec.cols,
         row_tiled=spec.rows in spec.tile_map,
         row_size=layout.dim(spec.rows).size,
+        col_array_size=layout.dim(spec.cols).size if spec.cols else 0,
         col_boxes=layout.dim(spec.cols).boxes if spec.cols else 1,
         param_stacks=_param_stacks(spec),
         input_halos=tuple(buffer_halos(spec, layout, _input_dtypes(trace), trace.loads).items()),

@@ -62,6 +62,7 @@ class Geometry:
     const_widths: tuple[tuple[int, int], ...] = ()
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
     row_size: int = 0  # the row dim's size (a probe at the declaration)
+    col_array_size: int = 0  # the column dim's size in the array (a probe at the declaration)
     col_boxes: int = 1  # the TMA boxes a block's columns are copied in, each its own buffer
     # The rows around its block each operand read at a row offset is copied with.
     input_halos: tuple[tuple[str, Halo], ...] = ()

@@ -323,6 +323,12 @@ class LaunchPlan(TextDisplay):
 def _halo_text(plan: LaunchPlan, op: OperandPlan) -> str:
     """What an operand's copy holds around its block for the body's shifted loads."""
     row = op.dims[0]
+    if op.halo.column_shifts:
+        offsets = ", ".join(f"{k:+d}" for k in op.halo.column_shifts)
+        return (
+            f"+ a window at column offset(s) {offsets} along {op.dims[1]} for shifted loads "
+            "(a TMA copy each, outside the array read as the fill)"
+        )
     parts = [
         f"{n} row(s) {where}"
         for n, where in ((op.halo.before, "above"), (op.halo.after, "below"))
