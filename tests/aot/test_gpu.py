@@ -152,3 +152,36 @@ def test_quantized_weight_matmuls_on_hardware(n: int, k: int, m: int) -> None:
         # The same bf16 products summed in f32 in another order, rounded once to bfloat16.
         tolerance = 1e-2 * max(1.0, float(np.max(np.abs(want32))))
         assert float(np.max(np.abs(got32 - want32))) <= tolerance
+
+
+# Causal convolutions in both layouts: the rows above a block copied with it (channels last),
+# and a window a column offset copied from the shifted columns (Mamba's layout), the first
+# block's starting before the array, which TMA reads as zeros by its signed coordinates.
+CONV_SHAPES = [(1, 64, 64), (2, 100, 72), (4, 1000, 320)]
+
+
+@pytest.mark.parametrize(
+    ("batch", "length", "channels"), CONV_SHAPES, ids=["x".join(map(str, s)) for s in CONV_SHAPES]
+)
+def test_causal_conv1d_on_hardware(batch: int, length: int, channels: int) -> None:
+    from causal_conv1d import (
+        causal_conv1d,
+        causal_conv1d_channels_first,
+        causal_conv1d_channels_first_reference,
+        causal_conv1d_reference,
+    )
+
+    kx, kw, kb = jax.random.split(jax.random.key(length + channels), 3)
+    x = jax.random.normal(kx, (batch, length, channels), jnp.float32)
+    w = jax.random.normal(kw, (4, channels), jnp.float32) / 2
+    b = jax.random.normal(kb, (channels,), jnp.float32) / 10
+    x_cl, w_cl = jnp.swapaxes(x, 1, 2), w.T
+    for got, want in (
+        (causal_conv1d.with_backend("mosaic_gpu")(x, w, b), causal_conv1d_reference(x, w, b)),
+        (
+            causal_conv1d_channels_first.with_backend("mosaic_gpu")(x_cl, w_cl, b),
+            causal_conv1d_channels_first_reference(x_cl, w_cl, b),
+        ),
+    ):
+        # Four float32 products and a bias summed in another order, then SiLU.
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
