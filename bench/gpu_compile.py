@@ -163,6 +163,8 @@ ROWS: tuple[Row, ...] = (
     Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3),
     Row("attention", "attention", (((1, 16, 4095, 128), "bfloat16"),) * 3),
     Row("attention", "attention_lse", (((1, 16, 4096, 128), "bfloat16"),) * 3),
+    # Causal: the blocks of keys before a block's first query unmasked, the diagonal's masked.
+    Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3, (("causal", True),)),
     # Its variants: a causal sliding window of 1024 keys (the loop walks only its blocks) and
     # Gemma 2's soft cap (a tanh a score).
     Row(

@@ -9,6 +9,7 @@ and Gemma 2's logit soft-capping (`softcap`: scores become softcap * tanh(scores
 A query that sees no key gets zeros and a log-sum-exp of -inf."""
 
 import dataclasses
+import functools
 import inspect
 import math
 from collections.abc import Callable
@@ -93,6 +94,17 @@ class Scores:
         if self.causal:
             return 0 if self.right is None else min(self.right, 0)
         return self.right
+
+    @property
+    def causal_alone(self) -> bool:
+        """Whether causality alone masks the keys: no window, segment or decoded length."""
+        return (
+            self.causal
+            and self.left is None
+            and self.right is None
+            and self.seen_in_block is None
+            and self.keys_stop is None
+        )
 
     @property
     def bounded(self) -> bool:
@@ -234,16 +246,19 @@ def flash_forward(
     scores: Scores,
     BQ: int,
     dtype: jnp.dtype | type | None = None,
+    BKV: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """The forward kernels' body: the output block (in `dtype`, by default q's) and its rows'
-    log-sum-exp."""
+    log-sum-exp. Given the key blocks' size `BKV`, a causal body masks only the blocks on the
+    diagonal: those wholly before the block's first query are seen whole by every query."""
 
-    def step(carry):
+    def step(carry, masked=True):
         running_max, running_sum, acc = carry
         # The scores of this block of keys, (BQ, BKV), contracting D; keys past Skv are left
         # out of the softmax's max and sum.
         s, _ = scores.logits2(sk.dot(q, k))
-        s = scores.masked_block(s)
+        if masked:
+            s = scores.masked_block(s)
         new_max = jnp.maximum(running_max, sk.max(s, axis=1))
         if scores.may_see_no_key:  # a row with no key yet: exp2(-inf - -inf) would be NaN
             new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
@@ -266,6 +281,13 @@ def flash_forward(
     start, stop = None, scores.keys_stop
     if scores.bounded:
         start, stop = scores.key_bounds(sk.position(scores.queries))
+    if BKV is not None and scores.causal_alone:
+        # The blocks of keys wholly at or before the first query (none for the first block
+        # of queries) unmasked, then the diagonal's, from the first it holds, masked.
+        diagonal = (jnp.min(sk.position(scores.queries)) + 1) // BKV * BKV
+        unmasked = functools.partial(step, masked=False)
+        init = sk.loop(scores.keys, unmasked, init=init, stop=diagonal)
+        start = diagonal
     row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     # A row that saw no key has a zero sum and accumulator: zeros, not 0 / 0.
     denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
@@ -436,7 +458,7 @@ def attention(
     stages: sk.Const[int] = 2,
 ) -> Half[Array, "B H Sq D"]:
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-    out, _ = flash_forward(q, k, v, scores, BQ)
+    out, _ = flash_forward(q, k, v, scores, BQ, BKV=BKV)
     return out
 
 
@@ -464,7 +486,7 @@ def attention_lse(
     """`attention`, and the log-sum-exp of each query's scaled scores, float32: what a backward
     pass recomputes the probabilities from."""
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-    return flash_forward(q, k, v, scores, BQ)
+    return flash_forward(q, k, v, scores, BQ, BKV=BKV)
 
 
 def attention_backward_reference(

@@ -163,7 +163,7 @@ def attention_alibi(
     """Attention with ALiBi's bias: each grid step reads its head's slope, and each step of
     the loop adds slope * -|i - j| to its block of scores."""
     scores = _alibi_scores(sk.load(slopes), causal, sm_scale)
-    return flash_forward(q, k, v, scores, BQ)
+    return flash_forward(q, k, v, scores, BQ, BKV=BKV)
 
 
 @sk.kernel(

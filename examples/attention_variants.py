@@ -125,7 +125,7 @@ def attention_gqa(
     G, so every grid step of a group reads the same blocks of them (from L2 after the
     first)."""
     scores = Scores.of(sk.dim("D"), causal, sm_scale, window_left, window_right, softcap)
-    return flash_forward(q, k, v, scores, BQ)
+    return flash_forward(q, k, v, scores, BQ, BKV=BKV)
 
 
 def grouped_query_attention(q: jax.Array, k: jax.Array, v: jax.Array, **variant: Any) -> jax.Array:
@@ -227,7 +227,7 @@ def attention_packed(
     query_ids = sk.load(q_segment_ids)
     seen = lambda _: query_ids[:, None] == sk.load(kv_segment_ids)[None, :]  # noqa: E731
     scores = _packed_scores(causal, sm_scale, seen)
-    return flash_forward(q, k, v, scores, BQ)
+    return flash_forward(q, k, v, scores, BQ, BKV=BKV)
 
 
 def _packed_backward_reference(

@@ -125,6 +125,22 @@ def test_attention_plan_and_device_lowering() -> None:
     assert "_staged" in interpreted and "pl.run_state" not in interpreted
 
 
+@pytest.mark.parametrize(("sq", "skv"), [(4096, 4096), (300, 300), (300, 100), (100, 300)])
+def test_causal_attention_masks_only_the_diagonals_blocks(sq: int, skv: int) -> None:
+    """Causally, the blocks of keys wholly at or before a block's first query are seen whole
+    by all its queries: a first loop walks them without the causal mask (none for the first
+    block of queries), a second the diagonal's, masked."""
+    q, k, v = qkv(1, 2, sq, skv, 64)
+    plan = attention.plan(q, k, v, causal=True)
+    assert len(plan.loops) == 2 and all(loop.stops_early for loop in plan.loops)
+    with sk.backend("mosaic_gpu"):
+        source = attention.emit(q, k, v, causal=True)
+    unmasked = source[source.index("def loop0_step") : source.index("def loop1_step")]
+    masked = source[source.index("def loop1_step") :]
+    assert "row_position" not in unmasked and "row_position" in masked
+    assert "loop1_first" in masked  # the diagonal's blocks begin where the first loop stopped
+
+
 # --- the backward and the variants -----------------------------------------------------------
 
 

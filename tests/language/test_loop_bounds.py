@@ -9,7 +9,8 @@ the window, or one walked twice, shows. A vector along the loop dim (`ids: " K"`
 step's (rows, loop block) values: segment ids per key, a log-sum-exp per query.
 
 Covered: starts before the dim, at a block boundary, inside a block, past the dim, past the
-stop, int and int32 scalars of the block, with and without a stop; blocks of 64 and 128;
+stop (no block walked: the loop returns its first carry), int and int32 scalars of the
+block, with and without a stop; blocks of 64 and 128;
 ragged loop dims; the emitted module and the plan; cross-lowering; the declaration errors.
 Vectors of int32, float32 and bfloat16, ragged (host-padded to 16-byte rows), with fills
 other than zero, batched with fewer batch dims than the blocks' operands, with jit.
@@ -147,16 +148,78 @@ def test_an_int_start_without_a_stop(first: int) -> None:
         (1, 10_000, 5),  # from the first block to the last of 5
         (64, 10_000, 4),  # a start on a boundary skips the block before it
         (100, 200, 3),  # blocks 1, 2, 3 (200 is one past 199, in block 3)
-        (130, 129, 1),  # a start past the stop still walks one block (the start's)
+        (130, 129, 0),  # a start past the stop walks none
+        (130, 130, 0),  # an empty range walks none
         (250, 260, 2),  # a window across a boundary: blocks 3 and 4
         (260, 290, 1),  # the last block alone, ragged (K = 300)
-        (10_000, 10_000, 1),  # a start past the dim walks the last block
+        (10_000, 10_000, 0),  # a start past the dim walks none
+        (299, 10_000, 1),  # the last position alone: the last block
+        (300, 10_000, 0),  # a start at the dim's end walks none
     ],
 )
 def test_a_start_and_a_stop_walk_the_blocks_between(first: int, last: int, blocks: int) -> None:
     x = normal((64, 300), seed=3)
     out = counted_blocks(x, first=first, last=last)
     np.testing.assert_array_equal(np.asarray(out), np.full((64,), blocks, np.float32))
+
+
+@sk.kernel(tile={"M": "BM"}, loop={"K": "BK"})
+def counted_blocks_before(
+    x: Float32[Array, "M K"],
+    *,
+    back: sk.Const[int] = 1,
+    stop_back: sk.Const[int] = 1,
+    BM: sk.Const[int] = 64,
+    BK: sk.Const[int] = 64,
+) -> Float32[Array, " M"]:
+    """The blocks walked from `back` before the rows' first position to `stop_back - 1`
+    before it: ranges that begin, and may end, before the dim (each step adds 1)."""
+    first = jnp.min(sk.position("M"))
+
+    def step(acc: jax.Array) -> jax.Array:
+        return acc + 1.0 + 0.0 * sk.sum(sk.load(x), axis=1)
+
+    init = jnp.zeros((BM,), jnp.float32)
+    return sk.loop("K", step, init=init, start=first - back, stop=first + 1 - stop_back)
+
+
+@pytest.mark.parametrize(
+    ("back", "stop_back", "blocks"),
+    [
+        (70, 6, 0),  # [-70, -5): wholly before the dim
+        (70, 1, 0),  # [-70, 0): a stop at 0
+        (1, 1, 0),  # [-1, 0)
+        (70, 70, 0),  # [-70, -69)
+    ],
+)
+def test_a_range_before_the_dim_walks_no_block(back: int, stop_back: int, blocks: int) -> None:
+    """A loop of no block returns its first carry: a causal loop's rows before every key."""
+    x = normal((64, 300), seed=3)
+    out = counted_blocks_before(x, back=back, stop_back=stop_back)
+    np.testing.assert_array_equal(np.asarray(out), np.full((64,), blocks, np.float32))
+
+
+@sk.kernel(tile={"M": "BM"}, loop={"K": "BK"})
+def sum_before_row_block(
+    x: Float32[Array, "M K"], *, BM: sk.Const[int] = 64, BK: sk.Const[int] = 64
+) -> Float32[Array, " M"]:
+    """Each row's sum over the blocks of K wholly before its block of rows, unmasked: the
+    off-diagonal blocks of a causal loop, none for the first block of rows."""
+    first = jnp.min(sk.position("M"))
+
+    def step(acc: jax.Array) -> jax.Array:
+        return acc + sk.sum(sk.load(x), axis=1)
+
+    return sk.loop("K", step, init=jnp.zeros((BM,), jnp.float32), stop=first)
+
+
+@pytest.mark.parametrize(("m", "k"), [(64, 64), (300, 300), (130, 1000), (65, 10)])
+def test_the_blocks_before_the_diagonal_alone_are_walked(m: int, k: int) -> None:
+    x = normal((m, k), seed=6)
+    starts = (np.arange(m) // 64) * 64  # each row's block's first row
+    kept = np.arange(k)[None, :] < starts[:, None]
+    want = np.where(kept, np.asarray(x, np.float64), 0.0).sum(axis=1)
+    np.testing.assert_allclose(np.asarray(sum_before_row_block(x)), want, rtol=1e-5, atol=1e-5)
 
 
 @settings(max_examples=5, deadline=None)

@@ -146,17 +146,21 @@ def loop(
     Returns the carry after the last block. Blocks past the dim's edge read each load's fill.
 
     `stop`, an int or an integer scalar of the block (`sk.position("M").max() + 1`), ends the
-    loop early: the blocks of `axis` that lie wholly at or past it are skipped, loads and all,
-    and at least the first block is always walked; a stop past the dim walks it all, however
-    wide its dtype. The step still sees the positions at or past `stop` in the last block it
-    walks: mask them as the computation needs (a causal mask does).
+    loop early: the blocks of `axis` that lie wholly at or past it are skipped, loads and all;
+    a stop at or before 0 walks none, and a stop past the dim walks it all, however wide its
+    dtype. The step still sees the positions at or past `stop` in the last block it walks:
+    mask them as the computation needs (a causal mask does).
 
     `start`, likewise an int or an integer scalar of the block (`sk.position("M").min()` for a
     causal backward's keys, `sk.position("M").min() - window` for a sliding window), begins the
     loop late: the blocks that lie wholly before it are skipped, and the first block walked
-    is the one holding it (a start before the dim walks from its first block, one past it
-    walks the last). With both, at least one block is walked even where `start >= stop`: mask
-    the positions outside [start, stop) in the step.
+    is the one holding it (a start before the dim walks from its first block; one at or past
+    the dim's size, or at or past `stop`, walks none). The step still sees the positions
+    before `start` in the first block it walks: mask them in the step.
+
+    A loop that walks no block returns `init`: a causal loop over the key blocks wholly
+    before a block of queries (`stop=sk.position("M").min()`, unmasked) walks none for the
+    first, and a second loop over the diagonal's blocks (`start=` that stop) masks alone.
 
     `reverse=True` walks the blocks from the last to the first, as `jax.lax.scan(...,
     reverse=True)` does; it cannot be combined with `start` or `stop`.

@@ -240,7 +240,13 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
             end = _steps_before_stop(loop, block.stop)
         count = end
         if block.start is not None:
-            count = call("lax.max", BinOp(Operator.SUB, end, loop.first), Const(1))
+            walked = BinOp(Operator.SUB, end, _blocks_before(loop, block.start))
+            # Positions at or past the dim's size do not exist: a start there walks none.
+            size: Expr = Const(loop.pipeline.size)
+            if block.stop is not None:
+                size = call("lax.min", block.stop, size)
+            inside = BinOp(Operator.LT, block.start, size)
+            count = call("jnp.where", inside, call("lax.max", walked, Const(0)), Const(0))
         setup.append(Assign((steps,), count, comment=_bounds_comment(block)))
     init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
     for n, c in zip(init_names, loop.registers, strict=True):
@@ -277,10 +283,15 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
 
 def _bounds_comment(block: LoopBlock) -> str:
     if block.start is None:
-        return "blocks wholly past the stop are skipped"
+        return "blocks wholly past the stop are skipped: none before a stop <= 0"
     if block.stop is None:
-        return "the blocks from the start's to the last"
-    return "the blocks from the start's to the stop's, at least one"
+        return "the blocks from the start's to the last: none from a start past the dim"
+    return "the blocks from the start's to the stop's: none where start >= stop"
+
+
+def _blocks_before(loop: _Loop, start: Expr) -> Expr:
+    """The blocks wholly before `start`, not capped at the dim: a start past it skips all."""
+    return call("lax.div", call("lax.max", start, Const(0)), Const(loop.pipeline.block))
 
 
 def _first_block(loop: _Loop, start: Expr) -> Expr:
@@ -292,13 +303,14 @@ def _first_block(loop: _Loop, start: Expr) -> Expr:
 
 
 def _steps_before_stop(loop: _Loop, stop: Expr) -> Expr:
-    """The blocks before `stop`, at least one and at most all of them: a traced trip count.
-    A stop past the last block's start is first brought down to one past it, which walks them
-    all too, so that rounding up to whole blocks cannot overflow int32."""
+    """The blocks before `stop`, none to all of them: a traced trip count. A stop past the
+    last block's start is first brought down to one past it, which walks them all too, so
+    that rounding up to whole blocks cannot overflow int32; one at or before 0 walks none (a
+    pipeline of no step copies nothing and returns its first carry)."""
     steps, size = loop.pipeline.steps, loop.pipeline.block
     stop = call("lax.min", stop, Const((steps - 1) * size + 1))
     blocks = call("lax.div", BinOp(Operator.ADD, stop, Const(size - 1)), Const(size))
-    return call("lax.max", call("lax.min", blocks, Const(steps)), Const(1))
+    return call("lax.max", call("lax.min", blocks, Const(steps)), Const(0))
 
 
 def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: Tuple) -> list[Stmt]:

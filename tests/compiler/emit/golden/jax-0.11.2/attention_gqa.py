@@ -31,14 +31,14 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
     plgpu.copy_gmem_to_smem(q_gmem.at[pl.ds(block_Sq * 64, 64), :], q_smem, q_barrier)
     plgpu.barrier_wait(q_barrier)
     # The kernel body, one statement per traced op.
-    # examples/attention.py:260: jnp.full((BQ,), -jnp.inf, jnp.float32),
+    # examples/attention.py:275: jnp.full((BQ,), -jnp.inf, jnp.float32),
     v0 = jnp.float32(-jnp.inf)
-    # examples/attention.py:261: jnp.zeros((BQ,), jnp.float32),
+    # examples/attention.py:276: jnp.zeros((BQ,), jnp.float32),
     v1 = jnp.float32(0.0)
-    # examples/attention.py:262: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+    # examples/attention.py:277: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     v2 = jnp.float32(0.0)
 
-    # examples/attention.py:269: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:291: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v3, v4, v5) = loop0_carry
@@ -51,31 +51,31 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
         loop_ok_vec = loop_index + loop0_index * 64 < 300
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:245: s, _ = scores.logits2(sk.dot(q, k))
+        # examples/attention.py:259: s, _ = scores.logits2(sk.dot(q, k))
         def v6_product(v6_acc):
             plgpu.wgmma(v6_acc, q_smem, k_smem.T)
             return v6_acc[...]
 
         v6 = pl.run_scoped(v6_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:115: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:127: s = product * (self.scale * LOG2_E)
         v7 = lax.mul(v6, jnp.float32(0.18033688))
-        # examples/attention.py:247: new_max = jnp.maximum(running_max, sk.max(s, axis=1))
+        # examples/attention.py:262: new_max = jnp.maximum(running_max, sk.max(s, axis=1))
         v8_in = jnp.where(loop_ok, v7, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
         v8_nans = lax.reduce_sum(jnp.where(v8_in != v8_in, v8_in, 0.0), (1,))
         v8 = jnp.where(v8_nans != v8_nans, v8_nans, lax.reduce_max(v8_in, (1,)))
         v9 = lax.max(v3, v8)
-        # examples/attention.py:252: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:267: rescale = jnp.exp2(running_max - new_max_or_0)
         v10 = lax.sub(v3, v9)
         v11 = lax.exp2(v10)
-        # examples/attention.py:253: p = jnp.exp2(s - new_max_or_0[:, None])
+        # examples/attention.py:268: p = jnp.exp2(s - new_max_or_0[:, None])
         v13 = lax.sub(v7, lax.broadcast_in_dim(v9, (64, 64), (0,)))
         v14 = lax.exp2(v13)
-        # examples/attention.py:254: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        # examples/attention.py:269: running_sum = running_sum * rescale + sk.sum(p, axis=1)
         v15 = lax.mul(v4, v11)
         v16 = lax.reduce_sum(jnp.where(loop_ok, v14, 0.0), (1,))
         v17 = lax.add(v15, v16)
-        # examples/attention.py:256: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        # examples/attention.py:271: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
         v19 = lax.mul(v5, lax.broadcast_in_dim(v11, (64, 64), (0,)))
         v20 = lax.convert_element_type(v14, jnp.bfloat16)
         v22_a = jnp.where(loop_ok, v20, 0.0)  # past the edge: zeros
@@ -119,9 +119,9 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, v_gmem)
-    # examples/attention.py:273: out = acc / denominator[:, None]
+    # examples/attention.py:295: out = acc / denominator[:, None]
     v27 = lax.div(v25, lax.broadcast_in_dim(v24, (64, 64), (0,)))
-    # examples/attention.py:274: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    # examples/attention.py:296: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
     v28 = lax.convert_element_type(v27, jnp.bfloat16)
     v29 = lax.mul(v23, jnp.float32(0.6931472))
     v30 = lax.log(v24)

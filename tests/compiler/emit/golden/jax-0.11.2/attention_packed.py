@@ -55,14 +55,14 @@ def _attention_packed_block(
         optimized=False,
     )
     # The kernel body, one statement per traced op.
-    # examples/attention.py:260: jnp.full((BQ,), -jnp.inf, jnp.float32),
+    # examples/attention.py:275: jnp.full((BQ,), -jnp.inf, jnp.float32),
     v0 = jnp.float32(-jnp.inf)
-    # examples/attention.py:261: jnp.zeros((BQ,), jnp.float32),
+    # examples/attention.py:276: jnp.zeros((BQ,), jnp.float32),
     v1 = jnp.float32(0.0)
-    # examples/attention.py:262: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+    # examples/attention.py:277: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     v2 = jnp.float32(0.0)
 
-    # examples/attention.py:269: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:291: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, kv_segment_ids_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v3, v4, v5) = loop0_carry
@@ -80,33 +80,33 @@ def _attention_packed_block(
         loop_ok_vec = loop_index + loop0_index * 64 < 101
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:245: s, _ = scores.logits2(sk.dot(q, k))
+        # examples/attention.py:259: s, _ = scores.logits2(sk.dot(q, k))
         def v6_product(v6_acc):
             plgpu.wgmma(v6_acc, q_smem, k_smem.T)
             return v6_acc[...]
 
         v6 = pl.run_scoped(v6_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:115: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:127: s = product * (self.scale * LOG2_E)
         v7 = lax.mul(v6, jnp.float32(0.18033688))
         # examples/attention_variants.py:228: seen = lambda _: query_ids[:, None] == sk.load(kv_segment_ids)[None, :]  # noqa: E731
         v10 = lax.eq(
             lax.broadcast_in_dim(q_segment_ids, (64, 64), (0,)),
             lax.broadcast_in_dim(kv_segment_ids, (64, 64), (1,)),
         )
-        # examples/attention.py:147: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        # examples/attention.py:159: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         v11 = lax.convert_element_type(-jnp.inf, jnp.float32)
         v13 = lax.select_n(
             v10,
             plgpu.layout_cast(jnp.full((64, 64), v11, jnp.float32), plgpu.Layout.WGMMA),
             v7,
         )
-        # examples/attention.py:247: new_max = jnp.maximum(running_max, sk.max(s, axis=1))
+        # examples/attention.py:262: new_max = jnp.maximum(running_max, sk.max(s, axis=1))
         v14_in = jnp.where(loop_ok, v13, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
         v14_nans = lax.reduce_sum(jnp.where(v14_in != v14_in, v14_in, 0.0), (1,))
         v14 = jnp.where(v14_nans != v14_nans, v14_nans, lax.reduce_max(v14_in, (1,)))
         v15 = lax.max(v3, v14)
-        # examples/attention.py:249: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
+        # examples/attention.py:264: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
         v16 = lax.eq(v15, jnp.float32(-jnp.inf))
         v17 = lax.convert_element_type(0.0, jnp.float32)
         v19 = lax.select_n(
@@ -114,17 +114,17 @@ def _attention_packed_block(
             v15,
             plgpu.layout_cast(jnp.full((64,), v17, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         )
-        # examples/attention.py:252: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:267: rescale = jnp.exp2(running_max - new_max_or_0)
         v20 = lax.sub(v3, v19)
         v21 = lax.exp2(v20)
-        # examples/attention.py:253: p = jnp.exp2(s - new_max_or_0[:, None])
+        # examples/attention.py:268: p = jnp.exp2(s - new_max_or_0[:, None])
         v23 = lax.sub(v13, lax.broadcast_in_dim(v19, (64, 64), (0,)))
         v24 = lax.exp2(v23)
-        # examples/attention.py:254: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        # examples/attention.py:269: running_sum = running_sum * rescale + sk.sum(p, axis=1)
         v25 = lax.mul(v4, v21)
         v26 = lax.reduce_sum(jnp.where(loop_ok, v24, 0.0), (1,))
         v27 = lax.add(v25, v26)
-        # examples/attention.py:256: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        # examples/attention.py:271: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
         v29 = lax.mul(v5, lax.broadcast_in_dim(v21, (64, 64), (0,)))
         v30 = lax.convert_element_type(v24, jnp.bfloat16)
         v32_a = jnp.where(loop_ok, v30, 0.0)  # past the edge: zeros
@@ -170,7 +170,7 @@ def _attention_packed_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, kv_segment_ids_gmem, v_gmem)
-    # examples/attention.py:271: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
+    # examples/attention.py:293: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
     v36 = lax.gt(v34, jnp.float32(0.0))
     v37 = lax.convert_element_type(1.0, jnp.float32)
     v39 = lax.select_n(
@@ -178,9 +178,9 @@ def _attention_packed_block(
         plgpu.layout_cast(jnp.full((64,), v37, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         v34,
     )
-    # examples/attention.py:273: out = acc / denominator[:, None]
+    # examples/attention.py:295: out = acc / denominator[:, None]
     v41 = lax.div(v35, lax.broadcast_in_dim(v39, (64, 64), (0,)))
-    # examples/attention.py:274: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    # examples/attention.py:296: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
     v42 = lax.convert_element_type(v41, jnp.bfloat16)
     v43 = lax.mul(v33, jnp.float32(0.6931472))
     v44 = lax.log(v34)

@@ -68,14 +68,14 @@ def _attention_decode_parts_block(
     v14 = lax.reduce_max(jnp.where(row_ok_vec, v13, -2147483648), (0,))
     v15 = lax.add(v14, jnp.int32(1))
     v16 = lax.sub(v15, part_starts)
-    # examples/attention.py:260: jnp.full((BQ,), -jnp.inf, jnp.float32),
+    # examples/attention.py:275: jnp.full((BQ,), -jnp.inf, jnp.float32),
     v17 = jnp.float32(-jnp.inf)
-    # examples/attention.py:261: jnp.zeros((BQ,), jnp.float32),
+    # examples/attention.py:276: jnp.zeros((BQ,), jnp.float32),
     v18 = jnp.float32(0.0)
-    # examples/attention.py:262: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+    # examples/attention.py:277: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     v19 = jnp.float32(0.0)
 
-    # examples/attention.py:269: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:291: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v20, v21, v22) = loop0_carry
@@ -89,13 +89,13 @@ def _attention_decode_parts_block(
         loop_ok_vec = loop_position < 100
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:245: s, _ = scores.logits2(sk.dot(q, k))
+        # examples/attention.py:259: s, _ = scores.logits2(sk.dot(q, k))
         def v23_product(v23_acc):
             plgpu.wgmma(v23_acc, q_smem, k_smem.T)
             return v23_acc[...]
 
         v23 = pl.run_scoped(v23_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:115: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:127: s = product * (self.scale * LOG2_E)
         v24 = lax.mul(v23, jnp.float32(0.18033688))
         # examples/attention_variants.py:424: return positions[:, None] >= first + sk.position("S")[None, :]
         v28 = lax.add(part_starts, loop_position)
@@ -103,20 +103,20 @@ def _attention_decode_parts_block(
             lax.broadcast_in_dim(v13, (64, 64), (0,)),
             lax.broadcast_in_dim(v28, (64, 64), (1,)),
         )
-        # examples/attention.py:147: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        # examples/attention.py:159: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         v30 = lax.convert_element_type(-jnp.inf, jnp.float32)
         v32 = lax.select_n(
             v29,
             plgpu.layout_cast(jnp.full((64, 64), v30, jnp.float32), plgpu.Layout.WGMMA),
             v24,
         )
-        # examples/attention.py:247: new_max = jnp.maximum(running_max, sk.max(s, axis=1))
+        # examples/attention.py:262: new_max = jnp.maximum(running_max, sk.max(s, axis=1))
         v33_in = jnp.where(loop_ok, v32, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
         v33_nans = lax.reduce_sum(jnp.where(v33_in != v33_in, v33_in, 0.0), (1,))
         v33 = jnp.where(v33_nans != v33_nans, v33_nans, lax.reduce_max(v33_in, (1,)))
         v34 = lax.max(v20, v33)
-        # examples/attention.py:249: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
+        # examples/attention.py:264: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
         v35 = lax.eq(v34, jnp.float32(-jnp.inf))
         v36 = lax.convert_element_type(0.0, jnp.float32)
         v38 = lax.select_n(
@@ -124,17 +124,17 @@ def _attention_decode_parts_block(
             v34,
             plgpu.layout_cast(jnp.full((64,), v36, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         )
-        # examples/attention.py:252: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:267: rescale = jnp.exp2(running_max - new_max_or_0)
         v39 = lax.sub(v20, v38)
         v40 = lax.exp2(v39)
-        # examples/attention.py:253: p = jnp.exp2(s - new_max_or_0[:, None])
+        # examples/attention.py:268: p = jnp.exp2(s - new_max_or_0[:, None])
         v42 = lax.sub(v32, lax.broadcast_in_dim(v38, (64, 64), (0,)))
         v43 = lax.exp2(v42)
-        # examples/attention.py:254: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        # examples/attention.py:269: running_sum = running_sum * rescale + sk.sum(p, axis=1)
         v44 = lax.mul(v21, v40)
         v45 = lax.reduce_sum(jnp.where(loop_ok, v43, 0.0), (1,))
         v46 = lax.add(v44, v45)
-        # examples/attention.py:256: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        # examples/attention.py:271: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
         v48 = lax.mul(v22, lax.broadcast_in_dim(v40, (64, 64), (0,)))
         v49 = lax.convert_element_type(v43, jnp.bfloat16)
         v51_a = jnp.where(loop_ok, v49, 0.0)  # past the edge: zeros
@@ -170,8 +170,8 @@ def _attention_decode_parts_block(
     )
     loop0_steps = lax.max(
         lax.min(lax.div(lax.min(v16, 65) + 63, 64), 2),
-        1,
-    )  # blocks wholly past the stop are skipped
+        0,
+    )  # blocks wholly past the stop are skipped: none before a stop <= 0
     loop0_init0 = plgpu.layout_cast(jnp.full((64,), v17, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
     loop0_init1 = plgpu.layout_cast(jnp.full((64,), v18, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
     loop0_init2 = plgpu.layout_cast(jnp.full((64, 64), v19, jnp.float32), plgpu.Layout.WGMMA)
@@ -182,7 +182,7 @@ def _attention_decode_parts_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, v_gmem)
-    # examples/attention.py:271: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
+    # examples/attention.py:293: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
     v55 = lax.gt(v53, jnp.float32(0.0))
     v56 = lax.convert_element_type(1.0, jnp.float32)
     v58 = lax.select_n(
@@ -190,9 +190,9 @@ def _attention_decode_parts_block(
         plgpu.layout_cast(jnp.full((64,), v56, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         v53,
     )
-    # examples/attention.py:273: out = acc / denominator[:, None]
+    # examples/attention.py:295: out = acc / denominator[:, None]
     v60 = lax.div(v54, lax.broadcast_in_dim(v58, (64, 64), (0,)))
-    # examples/attention.py:274: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    # examples/attention.py:296: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
     v61 = lax.mul(v52, jnp.float32(0.6931472))
     v62 = lax.log(v53)
     v63 = lax.add(v61, v62)

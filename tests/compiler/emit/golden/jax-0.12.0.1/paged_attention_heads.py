@@ -130,8 +130,8 @@ def _paged_attention_heads_block(
 
     loop0_steps = lax.max(
         lax.min(lax.div(lax.min(lengths, 65) + 63, 64), 2),
-        1,
-    )  # blocks wholly past the stop are skipped
+        0,
+    )  # blocks wholly past the stop are skipped: none before a stop <= 0
     loop0_init0 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
     loop0_init1 = plgpu.layout_cast(jnp.full((64,), v1, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
     loop0_init2 = plgpu.layout_cast(jnp.full((64, 64), v2, jnp.float32), plgpu.Layout.WGMMA)
