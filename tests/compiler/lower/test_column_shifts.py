@@ -239,3 +239,17 @@ def test_column_shifts_cross_lower_for_the_gpu(
 ) -> None:
     args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes]
     assert "mosaic_gpu" in kernel().lower(*args).as_text()
+
+
+@sk.kernel(tile={"L": "BL"})
+def whole_rows(x: Float32[Array, "C L"], *, BL: sk.Const[int] = 64) -> Float32[Array, "C L"]:
+    """Column windows of a block whose rows are whole: each copies all the rows."""
+    return sk.load(x) + 2 * sk.load(x, offset={"L": -3}) + 3 * sk.load(x, offset={"L": 5})
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(100, 200), (5, 70), (64, 64), (130, 8)])
+def test_windows_of_whole_rows(rows: int, cols: int) -> None:
+    x = integers((rows, cols))
+    want = x + 2 * moved(x, -3, axis=1) + 3 * moved(x, 5, axis=1)
+    np.testing.assert_array_equal(np.asarray(whole_rows(x)), np.asarray(want))
+    assert "mosaic_gpu" in whole_rows.lower(jax.ShapeDtypeStruct((rows, 4096), x.dtype)).as_text()
