@@ -7,7 +7,6 @@ on the device, the first block's guarded for the interpreter); the refusals; the
 cross-lowering for Mosaic GPU."""
 
 import functools
-import operator
 import re
 from typing import Any
 
@@ -20,23 +19,12 @@ from hypothesis import strategies as st
 from jaxtyping import Array, Float32, Shaped
 
 import statickernel as sk
-from shifted_arrays import integers, moved
+from shifted_arrays import integers, moved, sum_of_taps, weighted_taps
 
 # One row; under a block of 64; one past; several blocks.
 ROWS = (1, 5, 65, 130)
 # Under a block of 64 columns; a block; ragged past one block; ragged past three.
 COLS = (8, 64, 72, 200)
-
-
-def _taps_body(x: Any, offsets: tuple[int, ...], fill: float) -> jax.Array:
-    """Tap i, `x` read offsets[i] columns further (0: the block itself), times i + 1."""
-    total: jax.Array | None = None
-    for weight, k in enumerate(offsets, 1):
-        tap = sk.load(x, fill=fill, offset={"L": k} if k else None)
-        term = tap if weight == 1 else weight * tap
-        total = term if total is None else total + term
-    assert total is not None
-    return total
 
 
 @functools.cache
@@ -48,7 +36,7 @@ def _taps(offsets: tuple[int, ...], fill: float = 0, whole: bool = False) -> sk.
         def whole_columns(
             x: Shaped[Array, "C L"], *, BC: sk.Const[int] = 64
         ) -> Shaped[Array, "C L"]:
-            return _taps_body(x, offsets, fill)
+            return sum_of_taps(x, offsets, fill)
 
         return whole_columns
 
@@ -56,15 +44,13 @@ def _taps(offsets: tuple[int, ...], fill: float = 0, whole: bool = False) -> sk.
     def column_taps(
         x: Shaped[Array, "C L"], *, BC: sk.Const[int] = 64, BL: sk.Const[int] = 64
     ) -> Shaped[Array, "C L"]:
-        return _taps_body(x, offsets, fill)
+        return sum_of_taps(x, offsets, fill)
 
     return column_taps
 
 
 def _want(x: jax.Array, offsets: tuple[int, ...], fill: float = 0) -> np.ndarray:
-    wide = x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x
-    terms = (w * moved(wide, k, fill, axis=1) for w, k in enumerate(offsets, 1))
-    return np.asarray(functools.reduce(operator.add, terms))
+    return np.asarray(weighted_taps(x, offsets, fill, axis=1))
 
 
 CAUSAL = (0, -3, -2, -1)  # a causal convolution's taps

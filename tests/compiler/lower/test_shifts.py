@@ -8,7 +8,6 @@ and the cross-lowering for Mosaic GPU. Shifts along the columns: test_column_shi
 
 import functools
 import math
-import operator
 import re
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 from jaxtyping import Array, BFloat16, Float, Float32, Shaped
 
 import statickernel as sk
-from shifted_arrays import integers, moved
+from shifted_arrays import integers, moved, sum_of_taps, weighted_taps
 from statickernel._compiler.plan.schedule import ScheduleKind
 from tolerances import assert_close, tolerance_for
 
@@ -35,20 +34,11 @@ COLS = (8, 72, 200)
 # --- the references: whole arrays, padded and sliced -------------------------------------------
 
 
-def _weighted_taps(x: jax.Array, offsets: tuple[int, ...], fill: float = 0) -> jax.Array:
-    """What `_taps(offsets, fill)` computes: tap i (`x` moved offsets[i] rows) times i + 1,
-    summed in float32 for 16-bit floats."""
-    wide = x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x
-    return functools.reduce(
-        operator.add, (w * moved(wide, k, fill) for w, k in enumerate(offsets, 1))
-    )
-
-
 def _assert_taps_close(got: jax.Array, x: jax.Array, offsets: tuple[int, ...]) -> None:
     """`got` within a few roundings of `x`'s dtype of the weighted taps: each element's error
     is bounded by the magnitude of its terms, as rounding the partial sums allows."""
-    want = np.asarray(_weighted_taps(x, offsets))
-    magnitude = np.asarray(_weighted_taps(jnp.abs(x.astype(jnp.float32)), offsets))
+    want = np.asarray(weighted_taps(x, offsets))
+    magnitude = np.asarray(weighted_taps(jnp.abs(x.astype(jnp.float32)), offsets))
     bound = 4 * float(jnp.finfo(x.dtype).eps) * magnitude
     error = np.abs(np.asarray(got, np.float32) - want)
     worst = np.unravel_index(np.argmax(error - bound), error.shape)
@@ -61,17 +51,6 @@ def _assert_taps_close(got: jax.Array, x: jax.Array, offsets: tuple[int, ...]) -
 # --- the kernels ---------------------------------------------------------------------------------
 
 
-def _sum_of_taps(x: Any, offsets: tuple[int, ...], fill: float) -> jax.Array:
-    """The body: tap i, `x` read offsets[i] rows further (0: the block itself), times i + 1."""
-    total: jax.Array | None = None
-    for weight, k in enumerate(offsets, 1):
-        tap = sk.load(x, fill=fill, offset={"L": k} if k else None)
-        term = tap if weight == 1 else weight * tap
-        total = term if total is None else total + term
-    assert total is not None
-    return total
-
-
 @functools.cache
 def _taps(offsets: tuple[int, ...], fill: float = 0, tiled: str = "L C") -> sk.Kernel:
     """A causal-convolution-like kernel of the weighted taps at `offsets`, with the dims in
@@ -80,7 +59,7 @@ def _taps(offsets: tuple[int, ...], fill: float = 0, tiled: str = "L C") -> sk.K
 
         @sk.kernel(tile={"C": "BC"})
         def whole_rows(x: Shaped[Array, "L C"], *, BC: sk.Const[int] = 64) -> Shaped[Array, "L C"]:
-            return _sum_of_taps(x, offsets, fill)
+            return sum_of_taps(x, offsets, fill)
 
         return whole_rows
     if tiled == "L":
@@ -89,7 +68,7 @@ def _taps(offsets: tuple[int, ...], fill: float = 0, tiled: str = "L C") -> sk.K
         def whole_columns(
             x: Shaped[Array, "L C"], *, BL: sk.Const[int] = 64
         ) -> Shaped[Array, "L C"]:
-            return _sum_of_taps(x, offsets, fill)
+            return sum_of_taps(x, offsets, fill)
 
         return whole_columns
     assert tiled == "L C"
@@ -98,7 +77,7 @@ def _taps(offsets: tuple[int, ...], fill: float = 0, tiled: str = "L C") -> sk.K
     def taps(
         x: Shaped[Array, "L C"], *, BL: sk.Const[int] = 64, BC: sk.Const[int] = 64
     ) -> Shaped[Array, "L C"]:
-        return _sum_of_taps(x, offsets, fill)
+        return sum_of_taps(x, offsets, fill)
 
     return taps
 
@@ -190,7 +169,7 @@ def test_offsets_past_a_block_and_past_the_array(offset: int, rows: int) -> None
     the fill."""
     x = integers((rows, 72))
     offsets = (-1, offset) if offset > 0 else (1, offset)  # both halos copied
-    np.testing.assert_array_equal(_taps(offsets)(x), _weighted_taps(x, offsets))
+    np.testing.assert_array_equal(_taps(offsets)(x), weighted_taps(x, offsets))
 
 
 @pytest.mark.parametrize("offset", [-65, -200, -256])
@@ -207,7 +186,7 @@ def test_rows_outside_the_array_read_a_nonzero_fill(rows: int) -> None:
     x = integers((rows, 72))
     offsets = (-2, 5)
     np.testing.assert_array_equal(
-        _taps(offsets, fill=-1.0)(x), _weighted_taps(x, offsets, fill=-1.0)
+        _taps(offsets, fill=-1.0)(x), weighted_taps(x, offsets, fill=-1.0)
     )
 
 
@@ -230,7 +209,7 @@ def test_a_whole_row_dim_is_shifted_within_its_block(
     either end of the array read the fill."""
     x = integers((rows, 72))
     got = _taps(offsets, fill=fill, tiled="C")(x, BC=32)  # 257 rows and 140 more fit
-    np.testing.assert_array_equal(got, _weighted_taps(x, offsets, fill))
+    np.testing.assert_array_equal(got, weighted_taps(x, offsets, fill))
 
 
 @pytest.mark.parametrize("rows", [1, 5, 65, 130])
@@ -267,8 +246,8 @@ def test_a_sum_over_shifted_rows_leaves_out_rows_past_the_edge(
 def test_integer_taps_are_exact(rows: int) -> None:
     x = jnp.asarray(np.random.default_rng(rows).integers(-1000, 1000, (rows, 72)), jnp.int32)
     offsets = (0, -4, 1)
-    np.testing.assert_array_equal(_taps(offsets)(x), _weighted_taps(x, offsets))
-    np.testing.assert_array_equal(_taps(offsets, fill=-7)(x), _weighted_taps(x, offsets, -7))
+    np.testing.assert_array_equal(_taps(offsets)(x), weighted_taps(x, offsets))
+    np.testing.assert_array_equal(_taps(offsets, fill=-7)(x), weighted_taps(x, offsets, -7))
 
 
 def test_a_zero_offset_is_the_block_itself() -> None:
@@ -291,7 +270,7 @@ def test_taps_match_jnp_on_drawn_shapes_and_offsets(
 ) -> None:
     x = integers((rows, cols), seed=seed)
     offsets = (-1, offset)
-    np.testing.assert_array_equal(_taps(offsets)(x), _weighted_taps(x, offsets))
+    np.testing.assert_array_equal(_taps(offsets)(x), weighted_taps(x, offsets))
 
 
 @functools.cache
@@ -567,7 +546,7 @@ def test_the_boxes_of_several_columns_start_aligned(columns: int, dtype: Any) ->
     the block are rounded too, so that every box's copy starts on a 128-byte boundary."""
     kernel = _taps((0, 1), tiled="L")
     x = integers((130, columns), dtype)
-    np.testing.assert_array_equal(kernel(x), _weighted_taps(x, (0, 1)))
+    np.testing.assert_array_equal(kernel(x), weighted_taps(x, (0, 1)))
     source = kernel.emit(x)
     (shape,) = re.findall(r"plgpu.SMEM\(\((2, \d+, \d+)\), jnp\.\w+\)", source)[:1]
     boxes, rows, width = (int(v) for v in shape.split(", "))
