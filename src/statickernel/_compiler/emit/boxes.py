@@ -24,12 +24,9 @@ from ..ir.nodes import (
 )
 from ..layout.blocks import DimLayout
 from ..plan.plan import LaunchPlan, OperandPlan
-from .halos import halo_copies
+from .halos import EDGE_START, halo_copies
 
 __all__ = ["EDGE_START", "block_slice", "result_copies", "rows_boxes", "tma_boxes"]
-
-# A traced zero that boxes past a whole dim's edge start at: a box wider than the array.
-EDGE_START = Name("edge_start")
 
 
 def block_slice(dim: DimLayout) -> Expr:

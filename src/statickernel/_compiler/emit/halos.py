@@ -32,10 +32,10 @@ from ..ir.nodes import (
 )
 from ..plan.plan import LaunchPlan, OperandPlan
 
-__all__ = ["block_rows", "column_window_copies", "halo_copies"]
+__all__ = ["EDGE_START", "block_rows", "column_window_copies", "halo_copies"]
 
-# A traced zero that boxes past a whole dim's edge start at (`emit.boxes.EDGE_START`).
-_EDGE_START = Name("edge_start")
+# A traced zero that boxes past a whole dim's edge start at: a box wider than the array.
+EDGE_START = Name("edge_start")
 
 
 def block_rows(op: OperandPlan) -> Expr | None:
@@ -81,11 +81,11 @@ def column_window_copies(
         rows: Expr = call("pl.ds", row_start, Const(extent))
     else:
         whole = extent == op.block_gmem_shape[0]
-        rows = Slice() if whole else call("pl.ds", _EDGE_START, Const(extent))
+        rows = Slice() if whole else call("pl.ds", EDGE_START, Const(extent))
     if cols_dim.tiled_by:
         col_start: Expr = BinOp(Operator.MUL, Name(block_index(cols_dim.name)), Const(width))
     else:
-        col_start = _EDGE_START
+        col_start = EDGE_START
     statements: list[Stmt] = []
     gmem, smem = gmem_ref(op.name), smem_ref(op.name)
     for offset in op.halo.column_shifts:
