@@ -159,6 +159,14 @@ ROWS: tuple[Row, ...] = (
         _tile(4096, 4096, "float8_e4m3fn", 2) + (((), "float32"),) * 2,
     ),
     Row("matmul_int8", "matmul_int8", _tile(4096, 4096, "int8", 2)),
+    # Decode steps: 16 rows against 4096x4096 weights, the loop over K split across CTAs.
+    Row(
+        "matmul",
+        "matmul",
+        (((16, 4096), "bfloat16"), ((4096, 4096), "bfloat16")),
+        (("bf16_out", True),),
+    ),
+    Row("matmul_int8", "matmul_int8", (((16, 4096), "int8"), ((4096, 4096), "int8"))),
     # Flash attention at the GPU check's sizes: the scores and p @ v in registers.
     Row("attention", "attention", (((1, 16, 4096, 128), "bfloat16"),) * 3),
     Row("attention", "attention", (((1, 16, 4095, 128), "bfloat16"),) * 3),

@@ -110,6 +110,9 @@ def measure_matmul_case(shape: MatmulShape, settings: Settings) -> dict[str, Any
         row["sk_tflop_per_s"] = flops / timings["statickernel"].median_s / 1e12
         row["dot_tflop_per_s"] = flops / timings["dot"].median_s / 1e12
         row["sk_fraction_of_dot"] = ratio(timings["dot"], timings["statickernel"])
+        # A skinny product's cost is its weight's read: the HBM bandwidth that read reaches.
+        weight_bytes = shape.k * shape.n * (1 if shape.kind == "fp8" else 2)
+        row["weight_read_tb_per_s"] = weight_bytes / timings["statickernel"].median_s / 1e12
         if "hopper_matmul_mgpu" in timings:
             row["mgpu_us"] = timings["hopper_matmul_mgpu"].median_us
             row["mgpu_over_sk"] = ratio(timings["hopper_matmul_mgpu"], timings["statickernel"])

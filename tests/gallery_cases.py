@@ -366,6 +366,8 @@ SCHEDULES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]]]] = {
     "row_sum-rows-persistent": ("row_sum", [((16384, 1024), "float32")]),
     # The strided block of an elementwise body, persistent.
     "add-persistent": ("add", [((8192, 8192), "float32"), ((8192, 8192), "float32")]),
+    # A decode step's product: the loop over K split across CTAs, partial sums added after.
+    "matmul-split": ("matmul", [((16, 4096), "bfloat16"), ((4096, 4096), "bfloat16")]),
 }
 
 

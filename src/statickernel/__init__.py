@@ -45,6 +45,7 @@ __all__ = [
     "LoopMode",
     "LoopOperandError",
     "LoopPlan",
+    "LoopSplit",
     "NoCandidateError",
     "NotAKernelError",
     "NotDifferentiableError",

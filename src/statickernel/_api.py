@@ -14,6 +14,7 @@ from ._compiler.plan.cost import Bound, Cost
 from ._compiler.plan.pipelining import LoopPlan, PlannedDot
 from ._compiler.plan.plan import DimPlan, LaunchPlan, OperandPlan, Role
 from ._compiler.plan.schedule import Persistent, Schedule, ScheduleKind
+from ._compiler.plan.split import LoopSplit
 from ._errors import (
     AnnotationError,
     BackendError,
@@ -111,6 +112,7 @@ __all__ = [
     "LoopMode",
     "LoopOperandError",
     "LoopPlan",
+    "LoopSplit",
     "NoCandidateError",
     "NotAKernelError",
     "NotDifferentiableError",

@@ -561,6 +561,53 @@ H200_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
 }
 
 
+# Decode steps' products, whose loop over K the plan splits across CTAs: (kernel, operands,
+# constants, the CTAs the split launches).
+SPLIT_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...], dict[str, Any], int]] = {
+    "matmul 16x4096x4096 bf16": (
+        "matmul",
+        (_S((16, 4096), _BF16), _S((4096, 4096), _BF16)),
+        {"bf16_out": True},
+        128,
+    ),
+    "matmul_w4a16 16x4096x4096": (
+        "matmul_w4a16",
+        (_S((4096, 4096), jnp.int4), _S((32, 4096), _BF16), _S((16, 4096), _BF16)),
+        {},
+        128,
+    ),
+    "matmul_w8a16 16x4096x4096": (
+        "matmul_w8a16",
+        (_S((4096, 4096), jnp.int8), _S((4096,), _F32), _S((16, 4096), _BF16)),
+        {},
+        128,
+    ),
+}
+
+
+def test_split_budgets_cover_the_shapes() -> None:
+    assert set(_budgets()["split_registers"]) == set(SPLIT_SHAPES)
+
+
+@toolchain
+@pytest.mark.parametrize("case", list(SPLIT_SHAPES))
+def test_split_products_at_decode_shapes(case: str) -> None:
+    """A decode step's product split across CTAs: no spills, registers within budget, and a
+    CTA for every block and part, as the plan says."""
+    budgets = _budgets()
+    name, args, consts, ctas = SPLIT_SHAPES[case]
+    report = KERNELS[name].compile(*args, target=budgets["target"], **consts)
+    if not report.ptxas_version.startswith(budgets["ptxas"]):
+        pytest.skip(
+            f"the budgets hold for ptxas {budgets['ptxas']}; this is ptxas {report.ptxas_version}"
+        )
+    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, case
+    assert report.registers <= budgets["split_registers"][case], f"{case}: {report.registers}"
+    assert report.schedule is not None
+    assert report.schedule.kind is sk.ScheduleKind.SPLIT_LOOP
+    assert report.schedule.ctas == ctas
+
+
 def test_h200_budgets_cover_the_shapes() -> None:
     assert set(_budgets()["h200_registers"]) == set(H200_SHAPES)
 

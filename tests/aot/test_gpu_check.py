@@ -99,10 +99,11 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
         ([255, 127, 255], "bf16"),
         ([256, 128, 256], "bf16-out"),
         ([256, 128, 256], "fp8"),
+        ([8, 1024, 256], "bf16"),
     ]
     for row in data["matmul"]:
         assert row["passed"], row
-        assert row["sk_fraction_of_dot"] > 0
+        assert row["sk_fraction_of_dot"] > 0 and row["weight_read_tb_per_s"] > 0
     assert "ragged_cost" in data["matmul"][1]
     # jax's hopper_matmul_mgpu runs beside the bfloat16 result, where absl-py is installed.
     side = data["matmul"][2]

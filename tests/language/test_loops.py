@@ -462,8 +462,9 @@ def round_up(value: int, multiple: int) -> int:
     [(40, 1, 1), (64, 1, 1), (128, 2, 2), (192, 3, 3), (1024, 16, 4)],
 )
 def test_stages_are_capped_at_the_step_count(k: int, steps: int, stages: int) -> None:
-    """The pipeline never holds more blocks than there are steps, and pays SMEM only for those."""
-    plan = matmul.plan(*specs("matmul", (256, k, 256)))
+    """The pipeline never holds more blocks than there are steps, and pays SMEM only for those.
+    (Blocks enough to fill the SMs: fewer would split a long loop across CTAs.)"""
+    plan = matmul.plan(*specs("matmul", (1280, k, 1280)))
     assert dict(plan.constants)["stages"] is None  # fitted to shared memory, up to 4
     (loop,) = plan.loops
     assert (loop.axis, loop.constant, loop.block, loop.size) == ("K", "BK", 64, k)

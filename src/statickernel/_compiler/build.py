@@ -61,6 +61,7 @@ from .trace.body import BodyTrace, misplaced_load_error, trace_body
 from .trace.crossblock import CrossBlock, partial_plans, partial_specs
 from .trace.crossblock_rewrite import cross_block_results
 from .trace.results import check_outputs
+from .trace.splits import splittable_loop
 
 __all__ = ["Compiled", "compile_call", "compile_declaration"]
 
@@ -304,6 +305,8 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
             translation.loops,
             choice.facts,
             translation.scratch_bytes,
+            # Results combined across blocks already write partials of their own.
+            None if traced.crosses else splittable_loop(traced.trace),
         )
     )
     crosses = traced.crosses

@@ -351,6 +351,16 @@ def test_a_shift_in_a_loops_step_is_refused_with_a_fix(looped: bool) -> None:
     assert error.fix and "outside any loop" in error.fix
 
 
+def test_blocks_too_large_with_a_shifted_load_propose_a_tile_not_a_loop() -> None:
+    """A shifted load runs outside loops: the fix for blocks too wide tiles the whole dim."""
+    x = jax.ShapeDtypeStruct((1000, 8192), jnp.float32)
+    with pytest.raises(sk.SharedMemoryError) as info:
+        column_sums_tiled.plan(x)
+    fix = info.value.fix or ""
+    assert 'tile={"C": "BC"}' in fix and "read at an offset" in fix
+    assert "loop=" not in fix
+
+
 @pytest.mark.parametrize(
     ("offset", "dim", "said"),
     [

@@ -17,6 +17,7 @@ from statickernel._compiler.schedules import choose
 from statickernel._compiler.schedules.one_block import OneBlockPerCta
 from statickernel._compiler.schedules.persistent import PersistentBlocks
 from statickernel._compiler.schedules.pipelined import PipelinedLoops
+from statickernel._compiler.schedules.split import SplitLoop
 from statickernel._compiler.schedules.warpspec import WarpSpecializedLoop
 
 SCHEDULES = pathlib.Path(choose.__file__).parent
@@ -33,6 +34,7 @@ def _kind(plan: sk.LaunchPlan) -> sk.ScheduleKind:
 
 def test_the_schedules_are_asked_in_order() -> None:
     assert [type(s) for s in choose.LAUNCH_SCHEDULES] == [
+        SplitLoop,
         WarpSpecializedLoop,
         PipelinedLoops,
         PersistentBlocks,
@@ -49,6 +51,7 @@ def test_every_schedule_kind_has_a_block_function() -> None:
     [
         (matmul, ((4096, 4096), (4096, 4096)), jnp.bfloat16, sk.ScheduleKind.WARP_SPECIALIZED),
         (softmax_online, ((1000, 3000),), jnp.float32, sk.ScheduleKind.PIPELINED_LOOPS),
+        (matmul, ((16, 4096), (4096, 4096)), jnp.bfloat16, sk.ScheduleKind.SPLIT_LOOP),
         (add, ((8192, 8192), (8192, 8192)), jnp.float32, sk.ScheduleKind.PERSISTENT),
         (add, ((100, 300), (100, 300)), jnp.float32, sk.ScheduleKind.ONE_BLOCK_PER_CTA),
     ],
@@ -62,6 +65,14 @@ def test_each_schedule_takes_its_launches(
 @pytest.mark.parametrize(
     ("kernel", "shapes", "dtype", "without", "kind"),
     [
+        # Without the split, a skinny matmul's loop is warp-specialized over its few tiles.
+        (
+            matmul,
+            ((16, 4096), (4096, 2048)),
+            jnp.bfloat16,
+            SplitLoop,
+            sk.ScheduleKind.WARP_SPECIALIZED,
+        ),
         # Without the warp-specialized schedule, the matmul's loop is a plain pipeline.
         (
             matmul,
@@ -92,7 +103,7 @@ def test_a_schedule_left_out_is_never_chosen(
     monkeypatch.setattr(choose, "LAUNCH_SCHEDULES", kept)
     plan = _plan(kernel, *shapes, dtype=dtype)
     assert _kind(plan) is kind
-    assert plan.warp_specialized is None
+    assert (plan.warp_specialized is not None) == (kind is sk.ScheduleKind.WARP_SPECIALIZED)
 
 
 @pytest.mark.parametrize("path", sorted(SCHEDULES.glob("*.py")), ids=lambda p: p.name)

@@ -46,9 +46,11 @@ from ..lower.dots import wgmma_transforms
 from ..lower.translation import Carry, LoopBlock
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
+from ..plan.split import LoopSplit
 from .boxes import block_slice
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .paged import paged_pipeline, walks_pages
+from .split import part_first_block, part_steps
 
 __all__ = ["loop_statements"]
 
@@ -98,6 +100,8 @@ class _Loop:
     paged: bool
     """Whether the loop walks paged operands, which its own pipeline copies page by page
     (`emit.paged`) where `plgpu.emit_pipeline` copies one box a block."""
+    split: LoopSplit | None
+    """The loop's split across CTAs, where the plan splits it: this CTA walks its part."""
 
     @classmethod
     def of(cls, plan: LaunchPlan, block: LoopBlock) -> "_Loop":
@@ -113,7 +117,14 @@ class _Loop:
             registers=tuple(c for c in block.carries if not c.accumulator),
             accumulators=tuple(c for c in block.carries if c.accumulator),
             paged=paged,
+            split=plan.split if plan.split is not None and plan.split.axis == block.axis else None,
         )
+
+    @property
+    def starts_later(self) -> bool:
+        """Whether the first step walks a later block than the first (`first`): a start's,
+        or this CTA's part's of a split loop."""
+        return self.block.start is not None or self.split is not None
 
     @property
     def index(self) -> Name:
@@ -168,8 +179,10 @@ def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[St
             walked = "the steps walk the blocks from the last to the first"
             last = Const(loop.pipeline.steps - 1)
             step.append(Assign((loop.index,), BinOp(Operator.SUB, last, loop.index), walked))
-        if block.start is not None:
+        if loop.starts_later:
             walked = "the steps walk the blocks from the start's"
+            if loop.split is not None:
+                walked = "the steps walk this CTA's part of the blocks"
             step.append(Assign((loop.index,), BinOp(Operator.ADD, loop.first, loop.index), walked))
     if loop.registers:
         step.append(
@@ -233,6 +246,13 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     if block.start is not None:
         skipped = "blocks wholly before the start are skipped"
         first_lines.append(Assign((loop.first,), _first_block(loop, block.start), comment=skipped))
+    if loop.split is not None:
+        part = "this CTA's part of the split loop"
+        first_lines.append(Assign((loop.first,), part_first_block(loop.split), comment=part))
+        if loop.split.last_part_steps != loop.split.part_steps:
+            steps = Name(loop_part(name, "steps"))
+            fewer = "the last part walks the steps left"
+            first_lines.append(Assign((steps,), part_steps(loop.split), comment=fewer))
     if bounded:
         steps = Name(loop_part(name, "steps"))
         end: Expr = Const(loop.pipeline.steps)
@@ -258,15 +278,22 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
         return first_lines + setup + walk, run
     ops = [plan.operand(n) for n in block.operands]
     last = loop.pipeline.steps - 1 if loop.pipeline.reverse else None
-    first = loop.first if block.start is not None else None
+    first = loop.first if loop.starts_later else None
     specs = [
         _block_spec(plan, op, block.axis, int(loop.overlap), last=last, first=first) for op in ops
     ]
     views = [_gmem_view(plan, op, block.axis) for op in ops]
     spec_names = [loop_part(name, f"{n}_spec") for n in block.operands]
     spec_lines = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
+    grid: Expr = Tuple((steps,)) if bounded else Const((loop.pipeline.steps,))
+    if loop.split is not None:
+        assert not bounded and not loop.pipeline.reverse, "a split loop walks every block"
+        split = loop.split
+        grid = Const((split.part_steps,))
+        if split.last_part_steps != split.part_steps:  # traced above
+            grid = Tuple((Name(loop_part(name, "steps")),))
     keywords = [
-        Keyword("grid", Tuple((steps,)) if bounded else Const((loop.pipeline.steps,))),
+        Keyword("grid", grid),
         Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
         Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
     ]

@@ -48,7 +48,6 @@ from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
-from ..trace.crossblock import combined
 from .boxes import EDGE_START, result_copies, tma_boxes
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
 from .halos import block_rows, column_window_copies
@@ -57,7 +56,9 @@ from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .persistent import PersistentNames, persistent_statements
 from .rows import ROW_FORM
+from .split import partial_sums
 from .warpspec import WG_AXIS, warp_specialized_function
+from .wrapper import finished_results, prepared_inputs
 
 __all__ = ["generate_source"]
 
@@ -83,7 +84,8 @@ class _Generator:
         assert plan.schedule is not None, "a plan at a call has its schedule"
         self.plan = plan
         self.schedule = plan.schedule
-        self.t = translation
+        # A loop split across CTAs: each CTA stores its part's sums; the wrapper casts them.
+        self.t = translation if plan.split is None else partial_sums(translation, plan.split)
         self.form: FormEmitter = _FORM_EMITTERS[plan.form]
         # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
         self.new_store_api = has_plgpu_store()
@@ -119,17 +121,26 @@ class _Generator:
         return tma_boxes(self.plan, op)
 
     def _grid_names(self) -> tuple[str, ...]:
-        return ("cta",) if self.schedule.walks_blocks else self.plan.grid_names
+        if self.schedule.walks_blocks:
+            return ("cta",)
+        split = self.plan.split
+        return self.plan.grid_names if split is None else (*self.plan.grid_names, split.axis)
 
     def _launch_grid(self) -> tuple[int, ...]:
-        """The CTAs launched: a persistent launch's, else one a block."""
-        return (self.schedule.ctas,) if self.schedule.walks_blocks else self.plan.grid
+        """The CTAs launched: a persistent launch's, else one a block (and part of a loop
+        split across CTAs)."""
+        if self.schedule.walks_blocks:
+            return (self.schedule.ctas,)
+        split = self.plan.split
+        return self.plan.grid if split is None else (*self.plan.grid, split.parts)
 
     def _grid_text(self) -> str:
         plan = self.plan
         blocks = f"{plan.grid} over ({', '.join(plan.grid_names)})"
         if self._launch_grid() == plan.grid:
             return blocks
+        if plan.split is not None:
+            return f"{self._launch_grid()}: the blocks {blocks}, by the parts of {plan.split.axis}"
         return f"{self._launch_grid()} persistent CTAs, for the blocks {blocks}"
 
     def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
@@ -237,8 +248,9 @@ class _Generator:
         """One block a CTA (its loops pipelined): copy in, compute, copy out."""
         plan = self.plan
         body: list[Stmt] = []
+        split = plan.split.axis if plan.split is not None else None
         for d in plan.dims:
-            if d.tiled_by or d.batched:
+            if d.tiled_by or d.batched or d.name == split:
                 axis_index = call("lax.axis_index", Const(d.name))
                 body.append(Assign((Name(block_index(d.name)),), axis_index))
         for op in plan.results:
@@ -490,33 +502,7 @@ class _Generator:
 
     def wrapper(self) -> FunctionDef:
         plan = self.plan
-        body: list[Stmt] = []
-        for op in self.inputs:
-            if op.host_padded:
-                pads = Tuple(
-                    tuple(Const((0, g - s)) for s, g in zip(op.shape, op.gmem_shape, strict=False))
-                )
-                why = (
-                    "pad for WGMMA's tiled shared memory"
-                    if op.swizzle
-                    else "rows are not a multiple of 16 bytes: pad for TMA"
-                )
-                why = "pad to whole steps of its loop" if op.column_steps else why
-                why = "a pool of one page: pad with a page of zeros" if op.pages else why
-                body.append(Comment(f"`{op.name}` {why} (extra copy)."))
-                body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
-            if op.column_steps:
-                *rows, columns = op.gmem_shape
-                view = (*rows, op.column_steps, columns // op.column_steps)
-                body.append(
-                    Comment(
-                        f"`{op.name}` is 4-bit: each step's block is copied from column 0 "
-                        "of this view."
-                    )
-                )
-                body.append(
-                    Assign((Name(op.name),), call("jnp.reshape", Name(op.name), Const(view)))
-                )
+        body: list[Stmt] = prepared_inputs(self.inputs)
         launched = call("_launch", *(Name(op.name) for op in self.inputs))
         for op in plan.results:
             if op.updates is not None:
@@ -530,13 +516,7 @@ class _Generator:
             if op.updates is not None:
                 body.append(Assign((Name(op.name),), call("jax.freeze", Name(op.updates))))
         outs = [self.form.unpadded(op) for op in plan.results]
-        for cross in plan.cross_blocks:
-            op = plan.results[cross.index]
-            then = f", then a {cross.outer} over {cross.kept}" if cross.outer else ""
-            what = f"one partial {cross.combine} per block; combined here, in a fixed order"
-            body.append(Comment(f"`{op.name}`: {what}{then}."))
-            body.append(Assign((Name(op.name),), combined(cross, outs[cross.index], len(op.batch))))
-            outs[cross.index] = Name(op.name)
+        body += finished_results(plan, outs)
         if plan.tuple_result:
             body.append(Return(Tuple(tuple(outs))))
         else:
@@ -578,6 +558,7 @@ _FORM_EMITTERS: dict[Form, FormEmitter] = {
 _BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
     ScheduleKind.ONE_BLOCK_PER_CTA: _Generator._one_block_function,
     ScheduleKind.PIPELINED_LOOPS: _Generator._one_block_function,
+    ScheduleKind.SPLIT_LOOP: _Generator._one_block_function,
     ScheduleKind.PERSISTENT: _Generator._persistent_block_function,
     ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
 }

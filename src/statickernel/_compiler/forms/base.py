@@ -44,8 +44,8 @@ class FormChoice:
     @classmethod
     def block(cls, layout: BlockLayout, translation: Translation) -> "FormChoice":
         """The block form: WGMMA-layout blocks, which a matmul-shaped body may multiply in
-        the warp-specialized launch."""
-        return cls(layout, translation, FormFacts(specializes_warps=True))
+        the warp-specialized launch, and whose loop of sums may be split across CTAs."""
+        return cls(layout, translation, FormFacts(specializes_warps=True, splits_loops=True))
 
 
 class RegisterForm(Protocol):

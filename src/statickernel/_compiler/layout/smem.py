@@ -109,8 +109,11 @@ def smem_fix(
     layout: BlockLayout,
     dtypes: Mapping[str, str],
     loaded: set[str],
+    loads: Iterable[LoadRecord] = (),
 ) -> str:
-    """Proposes the largest smaller tiled block that fits, or a loop over the widest whole dim."""
+    """Proposes the largest smaller tiled block that fits (with the rows and windows its
+    shifted loads, `loads`, copy around it), or a loop over the widest whole dim."""
+    loads = tuple(loads)
     tile = spec.tile_map
     for dim, const in tile.items():
         block = layout.dim(dim).block
@@ -118,7 +121,9 @@ def smem_fix(
         candidate = block - unit
         while candidate >= unit:
             trial = layout.with_block(dim, candidate)
-            if smem_bytes(spec, trial, dtypes, loaded) <= hw.SMEM_BYTES and candidate % unit == 0:
+            halos = {n: h.rows for n, h in buffer_halos(spec, trial, dtypes, loads).items()}
+            fits = smem_bytes(spec, trial, dtypes, loaded, halo_rows=halos) <= hw.SMEM_BYTES
+            if fits and candidate % unit == 0:
                 return f"set {const}={candidate} (the largest {const} whose blocks fit)"
             candidate -= unit
     whole = [d for d in layout.dims if d.name not in tile and not d.selects]
@@ -133,6 +138,13 @@ def smem_fix(
             f"a loop, so a body that reduces whole rows gathers them in one kernel and "
             "reduces them in the next"
         )
+    shifted = _shifted_along(spec, loads, wide)
+    if shifted is not None:
+        return (
+            f"dim {wide} is whole in each block and too wide for shared memory, and "
+            f"`{shifted}`, read at an offset, cannot be walked by a loop's steps: tile it, "
+            f'tile={{"{wide}": "B{wide}"}} with `B{wide}: sk.Const[int] = 64`'
+        )
     if wide == spec.rows:
         return (
             f"dim {wide} is whole in each block and too long for shared memory: tile it, e.g. "
@@ -145,3 +157,13 @@ def smem_fix(
         f'values and sk.map_blocks("{wide}", fn) writes each result block (see '
         "examples/softmax_online.py)"
     )
+
+
+def _shifted_along(spec: KernelSpec, loads: tuple[LoadRecord, ...], dim: str) -> str | None:
+    """An operand with `dim` that the body reads shifted, if any: its loads cannot be a
+    loop's (shifted loads run outside loops)."""
+    for record in loads:
+        dims = next((o.block_dims for o in spec.operands if o.name == record.operand), ())
+        if (record.shifts or record.column_shifts) and dim in dims:
+            return record.operand
+    return None

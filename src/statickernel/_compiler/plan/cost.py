@@ -10,7 +10,8 @@ HBM bytes:
 - each loaded operand's array, as the kernel addresses it (host padding included), once per
   pass that copies it: once when it is copied once per block, and once for each loop whose
   pipeline copies it (a two-pass softmax reads its rows twice);
-- each result's array, once;
+- each result's array, once; a loop split across CTAs writes partial sums, which the sum
+  after the launch reads back before it writes the result;
 - rows gathered or scattered by an index (`index={"V": "ids"}`): a row of the array for
   each row of the index's dim, and the index itself;
 - pages (`pages={"P": "block_tables"}`): every page each table row lists, as if each
@@ -44,6 +45,7 @@ from ..lower.rules import REDUCTIONS, SHAPE_ONLY
 from ..trace.body import LOOP_PRIMITIVES, Atom, BodyTrace, Eqn
 from .operands import PageCopies
 from .pipelining import LoopPlan
+from .split import LoopSplit
 
 __all__ = ["Bound", "Cost", "plan_cost"]
 
@@ -173,6 +175,8 @@ class _Planned(Protocol):
     def rows(self) -> str: ...
     @property
     def cols(self) -> str | None: ...
+    @property
+    def split(self) -> LoopSplit | None: ...
 
 
 def plan_cost(plan: _Planned, trace: BodyTrace) -> Cost:
@@ -214,6 +218,18 @@ def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
         )
         if op.host_padded:  # sliced back: the padded array read, the true one written
             total += _bytes(op.gmem_shape, op.dtype) + _bytes(op.shape, op.dtype)
+    if plan.split is not None:
+        total += _split_sum_bytes(plan.results, plan.split)
+    return total
+
+
+def _split_sum_bytes(results: tuple[_Array, ...], split: LoopSplit) -> int:
+    """The sum after a split launch: each result's partial sums read, the result written."""
+    total = 0
+    for op, casts in zip(results, split.casts, strict=True):
+        lead = len(op.batch)
+        shape = (*op.shape[:lead], *op.shape[lead + 1 :])
+        total += _bytes(op.gmem_shape, op.dtype) + _bytes(shape, casts[-1] if casts else op.dtype)
     return total
 
 

@@ -19,6 +19,7 @@ from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import BlockLayout
 from ..layout.smem import block_bytes, buffer_halos, smem_bytes
 from ..lower.translation import LoopBlock
+from ..trace.splits import SplittableLoop
 from .operands import OperandPlan
 from .schedule import Persistent
 
@@ -60,6 +61,9 @@ class FormFacts:
     reads_in_place: frozenset[str] = frozenset()
     """Operands read from global memory where the body uses them, never copied into shared
     memory: the row form's per-row operands, one element (a scalar in its registers) a row."""
+    splits_loops: bool = False
+    """Whether a loop that sums into the results may be split across CTAs (the block form,
+    whose block function pipelines each CTA's part of it)."""
     notes: tuple[str, ...] = ()
     """What the plan says of the form the specialization took, and why."""
 
@@ -86,6 +90,11 @@ class PlanInputs:
     form: FormFacts = FormFacts()
     scratch_bytes: int = 0
     """Shared memory the body scopes for itself (a scan's buffer)."""
+    splittable: SplittableLoop | None = None
+    """The body's loop when it sums into its carries from zero and its results are those
+    sums: a launch may split it across CTAs (`schedules.split`). Else None."""
+    part_steps: int = 0
+    """The steps each CTA walks of a loop split across CTAs; 0 when no loop is split."""
 
     @functools.cached_property
     def fills(self) -> dict[str, float | int | bool]:

@@ -25,7 +25,8 @@ def plan_loops(inputs: PlanInputs, stages: int | None = None) -> tuple[LoopPlan,
         if layout.dim(block.axis).page_rows:
             _check_paged_loop(inputs, block.axis, block.mode, block.reverse, block.start)
         steps = hw.cdiv(size, step)
-        eff = min(declared, steps)
+        # A loop split across CTAs pipelines each CTA's part of its steps.
+        eff = min(declared, inputs.part_steps or steps)
         loaded = tuple(
             (r.operand, r.fill)
             for r in inputs.loads

@@ -26,6 +26,7 @@ from .operands import OperandPlan, PageCopies, Role
 from .pipelining import LoopPlan
 from .profile import Profile
 from .schedule import Schedule
+from .split import LoopSplit
 from .warpspec import WarpSpecialized
 
 __all__ = ["DimPlan", "FormFacts", "LaunchPlan", "OperandPlan", "PlanInputs", "Role", "make_plan"]
@@ -92,6 +93,9 @@ class LaunchPlan(TextDisplay):
     """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
     profile: Profile | None = None
     """Mosaic GPU's profiler options the launch carries (`sk.profile`); None unprofiled."""
+    split: LoopSplit | None = None
+    """The loop split across CTAs, a grid axis after the blocks' numbering its parts, each
+    result an array of partial sums the wrapper adds (see `plan.split`); else None."""
 
     @property
     def form(self) -> Form:
@@ -161,6 +165,12 @@ class LaunchPlan(TextDisplay):
         for loop in self.loops:
             assert loop.steps == hw.cdiv(loop.size, loop.block)
             assert 1 <= loop.stages <= loop.steps
+        if self.split is not None:
+            self.split.check_invariants()
+            (loop,) = self.loops
+            assert loop.axis == self.split.axis and loop.steps == self.split.steps
+            assert loop.stages <= self.split.part_steps and not self.cross_blocks
+            assert all(op.per_block == (loop.axis,) for op in self.results)
         for cross in self.cross_blocks:
             cross.check_invariants()
             op = self.results[cross.index]
@@ -246,6 +256,8 @@ class LaunchPlan(TextDisplay):
             lines.append(form_line)
         if self.warp_specialized is not None:  # a launch of the block form
             lines.append(f"  form: {self.warp_specialized}")
+        if self.split is not None:
+            lines.append(f"  {self.split}")
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
         if self.schedule is not None:
             lines.append(f"  schedule: {self.schedule}")
@@ -294,6 +306,8 @@ class LaunchPlan(TextDisplay):
             text += f"  written into `{op.updates}`, in place"
         if op.halo.rows:
             text += f"  {_halo_text(self, op)}"
+        if self.split is not None and op.role is Role.OUTPUT:
+            text += f"  partial sums, one a part of {self.split.axis} (added after the launch)"
         if op.host_padded:
             text += f"  host-padded to {list(op.gmem_shape)}"
         return text
@@ -379,6 +393,7 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
         flat_frame=form.flat_frame,
         schedule=choice.schedule,
         warp_specialized=choice.warp_specialized,
+        split=choice.split,
     )
     plan.check_invariants()
     return plan

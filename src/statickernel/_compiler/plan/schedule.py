@@ -37,6 +37,8 @@ class ScheduleKind(enum.StrEnum):
 
     ONE_BLOCK_PER_CTA = "one block per CTA"  # copy in, compute, copy out; CTAs overlap
     PIPELINED_LOOPS = "pipelined loops"  # each loop of the body a software pipeline
+    # the body's loop cut into parts, a CTA a block and part, each part's loop pipelined
+    SPLIT_LOOP = "pipelined loop split across CTAs"
     PERSISTENT = "persistent, pipelined"  # each CTA walks many blocks, `stages` in flight
     # a producer warpgroup copies, consumer warpgroups multiply; each CTA walks many tiles
     WARP_SPECIALIZED = "warp-specialized, persistent"

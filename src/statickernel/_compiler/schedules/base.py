@@ -11,6 +11,7 @@ from ..plan.inputs import PlanInputs
 from ..plan.operands import OperandPlan
 from ..plan.pipelining import LoopPlan
 from ..plan.schedule import Schedule
+from ..plan.split import LoopSplit
 from ..plan.warpspec import WarpSpecialized
 
 __all__ = [
@@ -44,7 +45,9 @@ class ScheduleChoice:
     notes: tuple[str, ...] = ()
     warp_specialized: WarpSpecialized | None = None
     results: tuple[OperandPlan, ...] | None = None
-    """The results, where the schedule pads an array (None: as planned)."""
+    """The results, where the schedule pads an array or writes partials (None: as planned)."""
+    split: LoopSplit | None = None
+    """The loop split across CTAs, where the schedule splits it; else None."""
 
 
 class LaunchSchedule(Protocol):
@@ -68,5 +71,5 @@ def check_blocks_fit(inputs: PlanInputs, smem: int) -> None:
         f"the blocks need {smem:,} B of shared memory, over the {hw.SMEM_BYTES:,} B a block has",
         expected=f"<= {hw.SMEM_BYTES:,} B",
         actual=f"{smem:,} B",
-        fix=smem_fix(inputs.spec, inputs.layout, inputs.dtypes, set(inputs.fills)),
+        fix=smem_fix(inputs.spec, inputs.layout, inputs.dtypes, set(inputs.fills), inputs.loads),
     )

@@ -6,13 +6,16 @@ from .base import LaunchSchedule, ScheduleChoice, ScheduleInputs
 from .one_block import OneBlockPerCta
 from .persistent import PersistentBlocks
 from .pipelined import PipelinedLoops
+from .split import SplitLoop
 from .warpspec import WarpSpecializedLoop
 
 __all__ = ["LAUNCH_SCHEDULES", "choose_schedule"]
 
-# A matmul-shaped loop first (where the form allows it), then any loops, each pipelined.
-# Without loops, persistent CTAs where the form chose them or they pay, else one block a CTA.
+# A loop of sums over too few blocks to fill the SMs split across CTAs first, then a
+# matmul-shaped loop (where the form allows it), then any loops, each pipelined. Without
+# loops, persistent CTAs where the form chose them or they pay, else one block a CTA.
 LAUNCH_SCHEDULES: tuple[LaunchSchedule, ...] = (
+    SplitLoop(),
     WarpSpecializedLoop(),
     PipelinedLoops(),
     PersistentBlocks(),
