@@ -13,6 +13,7 @@ from jaxtyping import Array, BFloat16, Float, Float32
 
 import statickernel as sk
 from batched_matmul import batched_matmul, batched_matmul_reference
+from grouped_matmul import grouped_matmul
 from matmul import matmul, matmul_reference
 from matmul_bias_gelu import matmul_bias_gelu
 from matmul_fp8 import matmul_fp8, matmul_fp8_reference
@@ -112,6 +113,13 @@ def test_a_body_that_is_not_a_sum_of_parts_is_never_split(kernel: sk.Kernel[...,
     plan = kernel.plan(*_specs((16, 4096), (4096, 256)))
     assert _kind(plan) is not SPLIT
     assert plan.split is None
+
+
+def test_rows_in_ragged_groups_are_never_split() -> None:
+    """The warp-specialized launch alone walks rows split into ragged groups."""
+    x, w = _specs((256, 4096), (4, 4096, 256))
+    plan = grouped_matmul.plan(x, w, jax.ShapeDtypeStruct((4,), jnp.int32))
+    assert plan.split is None and _kind(plan) is sk.ScheduleKind.WARP_SPECIALIZED
 
 
 def test_an_epilogue_of_a_bias_and_an_activation_is_never_split() -> None:

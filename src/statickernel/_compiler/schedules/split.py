@@ -10,6 +10,7 @@ from ..plan import schedule as figures
 from ..plan.operands import OperandPlan
 from ..plan.schedule import ScheduleKind, schedule_figures
 from ..plan.split import MIN_PART_STEPS, LoopSplit, split_parts
+from ..plan.warpspec import ragged_rows
 from .base import ScheduleChoice, ScheduleInputs
 from .pipelined import PipelinedLoops
 
@@ -29,6 +30,10 @@ class SplitLoop:
         ):
             return None
         dim = plan.layout.dim(sums.axis)
+        # Rows split into ragged groups are walked by the warp-specialized launch alone, and
+        # a paged loop by a pipeline of its own.
+        if ragged_rows(plan.layout, plan.spec.rows) is not None or dim.page_rows:
+            return None
         steps = hw.cdiv(dim.size, dim.block)
         sms = figures.sm_count()
         # A declared stage count is kept: each part walks as many steps at least.
