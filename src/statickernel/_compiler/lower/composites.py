@@ -16,7 +16,7 @@ from ..ir.names import value_part
 from ..ir.nodes import Assign, BinOp, DType, Expr, Literal, Name, Operator
 from ..ir.nodes import call as ir_call
 from ..trace.body import Atom, Eqn
-from .context import Rule, Support, Translator, Where
+from .context import CompositeLocals, Rule, Support, Translator, Where
 from .totals import reduce_over_axes
 
 __all__ = ["COMPOSITES", "COMPOSITE_RULES", "REDUCE_BOOL"]
@@ -26,17 +26,10 @@ LT, GT, EQ, NE = Operator.LT, Operator.GT, Operator.EQ, Operator.NE
 
 
 @dataclasses.dataclass
-class _Builder:
+class _Builder(CompositeLocals):
     """Writes a composite's locals into the translation and makes its literals."""
 
-    tr: Translator
-    out: str
     dtype: str
-
-    def local(self, part: str, expr: Expr) -> Name:
-        name = Name(value_part(self.out, part))
-        self.tr.lines.append(Assign((name,), expr))
-        return name
 
     def num(self, value: float) -> Literal:
         # Weakly typed: the composite computes in its dtype (float32 for a 16-bit float).

@@ -13,12 +13,22 @@ from collections.abc import Callable, Mapping
 
 from ... import _hardware as hw
 from ..._errors import UnsupportedOpError
+from ..ir.names import value_part
 from ..ir.nodes import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
 from ..ir.pallas import broadcast, full
 from ..trace.body import Atom, BodyTrace, Eqn
 from .translation import Geometry, Line, Product
 
-__all__ = ["NotInForm", "Refusal", "Rule", "Support", "Translator", "Where", "trace_inputs"]
+__all__ = [
+    "CompositeLocals",
+    "NotInForm",
+    "Refusal",
+    "Rule",
+    "Support",
+    "Translator",
+    "Where",
+    "trace_inputs",
+]
 
 
 class NotInForm(Exception):
@@ -251,6 +261,20 @@ class Translator:
             if atom.var in self.literals:
                 self.literals[out] = self.literals[atom.var]
             self.aliases[out] = self.source(atom)
+
+
+@dataclasses.dataclass
+class CompositeLocals:
+    """Writes the statements of a value computed in several (a composite's), one local each,
+    named after the value (`value_part`), so the generated module stays readable."""
+
+    tr: Translator
+    out: str
+
+    def local(self, part: str, expr: Expr) -> Name:
+        name = Name(value_part(self.out, part))
+        self.tr.lines.append(Assign((name,), expr))
+        return name
 
 
 def source_line(eqn: Eqn) -> SourceLine:

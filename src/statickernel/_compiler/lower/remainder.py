@@ -21,7 +21,6 @@ float is computed in float32 and cast back, exactly: its remainder fits it too.
 
 from ..ir.names import value_part
 from ..ir.nodes import (
-    Assign,
     BinOp,
     DType,
     Expr,
@@ -34,7 +33,7 @@ from ..ir.nodes import (
 )
 from ..ir.nodes import call as ir_call
 from ..trace.body import Eqn
-from .context import Translator
+from .context import CompositeLocals, Translator
 
 __all__ = ["exact_float_remainder"]
 
@@ -78,19 +77,7 @@ def _where(mask: Expr, value: Expr, other: Expr) -> Expr:
     return ir_call("jnp.where", mask, value, other)
 
 
-class _Writer:
-    """Appends the composite's statements, one local a value."""
-
-    def __init__(self, tr: Translator, out: str):
-        self.tr, self.out = tr, out
-
-    def local(self, part: str, expr: Expr) -> Name:
-        name = Name(value_part(self.out, part))
-        self.tr.lines.append(Assign((name,), expr))
-        return name
-
-
-def _significand(w: _Writer, magnitude: Name, part: str) -> tuple[Name, Name]:
+def _significand(w: CompositeLocals, magnitude: Name, part: str) -> tuple[Name, Name]:
     """A magnitude's significand (the implicit bit set where it is normal) and exponent (1 for
     a subnormal, as for the smallest normal)."""
     exponent = w.local(f"{part}_exp", _max(_shr(magnitude, 23), _int(1)))
@@ -99,7 +86,7 @@ def _significand(w: _Writer, magnitude: Name, part: str) -> tuple[Name, Name]:
     return significand, exponent
 
 
-def _long_division(w: _Writer, mx: Name, my: Name, difference: Name) -> Name:
+def _long_division(w: CompositeLocals, mx: Name, my: Name, difference: Name) -> Name:
     """(mx * 2**difference) mod my, 7 bits of the difference a step, in a loop."""
     step, index, r = value_part(w.out, "step"), "i", "r"
     shift = _clip(
@@ -111,7 +98,7 @@ def _long_division(w: _Writer, mx: Name, my: Name, difference: Name) -> Name:
     return w.local("r", ir_call("lax.fori_loop", _int(0), _int(_STEPS), Name(step), first))
 
 
-def _bits_of(w: _Writer, r: Name, ey: Name) -> Expr:
+def _bits_of(w: CompositeLocals, r: Name, ey: Name) -> Expr:
     """The bits of r * 2**(ey - 150), exact: a normal float's exponent field and r's own
     mantissa (read from r as a float, exact below 2**24), or a subnormal's significand."""
     as_float = ir_call("lax.convert_element_type", r, DType("float32"))
@@ -132,7 +119,7 @@ def exact_float_remainder(tr: Translator, eqn: Eqn, kind: Kind, x: Expr, y: Expr
     """Assigns fmod(x, y) of the float operands `x` and `y`, already of the result's kind."""
     out = eqn.outputs[0]
     dtype = tr.dtype(eqn.inputs[0])
-    w = _Writer(tr, out)
+    w = CompositeLocals(tr, out)
     if dtype != "float32":
         x = ir_call("lax.convert_element_type", x, DType("float32"))
         y = ir_call("lax.convert_element_type", y, DType("float32"))
