@@ -22,17 +22,11 @@ from ..ir.nodes import (
     Subscript,
     call,
 )
-from ..layout.blocks import DimLayout
 from ..plan.plan import LaunchPlan, OperandPlan
-from .halos import EDGE_START, halo_copies
+from .halos import halo_copies
+from .slices import EDGE_START, whole_slice
 
-__all__ = ["EDGE_START", "block_slice", "result_copies", "rows_boxes", "tma_boxes"]
-
-
-def block_slice(dim: DimLayout) -> Expr:
-    """This grid step's block along a tiled dim."""
-    start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.block))
-    return call("pl.ds", start, Const(dim.block))
+__all__ = ["result_copies", "rows_boxes", "tma_boxes"]
 
 
 def tma_boxes(plan: LaunchPlan, op: OperandPlan) -> list[tuple[Expr, Expr]]:
@@ -67,8 +61,8 @@ def rows_boxes(
             per_dim.append([(call("pl.ds", start, Const(extent)), None, held)])
             continue
         if first and op.halo.rows and d.boxes == 1:
-            whole = Slice() if extent == gmem else call("pl.ds", EDGE_START, Const(extent))
-            per_dim.append([(whole, None, call("pl.ds", Const(below), Const(extent)))])
+            held = call("pl.ds", Const(below), Const(extent))
+            per_dim.append([(whole_slice(extent, gmem), None, held)])
             continue
         boxes, size = d.boxes, extent // d.boxes
         column = dim_name == plan.cols

@@ -25,17 +25,14 @@ from ..ir.nodes import (
     FunctionDef,
     Name,
     Operator,
-    Slice,
     Stmt,
     Subscript,
     call,
 )
 from ..plan.plan import LaunchPlan, OperandPlan
+from .slices import EDGE_START, block_slice, whole_slice
 
-__all__ = ["EDGE_START", "block_rows", "column_window_copies", "halo_copies"]
-
-# A traced zero that boxes past a whole dim's edge start at: a box wider than the array.
-EDGE_START = Name("edge_start")
+__all__ = ["block_rows", "column_window_copies", "halo_copies"]
 
 
 def block_rows(op: OperandPlan) -> Expr | None:
@@ -76,12 +73,9 @@ def column_window_copies(
         return []
     rows_dim, cols_dim = plan.dim(op.dims[0]), plan.dim(op.dims[1])
     extent, width = op.block_shape
-    if rows_dim.tiled_by:
-        row_start: Expr = BinOp(Operator.MUL, Name(block_index(rows_dim.name)), Const(extent))
-        rows: Expr = call("pl.ds", row_start, Const(extent))
-    else:
-        whole = extent == op.block_gmem_shape[0]
-        rows = Slice() if whole else call("pl.ds", EDGE_START, Const(extent))
+    rows = (
+        block_slice(rows_dim) if rows_dim.tiled_by else whole_slice(extent, op.block_gmem_shape[0])
+    )
     if cols_dim.tiled_by:
         col_start: Expr = BinOp(Operator.MUL, Name(block_index(cols_dim.name)), Const(width))
     else:

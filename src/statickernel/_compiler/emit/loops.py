@@ -47,9 +47,9 @@ from ..lower.translation import Carry, LoopBlock
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.split import LoopSplit
-from .boxes import block_slice
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .paged import paged_pipeline, walks_pages
+from .slices import block_slice
 from .split import part_first_block, part_steps
 
 __all__ = ["loop_statements"]

@@ -48,7 +48,7 @@ from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
-from .boxes import EDGE_START, result_copies, tma_boxes
+from .boxes import result_copies, tma_boxes
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
 from .halos import block_rows, column_window_copies
 from .indexed import gather_copies, scatter_copies
@@ -56,6 +56,7 @@ from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .persistent import PersistentNames, persistent_statements
 from .rows import ROW_FORM
+from .slices import EDGE_START
 from .split import partial_sums
 from .warpspec import WG_AXIS, warp_specialized_function
 from .wrapper import finished_results, prepared_inputs

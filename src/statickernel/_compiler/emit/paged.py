@@ -44,7 +44,7 @@ from ..lower.dots import wgmma_transforms
 from ..plan.operands import OperandPlan, PageCopies
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import LaunchPlan
-from .boxes import block_slice
+from .slices import block_slice
 
 __all__ = ["paged_pipeline", "walks_pages"]
 
