@@ -16,7 +16,7 @@ from batched_matmul import batched_matmul, batched_matmul_reference
 from grouped_matmul import grouped_matmul
 from matmul import matmul, matmul_reference
 from matmul_bias_gelu import matmul_bias_gelu
-from matmul_fp8 import matmul_fp8, matmul_fp8_reference
+from matmul_fp8 import Fp8, matmul_fp8, matmul_fp8_reference
 from matmul_int4 import matmul_w4a16, matmul_w4a16_reference, quantize_int4
 from matmul_int8 import matmul_int8, matmul_int8_reference
 from matmul_int8_weights import matmul_w8a16, matmul_w8a16_reference
@@ -272,6 +272,28 @@ def test_a_split_int8_weight_matmul_scales_each_part_then_casts() -> None:
     got = matmul_w8a16(w, scale, x)
     want = matmul_w8a16_reference(w, scale, x)
     assert_close(got, want, tolerance_for(jnp.bfloat16, terms=3000, scale=1.0))
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+def _fp8_sums(
+    a: BFloat16[Array, "M K"], b: BFloat16[Array, "K N"], *, BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 64, BK: sk.Const[int] = 64,
+) -> Fp8[Array, "M N"]:  # fmt: skip
+    acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+    return acc.astype(jnp.float8_e4m3fn)
+
+
+def test_a_split_fp8_result_saturates_as_the_kernels_own_cast() -> None:
+    """The wrapper casts the added parts as the kernel casts: to e4m3fn, clipped to +-448."""
+    a = jnp.full((8, 1024), 4.0, jnp.bfloat16).at[:, :512].multiply(-1.0).at[0].set(4.0)
+    b = jnp.full((1024, 100), 4.0, jnp.bfloat16).at[:, 50:].set(0.01)
+    plan = _fp8_sums.plan(a, b)
+    assert plan.split is not None and plan.split.casts == (("float8_e4m3fn",),)
+    got = np.asarray(_fp8_sums(a, b).astype(jnp.float32))
+    exact = jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))
+    want = np.asarray(jnp.clip(exact, -448, 448).astype(jnp.float8_e4m3fn).astype(jnp.float32))
+    assert got[0, 0] == 448.0  # 16384, saturated
+    np.testing.assert_array_equal(got, want)
 
 
 def test_a_split_batched_matmul_matches_jnp() -> None:

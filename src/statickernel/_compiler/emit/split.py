@@ -4,9 +4,10 @@ the casts of its sums, its partial sums as the results, and the wrapper's sum of
 import dataclasses
 
 from ..ir.names import block_index
-from ..ir.nodes import Assign, BinOp, Call, Comment, Const, DType, Expr, Name, Operator, Stmt, call
+from ..ir.nodes import Assign, BinOp, Comment, Const, Expr, Name, Operator, Stmt, call
 from ..lower.translation import Translation
 from ..plan.split import LoopSplit
+from ..trace.crossblock import PostOp, PostOpKind, applied
 
 __all__ = ["combined_partials", "part_first_block", "part_steps", "partial_sums"]
 
@@ -47,9 +48,8 @@ def combined_partials(
 ) -> tuple[list[Stmt], Expr]:
     """The wrapper's comment and expression for result `index` (`name`): its parts' sums
     (axis `batch`, after the batch dims) added in order, then cast as the body casts them."""
-    value: Expr = call("jnp.sum", partials, axis=Const(batch))
-    for dtype in split.casts[index]:
-        value = Call(Name("lax.convert_element_type"), (value, DType(dtype)), ())
+    casts = tuple(PostOp(PostOpKind.CAST, None, dtype) for dtype in split.casts[index])
+    value = applied(call("jnp.sum", partials, axis=Const(batch)), casts)
     what = f"{split.parts} partial sums along {split.axis}, added in a fixed order"
     cast = ", then cast" if split.casts[index] else ""
     return [Comment(f"{name}: {what}{cast}.")], value

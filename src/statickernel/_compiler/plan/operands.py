@@ -123,6 +123,26 @@ class OperandPlan:
     whole rows is contiguous, and Mosaic GPU stores it by a plain bulk copy clipped only at
     the end of the whole array: a whole last block would write into the next entry. Else 0."""
 
+    def with_partials(
+        self, per_block: tuple[str, ...], lead: tuple[int, ...], dtype: str | None = None
+    ) -> "OperandPlan":
+        """This result as an array of partials (of `dtype`, by default its own): one entry for
+        each block along `per_block` (`lead` of them), after its batch dims; each row of
+        partials on a 16-byte boundary, as TMA needs of every stride."""
+        dtype = dtype or self.dtype
+        gmem = self.gmem_shape
+        if lead or self.batch:
+            unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
+            gmem = (*gmem[:-1], hw.round_up(gmem[-1], unit))
+        batch = len(self.batch)
+        return dataclasses.replace(
+            self,
+            dtype=dtype,
+            shape=(*self.shape[:batch], *lead, *self.shape[batch:]),
+            gmem_shape=(*gmem[:batch], *lead, *gmem[batch:]),
+            per_block=per_block,
+        )
+
     @property
     def block_gmem_shape(self) -> tuple[int, ...]:
         """`gmem_shape` without the batch, group and per-block dims: the array one grid step

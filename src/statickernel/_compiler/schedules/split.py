@@ -7,7 +7,6 @@ import dataclasses
 
 from ... import _hardware as hw
 from ..plan import schedule as figures
-from ..plan.operands import OperandPlan
 from ..plan.schedule import ScheduleKind, schedule_figures
 from ..plan.split import MIN_PART_STEPS, LoopSplit, split_parts
 from ..plan.warpspec import ragged_rows
@@ -49,7 +48,7 @@ class SplitLoop:
         }
         split_inputs = dataclasses.replace(plan, dtypes=dtypes, part_steps=part_steps)
         partials = tuple(
-            _partials(op, sums.axis, count, dtype)
+            op.with_partials((sums.axis,), (count,), dtype)
             for op, dtype in zip(inputs.results, partial_dtypes, strict=True)
         )
         base = PipelinedLoops().propose(ScheduleInputs(split_inputs, inputs.operands, partials))
@@ -75,18 +74,3 @@ class SplitLoop:
             base.smem_bytes,
         )
         return dataclasses.replace(base, schedule=schedule, results=partials, split=split)
-
-
-def _partials(op: OperandPlan, axis: str, parts: int, dtype: str) -> OperandPlan:
-    """A result's array of partial sums: one entry a part (after its batch dims), in the
-    carry's dtype, each row on a 16-byte boundary as TMA needs of every stride."""
-    batch = len(op.batch)
-    gmem = op.gmem_shape
-    gmem = (*gmem[:-1], hw.round_up(gmem[-1], hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)))
-    return dataclasses.replace(
-        op,
-        dtype=dtype,
-        shape=(*op.shape[:batch], parts, *op.shape[batch:]),
-        gmem_shape=(*gmem[:batch], parts, *gmem[batch:]),
-        per_block=(axis,),
-    )

@@ -28,7 +28,6 @@ import enum
 import math
 from collections.abc import Mapping
 
-from ... import _hardware as hw
 from ..._errors import CrossBlockResultError
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Const, DType, Expr, Kind, Literal, call
@@ -43,6 +42,7 @@ __all__ = [
     "PostOp",
     "PostOpKind",
     "accumulated_rows",
+    "applied",
     "combined",
     "partial_plans",
     "partial_specs",
@@ -231,18 +231,7 @@ def partial_plans(
     for cross in crosses:
         op = plans[cross.index]
         lead = tuple(grid[d] for d in cross.per_block)
-        gmem = op.gmem_shape
-        if lead or op.batch:
-            # A row of partials starts on a 16-byte boundary, as TMA needs of every stride.
-            unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, op.dtype)
-            gmem = (*gmem[:-1], hw.round_up(gmem[-1], unit))
-        batch = len(op.batch)
-        plans[cross.index] = dataclasses.replace(
-            op,
-            shape=(*op.shape[:batch], *lead, *op.shape[batch:]),
-            gmem_shape=(*gmem[:batch], *lead, *gmem[batch:]),
-            per_block=cross.per_block,
-        )
+        plans[cross.index] = op.with_partials(cross.per_block, lead)
         count = math.prod(lead) if lead else 1
         along = " x ".join(f"{grid[d]} along {d}" for d in cross.per_block)
         who = f"each of the {count:,} blocks ({along}) writes" if lead else "its blocks write"
@@ -268,12 +257,14 @@ def combined(cross: CrossBlock, partials: Expr, batch: int) -> Expr:
     axes = Const(cross.combine_axes(batch))
     value: Expr = call(_COMBINE_CALLS[cross.combine], partials, axis=axes)
     if cross.outer is not None:
-        value = _applied(value, cross.between)
+        value = applied(value, cross.between)
         value = call(_COMBINE_CALLS[cross.outer], value, axis=Const((batch,)))
-    return _applied(value, cross.post)
+    return applied(value, cross.post)
 
 
-def _applied(value: Expr, ops: tuple[PostOp, ...]) -> Expr:
+def applied(value: Expr, ops: tuple[PostOp, ...]) -> Expr:
+    """`ops` applied to `value` in order, as the wrapper writes them: a cast to an fp8 format
+    saturates, as the kernel's own does."""
     for op in ops:
         if op.kind is PostOpKind.CAST and op.dtype in FP8_MAX:
             value = to_fp8(value, op.dtype, None)
