@@ -467,20 +467,29 @@ def _budgets() -> dict[str, Any]:
     return json.loads(BUDGETS.read_text())
 
 
+def _compiled_within_budget(
+    kernel: str, args: Any, table: str, case: str, **consts: Any
+) -> sk.CompileReport:
+    """The gallery kernel compiled with the pinned ptxas (skipped with another), with no
+    spills and registers within its budget, `table`'s entry for `case`."""
+    budgets = _budgets()
+    report = KERNELS[kernel].compile(*args, target=budgets["target"], **consts)
+    pinned = budgets["ptxas"]
+    if not report.ptxas_version.startswith(pinned):
+        pytest.skip(f"the budgets hold for ptxas {pinned}; this is ptxas {report.ptxas_version}")
+    budget = budgets[table][case]
+    measured = f"{case}: {report.registers} registers, {report.spill_bytes} B spilled"
+    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, f"spills: {measured}"
+    assert report.registers <= budget, f"over its budget of {budget} registers: {measured}"
+    return report
+
+
 @toolchain
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_gallery_register_budget(name: str) -> None:
     """Registers within the budget and no spills, at the golden file's shape, with the pinned
     ptxas. A kernel under budget passes; lower its budget in the file to keep the gain."""
-    budgets = _budgets()
-    report = KERNELS[name].compile(*structs(name), target=budgets["target"])
-    pinned = budgets["ptxas"]
-    if not report.ptxas_version.startswith(pinned):
-        pytest.skip(f"the budgets hold for ptxas {pinned}; this is ptxas {report.ptxas_version}")
-    budget = budgets["registers"][name]
-    measured = f"{name}: {report.registers} registers, {report.spill_bytes} B spilled"
-    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, f"spills: {measured}"
-    assert report.registers <= budget, f"over its budget of {budget} registers: {measured}"
+    _compiled_within_budget(name, structs(name), "registers", name)
 
 
 def test_budgets_cover_the_gallery() -> None:
@@ -594,15 +603,8 @@ def test_split_budgets_cover_the_shapes() -> None:
 def test_split_products_at_decode_shapes(case: str) -> None:
     """A decode step's product split across CTAs: no spills, registers within budget, and a
     CTA for every block and part, as the plan says."""
-    budgets = _budgets()
     name, args, consts, ctas = SPLIT_SHAPES[case]
-    report = KERNELS[name].compile(*args, target=budgets["target"], **consts)
-    if not report.ptxas_version.startswith(budgets["ptxas"]):
-        pytest.skip(
-            f"the budgets hold for ptxas {budgets['ptxas']}; this is ptxas {report.ptxas_version}"
-        )
-    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, case
-    assert report.registers <= budgets["split_registers"][case], f"{case}: {report.registers}"
+    report = _compiled_within_budget(name, args, "split_registers", case, **consts)
     assert report.schedule is not None
     assert report.schedule.kind is sk.ScheduleKind.SPLIT_LOOP
     assert report.schedule.ctas == ctas
@@ -617,15 +619,8 @@ def test_h200_budgets_cover_the_shapes() -> None:
 def test_memory_bound_kernels_at_h200_shapes(case: str) -> None:
     """No spills and registers within budget, and with the registers counted, at least
     64 KiB of loads in flight per SM (what keeps HBM busy)."""
-    budgets = _budgets()
     name, args = H200_SHAPES[case]
-    report = KERNELS[name].compile(*args, target=budgets["target"])
-    if not report.ptxas_version.startswith(budgets["ptxas"]):
-        pytest.skip(
-            f"the budgets hold for ptxas {budgets['ptxas']}; this is ptxas {report.ptxas_version}"
-        )
-    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, case
-    assert report.registers <= budgets["h200_registers"][case], f"{case}: {report.registers}"
+    report = _compiled_within_budget(name, args, "h200_registers", case)
     assert report.schedule is not None
     report.schedule.check_invariants()
     if report.schedule.limited_by is sk.OccupancyLimit.GRID:  # fewer CTAs than SMs allow
