@@ -121,6 +121,17 @@ def test_sass_mix_of_a_real_listing() -> None:
     }
     assert counts.get("USETMAXREG", 0) == 0
     assert "HGMMA.64x128x16" not in counts  # modifiers are not part of the opcode
+    assert "UTMALDG.MULTICAST" not in counts
+
+
+def test_multicast_copies_are_counted_among_the_tma_loads() -> None:
+    sass = (
+        "        /*0750*/                   UTMALDG.4D [UR8], [UR4] ;\n"
+        "        /*0760*/              @UP0 UTMALDG.4D.MULTICAST [UR16], [UR12], UR10 ;\n"
+        "        /*0770*/                   UTMALDG.2D.MULTICAST [UR16], [UR12], UR10 ;\n"
+    )
+    counts = sass_counts(sass)
+    assert counts["UTMALDG"] == 3 and counts["UTMALDG.MULTICAST"] == 2
 
 
 # --- occupancy ------------------------------------------------------------------------------------
@@ -608,6 +619,46 @@ def test_split_products_at_decode_shapes(case: str) -> None:
     assert report.schedule is not None
     assert report.schedule.kind is sk.ScheduleKind.SPLIT_LOOP
     assert report.schedule.ctas == ctas
+
+
+# Large products, whose persistent launch runs in clusters of two CTAs that share a block by
+# TMA multicast: (kernel, operands, constants).
+_FP8 = jnp.float8_e4m3fn
+CLUSTER_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...], dict[str, Any]]] = {
+    "matmul 8192x8192x8192 bf16": (
+        "matmul",
+        (_S((8192, 8192), _BF16), _S((8192, 8192), _BF16)),
+        {"bf16_out": True},
+    ),
+    "matmul_fp8 8192x8192x8192": (
+        "matmul_fp8",
+        (_S((8192, 8192), _FP8), _S((8192, 8192), _FP8), _S((), _F32), _S((), _F32)),
+        {},
+    ),
+    "batched_matmul 4x4096x4096x4096": (
+        "batched_matmul",
+        (_S((4, 4096, 4096), _BF16), _S((4, 4096, 4096), _BF16)),
+        {},
+    ),
+}
+
+
+def test_cluster_budgets_cover_the_shapes() -> None:
+    assert set(_budgets()["cluster_registers"]) == set(CLUSTER_SHAPES)
+
+
+@toolchain
+@pytest.mark.parametrize("case", list(CLUSTER_SHAPES))
+def test_large_products_multicast_in_clusters(case: str) -> None:
+    """A large product's clustered launch: multicast copies in the SASS, no spills,
+    registers within budget, one CTA an SM."""
+    name, args, consts = CLUSTER_SHAPES[case]
+    report = _compiled_within_budget(name, args, "cluster_registers", case, **consts)
+    mix = dict(report.sass_mix)
+    if report.sass:  # the disassembler was found
+        assert 0 < mix["UTMALDG.MULTICAST"] < mix["UTMALDG"], str(report)
+    assert report.schedule is not None and report.schedule.ctas == 132
+    assert report.ctas_per_sm == 1
 
 
 def test_h200_budgets_cover_the_shapes() -> None:

@@ -78,6 +78,7 @@ KEY_SASS = (
     "QGMMA",  # fp8 operands
     "IGMMA",  # int8 operands
     "UTMALDG",
+    "UTMALDG.MULTICAST",  # of them, the copies multicast to a cluster's CTAs
     "UTMASTG",
     "UBLKCP",
     "LDS",
@@ -90,12 +91,23 @@ KEY_SASS = (
     "BAR",
     "SYNCS",
 )
-_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
+_SASS_LINE = re.compile(
+    r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)"
+)
+# Modifiers counted as an opcode of their own too: `UTMALDG.4D.MULTICAST` is counted as
+# `UTMALDG` and as `UTMALDG.MULTICAST`.
+_COUNTED_MODIFIERS = ("MULTICAST",)
 
 
 def sass_counts(sass: str) -> dict[str, int]:
-    """How often each opcode (without its modifiers) appears in a SASS listing."""
-    return dict(Counter(m.group(1) for m in _SASS_LINE.finditer(sass)))
+    """How often each opcode (without its modifiers) appears in a SASS listing; and each
+    opcode with one of the modifiers counted on their own (`UTMALDG.MULTICAST`)."""
+    counts: Counter[str] = Counter()
+    for m in _SASS_LINE.finditer(sass):
+        counts[m.group(1)] += 1
+        modifiers = m.group(2).split(".")
+        counts.update(f"{m.group(1)}.{mod}" for mod in _COUNTED_MODIFIERS if mod in modifiers)
+    return dict(counts)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,7 @@ from ..ir.pallas import fill_past_edge, load, load_buffer, read_scalar, store
 from ..ir.printer import module_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
+from ..plan.cluster import CLUSTER_AXIS
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
 from .boxes import result_copies, tma_boxes
@@ -130,6 +131,9 @@ class _Generator:
     def _launch_grid(self) -> tuple[int, ...]:
         """The CTAs launched: a persistent launch's, else one a block (and part of a loop
         split across CTAs)."""
+        ws = self.plan.warp_specialized
+        if ws is not None:  # persistent CTAs, or clusters of them
+            return (ws.launched,)
         if self.schedule.walks_blocks:
             return (self.schedule.ctas,)
         split = self.plan.split
@@ -142,6 +146,10 @@ class _Generator:
             return blocks
         if plan.split is not None:
             return f"{self._launch_grid()}: the blocks {blocks}, by the parts of {plan.split.axis}"
+        ws = plan.warp_specialized
+        if ws is not None and ws.cluster is not None:
+            clusters = f"clusters of {ws.cluster.size} persistent CTAs"
+            return f"{self._launch_grid()} {clusters}, for the blocks {blocks}"
         return f"{self._launch_grid()} persistent CTAs, for the blocks {blocks}"
 
     def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
@@ -470,6 +478,13 @@ class _Generator:
             threads = (
                 Keyword("num_threads", Const(self.schedule.warpgroups)),
                 Keyword("thread_name", Const(WG_AXIS)),
+            )
+        ws = plan.warp_specialized
+        if ws is not None and ws.cluster is not None:
+            threads = (
+                Keyword("cluster", Const((ws.cluster.size,))),
+                Keyword("cluster_names", Tuple((Const(CLUSTER_AXIS),))),
+                *threads,
             )
         kernel = Call(
             Name("plgpu.kernel"),

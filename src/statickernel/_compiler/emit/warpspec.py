@@ -19,6 +19,7 @@ from ..ir.names import (
     batch_entry,
     block_function,
     block_index,
+    cluster_tile_index,
     cta_tile_index,
     gmem_ref,
     loop_function,
@@ -52,6 +53,7 @@ from ..ir.nodes import (
 from ..ir.pallas import attribute, load, read_scalar, ref_at
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import DotUpdate, LoopBlock, Translation
+from ..plan.cluster import CLUSTER_AXIS, CtaCluster
 from ..plan.plan import LaunchPlan, OperandPlan
 from ..plan.warpspec import MEMORY_REGISTERS, RaggedRows, WarpSpecialized, epilogue_vectors
 from .ragged import (
@@ -107,6 +109,7 @@ class _Geometry:
     entries: tuple[OperandPlan, ...]  # the arrays read at the walk's batch entry
     gmem: Mapping[str, Name]  # a's, b's, the result's and the vectors' array or batch entry
     ragged: RaggedRows | None  # the groups the rows are split into (`ragged=`)
+    cluster: CtaCluster | None  # the clusters of two CTAs sharing a block by multicast
 
     @property
     def a_rows(self) -> int:
@@ -176,6 +179,7 @@ def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
         entries=entries,
         gmem=gmem,
         ragged=ws.ragged,
+        cluster=ws.cluster,
     )
 
 
@@ -192,8 +196,12 @@ def warp_specialized_function(
         Comment(
             f"Persistent: {ws.ctas} CTAs walk the {ws.tiles} CTA tiles; a tile's stores drain "
             "while the next runs."
+            if ws.cluster is None
+            else f"Persistent: {ws.launched} clusters of {ws.cluster.size} CTAs walk the "
+            f"{ws.walked_tiles} cluster tiles; a tile's stores drain while the next runs."
         ),
         Assign((_WG,), call("lax.axis_index", Const(WG_AXIS))),
+        *(_cluster_header(g.cluster) if g.cluster is not None else ()),
         *(
             (group_rows_function(g.ragged), store_rows(ws.epilogue[0]))
             if g.ragged is not None
@@ -218,12 +226,14 @@ def _pipeline(g: _Geometry) -> FunctionDef:
     tile wide, and the consumers run `step` on them inside `consumer`."""
     k = Name(INDEX_MAP_STEP)
     along_k = Lambda((INDEX_MAP_STEP,), Tuple((Const(0), k)))
-    a_spec = _spec((g.a_rows, g.bk), along_k, g.a.dtype)
+    shared = g.cluster.shared if g.cluster is not None else None
+    a_spec = _spec((g.a_rows, g.bk), along_k, g.a.dtype, multicast=shared == g.a.name)
+    b_multicast = shared == g.b.name
     if g.dot.transpose_b:
-        b_spec = _spec((g.b_cols, g.bk), along_k, g.b.dtype)
+        b_spec = _spec((g.b_cols, g.bk), along_k, g.b.dtype, b_multicast)
     else:
         down_k = Lambda((INDEX_MAP_STEP,), Tuple((k, Const(0))))
-        b_spec = _spec((g.bk, g.b_cols), down_k, g.b.dtype)
+        b_spec = _spec((g.bk, g.b_cols), down_k, g.b.dtype, b_multicast)
     emit = Call(
         Name("plgpu.emit_pipeline_warp_specialized"),
         (Name(_LOCAL.step),),
@@ -244,7 +254,8 @@ def _pipeline(g: _Geometry) -> FunctionDef:
 def _tiles(g: _Geometry, translation: Translation, new_store_api: bool) -> FunctionDef:
     """`tiles(...)`, run in the scope of the kernel's buffers: each CTA walks its tiles, and
     on each runs the pipeline with the consumers' step and epilogue."""
-    grid = (*(g.plan.dim(d).size for d in g.batch), g.ws.tile_grid[0] * g.ws.tile_grid[1])
+    walked = g.ws.walked_grid
+    grid = (*(g.plan.dim(d).size for d in g.batch), walked[0] * walked[1])
     walk = call("plgpu.nd_loop", Const(grid), collective_axes=Const(CTA_AXIS))
     tile: list[Stmt] = [
         *_tile_header(g),
@@ -266,7 +277,7 @@ def _tile_header(g: _Geometry) -> list[Stmt]:
     snake = call(
         "plgpu.planar_snake",
         tile_index,
-        Const(g.ws.tile_grid),
+        Const(g.ws.walked_grid),
         Const(g.ws.minor),
         Const(g.ws.band),
     )
@@ -274,10 +285,14 @@ def _tile_header(g: _Geometry) -> list[Stmt]:
     block_cols = _add(_mul(g.tile_cols, 2), _WG) if g.pair_cols == 2 else g.tile_cols
     # Ragged rows walk items: each is placed (its group, row block and rows) by the walk.
     walked_rows = g.tile_rows if g.ragged is None else Name(ragged_item(g.ragged.split))
+    walked = [walked_rows, g.tile_cols]
+    if g.cluster is not None:  # the walk places clusters; the CTA takes its tile of one
+        walked[g.cluster.axis] = Name(cluster_tile_index(g.cluster.along))
     header: list[Stmt] = [
         Assign((Tuple((*batch_indices, tile_index)),), attribute(Name(_LOCAL.tile_info), "index")),
-        Assign((Tuple((walked_rows, g.tile_cols)),), snake),
+        Assign((Tuple(tuple(walked)),), snake),
         *((item_header(g.ragged, g.tile_rows),) if g.ragged is not None else ()),
+        *(_cta_tile_of_cluster(g, g.cluster) if g.cluster is not None else ()),
         Assign((Name(block_index(g.rows)),), block_rows, comment="this consumer's block"),
         Assign((Name(block_index(g.cols)),), block_cols),
     ]
@@ -445,8 +460,32 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
     )
 
 
-def _spec(shape: tuple[int, int], index: Lambda, dtype: str) -> Expr:
-    return call("plgpu.BlockSpec", Const(shape), index, transforms=wgmma_transforms(dtype))
+def _spec(shape: tuple[int, int], index: Lambda, dtype: str, multicast: bool = False) -> Expr:
+    # A block the cluster's CTAs share: each copies its part, multicast to both.
+    shared = {"collective_axes": Const((CLUSTER_AXIS,))} if multicast else {}
+    return call(
+        "plgpu.BlockSpec", Const(shape), index, transforms=wgmma_transforms(dtype), **shared
+    )
+
+
+def _cluster_header(cluster: CtaCluster) -> list[Stmt]:
+    return [
+        Comment(
+            f"Clusters of {cluster.size} CTAs take consecutive CTA tiles along "
+            f"{cluster.along}; each copies part of `{cluster.shared}`'s block, multicast to both."
+        ),
+        Assign(
+            (Name(_LOCAL.cluster_cta),),
+            call("lax.axis_index", Const(CLUSTER_AXIS)),
+            comment="this CTA's place in its cluster",
+        ),
+    ]
+
+
+def _cta_tile_of_cluster(g: _Geometry, cluster: CtaCluster) -> list[Stmt]:
+    tile = g.tile_rows if cluster.axis == 0 else g.tile_cols
+    first = _mul(Name(cluster_tile_index(cluster.along)), cluster.size)
+    return [Assign((tile,), _add(first, Name(_LOCAL.cluster_cta)))]
 
 
 def _consumer_slice(ref: Name, pair: int, extent: int, rows_first: bool) -> Expr:

@@ -35,6 +35,7 @@ __all__ = [
     "block_index",
     "check_names",
     "clash",
+    "cluster_tile_index",
     "column_window_copy",
     "cta_tile_index",
     "gmem_ref",
@@ -82,6 +83,7 @@ class WarpSpecializedLocals:
     run_pipeline: str = "run_pipeline"
     step: str = "step"
     indices: str = "indices"
+    cluster_cta: str = "cluster_cta"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +133,7 @@ BLOCK_NAMES: Mapping[str, str] = {
     WARP_SPECIALIZED.run_pipeline: "the warp-specialized pipeline, run by a consumer",
     WARP_SPECIALIZED.step: "a pipeline step",
     WARP_SPECIALIZED.indices: "a pipeline step's indices",
+    WARP_SPECIALIZED.cluster_cta: "a CTA's index in its cluster",
     RAGGED.group_rows: "the walk of ragged groups that places an item",
     RAGGED.group: "a ragged item's group",
     RAGGED.first_row: "a ragged item's first row in its block",
@@ -166,6 +169,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"result\d*"), "a result (the results are named result, or result0, result1, ...)"),
     (re.compile(r"fill_slot_\d+"), "a persistent launch's first copies"),
     (re.compile(r"tile_\w+"), "a CTA tile's index along a dim (tile_M, ...)"),
+    (re.compile(r"cluster_tile_\w+"), "a cluster tile's index along a dim (cluster_tile_M)"),
     (re.compile(r"item_\w+"), "a ragged walk's item along the rows (item_M)"),
     (re.compile(r"walk_\w+"), "the locals of the walk of ragged groups (group_rows)"),
     (re.compile(r"ladder_\w+"), "the ladder of a ragged item's row stores and its locals"),
@@ -247,6 +251,11 @@ def ragged_item(dim: str) -> str:
 def cta_tile_index(dim: str) -> str:
     """The warp-specialized walk's index of the CTA tile along a dim: `tile_M`, `tile_N`."""
     return f"tile_{dim}"
+
+
+def cluster_tile_index(dim: str) -> str:
+    """The clustered walk's index of the cluster tile along a dim: `cluster_tile_M`."""
+    return f"cluster_tile_{dim}"
 
 
 def batch_entry(name: str) -> str:

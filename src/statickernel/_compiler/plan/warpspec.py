@@ -23,6 +23,7 @@ from ..._errors import BlockAlignmentError, ErrorContext, SharedMemoryError
 from ..ir.nodes import Kind, LoopMode
 from ..layout.blocks import BlockLayout
 from ..lower.translation import LoopBlock
+from .cluster import CLUSTER_SIZE, CtaCluster, choose_cluster
 from .loops import MAX_STAGES
 from .operands import OperandPlan
 from .pipelining import pipeline_bytes
@@ -130,10 +131,28 @@ class WarpSpecialized:
     ragged: RaggedRows | None = None
     """The groups the rows are split into, when they are (`ragged=`): the tile grid's rows
     are then the items of `RaggedRows`, and each consumer stores only its item's rows."""
+    cluster: CtaCluster | None = None
+    """The clusters of two CTAs that share a block by TMA multicast, when the launch has
+    them: the CTAs then walk cluster tiles, each CTA one CTA tile of its cluster's."""
 
     @property
     def tiles(self) -> int:
         return math.prod(self.batch) * self.tile_grid[0] * self.tile_grid[1]
+
+    @property
+    def walked_grid(self) -> tuple[int, int]:
+        """The tiles the persistent walk hands out along (rows, cols): cluster tiles in a
+        clustered launch, else CTA tiles."""
+        return self.tile_grid if self.cluster is None else self.cluster.tile_grid
+
+    @property
+    def walked_tiles(self) -> int:
+        return math.prod(self.batch) * self.walked_grid[0] * self.walked_grid[1]
+
+    @property
+    def launched(self) -> int:
+        """The launch grid: persistent CTAs, or clusters of them."""
+        return self.ctas if self.cluster is None else self.ctas // self.cluster.size
 
     @property
     def threads(self) -> int:
@@ -142,22 +161,31 @@ class WarpSpecialized:
     def check_invariants(self) -> None:
         assert self.consumers == 2
         assert 1 <= self.ctas <= self.tiles
-        assert self.minor in (0, 1) and 1 <= self.band <= self.tile_grid[self.minor]
+        assert self.minor in (0, 1) and 1 <= self.band <= self.walked_grid[self.minor]
         assert self.stages >= 1 and self.slots in (1, 2)
         assert self.epilogue[0] % hw.WGMMA_ROWS == 0
         assert self.smem_bytes <= hw.SMEM_BYTES
         if self.ragged is not None:  # both consumers take the item's rows
             assert self.paired != self.ragged.split and not self.swizzled
             assert self.tile_grid[0] == self.ragged.items
+        if self.cluster is not None:
+            self.cluster.check_invariants(self.tile_grid)
+            assert self.ragged is None and self.ctas % self.cluster.size == 0
 
     def __str__(self) -> str:
         order = ("rows", "cols")[self.minor]
         pair = f", paired along {self.paired}"
+        walk = (
+            f"{self.ctas} persistent CTAs over {self.tiles} CTA tile(s) {list(self.tile_grid)}"
+            if self.cluster is None
+            else f"{self.ctas} persistent CTAs in {self.cluster}, over {self.walked_tiles} "
+            f"cluster tile(s) {list(self.walked_grid)}"
+        )
         return (
             f"warp-specialized: 1 producer + {self.consumers} consumer warpgroup(s){pair} "
-            f"(setmaxnreg {MEMORY_REGISTERS} for the producer); {self.ctas} persistent CTAs "
-            f"over {self.tiles} CTA tile(s) {list(self.tile_grid)}, snake order in bands of "
-            f"{self.band} along {order}; {self.stages} stage(s) of {self.stage_bytes:,} B; "
+            f"(setmaxnreg {MEMORY_REGISTERS} for the producer); {walk}, snake order in "
+            f"bands of {self.band} along {order}; {self.stages} stage(s) of "
+            f"{self.stage_bytes:,} B; "
             f"epilogue {self.slots} x {self.epilogue[0]}x{self.epilogue[1]} "
             f"{'swizzled' if self.swizzled else 'untiled'} slot(s) a consumer, stored by TMA "
             f"while the next tile runs. Why: {self.reason}"
@@ -249,7 +277,16 @@ def choose(
         return None
     stages, fitted = counted
     tiles = math.prod(batch) * tile_grid[0] * tile_grid[1]
-    minor = 1 if tile_grid[1] >= tile_grid[0] else 0
+    operand_names = (a.name, b.name)
+    cluster, clustered = choose_cluster(
+        tile_grid, names, paired, operand_names, tiles, sms, ragged is not None
+    )
+    if cluster is None:
+        walked, ctas, clustering = tile_grid, min(sms, tiles), ""
+    else:
+        walked, clustering = cluster.tile_grid, f"; {clustered}"
+        ctas = CLUSTER_SIZE * min(sms // CLUSTER_SIZE, tiles // CLUSTER_SIZE)
+    minor = 1 if walked[1] >= walked[0] else 0
     untiled = (
         ""
         if epilogue.swizzled
@@ -262,9 +299,9 @@ def choose(
         paired=paired,
         tile_grid=tile_grid,
         batch=batch,
-        ctas=min(sms, tiles),
+        ctas=ctas,
         minor=minor,
-        band=min(_BAND, tile_grid[minor]),
+        band=min(_BAND, walked[minor]),
         stages=stages,
         epilogue=epilogue.slot,
         slots=epilogue.slots,
@@ -272,8 +309,9 @@ def choose(
         stage_bytes=a_block + b_block,
         pipeline_bytes=smem.pipeline(stages),
         smem_bytes=smem.total(stages),
-        reason=f"{pairing.reason}; {stages} stage(s) {fitted}{untiled}",
+        reason=f"{pairing.reason}; {stages} stage(s) {fitted}{untiled}{clustering}",
         ragged=ragged,
+        cluster=cluster,
     )
     return config
 
