@@ -76,6 +76,7 @@ from gpu_settings import (
     GOAL_ATTENTION_RAGGED,
     GOAL_ATTENTION_VS_CUDNN,
     GOAL_ATTENTION_VS_MGPU,
+    GOAL_CLUSTER_GAIN,
     GOAL_COPY_FRACTION,
     GOAL_DECODE_FRACTION,
     GOAL_FP8_FRACTION,
@@ -205,6 +206,10 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             {_matmul_key(r): r.get("mgpu_over_sk") for r in matmul},
             lambda v: v >= GOAL_MATMUL_VS_MGPU,
         ),
+        "cluster_gain": judged(
+            {_matmul_key(r): r.get("cluster_gain") for r in matmul},
+            lambda v: v >= GOAL_CLUSTER_GAIN,
+        ),
         "fp8_fraction": judged(
             {_matmul_key(r): r["sk_fraction_of_dot"] for r in matmul if r["kind"] == "fp8"},
             lambda v: v >= GOAL_FP8_FRACTION,
@@ -289,6 +294,7 @@ _GOAL_ROWS = (
     ("floor_fraction", "of floor (no threshold)", True),
     ("matmul_fraction", f"matmul sk / dot >= {GOAL_MATMUL_FRACTION} (bf16)", True),
     ("matmul_vs_mgpu", f"matmul mgpu / sk >= {GOAL_MATMUL_VS_MGPU} (bf16 out)", True),
+    ("cluster_gain", f"matmul without / with clusters >= {GOAL_CLUSTER_GAIN}", True),
     ("fp8_fraction", f"fp8 matmul sk / dot >= {GOAL_FP8_FRACTION}", True),
     ("matmul_ragged_m", f"matmul M=4088 cost <= {GOAL_MATMUL_RAGGED_M}", False),
     ("matmul_ragged_cost", f"matmul 4095^3 cost <= {GOAL_MATMUL_RAGGED}", False),

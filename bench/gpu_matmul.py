@@ -86,9 +86,16 @@ def measure_matmul_case(shape: MatmulShape, settings: Settings) -> dict[str, Any
             b = jax.random.normal(kb, (shape.k, shape.n), jnp.bfloat16)
             bf16_out = shape.kind == "bf16-out"
             out = jnp.bfloat16 if bf16_out else f32
-            ours = jax.jit(lambda: matmul(a, b, bf16_out=bf16_out))
+            # The rehearsal's shapes are too small for the plan to take clusters: it asks.
+            cluster = True if settings.interpret else None
+            ours = jax.jit(lambda: matmul(a, b, bf16_out=bf16_out, cluster=cluster))
             dot = jax.jit(lambda: jnp.dot(a, b, preferred_element_type=f32).astype(out))
             sides = {"statickernel": ours, "dot": dot}
+            ws = matmul.plan(a, b, bf16_out=bf16_out, cluster=cluster).warp_specialized
+            if ws is not None and ws.cluster is not None:  # the same launch without one
+                sides["no cluster"] = jax.jit(
+                    lambda: matmul(a, b, bf16_out=bf16_out, cluster=False)
+                )
             if bf16_out:
                 try:
                     hopper = _hopper_matmul(settings)
@@ -113,6 +120,9 @@ def measure_matmul_case(shape: MatmulShape, settings: Settings) -> dict[str, Any
         # A skinny product's cost is its weight's read: the HBM bandwidth that read reaches.
         weight_bytes = shape.k * shape.n * (1 if shape.kind == "fp8" else 2)
         row["weight_read_tb_per_s"] = weight_bytes / timings["statickernel"].median_s / 1e12
+        if "no cluster" in timings:  # the clusters' gain: > 1 where they pay
+            row["no_cluster_us"] = timings["no cluster"].median_us
+            row["cluster_gain"] = ratio(timings["no cluster"], timings["statickernel"])
         if "hopper_matmul_mgpu" in timings:
             row["mgpu_us"] = timings["hopper_matmul_mgpu"].median_us
             row["mgpu_over_sk"] = ratio(timings["hopper_matmul_mgpu"], timings["statickernel"])
@@ -128,10 +138,22 @@ def measure_matmul(settings: Settings, budget: Budget) -> tuple[list[dict[str, A
     """Each matmul shape of the settings, in order, until the time budget is spent."""
     table = Table(
         "Matmul: statickernel against jnp.dot (cuBLAS) and jax's hopper_matmul_mgpu",
-        ["M x K x N", "sk us", "dot us", "sk TFLOP/s", "sk / dot", "mgpu / sk", "ragged", "ok"],
+        [
+            "M x K x N",
+            "sk us",
+            "dot us",
+            "sk TFLOP/s",
+            "sk / dot",
+            "mgpu / sk",
+            "cluster",
+            "ragged",
+            "ok",
+        ],
         "sk / dot: jnp.dot's time over statickernel's (goal >= 0.9 for bf16 at 4096^3 and "
         "8192^3, >= 0.8 for fp8). mgpu / sk: hopper_matmul_mgpu's time over statickernel's, "
-        "both with a bfloat16 result (goal >= 1). ragged: time per flop over the aligned "
+        "both with a bfloat16 result (goal >= 1). cluster: the time without clusters over "
+        "the time with them (expected 1.05-1.15 at 8192^3). ragged: time per flop over the "
+        "aligned "
         "size's (goal <= 1.05 at M = 4088, <= 1.10 at 4095^3).",
     )
     rows: list[dict[str, Any]] = []
@@ -140,7 +162,7 @@ def measure_matmul(settings: Settings, budget: Budget) -> tuple[list[dict[str, A
         label = shape_label(shape)
         if budget.spent():
             rows.append({"shape": [shape.m, shape.k, shape.n], "kind": shape.kind, "skipped": True})
-            table.add(label, None, None, None, None, None, None, "skipped")
+            table.add(label, None, None, None, None, None, None, None, "skipped")
             continue
         print(f"  .. matmul: {label}", flush=True)
         row = measure_matmul_case(shape, settings)
@@ -159,6 +181,7 @@ def measure_matmul(settings: Settings, budget: Budget) -> tuple[list[dict[str, A
             row.get("sk_tflop_per_s"),
             row.get("sk_fraction_of_dot"),
             row.get("mgpu_over_sk"),
+            row.get("cluster_gain"),
             row.get("ragged_cost"),
             "error" if "error" in row else ("yes" if row.get("passed") else "NO"),
         )

@@ -37,6 +37,7 @@ GOAL_MATMUL_FRACTION = 0.90  # of jnp.dot's throughput, bf16 at 4096^3 and 8192^
 GOAL_MATMUL_RAGGED_M = 1.05  # M = 4088 time per flop / 4096^3's, at most (no host padding)
 GOAL_MATMUL_RAGGED = 1.10  # 4095^3 time per flop / 4096^3's, at most
 GOAL_MATMUL_VS_MGPU = 1.0  # hopper_matmul_mgpu time / statickernel time, at least
+GOAL_CLUSTER_GAIN = 1.0  # the matmul's time without clusters / with them, at least
 GOAL_FP8_FRACTION = 0.80  # of jnp.dot's throughput on the same fp8 arrays, at 4096^3
 COPY_BOUND = ("add", "scale_bias", "softmax", "rmsnorm", "layernorm")  # held to the copy goal
 BEATS_XLA = ("softmax", "rmsnorm", "layernorm")  # expected faster than XLA

@@ -105,6 +105,8 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
         assert row["passed"], row
         assert row["sk_fraction_of_dot"] > 0 and row["weight_read_tb_per_s"] > 0
     assert "ragged_cost" in data["matmul"][1]
+    # The same launch without clusters beside each clustered one (the rehearsal asks for them).
+    assert all(row["cluster_gain"] > 0 for row in data["matmul"][:3]), data["matmul"][:3]
     # jax's hopper_matmul_mgpu runs beside the bfloat16 result, where absl-py is installed.
     side = data["matmul"][2]
     assert "mgpu_over_sk" in side or "absl" in side["hopper_matmul_mgpu_skipped"]
@@ -134,6 +136,7 @@ def test_dry_run_checks_every_kernel_and_writes_json_and_markdown(tmp_path: path
     assert "1x4x2x64x512" in goals["decode_fraction"]["measured"]
     assert "grouped 300x128x256 G=4" in goals["grouped_vs_matmul"]["measured"]
     assert "paged B=2 H=8/2 D=64 100/16" in goals["paged_fraction"]["measured"]
+    assert len(goals["cluster_gain"]["measured"]) == 3  # the dry run's clustered matmuls
     assert {
         "copy_fraction",
         "faster_than_xla",

@@ -136,6 +136,13 @@ def test_the_warp_specialized_locals_are_reserved() -> None:
     for name in ragged:
         found = names.clash([name, "w"], ["result"], ["M", "K", "N"], "grouped_matmul")
         assert found is not None and found[0] == name, name
+    # Clusters of CTAs add theirs, which the clustered matmul's module binds.
+    clustered = (names.CLUSTER.cta, names.cluster_tile_index("M"))
+    assert names.CLUSTER.cta in names.BLOCK_NAMES
+    assert set(clustered) <= _golden(GOLDEN / "jax-0.11.2" / "matmul-cluster.py")[3]
+    for name in clustered:
+        found = names.clash([name, "b"], ["result"], ["M", "K", "N"], "matmul")
+        assert found is not None and found[0] == name, name
     # The index maps' parameter is the lambda's own: an operand may be named so.
     assert names.clash([names.INDEX_MAP_STEP, "b"], ["result"], ["M", "K", "N"]) is None
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jaxtyping import Array, BFloat16, Float32
 
 import statickernel as sk
 from batched_matmul import batched_matmul, batched_matmul_reference
@@ -71,7 +72,7 @@ def test_one_wave_or_odd_tile_counts_take_no_cluster(m: int, n: int) -> None:
     plan = matmul.bind().plan(*_specs((m, 256), (256, n)))
     assert plan.warp_specialized is not None
     assert _cluster(plan) is None
-    assert "cluster" not in str(plan)
+    assert "clusters of" not in str(plan) and "clustered" not in str(plan)
 
 
 @pytest.mark.usefixtures("h200")
@@ -82,6 +83,34 @@ def test_an_odd_unpaired_dim_clusters_along_the_paired_one() -> None:
     cluster = _cluster(plan)
     assert cluster is not None and (cluster.along, cluster.shared) == ("M", "b")
     assert cluster.tile_grid == (9, 17)
+
+
+@pytest.mark.usefixtures("h200")
+def test_the_cluster_constant_decides_over_the_launchs_size() -> None:
+    large = _specs((8192, 8192), (8192, 8192))
+    assert _cluster(matmul.bind().plan(*large, cluster=False)) is None
+    small = _specs((1024, 256), (256, 1024))  # 32 CTA tiles: one wave
+    assert _cluster(matmul.bind().plan(*small)) is None
+    plan = matmul.bind().plan(*small, cluster=True)
+    assert _cluster(plan) is not None and "clustered: cluster=True" in str(plan)
+    odd = _specs((128 * 33, 256), (256, 128 * 17))  # 17 x 17 CTA tiles
+    plan = matmul.bind().plan(*odd, cluster=True)
+    assert _cluster(plan) is None
+    assert "no cluster: odd counts of CTA tiles [17, 17]" in str(plan)
+
+
+def test_a_cluster_constant_must_be_a_bool() -> None:
+    with pytest.raises(sk.ConstantError) as info:
+
+        @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+        def _clustered(  # pyright: ignore[reportUnusedFunction]
+            a: BFloat16[Array, "M K"], b: BFloat16[Array, "K N"], *, BM: sk.Const[int] = 128,
+            BN: sk.Const[int] = 128, BK: sk.Const[int] = 64, cluster: sk.Const[int] = 2,
+        ) -> Float32[Array, "M N"]:  # fmt: skip
+            return sk.loop("K", lambda c: c + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+
+    assert info.value.constant == "cluster"
+    assert "sk.Const[bool | None]" in str(info.value)
 
 
 def test_ragged_rows_take_no_cluster() -> None:
@@ -144,6 +173,15 @@ def test_clustered_matmul_matches_jnp(
     want = matmul_reference(a, b, bf16_out=bf16_out)
     dtype = jnp.bfloat16 if bf16_out else jnp.float32
     assert_close(kernel(a, b, bf16_out=bf16_out), want, tolerance_for(dtype, terms=k, scale=4.0))
+
+
+def test_a_small_product_asked_for_clusters_matches_jnp() -> None:
+    a, b = _normal(12, (257, 100)), _normal(13, (100, 300))  # 3 x 3 blocks: tiles 3 x 2
+    kernel = matmul.bind()
+    cluster = _cluster(kernel.plan(a, b, cluster=True))
+    assert cluster is not None and cluster.along == "N"
+    want = matmul_reference(a, b)
+    assert_close(kernel(a, b, cluster=True), want, tolerance_for(jnp.float32, 100, scale=4.0))
 
 
 @pytest.mark.usefixtures("four_sms")

@@ -10,7 +10,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..._errors import AnnotationError, ConstantError, TilingError
+from ..._errors import AnnotationError, TilingError
 from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
 from .arrays import array_spec
@@ -27,6 +27,7 @@ from .dims import (
 from .dtypes import check_packed_operands
 from .groups import apply_groups
 from .indexing import apply_index
+from .launch_consts import cluster_spec_of, stage_spec_of
 from .operand import OperandSpec
 from .pages import apply_pages, check_pages_map
 from .ragged import apply_ragged, check_ragged_rows, ragged_group_dims
@@ -75,6 +76,9 @@ class KernelSpec:
     """Batch dims: leading dims of the operands, one index per grid step."""
     stages: str | int = 2
     """The constant holding the pipeline's stage count, or a fixed count."""
+    cluster: str | None = None
+    """The constant that chooses clusters for the warp-specialized matmul (`cluster`); None
+    where the kernel declares none, and the plan chooses."""
     const_dims: tuple[str, ...] = ()
     """Result dims that no operand has, sized by the int constant of their name (top-k's K)."""
     param_dims: tuple[str, ...] = ()
@@ -168,6 +172,14 @@ class KernelSpec:
             return self.stages
         value = consts[self.stages]
         return None if value is None else int(value)
+
+    def declared_cluster(self, consts: Mapping[str, Any]) -> bool | None:
+        """Whether the kernel asks for clusters (True), refuses them (False), or lets the
+        plan choose (None, or no `cluster` constant)."""
+        if self.cluster is None:
+            return None
+        value = consts[self.cluster]
+        return None if value is None else bool(value)
 
     @property
     def const_defaults(self) -> dict[str, Any]:
@@ -273,7 +285,8 @@ def build_spec(
     _check_tiling(tile, operands, results, consts, err)
     if loop:
         _check_loops(loop, tile, operands, consts, rows, err)
-    stage_spec = _stage_spec(stages, consts, err)
+    stage_spec = stage_spec_of(stages, consts, err)
+    cluster = cluster_spec_of(consts, err)
     generators = check_test_data(test_data, operands, err)
     return KernelSpec(
         name=kname,
@@ -297,6 +310,7 @@ def build_spec(
         update=updated,
         ragged=ragged_map,
         test_data=generators,
+        cluster=cluster,
     )
 
 
@@ -504,56 +518,6 @@ def _check_loops(
             fix=f'tile it, e.g. tile={{"{rows}": "B{rows}", ...}} with `B{rows}: sk.Const[int] = 64`, '
             f'or walk it: loop={{"{rows}": "B{rows}"}}',
         )
-
-
-def _stage_spec(
-    stages: str | int | None, consts: list[ConstSpec], err: dict[str, Any]
-) -> str | int:
-    """The pipeline's stage count: a named int constant, a fixed int, or `stages` if declared."""
-    names = {c.name: c for c in consts}
-    if stages is None:
-        if "stages" not in names:
-            return 2
-        # The name means the stage count: one of another type would be silently ignored.
-        if not names["stages"].counts_stages:
-            declared = names["stages"]
-            raise ConstantError(
-                "constant `stages` is the pipeline's stage count, which is an int",
-                **err,
-                constant="stages",
-                expected="sk.Const[int] or sk.Const[int | None] (None fits the stages to "
-                "shared memory)",
-                actual=f"sk.Const[{declared.type.__name__}{' | None' if declared.optional else ''}]",
-                fix="annotate it `stages: sk.Const[int] = 2`, or rename it if it means "
-                "something else",
-            )
-        return "stages"
-    if isinstance(stages, bool) or not isinstance(stages, int | str):
-        raise ConstantError(
-            "stages= must name an int constant or be a positive int",
-            **err,
-            actual=repr(stages),
-            fix='write stages="stages" and declare `stages: sk.Const[int] = 3`',
-        )
-    if isinstance(stages, int):
-        if stages < 1:
-            raise ConstantError(
-                "stages= must be at least 1",
-                **err,
-                actual=stages,
-                fix="use stages=2 or more to overlap copies with compute",
-            )
-        return stages
-    if stages not in names or not names[stages].counts_stages:
-        raise ConstantError(
-            f"stages= names {stages!r}, which is not an int constant of the kernel",
-            **err,
-            constant=stages,
-            expected=f"one of {', '.join(c.name for c in consts if c.is_int) or '(none)'}",
-            actual=repr(stages),
-            fix=f"add a keyword-only parameter `{stages}: sk.Const[int] = 3`",
-        )
-    return stages
 
 
 def _check_tiling(

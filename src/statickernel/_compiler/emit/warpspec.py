@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from ..ir.names import (
+    CLUSTER,
     INDEX_MAP_STEP,
     RAGGED,
     WARP_SPECIALIZED,
@@ -475,7 +476,7 @@ def _cluster_header(cluster: CtaCluster) -> list[Stmt]:
             f"{cluster.along}; each copies part of `{cluster.shared}`'s block, multicast to both."
         ),
         Assign(
-            (Name(_LOCAL.cluster_cta),),
+            (Name(CLUSTER.cta),),
             call("lax.axis_index", Const(CLUSTER_AXIS)),
             comment="this CTA's place in its cluster",
         ),
@@ -485,7 +486,7 @@ def _cluster_header(cluster: CtaCluster) -> list[Stmt]:
 def _cta_tile_of_cluster(g: _Geometry, cluster: CtaCluster) -> list[Stmt]:
     tile = g.tile_rows if cluster.axis == 0 else g.tile_cols
     first = _mul(Name(cluster_tile_index(cluster.along)), cluster.size)
-    return [Assign((tile,), _add(first, Name(_LOCAL.cluster_cta)))]
+    return [Assign((tile,), _add(first, Name(CLUSTER.cta)))]
 
 
 def _consumer_slice(ref: Name, pair: int, extent: int, rows_first: bool) -> Expr:

@@ -24,7 +24,9 @@ __all__ = [
     "INDEX_MAP_STEP",
     "MODULE_NAMES",
     "RAGGED",
+    "CLUSTER",
     "WARP_SPECIALIZED",
+    "ClusterLocals",
     "LocalNames",
     "RaggedLocals",
     "WarpSpecializedLocals",
@@ -83,7 +85,14 @@ class WarpSpecializedLocals:
     run_pipeline: str = "run_pipeline"
     step: str = "step"
     indices: str = "indices"
-    cluster_cta: str = "cluster_cta"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterLocals:
+    """The fixed local the warp-specialized block function adds in clusters of CTAs: the
+    CTA's place in its cluster. A key of `BLOCK_NAMES`."""
+
+    cta: str = "cluster_cta"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +110,7 @@ class RaggedLocals:
 
 
 WARP_SPECIALIZED = WarpSpecializedLocals()
+CLUSTER = ClusterLocals()
 RAGGED = RaggedLocals()
 # The parameter of the warp-specialized pipeline's index maps (`lambda k: (0, k)`): the K
 # step. It is the lambda's own, so an operand of the same name is not shadowed.
@@ -133,7 +143,7 @@ BLOCK_NAMES: Mapping[str, str] = {
     WARP_SPECIALIZED.run_pipeline: "the warp-specialized pipeline, run by a consumer",
     WARP_SPECIALIZED.step: "a pipeline step",
     WARP_SPECIALIZED.indices: "a pipeline step's indices",
-    WARP_SPECIALIZED.cluster_cta: "a CTA's index in its cluster",
+    CLUSTER.cta: "a CTA's index in its cluster",
     RAGGED.group_rows: "the walk of ragged groups that places an item",
     RAGGED.group: "a ragged item's group",
     RAGGED.first_row: "a ragged item's first row in its block",

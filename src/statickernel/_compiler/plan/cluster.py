@@ -61,6 +61,7 @@ def choose_cluster(
     tiles: int,
     sms: int,
     ragged: bool,
+    declared: bool | None = None,
 ) -> tuple[CtaCluster | None, str]:
     """The cluster for a warp-specialized launch of CTA tiles `tile_grid` along `names`
     (rows, cols), whose consumers pair along `paired`, multiplying `operands` (a, b); and
@@ -68,10 +69,13 @@ def choose_cluster(
     (the shared block is then the paired, wider one), else along the other. None where the
     launch is under two tiles a CTA, both dims have an odd count of CTA tiles (a cluster
     would take a tile past the edge), or rows are ragged (items are placed by data, and two
-    CTAs' items need not share a group's weights)."""
+    CTAs' items need not share a group's weights). A kernel's `cluster` constant decides
+    instead of the launch's size: False takes none, True one wherever the tiles allow."""
+    if declared is False:
+        return None, "no cluster: cluster=False"
     if ragged:
         return None, "no cluster: the rows are ragged"
-    if tiles < MIN_TILES_PER_CTA * sms:
+    if declared is None and tiles < MIN_TILES_PER_CTA * sms:
         return None, f"no cluster: {tiles} CTA tile(s), under {MIN_TILES_PER_CTA} a CTA"
     unpaired = 0 if paired == names[1] else 1
     axis = next((ax for ax in (unpaired, 1 - unpaired) if tile_grid[ax] % CLUSTER_SIZE == 0), None)
@@ -83,4 +87,6 @@ def choose_cluster(
     grid = list(tile_grid)
     grid[axis] //= CLUSTER_SIZE
     cluster = CtaCluster(names[axis], axis, shared, (grid[0], grid[1]))
+    if declared:
+        return cluster, "clustered: cluster=True"
     return cluster, f"clustered: {tiles} CTA tiles, {MIN_TILES_PER_CTA} or more a CTA"

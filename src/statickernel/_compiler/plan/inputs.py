@@ -131,6 +131,11 @@ class PlanInputs:
         return self.spec.stage_count(self.consts)
 
     @functools.cached_property
+    def declared_cluster(self) -> bool | None:
+        """Clusters asked for (True), refused (False), or left to the plan (None)."""
+        return self.spec.declared_cluster(self.consts)
+
+    @functools.cached_property
     def held_smem_bytes(self) -> int:
         """Shared memory of a launch without loops: the loaded blocks and the results' (less
         those written into an operand's block), their barriers and the reserve."""

@@ -34,8 +34,6 @@ __all__ = [
     "WarpSpecialized",
     "choose",
     "epilogue_vectors",
-    "hold_paired_blocks",
-    "hold_result_pieces",
     "plan_warp_specialized",
     "ragged_rows",
 ]
@@ -250,6 +248,7 @@ def choose(
     sms: int,
     vector_bytes: tuple[int, ...] = (),
     ragged: RaggedRows | None = None,
+    declared_cluster: bool | None = None,
 ) -> WarpSpecialized | None:
     """The configuration for blocks (BM, BN, BK) and `block_counts` blocks along (rows,
     cols); None when no dim has two blocks for the consumers to pair, or even one stage does
@@ -279,10 +278,12 @@ def choose(
     tiles = math.prod(batch) * tile_grid[0] * tile_grid[1]
     operand_names = (a.name, b.name)
     cluster, clustered = choose_cluster(
-        tile_grid, names, paired, operand_names, tiles, sms, ragged is not None
+        tile_grid, names, paired, operand_names, tiles, sms, ragged is not None, declared_cluster
     )
     if cluster is None:
-        walked, ctas, clustering = tile_grid, min(sms, tiles), ""
+        # Why not, where the kernel asked for clusters.
+        clustering = f"; {clustered}" if declared_cluster else ""
+        walked, ctas = tile_grid, min(sms, tiles)
     else:
         walked, clustering = cluster.tile_grid, f"; {clustered}"
         ctas = CLUSTER_SIZE * min(sms // CLUSTER_SIZE, tiles // CLUSTER_SIZE)
@@ -433,70 +434,6 @@ def _stage_count(
     return fitting[0], "fitted to shared memory"
 
 
-def hold_paired_blocks(
-    config: WarpSpecialized,
-    operands: tuple[OperandPlan, ...],
-    loop: LoopBlock,
-    blocks: Mapping[str, int],
-) -> tuple[tuple[OperandPlan, ...], list[str]]:
-    """The operands with the array of the paired one padded to hold one paired block (two
-    blocks) where it is smaller: a copy must not address a block past the whole array. Only an
-    array under two blocks long is padded, so the cost is small; the notes say what."""
-    dot = loop.dots[0]
-    name = (
-        dot.b if config.paired != next(op for op in operands if op.name == dot.a).dims[0] else dot.a
-    )
-    out, notes = [], []
-    for op in operands:
-        if op.name != name:
-            out.append(op)
-            continue
-        axis = len(op.batch) + len(op.groups) + op.dims.index(config.paired)
-        need = 2 * blocks[config.paired]
-        if op.gmem_shape[axis] >= need:
-            out.append(op)
-            continue
-        gmem = (*op.gmem_shape[:axis], need, *op.gmem_shape[axis + 1 :])
-        further = "further, " if op.host_padded else ""
-        written = hw.nbytes(math.prod(gmem), op.dtype)
-        notes.append(
-            f"fallback: `{op.name}` {list(op.shape)} is padded with zeros {further}to "
-            f"{list(gmem)}, so that its array holds the two {config.paired} blocks a CTA's "
-            f"consumers share: one jnp.pad in the kernel's jit, {written:,} B written"
-        )
-        out.append(dataclasses.replace(op, gmem_shape=gmem))
-    return tuple(out), notes
-
-
-def hold_result_pieces(
-    config: WarpSpecialized, result: OperandPlan
-) -> tuple[OperandPlan, list[str]]:
-    """The result with its array's columns padded where a store of an epilogue piece would be
-    a contiguous range of bytes: Mosaic GPU copies a contiguous slice with a plain bulk copy,
-    which is clamped only at the end of the whole array, so a piece crossing (or past) the
-    last column would write into the next row. A ragged item stores single rows, always
-    contiguous: its columns are padded to whole pieces (and pieces past them store no rows).
-    A result as narrow as one piece is padded to two, so that its pieces are strided."""
-    piece = config.epilogue[1]
-    cols = result.gmem_shape[-1]
-    if config.ragged is not None:
-        need = -(-cols // piece) * piece
-        why = "a ragged item stores single rows, which are copied as plain bytes"
-    else:
-        need = 2 * piece if cols == piece else cols
-        why = "a piece as wide as the array's rows is copied as plain bytes"
-    if need == cols:
-        return result, []
-    gmem = (*result.gmem_shape[:-1], need)
-    written = hw.nbytes(math.prod(gmem), result.dtype)
-    note = (
-        f"fallback: `{result.name}` {list(result.shape)} is written as {list(gmem)} and sliced "
-        f"back: {why}, clamped only at the array's end, so each {piece}-column piece of the "
-        f"epilogue must lie inside the array's columns ({written:,} B written)"
-    )
-    return dataclasses.replace(result, gmem_shape=gmem), [note]
-
-
 def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list[OperandPlan]:
     """The vector operands the epilogue loads (a bias along the rows or the columns)."""
     dot = loop.dots[0]
@@ -552,6 +489,7 @@ def plan_warp_specialized(
     stages_name: str,
     sms: int,
     ctx: ErrorContext,
+    declared_cluster: bool | None = None,
 ) -> WarpSpecialized | None:
     """The warp-specialized launch of a matmul-shaped body, or None for another body (or
     when one stage does not fit). Declared stages that do not fit beside the epilogue are an
@@ -573,14 +511,14 @@ def plan_warp_specialized(
     steps = hw.cdiv(k.size, k.block)
     vectors = tuple(op.smem_bytes for op in epilogue_vectors(operands, loops[0]))
     ragged = ragged_rows(layout, rows)
-    config = choose(*args, steps, declared_stages, sms, vectors, ragged)
+    config = choose(*args, steps, declared_stages, sms, vectors, ragged, declared_cluster)
     if config is not None and ragged is not None:
         _check_ragged_rows(config, results[0], cols, ctx)
     if config is None or config.smem_bytes <= hw.SMEM_BYTES:
         if config is not None:
             config.check_invariants()
         return config
-    fitted = choose(*args, steps, None, sms, vectors, ragged)
+    fitted = choose(*args, steps, None, sms, vectors, ragged, declared_cluster)
     fix = (
         f"set {stages_name}={fitted.stages} (the largest stage count that fits beside the "
         "epilogue), or leave it None to fit it"

@@ -10,12 +10,8 @@ from ..ir.nodes import LoopMode
 from ..plan import schedule as figures
 from ..plan.loops import plan_loops
 from ..plan.schedule import ScheduleKind, schedule_figures
-from ..plan.warpspec import (
-    hold_paired_blocks,
-    hold_result_pieces,
-    plan_warp_specialized,
-    ragged_rows,
-)
+from ..plan.warpspec import plan_warp_specialized, ragged_rows
+from ..plan.warpspec_padding import hold_paired_blocks, hold_result_pieces
 from .base import ScheduleChoice, ScheduleInputs
 
 __all__ = ["WarpSpecializedLoop"]
@@ -72,6 +68,7 @@ class WarpSpecializedLoop:
             spec.stages if isinstance(spec.stages, str) else "stages",
             figures.sm_count(),
             plan.ctx,
+            plan.declared_cluster,
         )
         if ws is None:
             return None

@@ -2,7 +2,7 @@
 # Declared at: examples/matmul.py:16
 # Operands:    a: bfloat16[130, 100], b: bfloat16[100, 260]
 # Dims:        M=130, K=100, N=260
-# Constants:   BM=128, BN=128, BK=64, stages=None, bf16_out=False
+# Constants:   BM=128, BN=128, BK=64, stages=None, bf16_out=False, cluster=None
 # Grid:        (3,) persistent CTAs, for the blocks (2, 3) over (M, N)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.11.2
@@ -54,7 +54,7 @@ def _matmul_block(a_gmem, b_gmem, result_gmem):
             block_N = tile_N
 
             def consumer(run_pipeline):
-                # examples/matmul.py:33: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+                # examples/matmul.py:36: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
                 v0 = jnp.float32(0.0)
 
                 def loop0(v1_acc):

@@ -2,7 +2,7 @@
 # Declared at: examples/matmul.py:16
 # Operands:    a: bfloat16[4096, 256], b: bfloat16[256, 4096]
 # Dims:        M=4096, K=256, N=4096
-# Constants:   BM=128, BN=128, BK=64, stages=None, bf16_out=False
+# Constants:   BM=128, BN=128, BK=64, stages=None, bf16_out=False, cluster=None
 # Grid:        (66,) clusters of 2 persistent CTAs, for the blocks (32, 32) over (M, N)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
@@ -58,7 +58,7 @@ def _matmul_block(a_gmem, b_gmem, result_gmem):
             block_N = tile_N * 2 + wg
 
             def consumer(run_pipeline):
-                # examples/matmul.py:33: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+                # examples/matmul.py:36: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
                 v0 = jnp.float32(0.0)
 
                 def loop0(v1_acc):

@@ -2,7 +2,7 @@
 # Declared at: examples/matmul.py:16
 # Operands:    a: bfloat16[16, 4096], b: bfloat16[4096, 4096]
 # Dims:        M=16, K=4096, N=4096
-# Constants:   BM=128, BN=128, BK=64, stages=None, bf16_out=False
+# Constants:   BM=128, BN=128, BK=64, stages=None, bf16_out=False, cluster=None
 # Grid:        (1, 32, 4): the blocks (1, 32) over (M, N), by the parts of K
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
@@ -23,7 +23,7 @@ def _matmul_block(a_gmem, b_gmem, result_gmem):
     block_N = lax.axis_index("N")
     result_gmem = result_gmem.at[block_K]  # this grid step's partial
     # The kernel body, one statement per traced op.
-    # examples/matmul.py:33: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+    # examples/matmul.py:36: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
     v0 = jnp.float32(0.0)
 
     def loop0(v1_acc):
