@@ -19,12 +19,12 @@ from .nodes import Mask
 
 __all__ = [
     "BLOCK_NAMES",
+    "CLUSTER",
     "GIVEN_AROUND",
     "INDEXED_PARTS",
     "INDEX_MAP_STEP",
     "MODULE_NAMES",
     "RAGGED",
-    "CLUSTER",
     "WARP_SPECIALIZED",
     "ClusterLocals",
     "LocalNames",
