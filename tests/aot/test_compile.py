@@ -621,6 +621,46 @@ def test_split_products_at_decode_shapes(case: str) -> None:
     assert report.schedule.ctas == ctas
 
 
+# The widest rows: up to 16384 columns held whole in registers, past that computed in passes
+# over chunks of 8192 (tests/compiler/forms/test_row_chunks.py): (kernel, operands, chunks).
+WIDE_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...], int]] = {
+    "softmax 4096x32768 bf16": ("softmax", (_S((4096, 32768), _BF16),), 4),
+    "rmsnorm 4096x32768 bf16": (
+        "rmsnorm",
+        (_S((4096, 32768), _BF16), _S((32768,), _BF16)),
+        4,
+    ),
+    "layernorm 4096x32768 bf16": (
+        "layernorm",
+        (_S((4096, 32768), _BF16), _S((32768,), _BF16), _S((32768,), _BF16)),
+        4,
+    ),
+    "softmax 4096x32768 f32": ("softmax", (_S((4096, 32768), _F32),), 4),
+    "softmax 4096x16384 f32": ("softmax", (_S((4096, 16384), _F32),), 1),
+    "rmsnorm 4096x16384 f32": ("rmsnorm", (_S((4096, 16384), _F32), _S((16384,), _F32)), 1),
+    "layernorm 4096x16384 f32": (
+        "layernorm",
+        (_S((4096, 16384), _F32), _S((16384,), _F32), _S((16384,), _F32)),
+        1,
+    ),
+}
+
+
+def test_wide_budgets_cover_the_shapes() -> None:
+    assert set(_budgets()["wide_registers"]) == set(WIDE_SHAPES)
+
+
+@toolchain
+@pytest.mark.parametrize("case", list(WIDE_SHAPES))
+def test_the_widest_rows_compile_without_spills(case: str) -> None:
+    """Softmax and the norms at the widest rows a block holds: no spills, registers within
+    budget, the row in the chunks the plan says."""
+    name, args, chunks = WIDE_SHAPES[case]
+    report = _compiled_within_budget(name, args, "wide_registers", case)
+    plan = KERNELS[name].plan(*args)
+    assert plan.row_frame is not None and plan.row_frame.chunks == chunks, str(report)
+
+
 # Large products, whose persistent launch runs in clusters of two CTAs that share a block by
 # TMA multicast: (kernel, operands, constants).
 _FP8 = jnp.float8_e4m3fn

@@ -12,6 +12,7 @@ Shared memory past the row's end is never written: loads select the operand's fi
 """
 
 import dataclasses
+from collections.abc import Callable
 
 from ... import _hardware as hw
 from ..ir.names import (
@@ -51,6 +52,7 @@ from ..plan.plan import LaunchPlan, OperandPlan, Role
 from ..plan.schedule import ScheduleKind
 from .forms import unpadded
 from .persistent import PersistentNames, persistent_statements
+from .row_chunks import ChunkedRow, chunk_start, chunked_row_body
 
 __all__ = ["ROW_FORM", "row_block_function"]
 
@@ -222,6 +224,8 @@ class _RowGenerator:
         return lines
 
     def _row_body(self) -> list[Stmt]:
+        if self.frame.chunks > 1:
+            return self._per_row_reads() + self._chunked_row_body()
         padded = self.frame.width != self.width
         needed = set(self.t.masks)
         assert not needed & {Mask.ROW_OK, Mask.ROW_OK_VEC}, "the row form has no row masks"
@@ -263,6 +267,44 @@ class _RowGenerator:
                     Assign((Subscript(Name(_buffer(op)), (self.row_counter, Const(0))),), value)
                 )
         return body
+
+    def _chunked_row_body(self) -> list[Stmt]:
+        """A row too wide for the registers, in passes over its chunks (`emit.row_chunks`):
+        the operands' chunks loaded by each pass that reads them, the results' chunks stored
+        by the last, and the per-row results after it."""
+        columns = call("pl.ds", chunk_start(self.frame), Const(self.frame.chunk_width))
+
+        def loader(op: OperandPlan) -> Callable[[], list[Stmt]]:
+            if op.kind == Kind.TILE:
+                ref = self._at(smem_ref(op.name), self.row_counter, columns, staged=True)
+            else:
+                ref = Subscript(Name(f"{smem_ref(op.name)}.at"), (columns,))
+            return lambda: [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
+
+        row = ChunkedRow(
+            lines=tuple(self.t.lines),  # type: ignore[arg-type]  # the row form has no loops
+            reductions={name: (prim, dtype) for name, prim, dtype in self.t.row_reductions},
+            vectors=self.t.row_vectors,
+            loads={op.name: loader(op) for op in self.loaded},
+            frame=self.frame,
+        )
+        outputs = []
+        after: list[Stmt] = []
+        for op, value in zip(self.plan.results, self.t.outputs, strict=True):
+            assert value is not None and not op.per_block
+            if op.kind == Kind.TILE:
+                staged = op.shares_smem_with is not None
+                ref = self._at(_buffer(op), self.row_counter, columns, staged=staged)
+                stored = store(ref, value, self.new_store_api, self.frame)
+                outputs.append((lambda stmt=stored: [stmt], names_read(value)))
+            else:  # a per-row scalar, in its row's 16-byte slot
+                slot = Subscript(Name(_buffer(op)), (self.row_counter, Const(0)))
+                after.append(Assign((slot,), value))
+        comment = Comment(
+            f"The kernel body on a row in {self.frame.chunks} chunks of "
+            f"{self.frame.chunk_width} columns, one statement per traced op."
+        )
+        return [comment, *chunked_row_body(row, outputs), *after]
 
     def _row_position(self) -> Expr:
         """The array row of the block's row `r`: past a ragged edge, the last row again."""

@@ -7,6 +7,7 @@ from ... import _hardware as hw
 from ...language.context import operand_fills
 from ..lower.geometry import block_geometry
 from ..plan.inputs import FormFacts
+from ..plan.row_chunks import chunked_frame, takes_chunks
 from ..plan.rows import RowChoice, TooWide, choose_rows, row_form_notes, too_wide_error
 from ..trace.crossblock import accumulated_rows
 from .base import FormChoice, FormInputs, translate_in
@@ -47,8 +48,20 @@ class RowsForm:
             return None
         if isinstance(rows, TooWide):
             raise too_wide_error(spec, layout, rows, inputs.ctx)
+        frame = rows.frame
+        chunked = chunked_frame(frame, geometry.ragged_cols, bool(accumulated))
+        if chunked is not None:  # a row too wide for the registers, where the body allows
+            in_chunks = translate_in(
+                inputs,
+                row_trace,
+                row_layout,
+                dataclasses.replace(geometry, row_frame=chunked),
+                accumulated,
+            )
+            if in_chunks is not None and takes_chunks(in_chunks):
+                in_rows, frame = in_chunks, chunked
         facts = FormFacts(
-            row_frame=rows.frame,
+            row_frame=frame,
             aliases=rows.aliases,
             block_form_smem=rows.block_form_smem,
             persistent=rows.persistent,

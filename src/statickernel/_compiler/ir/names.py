@@ -19,6 +19,7 @@ from .nodes import Mask
 
 __all__ = [
     "BLOCK_NAMES",
+    "CHUNK",
     "CLUSTER",
     "GIVEN_AROUND",
     "INDEXED_PARTS",
@@ -116,6 +117,9 @@ RAGGED = RaggedLocals()
 # step. It is the lambda's own, so an operand of the same name is not shadowed.
 INDEX_MAP_STEP = "k"
 
+# The loop variable of the passes over a row's chunks (the row form, rows too wide for the
+# registers).
+CHUNK = "chunk"
 # Fixed locals of the block function: edge masks and their positions, the traced zero that
 # starts boxes wider than a whole dim, and the scoped store after the loops.
 BLOCK_NAMES: Mapping[str, str] = {
@@ -129,6 +133,7 @@ BLOCK_NAMES: Mapping[str, str] = {
     "row_index_vec": "the row positions of the per-row edge mask",
     "col_index_vec": "the column positions of the per-column edge mask",
     "store_results": "the scoped store of the results after the loops",
+    CHUNK: "the row form's chunk of a row's columns",
     "loop_index": "the positions of a loop step's edge mask",
     # The warp-specialized matmul's warpgroups, pipeline and tile walk. (The persistent
     # launches' locals are given around the arrays: `GIVEN_AROUND`.)

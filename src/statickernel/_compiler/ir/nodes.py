@@ -24,6 +24,7 @@ __all__ = [
     "EllipsisIndex",
     "Expr",
     "ExprStmt",
+    "For",
     "Form",
     "FunctionDef",
     "IfExp",
@@ -279,6 +280,16 @@ class FunctionDef:
 
 
 @dataclasses.dataclass(frozen=True)
+class For:
+    """`for target in range(count):`, a loop Python unrolls as it traces the kernel: the
+    same statements on each of a few static pieces (a row's chunks)."""
+
+    target: str
+    count: int
+    body: tuple["Stmt", ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Import:
     module: str
     alias: str | None = None
@@ -292,7 +303,16 @@ class ImportFrom:
 
 
 Stmt: TypeAlias = (
-    Comment | SourceLine | Assign | ExprStmt | Return | Pass | FunctionDef | Import | ImportFrom
+    Comment
+    | SourceLine
+    | Assign
+    | ExprStmt
+    | Return
+    | Pass
+    | FunctionDef
+    | For
+    | Import
+    | ImportFrom
 )
 
 PASS = Pass()
@@ -348,6 +368,8 @@ def _reads(node: Expr | Stmt) -> set[str]:
             return _reads(value)
         case FunctionDef(_, params, body, decorators):
             return _union(*body, *decorators) - set(params)
+        case For(target, _, body):
+            return _union(*body) - {target}
         case _:  # constants, literals, dtypes, `...`, comments, pass, imports
             return set()
 

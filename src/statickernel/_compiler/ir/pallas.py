@@ -72,12 +72,21 @@ class RowFrame:
 
     width: int
     vector: int
+    chunks: int = 1
+    """The chunks a row is computed in: a row too wide for a warpgroup's registers is taken
+    `chunk_width` columns at a time, each reduction over all chunks before what reads it."""
+
+    @property
+    def chunk_width(self) -> int:
+        """The columns in registers at a time: the vector every value of the row is."""
+        return self.width // self.chunks
 
     def layout(self) -> Expr:
-        return call("plgpu.Layout.WG_STRIDED", Const((self.width,)), Const(self.vector))
+        return call("plgpu.Layout.WG_STRIDED", Const((self.chunk_width,)), Const(self.vector))
 
     def check_invariants(self) -> None:
-        assert self.vector in (2, 4, 8, 16) and self.width % (128 * self.vector) == 0
+        assert self.vector in (2, 4, 8, 16) and self.chunks >= 1
+        assert self.width % self.chunks == 0 and self.chunk_width % (128 * self.vector) == 0
 
 
 @dataclasses.dataclass(frozen=True)

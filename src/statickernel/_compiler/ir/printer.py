@@ -36,6 +36,7 @@ from .nodes import (
     EllipsisIndex,
     Expr,
     ExprStmt,
+    For,
     FunctionDef,
     IfExp,
     Import,
@@ -286,6 +287,9 @@ def _statement(stmt: Stmt, depth: int) -> list[_Text]:
             header = (f"def {name}", _Group("(", tuple((p,) for p in params), ")"), ":")
             lines += _wrap(_Line(depth, header, role=_Role.DEF, opens_block=True))
             return lines + [text for inner in body for text in _statement(inner, depth + 1)]
+        case For(loop_var, count, body):
+            header = _Text(depth, f"for {loop_var} in range({count}):", _Role.CODE)
+            return [header] + [text for inner in body for text in _statement(inner, depth + 1)]
         case Import(module, alias):
             return [_Text(depth, f"import {module}" + (f" as {alias}" if alias else ""))]
         case ImportFrom(module, name, alias):

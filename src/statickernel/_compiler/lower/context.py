@@ -87,6 +87,7 @@ class Translator:
         rules: Mapping[str, Rule],
         refusals: Mapping[str, Refusal],
         param_rule: Callable[[str], Rule] | None = None,
+        chunkable: frozenset[str] = frozenset(),
     ):
         self.trace = trace
         self.g = geometry
@@ -96,6 +97,10 @@ class Translator:
         self.refusals = refusals
         # The rules for an op of a parameter vector (`lower.params`), whatever the form.
         self.param_rule = param_rule
+        # The primitives a row taken in chunks may hold: each chunk's values are its own
+        # columns' alone (elementwise), or a reduction the chunks combine.
+        self.chunkable = chunkable
+        self.row_reductions: list[tuple[str, str, str]] = []
         self.kinds: dict[str, Kind] = {}
         self.lines: list[Line] = []
         self.masks: set[Mask] = set()
@@ -144,6 +149,9 @@ class Translator:
         if params and self.param_rule is not None:
             return self.param_rule(prim).translate(self, eqn)
         rule = self.rules.get(prim)
+        frame = self.g.row_frame
+        if frame is not None and frame.chunks > 1 and prim not in self.chunkable:
+            raise NotInForm(f"`{prim}` reads more of a row than its chunk")
         if rule is not None:
             form = self.form()
             if form in (Where.STRIDED, Where.ROWS) and rule.support_in(form) is Support.NO:

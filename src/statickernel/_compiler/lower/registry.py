@@ -23,7 +23,7 @@ from .steps import LOOP_RULES
 from .top_k import TOP_K_RULES
 from .totals import TOTAL_RULES
 
-__all__ = ["GROUPS", "REFUSALS", "RULES", "coverage_table"]
+__all__ = ["CHUNKABLE", "GROUPS", "REFUSALS", "RULES", "coverage_table"]
 
 RULES: Mapping[str, Rule] = {
     **BODY_RULES,
@@ -41,6 +41,12 @@ RULES: Mapping[str, Rule] = {
 }
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
+# What a row taken in chunks may compute: elementwise ops, whose values in a chunk are its
+# columns' alone, reshapes, and the reductions the chunks combine (sum, max, min).
+CHUNKABLE: frozenset[str] = frozenset(
+    {*UNARY, *BINARY, *OTHER, *COMPOSITES, *REDUCTIONS, *SHAPE_ONLY}
+)
+
 REFUSALS: Mapping[str, Refusal] = {
     "dot_general": Refusal(
         "jnp.dot / @ / jnp.einsum",

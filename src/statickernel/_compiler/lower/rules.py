@@ -309,6 +309,8 @@ def _reduce_block(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
     axes = (0,) if tr.form() is Where.ROWS else (axis,)
     reduced = reduction_carrying_nan(tr, eqn.prim, eqn.outputs[0], src, axes, dtype)
     tr.assign(eqn, ROW if axis == 1 else (LOOP_COL if along_loop else COL), reduced)
+    if tr.form() is Where.ROWS:
+        tr.row_reductions.append((eqn.outputs[0], eqn.prim, dtype))
 
 
 def identity_past_edge(
@@ -368,6 +370,8 @@ def reduction_carrying_nan(
     is_nan = BinOp(Operator.NE, src, src)
     only_nans = ir_call("jnp.where", is_nan, src, zero)
     tr.lines.append(Assign((nans,), ir_call("lax.reduce_sum", only_nans, Const(axes))))
+    if tr.form() is Where.ROWS:
+        tr.row_reductions.append((nans.text, "reduce_sum", dtype))
     return ir_call(
         "jnp.where", BinOp(Operator.NE, nans, nans), nans, ir_call(reduction, src, Const(axes))
     )

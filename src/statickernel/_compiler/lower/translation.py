@@ -105,8 +105,8 @@ class Geometry:
         return dict(self.steps)[axis]
 
     def shape(self, kind: str) -> tuple[int, ...]:
-        if self.row_frame is not None:
-            width = (self.row_frame.width,)
+        if self.row_frame is not None:  # a row's chunk in registers (all of it, unchunked)
+            width = (self.row_frame.chunk_width,)
             return {Kind.TILE: width, Kind.COL: width, Kind.ROW: (), Kind.SCALAR: ()}[Kind(kind)]
         return {
             Kind.TILE: (self.rows, self.cols),
@@ -185,6 +185,11 @@ class Translation:
     result_kinds: tuple[Kind, ...] = ()  # the kind each result is computed in
     # Shared memory the body scopes for itself (a scan's buffer), the largest at any time.
     scratch_bytes: int = 0
+    # The row form's reductions of a row to a scalar (variable, primitive, dtype), in order:
+    # computed a chunk at a time, each chunk's combined by the primitive.
+    row_reductions: tuple[tuple[str, str, str], ...] = ()
+    # The variables that hold a vector of the row form (a row, a per-column vector).
+    row_vectors: frozenset[str] = frozenset()
 
     @property
     def loops(self) -> tuple[LoopBlock, ...]:

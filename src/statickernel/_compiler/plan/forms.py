@@ -123,9 +123,17 @@ class _RowsPlanned:
 
     def form_line(self, plan: LaunchPlan) -> str | None:
         rows = plan.dim(plan.rows).block
+        frame = self.frame
+        if frame.chunks > 1:  # too wide for the registers: passes over its chunks
+            return (
+                f"  form: rows: each block's {rows} row(s) computed one at a time, a row in "
+                f"{frame.chunks} chunks of {frame.chunk_width} columns ({frame.vector} "
+                "elements a thread each), its reductions a pass over the chunks each, then "
+                "its results a chunk at a time"
+            )
         return (
             f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
-            f"({self.frame.width},) vector of {self.frame.vector} elements a thread"
+            f"({frame.width},) vector of {frame.vector} elements a thread"
         )
 
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
