@@ -636,6 +636,8 @@ WIDE_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...], int]] = {
         4,
     ),
     "softmax 4096x32768 f32": ("softmax", (_S((4096, 32768), _F32),), 4),
+    # A vocabulary's width: padded to 32768, each chunk masked past the edge.
+    "softmax 4096x32000 bf16": ("softmax", (_S((4096, 32000), _BF16),), 4),
     "softmax 4096x16384 f32": ("softmax", (_S((4096, 16384), _F32),), 1),
     "rmsnorm 4096x16384 f32": ("rmsnorm", (_S((4096, 16384), _F32), _S((16384,), _F32)), 1),
     "layernorm 4096x16384 f32": (

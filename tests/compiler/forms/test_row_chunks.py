@@ -49,15 +49,14 @@ def _frame(plan: sk.LaunchPlan) -> RowFrame:
 @given(
     width=st.integers(1, 64).map(lambda n: n * 1024),
     vector=st.sampled_from([4, 8]),
-    ragged=st.booleans(),
     accumulates=st.booleans(),
 )
 def test_chunks_divide_a_wide_row_into_register_sized_pieces(
-    width: int, vector: int, ragged: bool, accumulates: bool
+    width: int, vector: int, accumulates: bool
 ) -> None:
     frame = RowFrame(width, vector)
-    chunked = chunked_frame(frame, ragged, accumulates)
-    if width <= MAX_ROW_ELEMENTS or ragged or accumulates:
+    chunked = chunked_frame(frame, accumulates)
+    if width <= MAX_ROW_ELEMENTS or accumulates:
         assert chunked is None
         return
     assert chunked is not None
@@ -97,11 +96,20 @@ def test_rows_up_to_16384_columns_are_held_whole() -> None:
     assert _frame(softmax.plan(x)).chunks == 1
 
 
-def test_a_ragged_wide_row_is_held_whole_and_exact() -> None:
-    x = _normal(6, (2, 32000), BF16)  # a vocabulary's width: masked past its edge
-    plan = softmax.plan(x)
-    assert _frame(plan).chunks == 1
-    assert_close(softmax(x), softmax_reference(x), tolerance_for(BF16, terms=32000))
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((2, 32000), BF16), ((1, 50000), F32)],  # vocabularies: masked past their edge
+)
+def test_a_ragged_wide_row_masks_each_chunk_past_its_edge(
+    shape: tuple[int, int], dtype: Any
+) -> None:
+    x = _normal(6, shape, dtype)
+    frame = _frame(softmax.plan(x))
+    assert frame.chunks > 1 and frame.width > shape[1]  # padded to whole chunks
+    assert_close(softmax(x), softmax_reference(x), tolerance_for(dtype, terms=shape[1]))
+    source = softmax.emit(x)
+    chunk = frame.chunk_width
+    assert f") + chunk * {chunk}" in source and f"col_ok = col_index < {shape[1]}" in source
 
 
 @sk.kernel(tile={"M": "BM"})

@@ -51,6 +51,10 @@ class ChunkedRow:
     """Each operand read chunk by chunk -> the statements that load its chunk (the loop's
     `chunk`, from column `chunk_start(frame)`)."""
     frame: RowFrame
+    prologue: tuple[Stmt, ...] = ()
+    """What each walk over the chunks computes first: the chunk's edge masks."""
+    masks: frozenset[str] = frozenset()
+    """The masks the prologue assigns, vectors of the chunk."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +112,7 @@ def _assignments(lines: Sequence[Stmt]) -> list[_Line]:
 def _vectors(lines: list[_Line], row: ChunkedRow) -> set[str]:
     """The variables that hold a chunk: the translation's vectors, the chunks loaded, and
     every value computed from one that is not a reduction."""
-    vectors = set(row.vectors) | set(row.loads)
+    vectors = set(row.vectors) | set(row.loads) | set(row.masks)
     for line in lines:
         if line.target not in row.reductions and line.reads & vectors:
             vectors.add(line.target)
@@ -186,9 +190,10 @@ def _pass(
 
 
 def _loads(body: list[Stmt], reads: frozenset[str], row: ChunkedRow) -> list[Stmt]:
-    """The chunk of each operand the statements (or `reads`) read, loaded first."""
+    """The chunk's masks, then the chunk of each operand the statements (or `reads`) read."""
     used = set(reads).union(*(reads_of(stmt) for stmt in body))
-    return [stmt for name, load in row.loads.items() if name in used for stmt in load()]
+    loads = [stmt for name, load in row.loads.items() if name in used for stmt in load()]
+    return [*row.prologue, *loads]
 
 
 def _scalars_after(

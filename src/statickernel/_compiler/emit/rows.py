@@ -200,15 +200,19 @@ class _RowGenerator:
         return self._loop("load_row", [Assign((row,), self._row_position()), *per_row])
 
     def _masks(self, needed: set[Mask]) -> list[Stmt]:
+        """The edge masks (and positions) of the row's columns in registers: the row's, or
+        the loop's chunk's in a row computed in chunks."""
         if not needed:
             return []
-        iota = call(
+        iota: Expr = call(
             "plgpu.broadcasted_iota",
             Name("jnp.int32"),
-            Const((self.frame.width,)),
+            Const((self.frame.chunk_width,)),
             Const(0),
             layout=self.frame.layout(),
         )
+        if self.frame.chunks > 1:
+            iota = BinOp(Operator.ADD, iota, chunk_start(self.frame))
         lines: list[Stmt] = [Assign((Name("col_index"),), iota)]
         if Mask.COL_POSITION in needed:  # a row is whole: its positions are its indices
             lines.append(Assign((Name(Mask.COL_POSITION),), Name("col_index")))
@@ -274,12 +278,21 @@ class _RowGenerator:
         by the last, and the per-row results after it."""
         columns = call("pl.ds", chunk_start(self.frame), Const(self.frame.chunk_width))
 
+        padded = self.frame.width != self.width
+        needed = set(self.t.masks) | ({Mask.COL_OK} if padded and self.loaded else set())
+        masks = self._masks(needed)
+
         def loader(op: OperandPlan) -> Callable[[], list[Stmt]]:
             if op.kind == Kind.TILE:
                 ref = self._at(smem_ref(op.name), self.row_counter, columns, staged=True)
             else:
                 ref = Subscript(Name(f"{smem_ref(op.name)}.at"), (columns,))
-            return lambda: [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
+            loaded: list[Stmt] = [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
+            if padded:  # shared memory past the row's end is never written: the fill
+                fill = Literal(op.fill if op.fill is not None else 0, op.dtype, weak_type=False)
+                masked = select(Name(Mask.COL_OK), Name(op.name), fill, op.dtype)
+                loaded.append(Assign((Name(op.name),), masked, comment="past the edge"))
+            return lambda: loaded
 
         row = ChunkedRow(
             lines=tuple(self.t.lines),  # type: ignore[arg-type]  # the row form has no loops
@@ -287,6 +300,14 @@ class _RowGenerator:
             vectors=self.t.row_vectors,
             loads={op.name: loader(op) for op in self.loaded},
             frame=self.frame,
+            prologue=tuple(masks),
+            masks=frozenset(
+                t.text
+                for m in masks
+                if isinstance(m, Assign)
+                for t in m.targets
+                if isinstance(t, Name)
+            ),
         )
         outputs = []
         after: list[Stmt] = []

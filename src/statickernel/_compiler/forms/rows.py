@@ -49,7 +49,7 @@ class RowsForm:
         if isinstance(rows, TooWide):
             raise too_wide_error(spec, layout, rows, inputs.ctx)
         frame = rows.frame
-        chunked = chunked_frame(frame, geometry.ragged_cols, bool(accumulated))
+        chunked = chunked_frame(frame, bool(accumulated))
         if chunked is not None:  # a row too wide for the registers, where the body allows
             in_chunks = translate_in(
                 inputs,

@@ -11,7 +11,7 @@ reads its row three times), which costs shared-memory bandwidth, not HBM, and ke
 registers of one chunk live instead of the row's.
 """
 
-from ..ir.nodes import Assign, Comment, SourceLine
+from ..ir.nodes import Assign, Comment, Mask, SourceLine
 from ..ir.pallas import RowFrame
 from ..lower.translation import Translation
 
@@ -25,11 +25,11 @@ MAX_ROW_ELEMENTS = 16384
 CHUNK_ELEMENTS = 8192
 
 
-def chunked_frame(frame: RowFrame, ragged_cols: bool, accumulates: bool) -> RowFrame | None:
+def chunked_frame(frame: RowFrame, accumulates: bool) -> RowFrame | None:
     """The frame of a row computed in chunks, or None where the row is held whole: rows up to
-    `MAX_ROW_ELEMENTS`, rows padded past the array's columns (their edge masks are the
-    row's), and rows whose values a CTA adds up along the columns (a norm's `dw`)."""
-    if frame.width <= MAX_ROW_ELEMENTS or ragged_cols or accumulates:
+    `MAX_ROW_ELEMENTS`, and rows whose values a CTA adds up along the columns (a norm's
+    `dw`). A row padded past the array's columns masks each chunk's columns past the edge."""
+    if frame.width <= MAX_ROW_ELEMENTS or accumulates:
         return None
     step = 128 * frame.vector
     widths = [w for w in range(CHUNK_ELEMENTS, step - 1, -step) if frame.width % w == 0]
@@ -42,7 +42,8 @@ def chunked_frame(frame: RowFrame, ragged_cols: bool, accumulates: bool) -> RowF
 
 def takes_chunks(translation: Translation) -> bool:
     """Whether a body translated on a chunk of a row can be computed chunk by chunk: only
-    statements and comments (no scoped buffers, no nested functions), no edge masks."""
-    if translation.masks or translation.loops:
+    statements and comments (no scoped buffers, no nested functions), and no positions
+    along the row (a mask of its edge is each chunk's own)."""
+    if Mask.COL_POSITION in translation.masks or translation.loops:
         return False
     return all(isinstance(line, Assign | Comment | SourceLine) for line in translation.lines)
