@@ -11,7 +11,7 @@ reads its row three times), which costs shared-memory bandwidth, not HBM, and ke
 registers of one chunk live instead of the row's.
 """
 
-from ..ir.nodes import Assign, Comment, Mask, SourceLine
+from ..ir.nodes import Assign, Comment, Mask, Name, SourceLine
 from ..ir.pallas import RowFrame
 from ..lower.translation import Translation
 
@@ -42,8 +42,13 @@ def chunked_frame(frame: RowFrame, accumulates: bool) -> RowFrame | None:
 
 def takes_chunks(translation: Translation) -> bool:
     """Whether a body translated on a chunk of a row can be computed chunk by chunk: only
-    statements and comments (no scoped buffers, no nested functions), and no positions
-    along the row (a mask of its edge is each chunk's own)."""
+    assignments, each of one variable once, and comments (no scoped buffers, no nested
+    functions), and no positions along the row (a mask of its edge is each chunk's own)."""
     if Mask.COL_POSITION in translation.masks or translation.loops:
         return False
-    return all(isinstance(line, Assign | Comment | SourceLine) for line in translation.lines)
+    if not all(isinstance(line, Assign | Comment | SourceLine) for line in translation.lines):
+        return False
+    # Each variable assigned once, to one name: the passes place a statement by its target.
+    targets = [line.targets for line in translation.lines if isinstance(line, Assign)]
+    names = [t[0].text for t in targets if len(t) == 1 and isinstance(t[0], Name)]
+    return len(names) == len(targets) == len(set(names))
