@@ -368,6 +368,9 @@ SCHEDULES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]]]] = {
     "add-persistent": ("add", [((8192, 8192), "float32"), ((8192, 8192), "float32")]),
     # A decode step's product: the loop over K split across CTAs, partial sums added after.
     "matmul-split": ("matmul", [((16, 4096), "bfloat16"), ((4096, 4096), "bfloat16")]),
+    # A vocabulary-wide row, too wide for the registers: passes over its chunks, masked past
+    # the array's last column.
+    "softmax-row-chunks": ("softmax", [((4096, 32000), "bfloat16")]),
     # A large product: clusters of two CTAs along M, b's block multicast to both.
     "matmul-cluster": ("matmul", [((4096, 256), "bfloat16"), ((256, 4096), "bfloat16")]),
 }

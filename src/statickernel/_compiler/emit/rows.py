@@ -204,16 +204,17 @@ class _RowGenerator:
         the loop's chunk's in a row computed in chunks."""
         if not needed:
             return []
-        iota: Expr = call(
+        iota = call(
             "plgpu.broadcasted_iota",
             Name("jnp.int32"),
             Const((self.frame.chunk_width,)),
             Const(0),
             layout=self.frame.layout(),
         )
-        if self.frame.chunks > 1:
-            iota = BinOp(Operator.ADD, iota, chunk_start(self.frame))
         lines: list[Stmt] = [Assign((Name("col_index"),), iota)]
+        if self.frame.chunks > 1:  # the chunk's columns
+            at_chunk = BinOp(Operator.ADD, Name("col_index"), chunk_start(self.frame))
+            lines.append(Assign((Name("col_index"),), at_chunk))
         if Mask.COL_POSITION in needed:  # a row is whole: its positions are its indices
             lines.append(Assign((Name(Mask.COL_POSITION),), Name("col_index")))
         masks = needed - {Mask.COL_POSITION}

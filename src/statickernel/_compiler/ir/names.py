@@ -67,6 +67,7 @@ MODULE_NAMES: Mapping[str, str] = {
     "np": "numpy, which generated modules may import",
     "INTERPRET": "the switch between the interpreter and the compiled kernel",
     "_launch": "the Pallas launch (`_launch = plgpu.kernel(...)`)",
+    "range": "Python's range, which the passes over a row's chunks walk",
 }
 
 
