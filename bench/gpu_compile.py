@@ -92,6 +92,16 @@ ROWS: tuple[Row, ...] = (
         "layernorm",
         (((16384, 1024), "float32"), ((1024,), "float32"), ((1024,), "float32")),
     ),
+    # The widest rows: past 16384 columns, passes over chunks of 8192 (a vocabulary's 32000
+    # masked past its edge).
+    Row("softmax", "softmax", _tile(4096, 32768, "bfloat16")),
+    Row("softmax", "softmax", _tile(4096, 32000, "bfloat16")),
+    Row("rmsnorm", "rmsnorm", (((4096, 32768), "bfloat16"), ((32768,), "bfloat16"))),
+    Row(
+        "layernorm",
+        "layernorm",
+        (((4096, 32768), "bfloat16"), ((32768,), "bfloat16"), ((32768,), "bfloat16")),
+    ),
     # Backward kernels at the widths models use: per-row dx, and sums across blocks of rows.
     Row("softmax", "softmax_backward", _tile(16384, 4096, "float32", 2)),
     Row(
