@@ -10,7 +10,7 @@ each result's chunk. Each pass loads the chunks of the operands it reads from sh
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..ir.names import CHUNK
 from ..ir.nodes import (
@@ -47,31 +47,26 @@ class ChunkedRow:
     """Each reduction of the row: variable -> (primitive, dtype)."""
     vectors: frozenset[str]
     """The variables the translation holds as vectors: chunks of the row."""
-    loads: Mapping[str, Callable[[], list[Stmt]]]
+    loads: Mapping[str, tuple[Stmt, ...]]
     """Each operand read chunk by chunk -> the statements that load its chunk (the loop's
     `chunk`, from column `chunk_start(frame)`)."""
     frame: RowFrame
     prologue: tuple[Stmt, ...] = ()
-    """What each walk over the chunks computes first: the chunk's edge masks."""
-    masks: frozenset[str] = frozenset()
-    """The masks the prologue assigns, vectors of the chunk."""
+    """What each walk over the chunks computes first: the chunk's edge masks, vectors of
+    the chunk."""
 
 
 @dataclasses.dataclass(frozen=True)
 class _Line:
-    index: int
     target: str
     reads: frozenset[str]
     comments: tuple[Stmt, ...]  # the comments just above it
     stmt: Assign
 
 
-def chunked_row_body(
-    row: ChunkedRow,
-    outputs: Sequence[tuple[Callable[[], list[Stmt]], frozenset[str]]],
-) -> list[Stmt]:
-    """The passes over the row's chunks, then the stores. `outputs`: for each result stored
-    chunk by chunk, its statements (given the chunk) and the variables they read."""
+def chunked_row_body(row: ChunkedRow, stores: Sequence[Stmt]) -> list[Stmt]:
+    """The passes over the row's chunks, then the results' `stores`, each of the loop's
+    chunk."""
     lines = _assignments(row.lines)
     vectors = _vectors(lines, row)
     avail = _availability(lines, row)
@@ -85,10 +80,9 @@ def chunked_row_body(
         ]
         out += _pass(number, reductions, lines, vectors, row, emitted)
         out += _scalars_after(lines, vectors, avail, row, number, emitted)
-    reads = frozenset().union(*(needed for _, needed in outputs)) if outputs else frozenset()
-    if outputs:
+    if stores:
+        reads = frozenset().union(*(reads_of(stmt) for stmt in stores))
         body = _vector_lines(reads, lines, vectors, row, emitted_comments=emitted)
-        stores = [stmt for store, _ in outputs for stmt in store()]
         out.append(Comment("The results, chunk by chunk."))
         out.append(For(CHUNK, row.frame.chunks, (*_loads(body, reads, row), *body, *stores)))
     return out
@@ -104,7 +98,7 @@ def _assignments(lines: Sequence[Stmt]) -> list[_Line]:
         assert isinstance(stmt, Assign) and len(stmt.targets) == 1
         (target,) = stmt.targets
         assert isinstance(target, Name)
-        found.append(_Line(len(found), target.text, reads_of(stmt), tuple(comments), stmt))
+        found.append(_Line(target.text, reads_of(stmt), tuple(comments), stmt))
         comments = []
     return found
 
@@ -112,7 +106,14 @@ def _assignments(lines: Sequence[Stmt]) -> list[_Line]:
 def _vectors(lines: list[_Line], row: ChunkedRow) -> set[str]:
     """The variables that hold a chunk: the translation's vectors, the chunks loaded, and
     every value computed from one that is not a reduction."""
-    vectors = set(row.vectors) | set(row.loads) | set(row.masks)
+    masks = {
+        t.text
+        for m in row.prologue
+        if isinstance(m, Assign)
+        for t in m.targets
+        if isinstance(t, Name)
+    }
+    vectors = set(row.vectors) | set(row.loads) | masks
     for line in lines:
         if line.target not in row.reductions and line.reads & vectors:
             vectors.add(line.target)
@@ -192,7 +193,7 @@ def _pass(
 def _loads(body: list[Stmt], reads: frozenset[str], row: ChunkedRow) -> list[Stmt]:
     """The chunk's masks, then the chunk of each operand the statements (or `reads`) read."""
     used = set(reads).union(*(reads_of(stmt) for stmt in body))
-    loads = [stmt for name, load in row.loads.items() if name in used for stmt in load()]
+    loads = [stmt for name, load in row.loads.items() if name in used for stmt in load]
     return [*row.prologue, *loads]
 
 

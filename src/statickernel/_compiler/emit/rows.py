@@ -12,7 +12,6 @@ Shared memory past the row's end is never written: loads select the operand's fi
 """
 
 import dataclasses
-from collections.abc import Callable
 
 from ... import _hardware as hw
 from ..ir.names import (
@@ -267,66 +266,44 @@ class _RowGenerator:
                 body.append(store(ref, value, self.new_store_api, self.frame))
             elif op.per_block:
                 body += self._accumulate(op, value)
-            else:  # a per-row scalar, in its row's 16-byte slot
-                body.append(
-                    Assign((Subscript(Name(_buffer(op)), (self.row_counter, Const(0))),), value)
-                )
+            else:
+                body.append(self._row_slot_store(op, value))
         return body
+
+    def _row_slot_store(self, op: OperandPlan, value: Expr) -> Stmt:
+        """A per-row scalar result, into its row's 16-byte slot."""
+        return Assign((Subscript(Name(_buffer(op)), (self.row_counter, Const(0))),), value)
 
     def _chunked_row_body(self) -> list[Stmt]:
         """A row too wide for the registers, in passes over its chunks (`emit.row_chunks`):
         the operands' chunks loaded by each pass that reads them, the results' chunks stored
         by the last, and the per-row results after it."""
         columns = call("pl.ds", chunk_start(self.frame), Const(self.frame.chunk_width))
-
         padded = self.frame.width != self.width
         needed = set(self.t.masks) | ({Mask.COL_OK} if padded and self.loaded else set())
-        masks = self._masks(needed)
-
-        def loader(op: OperandPlan) -> Callable[[], list[Stmt]]:
-            if op.kind == Kind.TILE:
-                ref = self._at(smem_ref(op.name), self.row_counter, columns, staged=True)
-            else:
-                ref = Subscript(Name(f"{smem_ref(op.name)}.at"), (columns,))
-            loaded: list[Stmt] = [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
-            if padded:  # shared memory past the row's end is never written: the fill
-                fill = Literal(op.fill if op.fill is not None else 0, op.dtype, weak_type=False)
-                masked = select(Name(Mask.COL_OK), Name(op.name), fill, op.dtype)
-                loaded.append(Assign((Name(op.name),), masked, comment="past the edge"))
-            return lambda: loaded
-
         row = ChunkedRow(
             lines=tuple(self.t.lines),  # type: ignore[arg-type]  # the row form has no loops
             reductions={name: (prim, dtype) for name, prim, dtype in self.t.row_reductions},
             vectors=self.t.row_vectors,
-            loads={op.name: loader(op) for op in self.loaded},
+            loads={op.name: tuple(self._load_row(op, padded, columns)) for op in self.loaded},
             frame=self.frame,
-            prologue=tuple(masks),
-            masks=frozenset(
-                t.text
-                for m in masks
-                if isinstance(m, Assign)
-                for t in m.targets
-                if isinstance(t, Name)
-            ),
+            prologue=tuple(self._masks(needed)),
         )
-        outputs = []
+        stores: list[Stmt] = []
         after: list[Stmt] = []
         for op, value in zip(self.plan.results, self.t.outputs, strict=True):
             assert value is not None and not op.per_block
             if op.kind == Kind.TILE:
                 staged = op.shares_smem_with is not None
                 ref = self._at(_buffer(op), self.row_counter, columns, staged=staged)
-                stored = store(ref, value, self.new_store_api, self.frame)
-                outputs.append((lambda stmt=stored: [stmt], names_read(value)))
-            else:  # a per-row scalar, in its row's 16-byte slot
-                slot = Subscript(Name(_buffer(op)), (self.row_counter, Const(0)))
-                after.append(Assign((slot,), value))
+                stores.append(store(ref, value, self.new_store_api, self.frame))
+            else:
+                after.append(self._row_slot_store(op, value))
         comment = Comment(
             f"The kernel body on a row in {self.frame.chunks} chunks of "
             f"{self.frame.chunk_width} columns, one statement per traced op."
         )
-        return [comment, *chunked_row_body(row, outputs), *after]
+        return [comment, *chunked_row_body(row, stores), *after]
 
     def _row_position(self) -> Expr:
         """The array row of the block's row `r`: past a ragged edge, the last row again."""
@@ -409,12 +386,14 @@ class _RowGenerator:
         )
         return lines
 
-    def _load_row(self, op: OperandPlan, padded: bool) -> list[Stmt]:
-        """The operand's row (or per-column block) from shared memory into registers."""
+    def _load_row(self, op: OperandPlan, padded: bool, columns: Expr | None = None) -> list[Stmt]:
+        """The operand's row (or per-column block) from shared memory into registers: all of
+        it, or its `columns` (a chunk's)."""
+        at = () if columns is None else (columns,)
         if op.kind == Kind.TILE:
-            ref = self._at(smem_ref(op.name), self.row_counter, staged=True)
+            ref = self._at(smem_ref(op.name), self.row_counter, *at, staged=True)
         else:
-            ref = Name(smem_ref(op.name))
+            ref = Subscript(Name(f"{smem_ref(op.name)}.at"), at) if at else Name(smem_ref(op.name))
         lines: list[Stmt] = [Assign((Name(op.name),), load(ref, op.kind, self.frame))]
         if padded:
             fill = op.fill if op.fill is not None else 0

@@ -70,7 +70,7 @@ def _softmax_block(x_gmem, result_gmem, x_smem, x_barrier):
                 layout=plgpu.Layout.WG_STRIDED((8192,), 8),
                 optimized=True,
             )
-            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge
+            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge reads the fill
             # examples/softmax.py:22: v = sk.load(x, fill=-jnp.inf).astype(jnp.float32)
             v0 = lax.convert_element_type(x, jnp.float32)
             # examples/softmax.py:23: e = jnp.exp(v - sk.max(v, axis=1, keepdims=True))
@@ -95,7 +95,7 @@ def _softmax_block(x_gmem, result_gmem, x_smem, x_barrier):
                 layout=plgpu.Layout.WG_STRIDED((8192,), 8),
                 optimized=True,
             )
-            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge
+            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge reads the fill
             v0 = lax.convert_element_type(x, jnp.float32)
             v1_in = jnp.where(col_ok, v0, -jnp.inf)
             v1 = jnp.where(v1_nans != v1_nans, v1_nans, lax.reduce_max(v1_in, (0,)))
@@ -117,7 +117,7 @@ def _softmax_block(x_gmem, result_gmem, x_smem, x_barrier):
                 layout=plgpu.Layout.WG_STRIDED((8192,), 8),
                 optimized=True,
             )
-            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge
+            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge reads the fill
             v0 = lax.convert_element_type(x, jnp.float32)
             v3 = lax.sub(v0, lax.broadcast_in_dim(v1, (8192,), ()))
             v4 = lax.exp(v3)
@@ -140,7 +140,7 @@ def _softmax_block(x_gmem, result_gmem, x_smem, x_barrier):
                 layout=plgpu.Layout.WG_STRIDED((8192,), 8),
                 optimized=True,
             )
-            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge
+            x = jnp.where(col_ok, x, jnp.bfloat16(-jnp.inf))  # past the edge reads the fill
             v0 = lax.convert_element_type(x, jnp.float32)
             v3 = lax.sub(v0, lax.broadcast_in_dim(v1, (8192,), ()))
             v4 = lax.exp(v3)
