@@ -371,6 +371,9 @@ SCHEDULES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]]]] = {
     # A vocabulary-wide row, too wide for the registers: passes over its chunks, masked past
     # the array's last column.
     "softmax-row-chunks": ("softmax", [((4096, 32000), "bfloat16")]),
+    # Rows of 8,190 bytes, addressed flat (no host padding): 1-D TMA boxes in, register
+    # stores out, persistent, beside a weight.
+    "rmsnorm-flat-rows": ("rmsnorm", [((16383, 4095), "bfloat16"), ((4095,), "bfloat16")]),
     # A large product: clusters of two CTAs along M, b's block multicast to both.
     "matmul-cluster": ("matmul", [((4096, 256), "bfloat16"), ((256, 4096), "bfloat16")]),
 }

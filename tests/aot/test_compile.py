@@ -663,6 +663,42 @@ def test_the_widest_rows_compile_without_spills(case: str) -> None:
     assert plan.row_frame is not None and plan.row_frame.chunks == chunks, str(report)
 
 
+# Rows whose bytes are not a multiple of 16, addressed flat with no host padding
+# (tests/compiler/emit/test_flat_rows.py): (kernel, operands).
+def _row_operands(kernel: str, m: int, n: int, dtype: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
+    vectors = {"softmax": 0, "rmsnorm": 1, "layernorm": 2}[kernel]
+    return (_S((m, n), dtype), *[_S((n,), dtype)] * vectors)
+
+
+FLAT_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
+    f"{name} {m}x{n} {label}": (name, _row_operands(name, m, n, dtype))
+    for name in ("softmax", "rmsnorm", "layernorm")
+    for m, n, dtype, label in ((16384, 4095, _F32, "f32"), (16383, 4095, _BF16, "bf16"))
+} | {"softmax 4096x50257 bf16": ("softmax", (_S((4096, 50257), _BF16),))}
+
+
+def test_flat_budgets_cover_the_shapes() -> None:
+    assert set(_budgets()["flat_registers"]) == set(FLAT_SHAPES)
+
+
+@toolchain
+@pytest.mark.parametrize("case", list(FLAT_SHAPES))
+def test_unaligned_rows_compile_to_1d_boxes_without_spills(case: str) -> None:
+    """Rows of 4095 columns (and a vocabulary of 50257): 1-D TMA boxes in, register stores
+    out, no spills, and the occupancy the aligned width has (shared memory's limit)."""
+    name, args = FLAT_SHAPES[case]
+    report = _compiled_within_budget(name, args, "flat_registers", case)
+    plan = KERNELS[name].plan(*args)
+    assert plan.operands[0].flat and plan.results[0].flat, str(plan)
+    counts = dict(report.sass_mix)
+    assert counts.get("UTMALDG", 0) > 0 and counts.get("STG", 0) > 0, counts
+    m, n = args[0].shape
+    if n == 4095:
+        aligned = KERNELS[name].plan(*_row_operands(name, m, 4096, args[0].dtype))
+        assert aligned.schedule is not None
+        assert report.ctas_per_sm >= aligned.schedule.ctas_per_sm
+
+
 # Large products, whose persistent launch runs in clusters of two CTAs that share a block by
 # TMA multicast: (kernel, operands, constants).
 _FP8 = jnp.float8_e4m3fn

@@ -459,7 +459,7 @@ class _Generator:
     def launch(self) -> Stmt:
         plan = self.plan
         outs = [
-            call("jax.ShapeDtypeStruct", Const(op.gmem_shape), DType(op.dtype))
+            call("jax.ShapeDtypeStruct", Const(op.launched_shape), DType(op.dtype))
             for op in self.launched
         ]
         out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs))

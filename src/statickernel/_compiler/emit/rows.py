@@ -49,6 +49,7 @@ from ..lower.rules import reduction_identity
 from ..lower.translation import LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan, Role
 from ..plan.schedule import ScheduleKind
+from .flat_rows import flat_copies, flat_row_loads, flat_row_stores
 from .forms import unpadded
 from .persistent import PersistentNames, persistent_statements
 from .row_chunks import ChunkedRow, chunk_start, chunked_row_body
@@ -84,13 +85,15 @@ class _RowForm:
         return (stages, *op.block_shape) if stages > 1 else op.block_shape
 
     def copies(self, plan: LaunchPlan, op: OperandPlan) -> int:
-        per_row = len(_pieces(op.gmem_shape[-1], op.dtype))
+        per_row = flat_copies(op) if op.flat else len(_pieces(op.gmem_shape[-1], op.dtype))
         return per_row * (plan.dim(plan.rows).block if op.kind == Kind.TILE else 1)
 
     def staged(self, op: OperandPlan) -> bool:
         return op.kind == Kind.TILE
 
     def unpadded(self, op: OperandPlan) -> Expr:
+        if op.flat:  # the launch wrote it flattened
+            return call("jnp.reshape", Name(op.name), Const(op.shape))
         if op.host_padded and op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # 16-byte slots
             return Subscript(Name(op.name), (Slice(None, Const(op.shape[0])), Const(0)))
         return unpadded(op)
@@ -183,6 +186,9 @@ class _RowGenerator:
         return out
 
     def _copy_in(self, op: OperandPlan, row: Expr | None) -> list[Stmt]:
+        if op.flat and row is not None:
+            smem = self._at(smem_ref(op.name), self.row_counter, staged=True)
+            return flat_row_loads(op, row, smem, self._barrier(op), self.names)
         return [
             ExprStmt(
                 call("plgpu.copy_gmem_to_smem", gmem, smem, self._barrier(op), oob_mode=_PROMISE)
@@ -409,7 +415,11 @@ class _RowGenerator:
         once: list[Stmt] = []
         row = self.row
         for op in self.plan.results:
-            if op.kind == Kind.TILE:
+            if op.kind == Kind.TILE and op.flat:
+                staged = op.shares_smem_with is not None
+                smem = self._at(_buffer(op), self.row_counter, staged=staged)
+                per_row += flat_row_stores(op, row, smem, self.names)
+            elif op.kind == Kind.TILE:
                 for gmem, smem in self._copies(op, row, _buffer(op)):
                     per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
             elif not op.per_block:  # a summed vector goes out once, after the CTA's rows
@@ -433,11 +443,24 @@ class _RowGenerator:
             else:
                 inner += per_row
             body += self._loop("store_row", inner)
+        if any(op.flat for op in self.plan.results):
+            # Every thread has read its elements from shared memory before any writes them.
+            body.append(ExprStmt(call("plgpu.commit_smem")))
         body += once
         # Shared memory may be reused (or released) once the copies have read it; the writes
         # finish on their own.
         body.append(ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))))
         return body
+
+    def _load_comment(self) -> Comment:
+        if any(op.flat for op in self.tiles):  # see `emit.flat_rows`
+            return Comment("Load: 1-D TMA boxes of a flat row, and bulk copies of 128-byte pieces.")
+        return Comment("Load: bulk copies of whole 128-byte pieces, each inside the array.")
+
+    def _store_comment(self) -> Comment:
+        if any(op.flat for op in self.plan.results):
+            return Comment("Store: a flat row from registers, and bulk copies inside the array.")
+        return Comment("Store: bulk copies back, each inside the array.")
 
     def _params(self) -> tuple[str, ...]:
         plan = self.plan
@@ -482,14 +505,14 @@ class _RowGenerator:
         )
         body: list[Stmt] = [*self._header(), Assign((self.row_start,), start)]
         body += self._accumulators_start()
-        body.append(Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."))
+        body.append(self._load_comment())
         body += self._load_block()
         body += [
             ExprStmt(call("plgpu.barrier_wait", Name(barrier_ref(op.name)))) for op in self.tiles
         ]
         body += self._columns_in()
         body += self._loop("compute_row", self._row_body())
-        body.append(Comment("Store: bulk copies back, each inside the array."))
+        body.append(self._store_comment())
         body += self._store_copies()
         body += self._accumulators_out()
         return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
@@ -505,7 +528,7 @@ class _RowGenerator:
             return BinOp(Operator.MUL, block, Const(self.rows))
 
         load_block = (
-            Comment("Load: bulk copies of whole 128-byte pieces, each inside the array."),
+            self._load_comment(),
             Assign((self.row_start,), block_start()),
             *self._load_block(),
         )
@@ -513,7 +536,7 @@ class _RowGenerator:
             Assign((self.row_start,), block_start()),
             *[ExprStmt(call("plgpu.barrier_wait", self._barrier(op))) for op in self.tiles],
             *self._loop("compute_row", self._row_body()),
-            Comment("Store: bulk copies back, each inside the array."),
+            self._store_comment(),
             *self._store_copies(),
         ]
         body: list[Stmt] = [

@@ -28,6 +28,12 @@ def prepared_inputs(inputs: list[OperandPlan]) -> list[Stmt]:
             why = "a pool of one page: pad with a page of zeros" if op.pages else why
             body.append(Comment(f"`{op.name}` {why} (extra copy)."))
             body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
+        if op.flat:
+            what = (
+                f"`{op.name}` rows are not a multiple of 16 bytes: addressed flattened (no copy)."
+            )
+            body.append(Comment(what))
+            body.append(Assign((Name(op.name),), call("jnp.reshape", Name(op.name), Const((-1,)))))
         if op.column_steps:
             *rows, columns = op.gmem_shape
             view = (*rows, op.column_steps, columns // op.column_steps)

@@ -67,6 +67,7 @@ class RowsForm:
             persistent=rows.persistent,
             stages_tiles_only=True,
             copies_vectors_in_bulk=True,
+            addresses_rows_flat=True,
             stores_blocks_after_the_body=False,
             reads_in_place=rows.reads_in_place,
             notes=tuple(

@@ -174,6 +174,11 @@ GIVEN_AROUND: Mapping[str, str] = {
     "i": "a persistent CTA's step",
     "load_block": "a persistent launch's copies of one block",
     "refill": "a persistent launch's refill of a slot",
+    "box": "a 1-D TMA box of a row the row form addresses flat",
+    "load_boxes": "the row form's 1-D TMA boxes of one flat row",
+    "piece": "a piece of a flat row stored from registers",
+    "store_pieces": "the row form's stores of a flat row's pieces",
+    "piece_values": "a piece of a flat row in registers",
 }
 # The locals of the copies of an array's rows an index picks, by the part they name.
 INDEXED_PARTS = ("row", "index", "inside", "at", "store")

@@ -92,6 +92,7 @@ def _plan_array(
     swizzle = swizzle_elements(dtype) if read_by_dot else 0
     loop_dim = spec.operand_loop(op)
     steps = _column_steps(inputs, op, dtype, shape)
+    flat = False
     if steps:
         block = layout.dim(dims_seen[-1]).block
         gmem = (*shape[:-1], steps * block)
@@ -101,6 +102,9 @@ def _plan_array(
                 f"steps of {block} columns, and copied a step at a time from column 0 of a "
                 f"({shape[0]}, {steps}, {block}) view (one extra copy)"
             )
+    elif flat := _addressed_flat(inputs, op, role, lead, shape, swizzle):
+        gmem = shape
+        notes.append(_flat_note(op.name, role, shape, dtype))
     else:
         gmem = _gmem_shape(inputs, op, role, lead, shape, swizzle, notes)
     gmem_lead = _pool_of_two(inputs, op, lead, notes)
@@ -135,6 +139,56 @@ def _plan_array(
         updates=spec.update if role is Role.OUTPUT else None,
         pages=_page_copies(inputs, op, gmem_lead),
         last_block_rows=_last_block_rows(inputs, op, role, shape, gmem),
+        flat=flat,
+    )
+
+
+# A result's row stored from registers ends with a piece of one element for each of the
+# warpgroup's threads, which overlaps the piece before it: the row holds one piece at least.
+FLAT_ROW_MIN = 128
+
+
+def _addressed_flat(
+    inputs: PlanInputs,
+    op: Any,
+    role: Role,
+    lead: tuple[int, ...],
+    shape: tuple[int, ...],
+    swizzle: int,
+) -> bool:
+    """Whether the kernel addresses `op` flattened (`OperandPlan.flat`): a 2-D array of whole
+    rows whose bytes TMA cannot take as a row stride, in a form that copies a row at a time,
+    with no batch dims, gathered rows, halo, pages or in-place update, whose elements int32
+    offsets count (a flat offset is `row * columns + column`)."""
+    dtype = inputs.dtypes[op.name]
+    if not inputs.form.addresses_rows_flat or swizzle or lead or len(shape) != 2:
+        return False
+    if hw.nbytes(shape[1], dtype) % hw.TMA_ALIGN_BYTES == 0:
+        return False  # TMA addresses it as it is
+    spec, layout = inputs.spec, inputs.layout
+    halo = inputs.halos.get(op.name)
+    if (
+        layout.kind(op.block_dims) is not Kind.TILE
+        or layout.dim(op.block_dims[1]).extent < shape[1]
+        or op.indexed is not None
+        or spec.page_table(op) is not None
+        or (halo is not None and halo.rows)
+        or op.name == spec.update
+        or math.prod(shape) + layout.dim(op.block_dims[1]).extent >= 2**31
+    ):
+        return False
+    return role is Role.INPUT or (spec.update is None and shape[1] >= FLAT_ROW_MIN)
+
+
+def _flat_note(name: str, role: Role, shape: tuple[int, ...], dtype: str) -> str:
+    how = (
+        "each row loaded by 1-D TMA boxes from its first element"
+        if role is Role.INPUT
+        else "each row stored from registers, an element a thread"
+    )
+    return (
+        f"`{name}` rows are {hw.nbytes(shape[1], dtype)} B, not a multiple of 16 B: the "
+        f"kernel addresses it flattened to {[math.prod(shape)]} (no host padding), {how}"
     )
 
 

@@ -137,8 +137,10 @@ class _RowsPlanned:
         )
 
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:
-        # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside.
-        assert hw.nbytes(op.gmem_shape[-1], op.dtype) % hw.TMA_ALIGN_BYTES == 0
+        # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside; or a
+        # flat array's 1-D boxes, which start anywhere.
+        aligned = hw.nbytes(op.gmem_shape[-1], op.dtype) % hw.TMA_ALIGN_BYTES == 0
+        assert aligned or (op.flat and op.kind == Kind.TILE and not op.host_padded)
         if op.kind == Kind.COL or op.kind == Kind.TILE:
             assert op.block_shape[-1] == self.frame.width
         if op.kind == Kind.ROW and op.in_place:  # each row reads its element where it is

@@ -54,6 +54,10 @@ class FormFacts:
     copies_vectors_in_bulk: bool = False
     """Whether 1-D arrays are copied by bulk copies (the row form): a per-row result in
     16-byte slots, padded to whole blocks, and any other vector to 16-byte multiples."""
+    addresses_rows_flat: bool = False
+    """Whether a 2-D array whose rows are not a multiple of 16 bytes is addressed flattened
+    (the row form, which copies and stores a row at a time): a row loaded by 1-D TMA boxes
+    and a result's row stored from registers, with no host padding (`emit.flat_rows`)."""
     stores_blocks_after_the_body: bool = True
     """Whether a result's block is stored by one copy after the body (the block and strided
     forms), so the last block of a batch entry's whole rows can copy its rows alone; the row

@@ -3,6 +3,7 @@ and what it reads past the edge."""
 
 import dataclasses
 import enum
+import math
 from typing import Any
 
 from ... import _hardware as hw
@@ -123,6 +124,12 @@ class OperandPlan:
     whole rows is contiguous, and Mosaic GPU stores it by a plain bulk copy clipped only at
     the end of the whole array: a whole last block would write into the next entry. Else 0."""
 
+    flat: bool = False
+    """For a 2-D array of the row form whose rows are not a multiple of 16 bytes: the kernel
+    addresses it flattened to 1-D (a reshape, no copy), where TMA needs no row stride. Its
+    rows are loaded by 1-D TMA boxes that start at any element, and a result's rows stored
+    from registers (`emit.flat_rows`). `gmem_shape` is then the array's own 2-D shape."""
+
     def with_partials(
         self, per_block: tuple[str, ...], lead: tuple[int, ...], dtype: str | None = None
     ) -> "OperandPlan":
@@ -148,6 +155,12 @@ class OperandPlan:
         """`gmem_shape` without the batch, group and per-block dims: the array one grid step
         (or one step of its loop) addresses."""
         return self.gmem_shape[len(self.batch) + len(self.groups) + len(self.per_block) :]
+
+    @property
+    def launched_shape(self) -> tuple[int, ...]:
+        """The shape of the array the launch takes or returns: `gmem_shape`, flattened where
+        the kernel addresses the array flat."""
+        return (math.prod(self.gmem_shape),) if self.flat else self.gmem_shape
 
     @property
     def host_padded(self) -> bool:

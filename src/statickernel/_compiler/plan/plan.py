@@ -310,6 +310,8 @@ class LaunchPlan(TextDisplay):
             text += f"  partial sums, one a part of {self.split.axis} (added after the launch)"
         if op.host_padded:
             text += f"  host-padded to {list(op.gmem_shape)}"
+        if op.flat:
+            text += f"  addressed flat as [{op.launched_shape[0]}]"
         return text
 
     def _edge(self, d: DimLayout) -> str:
