@@ -92,6 +92,18 @@ def test_the_module_copies_boxes_and_stores_pieces() -> None:
     assert "mosaic_gpu" in lowered.as_text()
 
 
+def test_a_per_column_vector_is_copied_by_boxes_zero_filled_past_its_end() -> None:
+    """rmsnorm's weight of 4095 bfloat16 (8,190 bytes): 1-D boxes whose last reads zeros past
+    the vector's end, so the module pads nothing and launches nothing but the kernel."""
+    x, weight = jax.ShapeDtypeStruct((16383, 4095), BF16), jax.ShapeDtypeStruct((4095,), BF16)
+    plan = rmsnorm.plan(x, weight)
+    assert plan.operands[1].flat and not plan.operands[1].host_padded
+    assert plan.operands[1].launched_shape == (4095,)
+    source = rmsnorm.emit(x, weight)
+    assert "jnp.pad" not in source
+    assert "weight_gmem.at[pl.ds(box * 256, 256)]" in source
+
+
 @pytest.mark.parametrize(
     ("width", "dtype", "box"), [(4096, F32, 256), (1024, BF16, 256), (51200, BF16, 256)]
 )

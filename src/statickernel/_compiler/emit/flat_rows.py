@@ -64,10 +64,14 @@ def flat_copies(op: OperandPlan) -> int:
     return _boxes(op)
 
 
-def _flat_span(op: OperandPlan, row: Expr, start: Expr, size: int) -> Expr:
-    """`size` elements of the flattened array from column `start` of `row`."""
-    at_row = BinOp(Operator.MUL, row, Const(op.shape[-1]))
-    offset = at_row if start == Const(0) else BinOp(Operator.ADD, at_row, start)
+def _flat_span(op: OperandPlan, row: Expr | None, start: Expr, size: int) -> Expr:
+    """`size` elements of the flattened array from column `start` of `row` (of the vector
+    when `row` is None)."""
+    if row is None:
+        offset = start
+    else:
+        at_row = BinOp(Operator.MUL, row, Const(op.shape[-1]))
+        offset = at_row if start == Const(0) else BinOp(Operator.ADD, at_row, start)
     return Subscript(Name(f"{gmem_ref(op.name)}.at"), (call("pl.ds", offset, Const(size)),))
 
 
@@ -77,9 +81,10 @@ def _smem_span(smem_row: Expr, start: Expr, size: int) -> Expr:
 
 
 def flat_row_loads(
-    op: OperandPlan, row: Expr, smem_row: Expr, barrier: Expr, names: LocalNames
+    op: OperandPlan, row: Expr | None, smem_row: Expr, barrier: Expr, names: LocalNames
 ) -> list[Stmt]:
-    """The 1-D TMA boxes that copy `row` of the flattened `op` into `smem_row` (its row's
+    """The 1-D TMA boxes that copy `row` of the flattened `op` (the whole vector `op` when
+    `row` is None, its last box filled with zeros past the end) into `smem_row` (its row's
     shared memory, e.g. `x_smem.at[slot, r]`)."""
     width = op.block_shape[-1]
     box = flat_box(width, op.dtype)

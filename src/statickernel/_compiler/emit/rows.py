@@ -189,6 +189,9 @@ class _RowGenerator:
         if op.flat and row is not None:
             smem = self._at(smem_ref(op.name), self.row_counter, staged=True)
             return flat_row_loads(op, row, smem, self._barrier(op), self.names)
+        if op.flat:  # a per-column vector, whole
+            smem = Subscript(Name(f"{smem_ref(op.name)}.at"), ())
+            return flat_row_loads(op, None, smem, self._barrier(op), self.names)
         return [
             ExprStmt(
                 call("plgpu.copy_gmem_to_smem", gmem, smem, self._barrier(op), oob_mode=_PROMISE)

@@ -28,7 +28,7 @@ def prepared_inputs(inputs: list[OperandPlan]) -> list[Stmt]:
             why = "a pool of one page: pad with a page of zeros" if op.pages else why
             body.append(Comment(f"`{op.name}` {why} (extra copy)."))
             body.append(Assign((Name(op.name),), call("jnp.pad", Name(op.name), pads)))
-        if op.flat:
+        if op.flat and len(op.gmem_shape) == 2:
             what = (
                 f"`{op.name}` rows are not a multiple of 16 bytes: addressed flattened (no copy)."
             )

@@ -159,9 +159,20 @@ def _addressed_flat(
     """Whether the kernel addresses `op` flattened (`OperandPlan.flat`): a 2-D array of whole
     rows whose bytes TMA cannot take as a row stride, in a form that copies a row at a time,
     with no batch dims, gathered rows, halo, pages or in-place update, whose elements int32
-    offsets count (a flat offset is `row * columns + column`)."""
+    offsets count (a flat offset is `row * columns + column`); or such a form's per-column
+    vector whose bytes a bulk copy cannot end at."""
     dtype = inputs.dtypes[op.name]
-    if not inputs.form.addresses_rows_flat or swizzle or lead or len(shape) != 2:
+    if not inputs.form.addresses_rows_flat or swizzle or lead:
+        return False
+    if len(shape) == 1:  # a per-column vector, copied whole by 1-D boxes
+        return (
+            role is Role.INPUT
+            and hw.nbytes(shape[0], dtype) % hw.TMA_ALIGN_BYTES != 0
+            and inputs.layout.kind(op.block_dims) is Kind.COL
+            and op.name not in inputs.form.reads_in_place
+            and inputs.layout.dim(op.block_dims[0]).extent >= shape[0]
+        )
+    if len(shape) != 2:
         return False
     if hw.nbytes(shape[1], dtype) % hw.TMA_ALIGN_BYTES == 0:
         return False  # TMA addresses it as it is
@@ -181,6 +192,11 @@ def _addressed_flat(
 
 
 def _flat_note(name: str, role: Role, shape: tuple[int, ...], dtype: str) -> str:
+    if len(shape) == 1:
+        return (
+            f"`{name}` is {hw.nbytes(shape[0], dtype)} B, not a multiple of 16 B: it is copied "
+            "by 1-D TMA boxes, the last one filled with zeros past its end (no host padding)"
+        )
     how = (
         "each row loaded by 1-D TMA boxes from its first element"
         if role is Role.INPUT

@@ -140,7 +140,7 @@ class _RowsPlanned:
         # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside; or a
         # flat array's 1-D boxes, which start anywhere.
         aligned = hw.nbytes(op.gmem_shape[-1], op.dtype) % hw.TMA_ALIGN_BYTES == 0
-        assert aligned or (op.flat and op.kind == Kind.TILE and not op.host_padded)
+        assert aligned or (op.flat and not op.host_padded)
         if op.kind == Kind.COL or op.kind == Kind.TILE:
             assert op.block_shape[-1] == self.frame.width
         if op.kind == Kind.ROW and op.in_place:  # each row reads its element where it is

@@ -128,7 +128,9 @@ class OperandPlan:
     """For a 2-D array of the row form whose rows are not a multiple of 16 bytes: the kernel
     addresses it flattened to 1-D (a reshape, no copy), where TMA needs no row stride. Its
     rows are loaded by 1-D TMA boxes that start at any element, and a result's rows stored
-    from registers (`emit.flat_rows`). `gmem_shape` is then the array's own 2-D shape."""
+    from registers (`emit.flat_rows`). `gmem_shape` is then the array's own 2-D shape. For
+    a per-column vector of the row form whose bytes are not a multiple of 16: copied by 1-D
+    TMA boxes, zeros past its end, where a bulk copy could not end at its last element."""
 
     def with_partials(
         self, per_block: tuple[str, ...], lead: tuple[int, ...], dtype: str | None = None
@@ -160,7 +162,11 @@ class OperandPlan:
     def launched_shape(self) -> tuple[int, ...]:
         """The shape of the array the launch takes or returns: `gmem_shape`, flattened where
         the kernel addresses the array flat."""
-        return (math.prod(self.gmem_shape),) if self.flat else self.gmem_shape
+        return (
+            (math.prod(self.gmem_shape),)
+            if self.flat and self.kind is Kind.TILE
+            else self.gmem_shape
+        )
 
     @property
     def host_padded(self) -> bool:

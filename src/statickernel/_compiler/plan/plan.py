@@ -310,8 +310,10 @@ class LaunchPlan(TextDisplay):
             text += f"  partial sums, one a part of {self.split.axis} (added after the launch)"
         if op.host_padded:
             text += f"  host-padded to {list(op.gmem_shape)}"
-        if op.flat:
+        if op.flat and op.kind is Kind.TILE:
             text += f"  addressed flat as [{op.launched_shape[0]}]"
+        elif op.flat:
+            text += "  copied by 1-D TMA boxes"
         return text
 
     def _edge(self, d: DimLayout) -> str:

@@ -51,12 +51,15 @@ def _rmsnorm_block(
                     oob_mode=plgpu.OOBFillMode.ZEROS,
                 )
 
-    plgpu.copy_gmem_to_smem(
-        weight_gmem.at[pl.ds(0, 4096)],
-        weight_smem.at[pl.ds(0, 4096)],
-        weight_barrier,
-        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
-    )
+    @pl.loop(0, 16)
+    def load_boxes(box):
+        plgpu.copy_gmem_to_smem(
+            weight_gmem.at[pl.ds(box * 256, 256)],
+            weight_smem.at[pl.ds(box * 256, 256)],
+            weight_barrier,
+            oob_mode=plgpu.OOBFillMode.ZEROS,
+        )
+
     plgpu.barrier_wait(weight_barrier)
     load_block(0, 0)
 
@@ -156,7 +159,7 @@ _launch = plgpu.kernel(
         plgpu.SMEM((3, 4, 4096), jnp.bfloat16),
         plgpu.SMEM((4096,), jnp.bfloat16),
         plgpu.Barrier(num_arrivals=64, num_barriers=3),
-        plgpu.Barrier(),
+        plgpu.Barrier(num_arrivals=16),
     ],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,
@@ -167,7 +170,5 @@ _launch = plgpu.kernel(
 def rmsnorm(x, weight):
     # `x` rows are not a multiple of 16 bytes: addressed flattened (no copy).
     x = jnp.reshape(x, (-1,))
-    # `weight` rows are not a multiple of 16 bytes: pad for TMA (extra copy).
-    weight = jnp.pad(weight, ((0, 1),))
     result = _launch(x, weight)
     return jnp.reshape(result, (16383, 4095))
