@@ -362,7 +362,7 @@ SCHEDULES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]]]] = {
     "softmax-rows": ("softmax", [((1001, 1000), "float32")]),
     # The row form, persistent: a per-column weight, bf16 rows.
     "rmsnorm-rows-persistent": ("rmsnorm", [((16384, 4096), "bfloat16"), ((4096,), "bfloat16")]),
-    # A per-row result in 16-byte slots, persistent.
+    # A per-row result written an element a row from registers, persistent.
     "row_sum-rows-persistent": ("row_sum", [((16384, 1024), "float32")]),
     # The strided block of an elementwise body, persistent.
     "add-persistent": ("add", [((8192, 8192), "float32"), ((8192, 8192), "float32")]),

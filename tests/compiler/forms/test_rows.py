@@ -113,15 +113,31 @@ def test_a_result_of_its_operands_shape_and_dtype_shares_its_block() -> None:
     assert plan.results[0].shares_smem_with is None
 
 
-def test_a_per_row_result_goes_out_in_16_byte_slots() -> None:
+def test_a_per_row_result_goes_out_an_element_a_row() -> None:
+    """Each row's scalar is written to its element of the array from registers: no shared
+    memory, no array of slots and no slice after the launch."""
     plan = row_sum.plan(*_structs(((5, 16384), F32)))
     result = plan.results[0]
     assert plan.dim("M").block == 1
-    assert result.shape == (5,)
-    assert result.gmem_shape == (5, 4)  # one 16-byte slot of f32 a row
+    assert result.shape == result.gmem_shape == (5,)
+    assert result.in_place and result.smem_bytes == 0 and not result.host_padded
     source = row_sum.emit(*_structs(((5, 16384), F32)))
-    assert "result_smem[r, 0] = " in source
-    assert "return result[:5, 0]" in source
+    assert "result_gmem[row] = " in source
+    assert "result_smem" not in source
+    assert source.rstrip().endswith("return result")
+
+
+@pytest.mark.parametrize("m", [1, 7, 37])
+def test_per_row_results_of_ragged_blocks_match_the_reference(m: int) -> None:
+    """Rows past a ragged edge compute the last row again and write its element again, with
+    the same value: every element is the row's sum."""
+    x = jax.random.normal(jax.random.key(m), (m, 16384), F32)
+    kernel = row_sum.bind()
+    plan = kernel.plan(x)
+    assert plan.row_frame is not None
+    got = kernel(x)
+    assert got.shape == (m,)
+    assert jnp.allclose(got, x.sum(axis=1), rtol=1e-5, atol=1e-3)
 
 
 def test_the_row_forms_copies_stay_inside_the_array() -> None:

@@ -463,7 +463,7 @@ class _Generator:
             for op in self.launched
         ]
         out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
-        held = [op for op in self.kernel_results if op.shares_smem_with is None]
+        held = [op for op in self.kernel_results if op.shares_smem_with is None and not op.in_place]
         scratch = [self._smem_buffer(op) for op in [*self.loaded, *held]]
         slots = self.schedule.slots
         for op in self.loaded:

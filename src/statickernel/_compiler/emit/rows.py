@@ -6,7 +6,7 @@ Every copy is a bulk copy of whole 128-byte pieces that lies inside its array:
     bytes, which overlaps the piece before it (those bytes are written twice, with the same
     values);
   - a block's rows past the array's edge read its last row again, and are never stored;
-  - a per-row result is written in one copy per block, to an array padded to whole blocks.
+  - a per-row result is written an element a row, from registers, where the row computes it.
 So no copy reads or writes past an edge, and none depends on how TMA fills or clips there.
 Shared memory past the row's end is never written: loads select the operand's fill there.
 """
@@ -280,8 +280,9 @@ class _RowGenerator:
         return body
 
     def _row_slot_store(self, op: OperandPlan, value: Expr) -> Stmt:
-        """A per-row scalar result, into its row's 16-byte slot."""
-        return Assign((Subscript(Name(_buffer(op)), (self.row_counter, Const(0))),), value)
+        """A per-row scalar result, into its row's element of the array (a row past a ragged
+        edge is the last row again: the same value to the same element)."""
+        return Assign((Subscript(Name(gmem_ref(op.name)), (self.row,)),), value)
 
     def _chunked_row_body(self) -> list[Stmt]:
         """A row too wide for the registers, in passes over its chunks (`emit.row_chunks`):
@@ -323,9 +324,11 @@ class _RowGenerator:
 
     def _per_row_reads(self) -> list[Stmt]:
         """Each per-row operand's element of this row, from global memory: first in the row's
-        body, so that its latency overlaps the row's loads from shared memory."""
+        body, so that its latency overlaps the row's loads from shared memory. (The row's
+        position is set for a per-row result too, which is written there.)"""
         if not self.per_row:
-            return []
+            written = any(op.in_place for op in self.plan.results)
+            return [Assign((self.row,), self._row_position())] if written else []
         lines: list[Stmt] = [Assign((self.row,), self._row_position())]
         for op in self.per_row:
             value = Subscript(Name(gmem_ref(op.name)), (self.row,))
@@ -425,7 +428,7 @@ class _RowGenerator:
             elif op.kind == Kind.TILE:
                 for gmem, smem in self._copies(op, row, _buffer(op)):
                     per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
-            elif not op.per_block:  # a summed vector goes out once, after the CTA's rows
+            elif not op.per_block and not op.in_place:  # a per-row result went out in place
                 gmem = Subscript(
                     Name(f"{gmem_ref(op.name)}.at"),
                     (call("pl.ds", self.row_start, Const(self.rows)),),
@@ -470,7 +473,11 @@ class _RowGenerator:
         params = [gmem_ref(op.name) for op in self.inputs]
         params += [gmem_ref(op.name) for op in plan.results]
         params += [smem_ref(op.name) for op in self.loaded]
-        params += [smem_ref(op.name) for op in plan.results if op.shares_smem_with is None]
+        params += [
+            smem_ref(op.name)
+            for op in plan.results
+            if op.shares_smem_with is None and not op.in_place
+        ]
         params += [barrier_ref(op.name) for op in self.loaded]
         return tuple(params)
 

@@ -13,7 +13,6 @@ from ..layout.blocks import BlockLayout, columns_viewed_in_steps
 from .inputs import PlanInputs
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import dot_gmem_shape, dot_operands, swizzle_elements
-from .rows import per_row_slots
 
 __all__ = ["plan_arrays"]
 
@@ -127,12 +126,15 @@ def _plan_array(
         loop_dim=loop_dim if role is Role.INPUT and loaded else None,
         swizzle=swizzle,
         shares_smem_with=aliases.get(op.name) if role is Role.OUTPUT else None,
-        in_place=role is Role.INPUT
-        and (
-            kind is Kind.SCALAR
-            or (kind is Kind.PARAMS and len(dims_seen) == 1)  # a stack of vectors is copied
-            or op.name in inputs.form.reads_in_place
-        ),
+        in_place=(
+            role is Role.INPUT
+            and (
+                kind is Kind.SCALAR
+                or (kind is Kind.PARAMS and len(dims_seen) == 1)  # a stack of vectors is copied
+                or op.name in inputs.form.reads_in_place
+            )
+        )
+        or _stored_in_place(inputs, role, kind),
         halo=inputs.halos.get(op.name, Halo()) if role is Role.INPUT else Halo(),
         column_steps=steps,
         index=op.indexed.index if op.indexed is not None else None,
@@ -206,6 +208,12 @@ def _flat_note(name: str, role: Role, shape: tuple[int, ...], dtype: str) -> str
         f"`{name}` rows are {hw.nbytes(shape[1], dtype)} B, not a multiple of 16 B: the "
         f"kernel addresses it flattened to {[math.prod(shape)]} (no host padding), {how}"
     )
+
+
+def _stored_in_place(inputs: PlanInputs, role: Role, kind: Kind) -> bool:
+    """Whether a result is written to global memory where the body computes it: a per-row
+    result of the row form, whose body computes one scalar a row."""
+    return role is Role.OUTPUT and kind is Kind.ROW and inputs.form.copies_vectors_in_bulk
 
 
 def _page_copies(inputs: PlanInputs, op: Any, lead: tuple[int, ...]) -> PageCopies | None:
@@ -444,20 +452,15 @@ def _row_form_gmem(
     summed: bool = False,
 ) -> tuple[int, ...]:
     """The array a 1-D operand or result of the row form is copied to or from in bulk: a
-    per-row result padded to whole blocks (each block's values go out in one copy), a
-    per-column operand to 16-byte multiples, and so a result summed over the rows (whose
-    partials the wrapper slices)."""
+    per-column operand padded to 16-byte multiples, and so a result summed over the rows
+    (whose partials the wrapper slices); a per-row result is the array as it is, written an
+    element a row from registers."""
     unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
     if summed:
         return (hw.round_up(shape[0], unit),)
     if role is Role.OUTPUT:
-        rows = layout.dim(layout.rows).block
-        slots = per_row_slots(dtype)
-        notes.append(
-            f"`{name}` is written a 16-byte slot a row, a block of {rows} row(s) in one copy, "
-            f"to a {layout.grid[0] * rows} x {slots} array whose first column is the result"
-        )
-        return (layout.grid[0] * rows, slots)
+        notes.append(f"`{name}` is written a row at a time, its element from registers")
+        return shape
     if shape[0] % unit == 0:
         return shape
     padded = (hw.round_up(shape[0], unit),)

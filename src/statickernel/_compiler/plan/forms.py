@@ -14,7 +14,6 @@ from ..ir.nodes import Form, Kind
 from ..ir.pallas import FlatFrame, RowFrame
 from ..layout.blocks import DimLayout
 from .operands import OperandPlan
-from .rows import per_row_slots
 
 __all__ = ["PlannedForm", "planned_form"]
 
@@ -140,14 +139,11 @@ class _RowsPlanned:
         # Bulk copies: 16-byte aligned ends, whole rows, every block of rows inside; or a
         # flat array's 1-D boxes, which start anywhere.
         aligned = hw.nbytes(op.gmem_shape[-1], op.dtype) % hw.TMA_ALIGN_BYTES == 0
-        assert aligned or (op.flat and not op.host_padded)
+        assert aligned or op.in_place or (op.flat and not op.host_padded)
         if op.kind == Kind.COL or op.kind == Kind.TILE:
             assert op.block_shape[-1] == self.frame.width
-        if op.kind == Kind.ROW and op.in_place:  # each row reads its element where it is
-            assert op.gmem_shape == op.shape and op.smem_bytes == 0
-        elif op.kind == Kind.ROW and op.loaded:  # a per-row result, or an unread operand
-            slots = per_row_slots(op.dtype)
-            assert op.gmem_shape == (plan.grid[0] * op.block_shape[0], slots)
+        if op.kind == Kind.ROW and op.loaded:  # each row reads or writes its element in place
+            assert op.in_place and op.gmem_shape == op.shape and op.smem_bytes == 0
         if op.shares_smem_with is not None:
             shared = plan.operand(op.shares_smem_with)
             assert shared.loaded and (shared.block_shape, shared.dtype) == (

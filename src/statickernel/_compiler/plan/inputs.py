@@ -52,8 +52,9 @@ class FormFacts:
     """Whether a persistent launch stages only the 2-D blocks (the row form keeps one copy
     of each per-column vector); else every loaded block has a buffer a stage."""
     copies_vectors_in_bulk: bool = False
-    """Whether 1-D arrays are copied by bulk copies (the row form): a per-row result in
-    16-byte slots, padded to whole blocks, and any other vector to 16-byte multiples."""
+    """Whether 1-D arrays are copied by bulk copies (the row form): a vector padded to
+    16-byte multiples (or copied by 1-D boxes, `addresses_rows_flat`); a per-row result is
+    written an element a row, from registers."""
     addresses_rows_flat: bool = False
     """Whether a 2-D array whose rows are not a multiple of 16 bytes is addressed flattened
     (the row form, which copies and stores a row at a time): a row loaded by 1-D TMA boxes

@@ -89,7 +89,9 @@ class OperandPlan:
     in_place: bool = False
     """For an operand: read from global memory where the body uses it, never copied into
     shared memory. A scalar is (every block reads it), and so is a per-row operand of the row
-    form (each row reads its own element, a scalar in that form's registers)."""
+    form (each row reads its own element, a scalar in that form's registers). For a result:
+    written to global memory where the body computes it, with no shared memory (a per-row
+    result of the row form, its element a row)."""
 
     per_block: tuple[str, ...] = ()
     """For a result reduced across blocks: the tiled dims whose block index leads its array

@@ -29,7 +29,6 @@ __all__ = [
     "TooWide",
     "choose_rows",
     "per_row_operands",
-    "per_row_slots",
     "row_aliases",
     "row_candidate",
     "row_form_notes",
@@ -78,13 +77,6 @@ class TooWide:
 
     smem_bytes: int
     frame: RowFrame
-
-
-def per_row_slots(dtype: str) -> int:
-    """Each value of a per-row result is written in a slot of 16 bytes (a copy's unit), so
-    that a block of any number of rows goes out in one copy; the slots' first elements are
-    the result."""
-    return hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
 
 
 def per_row_operands(spec: KernelSpec) -> frozenset[str]:
@@ -184,7 +176,8 @@ def choose_rows(
         # the block form, which fits, does better even one block an SM.
         return None
     aliases = row_aliases(spec, dtypes, loaded)
-    held = {r.name for r in spec.results} - set(aliases)
+    # A per-row result is written where it is computed, with no shared memory.
+    held = {r.name for r in spec.results if r.dims != (spec.rows,)} - set(aliases)
     most = min(rows_dim.block, rows_dim.size)
     candidates = [1 << k for k in range(most.bit_length())]  # the powers of two up to most
     fits = {

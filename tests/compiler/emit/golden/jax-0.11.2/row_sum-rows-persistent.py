@@ -17,7 +17,7 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _row_sum_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
+def _row_sum_block(x_gmem, result_gmem, x_smem, x_barrier):
     # Persistent: CTA `cta` takes blocks cta, cta + 264, ... of the 2048, with 3 in flight:
     # while one block is computed on in its shared-memory slot, the next ones arrive.
     # Each block is 8 row(s) from row_start. A row is a vector of 1024 elements,
@@ -57,6 +57,7 @@ def _row_sum_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
 
         @pl.loop(0, 8)
         def compute_row(r):
+            row = row_start + r
             # The kernel body, one statement per traced op, on one row.
             x = plgpu.load(
                 x_smem.at[slot, r],
@@ -65,11 +66,10 @@ def _row_sum_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
             )
             # examples/row_sum.py:16: return sk.sum(sk.load(x).astype(jnp.float32), axis=1)
             v0 = lax.reduce_sum(x, (0,))
-            result_smem[r, 0] = v0
+            result_gmem[row] = v0
 
         # Store: bulk copies back, each inside the array.
         plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(result_smem, result_gmem.at[pl.ds(row_start, 8)])
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
         @pl.when(i + 3 < trips)
@@ -80,12 +80,11 @@ def _row_sum_block(x_gmem, result_gmem, x_smem, result_smem, x_barrier):
 
 _launch = plgpu.kernel(
     _row_sum_block,
-    out_type=jax.ShapeDtypeStruct((16384, 4), jnp.float32),
+    out_type=jax.ShapeDtypeStruct((16384,), jnp.float32),
     grid=(264,),
     grid_names=("cta",),
     scratch_types=[
         plgpu.SMEM((3, 8, 1024), jnp.float32),
-        plgpu.SMEM((8, 4), jnp.float32),
         plgpu.Barrier(num_arrivals=8, num_barriers=3),
     ],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
@@ -96,4 +95,4 @@ _launch = plgpu.kernel(
 @jax.jit
 def row_sum(x):
     result = _launch(x)
-    return result[:16384, 0]
+    return result
