@@ -92,6 +92,15 @@ ROWS: tuple[Row, ...] = (
         "layernorm",
         (((16384, 1024), "float32"), ((1024,), "float32"), ((1024,), "float32")),
     ),
+    # Rows that are not a multiple of 16 bytes, addressed flat (no host padding), and a
+    # vocabulary of 50257 in chunks.
+    Row("rmsnorm", "rmsnorm", (((16383, 4095), "bfloat16"), ((4095,), "bfloat16"))),
+    Row(
+        "layernorm",
+        "layernorm",
+        (((16384, 4095), "float32"), ((4095,), "float32"), ((4095,), "float32")),
+    ),
+    Row("softmax", "softmax", _tile(4096, 50257, "bfloat16")),
     # The widest rows: past 16384 columns, passes over chunks of 8192 (a vocabulary's 32000
     # masked past its edge).
     Row("softmax", "softmax", _tile(4096, 32768, "bfloat16")),
