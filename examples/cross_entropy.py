@@ -7,6 +7,12 @@ blocks of rows. The backward recomputes the log-sum-exp and writes the logits' g
 
 A label outside [0, V) (such as -100, a common "ignore" label) marks a row that adds no loss
 and gets no gradient; the mean still divides by M, every row.
+
+`cross_entropy_rows` is the same loss written on whole rows: where a row of the vocabulary
+fits in shared memory (up to about 100k bfloat16 or 50k float32 columns), the row form reads
+each row of logits once, forward and backward, where the blocked loop reads it twice in the
+backward; at a vocabulary whose rows are not a multiple of 16 bytes (50257) it addresses the
+logits flat instead of padding them on the host.
 """
 
 import jax
@@ -115,6 +121,53 @@ def cross_entropy(
     loss = jnp.where(labelled, row_max + jnp.log(row_sum) - picked, 0.0)
     # The mean over every row: each block of rows writes its losses, one sum combines them.
     return sk.sum(loss, axis=0) / sk.dim("M")
+
+
+def _whole_row_statistics(logits: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The row's logits in float32 (-inf past V) and its log-sum-exp."""
+    v = sk.load(logits, fill=-jnp.inf).astype(jnp.float32)
+    row_max = sk.max(v, axis=1)
+    return v, row_max + jnp.log(sk.sum(jnp.exp(v - row_max[:, None]), axis=1))
+
+
+@sk.kernel(tile={"M": "BM"}, reference=cross_entropy_backward_reference)
+def cross_entropy_rows_backward(
+    logits: Float[Array, "M V"],
+    labels: Int32[Array, " M"],
+    g: Float32[Array, ""],
+    *,
+    BM: sk.Const[int] = 64,
+) -> Float[Array, "M V"]:
+    v, lse = _whole_row_statistics(logits)
+    label = sk.load(labels)
+    labelled = (label >= 0) & (label < sk.dim("V"))
+    scale = jnp.where(labelled, sk.load(g).astype(jnp.float32) / sk.dim("M"), 0.0)
+    probs = jnp.exp(v - lse[:, None]) * scale[:, None]
+    is_label = sk.position("V")[None, :] == label[:, None]
+    return jnp.where(is_label, probs - scale[:, None], probs).astype(logits.dtype)
+
+
+def cross_entropy_rows_vjp(
+    logits: jax.Array, labels: jax.Array, loss: jax.Array, g: jax.Array, **consts: int
+) -> tuple[jax.Array, None]:
+    del loss
+    return cross_entropy_rows_backward(logits, labels, g.astype(jnp.float32)), None
+
+
+# Whole rows (BM is the most rows a block takes; the plan fits fewer where a row is wide).
+@sk.kernel(tile={"M": "BM"}, reference=cross_entropy_reference, vjp=cross_entropy_rows_vjp)
+def cross_entropy_rows(
+    logits: Float[Array, "M V"],
+    labels: Int32[Array, " M"],
+    *,
+    BM: sk.Const[int] = 64,
+) -> Float[Array, ""]:
+    v, lse = _whole_row_statistics(logits)
+    label = sk.load(labels)
+    # The label's logit: its column, found by V's positions (each chunk's, in a wide row).
+    picked = sk.sum(jnp.where(sk.position("V")[None, :] == label[:, None], v, 0.0), axis=1)
+    labelled = (label >= 0) & (label < sk.dim("V"))
+    return sk.sum(jnp.where(labelled, lse - picked, 0.0), axis=0) / sk.dim("M")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,12 @@ from attention_variants import (
 )
 from batched_matmul import batched_matmul
 from causal_conv1d import causal_conv1d, causal_conv1d_channels_first
-from cross_entropy import cross_entropy, cross_entropy_backward
+from cross_entropy import (
+    cross_entropy,
+    cross_entropy_backward,
+    cross_entropy_rows,
+    cross_entropy_rows_backward,
+)
 from cumsum import chunk_decay
 from dropout import dropout
 from embedding import embedding
@@ -79,6 +84,8 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "layernorm_backward_params": layernorm_backward_params,
     "cross_entropy": cross_entropy,
     "cross_entropy_backward": cross_entropy_backward,
+    "cross_entropy_rows": cross_entropy_rows,
+    "cross_entropy_rows_backward": cross_entropy_rows_backward,
     "dropout": dropout,
     "attention": attention,
     "attention_lse": attention_lse,
@@ -175,6 +182,13 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # its gradient, with the scalar cotangent read from global memory.
     "cross_entropy": [((100, 1000), "bfloat16"), ((100,), "int32")],
     "cross_entropy_backward": [((100, 1000), "bfloat16"), ((100,), "int32"), ((), "float32")],
+    # The same loss on whole rows, at a vocabulary whose rows are not a multiple of 16 bytes.
+    "cross_entropy_rows": [((100, 1001), "bfloat16"), ((100,), "int32")],
+    "cross_entropy_rows_backward": [
+        ((100, 1001), "bfloat16"),
+        ((100,), "int32"),
+        ((), "float32"),
+    ],
     # Random bits from a scalar seed operand, ragged M and N.
     "dropout": [((100, 300), "float32"), ((), "uint32")],
     # Flash attention: ragged queries (100 % 64) and keys (300 % 64), the keys host-padded to

@@ -175,3 +175,19 @@ def test_rmsnorm_and_layernorm_references_agree_at_the_chunked_width() -> None:
     b = _normal(17, (32768,), BF16)
     assert_close(rmsnorm(x, w), rmsnorm_reference(x, w), tolerance_for(BF16, terms=32768))
     assert_close(layernorm(x, w, b), layernorm_reference(x, w, b), tolerance_for(BF16, terms=32768))
+
+
+@sk.kernel(tile={"M": "BM"})
+def _position_weighted(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    v = sk.load(x)
+    columns = sk.position("N")[None, :].astype(jnp.float32)
+    return v * columns / sk.sum(v * columns, axis=1, keepdims=True)
+
+
+def test_a_column_position_is_each_chunks_own() -> None:
+    """The positions of a row taken in chunks are offset by each chunk's first column."""
+    x = 1.0 + jnp.abs(_normal(19, (2, 32768), F32))
+    assert _frame(_position_weighted.plan(x)).chunks > 1
+    columns = jnp.arange(32768, dtype=jnp.float32)[None, :]
+    want = x * columns / jnp.sum(x * columns, axis=1, keepdims=True)
+    assert_close(_position_weighted(x), want, tolerance_for(F32, terms=32768, scale=4.0))

@@ -69,6 +69,10 @@ def _position_rows(v: Any) -> Any:
     return v + sk.position("M")[:, None].astype(jnp.float32)
 
 
+def _position_cols(v: Any) -> Any:
+    return v + sk.position("N")[None, :].astype(jnp.float32)
+
+
 def _printed(v: Any) -> Any:
     jax.debug.print("v = {}", v)
     return v
@@ -134,7 +138,20 @@ PROBES = {
         STRIDED_X,
         False,
     ),
-    "a position in the row form": ("sk_position", Where.ROWS, _rows(_position_rows), WIDE_X, False),
+    "a row position in the row form": (
+        "sk_position",
+        Where.ROWS,
+        _rows(_position_rows),
+        WIDE_X,
+        False,
+    ),
+    "a column position in the row form": (
+        "sk_position",
+        Where.ROWS,
+        _rows(_position_cols),
+        WIDE_X,
+        True,
+    ),
     "a print in the strided block": (
         "debug_print",
         Where.STRIDED,

@@ -42,9 +42,10 @@ RULES: Mapping[str, Rule] = {
 
 # What the user wrote, and what to write instead, for ops Mosaic GPU cannot lower.
 # What a row taken in chunks may compute: elementwise ops, whose values in a chunk are its
-# columns' alone, reshapes, and the reductions the chunks combine (sum, max, min).
+# columns' alone, reshapes, the reductions the chunks combine (sum, max, min), and the
+# positions of the columns (each chunk's, offset by its first column).
 CHUNKABLE: frozenset[str] = frozenset(
-    {*UNARY, *BINARY, *OTHER, *COMPOSITES, *REDUCTIONS, *SHAPE_ONLY}
+    {*UNARY, *BINARY, *OTHER, *COMPOSITES, *REDUCTIONS, *SHAPE_ONLY, "sk_position"}
 )
 
 REFUSALS: Mapping[str, Refusal] = {

@@ -11,7 +11,7 @@ reads its row three times), which costs shared-memory bandwidth, not HBM, and ke
 registers of one chunk live instead of the row's.
 """
 
-from ..ir.nodes import Assign, Comment, Mask, Name, SourceLine
+from ..ir.nodes import Assign, Comment, Name, SourceLine
 from ..ir.pallas import RowFrame
 from ..lower.translation import Translation
 
@@ -43,8 +43,9 @@ def chunked_frame(frame: RowFrame, accumulates: bool) -> RowFrame | None:
 def takes_chunks(translation: Translation) -> bool:
     """Whether a body translated on a chunk of a row can be computed chunk by chunk: only
     assignments, each of one variable once, and comments (no scoped buffers, no nested
-    functions), and no positions along the row (a mask of its edge is each chunk's own)."""
-    if Mask.COL_POSITION in translation.masks or translation.loops:
+    functions). (The positions of the columns are each chunk's: the masks' prologue, which
+    every chunk runs, offsets them by the chunk's first column.)"""
+    if translation.loops:
         return False
     if not all(isinstance(line, Assign | Comment | SourceLine) for line in translation.lines):
         return False
