@@ -21,7 +21,9 @@
    examples/mlp.py at 16384x256x1024x256 (and a ragged one) against XLA's two products.
 5. Training: jax.grad of rmsnorm, layernorm, softmax and the cross-entropy through their
    backward kernels, against jax.grad of the same loss in jnp (XLA), side by side, at
-   16384x4096 (16384x32000 for the loss); the gradients are checked to agree first.
+   16384x4096 (16384x32000 for the loss, and 16384x50257 for the blocked loss beside
+   cross_entropy_rows, whose rows are read once and addressed flat); the gradients are
+   checked to agree first.
 6. Grouped matmul (gpu_grouped.py): examples/grouped_matmul.py at M = 16384, K = N = 4096 in
    8 groups against statickernel's matmul at equal FLOPs, jax.lax.ragged_dot (XLA) and jax's
    ragged_dot_mgpu, all with a bfloat16 result.

@@ -28,18 +28,25 @@ SUBJECTS: dict[str, str] = {
     "layernorm": "layernorm_reference",
     "softmax": "softmax_reference",
     "cross_entropy": "cross_entropy_reference",
+    "cross_entropy_rows": "cross_entropy_reference",
 }
+# The kernels that live in another kernel's module.
+MODULES: dict[str, str] = {"cross_entropy_rows": "cross_entropy"}
 
 
 def _subject(name: str) -> tuple[Any, Callable[..., Any]]:
-    module = example_module(name)
+    module = example_module(MODULES.get(name, name))
     return getattr(module, name), getattr(module, SUBJECTS[name])
+
+
+def _is_loss(name: str) -> bool:
+    return name.startswith("cross_entropy")
 
 
 def _operands(name: str, m: int, n: int, dtype: str) -> tuple[Any, ...]:
     keys = jax.random.split(jax.random.key(0), 4)
     x = jax.random.normal(keys[0], (m, n), jnp.float32).astype(dtype)
-    if name == "cross_entropy":
+    if _is_loss(name):
         return x, jax.random.randint(keys[1], (m,), 0, n, jnp.int32)
     w = (1 + 0.1 * jax.random.normal(keys[1], (n,), jnp.float32)).astype(dtype)
     b = (0.1 * jax.random.normal(keys[2], (n,), jnp.float32)).astype(dtype)
@@ -47,7 +54,7 @@ def _operands(name: str, m: int, n: int, dtype: str) -> tuple[Any, ...]:
 
 
 def _loss(name: str, fn: Callable[..., Any], probe: jax.Array) -> Callable[..., jax.Array]:
-    if name == "cross_entropy":
+    if _is_loss(name):
         return fn
     return lambda *args: jnp.sum(fn(*args).astype(jnp.float32) * probe)
 

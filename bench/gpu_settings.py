@@ -279,6 +279,10 @@ GPU = Settings(
         GradShape("layernorm", 16384, 4096, "bfloat16"),
         GradShape("softmax", 16384, 4096, "float32"),
         GradShape("cross_entropy", 16384, 32000, "bfloat16"),
+        # A vocabulary whose rows are not a multiple of 16 bytes: blocked (padded on the host)
+        # beside whole rows (addressed flat, read once).
+        GradShape("cross_entropy", 16384, 50257, "bfloat16"),
+        GradShape("cross_entropy_rows", 16384, 50257, "bfloat16"),
     ),
 )
 DRY_RUN = Settings(
@@ -331,6 +335,7 @@ DRY_RUN = Settings(
     grad=(
         GradShape("rmsnorm", 63, 256, "bfloat16"),
         GradShape("cross_entropy", 63, 300, "float32"),
+        GradShape("cross_entropy_rows", 63, 1001, "bfloat16"),
     ),
 )
 
