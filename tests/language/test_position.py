@@ -164,9 +164,10 @@ def test_positions_share_the_masks_iota() -> None:
     np.testing.assert_array_equal(np.asarray(masked_row_max(x)), np.asarray(expected))
 
 
-def test_a_body_with_positions_keeps_the_block_form() -> None:
-    """The strided block and the row form hold no vectors: a body with positions stays in the
-    block form at the shapes where the same body without them would not."""
+def test_positions_keep_the_block_form_where_the_form_holds_no_such_vector() -> None:
+    """The strided block holds no vectors, and the row form no per-row vector: a body with
+    such positions stays in the block form at the shapes where the same body without them
+    would not. The row form holds the columns' positions, the row's own indices."""
 
     @sk.kernel(tile={"M": "BM", "N": "BN"})
     def plain(
@@ -188,9 +189,19 @@ def test_a_body_with_positions_keeps_the_block_form() -> None:
         v = sk.load(x)
         return v - sk.max(v, axis=1, keepdims=True)
 
+    @sk.kernel(tile={"M": "BM"})
+    def row_index(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        v = sk.load(x) + sk.position("M")[:, None].astype(jnp.float32)
+        return v - sk.max(v, axis=1, keepdims=True)
+
     wide = jax.ShapeDtypeStruct((1001, 256), F32)
     assert row_plain.plan(wide).form is sk.Form.ROWS
-    assert row_shift.plan(wide).form is sk.Form.BLOCK
+    assert row_shift.plan(wide).form is sk.Form.ROWS
+    assert row_index.plan(wide).form is sk.Form.BLOCK
+    x = jax.random.normal(jax.random.key(3), (1001, 256), F32)
+    shifted = x + jnp.arange(256, dtype=F32)[None, :]
+    want = shifted - jnp.max(shifted, axis=1, keepdims=True)
+    np.testing.assert_allclose(row_shift(x), want, rtol=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(1000, 130), (128, 256)], ids=str)

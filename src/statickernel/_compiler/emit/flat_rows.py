@@ -49,19 +49,14 @@ _ZEROS = Name("plgpu.OOBFillMode.ZEROS")
 def flat_box(width: int, dtype: str) -> int:
     """The elements of each 1-D TMA box of a row held `width` elements wide in shared memory:
     the largest box of at most 256 elements and a multiple of 16 bytes that divides it."""
-    unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
-    box = next(b for b in range(_MAX_BOX, 0, -unit) if width % b == 0 and b % unit == 0)
-    return box
-
-
-def _boxes(op: OperandPlan) -> int:
-    width = op.block_shape[-1]
-    return width // flat_box(width, op.dtype)
+    unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)  # 256 is a multiple of every unit
+    return next(b for b in range(_MAX_BOX, 0, -unit) if width % b == 0)
 
 
 def flat_copies(op: OperandPlan) -> int:
     """The TMA copies one row of `op` takes (each arrives on its block's barrier)."""
-    return _boxes(op)
+    width = op.block_shape[-1]
+    return width // flat_box(width, op.dtype)
 
 
 def _flat_span(op: OperandPlan, row: Expr | None, start: Expr, size: int) -> Expr:
