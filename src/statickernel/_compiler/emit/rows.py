@@ -1,7 +1,8 @@
 """Code generation for the row form: each block's rows copied in bulk, computed one row at a
 time as a vector, and copied back in bulk.
 
-Every copy is a bulk copy of whole 128-byte pieces that lies inside its array:
+Every copy is a bulk copy of whole 128-byte pieces that lies inside its array (an array whose
+rows are not a multiple of 16 bytes is addressed flat instead: `emit.flat_rows`):
   - a row that is not a whole number of 128-byte pieces ends with a copy of its last 128
     bytes, which overlaps the piece before it (those bytes are written twice, with the same
     values);
@@ -37,7 +38,6 @@ from ..ir.nodes import (
     Mask,
     Name,
     Operator,
-    Slice,
     SourceLine,
     Stmt,
     Subscript,
@@ -94,8 +94,6 @@ class _RowForm:
     def unpadded(self, op: OperandPlan) -> Expr:
         if op.flat:  # the launch wrote it flattened
             return call("jnp.reshape", Name(op.name), Const(op.shape))
-        if op.host_padded and op.kind == Kind.ROW and len(op.gmem_shape) == 2:  # 16-byte slots
-            return Subscript(Name(op.name), (Slice(None, Const(op.shape[0])), Const(0)))
         return unpadded(op)
 
     def block_function(
@@ -186,12 +184,13 @@ class _RowGenerator:
         return out
 
     def _copy_in(self, op: OperandPlan, row: Expr | None) -> list[Stmt]:
-        if op.flat and row is not None:
-            smem = self._at(smem_ref(op.name), self.row_counter, staged=True)
+        if op.flat:  # a row, or a per-column vector whole
+            smem = (
+                self._at(smem_ref(op.name), self.row_counter, staged=True)
+                if row is not None
+                else Subscript(Name(f"{smem_ref(op.name)}.at"), ())
+            )
             return flat_row_loads(op, row, smem, self._barrier(op), self.names)
-        if op.flat:  # a per-column vector, whole
-            smem = Subscript(Name(f"{smem_ref(op.name)}.at"), ())
-            return flat_row_loads(op, None, smem, self._barrier(op), self.names)
         return [
             ExprStmt(
                 call("plgpu.copy_gmem_to_smem", gmem, smem, self._barrier(op), oob_mode=_PROMISE)
@@ -326,9 +325,8 @@ class _RowGenerator:
         """Each per-row operand's element of this row, from global memory: first in the row's
         body, so that its latency overlaps the row's loads from shared memory. (The row's
         position is set for a per-row result too, which is written there.)"""
-        if not self.per_row:
-            written = any(op.in_place for op in self.plan.results)
-            return [Assign((self.row,), self._row_position())] if written else []
+        if not self.per_row and not any(op.in_place for op in self.plan.results):
+            return []
         lines: list[Stmt] = [Assign((self.row,), self._row_position())]
         for op in self.per_row:
             value = Subscript(Name(gmem_ref(op.name)), (self.row,))
@@ -418,9 +416,10 @@ class _RowGenerator:
 
     def _store_copies(self) -> list[Stmt]:
         per_row: list[Stmt] = []
-        once: list[Stmt] = []
         row = self.row
         for op in self.plan.results:
+            # A per-row result went out in place, a sum over the rows goes out after them.
+            assert op.kind == Kind.TILE or op.in_place or op.per_block
             if op.kind == Kind.TILE and op.flat:
                 staged = op.shares_smem_with is not None
                 smem = self._at(_buffer(op), self.row_counter, staged=staged)
@@ -428,12 +427,6 @@ class _RowGenerator:
             elif op.kind == Kind.TILE:
                 for gmem, smem in self._copies(op, row, _buffer(op)):
                     per_row.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem, gmem)))
-            elif not op.per_block and not op.in_place:  # a per-row result went out in place
-                gmem = Subscript(
-                    Name(f"{gmem_ref(op.name)}.at"),
-                    (call("pl.ds", self.row_start, Const(self.rows)),),
-                )
-                once.append(ExprStmt(call("plgpu.copy_smem_to_gmem", Name(_buffer(op)), gmem)))
         body: list[Stmt] = [ExprStmt(call("plgpu.commit_smem"))]
         if per_row:
             inner: list[Stmt] = [
@@ -452,7 +445,6 @@ class _RowGenerator:
         if any(op.flat for op in self.plan.results):
             # Every thread has read its elements from shared memory before any writes them.
             body.append(ExprStmt(call("plgpu.commit_smem")))
-        body += once
         # Shared memory may be reused (or released) once the copies have read it; the writes
         # finish on their own.
         body.append(ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))))
