@@ -66,8 +66,8 @@ if [ -z "$$py" ]; then \
 fi
 endef
 
-.PHONY: venv test pytest lint format demo bench bench-chart docs gpu-check-dry-run gpu-compile \
-	gpu-compile-one package-check test-all clean distclean
+.PHONY: venv aot-venv test pytest lint format demo bench bench-chart docs gpu-check-dry-run \
+	gpu-compile gpu-compile-one package-check test-all clean distclean
 
 venv: $(STAMP)
 
@@ -158,6 +158,8 @@ $(AOT_STAMP): pyproject.toml $(CONSTRAINTS) $(AOT_CONSTRAINTS)
 	$(call MAKE_VENV,$(AOT_VENV))
 	$(AOT_VENV)/bin/python -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -c $(AOT_CONSTRAINTS) -e '.[aot,test]'
 	touch $@
+
+aot-venv: $(AOT_STAMP)
 
 # Compiles every gallery kernel for sm_90a (H100/H200) at the GPU check's sizes, writes
 # bench/results/gpu-compile.{json,md}, and runs the compile tests (budgets, the report) with

@@ -152,12 +152,19 @@ ROWS: tuple[Row, ...] = (
     Row("row_sum", "row_sum", _tile(65536, 256, "float32")),
     Row("row_sum", "row_sum", _tile(16384, 1024, "float32")),
     Row("row_sum", "row_sum", _tile(4096, 16384, "float32")),
-    # Loops: rows streamed block by block, and the matmuls at the GPU check's sizes.
+    # Loops: rows streamed block by block where they do not fit in shared memory, walked
+    # there where they do; and the matmuls at the GPU check's sizes.
     Row("softmax_online", "softmax_online", _tile(4096, 100_000, "float32")),
     Row(
         "layernorm_wide",
         "layernorm_wide",
         (((4096, 16384), "float32"), ((16384,), "float32"), ((16384,), "float32")),
+    ),
+    Row("softmax_online", "softmax_online", _tile(16384, 8192, "float32")),
+    Row(
+        "layernorm_wide",
+        "layernorm_wide",
+        (((16384, 8192), "float32"), ((8192,), "float32"), ((8192,), "float32")),
     ),
     Row("matmul", "matmul", _tile(4096, 4096, "bfloat16", 2)),
     Row("matmul", "matmul", _tile(4095, 4095, "bfloat16", 2)),

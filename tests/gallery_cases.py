@@ -388,6 +388,14 @@ SCHEDULES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]]]] = {
     # Rows of 8,190 bytes, addressed flat (no host padding): 1-D TMA boxes in, register
     # stores out, persistent, beside a weight.
     "rmsnorm-flat-rows": ("rmsnorm", [((16383, 4095), "bfloat16"), ((4095,), "bfloat16")]),
+    # Loops over rows too wide for shared memory (400 KB): a pipeline a loop, each reading x.
+    "softmax_online-pipelined": ("softmax_online", [((130, 100_000), "float32")]),
+    # Loops in the row form, persistent: each loop walks the row held in shared memory, the
+    # rows of 16,380 bytes addressed flat.
+    "layernorm_wide-rows": (
+        "layernorm_wide",
+        [((16384, 4095), "float32"), ((4095,), "float32"), ((4095,), "float32")],
+    ),
     # A large product: clusters of two CTAs along M, b's block multicast to both.
     "matmul-cluster": ("matmul", [((4096, 256), "bfloat16"), ((256, 4096), "bfloat16")]),
 }

@@ -757,6 +757,36 @@ def test_large_products_multicast_in_clusters(case: str) -> None:
     assert report.ctas_per_sm == 1
 
 
+# Loops over the columns of rows that fit in shared memory: the row form walks them there.
+_VECTORS = {"softmax_online": 0, "layernorm_wide": 2}
+ROW_LOOP_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
+    f"{name} {m}x{n} {label}": (name, (_S((m, n), dtype), *[_S((n,), dtype)] * vectors))
+    for name, vectors in _VECTORS.items()
+    for m, n, dtype, label in ((16384, 8192, _F32, "f32"), (16383, 4095, _BF16, "bf16"))
+}
+
+
+def test_row_loop_budgets_cover_the_shapes() -> None:
+    assert set(_budgets()["row_loop_registers"]) == set(ROW_LOOP_SHAPES)
+
+
+@toolchain
+@pytest.mark.parametrize("case", list(ROW_LOOP_SHAPES))
+def test_loops_over_rows_in_shared_memory_read_them_once(case: str) -> None:
+    """Both loops walk the row held in shared memory: x read once, a CTA for every SM (or
+    two an SM), no spills."""
+    name, args = ROW_LOOP_SHAPES[case]
+    report = _compiled_within_budget(name, args, "row_loop_registers", case)
+    plan = KERNELS[name].plan(*args)
+    assert plan.form is sk.Form.ROWS and not plan.loops, str(plan)
+    assert plan.cost is not None
+    result = math.prod(args[0].shape) * args[0].dtype.itemsize
+    once = sum(math.prod(a.shape) * a.dtype.itemsize for a in args) + result
+    assert plan.cost.hbm_bytes <= 1.05 * once, (plan.cost.hbm_bytes, once)
+    assert report.schedule is not None
+    assert report.schedule.ctas >= 132 or report.ctas_per_sm >= 2, str(report)
+
+
 def test_h200_budgets_cover_the_shapes() -> None:
     assert set(_budgets()["h200_registers"]) == set(H200_SHAPES)
 

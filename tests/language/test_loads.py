@@ -58,10 +58,19 @@ def test_each_loop_records_its_own_fill_of_one_operand() -> None:
     loads = _loads(softmax_online, x)
     assert [(r.operand, r.loop) for r in loads] == [("x", 0), ("x", 1)]
     assert loads[0].fill == -math.inf and loads[1].fill == 0
-    plan = softmax_online.plan(x)
+    # Rows too wide for shared memory: each loop's pipeline reads x with its own fill.
+    wide = jax.ShapeDtypeStruct((130, 100_000), F32)
+    plan = softmax_online.plan(wide)
     assert plan.loops[0].fills == (("x", -math.inf),)
     assert plan.loops[1].fills == (("x", 0),)
     assert "fill -inf" in str(plan)
+    # Rows held in shared memory: each loop's walk reads x with its own fill, as its note says.
+    notes = " ".join(softmax_online.plan(x).notes)
+    assert "loop 0: N in 4 step(s) of 256 over the row in shared memory" in notes
+    assert "reads x (fill -inf)" in notes and "reads x (fill 0)" in notes
+    source = softmax_online.emit(x)
+    assert "x = jnp.where(col_ok, x, jnp.float32(-jnp.inf))" in source
+    assert "x = jnp.where(col_ok, x, jnp.float32(0.0))" in source
 
 
 def test_a_load_whose_value_is_unused_takes_no_effect() -> None:

@@ -302,11 +302,13 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
             traced.trace.loads,
             unit.ctx,
             translation.masks,
-            translation.loops,
+            translation.loops if choice.facts.pipelines_loops else (),
             choice.facts,
             translation.scratch_bytes,
             # Results combined across blocks already write partials of their own.
-            None if traced.crosses else splittable_loop(traced.trace),
+            None
+            if traced.crosses or not choice.facts.pipelines_loops
+            else splittable_loop(traced.trace),
         )
     )
     crosses = traced.crosses

@@ -46,13 +46,14 @@ from ..ir.nodes import (
 )
 from ..ir.pallas import RowFrame, full, load, read_scalar, select, store
 from ..lower.rules import reduction_identity
-from ..lower.translation import LoopBlock, Translation
+from ..lower.translation import Line, LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan, Role
 from ..plan.schedule import ScheduleKind
 from .flat_rows import flat_copies, flat_row_loads, flat_row_stores
 from .forms import unpadded
 from .persistent import PersistentNames, persistent_statements
 from .row_chunks import ChunkedRow, chunk_start, chunked_row_body
+from .row_loops import RowLoop, row_loop_statements, row_masks
 
 __all__ = ["ROW_FORM", "row_block_function"]
 
@@ -207,33 +208,9 @@ class _RowGenerator:
         return self._loop("load_row", [Assign((row,), self._row_position()), *per_row])
 
     def _masks(self, needed: set[Mask]) -> list[Stmt]:
-        """The edge masks (and positions) of the row's columns in registers: the row's, or
-        the loop's chunk's in a row computed in chunks."""
-        if not needed:
-            return []
-        iota = call(
-            "plgpu.broadcasted_iota",
-            Name("jnp.int32"),
-            Const((self.frame.chunk_width,)),
-            Const(0),
-            layout=self.frame.layout(),
-        )
-        lines: list[Stmt] = [Assign((Name("col_index"),), iota)]
-        if self.frame.chunks > 1:  # the chunk's columns
-            at_chunk = BinOp(Operator.ADD, Name("col_index"), chunk_start(self.frame))
-            lines.append(Assign((Name("col_index"),), at_chunk))
-        if Mask.COL_POSITION in needed:  # a row is whole: its positions are its indices
-            lines.append(Assign((Name(Mask.COL_POSITION),), Name("col_index")))
-        masks = needed - {Mask.COL_POSITION}
-        if not masks:
-            return lines
-        first = Mask.COL_OK_VEC if Mask.COL_OK_VEC in masks else Mask.COL_OK
-        lines.append(
-            Assign((Name(first),), BinOp(Operator.LT, Name("col_index"), Const(self.width)))
-        )
-        for mask in masks - {first}:
-            lines.append(Assign((Name(mask),), Name(first)))
-        return lines
+        """The row's edge masks, or the loop's chunk's in a row computed in chunks."""
+        start = chunk_start(self.frame) if self.frame.chunks > 1 else None
+        return row_masks(self.frame, needed, self.width, start)
 
     def _row_body(self) -> list[Stmt]:
         if self.frame.chunks > 1:
@@ -241,26 +218,31 @@ class _RowGenerator:
         padded = self.frame.width != self.width
         needed = set(self.t.masks)
         assert not needed & {Mask.ROW_OK, Mask.ROW_OK_VEC}, "the row form has no row masks"
-        if padded and self.loaded:
-            needed.add(Mask.COL_OK)
-        body = self._masks(needed) + self._per_row_reads()
-        lines: list[Stmt] = []
-        for line in self.t.lines:
-            assert not isinstance(line, LoopBlock), "the row form has no loops"
-            lines.append(line)
+        lines = list(self.t.lines)
         # Each operand's row is read from shared memory just before its first use: a wide row
         # held from the top through the reductions would double what is live (x and a norm's
-        # weight, 128 registers each at 16384 f32) and spill.
+        # weight, 128 registers each at 16384 f32) and spill. A loop's steps read their own.
         first_use = {op.name: _first_use(lines, op.name) for op in self.loaded}
+        outputs = [v for v in self.t.outputs if v is not None]
+        read = [
+            op
+            for op in self.loaded
+            if first_use[op.name] < len(lines) or any(op.name in names_read(v) for v in outputs)
+        ]
+        if padded and read:
+            needed.add(Mask.COL_OK)
+        body = self._masks(needed) + self._per_row_reads()
         body.append(Comment("The kernel body, one statement per traced op, on one row."))
         for i in range(len(lines) + 1):
-            for op in self.loaded:
+            for op in read:
                 if first_use[op.name] == i:
                     body += self._load_row(op, padded)
             if i < len(lines):
-                body.append(lines[i])
+                line = lines[i]
+                body += self._walk(line) if isinstance(line, LoopBlock) else [line]
         for op, value in zip(self.plan.results, self.t.outputs, strict=True):
-            assert value is not None
+            if value is None:  # a map's, written by its steps
+                continue
             if op.kind == Kind.TILE:
                 if op.shares_smem_with is not None:
                     body.append(
@@ -277,6 +259,29 @@ class _RowGenerator:
             else:
                 body.append(self._row_slot_store(op, value))
         return body
+
+    def _walk(self, block: LoopBlock) -> list[Stmt]:
+        """A loop's walk over the row's columns in shared memory (`emit.row_loops`)."""
+        frame = self.frame.step_frame()
+        writes = {b: self.plan.results[r] for r, i, b in self.t.streamed if i == block.index}
+
+        def load_step(name: str, columns: Expr) -> Stmt:
+            op = self.plan.operand(name)
+            if op.kind == Kind.TILE:
+                ref = self._at(smem_ref(name), self.row_counter, columns, staged=True)
+            else:
+                ref = Subscript(Name(f"{smem_ref(name)}.at"), (columns,))
+            return Assign((Name(name),), load(ref, op.kind, frame))
+
+        def write_step(b: int, columns: Expr, value: Expr) -> Stmt:
+            op = writes[b]
+            staged = op.shares_smem_with is not None
+            ref = self._at(_buffer(op), self.row_counter, columns, staged=staged)
+            return store(ref, value, self.new_store_api, frame)
+
+        dtypes = {op.name: op.dtype for op in self.loaded}
+        walk = RowLoop(block, self.width, self.frame, load_step, write_step, dtypes)
+        return row_loop_statements(walk)
 
     def _row_slot_store(self, op: OperandPlan, value: Expr) -> Stmt:
         """A per-row scalar result, into its row's element of the array (a row past a ragged
@@ -565,14 +570,14 @@ class _RowGenerator:
         return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
 
 
-def _first_use(lines: list[Stmt], name: str) -> int:
+def _first_use(lines: list[Line], name: str) -> int:
     """The index of the first body line that reads `name`, moved up above the comments that
-    name the user's line; `len(lines)` when only the results read it."""
+    name the user's line; `len(lines)` when only the results read it (or loops' steps)."""
     first = next(
         (
             i
             for i, line in enumerate(lines)
-            if not isinstance(line, Comment | SourceLine) and name in names_read(line)
+            if not isinstance(line, Comment | SourceLine | LoopBlock) and name in names_read(line)
         ),
         len(lines),
     )

@@ -5,10 +5,20 @@ import dataclasses
 
 from ... import _hardware as hw
 from ...language.context import operand_fills
+from ..ir.pallas import RowFrame
 from ..lower.geometry import block_geometry
+from ..lower.translation import Geometry
 from ..plan.inputs import FormFacts
 from ..plan.row_chunks import chunked_frame, takes_chunks
-from ..plan.rows import RowChoice, TooWide, choose_rows, row_form_notes, too_wide_error
+from ..plan.rows import (
+    RowChoice,
+    TooWide,
+    choose_rows,
+    row_form_notes,
+    row_loop_lines,
+    rows_read_less,
+    too_wide_error,
+)
 from ..trace.crossblock import accumulated_rows
 from .base import FormChoice, FormInputs, translate_in
 
@@ -31,6 +41,8 @@ class RowsForm:
         if accumulation is None:
             return None
         row_trace, accumulated = accumulation
+        if spec.loop and not rows_read_less(spec, layout, inputs.dtypes, inputs.trace):
+            return None  # the block form's loops move the same bytes
         fills = set(operand_fills(inputs.trace.loads))
         rows = choose_rows(spec, layout, inputs.dtypes, fills, accumulated)
         if rows is None:
@@ -43,13 +55,19 @@ class RowsForm:
             ragged_cols=rows.frame.width != row_layout.dim(spec.cols).size if spec.cols else False,
             row_frame=rows.frame,
         )
+        if spec.loop:  # each loop's steps walk the row a block of columns at a time
+            steps = block_geometry(spec, row_trace, layout, inputs.interpreted).steps
+            geometry = dataclasses.replace(geometry, steps=_row_steps(steps, rows.frame))
         in_rows = translate_in(inputs, row_trace, row_layout, geometry, accumulated)
         if in_rows is None:
             return None
         if isinstance(rows, TooWide):
+            if spec.loop:  # the block form streams the row
+                return None
             raise too_wide_error(spec, layout, rows, inputs.ctx)
-        frame = rows.frame
-        chunked = chunked_frame(frame, bool(accumulated))
+        frame, cols = rows.frame, spec.cols
+        assert cols is not None  # a row candidate has its columns
+        chunked = None if spec.loop else chunked_frame(frame, bool(accumulated))
         if chunked is not None:  # a row too wide for the registers, where the body allows
             in_chunks = translate_in(
                 inputs,
@@ -70,6 +88,7 @@ class RowsForm:
             addresses_rows_flat=True,
             stores_blocks_after_the_body=False,
             reads_in_place=rows.reads_in_place,
+            pipelines_loops=False,
             notes=tuple(
                 row_form_notes(
                     spec,
@@ -79,6 +98,19 @@ class RowsForm:
                     rows.persistent,
                     rows.aliases,
                 )
+                + row_loop_lines(in_rows.loops, layout.dim(cols).size, frame.step_block)
             ),
         )
         return FormChoice(rows.layout, in_rows, facts)
+
+
+def _row_steps(
+    steps: tuple[tuple[str, Geometry], ...], frame: RowFrame
+) -> tuple[tuple[str, Geometry], ...]:
+    """The row form's loop steps, from the block form's (`steps`): a step's block of one row
+    is a vector of the step's columns (`RowFrame.step_frame`), of which the last step's may
+    lie past the edge; its rows are the block form's, which the body was traced with."""
+    return tuple(
+        (axis, dataclasses.replace(g, ragged_rows=False, row_frame=frame.step_frame()))
+        for axis, g in steps
+    )

@@ -75,6 +75,9 @@ class RowFrame:
     chunks: int = 1
     """The chunks a row is computed in: a row too wide for a warpgroup's registers is taken
     `chunk_width` columns at a time, each reduction over all chunks before what reads it."""
+    step_block: int = 0
+    """The columns of a step of the body's loops, which walk the row where it lies in shared
+    memory (`sk.loop` over the columns); 0 for a body without loops."""
 
     @property
     def chunk_width(self) -> int:
@@ -84,9 +87,18 @@ class RowFrame:
     def layout(self) -> Expr:
         return call("plgpu.Layout.WG_STRIDED", Const((self.chunk_width,)), Const(self.vector))
 
+    def step_frame(self) -> "RowFrame":
+        """The registers of a loop's step: a vector of its block's columns. With the same
+        `vector`, every element of the row sits in the same thread in both frames."""
+        assert self.step_block
+        return RowFrame(self.step_block, self.vector)
+
     def check_invariants(self) -> None:
         assert self.vector in (2, 4, 8, 16) and self.chunks >= 1
         assert self.width % self.chunks == 0 and self.chunk_width % (128 * self.vector) == 0
+        if self.step_block:  # the loops' steps tile the row; a row computed whole
+            assert self.chunks == 1 and self.width % self.step_block == 0
+            assert self.step_block % (128 * self.vector) == 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -251,6 +251,17 @@ class BlockLayout:
         )
         return dataclasses.replace(self, dims=dims)
 
+    def with_whole(self, name: str, extent: int) -> "BlockLayout":
+        """This layout with the dim `name` whole in every block (a loop dim too: the row form
+        walks its loops over rows held whole), padded to `extent`."""
+        dims = tuple(
+            dataclasses.replace(d, looped_by=None, block=d.size, extent=extent)
+            if d.name == name
+            else d
+            for d in self.dims
+        )
+        return dataclasses.replace(self, dims=dims)
+
     def check_invariants(self) -> None:
         """Asserts what every later stage relies on, once the blocks have passed
         `check_blocks`; raises AssertionError if one breaks."""

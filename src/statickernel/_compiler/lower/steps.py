@@ -32,6 +32,8 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
     previous = [line for line in tr.lines if isinstance(line, Comment | SourceLine)]
     if eqn.line and (not previous or previous[-1] != comment):
         tr.lines.append(comment)
+    if tr.g.one_row:
+        _check_row_loop(eqn, step)
     accumulators, skipped = _accumulators(tr, eqn, step)
     looped = dict(tr.g.looped_operands)
     used: list[str] = []
@@ -54,7 +56,9 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
         )
         or any(atom.var == name for atom in step.outputs)
     )
-    guesses = _initial_kinds(tr, eqn.inputs, step.axis)
+    # The row form's rows are one at a time: a carry is placed by the step's logical block.
+    placing = tr.g.step(step.axis) if tr.g.one_row else tr.g
+    guesses = _initial_kinds(tr, placing, eqn.inputs, step.axis)
     first_error: UnsupportedOpError | NotInForm | None = None
     for kinds in guesses:
         try:
@@ -88,6 +92,19 @@ def translate_loop(tr: Translator, eqn: Eqn) -> None:
         outputs = outputs[len(block.blocks) :]  # a scan's carries follow its blocks
     for out, carry in zip(outputs, block.carries, strict=True):
         tr.define(out, Kind(carry.kind), carry.dtype)
+
+
+def _check_row_loop(eqn: Eqn, step: Step) -> None:
+    """The row form walks a loop over the columns of the row it holds in shared memory, a
+    block a step, its carries in registers: no tensor-core products (whose operands are
+    blocks of 64 rows), no bounds traced per block, no scan's carry."""
+    params = dict(eqn.params)
+    if any(e.prim == "sk_dot" for e in step.eqns):
+        raise NotInForm("sk.dot multiplies blocks of 64 rows")
+    if params.get("start") is not None or params.get("stop") is not None:
+        raise NotInForm("a loop bounded per block walks blocks of rows")
+    if eqn.prim != "sk_loop" and step.carries:
+        raise NotInForm("a scan's step")
 
 
 def _translate_carries(
@@ -126,13 +143,15 @@ def _translate_carries(
 _MAX_GUESSES = 16
 
 
-def _initial_kinds(tr: Translator, inits: tuple[Atom, ...], axis: str) -> list[list[Kind]]:
+def _initial_kinds(
+    tr: Translator, g: Geometry, inits: tuple[Atom, ...], axis: str
+) -> list[list[Kind]]:
     """The carries' kinds to try, most likely first. A carry initialized from a constant has
     its kind from its shape; a vector as long as both the rows and the columns of the block
     (BM == BN) may be either. Such a carry most likely runs along the dim the loop does not
     walk (a loop over the rows sums columns), so it is tried that way first, then the other."""
     # The guess for a vector whose length is both the rows' and the columns'.
-    either = (Kind.COL, Kind.ROW) if axis == tr.g.row_dim else (Kind.ROW, Kind.COL)
+    either = (Kind.COL, Kind.ROW) if axis == g.row_dim else (Kind.ROW, Kind.COL)
     options: list[tuple[Kind, ...]] = []
     for atom in inits:
         kind = tr.kind(atom)
@@ -141,10 +160,10 @@ def _initial_kinds(tr: Translator, inits: tuple[Atom, ...], axis: str) -> list[l
             options.append((kind,))
         elif len(shape) == 2:
             options.append((Kind.TILE,))
-        elif len(shape) == 1 and shape[0] == tr.g.rows == tr.g.cols:
+        elif len(shape) == 1 and shape[0] == g.rows == g.cols:
             options.append(either)
         elif len(shape) == 1:
-            options.append((Kind.ROW if shape[0] == tr.g.rows else Kind.COL,))
+            options.append((Kind.ROW if shape[0] == g.rows else Kind.COL,))
         else:
             options.append((Kind.SCALAR,))
     return [list(kinds) for kinds in itertools.islice(itertools.product(*options), _MAX_GUESSES)]
@@ -277,7 +296,7 @@ def _translate_step(
             got = tr.kind(atom)
             out_kinds.append(got if got != Kind.SCALAR or kind == Kind.SCALAR else kind)
             update = tr.as_kind(atom, kind) if got in (kind, Kind.SCALAR) else None
-            init_value = _init(tr, init, kind, outer)
+            init_value = _init(tr, init, kind, outer, geometry)
             carries.append(Carry(var, kind, dtype, init_value, update, False))
         if mode == LoopMode.MAP:
             for atom in step.outputs[:n_blocks]:
@@ -303,16 +322,25 @@ def _translate_step(
             blocks=tuple(blocks),
             products=tuple(tr.products),
             reverse=step.reverse,
+            fills=tuple((name, fills[name]) for name in loads if name in fills),
         )
         return block, out_kinds
     finally:
         tr.lines, tr.masks, tr.g, tr.products = saved
 
 
-def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> Expr:
+def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry, step: Geometry) -> Expr:
     """A carry's initial value, in its kind: a value of another kind fills a constant of the
-    carry's kind, with the shapes of the body around the loop."""
-    if tr.kind(atom) == kind:
+    carry's kind, with the shapes of the body around the loop (in the row form, the step's:
+    a per-row carry is a scalar, a block one a vector of the step's columns)."""
+    have = tr.kind(atom)
+    if step.one_row:
+        if have == kind and kind in (Kind.SCALAR, Kind.ROW):
+            return tr.source(atom)
+        if have != Kind.SCALAR:  # a vector of the whole row, not of a step's columns
+            raise NotInForm("a carry starts from a vector of the row")
+        return step.constant(tr.source(atom), kind, tr.dtype(atom))
+    if have == kind:
         return tr.source(atom)
     return full(tr.source(atom), outer.shape(kind), tr.dtype(atom), kind)
 
@@ -320,7 +348,10 @@ def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry) -> Expr:
 _LOOP = Rule(
     translate_loop,
     own_comment=True,
-    support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.NO), (Where.STEP, Support.NO)),
-    note="a body with a loop takes the block form, and loops do not nest",
+    support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.PARTLY), (Where.STEP, Support.NO)),
+    note=(
+        "loops do not nest; in the row form, a loop over the columns walks the row in shared "
+        "memory (no sk.dot, start= or stop=, or scan's carry in its step)"
+    ),
 )
 LOOP_RULES: Mapping[str, Rule] = {"sk_loop": _LOOP, "sk_map_blocks": _LOOP}

@@ -6,7 +6,7 @@ from typing import TypeAlias
 
 from ...language.context import Halo
 from ..ir.nodes import Comment, Expr, Kind, LoopMode, Mask, SourceLine, Stmt, mentions, names_read
-from ..ir.pallas import FlatFrame, RowFrame
+from ..ir.pallas import FlatFrame, RowFrame, full
 
 __all__ = [
     "Carry",
@@ -104,6 +104,15 @@ class Geometry:
     def step(self, axis: str) -> "Geometry":
         return dict(self.steps)[axis]
 
+    @property
+    def one_row(self) -> bool:
+        """The row form: one row at a time, each per-row value a scalar."""
+        return self.row_frame is not None
+
+    def constant(self, value: Expr, kind: Kind, dtype: str) -> Expr:
+        """A constant of `kind`, in this geometry's registers."""
+        return full(value, self.shape(kind), dtype, kind, self.row_frame)
+
     def shape(self, kind: str) -> tuple[int, ...]:
         if self.row_frame is not None:  # a row's chunk in registers (all of it, unchunked)
             width = (self.row_frame.chunk_width,)
@@ -170,6 +179,8 @@ class LoopBlock:
     stop: Expr | None = None  # an int32 scalar: the loop skips the blocks wholly past it
     start: Expr | None = None  # an int32 scalar: the loop skips the blocks wholly before it
     reverse: bool = False  # the steps walk the blocks from the last to the first
+    # What each operand the step loads reads past the edge (the loop's fills).
+    fills: tuple[tuple[str, float | int | bool], ...] = ()
 
 
 # A statement of the body, or one of its loops.

@@ -89,7 +89,8 @@ def _plan_array(
     dims_seen = op.block_dims
     dtype = inputs.dtypes[op.name]
     swizzle = swizzle_elements(dtype) if read_by_dot else 0
-    loop_dim = spec.operand_loop(op)
+    # The row form holds a loop's columns whole: no loop copies a block.
+    loop_dim = spec.operand_loop(op) if inputs.form.pipelines_loops else None
     steps = _column_steps(inputs, op, dtype, shape)
     flat = False
     if steps:
@@ -121,7 +122,7 @@ def _plan_array(
         gmem_shape=gmem_lead + gmem,
         batch=op.batch,
         groups=op.groups,
-        fill=inputs.fills.get(op.name) if role is Role.INPUT and dims_seen else None,
+        fill=_fill(inputs, op.name) if role is Role.INPUT and dims_seen else None,
         loaded=loaded,
         loop_dim=loop_dim if role is Role.INPUT and loaded else None,
         swizzle=swizzle,
@@ -470,3 +471,12 @@ def _row_form_gmem(
         f"{list(padded)} (one extra copy)"
     )
     return padded
+
+
+def _fill(inputs: PlanInputs, name: str) -> float | int | bool | None:
+    """What the operand's block reads past the edge: its loads' fill. Where the form walks the
+    loops over the block it holds (the row form), the loops' loads fill on their own (each
+    loop's fill, `LoopBlock.fills`): only a load outside them reads this one."""
+    if inputs.form.pipelines_loops:
+        return inputs.fills.get(name)
+    return next((r.fill for r in inputs.loads if r.operand == name and r.loop is None), None)

@@ -177,6 +177,7 @@ class _Planned(Protocol):
     def cols(self) -> str | None: ...
     @property
     def split(self) -> LoopSplit | None: ...
+    def step_block(self, axis: str) -> int: ...
 
 
 def plan_cost(plan: _Planned, trace: BodyTrace) -> Cost:
@@ -251,6 +252,7 @@ class _Counter:
     from). A vector with no such origin (`jnp.zeros((BM,))`) is placed by its length."""
 
     def __init__(self, plan: _Planned, trace: BodyTrace):
+        self.plan = plan
         self.trace = trace
         self.rows, self.cols = plan.rows, plan.cols
         self.dims = {d.name: d for d in plan.dims}
@@ -388,7 +390,8 @@ class _Counter:
         total = 1
         for name in walked:
             dim = self.dims[name]
-            total *= dim.size if name in spanned else hw.cdiv(dim.size, dim.block)
+            block = self.plan.step_block(name) if name == axis else dim.block
+            total *= dim.size if name in spanned else hw.cdiv(dim.size, block)
         return total
 
     def _shape(self, var: str) -> tuple[int, ...]:

@@ -118,6 +118,8 @@ class _RowsPlanned:
     def edge(self, plan: LaunchPlan, d: DimLayout) -> str | None:
         if d.name == plan.rows and d.ragged:
             return ": the last block's rows past the edge read the last row, and are not stored"
+        if d.name != plan.rows and self.frame.step_block and d.ragged:
+            return ": a loop's last step is masked, its loads read the loop's fill there"
         return None
 
     def form_line(self, plan: LaunchPlan) -> str | None:
@@ -130,9 +132,14 @@ class _RowsPlanned:
                 "elements a thread each), its reductions a pass over the chunks each, then "
                 "its results a chunk at a time"
             )
+        walks = (
+            f"; its loops walk the row in shared memory, a step a ({frame.step_block},) vector"
+            if frame.step_block
+            else ""
+        )
         return (
             f"  form: rows: each block's {rows} row(s) computed one at a time, a row a "
-            f"({frame.width},) vector of {frame.vector} elements a thread"
+            f"({frame.width},) vector of {frame.vector} elements a thread{walks}"
         )
 
     def check_copies(self, plan: LaunchPlan, op: OperandPlan) -> None:

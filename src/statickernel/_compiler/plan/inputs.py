@@ -66,6 +66,9 @@ class FormFacts:
     reads_in_place: frozenset[str] = frozenset()
     """Operands read from global memory where the body uses them, never copied into shared
     memory: the row form's per-row operands, one element (a scalar in its registers) a row."""
+    pipelines_loops: bool = True
+    """Whether each loop of the body is a software pipeline of blocks from global memory (the
+    block forms); the row form walks its loops over rows it holds whole in shared memory."""
     splits_loops: bool = False
     """Whether a loop that sums into the results may be split across CTAs (the block form,
     whose block function pipelines each CTA's part of it)."""

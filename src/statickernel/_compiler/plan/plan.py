@@ -108,6 +108,13 @@ class LaunchPlan(TextDisplay):
         """The register form this plan took, as the plan shows and checks it."""
         return planned_form(self.row_frame, self.flat_frame)
 
+    def step_block(self, axis: str) -> int:
+        """The elements of `axis` a step of a loop over it takes: its pipeline's block, or a
+        step of the row form's walk over the row it holds whole."""
+        if self.row_frame is not None and self.row_frame.step_block:
+            return self.row_frame.step_block
+        return self.dim(axis).block
+
     def dim(self, name: str) -> DimLayout:
         """The plan of the dim called `name`."""
         return next(d for d in self.dims if d.name == name)
@@ -327,7 +334,7 @@ class LaunchPlan(TextDisplay):
         fills = {
             repr(op.fill)
             for op in self.operands
-            if d.name in op.dims and op.loaded and op.loop_dim is None
+            if d.name in op.dims and op.loaded and op.loop_dim is None and op.fill is not None
         }
         for loop in self.loops:
             fills |= {repr(fill) for name, fill in loop.fills if d.name in self.operand(name).dims}

@@ -13,14 +13,17 @@ This module decides whether a specialization takes the row form, and with how ma
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ... import _hardware as hw
 from ..._errors import ErrorContext, SharedMemoryError
 from ..declare.spec import KernelSpec
+from ..ir.nodes import LoopMode
 from ..ir.pallas import RowFrame
 from ..layout.blocks import BlockLayout
 from ..layout.smem import block_bytes, smem_bytes
+from ..lower.translation import LoopBlock
+from ..trace.body import BodyTrace
 from . import schedule as _schedule
 from .schedule import Persistent
 
@@ -32,6 +35,8 @@ __all__ = [
     "row_aliases",
     "row_candidate",
     "row_form_notes",
+    "row_loop_lines",
+    "rows_read_less",
     "too_wide_error",
 ]
 
@@ -79,6 +84,27 @@ class TooWide:
     frame: RowFrame
 
 
+def rows_read_less(
+    spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], trace: BodyTrace
+) -> bool:
+    """Whether the row form moves fewer bytes than the block form's loops: where the block
+    form reads an operand more than once a block (in two loops, a softmax's statistics then
+    its normalized blocks, or in a loop and outside it), or pads rows that are not a multiple
+    of 16 bytes on the host (the row form holds each row once, and addresses those flat)."""
+    passes: dict[str, set[int | None]] = {}
+    for record in trace.loads:
+        passes.setdefault(record.operand, set()).add(record.loop)
+    if any(len(loops) > 1 for loops in passes.values()):
+        return True
+    assert spec.cols is not None
+    size = layout.dim(spec.cols).size
+    return any(
+        hw.nbytes(size, dtypes[o.name]) % hw.TMA_ALIGN_BYTES
+        for o in spec.operands + spec.results
+        if o.dims == (spec.rows, spec.cols)
+    )
+
+
 def per_row_operands(spec: KernelSpec) -> frozenset[str]:
     """The operands over (rows,): the row form reads each row's element from global memory
     where the body uses it (a scalar in its registers), with no copy and no shared memory."""
@@ -86,15 +112,16 @@ def per_row_operands(spec: KernelSpec) -> frozenset[str]:
 
 
 def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -> bool:
-    """Whether the spec's blocks can be taken row by row: rows tiled, whole columns, no loops
-    or batch dims; operands over (rows, cols), (cols,) or (rows,), or scalars, results over
+    """Whether the spec's blocks can be taken row by row: rows tiled, whole columns (or looped
+    over: a loop's steps walk the row), no batch dims; operands over (rows, cols), (cols,) or (rows,), or scalars, results over
     (rows, cols) or (rows,), or over (cols,) for the `accumulated` ones, sums over the rows
     that each CTA adds up row by row. (Whether the body keeps rows apart, translation
     decides.)"""
     rows, cols = spec.rows, spec.cols
-    if cols is None or rows not in spec.tile_map or cols in spec.block_map:
+    if cols is None or rows not in spec.tile_map or cols in spec.tile_map:
         return False
-    if spec.loop or spec.batch:
+    # Loops walk the columns of the row held in shared memory.
+    if spec.batch or any(d != cols for d in spec.loop_map):
         return False
     full = (rows, cols)
     params = tuple((d,) for d in spec.param_dims)  # parameter vectors, read by index
@@ -106,16 +133,27 @@ def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -
     )
 
 
-def _frame(spec: KernelSpec, size: int, dtypes: Mapping[str, str]) -> RowFrame:
+def _frame(spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str]) -> RowFrame | None:
     """16 bytes a thread of the narrowest dtype along the row; the row padded to whole
-    warpgroups of those vectors."""
+    warpgroups of those vectors. With loops over the columns, the row is padded to whole
+    steps and a thread holds what fills a step's block on 128 threads (at most 16 bytes, at
+    least 2 elements: None where a step's block is narrower)."""
     cols = spec.cols
+    assert cols is not None
     vector = max(
         hw.per_bytes(hw.TMA_ALIGN_BYTES, dtypes[o.name])
         for o in spec.operands + spec.results
         if cols in o.dims
     )
-    return RowFrame(hw.round_up(size, 128 * vector), vector)
+    size = layout.dim(cols).size
+    if not spec.loop:
+        return RowFrame(hw.round_up(size, 128 * vector), vector)
+    step = layout.dim(cols).block
+    while vector > 2 and step % (128 * vector):
+        vector //= 2
+    if step % (128 * vector):
+        return None
+    return RowFrame(hw.round_up(size, step), vector, step_block=step)
 
 
 def row_aliases(spec: KernelSpec, dtypes: Mapping[str, str], loaded: set[str]) -> dict[str, str]:
@@ -137,8 +175,10 @@ def row_aliases(spec: KernelSpec, dtypes: Mapping[str, str], loaded: set[str]) -
 
 
 def _with_rows(layout: BlockLayout, rows: int, frame: RowFrame) -> BlockLayout:
+    """The row form's layout: `rows` rows a block, the columns whole (a loop's too), padded to
+    the frame."""
     assert layout.cols is not None
-    return layout.with_block(layout.rows, rows).with_extent(layout.cols, frame.width)
+    return layout.with_block(layout.rows, rows).with_whole(layout.cols, frame.width)
 
 
 def choose_rows(
@@ -159,21 +199,13 @@ def choose_rows(
     block_form = smem_bytes(spec, layout, dtypes, loaded)
     in_place = per_row_operands(spec) & loaded
     loaded = loaded - in_place
-    if block_form * BLOCK_FORM_MIN_CTAS <= hw.SMEM_BYTES:
+    # A body with loops takes it where the row fits, and reads each operand once where the
+    # block form's loops read it again (`RowsForm` asks only then).
+    if not spec.loop and block_form * BLOCK_FORM_MIN_CTAS <= hw.SMEM_BYTES:
         return None
-    rows_dim, cols_dim = layout.dim(spec.rows), layout.dim(spec.cols)
-    # Each row is copied in whole 128-byte pieces, the last one overlapping the one before.
-    if any(
-        hw.nbytes(cols_dim.size, dtypes[o.name]) < hw.COPY_BYTES_QUANTUM
-        for o in spec.operands + spec.results
-        if spec.cols in o.dims
-    ):
-        return None
-    frame = _frame(spec, cols_dim.size, dtypes)
-    fits_block_form = block_form <= hw.SMEM_BYTES
-    if fits_block_form and frame.width > MAX_ROW_PADDING * cols_dim.size:
-        # A narrow row padded to a warpgroup of vectors wastes most of the row form's work;
-        # the block form, which fits, does better even one block an SM.
+    rows_dim = layout.dim(spec.rows)
+    frame = _row_frame(spec, layout, dtypes, block_form)
+    if frame is None:
         return None
     aliases = row_aliases(spec, dtypes, loaded)
     # A per-row result is written where it is computed, with no shared memory.
@@ -240,7 +272,34 @@ def choose_rows(
                 )
                 choice.check_invariants()
                 return choice
+    if spec.loop and hw.SMEM_BYTES // one_block.smem_bytes < BLOCK_FORM_MIN_CTAS:
+        # One block an SM at a time, and none ahead: its loads would wait for its loops,
+        # where the block form's pipelines overlap them (reading the row once a loop).
+        return None
     return one_block
+
+
+def _row_frame(
+    spec: KernelSpec, layout: BlockLayout, dtypes: Mapping[str, str], block_form: int
+) -> RowFrame | None:
+    """The row's frame, or None where the row form does not suit the row: one under a copy's
+    128 bytes, or one padded to over twice its width while the block form fits."""
+    assert spec.cols is not None
+    size = layout.dim(spec.cols).size
+    # Each row is copied in whole 128-byte pieces, the last one overlapping the one before.
+    if any(
+        hw.nbytes(size, dtypes[o.name]) < hw.COPY_BYTES_QUANTUM
+        for o in spec.operands + spec.results
+        if spec.cols in o.dims
+    ):
+        return None
+    frame = _frame(spec, layout, dtypes)
+    fits_block_form = block_form <= hw.SMEM_BYTES or bool(spec.loop)
+    if frame is not None and fits_block_form and frame.width > MAX_ROW_PADDING * size:
+        # A narrow row padded to a warpgroup of vectors wastes most of the row form's work;
+        # the block form, which fits, does better even one block an SM.
+        return None
+    return frame
 
 
 def _stage_bytes(
@@ -315,6 +374,11 @@ def row_form_notes(
 ) -> list[str]:
     """What the plan says of the row form it took, and why."""
     const = spec.tile_map[spec.rows]
+    if spec.loop:
+        return _row_loop_notes(spec, layout, consts, persistent) + [
+            f"`{result}` is written into `{operand}`'s block, row by row"
+            for result, operand in aliases.items()
+        ]
     room = (
         "more than a block has" if block_form_smem > hw.SMEM_BYTES else "room for one block per SM"
     )
@@ -334,3 +398,36 @@ def row_form_notes(
         for result, operand in aliases.items()
     ]
     return notes
+
+
+def _row_loop_notes(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    consts: Mapping[str, object],
+    persistent: Persistent | None,
+) -> list[str]:
+    """Why a body with loops took the row form, and how its loops run."""
+    cols = spec.cols or ""
+    tile, loop = spec.tile_map[spec.rows], spec.loop_map[cols]
+    how = f", pipelined {persistent.stages} blocks deep" if persistent is not None else ""
+    return [
+        f"whole rows of {cols}={layout.dim(cols).size} fit in shared memory: "
+        f"{layout.dim(spec.rows).block} row(s) a block{how}, each read from global memory "
+        f"once, where blocks of {consts[tile]} rows ({tile}={consts[tile]}) would be read once "
+        f"a loop; the loops over {cols} walk the row where it lies, {consts[loop]} columns a "
+        f"step ({loop}={consts[loop]})"
+    ]
+
+
+def row_loop_lines(loops: Sequence[LoopBlock], size: int, step: int) -> list[str]:
+    """Each loop of the row form, as the plan's notes say it: its steps and what they read."""
+    lines = []
+    for block in loops:
+        what = "fold into a carry" if block.mode == LoopMode.FOLD else "write a block per step"
+        order = ", last to first" if block.reverse else ""
+        reads = ", ".join(f"{n} (fill {f!r})" for n, f in block.fills) or "-"
+        lines.append(
+            f"loop {block.index}: {block.axis} in {hw.cdiv(size, step)} step(s) of {step} over "
+            f"the row in shared memory{order}, {what}; reads {reads}"
+        )
+    return lines

@@ -3,7 +3,7 @@
 # Operands:    x: float32[100, 1000]
 # Dims:        M=100, N=1000
 # Constants:   BM=64, BN=256, stages=2
-# Grid:        (2,) over (M)
+# Grid:        (100,) over (M)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.11.2
 # This module needs only jax; it does not import statickernel.
@@ -17,94 +17,112 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _softmax_online_block(x_gmem, result_gmem, result_smem):
-    block_M = lax.axis_index("M")
-    # The kernel body, one statement per traced op.
+def _softmax_online_block(x_gmem, result_gmem, x_smem, x_barrier):
+    # Each block is 1 row(s) from row_start. A row is a vector of 1024 elements,
+    # 2 contiguous a thread; a row's reductions are scalars.
+    row_start = lax.axis_index("M") * 1
+    # Load: bulk copies of whole 128-byte pieces, each inside the array.
+    r = 0
+    row = row_start + r
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[row, pl.ds(0, 992)],
+        x_smem.at[r, pl.ds(0, 992)],
+        x_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[row, pl.ds(968, 32)],
+        x_smem.at[r, pl.ds(968, 32)],
+        x_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.barrier_wait(x_barrier)
+    r = 0
+    # The kernel body, one statement per traced op, on one row.
     # examples/softmax_online.py:31: init = (jnp.full((BM,), -jnp.inf, jnp.float32), jnp.zeros((BM,), jnp.float32))
     v0 = jnp.float32(-jnp.inf)
     v1 = jnp.float32(0.0)
 
     # examples/softmax_online.py:32: row_max, row_sum = sk.loop("N", statistics, init=init)
-    def loop0_step(loop0_indices, x_smem, loop0_carry):
-        (loop0_index,) = loop0_indices
+    def loop0_step(loop0_index, loop0_carry):
         (v2, v3) = loop0_carry
-        x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-        row_index = plgpu.broadcasted_iota(jnp.int32, (64,), 0, layout=plgpu.Layout.WGMMA.reduce(1))
-        row_ok_vec = row_index + block_M * 64 < 100
-        row_ok = lax.broadcast_in_dim(row_ok_vec, (64, 256), (0,))
         col_index = plgpu.broadcasted_iota(
             jnp.int32,
             (256,),
             0,
-            layout=plgpu.Layout.WGMMA.reduce(0),
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
         )
-        col_ok_vec = col_index + loop0_index * 256 < 1000
-        col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 256), (1,))
-        x = jnp.where(row_ok & col_ok, x, jnp.float32(-jnp.inf))  # past the edge reads the fill
+        col_index = col_index + loop0_index * 256
+        col_ok = col_index < 1000
+        x = plgpu.load(
+            x_smem.at[r, pl.ds(loop0_index * 256, 256)],
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
+            optimized=True,
+        )
+        x = jnp.where(col_ok, x, jnp.float32(-jnp.inf))  # past the edge reads the fill
         # examples/softmax_online.py:26: new_max = jnp.maximum(running_max, sk.max(v, axis=1))
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
-        v4_nans = lax.reduce_sum(jnp.where(x != x, x, 0.0), (1,))
-        v4 = jnp.where(v4_nans != v4_nans, v4_nans, lax.reduce_max(x, (1,)))
+        v4_nans = lax.reduce_sum(jnp.where(x != x, x, 0.0), (0,))
+        v4 = jnp.where(v4_nans != v4_nans, v4_nans, lax.reduce_max(x, (0,)))
         v5 = lax.max(v2, v4)
         # examples/softmax_online.py:27: rescale = jnp.exp(running_max - new_max)
         v6 = lax.sub(v2, v5)
         v7 = lax.exp(v6)
         # examples/softmax_online.py:28: block_sum = sk.sum(jnp.exp(v - new_max[:, None]), axis=1)
-        v9 = lax.sub(x, lax.broadcast_in_dim(v5, (64, 256), (0,)))
+        v9 = lax.sub(x, lax.broadcast_in_dim(v5, (256,), ()))
         v10 = lax.exp(v9)
-        v11 = lax.reduce_sum(jnp.where(col_ok, v10, 0.0), (1,))
+        v11 = lax.reduce_sum(jnp.where(col_ok, v10, 0.0), (0,))
         # examples/softmax_online.py:29: return new_max, running_sum * rescale + block_sum
         v12 = lax.mul(v3, v7)
         v13 = lax.add(v12, v11)
-        plgpu.commit_smem()  # the step's reads of its slots come before their refill
         return (v5, v13)
 
-    loop0_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
-    loop0_init0 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    loop0_init1 = plgpu.layout_cast(jnp.full((64,), v1, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    (v14, v15) = plgpu.emit_pipeline(
-        loop0_step,
-        grid=(4,),
-        in_specs=[loop0_x_spec],
-        max_concurrent_steps=2,
-        init_carry=(loop0_init0, loop0_init1),
-    )(x_gmem.at[pl.ds(block_M * 64, 64), :])
+    loop0_init0 = jnp.asarray(v0, jnp.float32)
+    loop0_init1 = jnp.asarray(v1, jnp.float32)
+    (v14, v15) = lax.fori_loop(0, 4, loop0_step, (loop0_init0, loop0_init1))
     # examples/softmax_online.py:33: inverse = 1.0 / row_sum
     v16 = lax.div(jnp.float32(1.0), v15)
 
     # examples/softmax_online.py:39: return sk.map_blocks("N", normalize)
-    def loop1_step(loop1_indices, x_smem):
-        (loop1_index,) = loop1_indices
-        x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-        # examples/softmax_online.py:37: return (jnp.exp(v - row_max[:, None]) * inverse[:, None]).astype(x.dtype)
-        v18 = lax.sub(x, lax.broadcast_in_dim(v14, (64, 256), (0,)))
-        v19 = lax.exp(v18)
-        v21 = lax.mul(v19, lax.broadcast_in_dim(v16, (64, 256), (0,)))
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last block is read
-        result_smem[...] = v21
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(
-            result_smem,
-            result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(loop1_index * 256, 256)],
+    @pl.loop(0, 4)
+    def loop1_step(loop1_index):
+        col_index = plgpu.broadcasted_iota(
+            jnp.int32,
+            (256,),
+            0,
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
         )
+        col_index = col_index + loop1_index * 256
+        col_ok = col_index < 1000
+        x = plgpu.load(
+            x_smem.at[r, pl.ds(loop1_index * 256, 256)],
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
+            optimized=True,
+        )
+        x = jnp.where(col_ok, x, jnp.float32(0.0))  # past the edge reads the fill
+        # examples/softmax_online.py:37: return (jnp.exp(v - row_max[:, None]) * inverse[:, None]).astype(x.dtype)
+        v18 = lax.sub(x, lax.broadcast_in_dim(v14, (256,), ()))
+        v19 = lax.exp(v18)
+        v21 = lax.mul(v19, lax.broadcast_in_dim(v16, (256,), ()))
+        x_smem.at[r, pl.ds(loop1_index * 256, 256)][...] = v21
 
-    loop1_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
-    plgpu.emit_pipeline(
-        loop1_step,
-        grid=(4,),
-        in_specs=[loop1_x_spec],
-        max_concurrent_steps=2,
-    )(x_gmem.at[pl.ds(block_M * 64, 64), :])
-    plgpu.wait_smem_to_gmem(0)
+    # Store: bulk copies back, each inside the array.
+    plgpu.commit_smem()
+    r = 0
+    row = row_start + r
+    plgpu.copy_smem_to_gmem(x_smem.at[r, pl.ds(0, 992)], result_gmem.at[row, pl.ds(0, 992)])
+    plgpu.copy_smem_to_gmem(x_smem.at[r, pl.ds(968, 32)], result_gmem.at[row, pl.ds(968, 32)])
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
 
 _launch = plgpu.kernel(
     _softmax_online_block,
     out_type=jax.ShapeDtypeStruct((100, 1000), jnp.float32),
-    grid=(2,),
+    grid=(100,),
     grid_names=("M",),
     scratch_types=[
-        plgpu.SMEM((64, 256), jnp.float32),
+        plgpu.SMEM((1, 1024), jnp.float32),
+        plgpu.Barrier(num_arrivals=2),
     ],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,

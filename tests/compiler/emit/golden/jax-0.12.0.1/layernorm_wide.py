@@ -3,7 +3,7 @@
 # Operands:    x: float32[100, 1000], weight: float32[1000], bias: float32[1000]
 # Dims:        M=100, N=1000
 # Constants:   BM=64, BN=256, stages=2, eps=1e-05
-# Grid:        (2,) over (M)
+# Grid:        (100,) over (M)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
 # This module needs only jax; it does not import statickernel.
@@ -17,37 +17,100 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _layernorm_wide_block(x_gmem, weight_gmem, bias_gmem, result_gmem, result_smem):
-    block_M = lax.axis_index("M")
-    # The kernel body, one statement per traced op.
+def _layernorm_wide_block(
+    x_gmem,
+    weight_gmem,
+    bias_gmem,
+    result_gmem,
+    x_smem,
+    weight_smem,
+    bias_smem,
+    x_barrier,
+    weight_barrier,
+    bias_barrier,
+):
+    # Each block is 1 row(s) from row_start. A row is a vector of 1024 elements,
+    # 2 contiguous a thread; a row's reductions are scalars.
+    row_start = lax.axis_index("M") * 1
+    # Load: bulk copies of whole 128-byte pieces, each inside the array.
+    r = 0
+    row = row_start + r
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[row, pl.ds(0, 992)],
+        x_smem.at[r, pl.ds(0, 992)],
+        x_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.copy_gmem_to_smem(
+        x_gmem.at[row, pl.ds(968, 32)],
+        x_smem.at[r, pl.ds(968, 32)],
+        x_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.barrier_wait(x_barrier)
+    plgpu.copy_gmem_to_smem(
+        weight_gmem.at[pl.ds(0, 992)],
+        weight_smem.at[pl.ds(0, 992)],
+        weight_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.copy_gmem_to_smem(
+        weight_gmem.at[pl.ds(968, 32)],
+        weight_smem.at[pl.ds(968, 32)],
+        weight_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.copy_gmem_to_smem(
+        bias_gmem.at[pl.ds(0, 992)],
+        bias_smem.at[pl.ds(0, 992)],
+        bias_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.copy_gmem_to_smem(
+        bias_gmem.at[pl.ds(968, 32)],
+        bias_smem.at[pl.ds(968, 32)],
+        bias_barrier,
+        oob_mode=plgpu.OOBFillMode.PROMISE_IN_BOUNDS,
+    )
+    plgpu.barrier_wait(weight_barrier)
+    plgpu.barrier_wait(bias_barrier)
+    r = 0
+    # The kernel body, one statement per traced op, on one row.
     # examples/layernorm_wide.py:52: zeros = jnp.zeros((BM,), jnp.float32)
     v0 = jnp.float32(0.0)
 
     # examples/layernorm_wide.py:53: _, mean, m2 = sk.loop("N", statistics, init=(zeros, zeros, zeros))
-    def loop0_step(loop0_indices, x_smem, loop0_carry):
-        (loop0_index,) = loop0_indices
+    def loop0_step(loop0_index, loop0_carry):
         (v1, v2, v3) = loop0_carry
-        x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
         col_index = plgpu.broadcasted_iota(
             jnp.int32,
             (256,),
             0,
-            layout=plgpu.Layout.WGMMA.reduce(0),
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
         )
-        col_ok_vec = col_index + loop0_index * 256 < 1000
-        col_ok = lax.broadcast_in_dim(col_ok_vec, (64, 256), (1,))
+        col_index = col_index + loop0_index * 256
+        col_ok = col_index < 1000
+        x = plgpu.load(
+            x_smem.at[r, pl.ds(loop0_index * 256, 256)],
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
+            optimized=True,
+        )
+        x = jnp.where(col_ok, x, jnp.float32(0.0))  # past the edge reads the fill
         # examples/layernorm_wide.py:42: block_count = sk.sum(jnp.ones_like(v), axis=1)
         v4 = jnp.float32(1.0)
-        v5_block = plgpu.layout_cast(jnp.full((64, 256), v4, jnp.float32), plgpu.Layout.WGMMA)
-        v5 = lax.reduce_sum(jnp.where(col_ok, v5_block, 0.0), (1,))
+        v5_block = plgpu.layout_cast(
+            jnp.full((256,), v4, jnp.float32),
+            plgpu.Layout.WG_STRIDED((256,), 2),
+        )
+        v5 = lax.reduce_sum(jnp.where(col_ok, v5_block, 0.0), (0,))
         # examples/layernorm_wide.py:43: block_mean = sk.sum(v, axis=1) / block_count
-        v6 = lax.reduce_sum(x, (1,))
+        v6 = lax.reduce_sum(x, (0,))
         v7 = lax.div(v6, v5)
         # examples/layernorm_wide.py:44: centered = v - block_mean[:, None]
-        v9 = lax.sub(x, lax.broadcast_in_dim(v7, (64, 256), (0,)))
+        v9 = lax.sub(x, lax.broadcast_in_dim(v7, (256,), ()))
         # examples/layernorm_wide.py:45: block_m2 = sk.sum(centered * centered, axis=1)
         v10 = lax.mul(v9, v9)
-        v11 = lax.reduce_sum(jnp.where(col_ok, v10, 0.0), (1,))
+        v11 = lax.reduce_sum(jnp.where(col_ok, v10, 0.0), (0,))
         # examples/layernorm_wide.py:46: total = count + block_count
         v12 = lax.add(v1, v5)
         # examples/layernorm_wide.py:47: delta = block_mean - mean
@@ -63,63 +126,74 @@ def _layernorm_wide_block(x_gmem, weight_gmem, bias_gmem, result_gmem, result_sm
         v20 = lax.div(v19, v12)
         v21 = lax.mul(v18, v20)
         v22 = lax.add(v17, v21)
-        plgpu.commit_smem()  # the step's reads of its slots come before their refill
         return (v12, v16, v22)
 
-    loop0_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
-    loop0_init0 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    loop0_init1 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    loop0_init2 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    (v23, v24, v25) = plgpu.emit_pipeline(
-        loop0_step,
-        grid=(4,),
-        in_specs=[loop0_x_spec],
-        max_concurrent_steps=2,
-        init_carry=(loop0_init0, loop0_init1, loop0_init2),
-    )(x_gmem.at[pl.ds(block_M * 64, 64), :])
+    loop0_init0 = jnp.asarray(v0, jnp.float32)
+    loop0_init1 = jnp.asarray(v0, jnp.float32)
+    loop0_init2 = jnp.asarray(v0, jnp.float32)
+    (v23, v24, v25) = lax.fori_loop(0, 4, loop0_step, (loop0_init0, loop0_init1, loop0_init2))
     # examples/layernorm_wide.py:54: inv_std = jax.lax.rsqrt(m2 / n + eps)
     v26 = lax.div(v25, jnp.float32(1000.0))
     v27 = lax.add(v26, jnp.float32(1e-05))
     v28 = lax.rsqrt(v27)
 
     # examples/layernorm_wide.py:62: return sk.map_blocks("N", normalize)
-    def loop1_step(loop1_indices, x_smem, weight_smem, bias_smem):
-        (loop1_index,) = loop1_indices
-        x = plgpu.load(x_smem, layout=plgpu.Layout.WGMMA, optimized=False)
-        weight = plgpu.load(weight_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
-        bias = plgpu.load(bias_smem, layout=plgpu.Layout.WGMMA.reduce(0), optimized=False)
-        # examples/layernorm_wide.py:60: return ((v - mean[:, None]) * inv_std[:, None] * w + b).astype(x.dtype)
-        v30 = lax.sub(x, lax.broadcast_in_dim(v24, (64, 256), (0,)))
-        v32 = lax.mul(v30, lax.broadcast_in_dim(v28, (64, 256), (0,)))
-        v34 = lax.mul(v32, lax.broadcast_in_dim(weight, (64, 256), (1,)))
-        v36 = lax.add(v34, lax.broadcast_in_dim(bias, (64, 256), (1,)))
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last block is read
-        plgpu.store(result_smem, v36, optimized=False)
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(
-            result_smem,
-            result_gmem.at[pl.ds(block_M * 64, 64), pl.ds(loop1_index * 256, 256)],
+    @pl.loop(0, 4)
+    def loop1_step(loop1_index):
+        col_index = plgpu.broadcasted_iota(
+            jnp.int32,
+            (256,),
+            0,
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
         )
+        col_index = col_index + loop1_index * 256
+        col_ok = col_index < 1000
+        x = plgpu.load(
+            x_smem.at[r, pl.ds(loop1_index * 256, 256)],
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
+            optimized=True,
+        )
+        x = jnp.where(col_ok, x, jnp.float32(0.0))  # past the edge reads the fill
+        weight = plgpu.load(
+            weight_smem.at[pl.ds(loop1_index * 256, 256)],
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
+            optimized=True,
+        )
+        weight = jnp.where(col_ok, weight, jnp.float32(0.0))  # past the edge reads the fill
+        bias = plgpu.load(
+            bias_smem.at[pl.ds(loop1_index * 256, 256)],
+            layout=plgpu.Layout.WG_STRIDED((256,), 2),
+            optimized=True,
+        )
+        bias = jnp.where(col_ok, bias, jnp.float32(0.0))  # past the edge reads the fill
+        # examples/layernorm_wide.py:60: return ((v - mean[:, None]) * inv_std[:, None] * w + b).astype(x.dtype)
+        v30 = lax.sub(x, lax.broadcast_in_dim(v24, (256,), ()))
+        v32 = lax.mul(v30, lax.broadcast_in_dim(v28, (256,), ()))
+        v34 = lax.mul(v32, weight)
+        v36 = lax.add(v34, bias)
+        plgpu.store(x_smem.at[r, pl.ds(loop1_index * 256, 256)], v36, optimized=True)
 
-    loop1_x_spec = plgpu.BlockSpec((64, 256), lambda step: (0, step))
-    loop1_weight_spec = plgpu.BlockSpec((256,), lambda step: (step,))
-    loop1_bias_spec = plgpu.BlockSpec((256,), lambda step: (step,))
-    plgpu.emit_pipeline(
-        loop1_step,
-        grid=(4,),
-        in_specs=[loop1_x_spec, loop1_weight_spec, loop1_bias_spec],
-        max_concurrent_steps=2,
-    )(x_gmem.at[pl.ds(block_M * 64, 64), :], weight_gmem, bias_gmem)
-    plgpu.wait_smem_to_gmem(0)
+    # Store: bulk copies back, each inside the array.
+    plgpu.commit_smem()
+    r = 0
+    row = row_start + r
+    plgpu.copy_smem_to_gmem(x_smem.at[r, pl.ds(0, 992)], result_gmem.at[row, pl.ds(0, 992)])
+    plgpu.copy_smem_to_gmem(x_smem.at[r, pl.ds(968, 32)], result_gmem.at[row, pl.ds(968, 32)])
+    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
 
 _launch = plgpu.kernel(
     _layernorm_wide_block,
     out_type=jax.ShapeDtypeStruct((100, 1000), jnp.float32),
-    grid=(2,),
+    grid=(100,),
     grid_names=("M",),
     scratch_types=[
-        plgpu.SMEM((64, 256), jnp.float32),
+        plgpu.SMEM((1, 1024), jnp.float32),
+        plgpu.SMEM((1024,), jnp.float32),
+        plgpu.SMEM((1024,), jnp.float32),
+        plgpu.Barrier(num_arrivals=2),
+        plgpu.Barrier(num_arrivals=2),
+        plgpu.Barrier(num_arrivals=2),
     ],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,
