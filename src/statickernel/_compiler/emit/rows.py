@@ -296,7 +296,7 @@ class _RowGenerator:
         padded = self.frame.width != self.width
         needed = set(self.t.masks) | ({Mask.COL_OK} if padded and self.loaded else set())
         row = ChunkedRow(
-            lines=tuple(self.t.lines),  # type: ignore[arg-type]  # the row form has no loops
+            lines=tuple(self.t.lines),  # type: ignore[arg-type]  # a row in chunks has no loops
             reductions={name: (prim, dtype) for name, prim, dtype in self.t.row_reductions},
             vectors=self.t.row_vectors,
             loads={op.name: tuple(self._load_row(op, padded, columns)) for op in self.loaded},
