@@ -15,6 +15,7 @@ operand's fill, as the block form's steps do.
 import dataclasses
 from collections.abc import Callable, Mapping
 
+from ... import _hardware as hw
 from ..ir.names import loop_function, loop_part
 from ..ir.nodes import (
     Assign,
@@ -83,7 +84,7 @@ class RowLoop:
 
     @property
     def steps(self) -> int:
-        return -(-self.size // self.frame.step_block)
+        return hw.cdiv(self.size, self.frame.step_block)
 
 
 def row_loop_statements(loop: RowLoop) -> list[Stmt]:

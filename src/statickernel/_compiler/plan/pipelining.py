@@ -17,6 +17,7 @@ from ..layout.blocks import BlockLayout
 from ..lower.translation import DotUpdate, LoopBlock, Product
 
 __all__ = [
+    "MODE_TEXT",
     "LoopPlan",
     "check_dots",
     "dot_gmem_shape",
@@ -38,6 +39,13 @@ class PlannedDot(NamedTuple):
     b: str
     b_transposed: bool
     """True when `b` is stored (N, K)."""
+
+
+# What a loop's steps do, as the plan says it.
+MODE_TEXT: Mapping[LoopMode, str] = {
+    LoopMode.FOLD: "fold into a carry",
+    LoopMode.MAP: "write a block per step",
+}
 
 
 @dataclasses.dataclass(frozen=True)

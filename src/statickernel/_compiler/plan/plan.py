@@ -23,7 +23,7 @@ from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
 from .numerics import Numerics
 from .operands import OperandPlan, PageCopies, Role
-from .pipelining import LoopPlan
+from .pipelining import MODE_TEXT, LoopPlan
 from .profile import Profile
 from .schedule import Schedule
 from .split import LoopSplit
@@ -235,7 +235,7 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  {title}:")
             lines.extend(self._array_line(op) for op in group)
         for i, loop in enumerate(self.loops):
-            what = "fold into a carry" if loop.mode == "fold" else "write a block per step"
+            what = MODE_TEXT[loop.mode]
             if loop.carries:
                 what += f", carrying {loop.carries} value(s) to the next (a scan)"
             dots = "".join(f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)

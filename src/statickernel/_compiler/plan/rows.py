@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from ... import _hardware as hw
 from ..._errors import ErrorContext, SharedMemoryError
 from ..declare.spec import KernelSpec
-from ..ir.nodes import LoopMode
 from ..ir.pallas import RowFrame
 from ..layout.blocks import BlockLayout
 from ..layout.smem import block_bytes, smem_bytes
 from ..lower.translation import LoopBlock
 from ..trace.body import BodyTrace
 from . import schedule as _schedule
+from .pipelining import MODE_TEXT
 from .schedule import Persistent
 
 __all__ = [
@@ -113,10 +113,10 @@ def per_row_operands(spec: KernelSpec) -> frozenset[str]:
 
 def row_candidate(spec: KernelSpec, accumulated: frozenset[str] = frozenset()) -> bool:
     """Whether the spec's blocks can be taken row by row: rows tiled, whole columns (or looped
-    over: a loop's steps walk the row), no batch dims; operands over (rows, cols), (cols,) or (rows,), or scalars, results over
-    (rows, cols) or (rows,), or over (cols,) for the `accumulated` ones, sums over the rows
-    that each CTA adds up row by row. (Whether the body keeps rows apart, translation
-    decides.)"""
+    over: a loop's steps walk the row), no batch dims; operands over (rows, cols), (cols,) or
+    (rows,), or scalars, results over (rows, cols) or (rows,), or over (cols,) for the
+    `accumulated` ones, sums over the rows that each CTA adds up row by row. (Whether the
+    body keeps rows apart, translation decides.)"""
     rows, cols = spec.rows, spec.cols
     if cols is None or rows not in spec.tile_map or cols in spec.tile_map:
         return False
@@ -373,12 +373,13 @@ def row_form_notes(
     aliases: Mapping[str, str],
 ) -> list[str]:
     """What the plan says of the row form it took, and why."""
-    const = spec.tile_map[spec.rows]
+    written = [
+        f"`{result}` is written into `{operand}`'s block, row by row"
+        for result, operand in aliases.items()
+    ]
     if spec.loop:
-        return _row_loop_notes(spec, layout, consts, persistent) + [
-            f"`{result}` is written into `{operand}`'s block, row by row"
-            for result, operand in aliases.items()
-        ]
+        return _row_loop_notes(spec, layout, consts, persistent) + written
+    const = spec.tile_map[spec.rows]
     room = (
         "more than a block has" if block_form_smem > hw.SMEM_BYTES else "room for one block per SM"
     )
@@ -393,11 +394,7 @@ def row_form_notes(
         f"shared memory ({room}); {layout.dim(spec.rows).block} row(s) a block, computed a "
         f"row at a time, {how}"
     ]
-    notes += [
-        f"`{result}` is written into `{operand}`'s block, row by row"
-        for result, operand in aliases.items()
-    ]
-    return notes
+    return notes + written
 
 
 def _row_loop_notes(
@@ -423,7 +420,7 @@ def row_loop_lines(loops: Sequence[LoopBlock], size: int, step: int) -> list[str
     """Each loop of the row form, as the plan's notes say it: its steps and what they read."""
     lines = []
     for block in loops:
-        what = "fold into a carry" if block.mode == LoopMode.FOLD else "write a block per step"
+        what = MODE_TEXT[block.mode]
         order = ", last to first" if block.reverse else ""
         reads = ", ".join(f"{n} (fill {f!r})" for n, f in block.fills) or "-"
         lines.append(
