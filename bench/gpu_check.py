@@ -14,8 +14,8 @@
 3. Matmul (gpu_matmul.py): examples/matmul.py against jnp.dot (cuBLAS) at 4096^3, 8192^3, M = 4088
    and 4095^3; with a bfloat16 result also against jax's hopper_matmul_mgpu at the same
    configuration; examples/matmul_fp8.py against jnp.dot of the same fp8 arrays at 4096^3;
-   decode steps (M = 16 against 4096^2 and 8192^2 weights, the loop split across CTAs) with
-   the bandwidth of the weight's read (weight_read_tb_per_s).
+   decode steps (M = 16 against 4096^2 and 8192^2 weights, in the blocks the plan narrows to
+   64 x 32, one a CTA) with the bandwidth of the weight's read (weight_read_tb_per_s).
 4. Attention: examples/attention.py at B=1, H=16, D=128 and S = 4096 (also 4095, causal) and
    8192, against cuDNN's and XLA's jax.nn.dot_product_attention and jax's attention_mgpu;
    examples/mlp.py at 16384x256x1024x256 (and a ragged one) against XLA's two products.

@@ -185,12 +185,18 @@ ROWS: tuple[Row, ...] = (
         _tile(4096, 4096, "float8_e4m3fn", 2) + (((), "float32"),) * 2,
     ),
     Row("matmul_int8", "matmul_int8", _tile(4096, 4096, "int8", 2)),
-    # Decode steps: 16 rows against 4096x4096 weights, the loop over K split across CTAs.
+    # Decode steps: 1, 16 and 64 rows against 4096x4096 weights, the blocks narrowed by the
+    # plan to 64 x 32, one a CTA; and with the declared blocks passed, the loop over K split
+    # across CTAs.
+    *(
+        Row("matmul", "matmul", (((m, 4096), "bfloat16"), ((4096, 4096), "bfloat16")))
+        for m in (1, 16, 64)
+    ),
     Row(
         "matmul",
         "matmul",
         (((16, 4096), "bfloat16"), ((4096, 4096), "bfloat16")),
-        (("bf16_out", True),),
+        (("bf16_out", True), ("BM", 128), ("BN", 128)),
     ),
     Row("matmul_int8", "matmul_int8", (((16, 4096), "int8"), ((4096, 4096), "int8"))),
     # Flash attention at the GPU check's sizes: the scores and p @ v in registers.

@@ -252,7 +252,7 @@ GPU = Settings(
         MatmulShape(4096, 4096, 4096, "bf16-out"),
         MatmulShape(8192, 8192, 8192, "bf16-out"),
         MatmulShape(4096, 4096, 4096, "fp8"),
-        # Decode steps: 16 rows against a weight, the loop over K split across CTAs.
+        # Decode steps: 16 rows against a weight, in the blocks the plan narrows them to.
         MatmulShape(16, 4096, 4096),
         MatmulShape(16, 8192, 8192),
     ),
@@ -318,7 +318,7 @@ DRY_RUN = Settings(
         MatmulShape(255, 127, 255, versus=(256, 128, 256)),
         MatmulShape(256, 128, 256, "bf16-out"),
         MatmulShape(256, 128, 256, "fp8"),
-        MatmulShape(8, 1024, 256),  # a decode step: the loop split across CTAs
+        MatmulShape(8, 1024, 256),  # a decode step: its blocks narrowed by the plan
     ),
     attention=(
         AttentionShape(1, 2, 128, 64),

@@ -380,8 +380,11 @@ SCHEDULES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]]]] = {
     "row_sum-rows-persistent": ("row_sum", [((16384, 1024), "float32")]),
     # The strided block of an elementwise body, persistent.
     "add-persistent": ("add", [((8192, 8192), "float32"), ((8192, 8192), "float32")]),
-    # A decode step's product: the loop over K split across CTAs, partial sums added after.
-    "matmul-split": ("matmul", [((16, 4096), "bfloat16"), ((4096, 4096), "bfloat16")]),
+    # A product of 256 rows: the loop over K split across CTAs, partial sums added after.
+    "matmul-split": ("matmul", [((256, 4096), "bfloat16"), ((4096, 4096), "bfloat16")]),
+    # A decode step's product: the blocks narrowed to 64 x 32 (a 64-byte swizzle), 128 CTAs
+    # each streaming its columns of the weight, no split.
+    "matmul-skinny": ("matmul", [((16, 4096), "bfloat16"), ((4096, 4096), "bfloat16")]),
     # A vocabulary-wide row, too wide for the registers: passes over its chunks, masked past
     # the array's last column.
     "softmax-row-chunks": ("softmax", [((4096, 32000), "bfloat16")]),

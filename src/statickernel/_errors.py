@@ -448,8 +448,8 @@ class GridLimitError(HardwareRuleError):
 
 class DotShapeError(HardwareRuleError):
     """A block that `sk.dot` multiplies has a size WGMMA cannot take: M a multiple of 64, N a
-    multiple of 8 (of the swizzle for a `b` laid out "K N") and at most 256, K a multiple of
-    the 128-byte swizzle."""
+    multiple of 8 (of the 32-byte swizzle for a `b` laid out "K N") and at most 256, K a
+    multiple of the 32-byte swizzle, WGMMA's narrowest."""
 
     code: ClassVar[str] = "SK306"
 

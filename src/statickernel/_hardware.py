@@ -1,6 +1,7 @@
 """Hopper and Mosaic GPU limits that statickernel checks before anything is lowered."""
 
 import math
+from collections.abc import Iterable
 
 # Shared memory available to one block on H100/H200 (227 KiB).
 SMEM_BYTES = 232448
@@ -8,8 +9,10 @@ SMEM_BYTES = 232448
 TMA_BOX_MAX = 256
 # TMA moves rows in 16-byte units: strides and the box's last dim must be multiples of this.
 TMA_ALIGN_BYTES = 16
-# WGMMA reads its operands from shared memory tiled (8 rows) and swizzled over 128-byte rows.
+# WGMMA reads its operands from shared memory tiled (8 rows) and swizzled over 128-byte rows,
+# or over 64- or 32-byte rows for narrower blocks; a product's two operands share one swizzle.
 SWIZZLE_BYTES = 128
+SWIZZLES = (SWIZZLE_BYTES, 64, 32)
 # A TMA copy's shared-memory destination starts on a 128-byte boundary.
 TMA_SMEM_ALIGN_BYTES = 128
 # The WGMMA register layout tiles a 2-D value in (64, 8) units.
@@ -82,6 +85,13 @@ def nbytes(count: int, dtype_name: str) -> int:
 def per_bytes(byte_count: int, dtype_name: str) -> int:
     """How many elements fill `byte_count` bytes."""
     return byte_count * 8 // bits(dtype_name)
+
+
+def widest_swizzle(row_bytes: Iterable[int]) -> int:
+    """The widest swizzle, in bytes, whose row each of `row_bytes` holds a whole number of
+    (the narrowest where none does: a rule refuses such blocks first)."""
+    rows = tuple(row_bytes)
+    return next((s for s in SWIZZLES if all(r % s == 0 for r in rows)), SWIZZLES[-1])
 
 
 def _np_dtype(dtype_name: str):

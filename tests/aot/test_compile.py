@@ -582,27 +582,35 @@ H200_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...]]] = {
 }
 
 
-# Decode steps' products, whose loop over K the plan splits across CTAs: (kernel, operands,
-# constants, the CTAs the split launches).
+# Decode steps' products, whose loop over K the plan splits across CTAs with the declared
+# blocks (passed, as the plan narrows them otherwise): (kernel, operands, constants, the
+# CTAs the split launches).
 SPLIT_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...], dict[str, Any], int]] = {
     "matmul 16x4096x4096 bf16": (
         "matmul",
         (_S((16, 4096), _BF16), _S((4096, 4096), _BF16)),
-        {"bf16_out": True},
+        {"bf16_out": True, "BM": 128, "BN": 128},
         128,
     ),
     "matmul_w4a16 16x4096x4096": (
         "matmul_w4a16",
         (_S((4096, 4096), jnp.int4), _S((32, 4096), _BF16), _S((16, 4096), _BF16)),
-        {},
+        {"BM": 64},
         128,
     ),
     "matmul_w8a16 16x4096x4096": (
         "matmul_w8a16",
         (_S((4096, 4096), jnp.int8), _S((4096,), _F32), _S((16, 4096), _BF16)),
-        {},
+        {"BM": 64},
         128,
     ),
+}
+
+# Decode steps' products with the blocks the plan narrows them to (64 x 32, the 64-byte
+# swizzle), one a CTA: matmul at M = 1, 16 and 64 against a 4096 x 4096 weight.
+NARROWED_SHAPES: dict[str, tuple[jax.ShapeDtypeStruct, ...]] = {
+    f"matmul {m}x4096x4096 bf16": (_S((m, 4096), _BF16), _S((4096, 4096), _BF16))
+    for m in (1, 16, 64)
 }
 
 
@@ -620,6 +628,26 @@ def test_split_products_at_decode_shapes(case: str) -> None:
     assert report.schedule is not None
     assert report.schedule.kind is sk.ScheduleKind.SPLIT_LOOP
     assert report.schedule.ctas == ctas
+
+
+def test_narrowed_budgets_cover_the_shapes() -> None:
+    assert set(_budgets()["narrowed_registers"]) == set(NARROWED_SHAPES)
+
+
+@toolchain
+@pytest.mark.parametrize("case", list(NARROWED_SHAPES))
+def test_narrowed_products_at_decode_shapes(case: str) -> None:
+    """A decode step's product in narrowed blocks: no spills, registers within budget, at
+    least 128 CTAs with no split, WGMMA on the 64-byte swizzle, and the weight read once."""
+    args = NARROWED_SHAPES[case]
+    report = _compiled_within_budget("matmul", args, "narrowed_registers", case)
+    assert report.schedule is not None and report.schedule.ctas >= 128
+    assert report.schedule.kind is sk.ScheduleKind.PIPELINED_LOOPS
+    assert dict(report.sass_mix).get("HGMMA", 0) > 0
+    plan = KERNELS["matmul"].plan(*args)
+    assert plan.narrowing is not None and plan.split is None
+    assert plan.operand("b").swizzle == 32  # 32 bfloat16 columns: 64 bytes
+    assert plan.cost is not None and plan.cost.hbm_bytes <= 1.1 * 4096 * 4096 * 2
 
 
 # The widest rows: up to 16384 columns held whole in registers, past that computed in passes

@@ -690,11 +690,11 @@ def proposed(fix: str | None) -> tuple[str, int]:
         pytest.param("declare-matmul", {"bm": 32}, "M", id="BM32"),  # WGMMA's M is 64
         pytest.param("declare-matmul", {"bm": 96}, "M", id="BM96"),
         pytest.param("declare-matmul", {"bn": 264}, "N", id="BN264"),  # WGMMA's N is at most 256
-        pytest.param("declare-matmul", {"bn": 72}, "N", id="BN72"),  # b (K, N): 64-element swizzle
-        pytest.param("declare-matmul", {"bk": 32}, "K", id="BK32"),  # 64-element bf16 swizzle
-        pytest.param("declare-matmul", {"bk": 96}, "K", id="BK96"),
+        pytest.param("declare-matmul", {"bn": 72}, "N", id="BN72"),  # b (K, N): 16-element swizzle
+        pytest.param("declare-matmul", {"bk": 24}, "K", id="BK24"),  # 16-element (32-byte) swizzle
+        pytest.param("declare-matmul", {"bk": 40}, "K", id="BK40"),
         pytest.param("declare-matmul-nt", {"bn": 100}, "N", id="nt-BN100"),  # b (N, K): 8
-        pytest.param("declare-matmul-f32", {"bk": 16}, "K", id="f32-BK16"),  # 32-element swizzle
+        pytest.param("declare-matmul-f32", {"bk": 12}, "K", id="f32-BK12"),  # 8-element swizzle
     ],
 )
 def test_wgmma_rules_are_checked_at_import(declarer: str, consts: dict[str, int], dim: str) -> None:
@@ -716,8 +716,8 @@ def test_wgmma_rules_are_checked_at_import(declarer: str, consts: dict[str, int]
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"BK": 32}, {"BM": 32}, {"BN": 72}, {"BN": 512}, {"BK": 96}],
-    ids=["BK32", "BM32", "BN72", "BN512", "BK96"],
+    [{"BK": 24}, {"BM": 32}, {"BN": 72}, {"BN": 512}, {"BK": 40}],
+    ids=["BK24", "BM32", "BN72", "BN512", "BK40"],
 )
 def test_wgmma_rules_are_checked_for_overrides(overrides: dict[str, Any]) -> None:
     # K=128 takes two stages, so that even BN=256 fits in shared memory.
@@ -1351,11 +1351,11 @@ def test_a_loop_over_the_rows(shape: tuple[int, int]) -> None:
 def test_a_loop_over_the_rows_plans_and_lowers() -> None:
     x = jax.ShapeDtypeStruct((16384, 4096), BF16)
     r = jax.ShapeDtypeStruct((16384,), F32)
-    plan = weighted_column_sums.plan(x, r)
+    plan = weighted_column_sums.plan(x, r, BN=128)  # left at its default, BN narrows to 32
     (loop,) = plan.loops
     assert loop.axis == "M" and loop.steps == 16384 // 64 and loop.operands == ("x", "r")
     assert plan.grid == (4096 // 128,)
-    lowered = weighted_column_sums.with_backend("mosaic_gpu").lower(x, r)
+    lowered = weighted_column_sums.with_backend("mosaic_gpu").lower(x, r, BN=128)
     assert "mosaic_gpu" in lowered.as_text()
 
 

@@ -116,9 +116,9 @@ RULES = {
     ),
     "wgmma-k": Rule(
         sk.DotShapeError,
-        lambda: declare_matmul(bk=32),
-        lambda: MATMUL.bind(BK=32),
-        lambda: MATMUL.plan(*AB, BK=32),
+        lambda: declare_matmul(bk=24),
+        lambda: MATMUL.bind(BK=24),
+        lambda: MATMUL.plan(*AB, BK=24),
     ),
 }
 

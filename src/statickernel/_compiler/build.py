@@ -52,7 +52,9 @@ from .layout.smem import smem_bytes, smem_fix
 from .lower.geometry import block_geometry
 from .lower.translate import Translation, translate
 from .lower.translation import Geometry
+from .plan import schedule
 from .plan.cost import plan_cost
+from .plan.narrowing import Narrowing, narrowing_candidates, score
 from .plan.numerics import plan_numerics
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
@@ -99,8 +101,9 @@ def compile_call(
         dict(binding.shapes),
         backend,
         profile=profile,
+        narrowable=binding.defaulted & frozenset(spec.tile_map.values()),
     )
-    return _compile(unit)
+    return _narrowed(unit, _compile(unit))
 
 
 def compile_declaration(
@@ -143,6 +146,8 @@ class CompileUnit:
     """At the declaration, the layout checked before the trace on the probe sizes."""
     profile: Profile | None = None
     """At a call, Mosaic GPU's profiler options for the launch (`sk.profile`)."""
+    narrowable: frozenset[str] = frozenset()
+    """At a call, the tile constants left at their defaults, which the plan may narrow."""
 
     @property
     def interpreted(self) -> bool:
@@ -204,6 +209,55 @@ def _compile(unit: CompileUnit) -> Compiled:
     plan = _plan(unit, traced, choice)
     source = _emit(unit, choice, plan)
     return Compiled(choice.layout, traced.trace, choice.translation, plan, source)
+
+
+def _narrowed(unit: CompileUnit, declared: Compiled) -> Compiled:
+    """`declared`, or the specialization of narrower tile constants where the declared
+    blocks split a loop over too few blocks to fill the SMs (`plan/narrowing.py`)."""
+    plan = declared.plan
+    if plan is None or plan.split is None or not unit.narrowable:
+        return declared
+    sms = schedule.sm_count()
+    compiled = [declared]
+    for consts in narrowing_candidates(plan.dims, unit.consts, unit.narrowable, sms):
+        try:
+            compiled.append(_compile(dataclasses.replace(unit, consts={**unit.consts, **consts})))
+        except StaticKernelError:  # a block the rules refuse is no candidate
+            continue
+
+    def key(item: tuple[int, Compiled]) -> tuple[float, int, int, int]:
+        i, c = item
+        p = c.plan
+        assert p is not None and p.cost is not None and p.schedule is not None
+        return (
+            score(p.cost.floor_seconds, p.schedule.ctas, sms),
+            p.cost.hbm_bytes,
+            p.smem_bytes,
+            i,
+        )
+
+    _, best = min(enumerate(compiled), key=key)
+    chosen = best.plan
+    if best is declared or chosen is None:
+        return declared
+    assert plan.cost is not None and plan.schedule is not None and chosen.cost is not None
+    assert chosen.schedule is not None
+    before, after = dict(plan.constants), dict(chosen.constants)
+    names = [n for n in before if before[n] != after[n]]
+    narrowing = Narrowing(
+        declared=tuple((n, before[n]) for n in names),
+        chosen=tuple((n, after[n]) for n in names),
+        declared_ctas=plan.schedule.ctas,
+        declared_hbm_bytes=plan.cost.hbm_bytes,
+        declared_split=plan.split.parts,
+        declared_smem_bytes=plan.smem_bytes,
+        ctas=chosen.schedule.ctas,
+        hbm_bytes=chosen.cost.hbm_bytes,
+        smem_bytes=chosen.smem_bytes,
+        sms=sms,
+    )
+    narrowing.check_invariants()
+    return dataclasses.replace(best, plan=dataclasses.replace(chosen, narrowing=narrowing))
 
 
 def _trace(unit: CompileUnit) -> _Traced:

@@ -213,7 +213,16 @@ class Kernel[**P, R]:
             return None
         try:
             consts = _overrides_key(dict(sorted({**self.consts, **overrides}.items())))
-            canonical = (key[0], consts, resolve_backend(backend, self.backend), current_profile())
+            # A tile constant passed, even at its default, is kept as passed; one left out
+            # the plan may narrow (plan/narrowing.py): they are different specializations.
+            passed = frozenset(overrides) & frozenset(self.spec.tile_map.values())
+            canonical = (
+                key[0],
+                consts,
+                passed,
+                resolve_backend(backend, self.backend),
+                current_profile(),
+            )
             hash(canonical)
         except (BackendError, TypeError):
             return None

@@ -266,10 +266,10 @@ def _fp8(*shape: int, dtype: Any = jnp.float8_e4m3fn) -> jax.ShapeDtypeStruct:
 _SCALE = jax.ShapeDtypeStruct((), jnp.float32)
 
 
-def test_an_fp8_k_block_is_one_swizzle_row() -> None:
+def test_an_fp8_k_block_is_whole_swizzle_rows() -> None:
     with pytest.raises(sk.DotShapeError) as info:
-        matmul_fp8.plan(_fp8(256, 256), _fp8(256, 256), _SCALE, _SCALE, BK=64)
-    assert info.value.fix == "set BK=128"
+        matmul_fp8.plan(_fp8(256, 256), _fp8(256, 256), _SCALE, _SCALE, BK=48)
+    assert info.value.fix == "set BK=64"  # the 32-byte swizzle's rows: 32 fp8 elements
 
 
 def test_an_fp8_b_laid_out_k_n_is_refused_with_the_layout_wgmma_reads() -> None:
@@ -334,8 +334,8 @@ def test_an_fp8_result_is_what_the_body_casts_to() -> None:
 @pytest.mark.parametrize(
     ("consts", "error", "fix"),
     [
-        ({"BN": 200}, sk.DotShapeError, "set BN=256"),  # N: the 64-element swizzle of b
-        ({"BK": 40}, sk.DotShapeError, "set BK=64"),  # K: the swizzle of a and b
+        ({"BN": 200}, sk.DotShapeError, "set BN=208"),  # N: the 32-byte swizzle of b
+        ({"BK": 40}, sk.DotShapeError, "set BK=48"),  # K: the swizzle of a and b
         ({"BN": 512}, sk.TmaBoxError, "set BN to at most 256"),  # one TMA box, WGMMA's N
     ],
 )

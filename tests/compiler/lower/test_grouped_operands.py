@@ -433,15 +433,20 @@ def test_int4_reads_half_a_byte_an_element_from_hbm() -> None:
 
 
 def test_the_w4a16_cost_reads_every_array_once() -> None:
-    """Each array read once; at a decode step's 64 rows the loop is split across CTAs, whose
-    float32 partial sums are written and read back once more before the result."""
+    """Each array read once; at a decode step's 64 rows in the declared blocks the loop is
+    split across CTAs, whose float32 partial sums are written and read back once more before
+    the result. Left at its default, BM narrows instead, and no partial sums are written."""
     n, k, m = 4096, 4096, 64
-    plan = matmul_w4a16.plan(*_structs(n, k, m))
+    once = n * k // 2 + (k // 128) * n * 2 + m * k * 2 + n * m * 2
+    plan = matmul_w4a16.plan(*_structs(n, k, m), BM=64)
     cost = plan.cost
     assert cost is not None and plan.split is not None
     cost.check_invariants()
     partials = 2 * plan.split.parts * n * m * 4
-    assert cost.hbm_bytes == n * k // 2 + (k // 128) * n * 2 + m * k * 2 + n * m * 2 + partials
+    assert cost.hbm_bytes == once + partials
+    narrowed = matmul_w4a16.plan(*_structs(n, k, m))
+    assert narrowed.narrowing is not None and narrowed.split is None
+    assert narrowed.cost is not None and narrowed.cost.hbm_bytes == once
 
 
 # --- cross-lowered for Mosaic GPU -----------------------------------------------------------------

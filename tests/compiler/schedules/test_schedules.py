@@ -51,7 +51,9 @@ def test_every_schedule_kind_has_a_block_function() -> None:
     [
         (matmul, ((4096, 4096), (4096, 4096)), jnp.bfloat16, sk.ScheduleKind.WARP_SPECIALIZED),
         (softmax_online, ((1000, 100_000),), jnp.float32, sk.ScheduleKind.PIPELINED_LOOPS),
-        (matmul, ((16, 4096), (4096, 4096)), jnp.bfloat16, sk.ScheduleKind.SPLIT_LOOP),
+        (matmul, ((256, 4096), (4096, 4096)), jnp.bfloat16, sk.ScheduleKind.SPLIT_LOOP),
+        # A decode step's product: its blocks narrowed, one a CTA, no split.
+        (matmul, ((16, 4096), (4096, 4096)), jnp.bfloat16, sk.ScheduleKind.PIPELINED_LOOPS),
         (add, ((8192, 8192), (8192, 8192)), jnp.float32, sk.ScheduleKind.PERSISTENT),
         (add, ((100, 300), (100, 300)), jnp.float32, sk.ScheduleKind.ONE_BLOCK_PER_CTA),
     ],
@@ -65,10 +67,10 @@ def test_each_schedule_takes_its_launches(
 @pytest.mark.parametrize(
     ("kernel", "shapes", "dtype", "without", "kind"),
     [
-        # Without the split, a skinny matmul's loop is warp-specialized over its few tiles.
+        # Without the split, a matmul of few blocks is warp-specialized over its tiles.
         (
             matmul,
-            ((16, 4096), (4096, 2048)),
+            ((256, 4096), (4096, 2048)),
             jnp.bfloat16,
             SplitLoop,
             sk.ScheduleKind.WARP_SPECIALIZED,

@@ -1,5 +1,9 @@
 """A loop split across CTAs: which bodies may be split, how many parts the plan takes, and
-the split launch against jnp at the skinny shapes it is for (a decode step's products)."""
+the split launch against jnp at the skinny shapes it is for (a decode step's products).
+
+The plan narrows a split launch's blocks where narrower ones do better (`plan/narrowing.py`,
+tested in tests/compiler/plan/test_narrowing.py); here the kernels keep their declared
+blocks, so that each test sees the split it is about."""
 
 from typing import Any
 
@@ -20,10 +24,17 @@ from matmul_fp8 import Fp8, matmul_fp8, matmul_fp8_reference
 from matmul_int4 import matmul_w4a16, matmul_w4a16_reference, quantize_int4
 from matmul_int8 import matmul_int8, matmul_int8_reference
 from matmul_int8_weights import matmul_w8a16, matmul_w8a16_reference
+from statickernel._compiler import build
 from statickernel._compiler.plan.split import MIN_PART_STEPS, split_parts
 from tolerances import assert_close, tolerance_for
 
 SPLIT = sk.ScheduleKind.SPLIT_LOOP
+
+
+@pytest.fixture(autouse=True)
+def _declared_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No narrowed candidates: every plan keeps the blocks its kernel declares."""
+    monkeypatch.setattr(build, "narrowing_candidates", lambda *args: [])
 
 
 def _specs(*shapes: tuple[int, ...], dtype: Any = jnp.bfloat16) -> list[jax.ShapeDtypeStruct]:

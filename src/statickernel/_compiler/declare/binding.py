@@ -48,6 +48,8 @@ class Binding:
     dtypes: tuple[tuple[str, str], ...]  # operand name -> dtype
     shapes: tuple[tuple[str, tuple[int, ...]], ...]
     consts: tuple[tuple[str, Any], ...]
+    defaulted: frozenset[str] = frozenset()
+    """The constants the call left at the kernel's declared defaults."""
 
     @property
     def size_map(self) -> dict[str, int]:
@@ -91,7 +93,17 @@ def bind(
         dtypes=tuple(dtypes.items()),
         shapes=tuple(shapes.items()),
         consts=tuple(consts.items()),
+        defaulted=frozenset(
+            c.name
+            for c in spec.consts
+            if c.name not in overrides and _same(consts[c.name], c.default)
+        ),
     )
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Whether a constant's value is its declared default (of the same type: 1 is not True)."""
+    return type(value) is type(default) and value == default
 
 
 def _check_groups(

@@ -396,7 +396,7 @@ def _block_spec(
         index = (*index[:-1], block, Const(0))
     keywords: dict[str, Expr] = {}
     if op.swizzle:
-        keywords["transforms"] = wgmma_transforms(op.dtype)
+        keywords["transforms"] = wgmma_transforms(op.dtype, op.swizzle)
     if delay_release:
         keywords["delay_release"] = Const(delay_release)
     return call("plgpu.BlockSpec", Const(shape), Lambda(("step",), Tuple(index)), **keywords)

@@ -158,7 +158,12 @@ class _Generator:
     def _smem_buffer(self, op: OperandPlan) -> Expr:
         if op.swizzle:  # read by sk.dot: WGMMA's tiled, swizzled layout
             shape = Const(self._smem_shape(op))
-            return call("plgpu.SMEM", shape, DType(op.dtype), transforms=wgmma_transforms(op.dtype))
+            return call(
+                "plgpu.SMEM",
+                shape,
+                DType(op.dtype),
+                transforms=wgmma_transforms(op.dtype, op.swizzle),
+            )
         return call("plgpu.SMEM", Const(self._smem_shape(op)), DType(op.dtype))
 
     def _masks(self) -> list[Stmt]:

@@ -84,7 +84,7 @@ def _copies(op: OperandPlan) -> PageCopies:
 
 def _buffer(op: OperandPlan, stages: int) -> Expr:
     """A slot of the operand's block for each stage, swizzled for WGMMA when sk.dot reads it."""
-    keywords = {"transforms": wgmma_transforms(op.dtype)} if op.swizzle else {}
+    keywords = {"transforms": wgmma_transforms(op.dtype, op.swizzle)} if op.swizzle else {}
     return call("plgpu.SMEM", Const((stages, *op.block_shape)), DType(op.dtype), **keywords)
 
 

@@ -228,13 +228,13 @@ def _pipeline(g: _Geometry) -> FunctionDef:
     k = Name(INDEX_MAP_STEP)
     along_k = Lambda((INDEX_MAP_STEP,), Tuple((Const(0), k)))
     shared = g.cluster.shared if g.cluster is not None else None
-    a_spec = _spec((g.a_rows, g.bk), along_k, g.a.dtype, multicast=shared == g.a.name)
+    a_spec = _spec((g.a_rows, g.bk), along_k, g.a, multicast=shared == g.a.name)
     b_multicast = shared == g.b.name
     if g.dot.transpose_b:
-        b_spec = _spec((g.b_cols, g.bk), along_k, g.b.dtype, b_multicast)
+        b_spec = _spec((g.b_cols, g.bk), along_k, g.b, b_multicast)
     else:
         down_k = Lambda((INDEX_MAP_STEP,), Tuple((k, Const(0))))
-        b_spec = _spec((g.bk, g.b_cols), down_k, g.b.dtype, b_multicast)
+        b_spec = _spec((g.bk, g.b_cols), down_k, g.b, b_multicast)
     emit = Call(
         Name("plgpu.emit_pipeline_warp_specialized"),
         (Name(_LOCAL.step),),
@@ -461,12 +461,11 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
     )
 
 
-def _spec(shape: tuple[int, int], index: Lambda, dtype: str, multicast: bool = False) -> Expr:
+def _spec(shape: tuple[int, int], index: Lambda, op: OperandPlan, multicast: bool = False) -> Expr:
     # A block the cluster's CTAs share: each copies its part, multicast to both.
     shared = {"collective_axes": Const((CLUSTER_AXIS,))} if multicast else {}
-    return call(
-        "plgpu.BlockSpec", Const(shape), index, transforms=wgmma_transforms(dtype), **shared
-    )
+    transforms = wgmma_transforms(op.dtype, op.swizzle)
+    return call("plgpu.BlockSpec", Const(shape), index, transforms=transforms, **shared)
 
 
 def _cluster_header(cluster: CtaCluster) -> list[Stmt]:

@@ -46,13 +46,14 @@ from .translation import Geometry, Product
 __all__ = ["DOT_RULES", "wgmma_transforms"]
 
 
-def wgmma_transforms(dtype: str) -> Expr:
-    """The tiling and swizzle of a WGMMA operand in shared memory: 8 rows by one 128-byte row."""
-    tile = (8, hw.per_bytes(hw.SWIZZLE_BYTES, dtype))
+def wgmma_transforms(dtype: str, swizzle: int | None = None) -> Expr:
+    """The tiling and swizzle of a WGMMA operand in shared memory: tiles of 8 rows by one
+    swizzle row of `swizzle` elements (by default the 128-byte swizzle's)."""
+    elements = swizzle or hw.per_bytes(hw.SWIZZLE_BYTES, dtype)
     return Tuple(
         (
-            call("plgpu.TilingTransform", Const(tile)),
-            call("plgpu.SwizzleTransform", Const(hw.SWIZZLE_BYTES)),
+            call("plgpu.TilingTransform", Const((8, elements))),
+            call("plgpu.SwizzleTransform", Const(hw.nbytes(elements, dtype))),
         )
     )
 
@@ -104,6 +105,10 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     statements: list[Stmt] = [product]
     if staged:
         a_dtype = tr.dtype(a_atom)
+        a_shape = tr.g.shape(tr.kind(a_atom))
+        # The staged block takes b's swizzle, which b's block (K or N minor) sets.
+        b_minor = a_shape[-1] if transpose_b else tr.g.shape(kind)[-1]
+        swizzle = hw.widest_swizzle(hw.nbytes(n, a_dtype) for n in (a_shape[-1], b_minor))
         staging = FunctionDef(
             value_part(out, "staged"),
             (staged_ref.text,),
@@ -117,9 +122,9 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
         buffer = Name(value_part(out, "a_buffer"))
         smem = call(
             "plgpu.SMEM",
-            Const(tr.g.shape(tr.kind(a_atom))),
+            Const(a_shape),
             DType(a_dtype),
-            transforms=wgmma_transforms(a_dtype),
+            transforms=wgmma_transforms(a_dtype, hw.per_bytes(swizzle, a_dtype)),
         )
         statements = [staging, Assign((buffer,), smem)]
         value = call("pl.run_scoped", Name(staging.name), buffer)

@@ -12,7 +12,7 @@ from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout, columns_viewed_in_steps
 from .inputs import PlanInputs
 from .operands import OperandPlan, PageCopies, Role
-from .pipelining import dot_gmem_shape, dot_operands, swizzle_elements
+from .pipelining import dot_gmem_shape, dot_operands, dot_swizzle, swizzle_elements
 
 __all__ = ["plan_arrays"]
 
@@ -22,14 +22,17 @@ def plan_arrays(
 ) -> tuple[tuple[OperandPlan, ...], tuple[OperandPlan, ...], list[str]]:
     """The operands' plans, the results' plans, and the notes of their fallbacks."""
     notes: list[str] = []
+    spec = inputs.spec
     dot_roles = dot_operands(inputs.loops)
+    dims = {o.name: o.block_dims for o in spec.operands + spec.results}
+    swizzle = dot_swizzle(inputs.loops, dims, inputs.layout, inputs.dtypes)
     operands = tuple(
-        _plan_array(inputs, op, Role.INPUT, op.name in dot_roles, notes)
-        for op in inputs.spec.operands
+        _plan_array(inputs, op, Role.INPUT, swizzle if op.name in dot_roles else 0, notes)
+        for op in spec.operands
     )
     results = tuple(
-        _plan_array(inputs, op, Role.OUTPUT, op.name in dot_roles, notes)
-        for op in inputs.spec.results
+        _plan_array(inputs, op, Role.OUTPUT, swizzle if op.name in dot_roles else 0, notes)
+        for op in spec.results
     )
     _check_updates(inputs, results)
     return operands, results, notes
@@ -79,8 +82,10 @@ def _check_updates(inputs: PlanInputs, results: tuple[OperandPlan, ...]) -> None
 
 
 def _plan_array(
-    inputs: PlanInputs, op: Any, role: Role, read_by_dot: bool, notes: list[str]
+    inputs: PlanInputs, op: Any, role: Role, swizzle_bytes: int, notes: list[str]
 ) -> OperandPlan:
+    """`op`'s plan; `swizzle_bytes` is the swizzle in bytes of the operands sk.dot reads, or 0
+    where `op` is not one."""
     spec, layout, sizes = inputs.spec, inputs.layout, inputs.layout.sizes
     # A paged operand's array holds pages: a page's rows, not the sequence's.
     full_shape = tuple(layout.dim(d).page_rows or sizes[d] for d in op.dims)
@@ -88,7 +93,7 @@ def _plan_array(
     shape = full_shape[len(op.batch) + len(op.groups) :]
     dims_seen = op.block_dims
     dtype = inputs.dtypes[op.name]
-    swizzle = swizzle_elements(dtype) if read_by_dot else 0
+    swizzle = swizzle_elements(dtype, swizzle_bytes) if swizzle_bytes else 0
     # The row form holds a loop's columns whole: no loop copies a block.
     loop_dim = spec.operand_loop(op) if inputs.form.pipelines_loops else None
     steps = _column_steps(inputs, op, dtype, shape)
@@ -276,7 +281,7 @@ def _gmem_shape(
     dtype = inputs.dtypes[op.name]
     dims_seen = op.block_dims
     if swizzle:
-        gmem = dot_gmem_shape(shape, dtype)
+        gmem = dot_gmem_shape(shape, swizzle)
         # A whole dim's block is padded to the swizzle: the array holds the whole block.
         gmem = tuple(
             g if d in spec.block_map else max(g, layout.dim(d).extent)

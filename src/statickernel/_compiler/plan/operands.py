@@ -76,7 +76,8 @@ class OperandPlan:
     loop_dim: str | None = None
     """The loop dim whose pipeline copies its blocks; None when copied once per block."""
     swizzle: int = 0
-    """For an operand of `sk.dot`: elements per 128-byte swizzle row of its tiled SMEM; else 0."""
+    """For an operand of `sk.dot`: elements per swizzle row of its tiled SMEM (the swizzle
+    the kernel's products share, `pipelining.dot_swizzle`); else 0."""
     batch: tuple[str, ...] = ()
     """Its leading batch dims, which `shape` and `gmem_shape` include and `dims` does not."""
     groups: tuple[str, ...] = ()

@@ -22,11 +22,13 @@ __all__ = [
     "check_dots",
     "dot_gmem_shape",
     "dot_operands",
+    "dot_swizzle",
     "pipeline_bytes",
     "swizzle_elements",
 ]
 
 SWIZZLE_BYTES = hw.SWIZZLE_BYTES
+MIN_SWIZZLE_BYTES = hw.SWIZZLES[-1]
 WGMMA_N_MAX = 256
 WGMMA_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "int8")
 
@@ -90,9 +92,34 @@ class LoopPlan:
         return self.size % self.block != 0
 
 
-def swizzle_elements(dtype: str) -> int:
-    """Elements in one 128-byte swizzle row: the minor tile of a WGMMA operand in SMEM."""
-    return hw.per_bytes(SWIZZLE_BYTES, dtype)
+def swizzle_elements(dtype: str, swizzle: int = SWIZZLE_BYTES) -> int:
+    """Elements in one swizzle row (`swizzle` bytes, 128 by default): the minor tile of a
+    WGMMA operand in SMEM."""
+    return hw.per_bytes(swizzle, dtype)
+
+
+def dot_swizzle(
+    loops: tuple[LoopBlock, ...],
+    dims: Mapping[str, tuple[str, ...]],
+    layout: BlockLayout,
+    dtypes: Mapping[str, str],
+) -> int:
+    """The swizzle, in bytes, of every operand `sk.dot` reads from shared memory.
+
+    WGMMA takes a product's two operands in one swizzle, and an operand may meet several
+    products, so a kernel's products share one: the widest whose row every such operand's
+    block holds a whole number of. A block of 64 bfloat16 columns or more takes the 128-byte
+    swizzle; a narrow one (a matmul's `b` in blocks of 32 columns) a narrower swizzle, which
+    `a` then takes too.
+    """
+    rows: list[int] = []
+    for block in loops:
+        for dot in (*block.dots, *block.products):
+            for name in (dot.a, dot.b):
+                if name:  # not a value in registers
+                    minor = layout.dim(dims[name][-1]).extent
+                    rows.append(hw.nbytes(minor, dtypes[name]))
+    return hw.widest_swizzle(rows)
 
 
 def dot_operands(loops: tuple[LoopBlock, ...]) -> dict[str, bool]:
@@ -106,16 +133,16 @@ def dot_operands(loops: tuple[LoopBlock, ...]) -> dict[str, bool]:
     return roles
 
 
-def dot_gmem_shape(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
+def dot_gmem_shape(shape: tuple[int, ...], swizzle: int) -> tuple[int, ...]:
     """The smallest padded shape whose last two dims TMA can copy into WGMMA's tiled SMEM.
 
-    Tiled SMEM requires each of the last two global dims to be a multiple of its tile, (8, S).
+    Tiled SMEM requires each of the last two global dims to be a multiple of its tile, (8, S),
+    S the `swizzle` row's elements.
     (Mosaic GPU also accepts a dim smaller than its tile, but then TMA fills a partial tile,
     which has not been verified on a device; a small dim is padded too, at little cost.) Past
     the padded edge, TMA's zero fill covers the blocks.
     """
     rows, cols = shape[-2:]
-    swizzle = swizzle_elements(dtype)
     return (*shape[:-2], hw.round_up(rows, 8), hw.round_up(cols, swizzle))
 
 
@@ -225,6 +252,9 @@ def _check_dot(
             "contracts the shared loop dim either way), or cast both operands to bfloat16",
         )
     swizzle = swizzle_elements(a_dtype)
+    # The narrowest swizzle sets the unit of a block's rows; `dot_swizzle` picks the widest
+    # that the blocks hold.
+    unit = swizzle_elements(a_dtype, MIN_SWIZZLE_BYTES)
 
     def fail(dim: str, extent: int, expected: str, fixed: int) -> DotShapeError:
         if dim not in consts:  # a whole dim: the block is the whole of it, and too large
@@ -262,18 +292,19 @@ def _check_dot(
         )
     if bn > WGMMA_N_MAX:
         raise fail(n_dim, bn, f"at most {WGMMA_N_MAX} (WGMMA's N)", WGMMA_N_MAX)
-    n_unit = 8 if dot.transpose_b else swizzle
+    n_unit = 8 if dot.transpose_b else unit
     if bn % n_unit:
-        why = "WGMMA's N" if dot.transpose_b else f"the {SWIZZLE_BYTES}-byte swizzle of {a_dtype}"
+        why = "WGMMA's N" if dot.transpose_b else _swizzle_unit(a_dtype)
         raise fail(
             n_dim, bn, f"a multiple of {n_unit} ({why})", min(WGMMA_N_MAX, hw.round_up(bn, n_unit))
         )
     if bk > hw.TMA_BOX_MAX and k_dim not in consts:
         raise fail(k_dim, bk, f"at most {hw.TMA_BOX_MAX} (one TMA box)", hw.TMA_BOX_MAX)
-    if bk % swizzle:
+    if bk % unit:
         raise fail(
-            k_dim,
-            bk,
-            f"a multiple of {swizzle} (the {SWIZZLE_BYTES}-byte swizzle of {a_dtype})",
-            hw.round_up(bk, swizzle),
+            k_dim, bk, f"a multiple of {unit} ({_swizzle_unit(a_dtype)})", hw.round_up(bk, unit)
         )
+
+
+def _swizzle_unit(dtype: str) -> str:
+    return f"the {MIN_SWIZZLE_BYTES}-byte swizzle of {dtype}, WGMMA's narrowest"

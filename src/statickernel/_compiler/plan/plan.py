@@ -21,6 +21,7 @@ from .arrays import plan_arrays
 from .cost import Cost
 from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
+from .narrowing import Narrowing
 from .numerics import Numerics
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import MODE_TEXT, LoopPlan
@@ -96,6 +97,9 @@ class LaunchPlan(TextDisplay):
     split: LoopSplit | None = None
     """The loop split across CTAs, a grid axis after the blocks' numbering its parts, each
     result an array of partial sums the wrapper adds (see `plan.split`); else None."""
+    narrowing: Narrowing | None = None
+    """The tile constants the plan narrowed from the kernel's defaults, and why (see
+    `plan.narrowing`); else None."""
 
     @property
     def form(self) -> Form:
@@ -206,6 +210,8 @@ class LaunchPlan(TextDisplay):
         consts = ", ".join(f"{k}={v!r}" for k, v in self.constants)
         if consts:
             lines.append(f"  constants: {consts}")
+        if self.narrowing is not None:
+            lines.append(f"  {self.narrowing}")
         names = ", ".join(self.grid_names)
         lines.append(
             f"  grid: {self.grid} over ({names})"

@@ -235,6 +235,26 @@ def eligible(
     return tiled[rows] * tiled[cols] <= _MAX_ACC_ELEMENTS
 
 
+def _skinny(
+    a: OperandPlan,
+    block_counts: tuple[int, int],
+    tile_grid: tuple[int, int],
+    batch: tuple[int, ...],
+    sms: int,
+    ragged: RaggedRows | None,
+) -> bool:
+    """Whether the product has at most one WGMMA row group of rows (a decode step's few
+    tokens) and pairing its blocks would leave SMs idle that the blocks alone keep busy. Such
+    a product streams `b` and does little arithmetic a byte: a CTA a block, one warpgroup
+    each, keeps twice the SMs loading it, where two consumers sharing `a`'s block save only
+    shared-memory reads of a block of a few rows."""
+    if ragged is not None or block_counts[0] != 1 or a.shape[-2] > hw.WGMMA_ROWS:
+        return False
+    entries = math.prod(batch)
+    tiles, blocks = entries * math.prod(tile_grid), entries * math.prod(block_counts)
+    return tiles < min(blocks, sms)
+
+
 def choose(
     a: OperandPlan,
     b: OperandPlan,
@@ -251,15 +271,16 @@ def choose(
     declared_cluster: bool | None = None,
 ) -> WarpSpecialized | None:
     """The configuration for blocks (BM, BN, BK) and `block_counts` blocks along (rows,
-    cols); None when no dim has two blocks for the consumers to pair, or even one stage does
-    not fit beside the epilogue (the pipelined form then keeps the kernel)."""
+    cols); None when no dim has two blocks for the consumers to pair, pairing would idle SMs
+    of a skinny product (`_skinny`), or even one stage does not fit beside the epilogue (the
+    pipelined form then keeps the kernel)."""
     bm, bn, bk = blocks
     pairing = (
         _pairing(blocks, block_counts, names)
         if ragged is None
         else _ragged_pairing(blocks, block_counts, names, ragged)
     )
-    if pairing is None:
+    if pairing is None or _skinny(a, block_counts, pairing.tile_grid, batch, sms, ragged):
         return None
     paired, consumers, tile_grid = pairing.paired, pairing.consumers, pairing.tile_grid
     a_block = hw.nbytes((2 * bm if paired == names[0] else bm) * bk, a.dtype)
