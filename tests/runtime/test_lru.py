@@ -8,6 +8,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import statickernel as sk
+from statickernel._compiler.plan import schedule
 from statickernel.runtime.lru import DEFAULT_SIZE, LruCache, configured_size
 
 
@@ -46,8 +47,8 @@ def test_a_kernel_keeps_its_most_recent_specializations(monkeypatch: pytest.Monk
         double(x)
     assert len(double._cache) == 2 and len(double._by_consts) == 2
 
-    def key(x: jax.Array) -> object:
-        return (((x.shape, x.dtype),), (), "interpret")
+    def key(x: jax.Array) -> object:  # shapes, overrides, and the backend and SMs launched for
+        return (((x.shape, x.dtype),), (), ("interpret", schedule.sm_count()))
 
     assert key(xs[0]) not in double._cache
     assert key(xs[1]) in double._cache and key(xs[2]) in double._cache

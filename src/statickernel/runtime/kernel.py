@@ -22,6 +22,7 @@ from .._compiler.build import compile_call, compile_declaration
 from .._compiler.declare.binding import bind, bind_consts, call_site, check_arguments
 from .._compiler.declare.spec import KernelSpec, build_spec
 from .._compiler.plan.plan import LaunchPlan
+from .._compiler.plan.schedule import sm_count
 from .._display import PallasSource
 from .._errors import (
     BackendError,
@@ -202,11 +203,12 @@ class Kernel[**P, R]:
             raise _for_kernel(exc, self.spec.name) from None
 
     def _launch_key(self, backend: str | None) -> Any:
-        """The launch settings of a call's cache key: its backend, and the profile of
+        """The launch settings of a call's cache key: its backend, the SMs launches are sized
+        for (a split loop's parts and narrowed blocks depend on them), and the profile of
         `sk.profile` when one is active (a profiled launch is a specialization of its own)."""
         chosen = self._backend_key(backend)
         active = current_profile()
-        return chosen if active is None else (chosen, active)
+        return (chosen, sm_count()) if active is None else (chosen, sm_count(), active)
 
     def _canonical_key(self, key: Any, overrides: Mapping[str, Any], backend: str | None) -> Any:
         if key is None:
@@ -221,6 +223,7 @@ class Kernel[**P, R]:
                 consts,
                 passed,
                 resolve_backend(backend, self.backend),
+                sm_count(),
                 current_profile(),
             )
             hash(canonical)

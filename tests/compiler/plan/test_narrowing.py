@@ -33,6 +33,9 @@ def _normal(key: int, shape: tuple[int, ...]) -> jax.Array:
 @pytest.fixture
 def h200(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(schedule, "SMS", 132)
+    # A tuning cached for these shapes (the CLI docs tune matmul at 64 x 4096) is passed as
+    # constants, which are never narrowed: these tests plan the defaults.
+    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "0")
 
 
 @pytest.fixture

@@ -2,8 +2,9 @@
 the split launch against jnp at the skinny shapes it is for (a decode step's products).
 
 The plan narrows a split launch's blocks where narrower ones do better (`plan/narrowing.py`,
-tested in tests/compiler/plan/test_narrowing.py); here the kernels keep their declared
-blocks, so that each test sees the split it is about."""
+tested in tests/compiler/plan/test_narrowing.py); the tests here whose shapes it narrows
+pass matmul's declared blocks (BM=128, BN=128: a constant the call passes is never
+narrowed), so that each sees the split it is about."""
 
 from typing import Any
 
@@ -24,17 +25,10 @@ from matmul_fp8 import Fp8, matmul_fp8, matmul_fp8_reference
 from matmul_int4 import matmul_w4a16, matmul_w4a16_reference, quantize_int4
 from matmul_int8 import matmul_int8, matmul_int8_reference
 from matmul_int8_weights import matmul_w8a16, matmul_w8a16_reference
-from statickernel._compiler import build
 from statickernel._compiler.plan.split import MIN_PART_STEPS, split_parts
 from tolerances import assert_close, tolerance_for
 
 SPLIT = sk.ScheduleKind.SPLIT_LOOP
-
-
-@pytest.fixture(autouse=True)
-def _declared_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No narrowed candidates: every plan keeps the blocks its kernel declares."""
-    monkeypatch.setattr(build, "narrowing_candidates", lambda *args: [])
 
 
 def _specs(*shapes: tuple[int, ...], dtype: Any = jnp.bfloat16) -> list[jax.ShapeDtypeStruct]:
@@ -178,7 +172,7 @@ def test_the_parts_fill_the_sms_without_an_empty_part(
     ],
 )
 def test_the_plan_splits_skinny_products(m: int, k: int, n: int, parts: int | None) -> None:
-    plan = matmul.plan(*_specs((m, k), (k, n)))
+    plan = matmul.plan(*_specs((m, k), (k, n)), BM=128, BN=128)
     if parts is None:
         assert plan.split is None and _kind(plan) is not SPLIT
         return
@@ -202,13 +196,13 @@ def test_the_split_is_sized_for_the_sms(monkeypatch: pytest.MonkeyPatch) -> None
     from statickernel._compiler.plan import schedule as figures
 
     monkeypatch.setattr(figures, "SMS", 16)
-    plan = matmul.plan(*_specs((16, 4096), (4096, 1024)))
+    plan = matmul.plan(*_specs((16, 4096), (4096, 1024)), BM=128, BN=128)
     assert plan.split is not None and plan.split.ctas <= 16 and plan.split.parts == 2
 
 
 def test_the_cost_counts_the_partial_sums() -> None:
     m, k, n = 16, 4096, 4096
-    plan = matmul.plan(*_specs((m, k), (k, n)), bf16_out=True)
+    plan = matmul.plan(*_specs((m, k), (k, n)), bf16_out=True, BM=128, BN=128)
     assert plan.split is not None and plan.cost is not None
     reads = 2 * (m * k + k * n)
     partials = plan.split.parts * m * n * 4  # written by the kernel, read by the sum
@@ -383,7 +377,7 @@ def test_a_split_launch_has_no_race() -> None:
 
 
 def test_the_module_numbers_the_parts_and_adds_them() -> None:
-    source = matmul.emit(*_specs((16, 4096), (4096, 4096)), bf16_out=True)
+    source = matmul.emit(*_specs((16, 4096), (4096, 4096)), bf16_out=True, BM=128, BN=128)
     assert 'grid_names=("M", "N", "K")' in source
     assert "grid=(1, 32, 4)" in source
     assert "loop0_first = block_K * 16" in source
