@@ -12,7 +12,7 @@ reads), the result once.
 So where the plan splits a loop, it also plans each tile constant the call did not pass
 halved (down to 8 elements, while the blocks stay within one wave of the SMs), and keeps the
 specialization with the lowest floor scaled by the SMs its CTAs leave idle
-(`Narrowing.score`), then the fewest HBM bytes, the least shared memory, and the declared
+(`score`), then the fewest HBM bytes, the least shared memory, and the declared
 blocks first. A block the rules refuse (WGMMA's M, a TMA box) is not a candidate. The
 narrowed constants are the body's: the module is generated for them and its header says
 so; a constant the call passes (`BN=128`) is kept as passed.
