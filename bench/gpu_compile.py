@@ -316,6 +316,19 @@ ROWS: tuple[Row, ...] = (
         (((4096, 4096), "int4"), ((32, 4096), "bfloat16"), ((4096, 4096), "bfloat16")),
         (("BN", 64), ("BM", 128)),
     ),
+    # The same with the weight laid out (K, N) (GPTQ's qweight): the product's b dequantized in
+    # registers and staged through swizzled shared memory, no transpose after.
+    Row(
+        "matmul_int4",
+        "linear_int4",
+        (((64, 4096), "bfloat16"), ((4096, 4096), "int4"), ((32, 4096), "bfloat16")),
+    ),
+    Row(
+        "matmul_int4",
+        "linear_int4",
+        (((4096, 4096), "bfloat16"), ((4096, 4096), "int4"), ((32, 4096), "bfloat16")),
+        (("BM", 128),),
+    ),
     # An embedding lookup: 8192 tokens' rows of a 128256 x 4096 bf16 table (Llama 3's),
     # each row gathered by a copy of its own.
     Row(
@@ -376,8 +389,12 @@ ROWS: tuple[Row, ...] = (
 JAX_MATMUL = "hopper_matmul_mgpu"
 JAX_RAGGED_DOT = "ragged_dot_mgpu"
 JAX_ATTENTION = "attention_mgpu"
+JAX_MIXED_MATMUL = "hopper_mixed_type_matmul_mgpu"
 JAX_MATMUL_ROWS: tuple[Row, ...] = (
     Row("jax", JAX_MATMUL, _tile(4096, 4096, "bfloat16", 2)),
+    # jax's mixed-type matmul: an int8 `a` converted in registers times a bfloat16 `b`, the
+    # anchor for the quantized-weight products (linear_int4 stages its converted b instead).
+    Row("jax", JAX_MIXED_MATMUL, (((4096, 4096), "int8"), ((4096, 4096), "bfloat16"))),
     Row("jax", JAX_RAGGED_DOT, _GROUPED),
     # jax's FlashAttention-3-shaped forward at attention's shape, (B, S, H, D) as it takes it,
     # in float16 (its p @ v casts p to float16, which a bfloat16 v does not match).
@@ -433,8 +450,29 @@ def _jax_attention_report(row: Row, target: str) -> Any:
     return _compile(fn, row.structs, JAX_ATTENTION, target, True, 0, None)
 
 
+def _jax_mixed_matmul_report(row: Row, target: str) -> Any:
+    """jax's `hopper_mixed_type_matmul_mgpu` at 128x128 blocks a consumer warpgroup, two
+    consumers along N, BK=64 and 4 stages, persistent over 132 SMs."""
+    import types
+
+    from jax.experimental.pallas.ops.gpu import hopper_mixed_type_matmul_mgpu as hmt
+
+    from statickernel.aot.compile import _compile
+
+    # The kernel asks the default device for its SM count; a deviceless compile has none.
+    device = types.SimpleNamespace(core_count=132)
+    hmt.backend = types.SimpleNamespace(get_default_device=lambda: device)  # type: ignore[attr-defined]
+    config = hmt.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4)
+
+    def run(a: jax.Array, b: jax.Array) -> jax.Array:
+        return hmt.mixed_matmul_kernel(a, b, out_dtype=jnp.bfloat16, config=config)
+
+    return _compile(jax.jit(run), row.structs, JAX_MIXED_MATMUL, target, True, 0, None)
+
+
 _JAX_REPORTS = {
     JAX_MATMUL: _jax_matmul_report,
+    JAX_MIXED_MATMUL: _jax_mixed_matmul_report,
     JAX_RAGGED_DOT: _jax_ragged_dot_report,
     JAX_ATTENTION: _jax_attention_report,
 }

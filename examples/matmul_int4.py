@@ -12,6 +12,11 @@ from registers (as jax's `hopper_mixed_type_matmul_mgpu` does); the activations 
 read K-major as they lie. So the product comes out transposed, `(N, M)`, and
 `linear_w4a16` transposes it back, which XLA fuses into the consumer. Each weight is read
 from HBM once: a quarter of the bytes of bfloat16 weights.
+
+`linear_int4` multiplies the other way round, for a weight laid out `(K, N)` as GPTQ and AWQ
+store it: `x @ dequantize(w, scales)`, `(M, N)` as it comes. There the dequantized weight is
+the product's `b`, which WGMMA reads only from shared memory: each step stores it into a
+swizzled buffer of its own and multiplies from there, and no transpose follows.
 """
 
 import jax
@@ -61,6 +66,46 @@ def matmul_w4a16(
     return acc.astype(jnp.bfloat16)
 
 
+def linear_int4_reference(
+    x: jax.Array, w: jax.Array, scales: jax.Array, BK: int = 128
+) -> jax.Array:
+    """x times the dequantized (K, N) weight, rounded to bfloat16 as the kernel multiplies it."""
+    per_element = jnp.repeat(scales.astype(jnp.float32), BK, axis=0)[: w.shape[0]]
+    dequantized = (w.astype(jnp.float32) * per_element).astype(jnp.bfloat16)
+    product = jnp.dot(
+        x.astype(jnp.float32),
+        dequantized.astype(jnp.float32),
+        precision=jax.lax.Precision.HIGHEST,
+    )
+    return product.astype(x.dtype)
+
+
+@sk.kernel(
+    tile={"M": "BM", "N": "BN"},
+    loop={"K": "BK"},
+    groups={"G": "K"},
+    reference=linear_int4_reference,
+)
+def linear_int4(
+    x: BFloat16[Array, "M K"],
+    w: Int4[Array, "K N"],
+    scales: Float[Array, "G N"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 64,
+    BK: sk.Const[int] = 128,
+) -> BFloat16[Array, "M N"]:
+    """x @ dequantize(w, scales), the (K, N) int4 weight dequantized in registers a step."""
+
+    def step(acc: jax.Array) -> jax.Array:
+        scale = sk.load(scales).astype(jnp.float32)  # this group's row of scales, one per n
+        dequantized = sk.load(w).astype(jnp.float32) * scale[None, :]
+        return acc + sk.dot(x, dequantized.astype(jnp.bfloat16))
+
+    acc = sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
+    return acc.astype(jnp.bfloat16)
+
+
 def linear_w4a16(x: jax.Array, w: jax.Array, scales: jax.Array) -> jax.Array:
     """`x @ dequantize(w, scales).T` for x of (M, K): the kernel's product, transposed back."""
     return matmul_w4a16(w, scales, x).T
@@ -87,3 +132,7 @@ if __name__ == "__main__":
     print("max abs error:", float(jnp.max(jnp.abs(got - want))))
     exact = x.astype(jnp.float32) @ weight.T
     print("max abs quantization error:", float(jnp.max(jnp.abs(got - exact))))
+    # The same weight laid out (K, N), as GPTQ stores it: no transpose on either side.
+    print(linear_int4.plan(x, w.T, scales))
+    got_kn = linear_int4(x, w.T, scales).astype(jnp.float32)
+    print("max abs difference, (K, N) against (N, K):", float(jnp.max(jnp.abs(got_kn - got))))

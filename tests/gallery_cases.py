@@ -41,7 +41,7 @@ from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
 from matmul_fp8 import matmul_fp8
 from matmul_fp8_blockwise import matmul_fp8_blockwise_steps
-from matmul_int4 import matmul_w4a16
+from matmul_int4 import linear_int4, matmul_w4a16
 from matmul_int8 import matmul_int8
 from matmul_int8_weights import matmul_w8a16
 from mlp import mlp
@@ -102,6 +102,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "causal_conv1d_channels_first": causal_conv1d_channels_first,
     "matmul_w8a16": matmul_w8a16,
     "matmul_w4a16": matmul_w4a16,
+    "linear_int4": linear_int4,
     "embedding": embedding,
     "kv_cache_rows": kv_cache_rows,
     "paged_attention_heads": paged_attention_heads,
@@ -247,6 +248,10 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # Ragged N and K (int4 rows of 100 bytes, padded on the host), two groups of K (the last
     # partial), 5 rows of activations.
     "matmul_w4a16": [((100, 200), "int4"), ((2, 100), "bfloat16"), ((5, 200), "bfloat16")],
+    # The same weight laid out (K, N), the product's b dequantized and staged in shared memory:
+    # a ragged last step (200 % 128) whose rows of b are zeroed, ragged N copied from column 0
+    # of a view of its blocks.
+    "linear_int4": [((5, 200), "bfloat16"), ((200, 100), "int4"), ((2, 100), "bfloat16")],
     # 100 ids (ragged: 100 % 64) into a table of 1000 rows of 300 float32 (ragged: 300 % 256),
     # each row gathered by a copy of its own.
     "embedding": [((1000, 300), "float32"), ((100,), "int32")],

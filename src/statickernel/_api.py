@@ -59,8 +59,9 @@ from ._errors import (
     VjpError,
 )
 from .aot.report import CompileReport, Occupancy, OccupancyLimit
-from .language.loops import dot, loop, map_blocks
+from .language.loops import loop, map_blocks
 from .language.position import position
+from .language.products import dot
 from .language.random import random_bits, random_bits_reference, uniform, uniform_reference
 from .language.reductions import max, min, sum
 from .language.tile import Tile, dim, load

@@ -131,7 +131,12 @@ QUANTIZED_SHAPES = [(64, 256, 64), (100, 200, 5), (257, 1024, 129), (4096, 4096,
     ("n", "k", "m"), QUANTIZED_SHAPES, ids=[f"{n}x{k}x{m}" for n, k, m in QUANTIZED_SHAPES]
 )
 def test_quantized_weight_matmuls_on_hardware(n: int, k: int, m: int) -> None:
-    from matmul_int4 import matmul_w4a16, matmul_w4a16_reference
+    from matmul_int4 import (
+        linear_int4,
+        linear_int4_reference,
+        matmul_w4a16,
+        matmul_w4a16_reference,
+    )
     from matmul_int8_weights import matmul_w8a16, matmul_w8a16_reference
 
     kw, ks, kx = jax.random.split(jax.random.key(n + k + m), 3)
@@ -148,6 +153,12 @@ def test_quantized_weight_matmuls_on_hardware(n: int, k: int, m: int) -> None:
         (
             matmul_w8a16.with_backend("mosaic_gpu")(w8, scale, x),
             matmul_w8a16_reference(w8, scale, x),
+        ),
+        # The weight laid out (K, N): b dequantized in registers and staged in shared memory,
+        # its int4 blocks of N copied from column 0 of a view of them.
+        (
+            linear_int4.with_backend("mosaic_gpu")(x, w4.T, scales),
+            linear_int4_reference(x, w4.T, scales),
         ),
     ):
         got32, want32 = np.asarray(got, np.float32), np.asarray(want, np.float32)

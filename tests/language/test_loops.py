@@ -974,14 +974,15 @@ def test_dot_of_a_loaded_b() -> None:
             BK: sk.Const[int] = 64,
         ) -> Float32[Array, "M N"]:
             def step(acc):
-                return acc + sk.dot(a, sk.load(b) * 2)  # @dot-loaded-b
+                return acc + sk.dot(a, sk.load(b).astype(jnp.float32) * 2)  # @dot-loaded-b
 
             return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
 
+    # A b computed in the step is multiplied in 16 bits (tests/compiler/lower/test_computed_b.py).
     check_misuse(info.value, "dot-loaded-b")
-    assert "a value computed in the body" in info.value.what
-    assert info.value.actual == "a bfloat16[64, 64] value"  # not the tracer's class
-    assert "scale or cast the product instead" in str(info.value.fix)
+    assert "a float32 value" in info.value.what
+    assert info.value.actual == "a float32[64, 64] value"  # not the tracer's class
+    assert "astype(jnp.bfloat16)" in str(info.value.fix)
 
 
 def test_dot_of_a_product_over_the_tiled_columns() -> None:

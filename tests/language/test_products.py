@@ -141,7 +141,8 @@ def test_dot_contracting_a_tiled_dim() -> None:
     assert "tile=" in str(info.value.fix)
 
 
-def test_dot_of_a_b_that_is_a_value() -> None:
+def test_dot_of_a_b_that_is_a_value_of_the_steps_rows() -> None:
+    """A computed b is a block of the loop dim by the columns: one along the rows M is not."""
     with pytest.raises(sk.BodyError) as info:
 
         @sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
@@ -150,16 +151,16 @@ def test_dot_of_a_b_that_is_a_value() -> None:
             b: BFloat16[Array, "K N"],
             *,
             BM: sk.Const[int] = 64,
-            BN: sk.Const[int] = 64,
+            BN: sk.Const[int] = 128,
             BK: sk.Const[int] = 64,
         ) -> Float32[Array, "M N"]:
             def step(acc):
-                return acc + sk.dot(a, sk.load(b))  # @b-value
+                return acc + sk.dot(a, sk.load(a).T)  # @b-value
 
             return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
 
-    assert "`b` is a value computed in the body" in info.value.what
-    assert "only a may be a value" in str(info.value.fix)
+    assert "the value b is not a block of the step's K by the kernel's columns N" in info.value.what
+    assert "annotate the operand b is computed from 'K N'" in str(info.value.fix)
 
 
 def test_dot_whose_a_does_not_share_its_last_dim() -> None:

@@ -6,8 +6,8 @@ constant, one step after another, through a software pipeline. The body says wha
 - `sk.loop(axis, step, init, stop=None)` folds the steps into a carry and returns the final
   carry, walking only the blocks before `stop` when it is given;
 - `sk.map_blocks(axis, fn)` computes one output block per step and writes it as it goes;
-- `sk.dot(a, b)` inside a step multiplies an operand's current block `b` by an operand's block
-  or a value `a` on the tensor cores, over the loop dim or a whole dim both hold.
+- `sk.dot(a, b)` (`language.products`) inside a step multiplies two blocks on the tensor
+  cores, over the loop dim or a whole dim both hold.
 
 Each is recorded in the traced body as one primitive whose parameters hold the step's own traced
 equations, so the import-time checks and the code generator see the loop as the user wrote it.
@@ -26,9 +26,8 @@ from .._errors import BodyError
 from .._where import call_site
 from . import context as _trace_context
 from .context import LoopDim
-from .tile import Tile
 
-__all__ = ["dot", "dot_p", "loop", "loop_p", "map_blocks", "map_p"]
+__all__ = ["loop", "loop_p", "map_blocks", "map_p"]
 
 _INT32 = jnp.iinfo(jnp.int32)
 
@@ -61,18 +60,6 @@ def _abstract_map(*args: Any, jaxpr: Any, num_consts: int, axis_sizes: Any, **_:
 map_p = jex_core.Primitive("sk_map_blocks")
 map_p.multiple_results = True
 map_p.def_abstract_eval(_abstract_map)
-
-
-def _abstract_dot(lhs: Any, rhs: Any, *, contract: tuple[int, int], **_: Any) -> Any:
-    rows = lhs.shape[1 - contract[0]]
-    cols = rhs.shape[1 - contract[1]]
-    # WGMMA accumulates integers (int8) in int32, floats in float32.
-    integer = jnp.issubdtype(lhs.dtype, jnp.integer)
-    return jax_core.ShapedArray((rows, cols), jnp.int32 if integer else jnp.float32)
-
-
-dot_p = jex_core.Primitive("sk_dot")
-dot_p.def_abstract_eval(_abstract_dot)
 
 
 def _loop_dims(what: str) -> Mapping[str, LoopDim]:
@@ -374,165 +361,4 @@ def _check_scan_carry(axis: str, outs: Any, leaves: list[Any]) -> None:
         actual=f"({got})",
         fix="return the carry with the structure, shapes and dtypes of init=; cast with "
         ".astype(...) where a dtype changed",
-    )
-
-
-def dot(a: Any, b: Any) -> jax.Array:
-    """The float32 product `a @ b` of two blocks on the tensor cores (WGMMA), in a loop step.
-
-    `b` is an operand: the step's block of it, read straight from shared memory. `a` is an
-    operand too, or a 16-bit value the step computed (it stays in registers). The contracted dim
-    is `a`'s last one, which `b` holds as well, either first or last:
-
-    - the loop dim: `a` is `"M K"` (or a value `(BM, BK)`), `b` is `"K N"` or `"N K"`, and the
-      loop adds one block's product a step: `acc + sk.dot(a, b)`. Blocks past the edge of K
-      read zeros, and a value's columns past it count as zeros, so a ragged K is exact;
-    - a whole dim that both blocks hold: `q` `"M D"` by `k` `"N D"` gives the `"M N"` scores of
-      a loop over N (attention's `s = sk.dot(q, k)`).
-
-    The product is `(rows of a, the other dim of b)`: a block along the loop dim, or, when `b`'s
-    other dim is the kernel's column dim, a block of the body around the loop (an attention
-    accumulator: `acc * rescale[:, None] + sk.dot(p.astype(jnp.bfloat16), v)`).
-    """
-    loops = _active_loops()
-    if not isinstance(b, Tile):
-        value = hasattr(b, "shape") and hasattr(b, "dtype")
-        raise BodyError(
-            "sk.dot's `b` is "
-            + ("a value computed in the body" if value else "not an operand of the kernel")
-            + ": WGMMA reads b straight from shared memory, so it must be an operand as it is",
-            expected="an operand of the kernel, passed as it is: sk.dot(p, v), not "
-            "sk.dot(p, sk.load(v))",
-            actual=f"a {jnp.dtype(b.dtype).name}{list(b.shape)} value"
-            if value
-            else type(b).__name__,
-            fix="pass the operand itself as b, and scale or cast the product instead: "
-            "sk.dot(p, v) * s rather than sk.dot(p, sk.load(v) * s); only a may be a value "
-            "computed in the step",
-        )
-    a_name = a.name if isinstance(a, Tile) else "a"
-    if not loops:
-        raise BodyError(
-            f"sk.dot({a_name}, {b.name}) was called outside a loop step",
-            operand=b.name,
-            fix='call it inside the step of sk.loop, e.g. sk.loop("K", lambda acc: acc + '
-            "sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))",
-        )
-    context = _trace_context.current()
-    assert context is not None
-    axis = loops[-1]
-    if len(b.dims) != 2:
-        # The dim b should share with a, and a name for its other dim unlike every other.
-        over = a.dims[-1] if isinstance(a, Tile) and a.dims else axis
-        taken = {*b.dims, over, *(a.dims if isinstance(a, Tile) else ())}
-        other = next(d for d in ("N", "P", "Q", "R", "S", "T") if d not in taken)
-        raise BodyError(
-            f"sk.dot's `{b.name}` is not a 2-D operand",
-            operand=b.name,
-            dim=over,
-            expected=f"'{over} {other}' or '{other} {over}' for {b.name}",
-            actual=f"'{' '.join(b.dims)}'",
-            fix=f"annotate {b.name} with the contracted dim {over} and one other",
-        )
-    if isinstance(a, Tile):
-        over = _tile_contraction(a, b, axis)
-        a_value = a.block_for_dot(fill=0)
-    else:
-        over = _value_contraction(a, b, axis, context)
-        a_value = a
-    if over != axis and (over in context.tiled or over in context.loop_dims):
-        split = "split across the grid" if over in context.tiled else "a loop dim of another loop"
-        raise BodyError(
-            f"sk.dot({a_name}, {b.name}) contracts {over}, which is {split}: each block would "
-            f"hold only part of the sum",
-            operand=b.name,
-            dim=over,
-            expected=f"the loop dim {axis}, or a whole dim",
-            actual=f"{over}, {split}",
-            fix=f"leave {over} out of tile= and loop= so that each block holds all of it, or "
-            f"contract it in its own loop",
-        )
-    return dot_p.bind(
-        a_value,
-        b.block_for_dot(fill=0),
-        contract=(1, b.dims.index(over)),
-        a=a.name if isinstance(a, Tile) else "",
-        b=b.name,
-        over=over,
-        b_dims=tuple(b.dims),
-    )
-
-
-def _tile_contraction(a: Tile, b: Tile, axis: str) -> str:
-    """The dim `sk.dot(a, b)` contracts for an operand `a`: its last, which `b` must hold."""
-    if len(a.dims) != 2:
-        raise BodyError(
-            f"sk.dot's operand `{a.name}` is not a 2-D operand",
-            operand=a.name,
-            expected="two dims besides its batch dims: its rows, then the contracted dim",
-            actual=f"'{' '.join(a.dims)}'",
-            fix=f"annotate {a.name} with its rows and the dim it shares with {b.name}",
-        )
-    rows, over = a.dims
-    if over in b.dims and over != rows:
-        return over
-    other = next((d for d in b.dims if d not in a.dims), "N")
-    if rows in b.dims:
-        raise BodyError(
-            f"sk.dot's `{a.name}` has the contracted dim {rows} first",
-            operand=a.name,
-            dim=rows,
-            expected=f"'{over} {rows}': a's rows, then the dim it shares with {b.name}",
-            actual=f"'{' '.join(a.dims)}'",
-            fix=f"pass {a.name}.T from outside the kernel and annotate it '{over} {rows}'",
-        )
-    raise BodyError(
-        f"sk.dot({a.name}, {b.name}): {a.name}'s last dim {over} is not a dim of {b.name}",
-        operand=b.name,
-        dim=over,
-        expected=f"'{over} {other}' or '{other} {over}' for {b.name}",
-        actual=f"'{' '.join(b.dims)}'",
-        fix=f"annotate both operands with the dim they contract; sk.dot contracts {a.name}'s "
-        "last dim",
-    )
-
-
-def _value_contraction(a: Any, b: Tile, axis: str, context: _trace_context.TraceContext) -> str:
-    """The dim `sk.dot(a, b)` contracts for a value `a`: the dim of `b` whose block has the
-    size of `a`'s columns, the loop dim first."""
-    shape = tuple(jnp.shape(a))
-    dtype = jnp.result_type(a)
-    if len(shape) != 2:
-        raise BodyError(
-            f"sk.dot's `a` is a {len(shape)}-D value",
-            operand=b.name,
-            expected="a 2-D block computed in the step, (rows, the contracted dim)",
-            actual=f"{dtype}{list(shape)}",
-            fix="multiply a block of the step, e.g. sk.dot(p.astype(jnp.bfloat16), v)",
-        )
-    if dtype not in (jnp.bfloat16, jnp.float16):
-        # b's own 16-bit dtype; at the declaration a `Float` operand traces as float32.
-        cast = jnp.dtype(b.dtype).name if b.dtype in (jnp.bfloat16, jnp.float16) else "bfloat16"
-        raise BodyError(
-            f"sk.dot's `a` is a {dtype} value; WGMMA reads a from registers only as a 16-bit float",
-            operand=b.name,
-            expected="a bfloat16 or float16 block",
-            actual=f"{dtype}{list(shape)}",
-            fix=f"cast it first, e.g. sk.dot(p.astype(jnp.{cast}), {b.name}), and annotate "
-            f"{b.name} with its 16-bit dtype (a `Float` operand is traced as float32 at the "
-            "declaration)",
-        )
-    fits = [d for d in b.dims if context.blocks.get(d) == shape[1]]
-    if axis in fits:
-        return axis
-    if fits:
-        return fits[0]
-    sizes = ", ".join(f"{d}: {context.blocks.get(d)}" for d in b.dims)
-    raise BodyError(
-        f"sk.dot(a, {b.name}): a's {shape[1]} columns match no dim of {b.name}'s block",
-        operand=b.name,
-        expected=f"a's last axis as long as {b.name}'s block along the contracted dim ({sizes})",
-        actual=f"a: {dtype}{list(shape)}",
-        fix=f"contract the loop dim {axis}: a block of the step has one column per element "
-        f"of {axis}'s block",
     )

@@ -111,8 +111,8 @@ class Tile:
         shift = self._shift(offset)
         if self._check_frame() and (fill != 0 or str(fill) == "-0.0"):
             raise BodyError(
-                f"`{self.name}` is a block of the rows and the loop dim, loaded in the loop's "
-                f"step with fill={fill!r}: such a block reads 0 past its edge",
+                f"`{self.name}` is a block of the loop dim and a dim of the blocks, loaded in "
+                f"the loop's step with fill={fill!r}: such a block reads 0 past its edge",
                 operand=self.name,
                 expected="fill=0 (the default)",
                 actual=f"fill={fill!r}",
@@ -275,7 +275,8 @@ class Tile:
     def _check_frame(self) -> bool:
         """Records a load of an operand laid out unlike the blocks. It is reported after the
         body is translated, so that a `jnp.dot` of it is reported as what it is. True for a
-        block of the rows and the loop dim, loaded in the loop's step (the step's block)."""
+        block of the rows and the loop dim, or of the loop dim and the columns, loaded in the
+        loop's step (the step's block)."""
         rows, cols = self._frame
         if not self.dims or not rows:  # a Tile built without its dims has no frame to check
             return False
@@ -289,6 +290,16 @@ class Tile:
             and context is not None
             and self.dims[1] in context.loops
             and self.dims[1] != cols
+        )
+        # Likewise a block of that loop dim and the columns, a product's `b` computed there (a
+        # "K N" weight dequantized for sk.dot(x, w)).
+        in_step = in_step or (
+            len(self.dims) == 2
+            and cols is not None
+            and self.dims[1] == cols
+            and context is not None
+            and self.dims[0] in context.loops
+            and self.dims[0] != rows
         )
         # A vector along the loop dim outside the frame, loaded in that loop's step, runs
         # along the step's columns (a key's segment id, a query's log-sum-exp).

@@ -380,7 +380,7 @@ def test_an_int4_b_of_sk_dot_is_refused() -> None:
         ) -> Float32[Array, "M N"]:
             return sk.loop("K", lambda acc: acc + sk.dot(x, w), init=jnp.zeros((BM, BN), F32))
 
-    assert info.value.operand == "w" and "pass it as a" in str(info.value.fix)
+    assert info.value.operand == "w" and "a b computed in registers" in str(info.value.fix)
 
 
 @pytest.mark.parametrize("Weight", [Int, Shaped], ids=["Int", "Shaped"])

@@ -391,7 +391,7 @@ def _block_spec(
         plan.dim(d).extent for d in op.dims
     )
     index = groups + tuple(block if d == axis else Const(0) for d in op.dims)
-    if op.column_steps:  # (rows, steps, block): the step's block starts at column 0
+    if op.column_steps and op.dims[-1] == axis:  # (rows, steps, block): from column 0
         shape = (*shape[:-1], None, shape[-1])
         index = (*index[:-1], block, Const(0))
     keywords: dict[str, Expr] = {}
@@ -408,7 +408,12 @@ def _gmem_view(plan: LaunchPlan, op: OperandPlan, axis: str) -> Expr:
     for d in op.dims:
         dim = plan.dim(d)
         slices.append(block_slice(dim) if d != axis and dim.tiled_by else Slice())
-    if op.column_steps:
+    if op.column_steps and op.dims[-1] != axis:
+        # (rows, blocks, block): the grid's block of the columns is an index of the view, and
+        # each copy starts at its column 0.
+        slices[-1] = Name(block_index(op.dims[-1]))
+        slices.append(Slice())
+    elif op.column_steps:
         slices.append(Slice())
     if all(isinstance(s, Slice) for s in slices):
         return Name(gmem_ref(op.name))

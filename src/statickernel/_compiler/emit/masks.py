@@ -41,6 +41,10 @@ class _Along:
 _ROWS = _Along("row", Kind.ROW, Mask.ROW_OK, Mask.ROW_OK_VEC, Mask.ROW_POSITION)
 _COLS = _Along("col", Kind.COL, Mask.COL_OK, Mask.COL_OK_VEC, Mask.COL_POSITION)
 _LOOP = _Along("loop", Kind.LOOP_COL, Mask.LOOP_OK, Mask.LOOP_OK_VEC, Mask.LOOP_POSITION)
+# The loop dim along the rows of a (loop block, cols) block: a computed `b` of sk.dot.
+_LOOP_ROWS = _Along(
+    "loop_row", Kind.ROW, Mask.LOOP_ROW_OK, Mask.LOOP_ROW_OK_VEC, Mask.LOOP_ROW_POSITION
+)
 
 
 def edge_mask_statements(
@@ -50,12 +54,15 @@ def edge_mask_statements(
     `row_ok_vec` and `col_ok_vec` for vectors, and the positions `row_position` and
     `col_position` (global indices along the axis, past the dim's size too). In the step of a
     loop over a dim outside the frame, `loop` is that dim, with `loop_ok`, `loop_ok_vec` and
-    `loop_position`."""
+    `loop_position` along a step's columns, and `loop_row_ok` along the rows of a (loop
+    block, cols) block (a computed `b` of sk.dot)."""
     needed = set(needed)
     statements: list[Stmt] = []
-    for along, axis in ((_ROWS, rows), (_COLS, cols), (_LOOP, loop)):
+    for along, axis in ((_ROWS, rows), (_COLS, cols), (_LOOP, loop), (_LOOP_ROWS, loop)):
         across = loop if along is _LOOP else cols
         shape = (rows.extent, across.extent if across else 1)
+        if along is _LOOP_ROWS:
+            shape = (loop.extent if loop else 1, cols.extent if cols else 1)
         masks = {along.block, along.vector} & needed
         if not masks and along.position not in needed:
             continue
@@ -79,7 +86,7 @@ def edge_mask_statements(
             Assign((Name(along.vector),), BinOp(Operator.LT, position, Const(axis.size)))
         )
         if along.block in needed:
-            dimension = 0 if along is _ROWS else 1
+            dimension = 0 if along in (_ROWS, _LOOP_ROWS) else 1
             statements.append(
                 Assign((Name(along.block),), broadcast(Name(along.vector), shape, dimension))
             )

@@ -65,6 +65,10 @@ class Kind(enum.StrEnum):
     # as attention's scores. In the WGMMA layout; it does not outlive the step.
     LOOP_TILE = "loop_tile"
     LOOP_COL = "loop_col"  # a per-column vector of a LOOP_TILE, (loop block,)
+    # In such a step, a (loop block, cols) block: an operand laid out (loop dim, column dim)
+    # loaded there, and what the step computes from it, such as a weight dequantized for
+    # sk.dot's `b`. In the WGMMA layout; its per-column vectors are the frame's (COL).
+    LOOP_ROWS = "loop_rows"
     # A vector of parameters along a dim of its own (PolyNorm's weights): never loaded, each
     # element read by index from global memory where the body takes it (`w[0]`).
     PARAMS = "params"
@@ -96,6 +100,9 @@ class Mask(enum.StrEnum):
     # Along a loop dim outside the frame, in its step: a LOOP_TILE's columns inside the array.
     LOOP_OK = "loop_ok"
     LOOP_OK_VEC = "loop_ok_vec"
+    LOOP_ROW_OK = "loop_row_ok"  # the rows of a (loop block, cols) block inside the loop dim
+    LOOP_ROW_OK_VEC = "loop_row_ok_vec"
+    LOOP_ROW_POSITION = "loop_row_position"
     LOOP_POSITION = "loop_position"
 
 

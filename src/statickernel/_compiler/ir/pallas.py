@@ -145,7 +145,7 @@ def layout(kind: str, rows: Frame | None = None) -> Expr:
         assert Kind(kind) in (Kind.TILE, Kind.COL), "a per-row value of the row form is a scalar"
         return rows.layout()
     match Kind(kind):
-        case Kind.TILE | Kind.LOOP_TILE:
+        case Kind.TILE | Kind.LOOP_TILE | Kind.LOOP_ROWS:
             return _WGMMA
         case Kind.ROW:
             return call("plgpu.Layout.WGMMA.reduce", Const(1))

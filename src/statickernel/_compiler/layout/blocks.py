@@ -443,16 +443,15 @@ def _probe_block(
 
 
 def columns_viewed_in_steps(layout: BlockLayout, op: OperandSpec) -> bool:
-    """Whether a 2-D operand's loop walks its columns and it has no batch or group dims: a
-    4-bit one is then copied from column 0 of a (rows, steps, block) view of it
-    (`OperandPlan.column_steps`), the one way its blocks past column 0 are copied."""
+    """Whether a 2-D operand without batch or group dims has its columns walked by its loop,
+    or split across the grid while its rows are (a "K N" weight): a 4-bit one is then copied
+    from column 0 of a (rows, steps, block) view of it (`OperandPlan.column_steps`), the one
+    way its blocks past column 0 are copied."""
     dims = op.block_dims
-    return (
-        len(dims) == 2
-        and layout.dim(dims[-1]).looped_by is not None
-        and not op.batch
-        and not op.groups
-    )
+    if len(dims) != 2 or op.batch or op.groups:
+        return False
+    rows, cols = (layout.dim(d) for d in dims)
+    return cols.looped_by is not None or (cols.tiled_by is not None and rows.looped_by is not None)
 
 
 def _check_packed_columns(

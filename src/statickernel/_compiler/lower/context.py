@@ -226,7 +226,10 @@ class Translator:
             return broadcast(src, shape, 0 if have == Kind.ROW else 1, self.g.row_frame)
         if kind == Kind.LOOP_TILE and have in (Kind.ROW, Kind.LOOP_COL):
             return broadcast(src, shape, 0 if have == Kind.ROW else 1)
-        if {have, kind} == {Kind.TILE, Kind.LOOP_TILE} and shape == self.g.shape(have):
+        if kind == Kind.LOOP_ROWS and have == Kind.COL:
+            return broadcast(src, shape, 1)
+        blocks = ({Kind.TILE, Kind.LOOP_TILE}, {Kind.TILE, Kind.LOOP_ROWS})
+        if {have, kind} in blocks and shape == self.g.shape(have):
             return src  # the same shape and layout: a block broadcast from a vector, say
         raise AssertionError(f"cannot convert {have} to {kind}")
 
@@ -235,10 +238,17 @@ class Translator:
         along the loop dim when its columns are the loop block's and not the frame's."""
         if vector == Kind.LOOP_COL:
             return Kind.LOOP_TILE
-        if vector == Kind.COL or self.g.loop_dim is None:
+        if self.g.loop_dim is None:
             return Kind.TILE
         frame, loop = self.g.shape(Kind.TILE), self.g.shape(Kind.LOOP_TILE)
-        return Kind.LOOP_TILE if tuple(shape) == loop and tuple(shape) != frame else Kind.TILE
+        rows_of_loop = self.g.shape(Kind.LOOP_ROWS)
+        if tuple(shape) == frame:
+            return Kind.TILE
+        if tuple(shape) == rows_of_loop and vector in (Kind.COL, Kind.SCALAR):
+            return Kind.LOOP_ROWS  # a row of scales spread over a "K N" block
+        if vector == Kind.COL:
+            return Kind.TILE
+        return Kind.LOOP_TILE if tuple(shape) == loop else Kind.TILE
 
     def logical_shape(self, atom: Atom) -> tuple[int, ...]:
         """The shape the body's trace gives the atom; `()` for a literal, and for a value the

@@ -7,12 +7,15 @@ every other product is computed where the step needs it:
 - `x + sk.dot(a, b)`: a WGMMA into an accumulator that starts at `x` (`plgpu.ACC.init`), so the
   sum costs no registers of its own (attention's `acc * rescale[:, None] + sk.dot(p, v)`).
 
-`b` is always an operand's block in shared memory. An `a` computed in the step is in
-registers: WGMMA reads it there on the device. The interpreter cannot run that form, so for it
-the value is first stored into swizzled shared memory and read from there; the numbers are the
-same. Columns of `a` past a ragged loop dim's edge are zeroed first, as an operand's are by TMA.
+`b` is an operand's block in shared memory, or a block the step computed from a `"K N"`
+operand's (a weight dequantized in registers): WGMMA reads `b` only from shared memory, so the
+value is stored into a swizzled buffer scoped for the product, and read from there. An `a`
+computed in the step is in registers: WGMMA reads it there on the device. The interpreter
+cannot run that form, so for it `a` is staged too; the numbers are the same. Columns of `a`
+and rows of `b` past a ragged loop dim's edge are zeroed first, as an operand's are by TMA.
 """
 
+import dataclasses
 from collections.abc import Mapping
 
 from ... import _hardware as hw
@@ -59,13 +62,14 @@ def wgmma_transforms(dtype: str, swizzle: int | None = None) -> Expr:
 
 
 def translate_dot(tr: Translator, eqn: Eqn) -> None:
-    a_atom = eqn.inputs[0]
+    a_atom, b_atom = eqn.inputs[0], eqn.inputs[1]
     start = eqn.inputs[2] if len(eqn.inputs) > 2 else None  # x of a fused `x + sk.dot(a, b)`
     a_name, b_name, over = eqn.param("a"), eqn.param("b"), eqn.param("over")
     b_dims: tuple[str, ...] = eqn.param("b_dims")
+    b_label = b_name or "b"
     if not a_name:
-        over = _value_contraction(tr, eqn, a_atom, b_name, over, b_dims)
-    kind = _product_kind(tr, eqn, a_name or "a", b_name, over, b_dims)
+        over = _value_contraction(tr, eqn, a_atom, b_label, over, b_dims)
+    kind = _product_kind(tr, eqn, a_name or "a", b_label, over, b_dims)
     if start is not None:
         # The add this product was fused from: its operands meet as an elementwise add's do.
         kinds = {tr.kind(start), kind} - {Kind.SCALAR}
@@ -74,15 +78,34 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
             refuse_columns_meeting_loop(tr, eqn, kinds, actual)
     along = next(d for d in b_dims if d != over)
     transpose_b = b_dims.index(over) == 1
-    tr.products.append(Product(a_name, b_name, transpose_b, over, along, tr.dtype(a_atom)))
     out = eqn.outputs[0]
     a_value = Name(smem_ref(a_name)) if a_name else _register_a(tr, eqn, a_atom, over)
-    staged = not a_name and tr.g.interpreted
+    b_dtype = tr.dtype(b_atom)
+    # A computed b is staged through shared memory, where WGMMA reads it; so is a computed a
+    # in the interpreter, which cannot read a from registers.
+    staged: list[_Staged] = []
+    swizzle = _staged_swizzle(tr, eqn, kind, transpose_b)
     a_ref: Expr = a_value
-    staged_ref = Name(value_part(out, "a_smem"))
-    if staged:
-        a_ref = staged_ref
-    b_ref = Name(f"{smem_ref(b_name)}.T" if transpose_b else smem_ref(b_name))
+    if not a_name and tr.g.interpreted:
+        a_shape = tr.g.shape(tr.kind(a_atom))
+        a_ref = _stage(staged, out, "a", a_value, a_shape, tr.dtype(a_atom), swizzle)
+    if b_name:
+        b_ref: Expr = Name(f"{smem_ref(b_name)}.T" if transpose_b else smem_ref(b_name))
+    else:
+        b_value = _register_b(tr, eqn, b_atom)
+        b_ref = _stage(staged, out, "b", b_value, tr.g.shape(Kind.LOOP_ROWS), b_dtype, swizzle)
+    tr.products.append(
+        Product(
+            a_name,
+            b_name,
+            transpose_b,
+            over,
+            along,
+            tr.dtype(a_atom),
+            b_dtype,
+            staged_swizzle=swizzle if not b_name else 0,
+        )
+    )
     acc = Name(accumulator_ref(out))
     wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
     # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate add.
@@ -104,36 +127,74 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
         value = call("pl.run_scoped", Name(product.name), scoped)
     statements: list[Stmt] = [product]
     if staged:
-        a_dtype = tr.dtype(a_atom)
-        a_shape = tr.g.shape(tr.kind(a_atom))
-        # The staged block takes b's swizzle, which b's block (K or N minor) sets.
-        b_minor = a_shape[-1] if transpose_b else tr.g.shape(kind)[-1]
-        swizzle = hw.widest_swizzle(hw.nbytes(n, a_dtype) for n in (a_shape[-1], b_minor))
+        stores: list[Stmt] = [
+            Assign((Subscript(Name(s.ref), (EllipsisIndex(),)),), s.value) for s in staged
+        ]
         staging = FunctionDef(
             value_part(out, "staged"),
-            (staged_ref.text,),
-            (
-                Assign((Subscript(staged_ref, (EllipsisIndex(),)),), a_value),
-                ExprStmt(call("plgpu.commit_smem")),
-                product,
-                Return(value),
-            ),
+            tuple(s.ref for s in staged),
+            (*stores, ExprStmt(call("plgpu.commit_smem")), product, Return(value)),
         )
-        buffer = Name(value_part(out, "a_buffer"))
-        smem = call(
-            "plgpu.SMEM",
-            Const(a_shape),
-            DType(a_dtype),
-            transforms=wgmma_transforms(a_dtype, hw.per_bytes(swizzle, a_dtype)),
-        )
-        statements = [staging, Assign((buffer,), smem)]
-        value = call("pl.run_scoped", Name(staging.name), buffer)
+        statements = [staging]
+        for s in staged:
+            statements.append(Assign((Name(s.buffer),), s.smem))
+        value = call("pl.run_scoped", Name(staging.name), *(Name(s.buffer) for s in staged))
+        # The staged blocks' shared memory, scoped beside the pipelines' buffers.
+        tr.scratch_bytes = max(tr.scratch_bytes, sum(s.nbytes for s in staged))
     tr.lines.extend(statements)
     if start is not None and not fused:
         separate = Name(value_part(out, "product_value"))
         tr.lines.append(Assign((separate,), value))
         value = call("lax.add", tr.as_kind(start, kind), separate)
     tr.assign(eqn, kind, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Staged:
+    """A product's operand computed in registers, stored into swizzled shared memory."""
+
+    ref: str  # the ref the staging function takes
+    buffer: str  # the variable holding its `plgpu.SMEM` type
+    value: Expr
+    smem: Expr
+    nbytes: int
+
+
+def _staged_swizzle(tr: Translator, eqn: Eqn, kind: Kind, transpose_b: bool) -> int:
+    """The swizzle, in bytes, of a staged operand: the widest that the rows of `a`'s block
+    (the contracted dim's) and of `b`'s each hold whole, as the plan gives the operands in
+    shared memory (`pipelining.dot_swizzle`)."""
+    a_atom, b_atom = eqn.inputs[0], eqn.inputs[1]
+    # An operand `a` met by a computed b is a block of the step: (rows, the loop block).
+    a_kind = tr.kind(a_atom) if not eqn.param("a") else Kind.LOOP_TILE
+    a_columns = tr.g.shape(a_kind)[-1]
+    a_row = hw.nbytes(a_columns, tr.dtype(a_atom))
+    b_row = hw.nbytes(a_columns if transpose_b else tr.g.shape(kind)[-1], tr.dtype(b_atom))
+    return hw.widest_swizzle((a_row, b_row))
+
+
+def _stage(
+    staged: list[_Staged],
+    out: str,
+    role: str,
+    value: Expr,
+    shape: tuple[int, ...],
+    dtype: str,
+    swizzle: int,
+) -> Name:
+    ref = value_part(out, f"{role}_smem")
+    smem = call(
+        "plgpu.SMEM",
+        Const(shape),
+        DType(dtype),
+        transforms=wgmma_transforms(dtype, hw.per_bytes(swizzle, dtype)),
+    )
+    # A staged `a` is the interpreter's alone (WGMMA reads a from registers): it costs the
+    # device no shared memory, and the plan counts none for it.
+    nbytes = hw.nbytes(shape[0] * shape[1], dtype) if role == "b" else 0
+    nbytes = hw.round_up(nbytes, hw.SMEM_BUFFER_ALIGN)
+    staged.append(_Staged(ref, value_part(out, f"{role}_buffer"), value, smem, nbytes))
+    return Name(ref)
 
 
 def _product_kind(
@@ -240,6 +301,36 @@ def _register_a(tr: Translator, eqn: Eqn, atom: Atom, over: str) -> Expr:
     zero = Literal(0, dtype, weak_type=True)
     tr.lines.append(
         Assign((zeroed,), select(Name(mask), src, zero, dtype), comment="past the edge: zeros")
+    )
+    return zeroed
+
+
+def _register_b(tr: Translator, eqn: Eqn, atom: Atom) -> Expr:
+    """The computed `b`, a (loop block, columns) block, its rows past a ragged loop dim's
+    edge zeroed: WGMMA would add in whatever they hold times a's zeros there."""
+    g = tr.g
+    kind = tr.kind(atom)
+    same = g.shape(Kind.TILE) == g.shape(Kind.LOOP_ROWS)
+    if kind != Kind.LOOP_ROWS and not (kind == Kind.TILE and same):
+        raise tr.fail(
+            eqn,
+            f"sk.dot's computed `b` is a {kind} value, not a block of the step's "
+            f"{g.loop_dim} by the kernel's columns",
+            f"compute b from an operand laid out '{g.loop_dim} {g.col_dim}' loaded in the step",
+        )
+    src = tr.source(atom)
+    if not g.ragged_loop:
+        return src
+    tr.masks.add(Mask.LOOP_ROW_OK)
+    dtype = tr.dtype(atom)
+    zeroed = Name(value_part(eqn.outputs[0], "b"))
+    zero = Literal(0, dtype, weak_type=True)
+    tr.lines.append(
+        Assign(
+            (zeroed,),
+            select(Name(Mask.LOOP_ROW_OK), src, zero, dtype),
+            comment="past the edge: zeros",
+        )
     )
     return zeroed
 

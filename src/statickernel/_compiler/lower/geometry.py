@@ -25,6 +25,8 @@ def _step_kinds(spec: KernelSpec, layout: BlockLayout, axis: str) -> tuple[tuple
     def kind(o) -> Kind:
         if outside and o.block_dims == step_block:
             return Kind.LOOP_TILE
+        if outside and o.block_dims == (axis, spec.cols):
+            return Kind.LOOP_ROWS  # a "K N" weight, dequantized for sk.dot's b
         if outside and o.block_dims == (axis,):
             return Kind.LOOP_COL  # a vector along the step's keys (segment ids, lse)
         return layout.kind(o.block_dims)

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 TILE, ROW, COL, SCALAR = Kind.TILE, Kind.ROW, Kind.COL, Kind.SCALAR
-LOOP_TILE, LOOP_COL = Kind.LOOP_TILE, Kind.LOOP_COL
+LOOP_TILE, LOOP_COL, LOOP_ROWS = Kind.LOOP_TILE, Kind.LOOP_COL, Kind.LOOP_ROWS
 
 UNARY = {
     "neg": "lax.neg",
@@ -127,9 +127,26 @@ def refuse_columns_meeting_loop(
         )
 
 
+def _loop_rows_operands(tr: Translator, eqn: Eqn, kinds: set[Kind]) -> set[Kind]:
+    """A block of the loop dim by the columns (a computed `b` of sk.dot) meets per-column
+    vectors (a row of scales) and scalars; a frame's block only where it has the same shape,
+    and so the same registers (a per-column vector spread to it)."""
+    same = tr.g.shape(TILE) == tr.g.shape(LOOP_ROWS)
+    if kinds - {LOOP_ROWS, COL, *((TILE,) if same else ())}:
+        raise tr.fail(
+            eqn,
+            "the body combines a block of the loop dim by the columns (a computed `b` of "
+            "sk.dot) with a value along the rows or the loop dim",
+            "combine such a block only with per-column vectors (a row of scales) and scalars",
+        )
+    return {LOOP_ROWS}
+
+
 def elementwise(tr: Translator, eqn: Eqn) -> None:
     kinds = {tr.kind(a) for a in eqn.inputs} - {SCALAR}
     out_shape = tr.trace.aval(eqn.outputs[0])[0]
+    if LOOP_ROWS in kinds:
+        kinds = _loop_rows_operands(tr, eqn, kinds)
     if {TILE, LOOP_TILE} <= kinds:
         # Only equal shapes get here (jnp broadcasts nothing else): the block is one spread
         # from a vector, which is as much along the loop dim as along the frame's columns.
@@ -215,6 +232,13 @@ def reduce(tr: Translator, eqn: Eqn) -> None:
     axes = tuple(eqn.param("axes"))
     if kind in (TILE, LOOP_TILE) and axes in ((0,), (1,)):
         return _reduce_block(tr, eqn, atom, axes[0])
+    if kind == LOOP_ROWS:
+        raise tr.fail(
+            eqn,
+            "the body reduces a block of the loop dim by the columns (a computed `b` of "
+            "sk.dot), whose vectors have no register form",
+            "reduce the operand's block outside the loop, or pass the statistic as an operand",
+        )
     if kind in (ROW, COL, LOOP_COL) and _vector_axis(tr, atom, kind) not in axes:
         return tr.alias(eqn, atom, kind)
     if kind == ROW and tr.source(atom) == Name(Mask.ROW_POSITION) and eqn.prim != "reduce_sum":
@@ -401,7 +425,7 @@ def reshape(tr: Translator, eqn: Eqn) -> None:
     out_shape = tr.trace.aval(eqn.outputs[0])[0]
     if kind == SCALAR:
         return tr.alias(eqn, atom, SCALAR)
-    if kind in (TILE, LOOP_TILE):
+    if kind in (TILE, LOOP_TILE, LOOP_ROWS):
         if tuple(in_shape) == tuple(out_shape):
             return tr.alias(eqn, atom, kind)
         raise tr.fail(

@@ -191,7 +191,8 @@ def _accumulators(tr: Translator, eqn: Eqn, step: Step) -> tuple[dict[int, DotUp
     if eqn.prim != "sk_loop":
         return found, skipped
     for dot in (e for e in step.eqns if e.prim == "sk_dot"):
-        if not dot.param("a") or dot.param("over") != step.axis:
+        # A computed `a` or `b` is a value of the step, staged or read from registers a step.
+        if not dot.param("a") or not dot.param("b") or dot.param("over") != step.axis:
             continue
         product = dot.outputs[0]
         users = uses.get(product, [])
@@ -275,9 +276,10 @@ def _translate_step(
     try:
         for carry, kind in zip(step.carries, kinds, strict=True):
             tr.define(carry, kind, tr.trace.aval(carry)[1])
-        # The step's blocks of (rows, the loop dim), and its vectors along the loop dim.
+        # The step's blocks of (rows, the loop dim) and of (the loop dim, columns), and its
+        # vectors along the loop dim.
         for name, kind in geometry.input_kinds:
-            if kind in (Kind.LOOP_TILE, Kind.LOOP_COL) and tr.trace.traces(name):
+            if kind in (Kind.LOOP_TILE, Kind.LOOP_COL, Kind.LOOP_ROWS) and tr.trace.traces(name):
                 tr.define(name, Kind(kind), tr.trace.aval(name)[1])
         tr.eqns(_fused_products(step, skipped))
         carries: list[Carry] = []

@@ -120,6 +120,7 @@ class Geometry:
         return {
             Kind.TILE: (self.rows, self.cols),
             Kind.LOOP_TILE: (self.rows, self.loop_cols),
+            Kind.LOOP_ROWS: (self.loop_cols, self.cols),
             Kind.ROW: (self.rows,),
             Kind.COL: (self.cols,),
             Kind.LOOP_COL: (self.loop_cols,),
@@ -153,11 +154,14 @@ class Product:
     """An `sk.dot` computed as a value of the step (not a loop accumulator)."""
 
     a: str  # the operand `a`, or "" for a value in registers
-    b: str
+    b: str  # the operand `b`, or "" for a value the step computed, staged in shared memory
     transpose_b: bool  # b is stored (N, K)
     over: str  # the contracted dim
     along: str  # the product's column dim: the loop dim or the kernel's
     a_dtype: str
+    b_dtype: str = ""  # b's dtype, as the body's trace has it
+    # A computed b's swizzle in shared memory, in bytes; 0 for an operand b.
+    staged_swizzle: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

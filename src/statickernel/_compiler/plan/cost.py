@@ -355,10 +355,9 @@ class _Counter:
         self.placed.add(var)
 
     def _product(self, eqn: Eqn) -> int:
-        b = self.arrays[eqn.param("b")]
         m = self.arrays[eqn.param("a")].dims[0] if eqn.param("a") else self.rows
         k = eqn.param("over")
-        n = b.dims[1 - eqn.param("contract")[1]]
+        n = next(d for d in eqn.param("b_dims") if d != k)  # b's dims, an operand's or not
         return 2 * self.dims[m].size * self.dims[n].size * self.dims[k].size
 
     def _elements(self, var: str | None, axis: str | None) -> int:

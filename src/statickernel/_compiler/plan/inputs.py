@@ -97,7 +97,7 @@ class PlanInputs:
     loops: tuple[LoopBlock, ...] = ()
     form: FormFacts = FormFacts()
     scratch_bytes: int = 0
-    """Shared memory the body scopes for itself (a scan's buffer)."""
+    """Shared memory the body scopes for itself (a scan's buffer, a computed b staged)."""
     splittable: SplittableLoop | None = None
     """The body's loop when it sums into its carries from zero and its results are those
     sums: a launch may split it across CTAs (`schedules.split`). Else None."""

@@ -119,6 +119,8 @@ def dot_swizzle(
                 if name:  # not a value in registers
                     minor = layout.dim(dims[name][-1]).extent
                     rows.append(hw.nbytes(minor, dtypes[name]))
+        # A computed b, staged in shared memory in the swizzle its translation chose.
+        rows.extend(p.staged_swizzle for p in block.products if p.staged_swizzle)
     return hw.widest_swizzle(rows)
 
 
@@ -129,7 +131,8 @@ def dot_operands(loops: tuple[LoopBlock, ...]) -> dict[str, bool]:
         for dot in (*block.dots, *block.products):
             if dot.a:  # not a value in registers
                 roles[dot.a] = False
-            roles[dot.b] = True
+            if dot.b:  # not a value staged by the step
+                roles[dot.b] = True
     return roles
 
 
@@ -178,8 +181,29 @@ def check_dots(
             names = (m_dim, product.over, product.along)
             bm, bk, bn = (layout.dim(d).extent for d in names)
             a_dtypes = dtypes[product.a] if product.a else (product.a_dtype,)
-            for a_dtype, b_dtype in _dtype_pairs(a_dtypes, dtypes[product.b], ctx):
+            b_dtypes = dtypes[product.b] if product.b else (product.b_dtype,)
+            for a_dtype, b_dtype in _dtype_pairs(a_dtypes, b_dtypes, ctx):
                 _check_dot(product, names, (bm, bk, bn), a_dtype, b_dtype, block_consts, ctx)
+            if not product.b:
+                rows = _operand_rows(loops, dims, layout, dtypes)
+                _check_staged_b(product, layout, rows, block_consts, ctx)
+
+
+def _operand_rows(
+    loops: tuple[LoopBlock, ...],
+    dims: Mapping[str, tuple[str, ...]],
+    layout: BlockLayout,
+    dtypes: Mapping[str, tuple[str, ...]],
+) -> dict[str, tuple[int, ...]]:
+    """The bytes of a block row of each operand the kernel's products read from shared
+    memory, in each dtype it may take."""
+    rows: dict[str, tuple[int, ...]] = {}
+    for block in loops:
+        for dot in (*block.dots, *block.products):
+            for name in (n for n in (dot.a, dot.b) if n):
+                minor = layout.dim(dims[name][-1]).extent
+                rows[name] = tuple(hw.nbytes(minor, d) for d in dtypes[name])
+    return rows
 
 
 def _dtype_pairs(
@@ -197,12 +221,13 @@ def _dtype_pairs(
 def _dtype_fix(dot: DotUpdate | Product, a_dtype: str, b_dtype: str) -> str:
     packed = next((d for d in (a_dtype, b_dtype) if d in hw.SUB_BYTE_DTYPES), None)
     if packed is None:
-        return f"cast {dot.b} to {a_dtype} outside the kernel"
-    # WGMMA does not multiply packed integers: they are converted in registers, as `a`.
+        return f"cast {dot.b or 'b'} to {a_dtype} outside the kernel"
+    # WGMMA does not multiply packed integers: they are converted in registers first.
     return (
-        f"convert the {packed} operand in the loop's step and pass it as a: "
-        "sk.dot(sk.load(w).astype(jnp.bfloat16), x), which computes the product transposed "
-        "(see examples/matmul_int4.py)"
+        f"convert the {packed} operand in the loop's step: sk.dot(x, "
+        "sk.load(w).astype(jnp.bfloat16)) for w laid out 'K N' (a b computed in registers), "
+        "or sk.dot(sk.load(w).astype(jnp.bfloat16), x) for w 'N K' (see "
+        "examples/matmul_int4.py)"
     )
 
 
@@ -217,7 +242,7 @@ def _check_dot(
 ) -> None:
     m_dim, k_dim, n_dim = names
     bm, bk, bn = sizes
-    what = f"sk.dot({dot.a or 'a'}, {dot.b})"
+    what = f"sk.dot({dot.a or 'a'}, {dot.b or 'b'})"
     if a_dtype != b_dtype:
         raise ctx.error(
             DotDtypeError,
@@ -304,6 +329,46 @@ def _check_dot(
         raise fail(
             k_dim, bk, f"a multiple of {unit} ({_swizzle_unit(a_dtype)})", hw.round_up(bk, unit)
         )
+
+
+def _check_staged_b(
+    product: Product,
+    layout: BlockLayout,
+    operand_rows: Mapping[str, tuple[int, ...]],
+    consts: Mapping[str, str],
+    ctx: ErrorContext,
+) -> None:
+    """A computed b is a (loop block, columns) block in the WGMMA layout, whose rows come in
+    64s, stored into shared memory in the swizzle its translation chose, which the kernel's
+    products share (`dot_swizzle`): every operand they read holds whole rows of it."""
+    k_dim = product.over
+    bk = layout.dim(k_dim).extent
+    what = f"sk.dot({product.a or 'a'}, b) of a computed b"
+    if bk % hw.WGMMA_ROWS:
+        const = consts.get(k_dim, k_dim)
+        raise ctx.error(
+            DotShapeError,
+            f"{what}: the block along {k_dim} is {bk}, but a block computed in registers has "
+            f"its rows in the WGMMA layout's groups of {hw.WGMMA_ROWS}",
+            dim=k_dim,
+            expected=f"a multiple of {hw.WGMMA_ROWS}",
+            actual=f"{const}={bk}",
+            fix=f"set {const}={hw.round_up(bk, hw.WGMMA_ROWS)}",
+        )
+    swizzle = product.staged_swizzle
+    for name, rows in operand_rows.items():
+        narrower = next((r for r in rows if r % swizzle), None)
+        if narrower is not None:
+            raise ctx.error(
+                DotShapeError,
+                f"{what} is staged in the {swizzle}-byte swizzle, but the block of `{name}`, "
+                f"which a product of the kernel reads, has rows of {narrower} bytes",
+                operand=name,
+                expected=f"blocks whose rows hold whole {swizzle}-byte swizzle rows",
+                actual=f"rows of {narrower} bytes",
+                fix="give the products' operands blocks of the same width, or compute the "
+                "products in separate kernels",
+            )
 
 
 def _swizzle_unit(dtype: str) -> str:

@@ -246,7 +246,9 @@ class LaunchPlan(TextDisplay):
                 what += f", carrying {loop.carries} value(s) to the next (a scan)"
             dots = "".join(f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)
             dots += "".join(
-                f", WGMMA sk.dot({a or 'a in registers'}, {b}{'.T' if t else ''}) a step"
+                f", WGMMA sk.dot({a or 'a in registers'}, "
+                f"{b or 'b computed in registers, staged in shared memory'}{'.T' if t else ''})"
+                " a step"
                 for a, b, t in loop.products
             )
             reads = ", ".join(
@@ -384,8 +386,10 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
                 f"{layout.sizes[dim_name]} take the reduction's identity, whatever the fill"
             )
     if inputs.scratch_bytes:
+        staged = any(not p.b for loop in inputs.loops for p in loop.products)
+        what = "products' computed b are staged" if staged else "scans run"
         notes.append(
-            f"the body's scans run in {inputs.scratch_bytes:,} B of shared memory of their own"
+            f"the body's {what} in {inputs.scratch_bytes:,} B of shared memory of their own"
         )
     form = inputs.form
     notes += form.notes
