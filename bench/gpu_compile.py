@@ -276,6 +276,13 @@ ROWS: tuple[Row, ...] = (
         "chunk_decay",
         (((16384, 128), "bfloat16"), ((16384,), "float32"), ((16384,), "float32")),
     ),
+    # A sampler's top-K over Llama 3's vocabulary, streamed: each step's top-K joined with the
+    # carry's, ranked again, the ids taken along.
+    Row("top_k", "top_k", (((64, 128256), "bfloat16"),)),
+    Row("top_k", "top_k", (((4096, 32000), "float32"),), (("K", 16),)),
+    # Nucleus sampling's filter: a scan of each whole row of sorted logits, the row form's.
+    Row("cumsum", "top_p_mask", (((4096, 8192), "float32"),)),
+    Row("cumsum", "top_p_mask", (((1024, 16384), "bfloat16"),)),
     # Mamba's causal conv1d (d_inner 5120, width 4), channels last: the rows above each block
     # are copied with it, and the 4 shifted windows read from shared memory.
     Row(

@@ -7,7 +7,13 @@ out as the reshape of `dt` from (B, H, chunks, L) gives them; `dt_bias` and `A` 
 repeated per row outside the kernel (a few KB).
 
 The scan runs along the columns of the block in shared memory (`jnp.cumsum(v, axis=1)`), in
-log2(L) rounds; the row's sum stays in float32."""
+log2(L) rounds; the row's sum stays in float32.
+
+`top_p_mask` is nucleus sampling's filter: over a row of logits sorted in descending order
+(the candidates a sampler's top-k kept, thousands of them), it keeps the smallest prefix
+whose probability reaches `p` and sets the rest to -inf. Rows that wide take the row form,
+one row at a time in registers; the running sum of the probabilities is a scan of that row
+in a buffer of its own."""
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +50,26 @@ def chunk_decay(
     return jnp.cumsum(step * sk.load(a)[:, None], axis=1)
 
 
+def top_p_mask_reference(sorted_logits: jax.Array, p: float = 0.9) -> jax.Array:
+    v = sorted_logits.astype(jnp.float32)
+    probs = jax.nn.softmax(v, axis=1)
+    before = jnp.cumsum(probs, axis=1) - probs  # the mass of the logits ahead of each
+    return jnp.where(before < p, v, -jnp.inf).astype(sorted_logits.dtype)
+
+
+@sk.kernel(tile={"M": "BM"}, reference=top_p_mask_reference)
+def top_p_mask(
+    sorted_logits: Float[Array, "M V"], *, BM: sk.Const[int] = 64, p: sk.Const[float] = 0.9
+) -> Float[Array, "M V"]:
+    """Each row's logits (sorted, largest first) where the mass ahead of them is below p;
+    -inf past the nucleus."""
+    v = sk.load(sorted_logits).astype(jnp.float32)
+    e = jnp.exp(v - sk.max(v, axis=1, keepdims=True))
+    probs = e / sk.sum(e, axis=1, keepdims=True)
+    before = jnp.cumsum(probs, axis=1) - probs
+    return jnp.where(before < p, v, -jnp.inf).astype(sorted_logits.dtype)
+
+
 if __name__ == "__main__":
     batch, heads, chunks, length = 2, 8, 4, 128
     kd, kb, ka = jax.random.split(jax.random.key(0), 3)
@@ -59,3 +85,13 @@ if __name__ == "__main__":
     got = chunk_decay(flat, dt_bias, a).reshape(batch, heads, chunks, length)
     want = chunk_decay_reference(flat, dt_bias, a).reshape(batch, heads, chunks, length)
     print("max abs error:", float(jnp.max(jnp.abs(got - want))))
+
+    # Nucleus sampling's filter over 8 rows of 4096 sorted candidates.
+    logits = -jnp.sort(-jax.random.normal(kd, (8, 4096), jnp.float32) * 3, axis=1)
+    print(top_p_mask.plan(logits))
+    kept = jnp.sum(jnp.isfinite(top_p_mask(logits)), axis=1)
+    print("kept per row:", [int(k) for k in kept])
+    print(
+        "reference:   ",
+        [int(k) for k in jnp.sum(jnp.isfinite(top_p_mask_reference(logits)), axis=1)],
+    )

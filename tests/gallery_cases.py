@@ -25,7 +25,7 @@ from cross_entropy import (
     cross_entropy_rows,
     cross_entropy_rows_backward,
 )
-from cumsum import chunk_decay
+from cumsum import chunk_decay, top_p_mask
 from dropout import dropout
 from embedding import embedding
 from grouped_matmul import grouped_matmul
@@ -60,6 +60,7 @@ from row_sum import row_sum
 from scale_bias import scale_bias
 from softmax import softmax, softmax_backward
 from softmax_online import softmax_online
+from top_k import top_k
 
 KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "add": add,
@@ -98,6 +99,8 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "rope": rope,
     "moe_router": moe_router,
     "chunk_decay": chunk_decay,
+    "top_p_mask": top_p_mask,
+    "top_k": top_k,
     "causal_conv1d": causal_conv1d,
     "causal_conv1d_channels_first": causal_conv1d_channels_first,
     "matmul_w8a16": matmul_w8a16,
@@ -251,6 +254,12 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
     # The same weight laid out (K, N), the product's b dequantized and staged in shared memory:
     # a ragged last step (200 % 128) whose rows of b are zeroed, ragged N copied from column 0
     # of a view of its blocks.
+    # 5 rows of 5000 sorted logits: the row form (the block form's 64 rows do not fit), a
+    # scan of each row in two groups of 4096 elements a round, 904 columns padded past 5000.
+    "top_p_mask": [((5, 5000), "float32")],
+    # 100 rows of 1030 logits: 9 steps of 128 (the last of 6 columns, fewer than K=8), each
+    # step's top-K joined with the carry's and ranked again, the ids taken along.
+    "top_k": [((100, 1030), "float32")],
     "linear_int4": [((5, 200), "bfloat16"), ((200, 100), "int4"), ((2, 100), "bfloat16")],
     # 100 ids (ragged: 100 % 64) into a table of 1000 rows of 300 float32 (ragged: 300 % 256),
     # each row gathered by a copy of its own.

@@ -675,6 +675,10 @@ WIDE_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...], int]] = {
         (_S((4096, 16384), _F32), _S((16384,), _F32), _S((16384,), _F32)),
         1,
     ),
+    # A scan of each whole row in a buffer of its own beside the row (not chunked: a scan
+    # needs the row whole), with the logits and probabilities live across it.
+    "top_p_mask 4096x8192 f32": ("top_p_mask", (_S((4096, 8192), _F32),), 1),
+    "top_p_mask 1024x16384 bf16": ("top_p_mask", (_S((1024, 16384), _BF16),), 1),
 }
 
 

@@ -358,6 +358,9 @@ def test_a_module_separates_sections_and_top_level_functions() -> None:
         (IfExp(Name("I"), call("p"), Const(None)), "p() if I else None"),
         (Literal(0.5, "float32", weak_type=False), "jnp.float32(0.5)"),
         (Literal(float("-inf"), "float32", weak_type=True), "-jnp.inf"),
+        # A NaN keeps its sign: jax's top_k ranks -NaN below every number.
+        (Literal(-float("nan"), "float32", weak_type=False), "jnp.float32(-jnp.nan)"),
+        (Literal(float("nan"), "bfloat16", weak_type=True), "jnp.nan"),
     ],
 )
 def test_expression_source(expr: object, source: str) -> None:

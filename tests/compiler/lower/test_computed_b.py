@@ -258,3 +258,10 @@ def test_the_example_declares_float_scales() -> None:
     x, w, scales = _int4_data(9, 130, 64, 1, scale_dtype=F32)
     want = linear_int4_reference(x, w, scales)
     assert_close(linear_int4(x, w, scales), want, tolerance_for(BF16, 130, scale=0.8))
+
+
+def test_a_staged_b_has_no_races() -> None:
+    """The staging buffer is written, fenced, then read by WGMMA, each step, race-free."""
+    x, w, scales = _int4_data(70, 300, 100, 4)
+    report = sk.testing.detect_races(linear_int4, x, w, scales)
+    assert not report.races_found and report.result is not None

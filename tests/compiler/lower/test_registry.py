@@ -113,7 +113,7 @@ PROBES = {
         Where.ROWS,
         _rows(lambda v: jnp.cumsum(v, axis=1)),
         WIDE_X,
-        False,
+        True,
     ),
     "exp in the strided block": ("exp", Where.STRIDED, _tiled(jnp.exp), STRIDED_X, True),
     "exp in the row form": ("exp", Where.ROWS, _rows(jnp.exp), WIDE_X, True),

@@ -163,3 +163,77 @@ def test_a_scan_in_a_loops_step_is_refused_with_a_fix() -> None:
             return sk.loop("M", step, init=jnp.zeros((x.shape[1],), jnp.float32))
 
     assert "after the loop" in str(info.value)
+
+
+# --- whole rows in the row form: one row at a time, scanned in a 1-D buffer --------------------
+
+
+@sk.kernel(tile={"M": "BM"})
+def row_scan(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    """A top-p style running sum of a row of probabilities, wider than the block form holds."""
+    v = sk.load(x).astype(jnp.float32)
+    return jnp.cumsum(jnp.exp(v - sk.max(v, axis=1, keepdims=True)), axis=1).astype(x.dtype)
+
+
+def _row_scan_reference(x: jax.Array) -> jax.Array:
+    v = x.astype(jnp.float32)
+    return jnp.cumsum(jnp.exp(v - jnp.max(v, axis=1, keepdims=True)), axis=1).astype(x.dtype)
+
+
+@pytest.mark.parametrize(
+    "shape", [(3, 4096), (5, 4095), (2, 8192), (2, 16384), (7, 5000), (1, 12289)]
+)
+def test_whole_rows_are_scanned_in_the_row_form(shape: tuple[int, int]) -> None:
+    """Rows of one group of elements a thread (4096) and of several (8192 and wider, combined
+    a group at a time from the last), ragged and padded widths."""
+    x = jax.random.normal(jax.random.key(shape[1]), shape, jnp.float32)
+    assert row_scan.plan(x).form is sk.Form.ROWS
+    got, want = row_scan(x), _row_scan_reference(x)
+    # Partial sums of up to N terms of at most 1, in another order.
+    np.testing.assert_allclose(got, want, rtol=2e-5 * np.log2(shape[1]), atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(4, 4096), (3, 8193)])
+def test_every_scan_of_a_whole_row_matches_jnp(shape: tuple[int, int]) -> None:
+    """Forward and reversed, sums, maxima and minima: the block form's scans, row by row."""
+    x = jax.random.normal(jax.random.key(7), shape, jnp.float32)
+    assert every_scan.plan(x).form is sk.Form.ROWS
+    _check_floats(x)
+
+
+def test_integer_and_bfloat16_rows_scan_as_the_block_forms_do() -> None:
+    ints = jnp.asarray(np.random.default_rng(8).integers(-1000, 1000, (3, 6000)), jnp.int32)
+    assert every_scan.plan(ints).form is sk.Form.ROWS
+    for g, w in zip(every_scan(ints), _wanted(ints), strict=True):
+        np.testing.assert_array_equal(g, w)
+    _check_floats(jax.random.normal(jax.random.key(9), (3, 8192), jnp.bfloat16))
+
+
+def test_the_row_forms_scan_buffer_is_planned_beside_its_rows() -> None:
+    """A row of 16384 float32 and the scan's buffer (the row and a margin of half of it):
+    the row form keeps the buffer within a block's shared memory, with fewer stages."""
+    x = jax.ShapeDtypeStruct((4096, 16384), jnp.float32)
+    plan = row_scan.plan(x, backend="mosaic_gpu")
+    assert plan.form is sk.Form.ROWS
+    assert "the body's scans run in 98,304 B of shared memory of their own" in str(plan)
+    assert plan.smem_bytes <= 232_448
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096), (4096, 16384), (4095, 8191)])
+def test_row_scans_cross_lower_for_the_gpu(shape: tuple[int, int]) -> None:
+    x = jax.ShapeDtypeStruct(shape, jnp.float32)
+    assert "mosaic_gpu" in row_scan.lower(x).as_text()
+
+
+@settings(max_examples=6, deadline=None)
+@given(rows=st.integers(1, 9), cols=st.integers(2049, 9000), seed=st.integers(0, 2**16))
+def test_row_scans_match_jnp_on_any_wide_shape(rows: int, cols: int, seed: int) -> None:
+    x = jax.random.normal(jax.random.key(seed), (rows, cols), jnp.float32)
+    np.testing.assert_allclose(row_scan(x), _row_scan_reference(x), rtol=3e-4, atol=1e-3)
+
+
+def test_a_row_scan_has_no_races() -> None:
+    """Each round's reads come before its writes, group by group, under the race detector."""
+    x = jax.random.normal(jax.random.key(11), (2, 8192), jnp.float32)
+    report = sk.testing.detect_races(row_scan, x)
+    assert not report.races_found and report.result is not None

@@ -7,6 +7,7 @@ from ... import _hardware as hw
 from ...language.context import operand_fills
 from ..ir.pallas import RowFrame
 from ..lower.geometry import block_geometry
+from ..lower.scans import row_scan_bytes, row_scan_dtypes
 from ..lower.translation import Geometry
 from ..plan.inputs import FormFacts
 from ..plan.row_chunks import chunked_frame, takes_chunks
@@ -44,7 +45,15 @@ class RowsForm:
         if spec.loop and not rows_read_less(spec, layout, inputs.dtypes, inputs.trace):
             return None  # the block form's loops move the same bytes
         fills = set(operand_fills(inputs.trace.loads))
-        rows = choose_rows(spec, layout, inputs.dtypes, fills, accumulated)
+        scans = row_scan_dtypes(row_trace)
+        rows = choose_rows(
+            spec,
+            layout,
+            inputs.dtypes,
+            fills,
+            accumulated,
+            lambda width: max((row_scan_bytes(width, d) for d in scans), default=0),
+        )
         if rows is None:
             return None
         row_layout = rows.layout if isinstance(rows, RowChoice) else layout

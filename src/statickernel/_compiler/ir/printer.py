@@ -213,7 +213,8 @@ def _literal(value: object, dtype: str, weak_type: bool) -> _Doc:
         with np.errstate(over="ignore"):  # a value past the dtype's range is its infinity
             typed = number if weak_type else float(np.dtype(dtype).type(number))
         if math.isnan(typed):
-            text = "jnp.nan"
+            # A NaN's sign orders it (jax's top_k ranks -NaN below -inf): kept.
+            text = "-jnp.nan" if math.copysign(1.0, typed) < 0 else "jnp.nan"
         elif math.isinf(typed):
             text = "jnp.inf" if typed > 0 else "-jnp.inf"
         elif weak_type:

@@ -20,6 +20,7 @@ from .scans import SCAN_RULES
 from .shifts import SHIFT_RULES
 from .slices import SLICE_RULES
 from .steps import LOOP_RULES
+from .take_along import TAKE_ALONG_RULES
 from .top_k import TOP_K_RULES
 from .totals import TOTAL_RULES
 
@@ -36,6 +37,7 @@ RULES: Mapping[str, Rule] = {
     **TOTAL_RULES,
     **ARG_RULES,
     **TOP_K_RULES,
+    **TAKE_ALONG_RULES,
     **SCAN_RULES,
     **SHIFT_RULES,
 }
@@ -69,7 +71,6 @@ REFUSALS: Mapping[str, Refusal] = {
         'sk.position("M")[:, None] >= sk.position("N")[None, :]); edge masks are built for you',
     ),
     "dynamic_slice": Refusal("dynamic slicing", "slice the operand outside the kernel"),
-    "gather": Refusal("indexing with arrays", "index the operand outside the kernel"),
     "sort": Refusal("jnp.sort", "sort outside the kernel"),
     "reduce_prod": Refusal("jnp.prod", "use jnp.exp(jnp.sum(jnp.log(x), axis=...)) for positive x"),
     "argsort": Refusal("jnp.argsort", "sort outside the kernel"),
@@ -85,6 +86,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reductions", (*REDUCTIONS, "reduce_or", "reduce_and", *ARG_RULES, *TOP_K_RULES)),
     ("shapes", tuple(sorted(SHAPE_ONLY))),
     ("slices and joins", tuple(SLICE_RULES)),
+    ("indexing with arrays", tuple(TAKE_ALONG_RULES)),
     ("scans", tuple(SCAN_RULES)),
     ("statickernel", ("sk_loop", "sk_map_blocks", "sk_dot", "sk_position", "sk_shift")),
     ("printing", ("debug_print",)),
@@ -111,6 +113,7 @@ _SPELLING = {
     "argmax": "jnp.argmax(x, axis=1)",
     "argmin": "jnp.argmin(x, axis=1)",
     "top_k": "jax.lax.top_k(x, K)",
+    "gather": "jnp.take_along_axis(x, i, axis=1)",
     "cumsum": "jnp.cumsum(x, axis=1)",
     "cumprod": "jnp.cumprod(x, axis=1)",
     "cummax": "lax.cummax(x, axis=1)",

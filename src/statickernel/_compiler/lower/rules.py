@@ -426,7 +426,9 @@ def reshape(tr: Translator, eqn: Eqn) -> None:
     if kind == SCALAR:
         return tr.alias(eqn, atom, SCALAR)
     if kind in (TILE, LOOP_TILE, LOOP_ROWS):
-        if tuple(in_shape) == tuple(out_shape):
+        # A unit dim after the block's (jnp.take_along_axis's indices, (M, K, 1)) is the block.
+        unit_after = kind is TILE and tuple(out_shape) == (*in_shape, 1)
+        if tuple(in_shape) == tuple(out_shape) or unit_after:
             return tr.alias(eqn, atom, kind)
         raise tr.fail(
             eqn,

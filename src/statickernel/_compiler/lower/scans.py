@@ -1,5 +1,6 @@
 """Scans along the columns of a block: `jnp.cumsum`, `jnp.cumprod`, `lax.cummax` and
-`lax.cummin` over axis 1, forward or reversed, of a dim the block holds whole.
+`lax.cummin` over axis 1, forward or reversed, of a dim the block holds whole; in the row
+form, along the one row it holds (a 1-D buffer, the same rounds).
 
 Mosaic GPU has no scan of registers, and the WGMMA layout spreads a row over four threads, so
 the scan runs in shared memory the body scopes for it (`pl.run_scoped`), in the Hillis-Steele
@@ -42,11 +43,11 @@ from ..ir.nodes import (
 )
 from ..ir.nodes import call as ir_call
 from ..ir.pallas import layout, store
-from ..trace.body import Atom, Eqn
-from .context import Rule, Support, Translator, Where
+from ..trace.body import Atom, BodyTrace, Eqn
+from .context import NotInForm, Rule, Support, Translator, Where
 from .rules import materialized_block, reduction_identity, refuse_split_columns
 
-__all__ = ["SCAN_RULES"]
+__all__ = ["SCAN_RULES", "row_scan_bytes", "row_scan_dtypes"]
 
 # The combine of each scan, and the reduction whose identity masks what a shift reads past
 # the row's start.
@@ -70,11 +71,13 @@ _WIDENED = ("bfloat16", "float16", "int16", "uint16", "int8", "uint8")
 def _scan(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     logical = tr.logical_shape(atom)
+    if tr.g.row_frame is not None:
+        return _scan_row(tr, eqn, atom, logical)
     if tr.kind(atom) is Kind.SCALAR and len(logical) == 2:
         atom = materialized_block(tr, eqn, atom)  # a constant block held as its scalar
     _check_input(tr, eqn, atom, int(eqn.param("axis")))
     dtype = tr.dtype(atom)
-    work = dtype if dtype in _SCANNED else ("float32" if "float" in dtype else "int32")
+    work = _work_dtype(dtype)
     out = eqn.outputs[0]
     # Rounds reach the logical columns only: past them, nothing is stored or read.
     columns = logical[1]
@@ -110,6 +113,121 @@ def _scan(tr: Translator, eqn: Eqn) -> None:
     tr.assign(eqn, Kind.TILE, ir_call("pl.run_scoped", Name(function), smem))
     bytes_ = hw.nbytes(buffer.rows * (width + buffer.margin), work)
     tr.scratch_bytes = max(tr.scratch_bytes, bytes_)
+
+
+def _scan_row(tr: Translator, eqn: Eqn, atom: Atom, logical: tuple[int, ...]) -> None:
+    """The row form's scan of one whole row, a vector in the row's strided layout: stored
+    into a 1-D buffer, scanned there in the same rounds as a block's, and read back. The
+    block form takes what the row form cannot (a loop's step, columns walked by a loop)."""
+    frame = tr.g.row_frame
+    assert frame is not None and frame.chunks == 1  # a chunked row takes no scan (`chunkable`)
+    if tr.g.in_step or tr.g.col_looped or tr.g.col_tiled or tr.kind(atom) is not Kind.TILE:
+        raise NotInForm("the row form scans a whole row held in registers, outside loops")
+    _check_input(tr, eqn, atom, int(eqn.param("axis")))
+    dtype = tr.dtype(atom)
+    work = _work_dtype(dtype)
+    out = eqn.outputs[0]
+    columns, width = logical[1], frame.chunk_width
+    buffer = _RowBuffer(out, width, _margin(columns), bool(eqn.param("reverse")))
+    src = tr.source(atom)
+    if work != dtype:
+        src = ir_call("lax.convert_element_type", src, DType(work))
+    new_api = has_plgpu_store()
+    window = Name(value_part(out, "window"))
+    body: list[Stmt] = [Assign((window,), buffer.window(buffer.first))]
+    body += [store(window, src, new_api), _commit()]
+    strided = Name(value_part(out, "strided"))
+    body.append(
+        Assign((strided,), ir_call("plgpu.Layout.WG_STRIDED", Const((buffer.group,)), Const(1)))
+    )
+    positions = Name(value_part(out, "columns"))
+    iota = ir_call("plgpu.broadcasted_iota", DType("int32"), Const((buffer.group,)), Const(0))
+    body.append(Assign((positions,), _with_layout(iota, strided)))
+    combine, identity_of = _COMBINES[eqn.prim]
+    identity = reduction_identity(identity_of, work) if identity_of else 1
+    step = _Step(combine, Literal(identity, work, weak_type=True), strided, positions, new_api)
+    shift = 1
+    while shift < columns:
+        body += buffer.round(step, shift, columns)
+        shift *= 2
+    scanned: Expr = _load(window, frame.layout())
+    if work != dtype:
+        scanned = ir_call("lax.convert_element_type", scanned, DType(dtype))
+    body.append(Return(scanned))
+    function = value_part(out, "scan")
+    tr.lines.append(FunctionDef(function, (buffer.name.text,), tuple(body)))
+    smem = ir_call("plgpu.SMEM", Const((width + buffer.margin,)), DType(work))
+    tr.assign(eqn, Kind.TILE, ir_call("pl.run_scoped", Name(function), smem))
+    tr.scratch_bytes = max(tr.scratch_bytes, hw.nbytes(width + buffer.margin, work))
+
+
+@dataclasses.dataclass(frozen=True)
+class _RowBuffer:
+    """The row form's scan buffer: one row, `width` + `margin` elements, the row's window
+    after the margin (before it, reversed), combined `group` elements at a time."""
+
+    out: str
+    width: int
+    margin: int
+    reverse: bool
+
+    @property
+    def name(self) -> Name:
+        return Name(value_part(self.out, "buffer"))
+
+    @property
+    def first(self) -> int:
+        return 0 if self.reverse else self.margin
+
+    @property
+    def group(self) -> int:
+        """At most 32 elements a thread of the warpgroup's 128 at once: the row's width,
+        halved while it is over 4096 and stays a multiple of 128 elements."""
+        group = self.width
+        while group > 32 * 128 and group % 2 == 0 and (group // 2) % 128 == 0:
+            group //= 2
+        return group
+
+    def window(self, start: int, count: int | None = None) -> Expr:
+        columns = ir_call("pl.ds", Const(start), Const(count or self.width))
+        return Subscript(Name(f"{self.name.text}.at"), (columns,))
+
+    def round(self, step: "_Step", shift: int, columns: int) -> list[Stmt]:
+        """One round, as a block's (`_Buffer.round`), on the row's groups of elements.
+
+        A row of one group keeps its totals in registers from round to round. A wider row
+        is combined a group at a time, in the order that leaves the elements a later group
+        reads unwritten (from the last group to the first; reversed, the first to the last):
+        each group's reads, a barrier, its writes. A thread then holds one group at a time,
+        where holding every group's totals until one write would take twice the row's
+        registers."""
+        start = self.first + shift if self.reverse else self.first - shift
+        groups = range(self.width // self.group)
+        single = len(groups) == 1
+        body: list[Stmt] = []
+        for g in groups if self.reverse else reversed(groups):
+            at = g * self.group
+            where: Expr = BinOp(Operator.ADD, step.positions, Const(at)) if at else step.positions
+            inside: Expr = (
+                BinOp(Operator.LT, BinOp(Operator.ADD, where, Const(shift)), Const(columns))
+                if self.reverse
+                else BinOp(Operator.GT, where, Const(shift - 1))
+            )
+            earlier = Name(value_part(self.out, f"earlier{g}"))
+            total = Name(value_part(self.out, f"total{g}"))
+            body.append(
+                Assign((earlier,), _load(self.window(start + at, self.group), step.strided))
+            )
+            mine = total
+            if shift == 1 or not single:
+                mine = Name(value_part(self.out, f"mine{g}"))
+                own = _load(self.window(self.first + at, self.group), step.strided)
+                body.append(Assign((mine,), own))
+            before = ir_call("jnp.where", inside, earlier, step.identity)
+            body.append(Assign((total,), ir_call(step.combine, mine, before)))
+            body.append(_commit())  # the group's elements are read before they change
+            body.append(store(self.window(self.first + at, self.group), total, step.new_api))
+        return [*body, _commit()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +298,25 @@ class _Buffer:
             written.append(store(self.window(rows, self.first), total, step.new_api))
         # Every thread has read the window before it changes, and written it before the next.
         return [*body, _commit(), *written, _commit()]
+
+
+def row_scan_dtypes(trace: BodyTrace) -> tuple[str, ...]:
+    """The dtype each scan of the body (outside its loops) runs in: its buffers' elements."""
+    return tuple(
+        _work_dtype(trace.aval(e.inputs[0].var)[1] if e.inputs[0].var else "float32")
+        for e in trace.eqns
+        if e.prim in _COMBINES
+    )
+
+
+def row_scan_bytes(width: int, work: str) -> int:
+    """The shared memory of a scan of the row form's row of `width` elements: the row and the
+    margin its longest shift reads (at most half the width)."""
+    return hw.nbytes(width + _margin(width), work)
+
+
+def _work_dtype(dtype: str) -> str:
+    return dtype if dtype in _SCANNED else ("float32" if "float" in dtype else "int32")
 
 
 def _check_input(tr: Translator, eqn: Eqn, atom: Atom, axis: int) -> None:
@@ -270,9 +407,9 @@ def _commit() -> ExprStmt:
 
 _RULE = Rule(
     _scan,
-    support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.NO), (Where.STEP, Support.NO)),
-    note="it runs in shared memory on the block form's whole block; the row form's rows and "
-    "the strided block have no shared-memory scan; a loop's step scans only in a scan along the "
-    "loop dim (sk.map_blocks with init=)",
+    support=((Where.STRIDED, Support.NO), (Where.ROWS, Support.PARTLY), (Where.STEP, Support.NO)),
+    note="it runs in shared memory on the block form's whole block, or on the row form's "
+    "row held whole in registers outside loops; the strided block has no shared-memory scan; "
+    "a loop's step scans only in a scan along the loop dim (sk.map_blocks with init=)",
 )
 SCAN_RULES: Mapping[str, Rule] = {prim: _RULE for prim in _COMBINES}

@@ -98,10 +98,17 @@ def _concatenate(tr: Translator, eqn: Eqn) -> None:
     _check_alignment(
         tr, eqn, (*edges, (sum(widths), "width")), " + ".join(str(w) for w in widths) + " columns"
     )
-    pieces: list[Expr] = [tr.as_kind(a, kind, tr.logical_shape(a)) for a in eqn.inputs]
-    registers = tr.g.shape(kind)[-1]
-    if sum(widths) == tr.g.col_size and registers > sum(widths):
-        # The frame's width, padded in registers: the columns past the edge hold zeros.
+    pieces: list[Expr] = []
+    for atom, width in zip(eqn.inputs, widths, strict=True):
+        piece = tr.as_kind(atom, kind, tr.logical_shape(atom))
+        held = tr.g.register_shape(kind, tr.logical_shape(atom) or None)[-1]
+        if held != width:  # a block of its own width padded in registers: its columns alone
+            piece = Subscript(piece, (*([Slice()] * last), Slice(None, Const(width))))
+        pieces.append(piece)
+    registers = tr.g.register_shape(kind, out_shape)[-1]
+    if registers > sum(widths):
+        # The frame's width or a dim a constant sizes, padded in registers: the columns past
+        # the edge hold zeros.
         pad_shape = (*tr.g.shape(kind)[:-1], registers - sum(widths))
         dtype = tr.trace.aval(eqn.outputs[0])[1]
         pieces.append(full(Literal(0, dtype, weak_type=True), pad_shape, dtype, kind))

@@ -344,7 +344,9 @@ def _init(tr: Translator, atom: Atom, kind: Kind, outer: Geometry, step: Geometr
         return step.constant(tr.source(atom), kind, tr.dtype(atom))
     if have == kind:
         return tr.source(atom)
-    return full(tr.source(atom), outer.shape(kind), tr.dtype(atom), kind)
+    # A block of its own width (a top-K's K values) starts in registers of that width.
+    logical = tr.logical_shape(atom) or None
+    return full(tr.source(atom), outer.register_shape(kind, logical), tr.dtype(atom), kind)
 
 
 _LOOP = Rule(

@@ -40,9 +40,15 @@ def _top_k(tr: Translator, eqn: Eqn) -> None:
     dtype = tr.dtype(atom)
     values_out, indices_out = eqn.outputs
     key = _key(tr, values_out, tr.source(atom), dtype)
-    positions = _column_positions(tr, values_out)
+    # A block of its own width (a concatenation of two top-K's, which a streamed top-K
+    # merges) ranks its logical columns; the frame's, those inside the array.
+    own = tr.g.own_width(Kind.TILE, logical)
+    shape = tr.g.register_shape(Kind.TILE, logical)
+    positions = _column_positions(tr, values_out, own, shape)
     valid: Expr | None = None
-    if tr.g.ragged_cols:
+    if own is not None and own != logical[-1]:
+        valid = BinOp(Operator.LT, positions, _int(logical[-1]))
+    elif own is None and tr.g.ragged_cols:
         tr.masks.add(Mask.COL_OK)
         valid = Name(Mask.COL_OK)
     picks: list[tuple[Name, Name]] = []
@@ -58,10 +64,10 @@ def _top_k(tr: Translator, eqn: Eqn) -> None:
                 BinOp(Operator.AND, tie, BinOp(Operator.GT, positions, last_index)),
             )
             eligible = after if eligible is None else BinOp(Operator.AND, eligible, after)
-        best, index, best_spread = _pick(tr, values_out, round_, key, positions, eligible)
+        best, index, best_spread = _pick(tr, values_out, round_, key, positions, eligible, shape)
         picks.append((best, index))
         if round_ + 1 < k:
-            spread = (best_spread, _spread(tr, index))
+            spread = (best_spread, _spread(tr, index, shape))
     # K columns of their own, or, when K is the frame's column count, the frame's.
     width = tr.g.own_width(Kind.TILE, (tr.g.rows, k)) or tr.g.cols
     columns = Name(value_part(values_out, "columns"))
@@ -83,14 +89,17 @@ def _top_k(tr: Translator, eqn: Eqn) -> None:
 
 def _check_input(tr: Translator, eqn: Eqn, atom: Atom, logical: tuple[int, ...]) -> None:
     kind, dtype = tr.kind(atom), tr.dtype(atom)
-    if kind is not Kind.TILE or tr.g.own_width(kind, logical) is not None:
-        what = "a slice of a block" if kind is Kind.TILE else f"a {kind} value"
+    if kind is not Kind.TILE:
+        what = f"a {kind} value"
         raise tr.fail(
             eqn,
             f"the body takes top_k of {what}; it is taken over the columns of a block",
             "take jax.lax.top_k(v, K) of a 2-D block of the kernel's rows and columns",
         )
-    refuse_split_columns(tr, eqn, "takes top_k over the columns of", "rank")
+    # In the step of a loop over the columns, the step's block is ranked, as the body says:
+    # a top-K over a row wider than a block merges each step's with its carry.
+    if not (tr.g.in_step and tr.g.col_looped):
+        refuse_split_columns(tr, eqn, "takes top_k over the columns of", "rank")
     if dtype not in _FLOATS + _INTS:
         raise tr.fail(
             eqn,
@@ -130,28 +139,40 @@ def _value_of_key(key: Expr, dtype: str) -> Expr:
     return value if dtype == "float32" else ir_call("lax.convert_element_type", value, DType(dtype))
 
 
-def _column_positions(tr: Translator, out: str) -> Name:
-    """The block's own column of each element, from 0 (the array's: the columns are whole)."""
-    tr.masks.add(Mask.COL_POSITION)
+def _column_positions(tr: Translator, out: str, own: int | None, shape: tuple[int, ...]) -> Name:
+    """The block's own column of each element, from 0: the array's where the columns are
+    whole; a loop step's own, where the loop walks them (each step starts at a multiple of
+    its block); a block of its `own` width's."""
     name = Name(value_part(out, "positions"))
     tr.define(name.text, Kind.TILE, "int32")
-    spread = ir_call(
-        "lax.broadcast_in_dim", Name(Mask.COL_POSITION), Const(tr.g.shape(Kind.TILE)), Const((1,))
-    )
+    if own is not None:
+        position: Expr = own_column_positions(own)
+    else:
+        tr.masks.add(Mask.COL_POSITION)
+        position = Name(Mask.COL_POSITION)
+        if tr.g.col_looped:
+            position = ir_call("lax.rem", position, ir_call("jnp.int32", Const(tr.g.cols)))
+    spread = ir_call("lax.broadcast_in_dim", position, Const(shape), Const((1,)))
     tr.lines.append(Assign((name,), spread))
     return name
 
 
-def _spread(tr: Translator, row: Name) -> Name:
+def _spread(tr: Translator, row: Name, shape: tuple[int, ...]) -> Name:
     """A per-row vector spread over the block, named once for the comparisons that read it."""
     name = Name(f"{row.text}_spread")
-    shape = Const(tr.g.shape(Kind.TILE))
-    tr.lines.append(Assign((name,), ir_call("lax.broadcast_in_dim", row, shape, Const((0,)))))
+    spread = ir_call("lax.broadcast_in_dim", row, Const(shape), Const((0,)))
+    tr.lines.append(Assign((name,), spread))
     return name
 
 
 def _pick(
-    tr: Translator, out: str, round_: int, key: Name, positions: Name, eligible: Expr | None
+    tr: Translator,
+    out: str,
+    round_: int,
+    key: Name,
+    positions: Name,
+    eligible: Expr | None,
+    shape: tuple[int, ...],
 ) -> tuple[Name, Name, Name]:
     """The round's largest eligible key per row, the first position holding it, and the key
     spread over the block."""
@@ -165,7 +186,7 @@ def _pick(
     tr.define(best.text, Kind.ROW, "int32")
     tr.lines.append(Assign((best,), ir_call("lax.reduce_max", candidates, Const((1,)))))
     hit = Name(value_part(out, f"hit{round_}"))
-    best_spread = _spread(tr, best)
+    best_spread = _spread(tr, best, shape)
     same: Expr = BinOp(Operator.EQ, key, best_spread)
     tr.lines.append(
         Assign((hit,), same if eligible is None else BinOp(Operator.AND, eligible, same))

@@ -13,7 +13,7 @@ This module decides whether a specialization takes the row form, and with how ma
 """
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ... import _hardware as hw
 from ..._errors import ErrorContext, SharedMemoryError
@@ -187,12 +187,15 @@ def choose_rows(
     dtypes: Mapping[str, str],
     loaded: set[str],
     accumulated: frozenset[str] = frozenset(),
+    scan_bytes: Callable[[int], int] = lambda width: 0,
 ) -> RowChoice | TooWide | None:
     """The row form for this call, or None when the block form suits it. A candidate spec
     takes it when its block-form blocks do not fit in shared memory, or leave room for only
     one block per SM while the row pads to at most twice its width. Its blocks have as many
     rows as make a block for every SM, at most the tiling constant's block, and keep three
-    blocks resident (else two, else one). `TooWide` when even one row does not fit."""
+    blocks resident (else two, else one). `TooWide` when even one row does not fit.
+    `scan_bytes` gives the shared memory the body's scans take beside the blocks, for a row
+    of a width."""
     if not row_candidate(spec, accumulated):
         return None
     assert spec.cols is not None
@@ -212,8 +215,9 @@ def choose_rows(
     held = {r.name for r in spec.results if r.dims != (spec.rows,)} - set(aliases)
     most = min(rows_dim.block, rows_dim.size)
     candidates = [1 << k for k in range(most.bit_length())]  # the powers of two up to most
+    scratch = hw.round_up(scan_bytes(frame.width), hw.SMEM_BUFFER_ALIGN)
     fits = {
-        r: smem_bytes(spec, _with_rows(layout, r, frame), dtypes, loaded, results=held)
+        r: smem_bytes(spec, _with_rows(layout, r, frame), dtypes, loaded, results=held) + scratch
         for r in candidates
     }
     tiles = [o.name for o in spec.operands if o.dims == (spec.rows, spec.cols) and o.name in loaded]
