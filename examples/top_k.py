@@ -11,7 +11,9 @@ ids come first in the join, and are the smaller), NaN above +inf. K is a multipl
 register layout's tile, where the two K join) and at most 32 (the join's 2K columns take
 one reduction each in `take_along_axis`). Compiled for `sm_90a` with BV=128, K=8 and K=16
 take 207 and 244 registers with no spills; K=32 spills (take BV=64 and expect a few bytes).
-A batch of a few rows is one block of rows: one CTA walks the vocabulary alone."""
+A batch of a few rows is one block of rows, which one CTA walks alone: `sampler_top_k`
+first cuts each row into `parts` rows of V / parts (a reshape, no copy where parts divides V),
+so that parts times as many CTAs rank them, then merges each row's parts' candidates."""
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +52,19 @@ def top_k(
     return sk.loop("V", step, init=init)
 
 
+def sampler_top_k(logits: jax.Array, K: int = 8, parts: int = 32) -> tuple[jax.Array, jax.Array]:
+    """`top_k` of a few long rows: each row ranked in `parts` pieces by CTAs of their own, and
+    the pieces' K candidates ranked again (in XLA: parts x K columns a row, a few KB)."""
+    m, v = logits.shape
+    width = -(-v // parts)
+    if width * parts != v:  # pad the last piece with -NaN, below every logit (one copy)
+        logits = jnp.pad(logits, ((0, 0), (0, width * parts - v)), constant_values=-jnp.nan)
+    best, ids = top_k(logits.reshape(m * parts, width), K=K)
+    ids = ids + (jnp.arange(m * parts, dtype=jnp.int32) % parts * width)[:, None]
+    best, where = lax.top_k(best.reshape(m, parts * K), K)
+    return best, jnp.take_along_axis(ids.reshape(m, parts * K), where, axis=1)
+
+
 if __name__ == "__main__":
     logits = jax.random.normal(jax.random.key(0), (16, 128256), jnp.bfloat16)
     print(top_k.plan(logits, K=16))
@@ -57,3 +72,10 @@ if __name__ == "__main__":
     want_values, want_ids = top_k_reference(logits, K=16)
     print("values equal:", bool(jnp.all(values == want_values)))
     print("ids equal:", bool(jnp.all(ids == want_ids)))
+    # The same rows in 32 parts each: 16 x 32 rows of 4008 logits, 8 CTAs instead of 1.
+    split_values, split_ids = sampler_top_k(logits, K=16, parts=32)
+    print(
+        "in parts, equal:",
+        bool(jnp.all(split_values == want_values)),
+        bool(jnp.all(split_ids == want_ids)),
+    )

@@ -1,6 +1,7 @@
 """A top-K over rows wider than a block (`examples/top_k.py`): `jax.lax.top_k` of a loop step's
 block (the step's own indices), of a block of its own width (the join of two top-K's), and
-`jnp.take_along_axis` along the columns (`lower.take_along`).
+`jnp.take_along_axis` along the columns (`lower.take_along`); the example's wrapper that
+ranks a few long rows in parts.
 
 Against `jax.lax.top_k` on whole rows, bit for bit: ragged vocabularies (a last step shorter
 than K, one step shorter than a block), ties, NaN and infinities, bfloat16 logits, K of 8
@@ -21,7 +22,7 @@ from jax import lax
 from jaxtyping import Array, Float, Float32, Int32, Shaped
 
 import statickernel as sk
-from top_k import top_k
+from top_k import sampler_top_k, top_k
 
 F32, BF16 = jnp.float32, jnp.bfloat16
 
@@ -73,6 +74,17 @@ def test_bfloat16_logits_and_other_blocks() -> None:
 )
 def test_the_top_k_matches_lax_on_any_shape(m: int, v: int, k: int, seed: int) -> None:
     _check(jax.random.normal(jax.random.key(seed), (m, v), F32), k)
+
+
+@pytest.mark.parametrize(("m", "v", "parts"), [(3, 1000, 7), (16, 4096, 32), (2, 129, 4)])
+def test_a_few_rows_ranked_in_parts_match_lax(m: int, v: int, parts: int) -> None:
+    """The example's wrapper: pieces of each row ranked by CTAs of their own (the last piece
+    padded with -NaN where parts does not divide V), then merged; ties keep the first id."""
+    x = jax.random.randint(jax.random.key(v), (m, v), 0, 50).astype(F32)
+    values, ids = sampler_top_k(x, K=8, parts=parts)
+    want_values, want_ids = lax.top_k(x, 8)
+    np.testing.assert_array_equal(np.asarray(values), np.asarray(want_values))
+    np.testing.assert_array_equal(np.asarray(ids), np.asarray(want_ids))
 
 
 def test_the_streamed_top_k_has_no_races() -> None:
