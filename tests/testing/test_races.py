@@ -22,6 +22,7 @@ _OVERLAPPING_BOXES = {
     "layernorm_backward_saved",
     "layernorm_wide",
     "softmax_online",
+    "top_p_mask",
 }
 # Kernels whose interpreted run takes more than about 10 s here.
 _SLOW = {"layernorm_backward", "rmsnorm_backward"}

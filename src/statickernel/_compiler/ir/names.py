@@ -136,6 +136,10 @@ BLOCK_NAMES: Mapping[str, str] = {
     "store_results": "the scoped store of the results after the loops",
     CHUNK: "the row form's chunk of a row's columns",
     "loop_index": "the positions of a loop step's edge mask",
+    "loop_row_index": "the loop positions along the rows of a computed b of sk.dot",
+    "loop_row_ok": "the loop edge mask of a computed b's rows",
+    "loop_row_ok_vec": "the loop edge mask of a computed b's rows, as a vector",
+    "loop_row_position": "the loop positions of a computed b's rows",
     # The warp-specialized matmul's warpgroups, pipeline and tile walk. (The persistent
     # launches' locals are given around the arrays: `GIVEN_AROUND`.)
     WARP_SPECIALIZED.warpgroup: "the warpgroup index of a warp-specialized launch",

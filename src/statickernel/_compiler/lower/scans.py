@@ -71,7 +71,7 @@ _WIDENED = ("bfloat16", "float16", "int16", "uint16", "int8", "uint8")
 def _scan(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     logical = tr.logical_shape(atom)
-    if tr.g.row_frame is not None:
+    if tr.g.one_row:
         return _scan_row(tr, eqn, atom, logical)
     if tr.kind(atom) is Kind.SCALAR and len(logical) == 2:
         atom = materialized_block(tr, eqn, atom)  # a constant block held as its scalar
@@ -119,15 +119,14 @@ def _scan_row(tr: Translator, eqn: Eqn, atom: Atom, logical: tuple[int, ...]) ->
     """The row form's scan of one whole row, a vector in the row's strided layout: stored
     into a 1-D buffer, scanned there in the same rounds as a block's, and read back. The
     block form takes what the row form cannot (a loop's step, columns walked by a loop)."""
-    frame = tr.g.row_frame
-    assert frame is not None and frame.chunks == 1  # a chunked row takes no scan (`chunkable`)
+    # A row taken in chunks takes no scan (the translator's `chunkable`): this is the row.
     if tr.g.in_step or tr.g.col_looped or tr.g.col_tiled or tr.kind(atom) is not Kind.TILE:
         raise NotInForm("the row form scans a whole row held in registers, outside loops")
     _check_input(tr, eqn, atom, int(eqn.param("axis")))
     dtype = tr.dtype(atom)
     work = _work_dtype(dtype)
     out = eqn.outputs[0]
-    columns, width = logical[1], frame.chunk_width
+    columns, (width,) = logical[1], tr.g.shape(Kind.TILE)
     buffer = _RowBuffer(out, width, _margin(columns), bool(eqn.param("reverse")))
     src = tr.source(atom)
     if work != dtype:
@@ -150,7 +149,7 @@ def _scan_row(tr: Translator, eqn: Eqn, atom: Atom, logical: tuple[int, ...]) ->
     while shift < columns:
         body += buffer.round(step, shift, columns)
         shift *= 2
-    scanned: Expr = _load(window, frame.layout())
+    scanned: Expr = _load(window, tr.g.row_layout())
     if work != dtype:
         scanned = ir_call("lax.convert_element_type", scanned, DType(dtype))
     body.append(Return(scanned))

@@ -86,14 +86,16 @@ def _take_along(tr: Translator, eqn: Eqn) -> None:
     if clipped:
         index = ir_call("jnp.clip", index, _int(0), _int(width - 1))
     index_name = local.name("index", index)
-    taken: Expr = _int(0)
-    for c in range(width):
+    taken = Name(value_part(out, "taken"))
+    for c in range(width):  # one statement a column: the indices naming it take its bits
         hit = BinOp(Operator.EQ, columns, _int(c))
         masked = ir_call("jnp.where", hit, bits_name, _int(0))
         column = local.name(f"column{c}", ir_call("lax.reduce_sum", masked, Const((1,))))
         spread = ir_call("lax.broadcast_in_dim", column, Const(out_shape), Const((0,)))
-        taken = ir_call("jnp.where", BinOp(Operator.EQ, index_name, _int(c)), spread, taken)
-    value = _from_bits(local.name("taken", taken), dtype, bits_dtype)
+        earlier = taken if c else _int(0)
+        named = BinOp(Operator.EQ, index_name, _int(c))
+        tr.lines.append(Assign((taken,), ir_call("jnp.where", named, spread, earlier)))
+    value = _from_bits(taken, dtype, bits_dtype)
     if not clipped:
         inside = ir_call(
             "jnp.logical_and",

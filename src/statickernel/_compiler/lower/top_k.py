@@ -74,17 +74,15 @@ def _top_k(tr: Translator, eqn: Eqn) -> None:
     tr.lines.append(Assign((columns,), own_column_positions(width)))
     shape = (tr.g.rows, width)
     keys = Name(value_part(values_out, "keys"))
-    tr.lines.append(Assign((keys,), _gather(tr, columns, [key for key, _ in picks], shape)))
+    _gather(tr, keys, columns, [key for key, _ in picks], shape)
     tr.define(values_out, Kind.TILE, dtype)
     if dtype in _FLOATS:
         bits = Name(value_part(values_out, "value_bits"))
-        tr.lines.append(Assign((bits,), _flip_negatives(keys)))
+        _flip_negatives(tr, bits, keys)
         keys = bits
     tr.lines.append(Assign((Name(values_out),), _value_of_key(keys, dtype)))
     tr.define(indices_out, Kind.TILE, "int32")
-    tr.lines.append(
-        Assign((Name(indices_out),), _gather(tr, columns, [i for _, i in picks], shape))
-    )
+    _gather(tr, Name(indices_out), columns, [i for _, i in picks], shape)
 
 
 def _check_input(tr: Translator, eqn: Eqn, atom: Atom, logical: tuple[int, ...]) -> None:
@@ -121,14 +119,16 @@ def _key(tr: Translator, out: str, src: Expr, dtype: str) -> Name:
         src = ir_call("lax.convert_element_type", src, DType("float32"))
     bits = Name(value_part(out, "bits"))
     tr.lines.append(Assign((bits,), ir_call("lax.bitcast_convert_type", src, DType("int32"))))
-    tr.lines.append(Assign((key,), _flip_negatives(bits)))
+    _flip_negatives(tr, key, bits)
     return key
 
 
-def _flip_negatives(bits: Expr) -> Expr:
-    """The bits with the magnitude flipped where the sign is set: its own inverse."""
-    sign = ir_call("lax.shift_right_arithmetic", bits, _int(31))
-    return ir_call("lax.bitwise_xor", bits, ir_call("lax.bitwise_and", sign, _int(_INT32_MAX)))
+def _flip_negatives(tr: Translator, out: Name, bits: Name) -> None:
+    """`out` = the bits with the magnitude flipped where the sign is set: its own inverse."""
+    sign = Name(f"{out.text}_sign")
+    tr.lines.append(Assign((sign,), ir_call("lax.shift_right_arithmetic", bits, _int(31))))
+    magnitude = ir_call("lax.bitwise_and", sign, _int(_INT32_MAX))
+    tr.lines.append(Assign((out,), ir_call("lax.bitwise_xor", bits, magnitude)))
 
 
 def _value_of_key(key: Expr, dtype: str) -> Expr:
@@ -198,15 +198,20 @@ def _pick(
     return best, index, best_spread
 
 
-def _gather(tr: Translator, columns: Name, rows: list[Name], shape: tuple[int, int]) -> Expr:
-    """A block of `shape` whose column j holds the per-row vector rows[j] (the last one in
-    the padded columns)."""
-    spread_columns = ir_call("lax.broadcast_in_dim", columns, Const(shape), Const((1,)))
-    block: Expr = ir_call("lax.broadcast_in_dim", rows[-1], Const(shape), Const((0,)))
+def _gather(
+    tr: Translator, out: Name, columns: Name, rows: list[Name], shape: tuple[int, ...]
+) -> None:
+    """`out` = a block of `shape` whose column j holds the per-row vector rows[j] (the last
+    one in the padded columns), one statement a column."""
+    spread_columns = Name(f"{out.text}_columns")
+    spread = ir_call("lax.broadcast_in_dim", columns, Const(shape), Const((1,)))
+    tr.lines.append(Assign((spread_columns,), spread))
+    last = ir_call("lax.broadcast_in_dim", rows[-1], Const(shape), Const((0,)))
+    tr.lines.append(Assign((out,), last))
     for j in reversed(range(len(rows) - 1)):
         row = ir_call("lax.broadcast_in_dim", rows[j], Const(shape), Const((0,)))
-        block = ir_call("jnp.where", BinOp(Operator.EQ, spread_columns, _int(j)), row, block)
-    return block
+        hit = BinOp(Operator.EQ, spread_columns, _int(j))
+        tr.lines.append(Assign((out,), ir_call("jnp.where", hit, row, out)))
 
 
 def _int(value: int) -> Literal:

@@ -109,6 +109,12 @@ class Geometry:
         """The row form: one row at a time, each per-row value a scalar."""
         return self.row_frame is not None
 
+    def row_layout(self) -> Expr:
+        """The row form's layout of a row (its chunk's vector), for a rule that takes the
+        row through shared memory and back (a scan)."""
+        assert self.row_frame is not None
+        return self.row_frame.layout()
+
     def constant(self, value: Expr, kind: Kind, dtype: str) -> Expr:
         """A constant of `kind`, in this geometry's registers."""
         return full(value, self.shape(kind), dtype, kind, self.row_frame)

@@ -43,10 +43,8 @@ def _moe_router_block(
     # examples/moe_router.py:31: top, experts = jax.lax.top_k(sk.load(logits).astype(jnp.float32), K)
     v0 = lax.convert_element_type(logits, jnp.float32)
     v1_bits = lax.bitcast_convert_type(v0, jnp.int32)
-    v1_key = lax.bitwise_xor(
-        v1_bits,
-        lax.bitwise_and(lax.shift_right_arithmetic(v1_bits, jnp.int32(31)), jnp.int32(2147483647)),
-    )
+    v1_key_sign = lax.shift_right_arithmetic(v1_bits, jnp.int32(31))
+    v1_key = lax.bitwise_xor(v1_bits, lax.bitwise_and(v1_key_sign, jnp.int32(2147483647)))
     v1_positions = lax.broadcast_in_dim(col_position, (64, 64), (1,))
     v1_eligible0 = col_ok
     v1_key0 = lax.reduce_max(jnp.where(v1_eligible0, v1_key, jnp.int32(-2147483648)), (1,))
@@ -63,21 +61,22 @@ def _moe_router_block(
     v1_hit1 = v1_eligible1 & (v1_key == v1_key1_spread)
     v1_index1 = lax.reduce_min(jnp.where(v1_hit1, v1_positions, jnp.int32(2147483647)), (1,))
     v1_columns = plgpu.broadcasted_iota(jnp.int32, (8,), 0, layout=plgpu.Layout.WGMMA.reduce(0))
+    v1_keys_columns = lax.broadcast_in_dim(v1_columns, (64, 8), (1,))
+    v1_keys = lax.broadcast_in_dim(v1_key1, (64, 8), (0,))
     v1_keys = jnp.where(
-        lax.broadcast_in_dim(v1_columns, (64, 8), (1,)) == jnp.int32(0),
+        v1_keys_columns == jnp.int32(0),
         lax.broadcast_in_dim(v1_key0, (64, 8), (0,)),
-        lax.broadcast_in_dim(v1_key1, (64, 8), (0,)),
+        v1_keys,
     )
+    v1_value_bits_sign = lax.shift_right_arithmetic(v1_keys, jnp.int32(31))
     v1_value_bits = lax.bitwise_xor(
         v1_keys,
-        lax.bitwise_and(lax.shift_right_arithmetic(v1_keys, jnp.int32(31)), jnp.int32(2147483647)),
+        lax.bitwise_and(v1_value_bits_sign, jnp.int32(2147483647)),
     )
     v1 = lax.bitcast_convert_type(v1_value_bits, jnp.float32)
-    v2 = jnp.where(
-        lax.broadcast_in_dim(v1_columns, (64, 8), (1,)) == jnp.int32(0),
-        lax.broadcast_in_dim(v1_index0, (64, 8), (0,)),
-        lax.broadcast_in_dim(v1_index1, (64, 8), (0,)),
-    )
+    v2_columns = lax.broadcast_in_dim(v1_columns, (64, 8), (1,))
+    v2 = lax.broadcast_in_dim(v1_index1, (64, 8), (0,))
+    v2 = jnp.where(v2_columns == jnp.int32(0), lax.broadcast_in_dim(v1_index0, (64, 8), (0,)), v2)
     # examples/moe_router.py:32: return jax.nn.softmax(top, axis=1), experts
     v1_first_2 = lax.broadcast_in_dim(
         plgpu.broadcasted_iota(jnp.int32, (8,), 0, layout=plgpu.Layout.WGMMA.reduce(0)) < 2,

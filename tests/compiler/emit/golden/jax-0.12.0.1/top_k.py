@@ -51,10 +51,8 @@ def _top_k_block(logits_gmem, result0_gmem, result1_gmem):
         )  # past the edge reads the fill
         # examples/top_k.py:43: step_best, step_ids = lax.top_k(v, K)  # the block's own ids, from 0
         v4_bits = lax.bitcast_convert_type(logits, jnp.int32)
-        v4_key = lax.bitwise_xor(
-            v4_bits,
-            lax.bitwise_and(lax.shift_right_arithmetic(v4_bits, jnp.int32(31)), jnp.int32(2147483647)),
-        )
+        v4_key_sign = lax.shift_right_arithmetic(v4_bits, jnp.int32(31))
+        v4_key = lax.bitwise_xor(v4_bits, lax.bitwise_and(v4_key_sign, jnp.int32(2147483647)))
         v4_positions = lax.broadcast_in_dim(lax.rem(col_position, jnp.int32(128)), (64, 128), (1,))
         v4_eligible0 = col_ok
         v4_key0 = lax.reduce_max(jnp.where(v4_eligible0, v4_key, jnp.int32(-2147483648)), (1,))
@@ -130,20 +128,85 @@ def _top_k_block(logits_gmem, result0_gmem, result1_gmem):
             0,
             layout=plgpu.Layout.WGMMA.reduce(0),
         )
+        v4_keys_columns = lax.broadcast_in_dim(v4_columns, (64, 32), (1,))
+        v4_keys = lax.broadcast_in_dim(v4_key7, (64, 32), (0,))
         v4_keys = jnp.where(
-            lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(0),
-            lax.broadcast_in_dim(v4_key0, (64, 32), (0,)),
-            jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(1), lax.broadcast_in_dim(v4_key1, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(2), lax.broadcast_in_dim(v4_key2, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(3), lax.broadcast_in_dim(v4_key3, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(4), lax.broadcast_in_dim(v4_key4, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(5), lax.broadcast_in_dim(v4_key5, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(6), lax.broadcast_in_dim(v4_key6, (64, 32), (0,)), lax.broadcast_in_dim(v4_key7, (64, 32), (0,)))))))),
+            v4_keys_columns == jnp.int32(6),
+            lax.broadcast_in_dim(v4_key6, (64, 32), (0,)),
+            v4_keys,
         )
+        v4_keys = jnp.where(
+            v4_keys_columns == jnp.int32(5),
+            lax.broadcast_in_dim(v4_key5, (64, 32), (0,)),
+            v4_keys,
+        )
+        v4_keys = jnp.where(
+            v4_keys_columns == jnp.int32(4),
+            lax.broadcast_in_dim(v4_key4, (64, 32), (0,)),
+            v4_keys,
+        )
+        v4_keys = jnp.where(
+            v4_keys_columns == jnp.int32(3),
+            lax.broadcast_in_dim(v4_key3, (64, 32), (0,)),
+            v4_keys,
+        )
+        v4_keys = jnp.where(
+            v4_keys_columns == jnp.int32(2),
+            lax.broadcast_in_dim(v4_key2, (64, 32), (0,)),
+            v4_keys,
+        )
+        v4_keys = jnp.where(
+            v4_keys_columns == jnp.int32(1),
+            lax.broadcast_in_dim(v4_key1, (64, 32), (0,)),
+            v4_keys,
+        )
+        v4_keys = jnp.where(
+            v4_keys_columns == jnp.int32(0),
+            lax.broadcast_in_dim(v4_key0, (64, 32), (0,)),
+            v4_keys,
+        )
+        v4_value_bits_sign = lax.shift_right_arithmetic(v4_keys, jnp.int32(31))
         v4_value_bits = lax.bitwise_xor(
             v4_keys,
-            lax.bitwise_and(lax.shift_right_arithmetic(v4_keys, jnp.int32(31)), jnp.int32(2147483647)),
+            lax.bitwise_and(v4_value_bits_sign, jnp.int32(2147483647)),
         )
         v4 = lax.bitcast_convert_type(v4_value_bits, jnp.float32)
+        v5_columns = lax.broadcast_in_dim(v4_columns, (64, 32), (1,))
+        v5 = lax.broadcast_in_dim(v4_index7, (64, 32), (0,))
         v5 = jnp.where(
-            lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(0),
+            v5_columns == jnp.int32(6),
+            lax.broadcast_in_dim(v4_index6, (64, 32), (0,)),
+            v5,
+        )
+        v5 = jnp.where(
+            v5_columns == jnp.int32(5),
+            lax.broadcast_in_dim(v4_index5, (64, 32), (0,)),
+            v5,
+        )
+        v5 = jnp.where(
+            v5_columns == jnp.int32(4),
+            lax.broadcast_in_dim(v4_index4, (64, 32), (0,)),
+            v5,
+        )
+        v5 = jnp.where(
+            v5_columns == jnp.int32(3),
+            lax.broadcast_in_dim(v4_index3, (64, 32), (0,)),
+            v5,
+        )
+        v5 = jnp.where(
+            v5_columns == jnp.int32(2),
+            lax.broadcast_in_dim(v4_index2, (64, 32), (0,)),
+            v5,
+        )
+        v5 = jnp.where(
+            v5_columns == jnp.int32(1),
+            lax.broadcast_in_dim(v4_index1, (64, 32), (0,)),
+            v5,
+        )
+        v5 = jnp.where(
+            v5_columns == jnp.int32(0),
             lax.broadcast_in_dim(v4_index0, (64, 32), (0,)),
-            jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(1), lax.broadcast_in_dim(v4_index1, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(2), lax.broadcast_in_dim(v4_index2, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(3), lax.broadcast_in_dim(v4_index3, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(4), lax.broadcast_in_dim(v4_index4, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(5), lax.broadcast_in_dim(v4_index5, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v4_columns, (64, 32), (1,)) == jnp.int32(6), lax.broadcast_in_dim(v4_index6, (64, 32), (0,)), lax.broadcast_in_dim(v4_index7, (64, 32), (0,)))))))),
+            v5,
         )
         # examples/top_k.py:44: step_ids = step_ids + jnp.min(sk.position("V"))  # the vocabulary's
         v7 = lax.reduce_min(jnp.where(col_ok_vec, col_position, 2147483647), (0,))
@@ -154,10 +217,8 @@ def _top_k_block(logits_gmem, result0_gmem, result1_gmem):
         v10 = jnp.concatenate([v3[:, :8], v8[:, :8]], axis=1)
         # examples/top_k.py:47: best, where = lax.top_k(joined, K)
         v11_bits = lax.bitcast_convert_type(v9, jnp.int32)
-        v11_key = lax.bitwise_xor(
-            v11_bits,
-            lax.bitwise_and(lax.shift_right_arithmetic(v11_bits, jnp.int32(31)), jnp.int32(2147483647)),
-        )
+        v11_key_sign = lax.shift_right_arithmetic(v11_bits, jnp.int32(31))
+        v11_key = lax.bitwise_xor(v11_bits, lax.bitwise_and(v11_key_sign, jnp.int32(2147483647)))
         v11_positions = lax.broadcast_in_dim(
             plgpu.broadcasted_iota(jnp.int32, (16,), 0, layout=plgpu.Layout.WGMMA.reduce(0)),
             (64, 16),
@@ -236,20 +297,85 @@ def _top_k_block(logits_gmem, result0_gmem, result1_gmem):
             0,
             layout=plgpu.Layout.WGMMA.reduce(0),
         )
+        v11_keys_columns = lax.broadcast_in_dim(v11_columns, (64, 32), (1,))
+        v11_keys = lax.broadcast_in_dim(v11_key7, (64, 32), (0,))
         v11_keys = jnp.where(
-            lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(0),
-            lax.broadcast_in_dim(v11_key0, (64, 32), (0,)),
-            jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(1), lax.broadcast_in_dim(v11_key1, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(2), lax.broadcast_in_dim(v11_key2, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(3), lax.broadcast_in_dim(v11_key3, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(4), lax.broadcast_in_dim(v11_key4, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(5), lax.broadcast_in_dim(v11_key5, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(6), lax.broadcast_in_dim(v11_key6, (64, 32), (0,)), lax.broadcast_in_dim(v11_key7, (64, 32), (0,)))))))),
+            v11_keys_columns == jnp.int32(6),
+            lax.broadcast_in_dim(v11_key6, (64, 32), (0,)),
+            v11_keys,
         )
+        v11_keys = jnp.where(
+            v11_keys_columns == jnp.int32(5),
+            lax.broadcast_in_dim(v11_key5, (64, 32), (0,)),
+            v11_keys,
+        )
+        v11_keys = jnp.where(
+            v11_keys_columns == jnp.int32(4),
+            lax.broadcast_in_dim(v11_key4, (64, 32), (0,)),
+            v11_keys,
+        )
+        v11_keys = jnp.where(
+            v11_keys_columns == jnp.int32(3),
+            lax.broadcast_in_dim(v11_key3, (64, 32), (0,)),
+            v11_keys,
+        )
+        v11_keys = jnp.where(
+            v11_keys_columns == jnp.int32(2),
+            lax.broadcast_in_dim(v11_key2, (64, 32), (0,)),
+            v11_keys,
+        )
+        v11_keys = jnp.where(
+            v11_keys_columns == jnp.int32(1),
+            lax.broadcast_in_dim(v11_key1, (64, 32), (0,)),
+            v11_keys,
+        )
+        v11_keys = jnp.where(
+            v11_keys_columns == jnp.int32(0),
+            lax.broadcast_in_dim(v11_key0, (64, 32), (0,)),
+            v11_keys,
+        )
+        v11_value_bits_sign = lax.shift_right_arithmetic(v11_keys, jnp.int32(31))
         v11_value_bits = lax.bitwise_xor(
             v11_keys,
-            lax.bitwise_and(lax.shift_right_arithmetic(v11_keys, jnp.int32(31)), jnp.int32(2147483647)),
+            lax.bitwise_and(v11_value_bits_sign, jnp.int32(2147483647)),
         )
         v11 = lax.bitcast_convert_type(v11_value_bits, jnp.float32)
+        v12_columns = lax.broadcast_in_dim(v11_columns, (64, 32), (1,))
+        v12 = lax.broadcast_in_dim(v11_index7, (64, 32), (0,))
         v12 = jnp.where(
-            lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(0),
+            v12_columns == jnp.int32(6),
+            lax.broadcast_in_dim(v11_index6, (64, 32), (0,)),
+            v12,
+        )
+        v12 = jnp.where(
+            v12_columns == jnp.int32(5),
+            lax.broadcast_in_dim(v11_index5, (64, 32), (0,)),
+            v12,
+        )
+        v12 = jnp.where(
+            v12_columns == jnp.int32(4),
+            lax.broadcast_in_dim(v11_index4, (64, 32), (0,)),
+            v12,
+        )
+        v12 = jnp.where(
+            v12_columns == jnp.int32(3),
+            lax.broadcast_in_dim(v11_index3, (64, 32), (0,)),
+            v12,
+        )
+        v12 = jnp.where(
+            v12_columns == jnp.int32(2),
+            lax.broadcast_in_dim(v11_index2, (64, 32), (0,)),
+            v12,
+        )
+        v12 = jnp.where(
+            v12_columns == jnp.int32(1),
+            lax.broadcast_in_dim(v11_index1, (64, 32), (0,)),
+            v12,
+        )
+        v12 = jnp.where(
+            v12_columns == jnp.int32(0),
             lax.broadcast_in_dim(v11_index0, (64, 32), (0,)),
-            jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(1), lax.broadcast_in_dim(v11_index1, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(2), lax.broadcast_in_dim(v11_index2, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(3), lax.broadcast_in_dim(v11_index3, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(4), lax.broadcast_in_dim(v11_index4, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(5), lax.broadcast_in_dim(v11_index5, (64, 32), (0,)), jnp.where(lax.broadcast_in_dim(v11_columns, (64, 32), (1,)) == jnp.int32(6), lax.broadcast_in_dim(v11_index6, (64, 32), (0,)), lax.broadcast_in_dim(v11_index7, (64, 32), (0,)))))))),
+            v12,
         )
         # examples/top_k.py:48: return best, jnp.take_along_axis(joined_ids, where, axis=1)
         v13 = lax.lt(v12, jnp.int32(0))
@@ -266,61 +392,136 @@ def _top_k_block(logits_gmem, result0_gmem, result1_gmem):
             jnp.where(v17_columns == jnp.int32(0), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(0),
+            lax.broadcast_in_dim(v17_column0, (64, 32), (0,)),
+            jnp.int32(0),
+        )
         v17_column1 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(1), v17_bits, jnp.int32(0)),
             (1,),
+        )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(1),
+            lax.broadcast_in_dim(v17_column1, (64, 32), (0,)),
+            v17_taken,
         )
         v17_column2 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(2), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(2),
+            lax.broadcast_in_dim(v17_column2, (64, 32), (0,)),
+            v17_taken,
+        )
         v17_column3 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(3), v17_bits, jnp.int32(0)),
             (1,),
+        )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(3),
+            lax.broadcast_in_dim(v17_column3, (64, 32), (0,)),
+            v17_taken,
         )
         v17_column4 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(4), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(4),
+            lax.broadcast_in_dim(v17_column4, (64, 32), (0,)),
+            v17_taken,
+        )
         v17_column5 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(5), v17_bits, jnp.int32(0)),
             (1,),
+        )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(5),
+            lax.broadcast_in_dim(v17_column5, (64, 32), (0,)),
+            v17_taken,
         )
         v17_column6 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(6), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(6),
+            lax.broadcast_in_dim(v17_column6, (64, 32), (0,)),
+            v17_taken,
+        )
         v17_column7 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(7), v17_bits, jnp.int32(0)),
             (1,),
+        )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(7),
+            lax.broadcast_in_dim(v17_column7, (64, 32), (0,)),
+            v17_taken,
         )
         v17_column8 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(8), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(8),
+            lax.broadcast_in_dim(v17_column8, (64, 32), (0,)),
+            v17_taken,
+        )
         v17_column9 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(9), v17_bits, jnp.int32(0)),
             (1,),
+        )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(9),
+            lax.broadcast_in_dim(v17_column9, (64, 32), (0,)),
+            v17_taken,
         )
         v17_column10 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(10), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(10),
+            lax.broadcast_in_dim(v17_column10, (64, 32), (0,)),
+            v17_taken,
+        )
         v17_column11 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(11), v17_bits, jnp.int32(0)),
             (1,),
+        )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(11),
+            lax.broadcast_in_dim(v17_column11, (64, 32), (0,)),
+            v17_taken,
         )
         v17_column12 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(12), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(12),
+            lax.broadcast_in_dim(v17_column12, (64, 32), (0,)),
+            v17_taken,
+        )
         v17_column13 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(13), v17_bits, jnp.int32(0)),
             (1,),
         )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(13),
+            lax.broadcast_in_dim(v17_column13, (64, 32), (0,)),
+            v17_taken,
+        )
         v17_column14 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(14), v17_bits, jnp.int32(0)),
             (1,),
+        )
+        v17_taken = jnp.where(
+            v17_index == jnp.int32(14),
+            lax.broadcast_in_dim(v17_column14, (64, 32), (0,)),
+            v17_taken,
         )
         v17_column15 = lax.reduce_sum(
             jnp.where(v17_columns == jnp.int32(15), v17_bits, jnp.int32(0)),
@@ -329,7 +530,7 @@ def _top_k_block(logits_gmem, result0_gmem, result1_gmem):
         v17_taken = jnp.where(
             v17_index == jnp.int32(15),
             lax.broadcast_in_dim(v17_column15, (64, 32), (0,)),
-            jnp.where(v17_index == jnp.int32(14), lax.broadcast_in_dim(v17_column14, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(13), lax.broadcast_in_dim(v17_column13, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(12), lax.broadcast_in_dim(v17_column12, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(11), lax.broadcast_in_dim(v17_column11, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(10), lax.broadcast_in_dim(v17_column10, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(9), lax.broadcast_in_dim(v17_column9, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(8), lax.broadcast_in_dim(v17_column8, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(7), lax.broadcast_in_dim(v17_column7, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(6), lax.broadcast_in_dim(v17_column6, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(5), lax.broadcast_in_dim(v17_column5, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(4), lax.broadcast_in_dim(v17_column4, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(3), lax.broadcast_in_dim(v17_column3, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(2), lax.broadcast_in_dim(v17_column2, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(1), lax.broadcast_in_dim(v17_column1, (64, 32), (0,)), jnp.where(v17_index == jnp.int32(0), lax.broadcast_in_dim(v17_column0, (64, 32), (0,)), jnp.int32(0)))))))))))))))),
+            v17_taken,
         )
         v17 = jnp.where(
             jnp.logical_and(v17_index > jnp.int32(-1), v17_index < jnp.int32(16)),
