@@ -21,7 +21,7 @@ from ..ir.names import value_part
 from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Literal, Name, Operator
 from ..ir.nodes import call as ir_call
 from ..trace.body import Eqn
-from .context import Rule, Support, Translator, Where
+from .context import CompositeLocals, Rule, Support, Translator, Where
 from .rules import own_column_positions
 
 __all__ = ["TAKE_ALONG_RULES"]
@@ -69,9 +69,9 @@ def _take_along(tr: Translator, eqn: Eqn) -> None:
         bits = ir_call("lax.bitcast_convert_type", bits, DType(bits_dtype))
     if bits_dtype != "int32":
         bits = ir_call("lax.convert_element_type", bits, DType("int32"))
-    local = _Locals(tr, out)
-    bits_name = local.name("bits", bits)
-    columns = local.name(
+    local = CompositeLocals(tr, out)
+    bits_name = local.local("bits", bits)
+    columns = local.local(
         "columns",
         ir_call(
             "lax.broadcast_in_dim",
@@ -85,12 +85,12 @@ def _take_along(tr: Translator, eqn: Eqn) -> None:
     clipped = "CLIP" in mode or "PROMISE" in mode
     if clipped:
         index = ir_call("jnp.clip", index, _int(0), _int(width - 1))
-    index_name = local.name("index", index)
+    index_name = local.local("index", index)
     taken = Name(value_part(out, "taken"))
     for c in range(width):  # one statement a column: the indices naming it take its bits
         hit = BinOp(Operator.EQ, columns, _int(c))
         masked = ir_call("jnp.where", hit, bits_name, _int(0))
-        column = local.name(f"column{c}", ir_call("lax.reduce_sum", masked, Const((1,))))
+        column = local.local(f"column{c}", ir_call("lax.reduce_sum", masked, Const((1,))))
         spread = ir_call("lax.broadcast_in_dim", column, Const(out_shape), Const((0,)))
         earlier = taken if c else _int(0)
         named = BinOp(Operator.EQ, index_name, _int(c))
@@ -104,18 +104,6 @@ def _take_along(tr: Translator, eqn: Eqn) -> None:
         )
         value = ir_call("jnp.where", inside, value, _fill(eqn, dtype))
     tr.assign(eqn, Kind.TILE, value)
-
-
-class _Locals:
-    """Names the gather's steps after its output (`value_part`), one statement each."""
-
-    def __init__(self, tr: Translator, out: str):
-        self.tr, self.out = tr, out
-
-    def name(self, part: str, expr: Expr) -> Name:
-        name = Name(value_part(self.out, part))
-        self.tr.lines.append(Assign((name,), expr))
-        return name
 
 
 def _from_bits(taken: Expr, dtype: str, bits_dtype: str) -> Expr:
