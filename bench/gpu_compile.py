@@ -267,6 +267,20 @@ ROWS: tuple[Row, ...] = (
         "rope",
         (((1, 32, 4096, 128), "bfloat16"),) * 2 + (((4096, 128), "bfloat16"),) * 2,
     ),
+    # MLA's queries and keys (DeepSeek-V3: 128 heads, 128 + 64 columns): each head's part
+    # without positions joined to its rotated part, the keys' shared by the heads.
+    Row(
+        "rope",
+        "mla_rope",
+        (
+            ((1, 128, 4096, 128), "bfloat16"),
+            ((1, 128, 4096, 64), "bfloat16"),
+            ((1, 128, 4096, 128), "bfloat16"),
+            ((1, 4096, 64), "bfloat16"),
+            ((4096, 64), "float32"),
+            ((4096, 64), "float32"),
+        ),
+    ),
     # MoE routers: top-8 of 64 experts (Qwen-style) and of 256 (DeepSeek-V3's count).
     Row("moe_router", "moe_router", (((16384, 64), "bfloat16"),), (("K", 8),)),
     Row("moe_router", "moe_router", (((16384, 256), "bfloat16"),), (("K", 8),)),

@@ -58,6 +58,56 @@ def rope(
     return rotate(q), rotate(k)
 
 
+def mla_rope_reference(
+    q_nope: jax.Array,
+    q_pe: jax.Array,
+    k_nope: jax.Array,
+    k_pe: jax.Array,
+    cos: jax.Array,
+    sin: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    def rotate(x: jax.Array) -> jax.Array:
+        v = x.astype(jnp.float32)
+        c, s = cos.astype(jnp.float32), sin.astype(jnp.float32)
+        return (v * c + rotate_half(v) * s).astype(x.dtype)
+
+    heads = q_nope.shape[1]
+    k_rotated = jnp.broadcast_to(rotate(k_pe)[:, None], (*k_nope.shape[:3], k_pe.shape[-1]))
+    return (
+        jnp.concatenate([q_nope, rotate(q_pe)], axis=-1),
+        jnp.concatenate([k_nope, k_rotated.astype(k_nope.dtype)], axis=-1)[:, :heads],
+    )
+
+
+@sk.kernel(batch=("B", "H"), tile={"T": "BT"}, reference=mla_rope_reference)
+def mla_rope(
+    q_nope: Float[Array, "B H T Dn"],
+    q_pe: Float[Array, "B H T Dr"],
+    k_nope: Float[Array, "B H T Dn"],
+    k_pe: Float[Array, "B T Dr"],
+    cos: Float[Array, "T Dr"],
+    sin: Float[Array, "T Dr"],
+    *,
+    BT: sk.Const[int] = 64,
+) -> tuple[Float[Array, "B H T Dn+Dr"], Float[Array, "B H T Dn+Dr"]]:
+    """Multi-head latent attention's (DeepSeek-V2/V3) queries and keys: each head's part
+    without positions beside its rotated part, joined into one head of Dn + Dr columns. The
+    keys' rotated part is shared by every head (k_pe has no H)."""
+    c, s = sk.load(cos).astype(jnp.float32), sk.load(sin).astype(jnp.float32)
+    half = c.shape[1] // 2
+
+    def rotate(x: jax.Array) -> jax.Array:
+        v = sk.load(x).astype(jnp.float32)
+        x1, x2 = v[:, :half], v[:, half:]
+        first = x1 * c[:, :half] - x2 * s[:, :half]
+        second = x2 * c[:, half:] + x1 * s[:, half:]
+        return jnp.concatenate([first, second], axis=1).astype(x.dtype)
+
+    q = jnp.concatenate([sk.load(q_nope), rotate(q_pe)], axis=1)
+    k = jnp.concatenate([sk.load(k_nope), rotate(k_pe)], axis=1)
+    return q, k
+
+
 def rope_angles(positions: jax.Array, head_dim: int, base: float = 10000.0) -> jax.Array:
     """The angles of each position, (T, D): each frequency twice, as Llama lays them out."""
     inv_freq = 1.0 / base ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)

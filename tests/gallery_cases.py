@@ -55,7 +55,7 @@ from norm_saved_stats import (
 )
 from paged_attention import paged_attention_heads
 from rmsnorm import rmsnorm, rmsnorm_backward, rmsnorm_backward_rows, rmsnorm_backward_weight
-from rope import rope
+from rope import mla_rope, rope
 from row_sum import row_sum
 from scale_bias import scale_bias
 from softmax import softmax, softmax_backward
@@ -97,6 +97,7 @@ KERNELS: dict[str, sk.Kernel[..., Any]] = {
     "layernorm_with_stats": layernorm_with_stats,
     "layernorm_backward_saved": layernorm_backward_saved,
     "rope": rope,
+    "mla_rope": mla_rope,
     "moe_router": moe_router,
     "chunk_decay": chunk_decay,
     "top_p_mask": top_p_mask,
@@ -231,6 +232,16 @@ SHAPES: dict[str, list[tuple[tuple[int, ...], str]]] = {
         ((2, 3, 100, 64), "bfloat16"),
         ((100, 64), "float32"),
         ((100, 64), "float32"),
+    ],
+    # MLA's heads: a part without positions of 40 columns beside a rotated part of 32, joined
+    # into 72; k_pe shared by the heads; ragged T.
+    "mla_rope": [
+        ((2, 3, 100, 40), "bfloat16"),
+        ((2, 3, 100, 32), "bfloat16"),
+        ((2, 3, 100, 40), "bfloat16"),
+        ((2, 100, 32), "bfloat16"),
+        ((100, 32), "float32"),
+        ((100, 32), "float32"),
     ],
     # Top-2 of 60 experts: the experts' columns padded to 64, K = 2 padded to 8 in registers
     # and to 4 (16-byte rows) on the host; ragged T.

@@ -13,6 +13,7 @@ Checked on jax 0.11.2 and 0.12.0.1, with jaxtyping 0.3.11.
 
 import importlib
 import importlib.util
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -43,18 +44,22 @@ __all__ = [
 # --------------------------------------------------------------------------------- jaxtyping
 
 
-def plain_dim_names(hint: Any, *, fixed_sizes: bool = False) -> tuple[str, ...] | None:
+def plain_dim_names(
+    hint: Any, *, fixed_sizes: bool = False, sums: bool = False
+) -> tuple[str, ...] | None:
     """The dim names of a jaxtyping array annotation (a subclass of `jaxtyping.AbstractArray`)
     when every dim is a plain name, like "M N"; None when any is not: a fixed size ("4",
     "M=4"), an expression ("M+1"), anonymous ("_", "_M"), broadcastable ("#M") or variadic
     ("*batch", "..."). With `fixed_sizes`, a fixed size is taken too, named by its digits
-    ("3", "4 C": parameters of a fixed count).
+    ("3", "4 C": parameters of a fixed count). With `sums`, a sum of names is taken too, named
+    by its expression ("N1+N2": a result's columns joined from operands').
 
     `AbstractArray.dims` and `.index_variadic` are declared attributes of jaxtyping's public
     base class, but the objects in `dims` are private (`jaxtyping._array_types._NamedDim`,
     `_FixedDim`, `_SymbolicDim`, `_NamedVariadicDim` and sentinels for "_" and "..."). They are
     read by their fields instead of their classes: only `_NamedDim` and `_NamedVariadicDim` have
-    a `name`, only `_FixedDim` an int `size`, and the variadic one sits at `index_variadic`.
+    a `name`, only `_FixedDim` an int `size`, only `_SymbolicDim` a str `elem` (its expression),
+    and the variadic one sits at `index_variadic`.
     Checked on jaxtyping 0.3.11.
     """
     variadic = getattr(hint, "index_variadic", None)
@@ -67,9 +72,15 @@ def plain_dim_names(hint: Any, *, fixed_sizes: bool = False) -> tuple[str, ...] 
             names.append(str(size))
         elif isinstance(name, str):
             names.append(name)
+        elif sums and isinstance(getattr(dim, "elem", None), str) and _SUM.fullmatch(dim.elem):
+            names.append(dim.elem)
         else:
             return None
     return tuple(names)
+
+
+# A sum of two or more dim names, as jaxtyping keeps it (one token: dims split at spaces).
+_SUM = re.compile(r"[A-Za-z_]\w*(\+[A-Za-z_]\w*)+")
 
 
 def annotation_dtypes(hint: Any) -> tuple[Any, ...] | None:

@@ -178,6 +178,7 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     if sliced is not None:
         small[sliced] = _SLICED_COLUMNS
     candidates.append(ProbeShape("smaller than one block", tuple(small.items())))
+    candidates = [_joinable(kernel, probe) for probe in candidates]
     unique: dict[tuple[tuple[str, int], ...], ProbeShape] = {}
     for probe in candidates:
         sizes = dict(probe.dims)
@@ -192,6 +193,25 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
         probe = dataclasses.replace(probe, dims=tuple(sizes.items()))
         unique.setdefault(probe.dims, probe)
     return list(unique.values())
+
+
+def _joinable(kernel: Kernel, probe: ProbeShape) -> ProbeShape:
+    """The probe with the parts of each joined dim on the register tiles where the body
+    needs them: every part but the last a multiple of 8 columns (the join's bounds), and
+    every part a multiple of 32 where the body slices them (at fractions, as RoPE halves)."""
+    spec = kernel.spec
+    if not spec.joined:
+        return probe
+    sizes = dict(probe.dims)
+    sliced = _slices_columns(kernel) and any(
+        eqn.prim != "concatenate" for eqn in _declared_eqns(kernel) if eqn.prim in SLICE_RULES
+    )
+    for _, parts in spec.joined:
+        for place, part in enumerate(parts):
+            last = place == len(parts) - 1
+            unit = _SLICED_COLUMNS if sliced else (1 if last else hw.WGMMA_COLS)
+            sizes[part] = hw.round_up(sizes[part], unit)
+    return dataclasses.replace(probe, dims=tuple(sizes.items()))
 
 
 def _page_sizes(
@@ -245,6 +265,7 @@ def _fitting_whole_sizes(
     fixed = spec.fixed_sizes()
     while True:
         dims = {**batch, **groups, **fixed, **blocks, **sizes}
+        dims.update(spec.joined_sizes(dims))
         layout = call_layout(spec, dims, kernel.consts, widest)
         if smem_bytes(spec, layout, widest, loaded) <= hw.SMEM_BYTES:
             return sizes

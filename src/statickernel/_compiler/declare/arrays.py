@@ -43,7 +43,8 @@ def array_spec(
             actual=type_name(hint),
             fix=f"annotate it like {example}",
         )
-    names = plain_dim_names(hint)
+    # A result's columns may be a sum of operand dims ("M N1+N2": operands' columns joined).
+    names = plain_dim_names(hint, sums=role == "result")
     if names is None and role == "operand":
         # Parameters of a fixed count (a vector "3", or a vector a row "4 C"): a dim named
         # by its size, which `param_dims` then finds.
@@ -56,7 +57,8 @@ def array_spec(
             expected="named dims such as 'M N'",
             actual=repr(hint.dim_str),
             fix="name every dim; fixed sizes, '*', '...', '#' and expressions are not "
-            "supported in kernel signatures"
+            "supported in kernel signatures, but for a result's columns joined from operands' "
+            "(a sum of their names, 'M N1+N2')"
             + (
                 f"; a vector of a few parameters is passed as 0-d operands, `{name}0: "
                 f'Float32[Array, ""]` and so on, each read with sk.load({name}0)'

@@ -85,6 +85,7 @@ def bind(
     consts = bind_consts(spec, defaults, overrides, ctx.bound(sizes))
     for dim in spec.const_dims:  # a result dim sized by its constant (top-k's K)
         sizes[dim] = int(consts[dim])  # positive, as every int constant
+    sizes.update(spec.joined_sizes(sizes))  # a result's columns joined from its operands'
     _check_groups(spec, sizes, consts, ctx.bound(sizes))
     _bind_pages(spec, sizes, consts, dtypes, ctx.bound(sizes))
     _typecheck(spec, args, ctx.bound(sizes))

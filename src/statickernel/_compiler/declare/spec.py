@@ -27,6 +27,7 @@ from .dims import (
 from .dtypes import check_packed_operands
 from .groups import apply_groups
 from .indexing import apply_index
+from .joined import check_joined, joined_dims, piece_operands
 from .launch_consts import cluster_spec_of, stage_spec_of
 from .operand import OperandSpec
 from .pages import apply_pages, check_pages_map
@@ -54,7 +55,8 @@ class KernelSpec:
 
     Invariants: every operand is rank 1 or 2, or 0 (a scalar); the 2-D operands and results
     share one dim order (`rows`, `cols`); every 1-D one is along `rows` or `cols`; every tiled
-    dim is declared and tiled by an int constant; every result dim comes from an operand. A
+    dim is declared and tiled by an int constant; every result dim comes from an operand, an
+    int constant that sizes it, or a sum of operand dims (`joined`: the columns). A
     result may lack a tiled dim, or be a scalar: it is then reduced across blocks
     (`trace.crossblock`).
     """
@@ -93,6 +95,9 @@ class KernelSpec:
     test_data: tuple[tuple[str, Callable[..., Any]], ...] = ()
     """The kernel's generators of test data, by operand (`test_data=`), in the operands'
     order."""
+    joined: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The result dims declared as sums of operand dims ("N1+N2"), each with its parts: the
+    kernel's columns, joined from the columns of the operands along each part."""
     ragged: tuple[tuple[str, str], ...] = ()
     """The dim split into groups and the operand of the groups' sizes (`{"M":
     "group_sizes"}`): rows of M in group g read their block of g of the operands with the
@@ -199,8 +204,17 @@ class KernelSpec:
         return tuple(seen)
 
     def layout_dims(self) -> tuple[str, ...]:
-        """Every dim a block is laid out along: the operands', then those a constant sizes."""
-        return self.dim_names() + self.const_dims
+        """Every dim a block is laid out along: the operands', then those a constant sizes,
+        then the sums of operand dims (a result's joined columns)."""
+        return self.dim_names() + self.const_dims + tuple(name for name, _ in self.joined)
+
+    def joined_sizes(self, sizes: Mapping[str, int]) -> dict[str, int]:
+        """The size of each joined dim, its parts' sizes together."""
+        return {name: sum(sizes[p] for p in parts) for name, parts in self.joined}
+
+    def joined_parts(self) -> tuple[str, ...]:
+        """The dims whose operands a joined dim's columns are made of, each held whole."""
+        return tuple(dict.fromkeys(p for _, parts in self.joined for p in parts))
 
     def parameter_operands(self) -> dict[str, tuple[str, ...]]:
         """The operands of parameters, by name, with their block dims: a vector (`"3"`, read
@@ -271,13 +285,20 @@ def build_spec(
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
     check_batch(batch, operands, results, err)
     constant_dims = const_dims(operands, results, {c.name: c.is_int for c in consts})
-    check_derivable(operands, results, err, constant_dims)
+    joined = joined_dims(results)
+    check_derivable(operands, results, err, constant_dims + tuple(n for n, _ in joined))
     # A page table is read by the copies of the pages, never by the body.
     # So are the sizes of ragged groups, by the walk of the blocks.
     page_tables = {dict(index or {})[d] for d in paged} | {name for _, name in ragged_map}
     seen = [o for o in operands if o.name not in page_tables]
-    parameters = param_dims(seen, results, {**tile, **loop}, batch)
-    rows, cols = frame(seen, results, err, loop, constant_dims, parameters)
+    pieces = piece_operands(seen, joined)
+    parts = {p for _, ps in joined for p in ps}
+    parameters = tuple(
+        d for d in param_dims(seen, results, {**tile, **loop}, batch) if d not in parts
+    )
+    framed = [o for o in seen if o.name not in pieces]  # a joined dim's operands: own widths
+    rows, cols = frame(framed, results, err, loop, constant_dims, parameters)
+    check_joined(joined, operands, results, rows, cols, tile, loop, err)
     check_stacked_params(operands, parameters, rows, cols, err, loop)
     check_ragged_rows(ragged_map, rows, err)
     check_const_dims(results, constant_dims, rows, err)
@@ -305,6 +326,7 @@ def build_spec(
         batch=batch,
         const_dims=constant_dims,
         param_dims=parameters,
+        joined=joined,
         groups=tuple(groups.items()),
         index=tuple(dict(index or {}).items()),  # a mapping of names: apply_index checked it
         update=updated,

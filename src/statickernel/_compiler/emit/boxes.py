@@ -65,7 +65,7 @@ def rows_boxes(
             per_dim.append([(whole_slice(extent, gmem), None, held)])
             continue
         boxes, size = d.boxes, extent // d.boxes
-        column = dim_name == plan.cols
+        column = dim_name == plan.cols or d.joins is not None
         options: list[tuple[Expr, int | None, Expr | None]] = []
         for k in range(boxes):
             start = k * size

@@ -45,8 +45,12 @@ class FormEmitter(Protocol):
 
 def column_boxes(plan: LaunchPlan, op: OperandPlan) -> int:
     """The TMA boxes a block is copied in along its columns, each with its own leading
-    shared-memory index (a TMA destination is contiguous)."""
-    return plan.dim(plan.cols).boxes if plan.cols in op.dims else 1
+    shared-memory index (a TMA destination is contiguous). A block of a part of a joined
+    dim has the part as its columns."""
+    if plan.cols in op.dims:
+        return plan.dim(plan.cols).boxes
+    part = plan.dim(op.dims[-1]) if op.dims else None
+    return part.boxes if part is not None and part.joins else 1
 
 
 @dataclasses.dataclass(frozen=True)

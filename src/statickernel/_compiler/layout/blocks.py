@@ -81,6 +81,9 @@ class DimLayout:
     """For the group dim of ragged rows (`ragged={"M": "group_sizes"}`): the operand of the
     groups' sizes; each row block reads its group's index (dropped from the blocks). Else
     None."""
+    joins: str | None = None
+    """For a part of a joined dim (`"M N1+N2"`): the joined dim, whose columns its operands'
+    blocks are, each copied and held at its own width. Else None."""
     page_rows: int = 0
     """For a loop dim walked page by page (`pages={"P": "block_tables"}`): the rows of one
     page, while `size` is the whole sequence's (the table's length times a page). Else 0."""
@@ -147,9 +150,10 @@ class DimLayout:
             if self.boxes > 1
             else ""
         )
+        joined = f", joined into {self.joins}" if self.joins else ""
         if not self.ragged:
-            return "whole" + boxes
-        return f"whole, padded {self.size} -> {self.extent}{boxes}"
+            return "whole" + boxes + joined
+        return f"whole, padded {self.size} -> {self.extent}{boxes}{joined}"
 
     def check_invariants(self) -> None:
         """Asserts what the generated code relies on for this dim."""
@@ -168,6 +172,7 @@ class DimLayout:
         assert self.extent // self.boxes <= hw.TMA_BOX_MAX or self.bulk
         assert self.boxes == 1 or not self.split
         assert (self.grid_axis is not None) == (self.tiled_by is not None)
+        assert self.joins is None or not self.split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,7 +295,20 @@ def quantum(
 
     A whole dim of an operand laid out off the blocks' (rows, cols), which only `sk.dot` reads
     (a matmul's b "K N", attention's k "Skv D"), is padded to WGMMA's 128-byte swizzle: the
-    zeros past its edge add nothing to a product, so any size is exact."""
+    zeros past its edge add nothing to a product, so any size is exact.
+
+    The parts of a joined dim share the largest of their units: the registers of a block of
+    its own width are found by its columns (`Geometry.own_width`), so parts of one size must
+    be padded alike."""
+    parts = spec.joined_parts()
+    if dim in parts:
+        return max((_dim_quantum(spec, p, dtypes) for p in parts), key=lambda q: q[0])
+    return _dim_quantum(spec, dim, dtypes)
+
+
+def _dim_quantum(
+    spec: KernelSpec, dim: str, dtypes: Mapping[str, tuple[str, ...]]
+) -> tuple[int, str, str]:
     best = (1, "", "")
     whole = dim not in spec.block_map
     tables = set(spec.page_tables.values())
@@ -365,6 +383,7 @@ def _layout(
                 sized_by=dict(spec.ragged).get(spec.ragged_groups.get(n, "")),
                 indexed_by=dict(spec.index).get(n),
                 page_rows=page_rows.get(n, 0),
+                joins=next((j for j, parts in spec.joined if n in parts), None),
                 bulk=spec.cols is None and not spec.loop,
             )
             for n in spec.layout_dims()
@@ -411,6 +430,8 @@ def declaration_layout(
         if name in spec.batch or name in spec.group_map or name in spec.ragged_groups:
             blocks[name], sizes[name] = (1, 1), 2
             continue
+        if name in dict(spec.joined):  # a result's joined columns: its parts' probes together
+            known = {**known, name: spec.joined_sizes(sizes)[name]}
         if name in known:  # its size is known at the declaration
             sizes[name] = known[name]
             blocks[name] = (sizes[name], whole_extent(sizes[name], quantum(spec, name, options)[0]))

@@ -145,6 +145,14 @@ def smem_fix(
             f"`{shifted}`, read at an offset, cannot be walked by a loop's steps: tile it, "
             f'tile={{"{wide}": "B{wide}"}} with `B{wide}: sk.Const[int] = 64`'
         )
+    joined = layout.dim(wide).joins or (wide if "+" in wide else None)
+    if joined is not None:  # a joined result's parts are held whole, beside no loop
+        return (
+            f"the columns of {joined} are whole in each block and too wide for shared memory "
+            "(its parts are joined in registers, which a loop's steps do not hold): return "
+            "the parts as results of their own and join them with jnp.concatenate outside "
+            "the kernel"
+        )
     if wide == spec.rows:
         return (
             f"dim {wide} is whole in each block and too long for shared memory: tile it, e.g. "

@@ -95,16 +95,21 @@ def _concatenate(tr: Translator, eqn: Eqn) -> None:
     for width in widths[:-1]:
         total += width
         edges.append((total, "join"))
-    _check_alignment(
-        tr, eqn, (*edges, (sum(widths), "width")), " + ".join(str(w) for w in widths) + " columns"
-    )
+    # A join to the frame's width (a joined result's columns) may end off a tile: the last
+    # piece keeps its padded tile, whose columns past the edge the frame's masks cover.
+    frame_width = out_shape[-1] == tr.g.col_size and tr.g.own_width(kind, out_shape) is None
+    ends = () if frame_width else ((sum(widths), "width"),)
+    _check_alignment(tr, eqn, (*edges, *ends), " + ".join(str(w) for w in widths) + " columns")
     pieces: list[Expr] = []
-    for atom, width in zip(eqn.inputs, widths, strict=True):
+    for place, (atom, width) in enumerate(zip(eqn.inputs, widths, strict=True)):
         piece = tr.as_kind(atom, kind, tr.logical_shape(atom))
         held = tr.g.register_shape(kind, tr.logical_shape(atom) or None)[-1]
+        if frame_width and place == len(widths) - 1:
+            width = hw.round_up(width, _TILE_COLS)
         if held != width:  # a block of its own width padded in registers: its columns alone
             piece = Subscript(piece, (*([Slice()] * last), Slice(None, Const(width))))
         pieces.append(piece)
+        widths[place] = width
     registers = tr.g.register_shape(kind, out_shape)[-1]
     if registers > sum(widths):
         # The frame's width or a dim a constant sizes, padded in registers: the columns past
@@ -168,13 +173,28 @@ def _check_alignment(
     if not off:
         return
     n, name = off[0]
+    fix = (
+        f"make every bound a multiple of {_TILE_COLS} columns: pad {tr.g.col_dim} outside the "
+        f"kernel to a multiple of {2 * _TILE_COLS} (halves of {_TILE_COLS}), or slice the "
+        "operand outside the kernel"
+    )
+    joined = "+" in (tr.g.col_dim or "")  # a joined result's parts (declare.joined)
+    if joined and name != "join":  # a slice of a part: the part is the operand's columns
+        fix = (
+            f"make every bound a multiple of {_TILE_COLS} columns: halves of a part of a "
+            f"multiple of {2 * _TILE_COLS} columns are"
+        )
+    if joined and name == "join":
+        fix = (
+            f"give every part of {tr.g.col_dim} but the last a multiple of {_TILE_COLS} "
+            "columns, or return the parts as results of their own and join them with "
+            "jnp.concatenate outside the kernel"
+        )
     raise tr.fail(
         eqn,
         f"the body slices or joins blocks at column {n} (the {name}), off the register "
         f"layout's tiles of {_TILE_COLS} columns",
-        f"make every bound a multiple of {_TILE_COLS} columns: pad {tr.g.col_dim} outside the "
-        f"kernel to a multiple of {2 * _TILE_COLS} (halves of {_TILE_COLS}), or slice the "
-        "operand outside the kernel",
+        fix,
         actual,
         error=SliceError,
         expected=f"bounds and widths that are multiples of {_TILE_COLS} columns",

@@ -57,8 +57,9 @@ class Geometry:
     # At the declaration the sizes are probes, not the user's: what depends on the true
     # sizes (a slice's alignment) is checked at the call.
     probe_sizes: bool = False
-    # The result dims a constant sizes (top-k's K): each one's size and its columns in
-    # registers, padded to the register tile's 8 and to whole 16-byte rows.
+    # The result dims a constant sizes (top-k's K) and the parts of a joined dim ("N1+N2"):
+    # each one's size and its columns in registers, padded to the register tile's 8 and to
+    # whole 16-byte rows.
     const_widths: tuple[tuple[int, int], ...] = ()
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
     row_size: int = 0  # the row dim's size (a probe at the declaration)

@@ -181,6 +181,8 @@ def trace_body(
 
     # A parameter vector is laid out along a dim of its own, and read by index: not misplaced.
     params = set(spec.parameter_operands())
+    # Nor is an operand along a part of a joined dim: a block of its own width.
+    params |= {o.name for o in spec.operands if set(o.block_dims) & set(spec.joined_parts())}
 
     def body(*values: Any) -> Any:
         tiles = {
