@@ -6,7 +6,13 @@ The variants are constants of one family: `causal` (query i sees keys up to i), 
 window (`window_left`, `window_right`: query i sees keys i - left .. i + right, as
 `jax.nn.dot_product_attention`'s `local_window_size`; the loops walk only the blocks inside it)
 and Gemma 2's logit soft-capping (`softcap`: scores become softcap * tanh(scores / softcap)).
-A query that sees no key gets zeros and a log-sum-exp of -inf."""
+A query that sees no key gets zeros and a log-sum-exp of -inf.
+
+The kernels take approximate math (`approx_math=True`): on the GPU, exp2 and log run as PTX's
+`ex2`/`lg2` `.approx.ftz`, a few units in float32's last place, as FlashAttention's kernels
+do; with a soft cap, whose tanh approximates coarsely, a kernel stays exact (its plan's
+`math:` line says so). The scale folds into each exponent's multiply-add where no soft cap or
+bias comes between (`Scores.folds_scale`)."""
 
 import dataclasses
 import functools
@@ -132,6 +138,13 @@ class Scores:
             s = s + self.bias_in_block(transposed) * LOG2_E
         return s, capped
 
+    @property
+    def folds_scale(self) -> bool:
+        """Whether the scale folds into the exponent's argument: scaled scores are q . k times
+        a positive constant alone (no soft cap, no bias), so their row max is the scaled max
+        of q . k, and each exponent is one fused multiply-add, q . k * scale - max."""
+        return self.softcap is None and self.bias_in_block is None and self.scale > 0
+
     def visible(self, queries: jax.Array, keys: jax.Array) -> jax.Array | None:
         """Which keys each query sees (positions broadcast against each other), or None for
         all of them."""
@@ -254,18 +267,24 @@ def flash_forward(
 
     def step(carry, masked=True):
         running_max, running_sum, acc = carry
-        # The scores of this block of keys, (BQ, BKV), contracting D; keys past Skv are left
-        # out of the softmax's max and sum.
-        s, _ = scores.logits2(sk.dot(q, k))
+        # The scores of this block of keys, (BQ, BKV), contracting D, in base 2; keys past
+        # Skv are left out of the softmax's max and sum. Where the scale folds, the block
+        # holds q . k unscaled and each exponent scales it in its multiply-add.
+        if scores.folds_scale:
+            s, factor = sk.dot(q, k), scores.scale * LOG2_E
+        else:
+            s, factor = scores.logits2(sk.dot(q, k))[0], None
         if masked:
             s = scores.masked_block(s)
-        new_max = jnp.maximum(running_max, sk.max(s, axis=1))
+        block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
+        new_max = jnp.maximum(running_max, block_max)
         if scores.may_see_no_key:  # a row with no key yet: exp2(-inf - -inf) would be NaN
             new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
         else:
             new_max_or_0 = new_max
         rescale = jnp.exp2(running_max - new_max_or_0)
-        p = jnp.exp2(s - new_max_or_0[:, None])
+        exponent = s if factor is None else s * factor
+        p = jnp.exp2(exponent - new_max_or_0[:, None])
         running_sum = running_sum * rescale + sk.sum(p, axis=1)
         # WGMMA adds p @ v into the rescaled accumulator; p's columns past Skv count as zeros.
         acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
@@ -437,6 +456,7 @@ def attention_vjp(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -463,6 +483,7 @@ def attention(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -550,6 +571,7 @@ def backward_test_data(forward: Forward, *operands: str) -> dict[str, Callable[.
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -580,6 +602,7 @@ def attention_dq(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Skv": "BKV"},
     loop={"Sq": "BQ"},

@@ -142,6 +142,7 @@ def attention_alibi_vjp(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -167,6 +168,7 @@ def attention_alibi(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -193,6 +195,7 @@ def attention_alibi_dq(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Skv": "BKV"},
     loop={"Sq": "BQ"},

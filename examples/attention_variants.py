@@ -101,6 +101,7 @@ def attention_gqa_vjp(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "Hkv", "G"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -203,6 +204,7 @@ def _packed_scores(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -271,6 +273,7 @@ def _packed_dkdv_reference(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Sq": "BQ"},
     loop={"Skv": "BKV"},
@@ -300,6 +303,7 @@ def attention_packed_dq(
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "H"),
     tile={"Skv": "BKV"},
     loop={"Sq": "BQ"},
@@ -392,6 +396,7 @@ def _part_starts(d: sk.testing.Draw) -> np.ndarray:
 
 
 @sk.kernel(
+    approx_math=True,
     batch=("B", "Hkv", "P"),
     tile={"R": "BR"},
     loop={"S": "BS"},

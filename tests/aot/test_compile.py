@@ -306,6 +306,30 @@ def test_a_float_remainder_compiles_without_spills() -> None:
     assert report.spill_bytes == 0 and report.ctas_per_sm >= 2
 
 
+def _softmax2(approx_math: bool) -> sk.Kernel:
+    @sk.kernel(tile={"M": "BM"}, approx_math=approx_math, name=f"softmax2_{approx_math}")
+    def softmax2(x: Float32[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float32[Array, "M N"]:
+        v = sk.load(x)
+        e = jnp.exp2(v - jnp.max(v, axis=1, keepdims=True))
+        return e / jnp.sum(e, axis=1, keepdims=True)
+
+    return softmax2
+
+
+@toolchain
+def test_approximate_math_drops_exp2s_range_handling() -> None:
+    """With approx_math=True an exp2 is one MUFU.EX2 (ex2.approx.ftz); exactly, each also
+    takes a range check (FSETP) and the multiplies that scale a subnormal result."""
+    x = jax.ShapeDtypeStruct((4096, 1024), jnp.float32)
+    exact, approx = (_softmax2(a).compile(x) for a in (False, True))
+    for report in (exact, approx):
+        assert report.spill_bytes == 0
+    exact_counts, approx_counts = sass_counts(exact.sass), sass_counts(approx.sass)
+    assert approx_counts.get("MUFU.EX2", approx_counts.get("MUFU", 0)) > 0
+    assert approx_counts.get("FSETP", 0) < exact_counts.get("FSETP", 0)
+    assert sum(approx_counts.values()) < sum(exact_counts.values())
+
+
 def _statickernel(*args: str) -> subprocess.CompletedProcess[str]:
     """The command line in a fresh process (one GPU architecture per process)."""
     return subprocess.run(

@@ -55,7 +55,7 @@ from .lower.translation import Geometry
 from .plan import schedule
 from .plan.cost import plan_cost
 from .plan.narrowing import Narrowing, narrowing_candidates, score
-from .plan.numerics import plan_numerics
+from .plan.numerics import plan_approx_math, plan_numerics
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
 from .plan.profile import Profile
@@ -382,6 +382,7 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
             plan,
             cost=plan_cost(plan, traced.trace),
             numerics=plan_numerics(traced.trace, sizes),
+            approx_math=plan_approx_math(traced.trace, spec.approx_math),
             profile=unit.profile,
         )
     return plan

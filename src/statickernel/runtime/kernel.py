@@ -474,6 +474,7 @@ def kernel[**P, R](
     test_data: Mapping[str, Callable[..., Any]] | None = None,
     backend: str | None = None,
     name: str | None = None,
+    approx_math: bool = False,
 ) -> Callable[[Callable[P, R]], Kernel[P, R]]: ...
 def kernel[**P, R](
     fn: Callable[P, R] | None = None,
@@ -493,6 +494,7 @@ def kernel[**P, R](
     test_data: Mapping[str, Callable[..., Any]] | None = None,
     backend: str | None = None,
     name: str | None = None,
+    approx_math: bool = False,
 ) -> Any:
     """Declares a kernel; checks it now, when the decorator runs.
 
@@ -548,6 +550,12 @@ def kernel[**P, R](
         check's `operands=` replaces them one by one.
       backend: "mosaic_gpu" or "interpret"; by default the process-wide choice.
       name: the kernel's name in plans and generated code; the function's name by default.
+      approx_math: run the body's exp, exp2, log, log2 and rsqrt as PTX's approximate
+        instructions (`ex2`, `lg2`, `rsqrt` `.approx.ftz`: a few units in float32's last
+        place, subnormals flushed to zero), as Mosaic GPU's `approx_math` does, for a body
+        bound by them (a softmax, attention). A body that also takes tanh, sin, cos or sqrt,
+        whose approximations are coarser, stays exact, and the plan says why. The
+        interpreter computes exactly either way.
     """
 
     def decorate(f: Callable[P, R]) -> Kernel[P, R]:
@@ -566,6 +574,7 @@ def kernel[**P, R](
                 pages=pages,
                 ragged=ragged,
                 test_data=test_data,
+                approx_math=approx_math,
             )
             derivative = parse_vjp(vjp, spec)
             try:

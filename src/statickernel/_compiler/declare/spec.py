@@ -98,6 +98,9 @@ class KernelSpec:
     joined: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """The result dims declared as sums of operand dims ("N1+N2"), each with its parts: the
     kernel's columns, joined from the columns of the operands along each part."""
+    approx_math: bool = False
+    """Whether the kernel asks for approximate transcendentals (`plan.numerics.ApproxMath`
+    decides whether its body gets them)."""
     ragged: tuple[tuple[str, str], ...] = ()
     """The dim split into groups and the operand of the groups' sizes (`{"M":
     "group_sizes"}`): rows of M in group g read their block of g of the operands with the
@@ -248,11 +251,13 @@ def build_spec(
     pages: Mapping[str, str] | None = None,
     ragged: Mapping[str, str] | None = None,
     test_data: Mapping[str, Callable[..., Any]] | None = None,
+    approx_math: bool = False,
 ) -> KernelSpec:
     kname = name or getattr(fn, "__name__", "kernel")
     _check_decorated(fn, name)
     where = source_location(fn)
     err: dict[str, Any] = dict(kernel=kname, where=where)
+    _check_approx_math(approx_math, err)
     _check_tile_map(tile, err)
     hints = _type_hints(fn, err)
     # Dims the body never sees: they do not count in an operand's rank.
@@ -333,6 +338,7 @@ def build_spec(
         ragged=ragged_map,
         test_data=generators,
         cluster=cluster,
+        approx_math=approx_math,
     )
 
 
@@ -348,6 +354,17 @@ def _check_decorated(fn: Callable[..., Any], name: str | None) -> None:
             actual=f"{type(fn).__name__}: {fn!r}"[:120],
             fix='write @sk.kernel(...) on the line above `def my_kernel(x: Float[Array, "M N"], '
             "...)`; apply it to the plain function, not to a jitted or wrapped one",
+        )
+
+
+def _check_approx_math(approx_math: object, err: dict[str, Any]) -> None:
+    if not isinstance(approx_math, bool):
+        raise AnnotationError(
+            "approx_math= is not a bool",
+            **err,
+            expected="True (approximate exp, exp2, log, log2 and rsqrt) or False (exact)",
+            actual=repr(approx_math),
+            fix="pass approx_math=True or leave it out",
         )
 
 

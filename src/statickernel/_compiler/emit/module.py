@@ -508,18 +508,18 @@ class _Generator:
         return Assign((Name("_launch"),), kernel)
 
     def _compiler_params(self) -> Expr:
-        """`plgpu.CompilerParams`: the lane semantics, and the profiler's options when the
-        launch is profiled (`sk.profile`)."""
-        lane = Name("plgpu.LoweringSemantics.Lane")
+        """`plgpu.CompilerParams`: the lane semantics, approximate transcendentals where the
+        plan takes them (`ApproxMath`), and the profiler's options when the launch is
+        profiled (`sk.profile`)."""
+        params: dict[str, Expr] = {"lowering_semantics": Name("plgpu.LoweringSemantics.Lane")}
+        approx = self.plan.approx_math
+        if approx is not None and approx.applied:
+            params["approx_math"] = Const(True)
         profile = self.plan.profile
-        if profile is None:
-            return call("plgpu.CompilerParams", lowering_semantics=lane)
-        return call(
-            "plgpu.CompilerParams",
-            lowering_semantics=lane,
-            profile_space=Const(profile.space),
-            profile_dir=Const(profile.directory),
-        )
+        if profile is not None:
+            params["profile_space"] = Const(profile.space)
+            params["profile_dir"] = Const(profile.directory)
+        return call("plgpu.CompilerParams", **params)
 
     def wrapper(self) -> FunctionDef:
         plan = self.plan

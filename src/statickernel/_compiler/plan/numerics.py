@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from ..lower.rules import SHAPE_ONLY
 from ..trace.body import LOOP_PRIMITIVES, BodyTrace, Eqn
 
-__all__ = ["TF32", "Numerics", "is_float", "plan_numerics"]
+__all__ = ["TF32", "ApproxMath", "Numerics", "is_float", "plan_approx_math", "plan_numerics"]
 
 TF32 = "tf32"
 """A product's float32 inputs, as the tensor cores read them."""
@@ -106,3 +106,61 @@ def plan_numerics(trace: BodyTrace, sizes: Mapping[str, int]) -> Numerics:
             if not widening:
                 rounds.add(dtype)
     return Numerics(contraction, tuple(sorted(rounds, key=_width)))
+
+
+# The transcendentals Mosaic GPU runs as PTX's approximate instructions under `approx_math`:
+# ex2, lg2 and rsqrt `.approx.ftz`, within a few units in float32's last place, subnormal
+# inputs and results flushed to zero; exp and log scale the argument or the result by a
+# constant (exp(x) = ex2(x * log2(e)), whose rounding grows with |x|).
+APPROXIMATED = ("exp", "exp2", "log", "log2", "rsqrt")
+# The ones whose approximations are coarser: tanh.approx errs by up to 2^-11 relative, sin
+# and cos.approx hold their accuracy near [-pi, pi] only, and sqrt's has no bound stated
+# here. A body that takes one keeps its kernel exact.
+COARSE = ("tanh", "sin", "cos", "sqrt")
+
+
+@dataclasses.dataclass(frozen=True)
+class ApproxMath:
+    """What a kernel that asks for approximate math (`approx_math=True`) gets."""
+
+    approximated: tuple[str, ...]
+    """The body's transcendentals that run approximately; empty where it stays exact."""
+    kept_exact_by: str | None = None
+    """A coarse op the body takes (`COARSE`), which keeps the kernel exact; else None."""
+
+    @property
+    def applied(self) -> bool:
+        """Whether the launch compiles with Mosaic GPU's `approx_math`."""
+        return bool(self.approximated)
+
+    def describe(self) -> str:
+        if self.kept_exact_by is not None:
+            return (
+                f"exact: the body takes {self.kept_exact_by}, whose approximation is coarser "
+                "than float32's last places (approx_math=True applies to exp, exp2, log, log2 "
+                "and rsqrt alone)"
+            )
+        if not self.applied:
+            return "exact: the body takes no exp, exp2, log, log2 or rsqrt"
+        return (
+            f"approximate {', '.join(self.approximated)} (PTX .approx.ftz: a few units in "
+            "float32's last place, subnormals flushed to zero); the interpreter is exact"
+        )
+
+    def check_invariants(self) -> None:
+        assert set(self.approximated) <= set(APPROXIMATED)
+        assert self.kept_exact_by is None or (
+            self.kept_exact_by in COARSE and not self.approximated
+        )
+
+
+def plan_approx_math(trace: BodyTrace, requested: bool) -> ApproxMath | None:
+    """Whether the body's transcendentals run approximately: where the kernel asks for it
+    and the body takes none whose approximation is coarse; None where it does not ask."""
+    if not requested:
+        return None
+    prims = {eqn.prim for eqn in _eqns(trace.eqns)}
+    coarse = [p for p in COARSE if p in prims]
+    if coarse:
+        return ApproxMath((), coarse[0])
+    return ApproxMath(tuple(p for p in APPROXIMATED if p in prims))

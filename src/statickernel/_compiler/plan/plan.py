@@ -22,7 +22,7 @@ from .cost import Cost
 from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
 from .narrowing import Narrowing
-from .numerics import Numerics
+from .numerics import ApproxMath, Numerics
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import MODE_TEXT, LoopPlan
 from .profile import Profile
@@ -92,6 +92,8 @@ class LaunchPlan(TextDisplay):
     combines them after the launch (see `trace.crossblock`)."""
     warp_specialized: WarpSpecialized | None = None
     """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
+    approx_math: ApproxMath | None = None
+    """At a call of a kernel that asks for approximate math, what its body gets; else None."""
     profile: Profile | None = None
     """Mosaic GPU's profiler options the launch carries (`sk.profile`); None unprofiled."""
     split: LoopSplit | None = None
@@ -164,6 +166,8 @@ class LaunchPlan(TextDisplay):
         batched = tuple(d.size for d in batch_dims)
         assert self.grid == (batched + tuple(hw.cdiv(d.size, d.block) for d in tiled) or (1,))
         assert all(isinstance(g, int) and g > 0 for g in self.grid)
+        if self.approx_math is not None:
+            self.approx_math.check_invariants()
         assert len(self.grid) == len(self.grid_names)
         x, y, z = hw.cuda_grid(self.grid)
         assert x <= hw.CUDA_GRID_X_MAX and max(y, z) <= hw.CUDA_GRID_YZ_MAX
@@ -278,6 +282,8 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  schedule: {self.schedule}")
         if self.cost is not None:
             lines.append(f"  cost: {self.cost}")
+        if self.approx_math is not None:
+            lines.append(f"  math: {self.approx_math.describe()}")
         if self.profile is not None:
             lines.append(f"  profile: {self.profile}")
         if self.notes:

@@ -31,14 +31,14 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
     plgpu.copy_gmem_to_smem(q_gmem.at[pl.ds(block_Sq * 64, 64), :], q_smem, q_barrier)
     plgpu.barrier_wait(q_barrier)
     # The kernel body, one statement per traced op.
-    # examples/attention.py:275: jnp.full((BQ,), -jnp.inf, jnp.float32),
+    # examples/attention.py:294: jnp.full((BQ,), -jnp.inf, jnp.float32),
     v0 = jnp.float32(-jnp.inf)
-    # examples/attention.py:276: jnp.zeros((BQ,), jnp.float32),
+    # examples/attention.py:295: jnp.zeros((BQ,), jnp.float32),
     v1 = jnp.float32(0.0)
-    # examples/attention.py:277: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+    # examples/attention.py:296: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     v2 = jnp.float32(0.0)
 
-    # examples/attention.py:291: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:310: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v3, v4, v5) = loop0_carry
@@ -51,53 +51,55 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
         loop_ok_vec = loop_index + loop0_index * 64 < 300
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:259: s, _ = scores.logits2(sk.dot(q, k))
+        # examples/attention.py:274: s, factor = sk.dot(q, k), scores.scale * LOG2_E
         def v6_product(v6_acc):
             plgpu.wgmma(v6_acc, q_smem, k_smem.T)
             return v6_acc[...]
 
         v6 = pl.run_scoped(v6_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:127: s = product * (self.scale * LOG2_E)
-        v7 = lax.mul(v6, jnp.float32(0.18033688))
-        # examples/attention.py:262: new_max = jnp.maximum(running_max, sk.max(s, axis=1))
-        v8_in = jnp.where(loop_ok, v7, -jnp.inf)
+        # examples/attention.py:279: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
+        v7_in = jnp.where(loop_ok, v6, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
-        v8_nans = lax.reduce_sum(jnp.where(v8_in != v8_in, v8_in, 0.0), (1,))
-        v8 = jnp.where(v8_nans != v8_nans, v8_nans, lax.reduce_max(v8_in, (1,)))
+        v7_nans = lax.reduce_sum(jnp.where(v7_in != v7_in, v7_in, 0.0), (1,))
+        v7 = jnp.where(v7_nans != v7_nans, v7_nans, lax.reduce_max(v7_in, (1,)))
+        v8 = lax.mul(v7, jnp.float32(0.18033688))
+        # examples/attention.py:280: new_max = jnp.maximum(running_max, block_max)
         v9 = lax.max(v3, v8)
-        # examples/attention.py:267: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:285: rescale = jnp.exp2(running_max - new_max_or_0)
         v10 = lax.sub(v3, v9)
         v11 = lax.exp2(v10)
-        # examples/attention.py:268: p = jnp.exp2(s - new_max_or_0[:, None])
-        v13 = lax.sub(v7, lax.broadcast_in_dim(v9, (64, 64), (0,)))
-        v14 = lax.exp2(v13)
-        # examples/attention.py:269: running_sum = running_sum * rescale + sk.sum(p, axis=1)
-        v15 = lax.mul(v4, v11)
-        v16 = lax.reduce_sum(jnp.where(loop_ok, v14, 0.0), (1,))
-        v17 = lax.add(v15, v16)
-        # examples/attention.py:271: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
-        v19 = lax.mul(v5, lax.broadcast_in_dim(v11, (64, 64), (0,)))
-        v20 = lax.convert_element_type(v14, jnp.bfloat16)
-        v22_a = jnp.where(loop_ok, v20, 0.0)  # past the edge: zeros
+        # examples/attention.py:286: exponent = s if factor is None else s * factor
+        v12 = lax.mul(v6, jnp.float32(0.18033688))
+        # examples/attention.py:287: p = jnp.exp2(exponent - new_max_or_0[:, None])
+        v14 = lax.sub(v12, lax.broadcast_in_dim(v9, (64, 64), (0,)))
+        v15 = lax.exp2(v14)
+        # examples/attention.py:288: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        v16 = lax.mul(v4, v11)
+        v17 = lax.reduce_sum(jnp.where(loop_ok, v15, 0.0), (1,))
+        v18 = lax.add(v16, v17)
+        # examples/attention.py:290: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        v20 = lax.mul(v5, lax.broadcast_in_dim(v11, (64, 64), (0,)))
+        v21 = lax.convert_element_type(v15, jnp.bfloat16)
+        v23_a = jnp.where(loop_ok, v21, 0.0)  # past the edge: zeros
 
-        def v22_staged(v22_a_smem):
-            v22_a_smem[...] = v22_a
+        def v23_staged(v23_a_smem):
+            v23_a_smem[...] = v23_a
             plgpu.commit_smem()
 
-            def v22_product(v22_acc):
-                plgpu.wgmma(v22_acc, v22_a_smem, v_smem)
-                return v22_acc[...]
+            def v23_product(v23_acc):
+                plgpu.wgmma(v23_acc, v23_a_smem, v_smem)
+                return v23_acc[...]
 
-            return pl.run_scoped(v22_product, plgpu.ACC((64, 64), jnp.float32))
+            return pl.run_scoped(v23_product, plgpu.ACC((64, 64), jnp.float32))
 
-        v22_a_buffer = plgpu.SMEM(
+        v23_a_buffer = plgpu.SMEM(
             (64, 64),
             jnp.bfloat16,
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
         )
-        v22_product_value = pl.run_scoped(v22_staged, v22_a_buffer)
-        v22 = lax.add(v19, v22_product_value)
-        return (v9, v17, v22)
+        v23_product_value = pl.run_scoped(v23_staged, v23_a_buffer)
+        v23 = lax.add(v20, v23_product_value)
+        return (v9, v18, v23)
 
     loop0_k_spec = plgpu.BlockSpec(
         (64, 64),
@@ -112,26 +114,26 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
     loop0_init0 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
     loop0_init1 = plgpu.layout_cast(jnp.full((64,), v1, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
     loop0_init2 = plgpu.layout_cast(jnp.full((64, 64), v2, jnp.float32), plgpu.Layout.WGMMA)
-    (v23, v24, v25) = plgpu.emit_pipeline(
+    (v24, v25, v26) = plgpu.emit_pipeline(
         loop0_step,
         grid=(5,),
         in_specs=[loop0_k_spec, loop0_v_spec],
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, v_gmem)
-    # examples/attention.py:295: out = acc / denominator[:, None]
-    v27 = lax.div(v25, lax.broadcast_in_dim(v24, (64, 64), (0,)))
-    # examples/attention.py:296: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-    v28 = lax.convert_element_type(v27, jnp.bfloat16)
-    v29 = lax.mul(v23, jnp.float32(0.6931472))
-    v30 = lax.log(v24)
-    v31 = lax.add(v29, v30)
+    # examples/attention.py:314: out = acc / denominator[:, None]
+    v28 = lax.div(v26, lax.broadcast_in_dim(v25, (64, 64), (0,)))
+    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    v29 = lax.convert_element_type(v28, jnp.bfloat16)
+    v30 = lax.mul(v24, jnp.float32(0.6931472))
+    v31 = lax.log(v25)
+    v32 = lax.add(v30, v31)
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result0_smem, result1_smem):
-        plgpu.store(result0_smem, v28, optimized=False)
-        plgpu.store(result1_smem, v31, optimized=False)
+        plgpu.store(result0_smem, v29, optimized=False)
+        plgpu.store(result1_smem, v32, optimized=False)
         plgpu.commit_smem()
 
         @pl.when(block_Sq < 1)
@@ -168,7 +170,10 @@ _launch = plgpu.kernel(
         ),
         plgpu.Barrier(),
     ],
-    compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+    compiler_params=plgpu.CompilerParams(
+        lowering_semantics=plgpu.LoweringSemantics.Lane,
+        approx_math=True,
+    ),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,
 )
 
