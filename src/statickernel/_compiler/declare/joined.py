@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .dims import frame, param_dims
 from .operand import OperandSpec
 
-__all__ = ["check_joined", "joined_dims", "piece_operands"]
+__all__ = ["check_joined", "frame_beside_parts", "joined_dims", "piece_operands"]
 
 
 def joined_dims(results: list[OperandSpec]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -27,6 +28,27 @@ def piece_operands(
     """The operands along a part of a joined dim: blocks of their own width, off the frame."""
     parts = {p for _, ps in joined for p in ps}
     return frozenset(o.name for o in operands if set(o.block_dims) & parts)
+
+
+def frame_beside_parts(
+    seen: list[OperandSpec],
+    results: list[OperandSpec],
+    joined: tuple[tuple[str, tuple[str, ...]], ...],
+    constant_dims: tuple[str, ...],
+    tile: Mapping[str, str],
+    loop: Mapping[str, str],
+    batch: tuple[str, ...],
+    err: dict[str, Any],
+) -> tuple[tuple[str, ...], str, str | None]:
+    """The dims of parameter vectors and the blocks' (rows, cols) frame (`dims.frame`), set by
+    the arrays the body sees but a joined dim's operands, blocks of their own width."""
+    pieces = piece_operands(seen, joined)
+    parts = {p for _, ps in joined for p in ps}
+    split = {**tile, **loop}
+    parameters = tuple(d for d in param_dims(seen, results, split, batch) if d not in parts)
+    framed = [o for o in seen if o.name not in pieces]
+    rows, cols = frame(framed, results, err, loop, constant_dims, parameters)
+    return parameters, rows, cols
 
 
 def check_joined(

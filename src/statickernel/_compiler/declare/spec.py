@@ -21,13 +21,11 @@ from .dims import (
     check_derivable,
     check_stacked_params,
     const_dims,
-    frame,
-    param_dims,
 )
 from .dtypes import check_packed_operands
 from .groups import apply_groups
 from .indexing import apply_index
-from .joined import check_joined, joined_dims, piece_operands
+from .joined import check_joined, frame_beside_parts, joined_dims
 from .launch_consts import cluster_spec_of, stage_spec_of
 from .operand import OperandSpec
 from .pages import apply_pages, check_pages_map
@@ -296,13 +294,9 @@ def build_spec(
     # So are the sizes of ragged groups, by the walk of the blocks.
     page_tables = {dict(index or {})[d] for d in paged} | {name for _, name in ragged_map}
     seen = [o for o in operands if o.name not in page_tables]
-    pieces = piece_operands(seen, joined)
-    parts = {p for _, ps in joined for p in ps}
-    parameters = tuple(
-        d for d in param_dims(seen, results, {**tile, **loop}, batch) if d not in parts
+    parameters, rows, cols = frame_beside_parts(
+        seen, results, joined, constant_dims, tile, loop, batch, err
     )
-    framed = [o for o in seen if o.name not in pieces]  # a joined dim's operands: own widths
-    rows, cols = frame(framed, results, err, loop, constant_dims, parameters)
     check_joined(joined, operands, results, rows, cols, tile, loop, err)
     check_stacked_params(operands, parameters, rows, cols, err, loop)
     check_ragged_rows(ragged_map, rows, err)
