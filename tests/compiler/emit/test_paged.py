@@ -563,7 +563,7 @@ def test_a_paged_q_k_product(G: int, D: int, page: int) -> None:
 # --- drawn tables and lengths ---------------------------------------------------------------
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(
     data=st.data(),
     BS=st.sampled_from([64, 128]),

@@ -431,7 +431,7 @@ def ragged_cases(draw: st.DrawFn) -> tuple[int, int, int, list[int]]:
     return m, k, n, sizes
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(case=ragged_cases())
 def test_drawn_shapes_and_sizes(case: tuple[int, int, int, list[int]]) -> None:
     m, k, n, sizes = case

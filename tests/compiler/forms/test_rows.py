@@ -409,7 +409,8 @@ def test_a_scalar_operand_keeps_whole_rows() -> None:
         assert "alpha_smem" not in source and "alpha_barrier" not in source
 
 
-@pytest.mark.parametrize("shape", [(64, 4096), (1, 8192), (1001, 4099), (5, 16384)])
+# (129, 4099): ragged rows (a last block of one row) and a width off the 16-byte rows.
+@pytest.mark.parametrize("shape", [(64, 4096), (1, 8192), (129, 4099), (5, 16384)])
 def test_a_scalar_operand_in_the_row_form_matches_jnp(shape: tuple[int, int]) -> None:
     from tolerances import assert_close, tolerance_for
 

@@ -115,7 +115,7 @@ def test_fills_positions_and_a_scalar_operand(n: int) -> None:
     assert_close(ramp(x, jnp.float32(2.5)), want, tolerance_for(jnp.float32, 1, scale=n))
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(n=st.integers(1, 5000), bn=st.sampled_from([256, 512, 2048]))
 def test_ragged_vectors_with_hypothesis(n: int, bn: int) -> None:
     x = _vector(n, seed=n)

@@ -167,7 +167,7 @@ def test_a_fold_walked_backwards_visits_the_last_block_first(m: int, n: int) -> 
         assert not np.array_equal(np.asarray(want), np.asarray(forward))
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(m=st.integers(1, 140), n=st.integers(1, 700), bn=st.sampled_from([64, 128]))
 def test_suffix_sums_with_hypothesis(m: int, n: int, bn: int) -> None:
     x = jax.random.normal(jax.random.key(m + 5 * n), (m, n), F32)
@@ -206,7 +206,7 @@ def test_a_reverse_that_is_not_a_bool_is_refused() -> None:
             return sk.map_blocks("N", lambda: sk.load(x), reverse=jnp.bool_(True))  # type: ignore[arg-type]
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(m=st.integers(1, 140), n=st.integers(1, 700), bn=st.sampled_from([64, 128]))
 def test_running_sums_with_hypothesis(m: int, n: int, bn: int) -> None:
     x = jax.random.normal(jax.random.key(m + 7 * n), (m, n), F32)

@@ -98,7 +98,7 @@ def test_w4a16_matches_jnp(n: int, k: int, m: int, bk: int, scale_dtype: Any) ->
     _check_w4a16(w, scales, _activations(m, k, m), bk)
 
 
-@settings(max_examples=8, deadline=None, phases=[Phase.explicit, Phase.generate])  # no shrinking
+@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate])  # no shrinking
 @given(
     n=st.integers(1, 300),
     k=st.integers(1, 600),
