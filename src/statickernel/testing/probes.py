@@ -178,7 +178,7 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     if sliced is not None:
         small[sliced] = _SLICED_COLUMNS
     candidates.append(ProbeShape("smaller than one block", tuple(small.items())))
-    candidates = [_joinable(kernel, probe) for probe in candidates]
+    candidates = _joinable(kernel, candidates)
     unique: dict[tuple[tuple[str, int], ...], ProbeShape] = {}
     for probe in candidates:
         sizes = dict(probe.dims)
@@ -195,23 +195,28 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
     return list(unique.values())
 
 
-def _joinable(kernel: Kernel, probe: ProbeShape) -> ProbeShape:
-    """The probe with the parts of each joined dim on the register tiles where the body
+def _joinable(kernel: Kernel, probes: list[ProbeShape]) -> list[ProbeShape]:
+    """The probes with the parts of each joined dim on the register tiles where the body
     needs them: every part but the last a multiple of 8 columns (the join's bounds), and
     every part a multiple of 32 where the body slices them (at fractions, as RoPE halves)."""
     spec = kernel.spec
     if not spec.joined:
-        return probe
-    sizes = dict(probe.dims)
-    sliced = _slices_columns(kernel) and any(
-        eqn.prim != "concatenate" for eqn in _declared_eqns(kernel) if eqn.prim in SLICE_RULES
+        return probes
+    sliced = any(
+        eqn.prim in SLICE_RULES and eqn.prim != "concatenate" for eqn in _declared_eqns(kernel)
     )
-    for _, parts in spec.joined:
-        for place, part in enumerate(parts):
-            last = place == len(parts) - 1
-            unit = _SLICED_COLUMNS if sliced else (1 if last else hw.WGMMA_COLS)
-            sizes[part] = hw.round_up(sizes[part], unit)
-    return dataclasses.replace(probe, dims=tuple(sizes.items()))
+    units = {
+        part: _SLICED_COLUMNS if sliced else (1 if place == len(parts) - 1 else hw.WGMMA_COLS)
+        for _, parts in spec.joined
+        for place, part in enumerate(parts)
+    }
+    return [
+        dataclasses.replace(
+            probe,
+            dims=tuple((d, hw.round_up(n, units[d]) if d in units else n) for d, n in probe.dims),
+        )
+        for probe in probes
+    ]
 
 
 def _page_sizes(

@@ -101,43 +101,47 @@ def check_joined(
                     if part != rows
                     else f"join columns: declare the result '{rows} {name}' over other parts",
                 )
-        # The rows the parts' 2-D operands run along (the frame's, unless every array along
-        # the joined dim is a vector).
-        rows = next(
-            (
-                o.block_dims[0]
-                for o in operands
-                if len(o.block_dims) == 2 and o.block_dims[1] in parts
-            ),
-            rows,
-        )
+        part_rows = _rows_of_parts(operands, parts, rows)
         for result in (r for r in results if name in r.dims):
-            if result.block_dims != (rows, name) or cols != name:
+            if result.block_dims != (part_rows, name) or cols != name:
                 raise AnnotationError(
                     f"{result.name} has the joined dim {name}, not as its columns over the "
-                    f"rows {rows}",
+                    f"rows {part_rows}",
                     **err,
                     operand=result.name,
                     dim=name,
-                    expected=f"'{rows} {name}' (after any batch dims)",
+                    expected=f"'{part_rows} {name}' (after any batch dims)",
                     actual=f"'{' '.join(result.dims)}'",
-                    fix=f"declare it '{rows} {name}': each block of rows joins its operands' "
-                    "columns",
+                    fix=f"declare it '{part_rows} {name}': each block of rows joins its "
+                    "operands' columns",
                 )
-    parts_of = {p: name for name, ps in joined for p in ps}
+    parts_of = {p: (name, ps) for name, ps in joined for p in ps}
     for op in operands:
         dims = op.block_dims
         part = next((d for d in dims if d in parts_of), None)
-        if part is None or dims in ((rows, part), (part,)):
+        if part is None:
+            continue
+        name, parts = parts_of[part]
+        part_rows = _rows_of_parts(operands, parts, rows)
+        if dims in ((part_rows, part), (part,)):
             continue
         raise AnnotationError(
             f"operand `{op.name}` ('{' '.join(op.dims)}') has {part}, a part of the joined dim "
-            f"{parts_of[part]}, not as its columns over the rows {rows}",
+            f"{name}, not as its columns over the rows {part_rows}",
             **err,
             operand=op.name,
             dim=part,
-            expected=f"'{rows} {part}', or a vector ' {part}'",
+            expected=f"'{part_rows} {part}', or a vector ' {part}'",
             actual=f"'{' '.join(op.dims)}'",
-            fix=f"lay it out '{rows} {part}' outside the kernel; a part is the columns of the "
-            "operands that have it",
+            fix=f"lay it out '{part_rows} {part}' outside the kernel; a part is the columns of "
+            "the operands that have it",
         )
+
+
+def _rows_of_parts(operands: list[OperandSpec], parts: tuple[str, ...], rows: str) -> str:
+    """The rows the parts' 2-D operands run along: the frame's, unless every array along the
+    joined dim is a vector (then the frame runs along the joined dim itself)."""
+    return next(
+        (o.block_dims[0] for o in operands if len(o.block_dims) == 2 and o.block_dims[1] in parts),
+        rows,
+    )

@@ -145,7 +145,7 @@ def smem_fix(
             f"`{shifted}`, read at an offset, cannot be walked by a loop's steps: tile it, "
             f'tile={{"{wide}": "B{wide}"}} with `B{wide}: sk.Const[int] = 64`'
         )
-    joined = layout.dim(wide).joins or (wide if "+" in wide else None)
+    joined = layout.dim(wide).joins or (wide if wide in dict(spec.joined) else None)
     if joined is not None:  # a joined result's parts are held whole, beside no loop
         return (
             f"the columns of {joined} are whole in each block and too wide for shared memory "

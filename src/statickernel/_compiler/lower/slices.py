@@ -100,16 +100,15 @@ def _concatenate(tr: Translator, eqn: Eqn) -> None:
     frame_width = out_shape[-1] == tr.g.col_size and tr.g.own_width(kind, out_shape) is None
     ends = () if frame_width else ((sum(widths), "width"),)
     _check_alignment(tr, eqn, (*edges, *ends), " + ".join(str(w) for w in widths) + " columns")
+    if frame_width:
+        widths[-1] = hw.round_up(widths[-1], _TILE_COLS)
     pieces: list[Expr] = []
-    for place, (atom, width) in enumerate(zip(eqn.inputs, widths, strict=True)):
+    for atom, width in zip(eqn.inputs, widths, strict=True):
         piece = tr.as_kind(atom, kind, tr.logical_shape(atom))
         held = tr.g.register_shape(kind, tr.logical_shape(atom) or None)[-1]
-        if frame_width and place == len(widths) - 1:
-            width = hw.round_up(width, _TILE_COLS)
         if held != width:  # a block of its own width padded in registers: its columns alone
             piece = Subscript(piece, (*([Slice()] * last), Slice(None, Const(width))))
         pieces.append(piece)
-        widths[place] = width
     registers = tr.g.register_shape(kind, out_shape)[-1]
     if registers > sum(widths):
         # The frame's width or a dim a constant sizes, padded in registers: the columns past
@@ -173,18 +172,20 @@ def _check_alignment(
     if not off:
         return
     n, name = off[0]
-    fix = (
-        f"make every bound a multiple of {_TILE_COLS} columns: pad {tr.g.col_dim} outside the "
-        f"kernel to a multiple of {2 * _TILE_COLS} (halves of {_TILE_COLS}), or slice the "
-        "operand outside the kernel"
-    )
-    joined = "+" in (tr.g.col_dim or "")  # a joined result's parts (declare.joined)
-    if joined and name != "join":  # a slice of a part: the part is the operand's columns
+    # A joined dim's name is a sum of names (declare.joined), which no other dim's can be.
+    joined = "+" in (tr.g.col_dim or "")
+    if not joined:
+        fix = (
+            f"make every bound a multiple of {_TILE_COLS} columns: pad {tr.g.col_dim} outside "
+            f"the kernel to a multiple of {2 * _TILE_COLS} (halves of {_TILE_COLS}), or slice "
+            "the operand outside the kernel"
+        )
+    elif name != "join":  # a slice of a part: the part is the operand's columns
         fix = (
             f"make every bound a multiple of {_TILE_COLS} columns: halves of a part of a "
             f"multiple of {2 * _TILE_COLS} columns are"
         )
-    if joined and name == "join":
+    else:
         fix = (
             f"give every part of {tr.g.col_dim} but the last a multiple of {_TILE_COLS} "
             "columns, or return the parts as results of their own and join them with "

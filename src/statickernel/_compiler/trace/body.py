@@ -22,6 +22,7 @@ from ..._errors import BodyError
 from ..._where import display_path, is_user_file
 from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
 from ...language.tile import Tile
+from ..declare.joined import piece_operands
 from ..declare.spec import KernelSpec
 from ..layout.blocks import split_blocks
 from .results import check_result_structure
@@ -182,7 +183,7 @@ def trace_body(
     # A parameter vector is laid out along a dim of its own, and read by index: not misplaced.
     params = set(spec.parameter_operands())
     # Nor is an operand along a part of a joined dim: a block of its own width.
-    params |= {o.name for o in spec.operands if set(o.block_dims) & set(spec.joined_parts())}
+    params |= piece_operands(list(spec.operands), spec.joined)
 
     def body(*values: Any) -> Any:
         tiles = {
