@@ -218,6 +218,9 @@ ROWS: tuple[Row, ...] = (
     # first key, each query's lse and delta vectors along that loop.
     Row("attention", "attention_dq", _ATTENTION_BACKWARD, (("causal", True),)),
     Row("attention", "attention_dkdv", _ATTENTION_BACKWARD, (("causal", True),)),
+    # Not causal, dk and dv of two blocks of keys a CTA: two consumer warpgroups share each
+    # block of queries a producer copies.
+    Row("attention", "attention_dkdv", _ATTENTION_BACKWARD),
     # ALiBi, causal: a slope a head, its bias in each block of scores; its dk/dv kernel sums
     # each key's part of the slopes' cotangent.
     Row(
@@ -242,6 +245,15 @@ ROWS: tuple[Row, ...] = (
             ((1, 8, 4096, 128), "bfloat16"),
         ),
         (("causal", True),),
+    ),
+    Row(
+        "attention_variants",
+        "attention_gqa",
+        (
+            ((1, 8, 4, 4096, 128), "bfloat16"),
+            ((1, 8, 4096, 128), "bfloat16"),
+            ((1, 8, 4096, 128), "bfloat16"),
+        ),
     ),
     # Decoding one token of 32 heads over 8 key heads against a cache of 32768 tokens, cut in
     # 16 parts of 2048 (128 grid steps): 4 query heads a key head as the rows of a block.

@@ -51,7 +51,7 @@ from .layout.blocks import (
 from .layout.smem import smem_bytes, smem_fix
 from .lower.geometry import block_geometry
 from .lower.translate import Translation, translate
-from .lower.translation import Geometry
+from .lower.translation import Geometry, shared_step_prelude
 from .plan import schedule
 from .plan.cost import plan_cost
 from .plan.narrowing import Narrowing, narrowing_candidates, score
@@ -363,6 +363,10 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
             None
             if traced.crosses or not choice.facts.pipelines_loops
             else splittable_loop(traced.trace),
+            steps_self_contained=shared_step_prelude(
+                translation, tuple(op.name for op in spec.operands)
+            )
+            is not None,
         )
     )
     crosses = traced.crosses

@@ -44,6 +44,7 @@ from ..ir.nodes import (
 from ..ir.pallas import fill_past_edge, load, store
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import Carry, LoopBlock
+from ..plan.consumers import CONSUMERS, PRODUCER_REGISTERS
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.split import LoopSplit
@@ -52,7 +53,7 @@ from .paged import paged_pipeline, walks_pages
 from .slices import block_slice
 from .split import part_first_block, part_steps
 
-__all__ = ["loop_statements"]
+__all__ = ["SharedLoop", "loop_statements", "shared_loop"]
 
 
 def loop_statements(
@@ -78,6 +79,57 @@ def loop_statements(
     if not loop.accumulators:
         return [*lines, Assign((finals,), pipeline)]
     return _accumulator_scope(loop, lines, pipeline, finals)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedLoop:
+    """A loop two consumer warpgroups share (`plan.consumers`), in three parts: what the
+    block function defines before the consumers' function (the step and its blocks' specs),
+    what a consumer runs (its carries' first values, then the loop, through the pipeline
+    function it is handed), and the pipeline every warpgroup calls."""
+
+    defined: tuple[Stmt, ...]
+    run: tuple[Stmt, ...]
+    pipeline: Stmt
+
+
+def shared_loop(
+    plan: LaunchPlan, block: LoopBlock, new_store_api: bool, consumer: str, wg_axis: str
+) -> SharedLoop:
+    """The loop of `block` as the consumers named `consumer` share it: the producer copies
+    each step's blocks once, for both."""
+    pair = plan.consumer_pair
+    assert pair is not None and not block.dots and block.mode is LoopMode.FOLD
+    loop = _Loop.of(plan, block)
+    ops = [plan.operand(n) for n in block.operands]
+    specs = [_block_spec(plan, op, block.axis) for op in ops]
+    spec_names = [loop_part(loop.name, f"{n}_spec") for n in block.operands]
+    defined: list[Stmt] = [_step_function(loop, [], new_store_api)]
+    defined += [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
+    init_names = [loop_part(loop.name, f"init{i}") for i in range(len(loop.registers))]
+    run: list[Stmt] = []
+    for n, c in zip(init_names, loop.registers, strict=True):
+        assert c.init is not None
+        run.append(Assign((Name(n),), c.init))
+    # The pipeline function a consumer is handed runs the loop from the first carries.
+    walk = Call(Name(loop.name), (_names(init_names),))
+    run.append(Assign((_names(list(block.finals)),), walk))
+    pipeline = Call(
+        Name("plgpu.emit_pipeline_warp_specialized"),
+        (Name(loop_part(loop.name, "step")),),
+        (
+            Keyword("grid", Const((loop.pipeline.steps,))),
+            Keyword("memory_registers", Const(PRODUCER_REGISTERS)),
+            Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
+            Keyword("wg_axis", Const(wg_axis)),
+            Keyword("num_compute_wgs", Const(CONSUMERS)),
+            Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
+            Keyword("compute_context", Name(consumer)),
+        ),
+        one_per_line=True,
+    )
+    views = tuple(_gmem_view(plan, op, block.axis) for op in ops)
+    return SharedLoop(tuple(defined), tuple(run), ExprStmt(Call(pipeline, views)))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ printed once, by `ir.printer`.
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import jax
 
@@ -47,9 +47,11 @@ from ..ir.printer import module_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
 from ..plan.cluster import CLUSTER_AXIS
+from ..plan.consumers import CONSUMERS
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
 from .boxes import result_copies, tma_boxes
+from .consumers import consumer_pair_function, consumers_buffer, staged_buffers
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
 from .halos import block_rows, column_window_copies
 from .indexed import gather_copies, scatter_copies
@@ -99,8 +101,8 @@ class _Generator:
             if op.loaded
             and op.loop_dim is None
             and not op.in_place
-            # A launch of several warpgroups (warp-specialized): each holds its own buffers.
-            and self.schedule.warpgroups == 1
+            # The warp-specialized matmul's consumers each hold their own buffers.
+            and self.schedule.kind is not ScheduleKind.WARP_SPECIALIZED
         ]
         # An index operand is read from global memory by the copies it addresses; an operand
         # a result updates in place is written.
@@ -114,7 +116,10 @@ class _Generator:
         self.stored = [op for op in plan.results if op.name not in written]
         # With loops, results stored after them take scoped shared memory, which reuses the
         # pipelines' buffers; results written by a loop keep theirs for the whole kernel.
-        self.scoped = bool(plan.loops)
+        # Two consumers' results are kernel scratch, a pair: scoped shared memory is allocated
+        # by every warpgroup at once.
+        self.scoped = bool(plan.loops) and plan.consumer_pair is None
+        self.staged = staged_buffers(plan, translation)
         self.kernel_results = [op for op in plan.results if not (self.scoped and op in self.stored)]
 
     # --- pieces ------------------------------------------------------------------------------
@@ -136,6 +141,12 @@ class _Generator:
             return (ws.launched,)
         if self.schedule.walks_blocks:
             return (self.schedule.ctas,)
+        pair = self.plan.consumer_pair
+        if pair is not None:  # a CTA a pair of blocks of rows
+            return tuple(
+                pair.pairs if n == pair.rows else g
+                for n, g in zip(self.plan.grid_names, self.plan.grid, strict=True)
+            )
         split = self.plan.split
         return self.plan.grid if split is None else (*self.plan.grid, split.parts)
 
@@ -146,6 +157,8 @@ class _Generator:
             return blocks
         if plan.split is not None:
             return f"{self._launch_grid()}: the blocks {blocks}, by the parts of {plan.split.axis}"
+        if plan.consumer_pair is not None:
+            return f"{self._launch_grid()}: the blocks {blocks}, two of {plan.consumer_pair.rows} a CTA"
         ws = plan.warp_specialized
         if ws is not None and ws.cluster is not None:
             clusters = f"clusters of {ws.cluster.size} persistent CTAs"
@@ -153,7 +166,8 @@ class _Generator:
         return f"{self._launch_grid()} persistent CTAs, for the blocks {blocks}"
 
     def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
-        return self.form.smem_shape(self.plan, op, self.schedule.slots)
+        shape = self.form.smem_shape(self.plan, op, self.schedule.slots)
+        return shape if self.plan.consumer_pair is None else (CONSUMERS, *shape)
 
     def _smem_buffer(self, op: OperandPlan) -> Expr:
         if op.swizzle:  # read by sk.dot: WGMMA's tiled, swizzled layout
@@ -166,7 +180,7 @@ class _Generator:
             )
         return call("plgpu.SMEM", Const(self._smem_shape(op)), DType(op.dtype))
 
-    def _masks(self) -> list[Stmt]:
+    def masks(self) -> list[Stmt]:
         """Edge masks, built in registers from iota and the true dims."""
         needed = set(self.t.masks)
         for op in self.loaded:
@@ -243,12 +257,13 @@ class _Generator:
 
     # --- the block body ----------------------------------------------------------------------
 
-    def _params(self) -> tuple[str, ...]:
+    def params(self) -> tuple[str, ...]:
         """The block function's parameters: GMEM refs, then the scratch, as the launch lists it."""
         params = [gmem_ref(op.name) for op in self.inputs]
         params += [gmem_ref(op.name) for op in self.launched]
         params += [smem_ref(op.name) for op in self.loaded]
         params += [smem_ref(op.name) for op in self.kernel_results]
+        params += [name for name, _ in self.staged]
         params += [barrier_ref(op.name) for op in self.loaded]
         return tuple(params)
 
@@ -261,10 +276,24 @@ class _Generator:
     def _one_block_function(self) -> FunctionDef:
         """One block a CTA (its loops pipelined): copy in, compute, copy out."""
         plan = self.plan
+        body = [*self.block_header(), *self.load_statements(), *self.masks()]
+        body += self.computed(
+            lambda line: loop_statements(plan, line, self.t.streamed, self.new_store_api)
+        )
+        if self.stored:
+            body += self.store()
+        return FunctionDef(block_function(plan.kernel), self.params(), tuple(body))
+
+    def block_header(self, indices: Mapping[str, list[Stmt]] | None = None) -> list[Stmt]:
+        """The block's indices along the grid (`indices` gives a dim's own statements), the
+        results written in place, each array's batch entry, the scalar operands."""
+        plan = self.plan
         body: list[Stmt] = []
         split = plan.split.axis if plan.split is not None else None
         for d in plan.dims:
-            if d.tiled_by or d.batched or d.name == split:
+            if indices and d.name in indices:
+                body += indices[d.name]
+            elif d.tiled_by or d.batched or d.name == split:
                 axis_index = call("lax.axis_index", Const(d.name))
                 body.append(Assign((Name(block_index(d.name)),), axis_index))
         for op in plan.results:
@@ -279,6 +308,12 @@ class _Generator:
                 what = "this grid step's partial" if op.per_block else "this grid step's entry"
                 body.append(Assign((Name(gmem),), entry, comment=what))
         body += [read_scalar(op.name) for op in self.scalars]
+        return body
+
+    def load_statements(self) -> list[Stmt]:
+        """The TMA copies of the blocks loaded once, started together, then waited for."""
+        plan = self.plan
+        body: list[Stmt] = []
         boxes: list[Expr | Stmt] = [
             g for op in [*self.loaded, *self.stored] for g, _ in self._boxes(op)
         ]
@@ -298,23 +333,32 @@ class _Generator:
             body.append(Comment("the array's edge, where TMA reads zeros and drops writes."))
             zero = BinOp(Operator.MUL, call("lax.axis_index", Const(plan.grid_names[0])), Const(0))
             body.append(Assign((EDGE_START,), zero))
-        if self.loaded:
-            body.append(
-                Comment("Load: start every TMA copy first so they overlap, then wait for each.")
-            )
-            for op in self.loaded:
-                promise = _oob_mode(self.plan, op)
-                barrier = Name(barrier_ref(op.name))
-                if op.index is not None:
-                    body += gather_copies(plan, op, barrier, promise)
-                    continue
-                for gmem_box, smem_box in self._boxes(op):
-                    copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
-                    body.append(ExprStmt(copy))
-                body += windows[op.name]
-            for op in self.loaded:
-                body.append(ExprStmt(call("plgpu.barrier_wait", Name(barrier_ref(op.name)))))
-        body += self._masks()
+        if not self.loaded:
+            return body
+        body.append(
+            Comment("Load: start every TMA copy first so they overlap, then wait for each.")
+        )
+        for op in self.loaded:
+            promise = _oob_mode(self.plan, op)
+            barrier = Name(barrier_ref(op.name))
+            if op.index is not None:
+                body += gather_copies(plan, op, barrier, promise)
+                continue
+            for gmem_box, smem_box in self._boxes(op):
+                copy = call("plgpu.copy_gmem_to_smem", gmem_box, smem_box, barrier, **promise)
+                body.append(ExprStmt(copy))
+            body += windows[op.name]
+        for op in self.loaded:
+            body.append(ExprStmt(call("plgpu.barrier_wait", Name(barrier_ref(op.name)))))
+        return body
+
+    def computed(
+        self, loop_lines: Callable[[LoopBlock], list[Stmt]], skipped: tuple[Stmt, ...] = ()
+    ) -> list[Stmt]:
+        """The body: the loaded blocks read into registers (each just before its first use
+        after a loop, or at the top), the statements but those `skipped` (written elsewhere),
+        each loop as `loop_lines` gives it."""
+        body: list[Stmt] = []
         deferred = self._loaded_after_loops()
         for op in self.loaded:
             if op.name not in deferred and self._in_registers(op):
@@ -327,14 +371,12 @@ class _Generator:
                 )
                 body += self._load(op)
             if isinstance(line, LoopBlock):
-                body += loop_statements(plan, line, self.t.streamed, self.new_store_api)
-            else:
+                body += loop_lines(line)
+            elif not any(line is s for s in skipped):
                 body.append(line)
         for op in (op for op in self.loaded if deferred.get(op.name) == len(self.t.lines)):
             body += self._load(op)
-        if self.stored:
-            body += self._store()
-        return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
+        return body
 
     def _warp_specialized_function(self) -> FunctionDef:
         return warp_specialized_function(self.plan, self.t, self.new_store_api)
@@ -371,7 +413,7 @@ class _Generator:
         step: list[Stmt] = [
             *block_indices(),
             *[ExprStmt(call("plgpu.barrier_wait", barrier_of(op))) for op in self.loaded],
-            *self._masks(),
+            *self.masks(),
         ]
         for op in self.loaded:
             step += self._load(op, slot_of(op))
@@ -407,9 +449,9 @@ class _Generator:
             ),
             wait,
         ]
-        return FunctionDef(block_function(plan.kernel), self._params(), tuple(body))
+        return FunctionDef(block_function(plan.kernel), self.params(), tuple(body))
 
-    def _store(self) -> list[Stmt]:
+    def store(self) -> list[Stmt]:
         """Registers to shared memory, then TMA to global memory, clipped at the edge."""
         stores: list[Stmt] = []
         for op, value in zip(self.plan.results, self.t.outputs, strict=True):
@@ -470,12 +512,15 @@ class _Generator:
         out_type = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
         held = [op for op in self.kernel_results if op.shares_smem_with is None and not op.in_place]
         scratch = [self._smem_buffer(op) for op in [*self.loaded, *held]]
+        scratch += [consumers_buffer(smem) for _, smem in self.staged]
         slots = self.schedule.slots
         for op in self.loaded:
             copies = self.form.copies(plan, op)
             arrivals = {} if copies == 1 else {"num_arrivals": Const(copies)}
             if slots > 1 and self.form.staged(op):  # one a slot
                 arrivals["num_barriers"] = Const(slots)
+            if plan.consumer_pair is not None:  # one a consumer
+                arrivals["num_barriers"] = Const(CONSUMERS)
             scratch.append(call("plgpu.Barrier", **arrivals))
         interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
         threads: tuple[Keyword, ...] = ()
@@ -582,6 +627,7 @@ _BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
     ScheduleKind.SPLIT_LOOP: _Generator._one_block_function,
     ScheduleKind.PERSISTENT: _Generator._persistent_block_function,
     ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
+    ScheduleKind.CONSUMER_PAIR: consumer_pair_function,
 }
 
 

@@ -87,6 +87,7 @@ class WarpSpecializedLocals:
     run_pipeline: str = "run_pipeline"
     step: str = "step"
     indices: str = "indices"
+    consumer_block: str = "consumer_block"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +154,7 @@ BLOCK_NAMES: Mapping[str, str] = {
     WARP_SPECIALIZED.run_pipeline: "the warp-specialized pipeline, run by a consumer",
     WARP_SPECIALIZED.step: "a pipeline step",
     WARP_SPECIALIZED.indices: "a pipeline step's indices",
+    WARP_SPECIALIZED.consumer_block: "a consumer warpgroup's block of rows, past the last",
     CLUSTER.cta: "a CTA's index in its cluster",
     RAGGED.group_rows: "the walk of ragged groups that places an item",
     RAGGED.group: "a ragged item's group",

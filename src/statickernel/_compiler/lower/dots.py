@@ -104,6 +104,8 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
             tr.dtype(a_atom),
             b_dtype,
             staged_swizzle=swizzle if not b_name else 0,
+            staging=value_part(out, "staged") if staged else "",
+            staged_buffers=tuple((s.buffer, s.smem) for s in staged),
         )
     )
     acc = Name(accumulator_ref(out))

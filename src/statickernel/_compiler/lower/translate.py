@@ -78,4 +78,5 @@ def translate(
         tr.scratch_bytes,
         tuple(tr.row_reductions),
         frozenset(n for n, k in tr.kinds.items() if k in (Kind.TILE, Kind.COL)),
+        frozenset(n for n, k in tr.kinds.items() if k is Kind.SCALAR),
     )

@@ -5,7 +5,22 @@ import dataclasses
 from typing import TypeAlias
 
 from ...language.context import Halo
-from ..ir.nodes import Comment, Expr, Kind, LoopMode, Mask, SourceLine, Stmt, mentions, names_read
+from ..ir.names import smem_ref
+from ..ir.nodes import (
+    Assign,
+    Comment,
+    Expr,
+    FunctionDef,
+    Kind,
+    LoopMode,
+    Mask,
+    Name,
+    SourceLine,
+    Stmt,
+    Tuple,
+    mentions,
+    names_read,
+)
 from ..ir.pallas import FlatFrame, RowFrame, full
 
 __all__ = [
@@ -17,6 +32,7 @@ __all__ = [
     "Product",
     "Translation",
     "line_reads",
+    "shared_step_prelude",
 ]
 
 
@@ -169,6 +185,12 @@ class Product:
     b_dtype: str = ""  # b's dtype, as the body's trace has it
     # A computed b's swizzle in shared memory, in bytes; 0 for an operand b.
     staged_swizzle: int = 0
+    # Where an operand is staged through shared memory of its own (a computed b; a computed
+    # a in the interpreter): the staging function `pl.run_scoped` runs, and each buffer's
+    # variable with its `plgpu.SMEM` type. A launch whose steps run in two warpgroups gives
+    # each its own slot of kernel scratch instead (`emit.consumers`).
+    staging: str = ""
+    staged_buffers: tuple[tuple[str, Expr], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,6 +234,8 @@ class Translation:
     row_reductions: tuple[tuple[str, str, str], ...] = ()
     # The variables that hold a vector of the row form (a row, a per-column vector).
     row_vectors: frozenset[str] = frozenset()
+    # The variables that hold a scalar.
+    scalars: frozenset[str] = frozenset()
 
     @property
     def loops(self) -> tuple[LoopBlock, ...]:
@@ -233,3 +257,67 @@ def line_reads(line: Line, name: str, *, mentioned: bool = False) -> bool:
     if isinstance(line, Comment | SourceLine):
         return mentioned and mentions(line, name)
     return name in names_read(line)
+
+
+def shared_step_prelude(
+    translation: Translation, operands: tuple[str, ...]
+) -> tuple[Stmt, ...] | None:
+    """The lines before the body's first loop that its step reads, with what they read and
+    the comments above them, where they all compute scalars from constants, the block's
+    indices and scalar operands; None where the step reads any other value the body holds
+    outside it (a block loaded or computed before the loop). A step that reads only these,
+    its carries and its own blocks can be defined once, before the code that loads the
+    blocks and computes the carries' first values, with these lines above it (a consumer
+    warpgroup's, `emit.consumers`)."""
+    lines = translation.lines
+    index = next((i for i, line in enumerate(lines) if isinstance(line, LoopBlock)), None)
+    if index is None:
+        return ()
+    loop = lines[index]
+    assert isinstance(loop, LoopBlock)
+    before = lines[:index]
+    assigned: dict[str, int] = {}
+    for i, line in enumerate(before):
+        for name in _targets(line):
+            assigned[name] = i
+    held = set(assigned) | {n for n in operands if n not in loop.operands}
+    loaded = set(operands) | {smem_ref(n) for n in operands}
+    updates = [c.update for c in loop.carries if c.update is not None]
+    needed = list(set().union(*(names_read(s) for s in (*loop.lines, *updates))) & held)
+    hoisted: set[int] = set()
+    while needed:
+        name = needed.pop()
+        i = assigned.get(name)
+        if i is None or name not in translation.scalars:
+            return None  # an operand's block, or a value of the body in registers
+        if i in hoisted:
+            continue
+        line = before[i]
+        if not isinstance(line, Assign) or names_read(line) & loaded:
+            return None
+        hoisted.add(i)
+        needed += list(names_read(line) & set(assigned))
+    # The comments naming the user's lines above them come along.
+    for i in sorted(hoisted):
+        j = i - 1
+        while j >= 0 and isinstance(before[j], Comment | SourceLine):
+            hoisted.add(j)
+            j -= 1
+    return tuple(
+        line for i, line in enumerate(before) if i in hoisted and not isinstance(line, LoopBlock)
+    )
+
+
+def _targets(line: Line) -> set[str]:
+    """The names a line of the body assigns or defines."""
+    if isinstance(line, FunctionDef):
+        return {line.name}
+    if isinstance(line, LoopBlock):
+        return set(line.finals)
+    if not isinstance(line, Assign):
+        return set()
+    names = set()
+    for target in line.targets:
+        items = target.items if isinstance(target, Tuple) else (target,)
+        names |= {t.text for t in items if isinstance(t, Name)}
+    return names

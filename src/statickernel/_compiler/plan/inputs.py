@@ -103,6 +103,10 @@ class PlanInputs:
     sums: a launch may split it across CTAs (`schedules.split`). Else None."""
     part_steps: int = 0
     """The steps each CTA walks of a loop split across CTAs; 0 when no loop is split."""
+    steps_self_contained: bool = False
+    """Whether the first loop's step reads only its carries, its blocks, the block's indices
+    and scalars computed from them and constants (`lower.translation.shared_step_prelude`):
+    a step two consumer warpgroups can share (`schedules.consumers`)."""
 
     @functools.cached_property
     def fills(self) -> dict[str, float | int | bool]:

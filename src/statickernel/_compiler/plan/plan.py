@@ -18,6 +18,7 @@ from ..schedules.base import ScheduleInputs
 from ..schedules.choose import choose_schedule
 from ..trace.crossblock import CrossBlock
 from .arrays import plan_arrays
+from .consumers import ConsumerPair
 from .cost import Cost
 from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
@@ -92,6 +93,9 @@ class LaunchPlan(TextDisplay):
     combines them after the launch (see `trace.crossblock`)."""
     warp_specialized: WarpSpecialized | None = None
     """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
+    consumer_pair: ConsumerPair | None = None
+    """For a loop two consumer warpgroups share (attention's forward), their launch; else
+    None."""
     approx_math: ApproxMath | None = None
     """At a call of a kernel that asks for approximate math, what its body gets; else None."""
     profile: Profile | None = None
@@ -177,6 +181,9 @@ class LaunchPlan(TextDisplay):
         if self.warp_specialized is not None:
             self.warp_specialized.check_invariants()
             assert len(self.loops) == 1 and self.loops[0].stages == self.warp_specialized.stages
+        if self.consumer_pair is not None:
+            self.consumer_pair.check_invariants()
+            assert len(self.loops) == 1 and self.loops[0].stages == self.consumer_pair.stages
         for loop in self.loops:
             assert loop.steps == hw.cdiv(loop.size, loop.block)
             assert 1 <= loop.stages <= loop.steps
@@ -275,6 +282,8 @@ class LaunchPlan(TextDisplay):
             lines.append(form_line)
         if self.warp_specialized is not None:  # a launch of the block form
             lines.append(f"  form: {self.warp_specialized}")
+        if self.consumer_pair is not None:
+            lines.append(f"  form: {self.consumer_pair}")
         if self.split is not None:
             lines.append(f"  {self.split}")
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
@@ -420,6 +429,7 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
         flat_frame=form.flat_frame,
         schedule=choice.schedule,
         warp_specialized=choice.warp_specialized,
+        consumer_pair=choice.consumer_pair,
         split=choice.split,
     )
     plan.check_invariants()

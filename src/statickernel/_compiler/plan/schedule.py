@@ -42,6 +42,8 @@ class ScheduleKind(enum.StrEnum):
     PERSISTENT = "persistent, pipelined"  # each CTA walks many blocks, `stages` in flight
     # a producer warpgroup copies, consumer warpgroups multiply; each CTA walks many tiles
     WARP_SPECIALIZED = "warp-specialized, persistent"
+    # a producer warpgroup copies the loop's blocks for two consumers of a block of rows each
+    CONSUMER_PAIR = "warp-specialized loop, two consumers a CTA"
 
 
 @dataclasses.dataclass(frozen=True)

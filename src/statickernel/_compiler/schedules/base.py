@@ -7,6 +7,7 @@ from typing import Protocol
 from ... import _hardware as hw
 from ..._errors import SharedMemoryError
 from ..layout.smem import smem_fix
+from ..plan.consumers import ConsumerPair
 from ..plan.inputs import PlanInputs
 from ..plan.operands import OperandPlan
 from ..plan.pipelining import LoopPlan
@@ -48,6 +49,8 @@ class ScheduleChoice:
     """The results, where the schedule pads an array or writes partials (None: as planned)."""
     split: LoopSplit | None = None
     """The loop split across CTAs, where the schedule splits it; else None."""
+    consumer_pair: ConsumerPair | None = None
+    """Two consumer warpgroups sharing the loop's blocks, where the schedule takes them."""
 
 
 class LaunchSchedule(Protocol):

@@ -3,6 +3,7 @@ schedule a launch takes. A new schedule is a module of this package and one line
 
 from ..proposals import first_proposal
 from .base import LaunchSchedule, ScheduleChoice, ScheduleInputs
+from .consumers import ConsumerPairLoop
 from .one_block import OneBlockPerCta
 from .persistent import PersistentBlocks
 from .pipelined import PipelinedLoops
@@ -12,11 +13,13 @@ from .warpspec import WarpSpecializedLoop
 __all__ = ["LAUNCH_SCHEDULES", "choose_schedule"]
 
 # A loop of sums over too few blocks to fill the SMs split across CTAs first, then a
-# matmul-shaped loop (where the form allows it), then any loops, each pipelined. Without
+# matmul-shaped loop (where the form allows it), then a loop two consumers can share (an
+# attention-shaped one), then any loops, each pipelined. Without
 # loops, persistent CTAs where the form chose them or they pay, else one block a CTA.
 LAUNCH_SCHEDULES: tuple[LaunchSchedule, ...] = (
     SplitLoop(),
     WarpSpecializedLoop(),
+    ConsumerPairLoop(),
     PipelinedLoops(),
     PersistentBlocks(),
     OneBlockPerCta(),

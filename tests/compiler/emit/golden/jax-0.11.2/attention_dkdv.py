@@ -3,7 +3,7 @@
 # Operands:    q: bfloat16[1, 2, 100, 64], k: bfloat16[1, 2, 300, 64], v: bfloat16[1, 2, 300, 64], dout: bfloat16[1, 2, 100, 64], lse: float32[1, 2, 100], delta: float32[1, 2, 100]
 # Dims:        B=1, H=2, Sq=100, D=64, Skv=300
 # Constants:   causal=False, sm_scale=None, window_left=None, window_right=None, softcap=None, BQ=64, BKV=64, stages=2
-# Grid:        (1, 2, 5) over (B, H, Skv)
+# Grid:        (1, 2, 3): the blocks (1, 2, 5) over (B, H, Skv), two of Skv a CTA
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.11.2
 # This module needs only jax; it does not import statickernel.
@@ -28,12 +28,23 @@ def _attention_dkdv_block(
     result1_gmem,
     k_smem,
     v_smem,
+    result0_smem,
+    result1_smem,
+    v11_a_buffer,
+    v18_a_buffer,
     k_barrier,
     v_barrier,
 ):
+    wg = lax.axis_index("wg")
     block_B = lax.axis_index("B")
     block_H = lax.axis_index("H")
-    block_Skv = lax.axis_index("Skv")
+    # Consumer wg computes block 2i + wg of Skv in CTA i; the producer
+    # (wg 2) copies the loop's blocks for both.
+    consumer_block = lax.axis_index("Skv") * 2 + wg
+    block_Skv = lax.min(
+        consumer_block,
+        4,
+    )  # past the last block, a consumer computes it again and stores nothing
     q_gmem = q_gmem.at[block_B, block_H]  # this grid step's entry
     k_gmem = k_gmem.at[block_B, block_H]  # this grid step's entry
     v_gmem = v_gmem.at[block_B, block_H]  # this grid step's entry
@@ -42,16 +53,16 @@ def _attention_dkdv_block(
     delta_gmem = delta_gmem.at[block_B, block_H]  # this grid step's entry
     result0_gmem = result0_gmem.at[block_B, block_H]  # this grid step's entry
     result1_gmem = result1_gmem.at[block_B, block_H]  # this grid step's entry
-    # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(k_gmem.at[pl.ds(block_Skv * 64, 64), :], k_smem, k_barrier)
-    plgpu.copy_gmem_to_smem(v_gmem.at[pl.ds(block_Skv * 64, 64), :], v_smem, v_barrier)
-    plgpu.barrier_wait(k_barrier)
-    plgpu.barrier_wait(v_barrier)
-    # The kernel body, one statement per traced op.
-    # examples/attention.py:389: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
-    v0 = jnp.float32(0.0)
+    # This consumer's buffers and barriers.
+    k_smem = k_smem.at[wg]
+    v_smem = v_smem.at[wg]
+    result0_smem = result0_smem.at[wg]
+    result1_smem = result1_smem.at[wg]
+    v11_a_buffer = v11_a_buffer.at[wg]
+    v18_a_buffer = v18_a_buffer.at[wg]
+    k_barrier = k_barrier.at[wg]
+    v_barrier = v_barrier.at[wg]
 
-    # examples/attention.py:392: dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
     def loop0_step(loop0_indices, q_smem, lse_smem, dout_smem, delta_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v1, v2) = loop0_carry
@@ -94,12 +105,7 @@ def _attention_dkdv_block(
 
             return pl.run_scoped(v11_product, plgpu.ACC((64, 64), jnp.float32))
 
-        v11_a_buffer = plgpu.SMEM(
-            (64, 64),
-            jnp.bfloat16,
-            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-        )
-        v11_product_value = pl.run_scoped(v11_staged, v11_a_buffer)
+        v11_product_value = v11_staged(v11_a_buffer)
         v11 = lax.add(v2, v11_product_value)
 
         # examples/attention.py:380: dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
@@ -124,12 +130,7 @@ def _attention_dkdv_block(
 
             return pl.run_scoped(v18_product, plgpu.ACC((64, 64), jnp.float32))
 
-        v18_a_buffer = plgpu.SMEM(
-            (64, 64),
-            jnp.bfloat16,
-            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-        )
-        v18_product_value = pl.run_scoped(v18_staged, v18_a_buffer)
+        v18_product_value = v18_staged(v18_a_buffer)
         v18 = lax.add(v1, v18_product_value)
         plgpu.commit_smem()  # the step's reads of its slots come before their refill
         return (v18, v11)
@@ -146,58 +147,68 @@ def _attention_dkdv_block(
         transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
     )
     loop0_delta_spec = plgpu.BlockSpec((64,), lambda step: (step,))
-    loop0_init0 = plgpu.layout_cast(jnp.full((64, 64), v0, jnp.float32), plgpu.Layout.WGMMA)
-    loop0_init1 = plgpu.layout_cast(jnp.full((64, 64), v0, jnp.float32), plgpu.Layout.WGMMA)
-    (v19, v20) = plgpu.emit_pipeline(
+
+    def consumer(loop0):
+        # Load: start every TMA copy first so they overlap, then wait for each.
+        plgpu.copy_gmem_to_smem(k_gmem.at[pl.ds(block_Skv * 64, 64), :], k_smem, k_barrier)
+        plgpu.copy_gmem_to_smem(v_gmem.at[pl.ds(block_Skv * 64, 64), :], v_smem, v_barrier)
+        plgpu.barrier_wait(k_barrier)
+        plgpu.barrier_wait(v_barrier)
+        # The kernel body, one statement per traced op.
+        # examples/attention.py:389: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
+        v0 = jnp.float32(0.0)
+        # examples/attention.py:392: dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
+        loop0_init0 = plgpu.layout_cast(jnp.full((64, 64), v0, jnp.float32), plgpu.Layout.WGMMA)
+        loop0_init1 = plgpu.layout_cast(jnp.full((64, 64), v0, jnp.float32), plgpu.Layout.WGMMA)
+        (v19, v20) = loop0((loop0_init0, loop0_init1))
+        # examples/attention.py:393: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
+        v21 = lax.mul(v19, jnp.float32(0.125))
+        v22 = lax.convert_element_type(v21, jnp.bfloat16)
+        v23 = lax.convert_element_type(v20, jnp.bfloat16)
+
+        @pl.when(consumer_block < 5)
+        def store_results():
+            # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
+            result0_smem[...] = v22
+            result1_smem[...] = v23
+            plgpu.commit_smem()
+
+            @pl.when(block_Skv < 4)
+            def result0_store_whole():
+                plgpu.copy_smem_to_gmem(result0_smem, result0_gmem.at[pl.ds(block_Skv * 64, 64), :])
+
+            # The last block's 44 rows alone: a whole block would run into the next entry.
+            @pl.when(block_Skv == 4)
+            def result0_store_edge():
+                plgpu.copy_smem_to_gmem(
+                    result0_smem.at[pl.ds(0, 44)],
+                    result0_gmem.at[pl.ds(256, 44), :],
+                )
+
+            @pl.when(block_Skv < 4)
+            def result1_store_whole():
+                plgpu.copy_smem_to_gmem(result1_smem, result1_gmem.at[pl.ds(block_Skv * 64, 64), :])
+
+            # The last block's 44 rows alone: a whole block would run into the next entry.
+            @pl.when(block_Skv == 4)
+            def result1_store_edge():
+                plgpu.copy_smem_to_gmem(
+                    result1_smem.at[pl.ds(0, 44)],
+                    result1_gmem.at[pl.ds(256, 44), :],
+                )
+
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+    plgpu.emit_pipeline_warp_specialized(
         loop0_step,
         grid=(2,),
+        memory_registers=40,
         in_specs=[loop0_q_spec, loop0_lse_spec, loop0_dout_spec, loop0_delta_spec],
+        wg_axis="wg",
+        num_compute_wgs=2,
         max_concurrent_steps=2,
-        init_carry=(loop0_init0, loop0_init1),
+        compute_context=consumer,
     )(q_gmem, lse_gmem, dout_gmem, delta_gmem)
-    # examples/attention.py:393: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
-    v21 = lax.mul(v19, jnp.float32(0.125))
-    v22 = lax.convert_element_type(v21, jnp.bfloat16)
-    v23 = lax.convert_element_type(v20, jnp.bfloat16)
-
-    # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
-    # then TMA to global memory, clipped at the edge.
-    def store_results(result0_smem, result1_smem):
-        result0_smem[...] = v22
-        result1_smem[...] = v23
-        plgpu.commit_smem()
-
-        @pl.when(block_Skv < 4)
-        def result0_store_whole():
-            plgpu.copy_smem_to_gmem(result0_smem, result0_gmem.at[pl.ds(block_Skv * 64, 64), :])
-
-        # The last block's 44 rows alone: a whole block would run into the next entry.
-        @pl.when(block_Skv == 4)
-        def result0_store_edge():
-            plgpu.copy_smem_to_gmem(
-                result0_smem.at[pl.ds(0, 44)],
-                result0_gmem.at[pl.ds(256, 44), :],
-            )
-
-        @pl.when(block_Skv < 4)
-        def result1_store_whole():
-            plgpu.copy_smem_to_gmem(result1_smem, result1_gmem.at[pl.ds(block_Skv * 64, 64), :])
-
-        # The last block's 44 rows alone: a whole block would run into the next entry.
-        @pl.when(block_Skv == 4)
-        def result1_store_edge():
-            plgpu.copy_smem_to_gmem(
-                result1_smem.at[pl.ds(0, 44)],
-                result1_gmem.at[pl.ds(256, 44), :],
-            )
-
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-
-    pl.run_scoped(
-        store_results,
-        plgpu.SMEM((64, 64), jnp.bfloat16),
-        plgpu.SMEM((64, 64), jnp.bfloat16),
-    )
 
 
 _launch = plgpu.kernel(
@@ -206,21 +217,35 @@ _launch = plgpu.kernel(
         jax.ShapeDtypeStruct((1, 2, 300, 64), jnp.bfloat16),
         jax.ShapeDtypeStruct((1, 2, 300, 64), jnp.bfloat16),
     ),
-    grid=(1, 2, 5),
+    grid=(1, 2, 3),
     grid_names=("B", "H", "Skv"),
+    num_threads=3,
+    thread_name="wg",
     scratch_types=[
         plgpu.SMEM(
-            (64, 64),
+            (2, 64, 64),
             jnp.bfloat16,
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
         ),
         plgpu.SMEM(
-            (64, 64),
+            (2, 64, 64),
             jnp.bfloat16,
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
         ),
-        plgpu.Barrier(),
-        plgpu.Barrier(),
+        plgpu.SMEM((2, 64, 64), jnp.bfloat16),
+        plgpu.SMEM((2, 64, 64), jnp.bfloat16),
+        plgpu.SMEM(
+            (2, 64, 64),
+            jnp.bfloat16,
+            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+        ),
+        plgpu.SMEM(
+            (2, 64, 64),
+            jnp.bfloat16,
+            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+        ),
+        plgpu.Barrier(num_barriers=2),
+        plgpu.Barrier(num_barriers=2),
     ],
     compiler_params=plgpu.CompilerParams(
         lowering_semantics=plgpu.LoweringSemantics.Lane,

@@ -3,7 +3,7 @@
 # Operands:    q: bfloat16[1, 2, 3, 100, 64], k: bfloat16[1, 2, 300, 64], v: bfloat16[1, 2, 300, 64]
 # Dims:        B=1, Hkv=2, G=3, Sq=100, D=64, Skv=300
 # Constants:   causal=False, sm_scale=None, window_left=None, window_right=None, softcap=None, BQ=64, BKV=64, stages=2
-# Grid:        (1, 2, 3, 2) over (B, Hkv, G, Sq)
+# Grid:        (1, 2, 3, 1): the blocks (1, 2, 3, 2) over (B, Hkv, G, Sq), two of Sq a CTA
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # JAX:         0.12.0.1
 # This module needs only jax; it does not import statickernel.
@@ -17,28 +17,37 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 INTERPRET = True
 
 
-def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_smem, q_barrier):
+def _attention_gqa_block(
+    q_gmem,
+    k_gmem,
+    v_gmem,
+    result0_gmem,
+    result1_gmem,
+    q_smem,
+    result0_smem,
+    result1_smem,
+    v23_a_buffer,
+    q_barrier,
+):
+    wg = lax.axis_index("wg")
     block_B = lax.axis_index("B")
     block_Hkv = lax.axis_index("Hkv")
     block_G = lax.axis_index("G")
-    block_Sq = lax.axis_index("Sq")
+    # Consumer wg computes block 2i + wg of Sq in CTA i; the producer
+    # (wg 2) copies the loop's blocks for both.
+    block_Sq = lax.axis_index("Sq") * 2 + wg
     q_gmem = q_gmem.at[block_B, block_Hkv, block_G]  # this grid step's entry
     k_gmem = k_gmem.at[block_B, block_Hkv]  # this grid step's entry
     v_gmem = v_gmem.at[block_B, block_Hkv]  # this grid step's entry
     result0_gmem = result0_gmem.at[block_B, block_Hkv, block_G]  # this grid step's entry
     result1_gmem = result1_gmem.at[block_B, block_Hkv, block_G]  # this grid step's entry
-    # Load: start every TMA copy first so they overlap, then wait for each.
-    plgpu.copy_gmem_to_smem(q_gmem.at[pl.ds(block_Sq * 64, 64), :], q_smem, q_barrier)
-    plgpu.barrier_wait(q_barrier)
-    # The kernel body, one statement per traced op.
-    # examples/attention.py:294: jnp.full((BQ,), -jnp.inf, jnp.float32),
-    v0 = jnp.float32(-jnp.inf)
-    # examples/attention.py:295: jnp.zeros((BQ,), jnp.float32),
-    v1 = jnp.float32(0.0)
-    # examples/attention.py:296: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
-    v2 = jnp.float32(0.0)
+    # This consumer's buffers and barriers.
+    q_smem = q_smem.at[wg]
+    result0_smem = result0_smem.at[wg]
+    result1_smem = result1_smem.at[wg]
+    v23_a_buffer = v23_a_buffer.at[wg]
+    q_barrier = q_barrier.at[wg]
 
-    # examples/attention.py:310: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v3, v4, v5) = loop0_carry
@@ -92,12 +101,7 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
 
             return pl.run_scoped(v23_product, plgpu.ACC((64, 64), jnp.float32))
 
-        v23_a_buffer = plgpu.SMEM(
-            (64, 64),
-            jnp.bfloat16,
-            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-        )
-        v23_product_value = pl.run_scoped(v23_staged, v23_a_buffer)
+        v23_product_value = v23_staged(v23_a_buffer)
         v23 = lax.add(v20, v23_product_value)
         return (v9, v18, v23)
 
@@ -111,27 +115,37 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
         lambda step: (step, 0),
         transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
     )
-    loop0_init0 = plgpu.layout_cast(jnp.full((64,), v0, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    loop0_init1 = plgpu.layout_cast(jnp.full((64,), v1, jnp.float32), plgpu.Layout.WGMMA.reduce(1))
-    loop0_init2 = plgpu.layout_cast(jnp.full((64, 64), v2, jnp.float32), plgpu.Layout.WGMMA)
-    (v24, v25, v26) = plgpu.emit_pipeline(
-        loop0_step,
-        grid=(5,),
-        in_specs=[loop0_k_spec, loop0_v_spec],
-        max_concurrent_steps=2,
-        init_carry=(loop0_init0, loop0_init1, loop0_init2),
-    )(k_gmem, v_gmem)
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v28 = lax.div(v26, lax.broadcast_in_dim(v25, (64, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-    v29 = lax.convert_element_type(v28, jnp.bfloat16)
-    v30 = lax.mul(v24, jnp.float32(0.6931472))
-    v31 = lax.log(v25)
-    v32 = lax.add(v30, v31)
 
-    # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
-    # then TMA to global memory, clipped at the edge.
-    def store_results(result0_smem, result1_smem):
+    def consumer(loop0):
+        # Load: start every TMA copy first so they overlap, then wait for each.
+        plgpu.copy_gmem_to_smem(q_gmem.at[pl.ds(block_Sq * 64, 64), :], q_smem, q_barrier)
+        plgpu.barrier_wait(q_barrier)
+        # The kernel body, one statement per traced op.
+        # examples/attention.py:294: jnp.full((BQ,), -jnp.inf, jnp.float32),
+        v0 = jnp.float32(-jnp.inf)
+        # examples/attention.py:295: jnp.zeros((BQ,), jnp.float32),
+        v1 = jnp.float32(0.0)
+        # examples/attention.py:296: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+        v2 = jnp.float32(0.0)
+        # examples/attention.py:310: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+        loop0_init0 = plgpu.layout_cast(
+            jnp.full((64,), v0, jnp.float32),
+            plgpu.Layout.WGMMA.reduce(1),
+        )
+        loop0_init1 = plgpu.layout_cast(
+            jnp.full((64,), v1, jnp.float32),
+            plgpu.Layout.WGMMA.reduce(1),
+        )
+        loop0_init2 = plgpu.layout_cast(jnp.full((64, 64), v2, jnp.float32), plgpu.Layout.WGMMA)
+        (v24, v25, v26) = loop0((loop0_init0, loop0_init1, loop0_init2))
+        # examples/attention.py:314: out = acc / denominator[:, None]
+        v28 = lax.div(v26, lax.broadcast_in_dim(v25, (64, 64), (0,)))
+        # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+        v29 = lax.convert_element_type(v28, jnp.bfloat16)
+        v30 = lax.mul(v24, jnp.float32(0.6931472))
+        v31 = lax.log(v25)
+        v32 = lax.add(v30, v31)
+        # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
         plgpu.store(result0_smem, v29, optimized=False)
         plgpu.store(result1_smem, v32, optimized=False)
         plgpu.commit_smem()
@@ -151,7 +165,16 @@ def _attention_gqa_block(q_gmem, k_gmem, v_gmem, result0_gmem, result1_gmem, q_s
         plgpu.copy_smem_to_gmem(result1_smem, result1_gmem.at[pl.ds(block_Sq * 64, 64)])
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
-    pl.run_scoped(store_results, plgpu.SMEM((64, 64), jnp.bfloat16), plgpu.SMEM((64,), jnp.float32))
+    plgpu.emit_pipeline_warp_specialized(
+        loop0_step,
+        grid=(5,),
+        memory_registers=40,
+        in_specs=[loop0_k_spec, loop0_v_spec],
+        wg_axis="wg",
+        num_compute_wgs=2,
+        max_concurrent_steps=2,
+        compute_context=consumer,
+    )(k_gmem, v_gmem)
 
 
 _launch = plgpu.kernel(
@@ -160,15 +183,24 @@ _launch = plgpu.kernel(
         jax.ShapeDtypeStruct((1, 2, 3, 100, 64), jnp.bfloat16),
         jax.ShapeDtypeStruct((1, 2, 3, 128), jnp.float32),
     ),
-    grid=(1, 2, 3, 2),
+    grid=(1, 2, 3, 1),
     grid_names=("B", "Hkv", "G", "Sq"),
+    num_threads=3,
+    thread_name="wg",
     scratch_types=[
         plgpu.SMEM(
-            (64, 64),
+            (2, 64, 64),
             jnp.bfloat16,
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
         ),
-        plgpu.Barrier(),
+        plgpu.SMEM((2, 64, 64), jnp.bfloat16),
+        plgpu.SMEM((2, 64), jnp.float32),
+        plgpu.SMEM(
+            (2, 64, 64),
+            jnp.bfloat16,
+            transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
+        ),
+        plgpu.Barrier(num_barriers=2),
     ],
     compiler_params=plgpu.CompilerParams(
         lowering_semantics=plgpu.LoweringSemantics.Lane,
