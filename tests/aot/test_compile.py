@@ -406,14 +406,19 @@ def test_a_matmul_one_epilogue_slot_wide_stores_by_tma_tensor_copies(dtype: Any)
 
 
 def _plain_store_bytes(ptx: str) -> set[int]:
-    """The byte counts of the plain bulk stores, where each is a constant moved into its
-    size register."""
+    """The byte counts of the plain bulk stores: each a constant moved into its size
+    register, or the most a size clipped at the array's end can be (`min` with a constant,
+    where the store's start is traced)."""
     registers = re.findall(
         r"cp\.async\.bulk\.global\.shared::cta\.bulk_group \[[^]]*\], \[[^]]*\], (%r\d+);", ptx
     )
     sizes = set()
     for register in registers:
         moved = re.search(rf"mov\.b32\s+{re.escape(register)}, (\d+);", ptx)
+        if moved is None:
+            wide = re.search(rf"cvt\.u32\.u64\s+{re.escape(register)}, (%rd\d+);", ptx)
+            assert wide is not None, register
+            moved = re.search(rf"min\.u64\s+{re.escape(wide.group(1))}, %rd\d+, (\d+);", ptx)
         assert moved is not None, register
         sizes.add(int(moved.group(1)))
     return sizes
@@ -468,6 +473,52 @@ def test_the_matmul_has_the_structure_of_jax_own_hopper_matmul() -> None:
     keys = ("HGMMA", "UTMALDG", "UTMASTG", "STSM", "USETMAXREG")
     assert [dict(ours.sass_mix)[k] for k in keys] == [dict(theirs.sass_mix)[k] for k in keys]
     assert (ours.registers, ours.smem_bytes) == (theirs.registers, theirs.smem_bytes)
+
+
+def _product_loop_lengths(sass: str) -> list[int]:
+    """The instructions of each loop of the SASS listing that issues tensor-core products
+    (HGMMA), shortest first: a loop is a branch back to a label above it."""
+    labels: dict[str, int] = {}
+    instructions: list[str] = []
+    for line in sass.splitlines():
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(instructions)
+            continue
+        op = re.search(r"/\*[0-9a-f]{4}\*/\s+(\S.*)$", line)
+        if op:
+            instructions.append(op.group(1))
+    lengths = []
+    for i, instruction in enumerate(instructions):
+        target = re.search(r"BRA\s+`?\(?(\.L_x_\d+)", instruction)
+        start = labels.get(target.group(1), i + 1) if target else i + 1
+        if start <= i and any("HGMMA" in x for x in instructions[start : i + 1]):
+            lengths.append(i + 1 - start)
+    return sorted(lengths)
+
+
+@toolchain
+def test_the_attention_forward_has_the_structure_of_jax_own_attention() -> None:
+    """At 1x16x4096x128, as jax's attention_mgpu (a producer and two consumers of 64 query
+    rows sharing each block of 64 keys, 2 stages): 384 threads, setmaxnreg, one CTA an SM,
+    no spills, and no more instructions a block of keys than it."""
+    pytest.importorskip("absl")
+    from jax.experimental.pallas.ops.gpu import attention_mgpu
+
+    from statickernel.aot.compile import _compile
+
+    shape = jax.ShapeDtypeStruct((1, 16, 4096, 128), jnp.bfloat16)
+    ours = KERNELS["attention"].compile(shape, shape, shape)
+    config = attention_mgpu.TuningConfig(block_q=64, block_kv=64, max_concurrent_steps=2)
+    fn = jax.jit(lambda q, k, v: attention_mgpu.attention(q, k, v, config))
+    heads_inside = (jax.ShapeDtypeStruct((1, 4096, 16, 128), jnp.float16),) * 3
+    theirs = _compile(fn, heads_inside, "attention_mgpu", "sm_90a", True, 0, None)
+    assert ours.schedule is not None and ours.schedule.threads == 384
+    assert ours.schedule.ctas_per_sm == 1
+    assert dict(ours.sass_mix)["USETMAXREG"] >= 2 and ours.spill_store_bytes == 0
+    assert ours.registers == theirs.registers
+    ours_loop, theirs_loop = _product_loop_lengths(ours.sass), _product_loop_lengths(theirs.sass)
+    assert ours_loop and theirs_loop and ours_loop[0] <= theirs_loop[0], (ours_loop, theirs_loop)
 
 
 @toolchain
