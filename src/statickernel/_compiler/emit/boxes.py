@@ -26,7 +26,7 @@ from ..plan.plan import LaunchPlan, OperandPlan
 from .halos import halo_copies
 from .slices import EDGE_START, whole_slice
 
-__all__ = ["result_copies", "rows_boxes", "tma_boxes"]
+__all__ = ["oob_mode", "result_copies", "rows_boxes", "tma_boxes"]
 
 
 def tma_boxes(plan: LaunchPlan, op: OperandPlan) -> list[tuple[Expr, Expr]]:
@@ -128,3 +128,15 @@ def result_copies(plan: LaunchPlan, op: OperandPlan) -> list[Stmt]:
         why,
         FunctionDef(result_store(op.name, "edge"), (), tuple(part), (at_edge,)),
     ]
+
+
+def oob_mode(plan: LaunchPlan, op: OperandPlan) -> dict[str, Expr]:
+    """The load's bounds handling. A box inside the array in every block needs none: say so
+    (a bulk copy). A block of a kernel of vectors alone may be wider than a TMA box: it is a
+    bulk copy clamped at the array's end (`UNDEFINED`: past it, shared memory keeps what it
+    held, which the edge masks replace and the clipped stores never write). Else TMA's zeros."""
+    if not any(plan.dim(d).ragged for d in op.dims) and not op.halo.rows:
+        return {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
+    if any(plan.dim(d).bulk for d in op.dims):
+        return {"oob_mode": Name("plgpu.OOBFillMode.UNDEFINED")}
+    return {}

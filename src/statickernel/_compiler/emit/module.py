@@ -5,13 +5,12 @@ and is what statickernel itself executes for that specialization. It is built as
 printed once, by `ir.printer`.
 """
 
-import math
 from collections.abc import Callable, Mapping
 
 import jax
 
 from ..._compat import has_plgpu_store
-from ..ir.names import LocalNames, barrier_ref, block_function, block_index, gmem_ref, smem_ref
+from ..ir.names import barrier_ref, block_function, block_index, gmem_ref, smem_ref
 from ..ir.nodes import (
     Assign,
     BinOp,
@@ -50,14 +49,14 @@ from ..plan.cluster import CLUSTER_AXIS
 from ..plan.consumers import CONSUMERS
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
-from .boxes import result_copies, tma_boxes
+from .boxes import oob_mode, result_copies, tma_boxes
 from .consumers import consumer_pair_function, consumers_buffer, staged_buffers
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
 from .halos import block_rows, column_window_copies
 from .indexed import gather_copies, scatter_copies
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
-from .persistent import PersistentNames, persistent_statements
+from .persistent_block import persistent_block_function
 from .rows import ROW_FORM
 from .slices import EDGE_START
 from .split import partial_sums
@@ -339,7 +338,7 @@ class _Generator:
             Comment("Load: start every TMA copy first so they overlap, then wait for each.")
         )
         for op in self.loaded:
-            promise = _oob_mode(self.plan, op)
+            promise = oob_mode(self.plan, op)
             barrier = Name(barrier_ref(op.name))
             if op.index is not None:
                 body += gather_copies(plan, op, barrier, promise)
@@ -380,76 +379,6 @@ class _Generator:
 
     def _warp_specialized_function(self) -> FunctionDef:
         return warp_specialized_function(self.plan, self.t, self.new_store_api)
-
-    def _persistent_block_function(self) -> FunctionDef:
-        """CTA `cta` takes blocks cta, cta + ctas, ... with `stages` blocks' loads in flight:
-        each operand has a shared-memory slot a stage, refilled once its block is in
-        registers and the step has synchronized (commit_smem)."""
-        plan = self.plan
-        assert not self.scalars, "a persistent block has no scalar operands"
-        ctas, stages = self.schedule.ctas, self.schedule.stages
-        blocks = math.prod(plan.grid)
-
-        arrays = [op.name for op in (*plan.operands, *plan.results)]
-        launch = PersistentNames.around(LocalNames.around(arrays, plan.grid_names))
-
-        def block_indices() -> list[Stmt]:
-            return launch.block_indices(ctas, plan.grid, plan.grid_names)
-
-        def slot_of(op: OperandPlan) -> Expr:
-            return Subscript(Name(f"{smem_ref(op.name)}.at"), (launch.slot,))
-
-        def barrier_of(op: OperandPlan) -> Expr:
-            return Subscript(Name(f"{barrier_ref(op.name)}.at"), (launch.slot,))
-
-        copies: list[Stmt] = []
-        for op in self.loaded:
-            promise = _oob_mode(self.plan, op)
-            for gmem_box, _ in self._boxes(op):
-                copy = call(
-                    "plgpu.copy_gmem_to_smem", gmem_box, slot_of(op), barrier_of(op), **promise
-                )
-                copies.append(ExprStmt(copy))
-        step: list[Stmt] = [
-            *block_indices(),
-            *[ExprStmt(call("plgpu.barrier_wait", barrier_of(op))) for op in self.loaded],
-            *self.masks(),
-        ]
-        for op in self.loaded:
-            step += self._load(op, slot_of(op))
-        step.append(Comment("The kernel body, one statement per traced op."))
-        for line in self.t.lines:
-            assert not isinstance(line, LoopBlock), "a persistent block has no loops"
-            step.append(line)
-        wait = ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True)))
-        step.append(Comment("The last block's stores have read the results' buffers."))
-        step.append(wait)
-        for op, value in zip(plan.results, self.t.outputs, strict=True):
-            assert value is not None
-            step.append(store(Name(smem_ref(op.name)), value, self.new_store_api, plan.flat_frame))
-        step.append(ExprStmt(call("plgpu.commit_smem")))
-        for op in plan.results:
-            assert not op.last_block_rows, "a persistent launch walks no batch entries"
-            for gmem_box, smem_box in self._boxes(op):
-                step.append(ExprStmt(call("plgpu.copy_smem_to_gmem", smem_box, gmem_box)))
-        body: list[Stmt] = [
-            Comment(
-                f"Persistent: CTA `cta` takes blocks cta, cta + {ctas}, ... of the {blocks}, "
-                f"with {stages} in flight."
-            ),
-            *persistent_statements(
-                blocks,
-                ctas,
-                stages,
-                (*block_indices(), *copies),
-                [],
-                step,
-                "The slot's block is in registers: the block `stages` ahead takes it.",
-                launch,
-            ),
-            wait,
-        ]
-        return FunctionDef(block_function(plan.kernel), self.params(), tuple(body))
 
     def store(self) -> list[Stmt]:
         """Registers to shared memory, then TMA to global memory, clipped at the edge."""
@@ -625,19 +554,7 @@ _BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
     ScheduleKind.ONE_BLOCK_PER_CTA: _Generator._one_block_function,
     ScheduleKind.PIPELINED_LOOPS: _Generator._one_block_function,
     ScheduleKind.SPLIT_LOOP: _Generator._one_block_function,
-    ScheduleKind.PERSISTENT: _Generator._persistent_block_function,
+    ScheduleKind.PERSISTENT: persistent_block_function,
     ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
     ScheduleKind.CONSUMER_PAIR: consumer_pair_function,
 }
-
-
-def _oob_mode(plan: LaunchPlan, op: OperandPlan) -> dict[str, Expr]:
-    """The load's bounds handling. A box inside the array in every block needs none: say so
-    (a bulk copy). A block of a kernel of vectors alone may be wider than a TMA box: it is a
-    bulk copy clamped at the array's end (`UNDEFINED`: past it, shared memory keeps what it
-    held, which the edge masks replace and the clipped stores never write). Else TMA's zeros."""
-    if not any(plan.dim(d).ragged for d in op.dims) and not op.halo.rows:
-        return {"oob_mode": Name("plgpu.OOBFillMode.PROMISE_IN_BOUNDS")}
-    if any(plan.dim(d).bulk for d in op.dims):
-        return {"oob_mode": Name("plgpu.OOBFillMode.UNDEFINED")}
-    return {}
