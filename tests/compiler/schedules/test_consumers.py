@@ -129,6 +129,20 @@ def test_an_attention_shaped_loop_takes_two_consumers() -> None:
     assert "consumer_block < 5" in source  # the twin stores nothing
 
 
+@pytest.mark.parametrize(("rows", "swizzled"), [(256, True), (300, False)])
+def test_a_consumer_stores_through_swizzled_shared_memory_where_tma_copies_it_whole(
+    rows: int, swizzled: bool
+) -> None:
+    """Whole 8-row tiles of whole 128-byte rows: the result's buffer is tiled and swizzled, as
+    its blocks' are; 300 rows end inside a tile, and the buffer stays untiled."""
+    args = _structs((rows, 64), (200, 64), (200, 64))
+    assert flash.plan(*args).results[0].swizzle == (64 if swizzled else 0)
+    source = flash.emit(*args)
+    # The scratch: q's pair of buffers, then the result's.
+    result_buffer = source[source.index("scratch_types") :].split("plgpu.SMEM(")[2]
+    assert ("SwizzleTransform(128)" in result_buffer) is swizzled
+
+
 @pytest.mark.parametrize(
     ("kernel", "shapes", "consts"),
     [

@@ -390,7 +390,9 @@ class _Generator:
             smem = smem_ref(op.name)
             boxes = column_boxes(self.plan, op)
             if boxes == 1:
-                stores.append(store(Name(smem), value, self.new_store_api, self.plan.flat_frame))
+                frame = self.plan.flat_frame
+                swizzled = bool(op.swizzle)
+                stores.append(store(Name(smem), value, self.new_store_api, frame, swizzled))
                 continue
             stores.append(Assign((Name(op.name),), value))
             width = op.block_shape[-1] // boxes

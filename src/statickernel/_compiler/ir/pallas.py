@@ -272,11 +272,13 @@ def fill_past_edge(name: str, masks: Iterable[Mask], fill: object, dtype: str) -
     return Assign((Name(name),), value, comment="past the edge reads the fill")
 
 
-def store(ref: Expr, value: Expr, new_api: bool, rows: Frame | None = None) -> Stmt:
+def store(
+    ref: Expr, value: Expr, new_api: bool, rows: Frame | None = None, swizzled: bool = False
+) -> Stmt:
     """Registers to shared memory: `plgpu.store` where jax has it (0.12), whose default no
     longer suits untiled refs in the WGMMA layout; an indexed assignment before. The row
-    form's vectors store 16 bytes a thread."""
+    form's vectors store 16 bytes a thread, and a `swizzled` ref takes `stmatrix`."""
     if new_api:
-        optimized = Const(rows is not None)
+        optimized = Const(rows is not None or swizzled)
         return ExprStmt(call("plgpu.store", ref, value, optimized=optimized))
     return Assign((Subscript(ref, (EllipsisIndex(),)),), value)

@@ -9,7 +9,9 @@ import math
 from ... import _hardware as hw
 from ..layout.smem import dims_of, epilogue_bytes, smem_bytes
 from ..plan.consumers import CONSUMERS, pair
+from ..plan.inputs import PlanInputs
 from ..plan.loops import MAX_STAGES, plan_loops
+from ..plan.operands import OperandPlan
 from ..plan.schedule import WARPGROUP_THREADS, ScheduleKind, schedule_figures
 from .base import ScheduleChoice, ScheduleInputs, once_bytes
 
@@ -48,4 +50,24 @@ class ConsumerPairLoop:
             smem,
             threads=WARPGROUP_THREADS * (CONSUMERS + 1),
         )
-        return ScheduleChoice(schedule, smem, inputs.operands, (loop,), consumer_pair=consumers)
+        results = tuple(_swizzled(plan, r) for r in inputs.results)
+        return ScheduleChoice(
+            schedule, smem, inputs.operands, (loop,), results=results, consumer_pair=consumers
+        )
+
+
+def _swizzled(plan: PlanInputs, result: OperandPlan) -> OperandPlan:
+    """A result block stored through tiled, swizzled shared memory where TMA can copy it
+    whole: a consumer writes its rows with `stmatrix` free of bank conflicts (an untiled row of
+    128 bytes or more puts the rows of an 8 x 8 tile in one bank), as FlashAttention-3's
+    epilogue does. A block of the frame, one TMA box wide, of whole 128-byte swizzle rows, in
+    an array of whole 8-row tiles, copied whole (no batch entry's last rows alone)."""
+    spec, layout = plan.spec, plan.layout
+    if result.dims != (spec.rows, spec.cols) or spec.cols is None or result.last_block_rows:
+        return result
+    swizzle = hw.per_bytes(hw.SWIZZLE_BYTES, result.dtype)
+    rows, cols = result.gmem_shape[-2:]
+    whole = rows % 8 == 0 and cols % swizzle == 0 and result.block_shape[-1] % swizzle == 0
+    if not whole or layout.dim(spec.cols).boxes != 1:
+        return result
+    return dataclasses.replace(result, swizzle=swizzle)
