@@ -30,6 +30,7 @@ READS_FRAMES = {
     "plan/plan.py",
     "emit/rows.py",
     "emit/module.py",
+    "emit/persistent_block.py",
     "lower/translation.py",
     "lower/context.py",
 }

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from ..ir.names import (
+    CONSUMER_PAIR,
     WARP_SPECIALIZED,
     barrier_ref,
     block_function,
@@ -50,7 +51,7 @@ __all__ = [
 WG_AXIS = WARP_SPECIALIZED.warpgroup
 _WG = Name(WG_AXIS)
 _CONSUMER = WARP_SPECIALIZED.consumer
-_CONSUMER_BLOCK = Name(WARP_SPECIALIZED.consumer_block)
+_CONSUMER_BLOCK = Name(CONSUMER_PAIR.consumer_block)
 
 
 class BlockPieces(Protocol):

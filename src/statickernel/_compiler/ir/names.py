@@ -21,6 +21,7 @@ __all__ = [
     "BLOCK_NAMES",
     "CHUNK",
     "CLUSTER",
+    "CONSUMER_PAIR",
     "GIVEN_AROUND",
     "INDEXED_PARTS",
     "INDEX_MAP_STEP",
@@ -87,6 +88,14 @@ class WarpSpecializedLocals:
     run_pipeline: str = "run_pipeline"
     step: str = "step"
     indices: str = "indices"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumerPairLocals:
+    """The fixed local the block function of two consumers sharing a loop adds beside the
+    warp-specialized ones (`wg`, `consumer`): a consumer's block of rows before it is brought
+    inside them. A key of `BLOCK_NAMES`."""
+
     consumer_block: str = "consumer_block"
 
 
@@ -114,6 +123,7 @@ class RaggedLocals:
 
 WARP_SPECIALIZED = WarpSpecializedLocals()
 CLUSTER = ClusterLocals()
+CONSUMER_PAIR = ConsumerPairLocals()
 RAGGED = RaggedLocals()
 # The parameter of the warp-specialized pipeline's index maps (`lambda k: (0, k)`): the K
 # step. It is the lambda's own, so an operand of the same name is not shadowed.
@@ -154,7 +164,7 @@ BLOCK_NAMES: Mapping[str, str] = {
     WARP_SPECIALIZED.run_pipeline: "the warp-specialized pipeline, run by a consumer",
     WARP_SPECIALIZED.step: "a pipeline step",
     WARP_SPECIALIZED.indices: "a pipeline step's indices",
-    WARP_SPECIALIZED.consumer_block: "a consumer warpgroup's block of rows, past the last",
+    CONSUMER_PAIR.consumer_block: "a consumer warpgroup's block of rows, past the last",
     CLUSTER.cta: "a CTA's index in its cluster",
     RAGGED.group_rows: "the walk of ragged groups that places an item",
     RAGGED.group: "a ragged item's group",
