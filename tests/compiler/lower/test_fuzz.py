@@ -38,7 +38,8 @@ from statickernel.language.context import TraceContext, tracing
 
 settings.register_profile(
     "fuzz-ci",
-    max_examples=300,
+    # FUZZ_EXAMPLES: fewer in CI's run (.ci/run), for time.
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "300")),
     derandomize=True,
     # Every example compiles kernels, so shrinking a failure takes minutes; the failing case
     # is printed unshrunk and, derandomized, reproduces exactly.
