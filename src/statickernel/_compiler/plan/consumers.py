@@ -69,8 +69,9 @@ class ConsumerPair:
         return (
             f"warp-specialized loop: a producer warpgroup copies "
             f"{', '.join(self.copied)} for the loop over {self.loop_axis} ({self.stages} "
-            f"stage{'s' if self.stages != 1 else ''}), two consumer warpgroups of {self.block} rows of {self.rows} each "
-            f"({CONSUMERS * self.block} a CTA) share each copy; setmaxnreg "
+            f"stage{'s' if self.stages != 1 else ''}), two consumer warpgroups of "
+            f"{self.block} rows of {self.rows} each ({CONSUMERS * self.block} a CTA) share "
+            f"each copy; setmaxnreg "
             f"{PRODUCER_REGISTERS} / {CONSUMER_REGISTERS}"
         )
 
