@@ -106,11 +106,8 @@ def shared_loop(
     spec_names = [loop_part(loop.name, f"{n}_spec") for n in block.operands]
     defined: list[Stmt] = [_step_function(loop, [], new_store_api)]
     defined += [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
-    init_names = [loop_part(loop.name, f"init{i}") for i in range(len(loop.registers))]
-    run: list[Stmt] = []
-    for n, c in zip(init_names, loop.registers, strict=True):
-        assert c.init is not None
-        run.append(Assign((Name(n),), c.init))
+    init_names, inits = _carry_inits(loop)
+    run: list[Stmt] = list(inits)
     # The pipeline function a consumer is handed runs the loop from the first carries.
     walk = Call(Name(loop.name), (_names(init_names),))
     run.append(Assign((_names(list(block.finals)),), walk))
@@ -320,10 +317,8 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
             inside = BinOp(Operator.LT, block.start, size)
             count = call("jnp.where", inside, call("lax.max", walked, Const(0)), Const(0))
         setup.append(Assign((steps,), count, comment=_bounds_comment(block)))
-    init_names = [loop_part(name, f"init{i}") for i in range(len(loop.registers))]
-    for n, c in zip(init_names, loop.registers, strict=True):
-        assert c.init is not None
-        setup.append(Assign((Name(n),), c.init))
+    init_names, inits = _carry_inits(loop)
+    setup += inits
     init = _names(init_names) if loop.registers else None
     if loop.paged:
         walk, run = paged_pipeline(plan, loop.pipeline, block.operands, name, steps, init)
@@ -358,6 +353,16 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
         one_per_line=True,
     )
     return first_lines + spec_lines + setup, Call(emit, tuple(views))
+
+
+def _carry_inits(loop: _Loop) -> tuple[list[str], list[Stmt]]:
+    """The register carries' first values: their names and the statements assigning them."""
+    names = [loop_part(loop.name, f"init{i}") for i in range(len(loop.registers))]
+    lines: list[Stmt] = []
+    for n, c in zip(names, loop.registers, strict=True):
+        assert c.init is not None
+        lines.append(Assign((Name(n),), c.init))
+    return names, lines
 
 
 def _bounds_comment(block: LoopBlock) -> str:
