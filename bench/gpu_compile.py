@@ -446,7 +446,7 @@ def _jax_matmul_report(row: Row, target: str) -> Any:
     hmm.get_num_sms = lambda: 132
     config = hopper_matmul_config()
     fn = jax.jit(lambda a, b: hmm.matmul(a, b, None, config))
-    return _compile(fn, row.structs, JAX_MATMUL, target, True, 0, None)
+    return _compile(fn, row.structs, JAX_MATMUL, target, 0, None)
 
 
 def _jax_ragged_dot_report(row: Row, target: str) -> Any:
@@ -468,7 +468,7 @@ def _jax_ragged_dot_report(row: Row, target: str) -> Any:
             grid_block_n=8,
         )
 
-    return _compile(jax.jit(run), row.structs, JAX_RAGGED_DOT, target, True, 0, None)
+    return _compile(jax.jit(run), row.structs, JAX_RAGGED_DOT, target, 0, None)
 
 
 def _jax_attention_report(row: Row, target: str) -> Any:
@@ -480,7 +480,7 @@ def _jax_attention_report(row: Row, target: str) -> Any:
 
     config = attention_mgpu.TuningConfig(block_q=64, block_kv=64, max_concurrent_steps=2)
     fn = jax.jit(lambda q, k, v: attention_mgpu.attention(q, k, v, config))
-    return _compile(fn, row.structs, JAX_ATTENTION, target, True, 0, None)
+    return _compile(fn, row.structs, JAX_ATTENTION, target, 0, None)
 
 
 def _jax_mixed_matmul_report(row: Row, target: str) -> Any:
@@ -500,7 +500,7 @@ def _jax_mixed_matmul_report(row: Row, target: str) -> Any:
     def run(a: jax.Array, b: jax.Array) -> jax.Array:
         return hmt.mixed_matmul_kernel(a, b, out_dtype=jnp.bfloat16, config=config)
 
-    return _compile(jax.jit(run), row.structs, JAX_MIXED_MATMUL, target, True, 0, None)
+    return _compile(jax.jit(run), row.structs, JAX_MIXED_MATMUL, target, 0, None)
 
 
 _JAX_REPORTS = {

@@ -72,6 +72,7 @@ __all__ = [
     "Specialization",
     "StaticKernelError",
     "SymbolicDimError",
+    "TensorCoreTargetError",
     "Tile",
     "TilingError",
     "TmaBoxError",

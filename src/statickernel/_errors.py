@@ -51,6 +51,7 @@ __all__ = [
     "SliceError",
     "StaticKernelError",
     "SymbolicDimError",
+    "TensorCoreTargetError",
     "TilingError",
     "TmaBoxError",
     "ToolchainError",
@@ -473,6 +474,15 @@ class LoopOperandError(HardwareRuleError):
     dim: the pipeline copies blocks, and a whole dim has none."""
 
     code: ClassVar[str] = "SK309"
+
+
+class TensorCoreTargetError(HardwareRuleError):
+    """A product `sk.dot` computes cannot take the target's tensor cores as the kernel is
+    written: on `sm_100a` (tcgen05), a product must be folded into an accumulator carry over a
+    loop of every block, of bfloat16, float16 or fp8 operands, in blocks of 128 rows and at
+    most 256 columns."""
+
+    code: ClassVar[str] = "SK310"
 
 
 # --- where a check runs ----------------------------------------------------------------------

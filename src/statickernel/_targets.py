@@ -9,7 +9,32 @@ import enum
 import re
 from collections.abc import Mapping
 
-__all__ = ["TARGETS", "GpuTarget", "Occupancy", "OccupancyLimit", "occupancy"]
+__all__ = [
+    "DEFAULT_TARGET",
+    "TARGETS",
+    "GpuTarget",
+    "Occupancy",
+    "OccupancyLimit",
+    "TensorCores",
+    "find_target",
+    "live_target",
+    "occupancy",
+    "resolve_target",
+]
+
+# The target a plan is made for when nothing names one and no GPU is attached.
+DEFAULT_TARGET = "sm_90a"
+
+
+class TensorCores(enum.Enum):
+    """The instruction a target's tensor cores multiply with, and where it accumulates."""
+
+    WGMMA = "WGMMA"  # Hopper: a warpgroup's MMA, the accumulator in registers
+    TCGEN05 = "tcgen05"  # Blackwell: one thread issues the MMA, the accumulator in tensor memory
+
+    @property
+    def accumulates_in(self) -> str:
+        return "registers" if self is TensorCores.WGMMA else "tensor memory"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +56,11 @@ class GpuTarget:
     smem_per_cta: int = 232448
     # The driver keeps 1 KiB of each CTA's shared memory for itself.
     smem_reserved_per_cta: int = 1024
-    has_wgmma: bool = False
+    tensor_cores: TensorCores = TensorCores.WGMMA
+
+    @property
+    def has_wgmma(self) -> bool:
+        return self.tensor_cores is TensorCores.WGMMA
 
     def check_invariants(self) -> None:
         assert re.fullmatch(r"sm_\d+a?", self.name), self.name
@@ -44,11 +73,68 @@ TARGETS: Mapping[str, GpuTarget] = {
     t.name: t
     for t in (
         GpuTarget(
-            "sm_90a", "NVIDIA H100 and H200 (Hopper)", "sm_90a.txtpb", (9, 0), 132, has_wgmma=True
+            "sm_90a",
+            "NVIDIA H100 and H200 (Hopper)",
+            "sm_90a.txtpb",
+            (9, 0),
+            132,
+            tensor_cores=TensorCores.WGMMA,
         ),
-        GpuTarget("sm_100a", "NVIDIA B200 (Blackwell)", "sm_100a.txtpb", (10, 0), 148),
+        GpuTarget(
+            "sm_100a",
+            "NVIDIA B200 (Blackwell)",
+            "sm_100a.txtpb",
+            (10, 0),
+            148,
+            tensor_cores=TensorCores.TCGEN05,
+        ),
     )
 }
+
+
+def find_target(name: object, kernel: str, where: str | None) -> GpuTarget:
+    """The target called `name`, or a CompileTargetError naming the known ones."""
+    from ._errors import CompileTargetError
+
+    target = TARGETS.get(name) if isinstance(name, str) else None
+    if target is None:
+        named = isinstance(name, str)
+        what = (
+            f"unknown GPU target {name!r}"
+            if named
+            else (f"the GPU target is a {type(name).__name__}, not the name of one GPU target")
+        )
+        raise CompileTargetError(
+            what,
+            kernel=kernel,
+            where=where,
+            expected=" or ".join(repr(t) for t in TARGETS),
+            actual=repr(name)[:120],
+            fix=f"use target={DEFAULT_TARGET!r} for H100 and H200, 'sm_100a' for B200"
+            + ("" if named else "; compile once per target to compile for several"),
+        )
+    target.check_invariants()
+    return target
+
+
+def resolve_target(name: object, kernel: str, where: str | None) -> GpuTarget:
+    """The target a call plans for: the one named, else this process' GPU's, else Hopper."""
+    if name is None:
+        return live_target() or TARGETS[DEFAULT_TARGET]
+    return find_target(name, kernel, where)
+
+
+def live_target() -> GpuTarget | None:
+    """The target of this process' first CUDA device, by its compute capability's major
+    version (9: Hopper, 10: Blackwell); None without a CUDA device or for another GPU."""
+    import jax
+
+    try:
+        device = jax.devices("cuda")[0]
+    except (RuntimeError, IndexError):  # no CUDA backend, or no device
+        return None
+    major = str(getattr(device, "compute_capability", "")).split(".")[0]
+    return next((t for t in TARGETS.values() if str(t.compute_capability[0]) == major), None)
 
 
 class OccupancyLimit(enum.Enum):

@@ -469,7 +469,7 @@ def test_the_matmul_has_the_structure_of_jax_own_hopper_matmul() -> None:
         tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4, grid_tile_width=8
     )
     fn = jax.jit(lambda a, b: hmm.matmul(a, b, None, config))
-    theirs = _compile(fn, _MATMUL_4096, "hopper_matmul_mgpu", "sm_90a", True, 0, None)
+    theirs = _compile(fn, _MATMUL_4096, "hopper_matmul_mgpu", "sm_90a", 0, None)
     keys = ("HGMMA", "UTMALDG", "UTMASTG", "STSM", "USETMAXREG")
     assert [dict(ours.sass_mix)[k] for k in keys] == [dict(theirs.sass_mix)[k] for k in keys]
     assert (ours.registers, ours.smem_bytes) == (theirs.registers, theirs.smem_bytes)
@@ -512,7 +512,7 @@ def test_the_attention_forward_has_the_structure_of_jax_own_attention() -> None:
     config = attention_mgpu.TuningConfig(block_q=64, block_kv=64, max_concurrent_steps=2)
     fn = jax.jit(lambda q, k, v: attention_mgpu.attention(q, k, v, config))
     heads_inside = (jax.ShapeDtypeStruct((1, 4096, 16, 128), jnp.float16),) * 3
-    theirs = _compile(fn, heads_inside, "attention_mgpu", "sm_90a", True, 0, None)
+    theirs = _compile(fn, heads_inside, "attention_mgpu", "sm_90a", 0, None)
     assert ours.schedule is not None and ours.schedule.threads == 384
     assert ours.schedule.ctas_per_sm == 1
     assert dict(ours.sass_mix)["USETMAXREG"] >= 2 and ours.spill_store_bytes == 0

@@ -212,6 +212,7 @@ CODES = {
     "DotDtypeError": "SK307",
     "DotLayoutError": "SK308",
     "LoopOperandError": "SK309",
+    "TensorCoreTargetError": "SK310",
     "CompileError": "SK400",
     "CompileTargetError": "SK401",
     "ToolchainError": "SK402",

@@ -35,7 +35,9 @@ from .._errors import (
     SharedMemoryError,
     SliceError,
     StaticKernelError,
+    TensorCoreTargetError,
 )
+from .._targets import DEFAULT_TARGET, TARGETS, GpuTarget
 from .declare.binding import Binding
 from .declare.spec import KernelSpec
 from .emit.module import generate_source
@@ -58,6 +60,7 @@ from .plan.narrowing import Narrowing, narrowing_candidates, score
 from .plan.numerics import plan_approx_math, plan_numerics
 from .plan.pipelining import check_dots
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
+from .plan.products import TCGEN05_ROWS
 from .plan.profile import Profile
 from .trace.body import BodyTrace, misplaced_load_error, trace_body
 from .trace.crossblock import CrossBlock, partial_plans, partial_specs
@@ -87,9 +90,10 @@ def compile_call(
     backend: str,
     where: str | None,
     profile: Profile | None = None,
+    target: GpuTarget = TARGETS[DEFAULT_TARGET],
 ) -> Compiled:
     """Compiles the specialization `binding` calls for, to run on `backend` (profiled by
-    Mosaic GPU's profiler when `profile` is given)."""
+    Mosaic GPU's profiler when `profile` is given), planned for the GPU `target`."""
     sizes = binding.size_map
     unit = CompileUnit(
         spec,
@@ -102,8 +106,35 @@ def compile_call(
         backend,
         profile=profile,
         narrowable=binding.defaulted & frozenset(spec.tile_map.values()),
+        target=target,
     )
-    return _narrowed(unit, _compile(unit))
+    unit, compiled = _for_tensor_cores(unit)
+    return _narrowed(unit, compiled)
+
+
+def _for_tensor_cores(unit: "CompileUnit") -> tuple["CompileUnit", Compiled]:
+    """The unit compiled, with the rows' tile constant taken as 128 where the target's
+    tensor cores refuse its default: a kernel written with blocks of 64 rows for Hopper
+    compiles unchanged for Blackwell, whose single-CTA MMA fills 128 lanes (`plan.products`).
+    A constant the call passed is kept, and its error raised."""
+    try:
+        return unit, _compile(unit)
+    except TensorCoreTargetError as exc:
+        spec = unit.spec
+        const = spec.tile_map.get(spec.rows)
+        if exc.dim != spec.rows or const is None or const not in unit.narrowable:
+            raise
+        declared = unit.consts[const]
+        consts = {**unit.consts, const: TCGEN05_ROWS}
+        widened = dataclasses.replace(unit, consts=consts, narrowable=unit.narrowable - {const})
+        compiled = _compile(widened)
+    assert compiled.plan is not None
+    note = (
+        f"{const}={declared} (its default) is {TCGEN05_ROWS} on {unit.target.name}: a "
+        f"single-CTA tcgen05 MMA fills the {TCGEN05_ROWS} lanes of tensor memory"
+    )
+    plan = dataclasses.replace(compiled.plan, notes=(*compiled.plan.notes, note))
+    return widened, dataclasses.replace(compiled, plan=plan)
 
 
 def compile_declaration(
@@ -148,6 +179,8 @@ class CompileUnit:
     """At a call, Mosaic GPU's profiler options for the launch (`sk.profile`)."""
     narrowable: frozenset[str] = frozenset()
     """At a call, the tile constants left at their defaults, which the plan may narrow."""
+    target: GpuTarget = TARGETS[DEFAULT_TARGET]
+    """The GPU the launch is planned and generated for."""
 
     @property
     def interpreted(self) -> bool:
@@ -291,7 +324,7 @@ def _trace(unit: CompileUnit) -> _Traced:
         return _Traced(spec, trace, crosses, dtypes)
     # The partials' layout is the vector the body keeps: the translation learns it.
     first = unit.declared or call_layout(spec, sizes, consts, dtypes)
-    geometry = block_geometry(spec, trace, first, unit.interpreted)
+    geometry = block_geometry(spec, trace, first, unit.interpreted, unit.target.tensor_cores)
     learned = _translate(spec, trace, first, geometry, open_results=crosses)
     spec, crosses = partial_specs(spec, crosses, dict(enumerate(learned.result_kinds)))
     dtypes.update({c.name: c.partial_dtype for c in crosses})
@@ -308,7 +341,9 @@ def _lower(unit: CompileUnit, traced: _Traced) -> _Lowered:
         options = {name: (dtype,) for name, dtype in traced.dtypes.items()}
         check_blocks(spec, layout, options, unit.ctx)
         layout.check_invariants()
-    geometry = block_geometry(spec, traced.trace, layout, unit.interpreted)
+    geometry = block_geometry(
+        spec, traced.trace, layout, unit.interpreted, unit.target.tensor_cores
+    )
     learned = traced.partials_learned
     if learned is not None and learned.geometry == geometry:
         # The partials now have the kinds the body computes them in: the same translation.
@@ -367,6 +402,7 @@ def _plan(unit: CompileUnit, traced: _Traced, choice: FormChoice) -> LaunchPlan 
                 translation, tuple(op.name for op in spec.operands)
             )
             is not None,
+            target=unit.target,
         )
     )
     crosses = traced.crosses

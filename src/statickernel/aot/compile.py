@@ -26,7 +26,8 @@ import jax
 
 from .._compat import cuda_plugin_installed
 from .._compiler.plan.plan import LaunchPlan
-from .._errors import CompileError, CompileTargetError, ToolchainError
+from .._errors import CompileError, ToolchainError
+from .._targets import DEFAULT_TARGET, find_target
 from ..runtime.backend import has_cuda
 from .report import (
     KEY_SASS,
@@ -48,7 +49,6 @@ __all__ = [
     "toolchain",
 ]
 
-DEFAULT_TARGET = "sm_90a"
 INSTALL_HINT = "pip install 'statickernel[aot]'"
 # Mosaic GPU reads the dump folder from the environment when it compiles a module: compiles
 # that change the environment must not overlap.
@@ -57,28 +57,6 @@ _REPORTS: dict[tuple[Any, str], CompileReport] = {}
 _architectures: list[str] = []  # the one this process compiles for, once it has compiled
 # Packages whose bin/ holds the pinned ptxas (and nvdisasm), most preferred first.
 _TOOL_PACKAGES = ("nvidia.cu13", "nvidia.cuda_nvcc")
-
-
-def find_target(name: object, kernel: str, where: str | None) -> GpuTarget:
-    target = TARGETS.get(name) if isinstance(name, str) else None
-    if target is None:
-        named = isinstance(name, str)
-        what = (
-            f"unknown compile target {name!r}"
-            if named
-            else (f"the compile target is a {type(name).__name__}, not the name of one GPU target")
-        )
-        raise CompileTargetError(
-            what,
-            kernel=kernel,
-            where=where,
-            expected=" or ".join(repr(t) for t in TARGETS),
-            actual=repr(name)[:120],
-            fix=f"use target={DEFAULT_TARGET!r} for H100 and H200"
-            + ("" if named else "; compile once per target to compile for several"),
-        )
-    target.check_invariants()
-    return target
 
 
 class Toolchain:
@@ -227,8 +205,20 @@ def compile_kernel(
     kernel: Any, args: Sequence[Any], overrides: dict[str, Any], target: str, where: str | None
 ) -> CompileReport:
     """Compiles `kernel`'s mosaic_gpu specialization for `args` (arrays or ShapeDtypeStructs)."""
-    find_target(target, kernel.spec.name, where)  # before the specialization it would wait for
-    entry = kernel.specialize(*args, backend="mosaic_gpu", **overrides)
+    chosen = find_target(target, kernel.spec.name, where)  # before the specialization
+    bound = getattr(kernel, "target", None)
+    if bound is not None and bound != chosen.name:
+        raise CompileError(
+            f"the kernel is bound to generate code for {bound} (kernel.with_target), and "
+            f"code for one target's tensor cores is never compiled for another's",
+            kernel=kernel.spec.name,
+            where=where,
+            expected=f"target={bound!r}, the kernel's",
+            actual=repr(chosen.name),
+            fix=f"compile it with target={bound!r}, or compile kernel.with_target("
+            f"{chosen.name!r}) (or the kernel before with_target) for {chosen.name}",
+        )
+    entry = kernel.specialize(*args, backend="mosaic_gpu", target=target, **overrides)
     return compile_specialization(entry.plan, entry.fn, args, target, where)
 
 
@@ -237,14 +227,27 @@ def compile_specialization(
 ) -> CompileReport:
     """Compiles the jitted function `fn` of a mosaic_gpu specialization, planned as `plan`, for
     `args` (arrays or ShapeDtypeStructs). Reports are kept per specialization and target."""
-    find_target(target_name, plan.kernel, where)  # before the cache, which hashes it
+    target = find_target(target_name, plan.kernel, where)  # before the cache, which hashes it
+    if plan.target != target.name:
+        # Code generated for one architecture's tensor cores is never lowered for another:
+        # jax 0.12 aborts the process on tcgen05 code lowered for sm_90a.
+        planned = find_target(plan.target, plan.kernel, where)
+        raise CompileError(
+            f"this specialization was generated for {planned.name} ({planned.gpus}), its "
+            f"products by {planned.tensor_cores.value}, and cannot be compiled for {target.name}",
+            kernel=plan.kernel,
+            where=where,
+            expected=f"target={planned.name!r}, the plan's",
+            actual=repr(target.name),
+            fix=f"specialize for {target.name} (kernel.compile(..., target={target.name!r}) "
+            "does), or compile for the plan's target",
+        )
     key = (fn, target_name)
     with _COMPILE_LOCK:
         cached = _REPORTS.get(key)
     if cached is not None:
         return cached
-    uses_wgmma = any(loop.dots or loop.products for loop in plan.loops)
-    report = _compile(fn, args, plan.kernel, target_name, uses_wgmma, plan.smem_bytes, where)
+    report = _compile(fn, args, plan.kernel, target_name, plan.smem_bytes, where)
     if plan.schedule is not None and report.target == "sm_90a":  # the schedule's figures
         schedule = plan.schedule.with_registers(report.registers, report.smem_bytes)
         report = dataclasses.replace(report, schedule=schedule)
@@ -258,21 +261,10 @@ def _compile(
     args: Sequence[Any],
     kernel: str,
     target_name: str,
-    uses_wgmma: bool,
     smem_estimate: int,
     where: str | None,
 ) -> CompileReport:
     target = find_target(target_name, kernel, where)
-    if uses_wgmma and not target.has_wgmma:
-        raise CompileError(
-            f"the kernel multiplies with sk.dot on the tensor cores through WGMMA, which only "
-            f"Hopper has; {target.name} ({target.gpus}) has no WGMMA",
-            kernel=kernel,
-            where=where,
-            expected="a Hopper target: 'sm_90a'",
-            actual=repr(target.name),
-            fix="compile it with target='sm_90a'",
-        )
     try:
         tools = toolchain()
     except ToolchainError as exc:  # the same facts, about this kernel and this call

@@ -77,6 +77,10 @@ KEY_SASS = (
     "HGMMA",  # 16-bit and tf32 operands
     "QGMMA",  # fp8 operands
     "IGMMA",  # int8 operands
+    "UTCHMMA",  # tcgen05 (sm_100a), 16-bit operands
+    "UTCQMMA",  # tcgen05 (sm_100a), fp8 operands
+    "LDTM",  # tensor memory to registers (sm_100a)
+    "STTM",  # registers to tensor memory (sm_100a)
     "UTMALDG",
     "UTMALDG.MULTICAST",  # of them, the copies multicast to a cluster's CTAs
     "UTMASTG",

@@ -214,7 +214,8 @@ def _specialize(args: argparse.Namespace) -> Specialization:
     structs = operand_structs(kernel, args.arg)
     overrides = consts(args.const)
     try:
-        return kernel.specialize(*structs, backend=args.backend, **overrides)
+        target = args.gpu_target  # the plan's and the module's: their products are the target's
+        return kernel.specialize(*structs, backend=args.backend, target=target, **overrides)
     except StaticKernelError as exc:
         point_at_declaration(exc, kernel)
         raise

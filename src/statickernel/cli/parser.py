@@ -20,8 +20,8 @@ PROG = "statickernel"
 # does not import the compiler; a test keeps the two equal.
 DEFAULT_TARGET = "sm_90a"
 TARGET_HELP = (
-    f"the GPU architecture to compile for: {' or '.join(TARGETS)} (default {DEFAULT_TARGET}, "
-    "H100 and H200)"
+    f"the GPU architecture to plan, generate and compile for: {' or '.join(TARGETS)} (default "
+    f"{DEFAULT_TARGET}, H100 and H200; sm_100a, B200, multiplies with tcgen05)"
 )
 
 
@@ -262,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="write the module to FILE instead of standard output, e.g. -o softmax_pallas.py",
     )
+    _gpu_target_option(emit)
 
     test = _command(
         subparsers,

@@ -9,14 +9,11 @@ same cached specialization, so what `emit` prints is what runs.
 
 import dataclasses
 import functools
-import linecache
-import struct
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast, overload
 
 import jax
-from jax.core import Tracer
 
 from .._compiler.build import compile_call, compile_declaration
 from .._compiler.declare.binding import bind, bind_consts, call_site, check_arguments
@@ -32,12 +29,13 @@ from .._errors import (
     StaticKernelError,
     stamp_phase,
 )
+from .._targets import DEFAULT_TARGET, GpuTarget, resolve_target
 from ..aot.compile import compile_kernel
 from ..aot.report import CompileReport
 from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
 from .backend import default_backend, has_cuda, resolve_backend
+from .generated import execute_module, finished_when_eager, overrides_key
 from .indices import check_indices, checking_indices
-from .interpreter import interpreted_launch
 from .lru import LruCache, configured_size
 from .profiling import current_profile, unprofiled
 
@@ -68,11 +66,14 @@ class Kernel[**P, R]:
         backend: str | None,
         shares_cache_with: "Kernel[..., Any] | None" = None,
         derivative: Derivative = None,
+        target: str | None = None,
     ):
         self.spec = spec
         self._derivative = derivative
         self.consts: dict[str, Any] = dict(consts)
         self.backend = backend
+        # The GPU architecture calls plan for ("sm_90a", "sm_100a"); None: the attached GPU's.
+        self.target = target
         self.reference = spec.reference
         if shares_cache_with is None:
             size = configured_size()
@@ -104,18 +105,19 @@ class Kernel[**P, R]:
         operands = cast(tuple[Any, ...], args)
         overrides: dict[str, Any] = dict(kwargs)
         backend: str | None = overrides.pop("backend", None)
+        target: str | None = overrides.pop("target", None)
         try:
             try:
                 key = (
                     tuple((a.shape, a.dtype) for a in operands),
-                    _overrides_key(overrides),
-                    self._launch_key(backend),
+                    overrides_key(overrides),
+                    self._launch_key(backend, target),
                 )
                 entry = self._cache.get(key)
             except (AttributeError, TypeError):  # a non-array argument, or an unhashable override
                 key, entry = None, None
             if entry is None:
-                entry = self._specialize(args, overrides, backend, key, call=True)
+                entry = self._specialize(args, overrides, backend, key, call=True, target=target)
             if (self.spec.index or self.spec.ragged) and checking_indices():
                 check_indices(self.spec, args)
             try:
@@ -167,6 +169,7 @@ class Kernel[**P, R]:
         backend: str | None,
         key: Any,
         call: bool = False,
+        target: str | None = None,
     ) -> Specialization:
         entry = self._cache.get(key) if key is not None else None
         if entry is not None:
@@ -184,10 +187,10 @@ class Kernel[**P, R]:
             if entry is None:
                 # Overrides spelled differently (another order, an explicit default) share one
                 # specialization.
-                canonical = self._canonical_key(key, overrides, backend)
+                canonical = self._canonical_key(key, overrides, backend, target)
                 entry = self._by_consts.get(canonical) if canonical is not None else None
                 if entry is None:
-                    entry = self._build(args, overrides, backend, call)
+                    entry = self._build(args, overrides, backend, call, target)
                 if key is not None:
                     self._cache[key] = entry
                 if canonical is not None:
@@ -202,19 +205,25 @@ class Kernel[**P, R]:
         except BackendError as exc:
             raise _for_kernel(exc, self.spec.name) from None
 
-    def _launch_key(self, backend: str | None) -> Any:
-        """The launch settings of a call's cache key: its backend, the SMs launches are sized
-        for (a split loop's parts and narrowed blocks depend on them), and the profile of
-        `sk.profile` when one is active (a profiled launch is a specialization of its own)."""
+    def _launch_key(self, backend: str | None, target: str | None = None) -> Any:
+        """The launch settings of a call's cache key: its backend, its GPU target as named, the
+        SMs launches are sized for (a split loop's parts and narrowed blocks depend on them),
+        and the profile of `sk.profile` when one is active (a specialization of its own)."""
         chosen = self._backend_key(backend)
         active = current_profile()
-        return (chosen, sm_count()) if active is None else (chosen, sm_count(), active)
+        key = (chosen, target or self.target, sm_count())
+        return key if active is None else (*key, active)
 
-    def _canonical_key(self, key: Any, overrides: Mapping[str, Any], backend: str | None) -> Any:
+    def _target(self, target: str | None) -> GpuTarget:
+        return resolve_target(target or self.target, self.spec.name, call_site())
+
+    def _canonical_key(
+        self, key: Any, overrides: Mapping[str, Any], backend: str | None, target: str | None
+    ) -> Any:
         if key is None:
             return None
         try:
-            consts = _overrides_key(dict(sorted({**self.consts, **overrides}.items())))
+            consts = overrides_key(dict(sorted({**self.consts, **overrides}.items())))
             # A tile constant passed, even at its default, is kept as passed; one left out
             # the plan may narrow (plan/narrowing.py): they are different specializations.
             passed = frozenset(overrides) & frozenset(self.spec.tile_map.values())
@@ -223,6 +232,7 @@ class Kernel[**P, R]:
                 consts,
                 passed,
                 resolve_backend(backend, self.backend),
+                self._target(target).name,
                 sm_count(),
                 current_profile(),
             )
@@ -232,22 +242,28 @@ class Kernel[**P, R]:
         return canonical
 
     def specialize(
-        self, *args: Any, backend: str | None = None, **overrides: Any
+        self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
     ) -> Specialization:
-        """The cached specialization for these arguments (arrays or jax.ShapeDtypeStruct)."""
+        """The cached specialization for these arguments (arrays or jax.ShapeDtypeStruct),
+        planned for the GPU `target` ("sm_90a", "sm_100a"; by default the attached GPU's, or
+        sm_90a)."""
         try:
-            return self._specialization(args, overrides, backend)
+            return self._specialization(args, overrides, backend, target)
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
     def _specialization(
-        self, args: tuple[Any, ...], overrides: Mapping[str, Any], backend: str | None
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        backend: str | None,
+        target: str | None = None,
     ) -> Specialization:
         try:
             key = (
                 tuple((a.shape, a.dtype) for a in args),
-                _overrides_key(overrides),
-                self._launch_key(backend),
+                overrides_key(overrides),
+                self._launch_key(backend, target),
             )
             entry = self._cache.get(key)
         except (AttributeError, TypeError):
@@ -255,42 +271,49 @@ class Kernel[**P, R]:
         if entry is not None:
             check_arguments(self.spec, args, call=False)  # a duck with a cached shape
             return entry
-        return self._specialize(args, overrides, backend, key)
+        return self._specialize(args, overrides, backend, key, target=target)
 
-    def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> LaunchPlan:
-        """The frozen launch plan for these arguments (arrays or jax.ShapeDtypeStruct)."""
+    def plan(
+        self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
+    ) -> LaunchPlan:
+        """The frozen launch plan for these arguments (arrays or jax.ShapeDtypeStruct), for
+        the GPU `target` (by default the attached GPU's, or sm_90a)."""
         try:
-            return self._specialization(args, overrides, backend).plan
+            return self._specialization(args, overrides, backend, target).plan
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
-    def emit(self, *args: Any, backend: str | None = None, **overrides: Any) -> str:
-        """The standalone Pallas source this specialization runs: a `str`, shown as
-        highlighted Python in a notebook."""
+    def emit(
+        self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
+    ) -> str:
+        """The standalone Pallas source this specialization runs, for the GPU `target`: a
+        `str`, shown as highlighted Python in a notebook."""
         try:
-            return PallasSource(self._specialization(args, overrides, backend).source)
+            return PallasSource(self._specialization(args, overrides, backend, target).source)
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
-    def lower(self, *args: Any, **overrides: Any) -> jax.stages.Lowered:
+    def lower(self, *args: Any, target: str | None = None, **overrides: Any) -> jax.stages.Lowered:
         """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine.
         The result is jax's own `Lowered`: `.as_text()` is its StableHLO, with the Mosaic GPU
         kernel inside."""
         try:
             with unprofiled():  # the profiler's host callback lowers on its device alone
-                entry = self._specialization(args, overrides, "mosaic_gpu")
+                entry = self._specialization(args, overrides, "mosaic_gpu", target)
             traced: jax.stages.Traced = entry.fn.trace(*args)
             return traced.lower(lowering_platforms=("cuda",))
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
-    def compile(self, *args: Any, target: str = "sm_90a", **overrides: Any) -> CompileReport:
-        """Compiles this specialization for the GPU named `target` through ptxas, on this
-        machine's GPU or, without one, from the GPU's description (deviceless), and reports
-        its registers, spills, shared memory, occupancy and SASS. Needs statickernel[aot]."""
+    def compile(self, *args: Any, target: str | None = None, **overrides: Any) -> CompileReport:
+        """Compiles this specialization for the GPU named `target` (by default the kernel's,
+        or sm_90a) through ptxas, on this machine's GPU or, without one, from the GPU's
+        description (deviceless), and reports its registers, spills, shared memory, occupancy
+        and SASS. Needs statickernel[aot]."""
+        chosen = target or self.target or DEFAULT_TARGET
         try:
             with unprofiled():  # the profiler's host callback lowers on its device alone
-                return compile_kernel(self, args, overrides, target, call_site())
+                return compile_kernel(self, args, overrides, chosen, call_site())
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
@@ -319,11 +342,13 @@ class Kernel[**P, R]:
         except StaticKernelError as exc:
             raise _at_entry_point(exc) from None
 
-    def trace(self, *args: Any, backend: str | None = None, **overrides: Any) -> jax.stages.Traced:
+    def trace(
+        self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
+    ) -> jax.stages.Traced:
         """This specialization traced as `jax.jit(kernel).trace(...)` traces it; with it,
         `jax.export.export(kernel)` works as it does for a jitted function."""
         try:
-            fn = self._specialization(args, overrides, backend).fn
+            fn = self._specialization(args, overrides, backend, target).fn
             # The mosaic_gpu function is a jit already; an interpreted one is wrapped in one.
             return (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args)
         except StaticKernelError as exc:
@@ -338,7 +363,9 @@ class Kernel[**P, R]:
         try:
             ctx = ErrorContext(self.spec.name, where, Phase.DECLARATION)
             consts = bind_consts(self.spec, self.consts, overrides, ctx)
-            new = Kernel(self.spec, consts, self.backend, derivative=self._derivative)
+            new = Kernel(
+                self.spec, consts, self.backend, derivative=self._derivative, target=self.target
+            )
             compile_declaration(self.spec, consts, where)
         except StaticKernelError as exc:
             raise _at_entry_point(exc, Phase.DECLARATION) from None
@@ -351,7 +378,28 @@ class Kernel[**P, R]:
         except BackendError as exc:
             raise _for_kernel(exc, self.spec.name) from None
         return Kernel(
-            self.spec, self.consts, chosen, shares_cache_with=self, derivative=self._derivative
+            self.spec,
+            self.consts,
+            chosen,
+            shares_cache_with=self,
+            derivative=self._derivative,
+            target=self.target,
+        )
+
+    def with_target(self, target: str | None) -> "Kernel[P, R]":
+        """A new kernel whose calls plan for the GPU `target` ("sm_90a", "sm_100a"; None: the
+        attached GPU's); with `backend="interpret"` it runs that target's code anywhere."""
+        try:
+            named = resolve_target(target, self.spec.name, call_site()).name if target else None
+        except StaticKernelError as exc:
+            raise _at_entry_point(exc) from None
+        return Kernel(
+            self.spec,
+            self.consts,
+            self.backend,
+            shares_cache_with=self,
+            derivative=self._derivative,
+            target=named,
         )
 
     # --- the one path ------------------------------------------------------------------------
@@ -362,18 +410,20 @@ class Kernel[**P, R]:
         overrides: Mapping[str, Any],
         backend: str | None,
         call: bool = False,
+        target: str | None = None,
     ) -> Specialization:
         spec = self.spec
         where = call_site()
+        gpu = self._target(target)
         try:
             chosen = resolve_backend(backend, self.backend)
         except BackendError as exc:
             raise _for_kernel(exc, spec.name) from None
         binding = bind(spec, args, self.consts, overrides, call=call)
-        compiled = compile_call(spec, binding, chosen, where, current_profile())
+        compiled = compile_call(spec, binding, chosen, where, current_profile(), gpu)
         assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"
-        launch = _execute(compiled.source, spec.name, interpreted)
+        launch = execute_module(compiled.source, spec.name, interpreted)
         consts = dict(binding.consts)
         if interpreted:
             # An interpreted launch is a host callback that runs JAX computations of its own on
@@ -382,24 +432,11 @@ class Kernel[**P, R]:
             # each other. So an eager interpreted launch finishes before the call returns, and
             # the derivative rule stays outside the jit, where the forward it runs is eager.
             fn = differentiable(
-                _finished_when_eager(jax.jit(launch)), self._derivative, spec, consts, chosen
+                finished_when_eager(jax.jit(launch)), self._derivative, spec, consts, chosen
             )
         else:
             fn = jax.jit(differentiable(launch, self._derivative, spec, consts, chosen))
         return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
-
-
-def _overrides_key(overrides: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
-    """Overrides as a cache key. The type is part of it because equal values of different types
-    are different overrides: `BM=64.0` is an error where `BM=64` is valid, and `flag=1` is not
-    `flag=True`. A float is keyed by its bits: -0.0 == 0.0 though `x / eps` tells them apart,
-    and a NaN equal to nothing would miss the cache, and add an entry, on every call."""
-    if not overrides:  # the common call: keep it as cheap as the key it replaces
-        return ()
-    return tuple(
-        (name, type(value), struct.pack("<d", value) if isinstance(value, float) else value)
-        for name, value in overrides.items()
-    )
 
 
 def _for_kernel(exc: BackendError, kernel: str) -> BackendError:
@@ -422,37 +459,6 @@ def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> Static
     frames would only bury that. Errors that are not statickernel's keep their full traceback.
     """
     return stamp_phase(exc, phase).with_traceback(None)
-
-
-_SOURCE_COUNTER = iter(range(1 << 62))
-
-
-def _finished_when_eager(launch: Callable[..., Any]) -> Callable[..., Any]:
-    """`launch`, which blocks until its results are ready when it runs on concrete arrays;
-    traced (inside jit, grad or vmap) it is `launch` itself."""
-
-    def finished(*args: Any) -> Any:
-        out = launch(*args)
-        if not any(isinstance(a, Tracer) for a in args):
-            jax.block_until_ready(out)
-        return out
-
-    return finished
-
-
-def _execute(source: str, name: str, interpreted: bool) -> Callable[..., Any]:
-    """Runs the generated module and returns its kernel function.
-
-    An interpreted kernel launches through `interpreted_launch`, one launch at a time. The
-    caller adds the derivative rule and the jit (`Kernel._build`).
-    """
-    filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
-    # Registering the text lets tracebacks and JAX's source info show the generated lines.
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace: dict[str, Any] = {"__name__": f"statickernel_generated_{name}"}
-    exec(compile(source, filename, "exec"), namespace)
-    generated = namespace[name]
-    return interpreted_launch(generated, name) if interpreted else generated
 
 
 @overload

@@ -217,7 +217,7 @@ def test_the_plan_says_b_is_staged_and_counts_its_buffer() -> None:
     text = str(linear_int4.plan(x, w, scales))
     assert "WGMMA sk.dot(x, b computed in registers, staged in shared memory) a step" in text
     # (BK, BN) bfloat16: 128 x 64 x 2 bytes.
-    assert "the body's products' computed b are staged in 16,384 B of shared memory" in text
+    assert "the body's products' computed operands are staged in 16,384 B of shared memory" in text
     assert "(200, 2, 64) view" in text  # int4 blocks of N copied from column 0 of a view
 
 

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 # Parameter names the call path reserves for itself.
-RESERVED_NAMES = frozenset({"backend"})
+RESERVED_NAMES = frozenset({"backend", "target"})
 
 
 @dataclasses.dataclass(frozen=True)

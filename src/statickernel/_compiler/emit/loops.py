@@ -9,7 +9,6 @@ accumulator ref, or register values threaded through the pipeline) or writes its
 import dataclasses
 
 from ..ir.names import (
-    accumulator_ref,
     block_index,
     gmem_ref,
     loop_function,
@@ -22,8 +21,6 @@ from ..ir.nodes import (
     BinOp,
     Call,
     Const,
-    DType,
-    EllipsisIndex,
     Expr,
     ExprStmt,
     FunctionDef,
@@ -50,6 +47,7 @@ from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.split import LoopSplit
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .paged import paged_pipeline, walks_pages
+from .products import AccumulatorProducts, accumulator_products
 from .slices import block_slice
 from .split import part_first_block, part_steps
 
@@ -151,22 +149,26 @@ class _Loop:
     (`emit.paged`) where `plgpu.emit_pipeline` copies one box a block."""
     split: LoopSplit | None
     """The loop's split across CTAs, where the plan splits it: this CTA walks its part."""
+    products: AccumulatorProducts
+    """How the target's tensor cores multiply into the accumulators."""
 
     @classmethod
     def of(cls, plan: LaunchPlan, block: LoopBlock) -> "_Loop":
         pipeline = plan.loops[block.index]
         paged = walks_pages(plan, block.operands)
+        products = accumulator_products(plan.tensor_cores)
         return cls(
             plan,
             block,
             pipeline,
             name=loop_function(block.index),
             # A paged loop's own pipeline refills a slot as soon as its step returns.
-            overlap=bool(block.dots) and pipeline.stages >= 2 and not paged,
+            overlap=bool(block.dots) and pipeline.stages >= 2 and not paged and products.overlaps,
             registers=tuple(c for c in block.carries if not c.accumulator),
             accumulators=tuple(c for c in block.carries if c.accumulator),
             paged=paged,
             split=plan.split if plan.split is not None and plan.split.axis == block.axis else None,
+            products=products,
         )
 
     @property
@@ -194,7 +196,7 @@ def _step_function(
     block = loop.block
     step = _step_inputs(loop, writes)
     step += block.lines
-    step += _dot_statements(loop)
+    step += loop.products.step(loop.name, loop.block.dots, loop.overlap)
     step += _write_statements(loop, writes, new_store_api)
     if block.loads and not writes:
         # The pipeline refills this step's slots as soon as it returns, by TMA: order the
@@ -246,26 +248,6 @@ def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[St
         op_masks = fill_masks(plan, op, fills.get(op_name))
         if op_masks:
             step.append(fill_past_edge(op_name, op_masks, fills.get(op_name), op.dtype))
-    return step
-
-
-def _dot_statements(loop: _Loop) -> list[Stmt]:
-    """The step's WGMMAs into the accumulators, and the wait for them."""
-    step: list[Stmt] = []
-    dots = loop.block.dots
-    for dot in dots:
-        b_ref = Name(f"{smem_ref(dot.b)}.T" if dot.transpose_b else smem_ref(dot.b))
-        step.append(
-            ExprStmt(
-                call("plgpu.wgmma", Name(accumulator_ref(dot.carry)), Name(smem_ref(dot.a)), b_ref)
-            )
-        )
-    if dots and loop.overlap:
-        done = "the previous step's WGMMA is done; its blocks can go"
-        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(1)), comment=done))
-    elif dots:
-        # The pipeline refills this step's slots as soon as the step returns.
-        step.append(ExprStmt(call("plgpu.wgmma_wait", Const(0))))
     return step
 
 
@@ -404,27 +386,22 @@ def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: T
     name = loop.name
     carry = Name(loop_part(name, "carry"))
     scope = [*lines, Assign((carry,), pipeline) if loop.registers else ExprStmt(pipeline)]
-    if loop.overlap:
-        scope.append(ExprStmt(call("plgpu.wgmma_wait", Const(0)), comment="the last step's WGMMA"))
+    scope += loop.products.after_loop(loop.overlap)
+    reads, values = loop.products.read(name, loop.accumulators)
+    scope += reads
     position = {c.var: i for i, c in enumerate(loop.registers)}
     outs: list[Expr] = [
-        Subscript(Name(accumulator_ref(c.var)), (EllipsisIndex(),))
-        if c.accumulator
-        else Subscript(carry, (Const(position[c.var]),))
+        values[c.var] if c.accumulator else Subscript(carry, (Const(position[c.var]),))
         for c in loop.block.carries
     ]
     scope.append(Return(Tuple(tuple(outs))))
     plan = loop.plan
     shape = (plan.dim(plan.rows).extent, plan.dim(plan.cols).extent if plan.cols else 0)
     kinds = {d.carry: d.accumulator for d in loop.block.dots}
-    accs = [
-        call("plgpu.ACC", Const(shape), DType(kinds.get(c.var, "float32")))
-        for c in loop.accumulators
-    ]
-    acc_params = tuple(accumulator_ref(c.var) for c in loop.accumulators)
+    allocated = loop.products.scope(name, loop.accumulators, shape, kinds)
     return [
-        FunctionDef(name, acc_params, tuple(scope)),
-        Assign((finals,), call("pl.run_scoped", Name(name), *accs)),
+        FunctionDef(name, allocated.params, tuple(scope)),
+        Assign((finals,), call("pl.run_scoped", Name(name), *allocated.allocations)),
     ]
 
 
@@ -509,7 +486,8 @@ def _mask_statements(plan: LaunchPlan, needed: set[Mask], axis: str, index: Name
     assert rows is not None
     cols = mask_axis(plan.dim(plan.cols) if plan.cols else None)
     outside = axis not in (plan.rows, plan.cols)
-    return edge_mask_statements(needed, rows, cols, mask_axis(plan.dim(axis)) if outside else None)
+    loop = mask_axis(plan.dim(axis)) if outside else None
+    return edge_mask_statements(needed, rows, cols, loop, plan.tensor_cores)
 
 
 def _names(names: list[str]) -> Tuple:

@@ -10,6 +10,7 @@ mask: in a loop step, next to a block of data, those spill.
 import dataclasses
 from collections.abc import Iterable
 
+from ..._targets import TensorCores
 from ..ir.nodes import Assign, BinOp, Const, DType, Expr, Kind, Mask, Name, Operator, Stmt, call
 from ..ir.pallas import broadcast, layout, reads_zero
 from ..plan.plan import LaunchPlan, OperandPlan
@@ -48,7 +49,11 @@ _LOOP_ROWS = _Along(
 
 
 def edge_mask_statements(
-    needed: Iterable[Mask], rows: MaskAxis, cols: MaskAxis | None, loop: MaskAxis | None = None
+    needed: Iterable[Mask],
+    rows: MaskAxis,
+    cols: MaskAxis | None,
+    loop: MaskAxis | None = None,
+    tensor_cores: TensorCores = TensorCores.WGMMA,
 ) -> list[Stmt]:
     """Statements defining the masks in `needed`: `row_ok` and `col_ok` for blocks,
     `row_ok_vec` and `col_ok_vec` for vectors, and the positions `row_position` and
@@ -88,7 +93,10 @@ def edge_mask_statements(
         if along.block in needed:
             dimension = 0 if along in (_ROWS, _LOOP_ROWS) else 1
             statements.append(
-                Assign((Name(along.block),), broadcast(Name(along.vector), shape, dimension))
+                Assign(
+                    (Name(along.block),),
+                    broadcast(Name(along.vector), shape, dimension, tensor_cores=tensor_cores),
+                )
             )
     return statements
 

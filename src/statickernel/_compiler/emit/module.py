@@ -57,6 +57,7 @@ from .indexed import gather_copies, scatter_copies
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .persistent_block import persistent_block_function
+from .products import block_layouts
 from .rows import ROW_FORM
 from .slices import EDGE_START
 from .split import partial_sums
@@ -69,6 +70,22 @@ _BACKEND_TEXT = {
     "interpret": "interpret (the Mosaic GPU interpreter; runs on any machine)",
     "mosaic_gpu": "mosaic_gpu (compiled for an NVIDIA Hopper GPU)",
 }
+
+
+def _backend_text(plan: LaunchPlan) -> str:
+    if plan.backend == "mosaic_gpu" and not plan.gpu_target.has_wgmma:
+        return f"mosaic_gpu (compiled for an {plan.gpu_target.gpus} GPU)"
+    return _BACKEND_TEXT[plan.backend]
+
+
+def _target_line(plan: LaunchPlan) -> list[Comment]:
+    """The target, where it is not Hopper's (whose module says nothing of it)."""
+    if plan.gpu_target.has_wgmma:
+        return []
+    target = plan.gpu_target
+    return [Comment(f"Target:      {target.name} ({target.gpus}): products by tcgen05")]
+
+
 _IMPORTS: tuple[Stmt, ...] = (
     Import("jax"),
     Import("jax.numpy", "jnp"),
@@ -202,7 +219,8 @@ class _Generator:
             if needed <= positions
             else "Edge masks: positions inside the array, from iota and the true dims."
         )
-        return [Comment(comment), *edge_mask_statements(needed, rows, cols)]
+        masks = edge_mask_statements(needed, rows, cols, tensor_cores=self.plan.tensor_cores)
+        return [Comment(comment), *masks]
 
     def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]:
         """Shared memory (`ref`, by default the operand's buffer) to registers, with the fill
@@ -533,7 +551,8 @@ class _Generator:
             Comment(f"Dims:        {dims}"),
             Comment(f"Constants:   {consts}"),
             Comment(f"Grid:        {self._grid_text()}"),
-            Comment(f"Backend:     {_BACKEND_TEXT[plan.backend]}"),
+            Comment(f"Backend:     {_backend_text(plan)}"),
+            *_target_line(plan),
             Comment(f"JAX:         {jax.__version__}"),
             Comment("This module needs only jax; it does not import statickernel."),
         ]
@@ -541,7 +560,8 @@ class _Generator:
     def module(self) -> Module:
         interpret = Assign((Name("INTERPRET"),), Const(self.plan.backend == "interpret"))
         code = (interpret, self.block_function(), self.launch(), self.wrapper())
-        return Module((tuple(self.header()), _IMPORTS, code))
+        module = Module((tuple(self.header()), _IMPORTS, code))
+        return block_layouts(module, self.plan.tensor_cores)
 
 
 # What each register form does its own way: copies, buffers, slicing back, block function.

@@ -11,6 +11,7 @@ dotted path (`lax.add`, `x_gmem.at`); it reads its first part.
 import dataclasses
 import enum
 import re
+from collections.abc import Mapping
 from typing import TypeAlias
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "call",
     "mentions",
     "names_read",
+    "renamed",
 ]
 
 
@@ -386,6 +388,33 @@ def _union(*nodes: Expr | Stmt) -> set[str]:
     for node in nodes:
         found |= _reads(node)
     return found
+
+
+def renamed[N: Expr | Stmt | Keyword](node: N, names: Mapping[str, str]) -> N:
+    """`node` with every name `names` maps replaced, and every dotted name that starts with
+    one and a dot: `{"a.B": "a.C"}` makes `a.B.f` into `a.C.f`. Other nodes are kept as they
+    are (the same objects, where nothing under them changed)."""
+    if isinstance(node, Name):
+        for old, new in names.items():
+            if node.text == old or node.text.startswith(old + "."):
+                return Name(new + node.text[len(old) :])  # type: ignore[return-value]
+        return node
+    changes: dict[str, object] = {}
+    for field in dataclasses.fields(node):  # type: ignore[arg-type]
+        value = getattr(node, field.name)
+        new_value = _renamed_field(value, names)
+        if new_value is not value:
+            changes[field.name] = new_value
+    return dataclasses.replace(node, **changes) if changes else node  # type: ignore[type-var]
+
+
+def _renamed_field(value: object, names: Mapping[str, str]) -> object:
+    if isinstance(value, tuple):
+        items = tuple(_renamed_field(v, names) for v in value)
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type | enum.Enum):
+        return renamed(value, names)  # type: ignore[type-var]
+    return value
 
 
 def mentions(comment: Comment | SourceLine, word: str) -> bool:

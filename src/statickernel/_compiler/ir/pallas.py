@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable
 
 from ... import _hardware as hw
+from ..._targets import TensorCores
 from .names import gmem_ref
 from .nodes import (
     Assign,
@@ -201,7 +202,11 @@ def full(
 
 
 def broadcast(
-    vector: Expr, shape: tuple[int, ...], dimension: int, rows: RowFrame | None = None
+    vector: Expr,
+    shape: tuple[int, ...],
+    dimension: int,
+    rows: RowFrame | None = None,
+    tensor_cores: TensorCores = TensorCores.WGMMA,
 ) -> Expr:
     """A vector spread over a block along `dimension` (0: a per-row vector, 1: per-column).
     In the row form a per-column vector already is the row's shape, and a per-row value is a
@@ -210,7 +215,12 @@ def broadcast(
         if dimension == 1:
             return vector
         return call("lax.broadcast_in_dim", vector, Const(shape), Const(()))
-    return call("lax.broadcast_in_dim", vector, Const(shape), Const((dimension,)))
+    spread = call("lax.broadcast_in_dim", vector, Const(shape), Const((dimension,)))
+    if dimension == 1 and tensor_cores is TensorCores.TCGEN05:
+        # A per-column vector is laid out alike under WGMMA and TCGEN05, and Mosaic GPU
+        # spreads it into WGMMA's unless told.
+        return call("plgpu.layout_cast", spread, Name("plgpu.Layout.TCGEN05"))
+    return spread
 
 
 def select(mask: Expr, value: Expr, other: Expr, dtype: str) -> Expr:

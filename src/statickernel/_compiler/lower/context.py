@@ -223,11 +223,14 @@ class Translator:
         if have == Kind.SCALAR:
             return full(src, shape, self.dtype(atom), kind, rows)
         if kind == Kind.TILE and have in (Kind.ROW, Kind.COL):
-            return broadcast(src, shape, 0 if have == Kind.ROW else 1, self.g.row_frame)
+            dimension = 0 if have == Kind.ROW else 1
+            return broadcast(src, shape, dimension, self.g.row_frame, self.g.tensor_cores)
         if kind == Kind.LOOP_TILE and have in (Kind.ROW, Kind.LOOP_COL):
-            return broadcast(src, shape, 0 if have == Kind.ROW else 1)
+            return broadcast(
+                src, shape, 0 if have == Kind.ROW else 1, tensor_cores=self.g.tensor_cores
+            )
         if kind == Kind.LOOP_ROWS and have == Kind.COL:
-            return broadcast(src, shape, 1)
+            return broadcast(src, shape, 1, tensor_cores=self.g.tensor_cores)
         blocks = ({Kind.TILE, Kind.LOOP_TILE}, {Kind.TILE, Kind.LOOP_ROWS})
         if {have, kind} in blocks and shape == self.g.shape(have):
             return src  # the same shape and layout: a block broadcast from a vector, say

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from ... import _hardware as hw
 from ..._errors import BodyError
+from ..._targets import TensorCores
 from ..ir.names import accumulator_ref, smem_ref, value_part
 from ..ir.nodes import (
     Assign,
@@ -86,9 +87,11 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
     staged: list[_Staged] = []
     swizzle = _staged_swizzle(tr, eqn, kind, transpose_b)
     a_ref: Expr = a_value
-    if not a_name and tr.g.interpreted:
+    tcgen05 = tr.g.tensor_cores is TensorCores.TCGEN05
+    if not a_name and (tr.g.interpreted or tcgen05):
+        # tcgen05 reads `a` from shared (or tensor) memory, never from registers.
         a_shape = tr.g.shape(tr.kind(a_atom))
-        a_ref = _stage(staged, out, "a", a_value, a_shape, tr.dtype(a_atom), swizzle)
+        a_ref = _stage(staged, out, "a", a_value, a_shape, tr.dtype(a_atom), swizzle, tcgen05)
     if b_name:
         b_ref: Expr = Name(f"{smem_ref(b_name)}.T" if transpose_b else smem_ref(b_name))
     else:
@@ -103,21 +106,26 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
             along,
             tr.dtype(a_atom),
             b_dtype,
-            staged_swizzle=swizzle if not b_name else 0,
+            # tcgen05 takes a's and b's blocks in one swizzle: a staged a's counts too.
+            staged_swizzle=swizzle if not b_name or (tcgen05 and not a_name) else 0,
             staging=value_part(out, "staged") if staged else "",
             staged_buffers=tuple((s.buffer, s.smem) for s in staged),
         )
     )
     acc = Name(accumulator_ref(out))
     wgmma = ExprStmt(call("plgpu.wgmma", acc, a_ref, b_ref))
-    # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate add.
+    # The interpreter cannot run a WGMMA inside `pl.run_state`: there the sum is a separate
+    # add; so is a tcgen05 product's, whose accumulator starts in tensor memory.
     fused = (
         start is not None
         and tr.kind(start) in (kind, Kind.SCALAR)
         and tr.dtype(start) == "float32"
-        and not tr.g.interpreted
+        and (tcgen05 or not tr.g.interpreted)
     )
-    if fused:
+    if tcgen05:
+        first = tr.as_kind(start, kind) if fused and start is not None else None
+        product, value = _tcgen05_product(out, a_ref, b_ref, tr.g.shape(kind), first)
+    elif fused:
         assert start is not None
         product = FunctionDef(value_part(out, "product"), (acc.text,), (wgmma,))
         init = call("plgpu.ACC.init", tr.as_kind(start, kind))
@@ -149,6 +157,50 @@ def translate_dot(tr: Translator, eqn: Eqn) -> None:
         tr.lines.append(Assign((separate,), value))
         value = call("lax.add", tr.as_kind(start, kind), separate)
     tr.assign(eqn, kind, value)
+
+
+def _tcgen05_product(
+    out: str, a_ref: Expr, b_ref: Expr, shape: tuple[int, ...], first: Expr | None
+) -> tuple[FunctionDef, Expr]:
+    """A tcgen05 product into tensor memory scoped for it, waited for on a barrier that
+    orders the tensor cores, and loaded into registers (the TCGEN05 layout). With `first`
+    (the x of `x + sk.dot(a, b)`), the accumulator starts at it: its registers are free
+    while the MMA runs, and the sum costs none of its own."""
+    acc = Name(accumulator_ref(out))
+    done = Name(value_part(out, "mma_done"))
+    barrier = Name(f"{done.text}.at[0]")
+    value = Name(value_part(out, "value"))
+    start: tuple[Stmt, ...] = ()
+    if first is not None:
+        start = (
+            ExprStmt(call("plgpu.async_store_tmem", acc, first)),
+            ExprStmt(call("plgpu.commit_tmem"), comment="the MMA adds to it"),
+        )
+    accumulate = Const(first is not None)
+    body: tuple[Stmt, ...] = (
+        *start,
+        ExprStmt(call("plgpu.tcgen05_mma", acc, a_ref, b_ref, barrier, accumulate=accumulate)),
+        ExprStmt(call("plgpu.barrier_wait", barrier)),
+        Assign((value,), call("plgpu.async_load_tmem", acc)),
+        ExprStmt(call("plgpu.wait_load_tmem"), comment="before the scope frees it"),
+        Return(value),
+    )
+    product = FunctionDef(value_part(out, "product"), (acc.text, done.text), body)
+    scoped = Call(
+        Name("pl.run_scoped"),
+        (
+            Name(product.name),
+            call("plgpu.TMEM", Const(shape), DType("float32")),
+            call(
+                "plgpu.Barrier",
+                num_arrivals=Const(1),
+                num_barriers=Const(1),
+                orders_tensor_core=Const(True),
+            ),
+        ),
+        one_per_line=True,
+    )
+    return product, scoped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +235,9 @@ def _stage(
     shape: tuple[int, ...],
     dtype: str,
     swizzle: int,
+    counted: bool = False,
 ) -> Name:
+    """`counted`: whether the device stages it too (its shared memory counts)."""
     ref = value_part(out, f"{role}_smem")
     smem = call(
         "plgpu.SMEM",
@@ -191,9 +245,9 @@ def _stage(
         DType(dtype),
         transforms=wgmma_transforms(dtype, hw.per_bytes(swizzle, dtype)),
     )
-    # A staged `a` is the interpreter's alone (WGMMA reads a from registers): it costs the
-    # device no shared memory, and the plan counts none for it.
-    nbytes = hw.nbytes(shape[0] * shape[1], dtype) if role == "b" else 0
+    # A staged `a` is the interpreter's alone where WGMMA reads a from registers: it costs
+    # the device no shared memory, and the plan counts none for it.
+    nbytes = hw.nbytes(shape[0] * shape[1], dtype) if role == "b" or counted else 0
     nbytes = hw.round_up(nbytes, hw.SMEM_BUFFER_ALIGN)
     staged.append(_Staged(ref, value_part(out, f"{role}_buffer"), value, smem, nbytes))
     return Name(ref)

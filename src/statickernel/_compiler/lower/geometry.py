@@ -5,6 +5,7 @@ import dataclasses
 
 from ... import _hardware as hw
 from ..._errors import Phase
+from ..._targets import TensorCores
 from ...language.context import operand_fills
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Kind
@@ -51,11 +52,16 @@ def _param_stacks(spec: KernelSpec) -> tuple[tuple[str, tuple[int, str]], ...]:
 
 
 def block_geometry(
-    spec: KernelSpec, trace: BodyTrace, layout: BlockLayout, interpreted: bool
+    spec: KernelSpec,
+    trace: BodyTrace,
+    layout: BlockLayout,
+    interpreted: bool,
+    tensor_cores: TensorCores = TensorCores.WGMMA,
 ) -> Geometry:
     """The registers the body's values live in, and which of their edges are masked."""
     geometry = Geometry(
         interpreted=interpreted,
+        tensor_cores=tensor_cores,
         rows=layout.dim(spec.rows).extent,
         cols=layout.dim(spec.cols).extent if spec.cols else hw.WGMMA_COLS,
         ragged_rows=layout.edge_masked(spec.rows),

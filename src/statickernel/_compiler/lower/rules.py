@@ -360,7 +360,9 @@ def _identity_past_own_columns(
     dtype = tr.dtype(atom)
     inside = Name(value_part(atom.var or "value", f"first_{columns}"))
     less = BinOp(Operator.LT, own_column_positions(width), Const(columns))
-    tr.lines.append(Assign((inside,), broadcast(less, (tr.g.rows, width), 1)))
+    tr.lines.append(
+        Assign((inside,), broadcast(less, (tr.g.rows, width), 1, tensor_cores=tr.g.tensor_cores))
+    )
     identity = Literal(reduction_identity(prim, dtype), dtype, weak_type=True)
     return select(inside, src, identity, dtype)
 

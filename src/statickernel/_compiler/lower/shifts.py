@@ -97,7 +97,8 @@ def _fill_outside(
     tr.masks.add(position)
     inside = bounds[0] if len(bounds) == 1 else BinOp(Operator.AND, bounds[0], bounds[1])
     if kind is Kind.TILE:
-        inside = broadcast(inside, tr.g.shape(Kind.TILE), 0 if position is Mask.ROW_POSITION else 1)
+        dimension = 0 if position is Mask.ROW_POSITION else 1
+        inside = broadcast(inside, tr.g.shape(Kind.TILE), dimension, tensor_cores=tr.g.tensor_cores)
     out = eqn.outputs[0]
     tr.define(out, kind, dtype)
     value = select(inside, window, Literal(fill, dtype, weak_type=False), dtype)

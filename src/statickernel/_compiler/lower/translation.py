@@ -4,6 +4,7 @@ body as IR, with a `LoopBlock` for each loop. Planning and code generation read 
 import dataclasses
 from typing import TypeAlias
 
+from ..._targets import TensorCores
 from ...language.context import Halo
 from ..ir.names import smem_ref
 from ..ir.nodes import (
@@ -78,6 +79,9 @@ class Geometry:
     # whole 16-byte rows.
     const_widths: tuple[tuple[int, int], ...] = ()
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
+    # The tensor cores `sk.dot` multiplies on: WGMMA (Hopper), or tcgen05 (Blackwell), whose
+    # products of a step go through tensor memory (`lower.dots`).
+    tensor_cores: TensorCores = TensorCores.WGMMA
     row_size: int = 0  # the row dim's size (a probe at the declaration)
     col_array_size: int = 0  # the column dim's size in the array (a probe at the declaration)
     col_boxes: int = 1  # the TMA boxes a block's columns are copied in, each its own buffer

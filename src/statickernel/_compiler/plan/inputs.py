@@ -12,6 +12,7 @@ from typing import Any
 
 from ... import _hardware as hw
 from ..._errors import ErrorContext
+from ..._targets import DEFAULT_TARGET, TARGETS, GpuTarget
 from ...language.context import Halo, LoadRecord, operand_fills
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Kind
@@ -107,6 +108,9 @@ class PlanInputs:
     """Whether the first loop's step reads only its carries, its blocks, the block's indices
     and scalars computed from them and constants (`lower.translation.shared_step_prelude`):
     a step two consumer warpgroups can share (`schedules.consumers`)."""
+    target: GpuTarget = TARGETS[DEFAULT_TARGET]
+    """The GPU the launch is planned for: its tensor cores decide how `sk.dot` multiplies
+    and which launches can issue it (`plan.products`)."""
 
     @functools.cached_property
     def fills(self) -> dict[str, float | int | bool]:

@@ -10,6 +10,7 @@ from typing import Any, override
 
 from ... import _hardware as hw
 from ..._display import TextDisplay
+from ..._targets import DEFAULT_TARGET, TARGETS, GpuTarget, TensorCores
 from ..declare.limits import check_grid, check_offsets
 from ..ir.nodes import Form, Kind
 from ..ir.pallas import FlatFrame, RowFrame
@@ -26,6 +27,7 @@ from .narrowing import Narrowing
 from .numerics import ApproxMath, Numerics
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import MODE_TEXT, LoopPlan
+from .products import check_products, products_text
 from .profile import Profile
 from .schedule import Schedule
 from .split import LoopSplit
@@ -106,6 +108,19 @@ class LaunchPlan(TextDisplay):
     narrowing: Narrowing | None = None
     """The tile constants the plan narrowed from the kernel's defaults, and why (see
     `plan.narrowing`); else None."""
+    target: str = DEFAULT_TARGET
+    """The GPU architecture the launch is generated for ("sm_90a", "sm_100a"): its tensor
+    cores are the instruction `sk.dot` takes (`gpu_target`)."""
+
+    @property
+    def gpu_target(self) -> GpuTarget:
+        """The GPU the launch is generated for, with its limits and tensor cores."""
+        return TARGETS[self.target]
+
+    @property
+    def tensor_cores(self) -> TensorCores:
+        """The instruction the launch's products take: WGMMA on Hopper, tcgen05 on Blackwell."""
+        return self.gpu_target.tensor_cores
 
     @property
     def form(self) -> Form:
@@ -255,9 +270,10 @@ class LaunchPlan(TextDisplay):
             what = MODE_TEXT[loop.mode]
             if loop.carries:
                 what += f", carrying {loop.carries} value(s) to the next (a scan)"
-            dots = "".join(f", WGMMA sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)
+            mma = self.tensor_cores.value
+            dots = "".join(f", {mma} sk.dot({a}, {b}{'.T' if t else ''})" for a, b, t in loop.dots)
             dots += "".join(
-                f", WGMMA sk.dot({a or 'a in registers'}, "
+                f", {mma} sk.dot({a or 'a in registers'}, "
                 f"{b or 'b computed in registers, staged in shared memory'}{'.T' if t else ''})"
                 " a step"
                 for a, b, t in loop.products
@@ -284,6 +300,10 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  form: {self.warp_specialized}")
         if self.consumer_pair is not None:
             lines.append(f"  form: {self.consumer_pair}")
+        if self.tensor_cores is TensorCores.TCGEN05 and any(
+            loop.dots or loop.products for loop in self.loops
+        ):
+            lines.append(f"  form: {products_text(self.gpu_target, self.loops)}")
         if self.split is not None:
             lines.append(f"  {self.split}")
         lines.append(f"  smem: {self.smem_bytes:,} B of {hw.SMEM_BYTES:,} B")
@@ -401,14 +421,15 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
                 f"{layout.sizes[dim_name]} take the reduction's identity, whatever the fill"
             )
     if inputs.scratch_bytes:
-        staged = any(not p.b for loop in inputs.loops for p in loop.products)
-        what = "products' computed b are staged" if staged else "scans run"
+        staged = any(not p.b or not p.a for loop in inputs.loops for p in loop.products)
+        what = "products' computed operands are staged" if staged else "scans run"
         notes.append(
             f"the body's {what} in {inputs.scratch_bytes:,} B of shared memory of their own"
         )
     form = inputs.form
     notes += form.notes
     choice = choose_schedule(ScheduleInputs(inputs, operands, results))
+    check_products(inputs, choice.loops)
     plan = LaunchPlan(
         kernel=spec.name,
         location=spec.location,
@@ -431,6 +452,7 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
         warp_specialized=choice.warp_specialized,
         consumer_pair=choice.consumer_pair,
         split=choice.split,
+        target=inputs.target.name,
     )
     plan.check_invariants()
     return plan

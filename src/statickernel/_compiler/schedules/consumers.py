@@ -23,7 +23,8 @@ class ConsumerPairLoop:
         plan = inputs.plan
         spec, layout, dtypes = plan.spec, plan.layout, plan.dtypes
         stages = plan.declared_stages or MAX_STAGES
-        consumers = pair(plan, stages)
+        # Its consumers multiply with WGMMA, Hopper's.
+        consumers = pair(plan, stages) if plan.target.has_wgmma else None
         if consumers is None:
             return None
         (loop,) = plan_loops(plan, stages)

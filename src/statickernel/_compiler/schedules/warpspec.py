@@ -5,7 +5,7 @@ run the epilogue, and each CTA walks many CTA tiles."""
 import dataclasses
 import math
 
-from ..._errors import RaggedGroupsError
+from ..._errors import RaggedGroupsError, TensorCoreTargetError
 from ..ir.nodes import LoopMode
 from ..plan import schedule as figures
 from ..plan.loops import plan_loops
@@ -19,9 +19,25 @@ __all__ = ["WarpSpecializedLoop"]
 
 class WarpSpecializedLoop:
     def propose(self, inputs: ScheduleInputs) -> ScheduleChoice | None:
-        choice = self._propose(inputs)
         plan = inputs.plan
         ragged = ragged_rows(plan.layout, plan.spec.rows)
+        if not plan.target.has_wgmma:
+            # Its producer and consumers issue WGMMA: Hopper's. Blackwell's warp-specialized
+            # form (a TMA warp, an MMA warp, epilogue warpgroups) is not generated yet.
+            if ragged is not None:
+                raise plan.ctx.error(
+                    TensorCoreTargetError,
+                    f"the rows of {ragged.split} are split into groups (ragged=), which only "
+                    f"the warp-specialized WGMMA matmul computes so far (target "
+                    f"{plan.target.name}, {plan.target.gpus})",
+                    operand=ragged.sizes,
+                    dim=ragged.split,
+                    expected="a target with WGMMA: sm_90a",
+                    actual=plan.target.name,
+                    fix="compile this kernel for sm_90a, or call it once a group on its rows",
+                )
+            return None
+        choice = self._propose(inputs)
         if ragged is not None and choice is None:  # no other schedule walks ragged rows
             actual = _refusal(inputs)
             body_fix = (
