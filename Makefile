@@ -162,12 +162,14 @@ $(AOT_STAMP): pyproject.toml $(CONSTRAINTS) $(AOT_CONSTRAINTS)
 aot-venv: $(AOT_STAMP)
 
 # Compiles every gallery kernel for sm_90a (H100/H200) at the GPU check's sizes, writes
-# bench/results/gpu-compile.{json,md}, and runs the compile tests (budgets, the report) with
-# the toolchain present. Fails on a compile error or a register spill.
+# bench/results/gpu-compile.{json,md}, then the products generated for sm_100a (B200) in a
+# process of their own (bench/results/gpu-compile-sm_100a.{json,md}), and runs the compile
+# tests (budgets, the report) with the toolchain present. Fails on a compile error or a spill.
 gpu-compile: $(AOT_STAMP)
 	$(AOT_RUN) $(AOT_VENV)/bin/python bench/gpu_compile.py
+	$(AOT_RUN) $(AOT_VENV)/bin/python bench/gpu_compile.py --target sm_100a
 	$(AOT_VENV)/bin/python bench/chart.py
-	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/aot/test_compile.py tests/tuning/test_tune_compiled.py
+	$(AOT_RUN) $(AOT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/aot/test_compile.py tests/aot/test_compile_blackwell.py tests/tuning/test_tune_compiled.py
 
 # One kernel, e.g. make gpu-compile-one TARGET=examples/softmax.py:softmax ARGS="--arg x=float32[1000,100]";
 # the last line printed is its facts as JSON.

@@ -5,12 +5,13 @@
 Each row is one kernel at one shape, compiled through ptxas for sm_90a (H100/H200): its
 registers, spills, shared memory, CTAs per SM and SASS mix, written to
 bench/results/gpu-compile.json and as a Markdown table to bench/results/gpu-compile.md.
+`--target sm_100a` compiles the products generated for Blackwell (bench/gpu_compile_blackwell.py)
+into bench/results/gpu-compile-sm_100a.{json,md}, in a process of its own.
 A kernel that statickernel refuses at a shape (a whole row wider than shared memory holds)
 is listed as such. Exit status 1 when a kernel fails to compile or spills registers.
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import pathlib
@@ -22,8 +23,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+import gpu_compile_blackwell as blackwell
 import statickernel as sk
 from gallery import example_module
+from gpu_compile_rows import Row, tile
 from gpu_matmul import hopper_matmul_config
 from statickernel.cli.compile import write_dump
 
@@ -34,51 +37,23 @@ os.environ.setdefault("STATICKERNEL_AUTOTUNE", "0")
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """One kernel of the gallery at one set of operand shapes and dtypes."""
-
-    module: str
-    kernel: str
-    operands: tuple[tuple[tuple[int, ...], str], ...]
-    consts: tuple[tuple[str, Any], ...] = ()
-    """Constants other than the defaults, e.g. (("bf16_out", True),)."""
-
-    @property
-    def label(self) -> str:
-        consts = ", ".join(f"{k}={v!r}" for k, v in self.consts)
-        return f"{self.kernel} ({consts})" if consts else self.kernel
-
-    @property
-    def structs(self) -> tuple[jax.ShapeDtypeStruct, ...]:
-        return tuple(jax.ShapeDtypeStruct(s, jnp.dtype(d)) for s, d in self.operands)
-
-    @property
-    def shape(self) -> list[str]:
-        return [f"{d}[{','.join(map(str, s))}]" for s, d in self.operands]
-
-
-def _tile(m: int, n: int, dtype: str, count: int = 1) -> tuple[tuple[tuple[int, ...], str], ...]:
-    return tuple(((m, n), dtype) for _ in range(count))
-
-
 _ATTENTION_BACKWARD = (((1, 16, 4096, 128), "bfloat16"),) * 4 + (((1, 16, 4096), "float32"),) * 2
 _GROUPED = (((16384, 4096), "bfloat16"), ((8, 4096, 4096), "bfloat16"), ((8,), "int32"))
 
 ROWS: tuple[Row, ...] = (
     # Tiled both ways: the GPU check's speed shape, and one row and column fewer.
-    Row("add", "add", _tile(8192, 4096, "float32", 2)),
-    Row("add", "add", _tile(8191, 4095, "float32", 2)),
-    Row("add", "add", _tile(8192, 8192, "float32", 2)),
+    Row("add", "add", tile(8192, 4096, "float32", 2)),
+    Row("add", "add", tile(8191, 4095, "float32", 2)),
+    Row("add", "add", tile(8192, 8192, "float32", 2)),
     Row("scale_bias", "scale_bias", (((8192, 4096), "float32"), ((4096,), "float32"))),
     Row("scale_bias", "scale_bias", (((8191, 4095), "float32"), ((4095,), "float32"))),
     # Whole rows: the GPU check's shape, and the widths models use.
-    Row("softmax", "softmax", _tile(65536, 256, "float32")),
-    Row("softmax", "softmax", _tile(16384, 1024, "float32")),
-    Row("softmax", "softmax", _tile(16384, 4096, "float32")),
-    Row("softmax", "softmax", _tile(16384, 8192, "float32")),
-    Row("softmax", "softmax", _tile(16383, 4095, "float32")),
-    Row("softmax", "softmax", _tile(4096, 16384, "float32")),
+    Row("softmax", "softmax", tile(65536, 256, "float32")),
+    Row("softmax", "softmax", tile(16384, 1024, "float32")),
+    Row("softmax", "softmax", tile(16384, 4096, "float32")),
+    Row("softmax", "softmax", tile(16384, 8192, "float32")),
+    Row("softmax", "softmax", tile(16383, 4095, "float32")),
+    Row("softmax", "softmax", tile(4096, 16384, "float32")),
     Row("rmsnorm", "rmsnorm", (((65536, 256), "float32"), ((256,), "float32"))),
     Row("rmsnorm", "rmsnorm", (((16384, 4096), "bfloat16"), ((4096,), "bfloat16"))),
     Row("rmsnorm", "rmsnorm", (((16384, 8192), "bfloat16"), ((8192,), "bfloat16"))),
@@ -100,11 +75,11 @@ ROWS: tuple[Row, ...] = (
         "layernorm",
         (((16384, 4095), "float32"), ((4095,), "float32"), ((4095,), "float32")),
     ),
-    Row("softmax", "softmax", _tile(4096, 50257, "bfloat16")),
+    Row("softmax", "softmax", tile(4096, 50257, "bfloat16")),
     # The widest rows: past 16384 columns, passes over chunks of 8192 (a vocabulary's 32000
     # masked past its edge).
-    Row("softmax", "softmax", _tile(4096, 32768, "bfloat16")),
-    Row("softmax", "softmax", _tile(4096, 32000, "bfloat16")),
+    Row("softmax", "softmax", tile(4096, 32768, "bfloat16")),
+    Row("softmax", "softmax", tile(4096, 32000, "bfloat16")),
     Row("rmsnorm", "rmsnorm", (((4096, 32768), "bfloat16"), ((32768,), "bfloat16"))),
     Row(
         "layernorm",
@@ -112,7 +87,7 @@ ROWS: tuple[Row, ...] = (
         (((4096, 32768), "bfloat16"), ((32768,), "bfloat16"), ((32768,), "bfloat16")),
     ),
     # Backward kernels at the widths models use: per-row dx, and sums across blocks of rows.
-    Row("softmax", "softmax_backward", _tile(16384, 4096, "float32", 2)),
+    Row("softmax", "softmax_backward", tile(16384, 4096, "float32", 2)),
     Row(
         "rmsnorm",
         "rmsnorm_backward",
@@ -149,25 +124,25 @@ ROWS: tuple[Row, ...] = (
         "cross_entropy_backward",
         (((16384, 32000), "bfloat16"), ((16384,), "int32"), ((), "float32")),
     ),
-    Row("row_sum", "row_sum", _tile(65536, 256, "float32")),
-    Row("row_sum", "row_sum", _tile(16384, 1024, "float32")),
-    Row("row_sum", "row_sum", _tile(4096, 16384, "float32")),
+    Row("row_sum", "row_sum", tile(65536, 256, "float32")),
+    Row("row_sum", "row_sum", tile(16384, 1024, "float32")),
+    Row("row_sum", "row_sum", tile(4096, 16384, "float32")),
     # Loops: rows streamed block by block where they do not fit in shared memory, walked
     # there where they do; and the matmuls at the GPU check's sizes.
-    Row("softmax_online", "softmax_online", _tile(4096, 100_000, "float32")),
+    Row("softmax_online", "softmax_online", tile(4096, 100_000, "float32")),
     Row(
         "layernorm_wide",
         "layernorm_wide",
         (((4096, 16384), "float32"), ((16384,), "float32"), ((16384,), "float32")),
     ),
-    Row("softmax_online", "softmax_online", _tile(16384, 8192, "float32")),
+    Row("softmax_online", "softmax_online", tile(16384, 8192, "float32")),
     Row(
         "layernorm_wide",
         "layernorm_wide",
         (((16384, 8192), "float32"), ((8192,), "float32"), ((8192,), "float32")),
     ),
-    Row("matmul", "matmul", _tile(4096, 4096, "bfloat16", 2)),
-    Row("matmul", "matmul", _tile(4095, 4095, "bfloat16", 2)),
+    Row("matmul", "matmul", tile(4096, 4096, "bfloat16", 2)),
+    Row("matmul", "matmul", tile(4095, 4095, "bfloat16", 2)),
     Row(
         "matmul_bias_gelu",
         "matmul_bias_gelu",
@@ -175,16 +150,16 @@ ROWS: tuple[Row, ...] = (
     ),
     Row("batched_matmul", "batched_matmul", (((8, 1024, 1024), "bfloat16"),) * 2),
     Row("matmul", "matmul", (((4088, 4096), "bfloat16"), ((4096, 4096), "bfloat16"))),
-    Row("matmul", "matmul", _tile(8192, 8192, "bfloat16", 2)),
+    Row("matmul", "matmul", tile(8192, 8192, "bfloat16", 2)),
     # A bfloat16 result, as jax's hopper_matmul_mgpu writes (its row is the table's last).
-    Row("matmul", "matmul", _tile(4096, 4096, "bfloat16", 2), (("bf16_out", True),)),
+    Row("matmul", "matmul", tile(4096, 4096, "bfloat16", 2), (("bf16_out", True),)),
     # 1-byte products: b comes (N, K).
     Row(
         "matmul_fp8",
         "matmul_fp8",
-        _tile(4096, 4096, "float8_e4m3fn", 2) + (((), "float32"),) * 2,
+        tile(4096, 4096, "float8_e4m3fn", 2) + (((), "float32"),) * 2,
     ),
-    Row("matmul_int8", "matmul_int8", _tile(4096, 4096, "int8", 2)),
+    Row("matmul_int8", "matmul_int8", tile(4096, 4096, "int8", 2)),
     # Decode steps: 1, 16 and 64 rows against 4096x4096 weights, the blocks narrowed by the
     # plan to 64 x 32, one a CTA; and with the declared blocks passed, the loop over K split
     # across CTAs.
@@ -424,7 +399,7 @@ JAX_RAGGED_DOT = "ragged_dot_mgpu"
 JAX_ATTENTION = "attention_mgpu"
 JAX_MIXED_MATMUL = "hopper_mixed_type_matmul_mgpu"
 JAX_MATMUL_ROWS: tuple[Row, ...] = (
-    Row("jax", JAX_MATMUL, _tile(4096, 4096, "bfloat16", 2)),
+    Row("jax", JAX_MATMUL, tile(4096, 4096, "bfloat16", 2)),
     # jax's mixed-type matmul: an int8 `a` converted in registers times a bfloat16 `b`, the
     # anchor for the quantized-weight products (linear_int4 stages its converted b instead).
     Row("jax", JAX_MIXED_MATMUL, (((4096, 4096), "int8"), ((4096, 4096), "bfloat16"))),
@@ -515,7 +490,9 @@ def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any
     base = {"kernel": row.label, "shape": row.shape, "target": target}
     start = time.perf_counter()
     try:
-        if row.module == "jax":
+        if row.module == "jax" and row.kernel == blackwell.JAX_BLACKWELL_MATMUL:
+            report = blackwell.jax_blackwell_matmul_report(row, target)
+        elif row.module == "jax":
             report = _JAX_REPORTS[row.kernel](row, target)
         else:
             kernel: sk.Kernel[..., Any] = getattr(example_module(row.module), row.kernel)
@@ -531,6 +508,8 @@ def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any
         write_dump(report, str(folder))
     facts = report.to_json()
     facts.pop("target", None)
+    if target == "sm_100a":
+        facts["tmem_columns"] = blackwell.tmem_columns(report.ptx)
     status = "spills" if report.spill_store_bytes or report.spill_load_bytes else "ok"
     timing = {"status": status, "compile_s": round(time.perf_counter() - start, 2)}
     return base | facts | {"kernel": row.label} | timing
@@ -564,16 +543,21 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--target", default="sm_90a")
-    parser.add_argument("--out", default=str(RESULTS / "gpu-compile.json"))
-    parser.add_argument("--markdown", default=str(RESULTS / "gpu-compile.md"))
+    parser.add_argument("--target", default="sm_90a", choices=("sm_90a", "sm_100a"))
+    parser.add_argument("--out", default=None, help="gpu-compile[-TARGET].json in results/")
+    parser.add_argument("--markdown", default=None, help="gpu-compile[-TARGET].md in results/")
     parser.add_argument("--only", action="append", default=[], help="kernels to compile")
     parser.add_argument(
         "--dump", default=None, help="also write each row's PTX, SASS and ptxas log under DUMP"
     )
     args = parser.parse_args(argv)
+    # sm_100a: the products generated for Blackwell, in files of their own.
+    hopper = args.target == "sm_90a"
+    stem = "gpu-compile" if hopper else f"gpu-compile-{args.target}"
+    args.out = args.out or str(RESULTS / f"{stem}.json")
+    args.markdown = args.markdown or str(RESULTS / f"{stem}.md")
     rows = []
-    for row in ROWS + JAX_MATMUL_ROWS:
+    for row in ROWS + JAX_MATMUL_ROWS if hopper else blackwell.BLACKWELL_ROWS:
         if args.only and row.kernel not in args.only:
             continue
         result = compile_row(row, args.target, args.dump)
@@ -586,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"{result['status']:>13}  {row.label} {', '.join(row.shape)}: {detail}", flush=True)
     pathlib.Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
-    pathlib.Path(args.markdown).write_text(markdown(rows))
+    pathlib.Path(args.markdown).write_text(markdown(rows) if hopper else blackwell.markdown(rows))
     failed = [r for r in rows if r["status"] in ("compile error", "spills")]
     print(f"wrote {args.out} and {args.markdown}: {len(rows)} rows, {len(failed)} failed")
     return 1 if failed else 0

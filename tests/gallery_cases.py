@@ -426,7 +426,13 @@ SCHEDULES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]]]] = {
     ),
     # A large product: clusters of two CTAs along M, b's block multicast to both.
     "matmul-cluster": ("matmul", [((4096, 256), "bfloat16"), ((256, 4096), "bfloat16")]),
+    # Blackwell: tcgen05 into tensor memory, the accumulator loaded after the loop; ragged.
+    "matmul-sm_100a": ("matmul", [((300, 200), "bfloat16"), ((200, 260), "bfloat16")]),
+    # Blackwell: a step's products through tensor memory, p staged in shared memory, BQ 128.
+    "attention-sm_100a": ("attention", [((1, 2, 200, 64), "bfloat16")] * 3),
 }
+# The golden cases generated for another target than the default's (sm_90a).
+TARGETED = {"matmul-sm_100a": "sm_100a", "attention-sm_100a": "sm_100a"}
 
 
 def structs(name: str) -> list[jax.ShapeDtypeStruct]:
@@ -436,4 +442,5 @@ def structs(name: str) -> list[jax.ShapeDtypeStruct]:
 
 def kernel_of(name: str) -> sk.Kernel[..., Any]:
     """The gallery kernel of a golden case: a gallery name, or a schedule's."""
-    return KERNELS[SCHEDULES[name][0] if name in SCHEDULES else name]
+    kernel = KERNELS[SCHEDULES[name][0] if name in SCHEDULES else name]
+    return kernel.with_target(TARGETED[name]) if name in TARGETED else kernel

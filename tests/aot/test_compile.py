@@ -229,10 +229,11 @@ def test_an_unknown_target_names_the_known_ones() -> None:
     assert info.value.where and "test_compile.py" in info.value.where
 
 
-def test_wgmma_kernels_need_hopper() -> None:
-    with pytest.raises(sk.CompileError, match="only Hopper has") as info:
-        KERNELS["matmul"].compile(*structs("matmul"), target="sm_100a")
-    assert info.value.fix == "compile it with target='sm_90a'"
+def test_code_generated_for_one_target_is_not_compiled_for_another() -> None:
+    blackwell = KERNELS["matmul"].with_target("sm_100a")
+    with pytest.raises(sk.CompileError, match="bound to generate code for sm_100a") as info:
+        blackwell.compile(*structs("matmul"), target="sm_90a")
+    assert info.value.expected == "target='sm_100a', the kernel's"
 
 
 @no_toolchain

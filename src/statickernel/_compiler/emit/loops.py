@@ -401,7 +401,14 @@ def _accumulator_scope(loop: _Loop, lines: list[Stmt], pipeline: Expr, finals: T
     allocated = loop.products.scope(name, loop.accumulators, shape, kinds)
     return [
         FunctionDef(name, allocated.params, tuple(scope)),
-        Assign((finals,), call("pl.run_scoped", Name(name), *allocated.allocations)),
+        Assign(
+            (finals,),
+            Call(
+                Name("pl.run_scoped"),
+                (Name(name), *allocated.allocations),
+                one_per_line=allocated.one_per_line,
+            ),
+        ),
     ]
 
 

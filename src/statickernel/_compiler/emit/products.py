@@ -20,6 +20,7 @@ from ..ir.names import accumulator_ref, loop_part, smem_ref
 from ..ir.nodes import (
     Assign,
     BinOp,
+    Comment,
     Const,
     DType,
     EllipsisIndex,
@@ -45,6 +46,7 @@ class AccumulatorScope:
 
     params: tuple[str, ...]
     allocations: tuple[Expr, ...]
+    one_per_line: bool = False  # the allocations written one a line
 
 
 class AccumulatorProducts(Protocol):
@@ -147,7 +149,7 @@ class Tcgen05Products:
             orders_tensor_core=Const(True),
         )
         params = (*(accumulator_ref(c.var) for c in accumulators), _mma_done(loop))
-        return AccumulatorScope(params, (*allocations, barrier))
+        return AccumulatorScope(params, (*allocations, barrier), one_per_line=True)
 
     def step(self, loop: str, dots: tuple[DotUpdate, ...], overlap: bool) -> list[Stmt]:
         assert not overlap, "tcgen05 steps wait for their own products"
@@ -168,8 +170,9 @@ class Tcgen05Products:
             if i == len(dots) - 1:  # its barrier arrives once this MMA and those before it finish
                 args.append(barrier)
             step.append(ExprStmt(call("plgpu.tcgen05_mma", *args, accumulate=accumulate)))
-        done = "the step's MMAs are done: the pipeline may refill its slots"
-        step.append(ExprStmt(call("plgpu.barrier_wait", barrier), comment=done))
+        # The pipeline refills this step's slots as soon as the step returns.
+        step.append(Comment("the step's MMAs are done before the pipeline refills its slots"))
+        step.append(ExprStmt(call("plgpu.barrier_wait", barrier)))
         return step
 
     def after_loop(self, overlap: bool) -> list[Stmt]:
@@ -187,9 +190,7 @@ class Tcgen05Products:
             values[c.var] = value
         if lines:
             # Tensor memory is freed when the scope ends: the loads must have read it.
-            lines.append(
-                ExprStmt(call("plgpu.wait_load_tmem"), comment="before the scope frees it")
-            )
+            lines.append(ExprStmt(call("plgpu.wait_load_tmem"), comment="before the scope ends"))
         return lines, values
 
 

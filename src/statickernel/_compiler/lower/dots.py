@@ -182,7 +182,7 @@ def _tcgen05_product(
         ExprStmt(call("plgpu.tcgen05_mma", acc, a_ref, b_ref, barrier, accumulate=accumulate)),
         ExprStmt(call("plgpu.barrier_wait", barrier)),
         Assign((value,), call("plgpu.async_load_tmem", acc)),
-        ExprStmt(call("plgpu.wait_load_tmem"), comment="before the scope frees it"),
+        ExprStmt(call("plgpu.wait_load_tmem"), comment="before the scope ends"),
         Return(value),
     )
     product = FunctionDef(value_part(out, "product"), (acc.text, done.text), body)
