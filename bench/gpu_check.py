@@ -402,7 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not cuda_devices():
         print(
             "gpu_check: no CUDA device is visible to JAX, so there is nothing to measure.\n"
-            "  It needs an NVIDIA Hopper GPU (H100/H200) and the jax CUDA plugin.\n"
+            "  It needs an NVIDIA Hopper (H100/H200) or Blackwell (B200) GPU and the jax CUDA "
+            "plugin.\n"
             "  To check the script itself on this machine: python bench/gpu_check.py --dry-run",
             file=sys.stderr,
         )

@@ -9,6 +9,10 @@
 - fp8 (`examples/matmul_fp8.py`, e4m3fn, unit scales) against `jnp.dot` of the same fp8
   arrays with a float32 result.
 
+On a Blackwell GPU (B200) the same kernels plan for `sm_100a` (tcgen05 into tensor memory) and
+the bfloat16-out baseline is jax's `blackwell_matmul_mgpu` (128 x 128 x 128 tiles, 2 stages,
+one CTA an MMA), the configuration closest to statickernel's single-CTA form.
+
 Each case is checked against its `jnp.dot` before it is timed. A ragged row's cost is its time
 per flop over that of the aligned row it names.
 """
@@ -26,6 +30,7 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from gallery import example_module
 from gpu_settings import Budget, MatmulShape, Settings
 from report import Table, describe_error
+from statickernel._targets import live_target
 from timing import ratio, time_side_by_side
 
 __all__ = ["hopper_matmul_config", "measure_matmul", "shape_label"]
@@ -45,6 +50,24 @@ def hopper_matmul_config() -> Any:
     return hmm.TuningConfig(
         tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=4, grid_tile_width=8
     )
+
+
+def _blackwell_matmul() -> Any:
+    """jax's blackwell_matmul_mgpu at 128 x 128 x 128 tiles, 2 stages, not collective."""
+    from jax.experimental.pallas.ops.gpu import blackwell_matmul_mgpu as bmm
+
+    config = bmm.TuningConfig(
+        tile_m=128, tile_n=128, tile_k=128, max_concurrent_steps=2, collective=False
+    )
+    return jax.jit(lambda a, b: bmm.matmul_kernel(a, b, config))
+
+
+def _mgpu_baseline(settings: Settings) -> tuple[str, Any]:
+    """jax's own matmul for the attached GPU: Blackwell's on a B200, else Hopper's."""
+    target = live_target()
+    if target is not None and not target.has_wgmma and not settings.interpret:
+        return "blackwell_matmul_mgpu", _blackwell_matmul()
+    return "hopper_matmul_mgpu", _hopper_matmul(settings)
 
 
 def _hopper_matmul(settings: Settings) -> Any:
@@ -98,8 +121,9 @@ def measure_matmul_case(shape: MatmulShape, settings: Settings) -> dict[str, Any
                 )
             if bf16_out:
                 try:
-                    hopper = _hopper_matmul(settings)
-                    sides["hopper_matmul_mgpu"] = functools.partial(hopper, a, b)
+                    name, baseline = _mgpu_baseline(settings)
+                    sides["mgpu"] = functools.partial(baseline, a, b)
+                    row["mgpu_baseline"] = name
                 except ImportError as exc:  # absl-py missing
                     row["hopper_matmul_mgpu_skipped"] = f"cannot import it: {exc}"
         got = {k: jax.block_until_ready(f()).astype(f32) for k, f in sides.items()}
@@ -123,9 +147,9 @@ def measure_matmul_case(shape: MatmulShape, settings: Settings) -> dict[str, Any
         if "no cluster" in timings:  # the clusters' gain: > 1 where they pay
             row["no_cluster_us"] = timings["no cluster"].median_us
             row["cluster_gain"] = ratio(timings["no cluster"], timings["statickernel"])
-        if "hopper_matmul_mgpu" in timings:
-            row["mgpu_us"] = timings["hopper_matmul_mgpu"].median_us
-            row["mgpu_over_sk"] = ratio(timings["hopper_matmul_mgpu"], timings["statickernel"])
+        if "mgpu" in timings:
+            row["mgpu_us"] = timings["mgpu"].median_us
+            row["mgpu_over_sk"] = ratio(timings["mgpu"], timings["statickernel"])
         row["timing"] = {k: t.to_json() for k, t in timings.items()}
     except Exception as exc:  # a failure is a finding: record it and go on
         row["error"] = describe_error(exc)

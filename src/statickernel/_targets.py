@@ -6,6 +6,7 @@ registers ptxas gives) count occupancy here, one way.
 
 import dataclasses
 import enum
+import functools
 import re
 from collections.abc import Mapping
 
@@ -124,6 +125,7 @@ def resolve_target(name: object, kernel: str, where: str | None) -> GpuTarget:
     return find_target(name, kernel, where)
 
 
+@functools.cache
 def live_target() -> GpuTarget | None:
     """The target of this process' first CUDA device, by its compute capability's major
     version (9: Hopper, 10: Blackwell); None without a CUDA device or for another GPU."""

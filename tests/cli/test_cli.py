@@ -283,6 +283,23 @@ def test_emit_writes_a_file(tmp_path: pathlib.Path) -> None:
     assert "INTERPRET = False" in out.read_text()
 
 
+def test_plan_and_emit_for_a_named_target() -> None:
+    args = [
+        "examples/matmul.py:matmul",
+        "--arg",
+        "a=bfloat16[300,200]",
+        "--arg",
+        "b=bfloat16[200,260]",
+    ]
+    emitted = run("emit", *args, "--backend", "mosaic_gpu", "--target", "sm_100a")
+    assert emitted.returncode == 0, emitted.stderr
+    assert "plgpu.tcgen05_mma(" in emitted.stdout and "plgpu.wgmma" not in emitted.stdout
+    planned = run("plan", *args, "--target", "sm_100a")
+    assert planned.returncode == 0, planned.stderr
+    assert "form: products by tcgen05 on sm_100a" in planned.stdout
+    assert "WGMMA sk.dot(a, b)" in run("plan", *args).stdout  # sm_90a by default
+
+
 def test_emit_to_an_unwritable_place_is_a_usage_error(tmp_path: pathlib.Path) -> None:
     target = str(tmp_path / "missing" / "dir" / "k.py")
     args = ["emit", "examples/softmax.py:softmax", "--arg", "x=float32[8,8]", "-o", target]

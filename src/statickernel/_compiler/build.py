@@ -37,7 +37,7 @@ from .._errors import (
     StaticKernelError,
     TensorCoreTargetError,
 )
-from .._targets import DEFAULT_TARGET, TARGETS, GpuTarget
+from .._targets import DEFAULT_TARGET, TARGETS, GpuTarget, TensorCores
 from .declare.binding import Binding
 from .declare.spec import KernelSpec
 from .emit.module import generate_source
@@ -324,7 +324,9 @@ def _trace(unit: CompileUnit) -> _Traced:
         return _Traced(spec, trace, crosses, dtypes)
     # The partials' layout is the vector the body keeps: the translation learns it.
     first = unit.declared or call_layout(spec, sizes, consts, dtypes)
-    geometry = block_geometry(spec, trace, first, unit.interpreted, unit.target.tensor_cores)
+    geometry = block_geometry(
+        spec, trace, first, unit.interpreted, _block_tensor_cores(unit, trace)
+    )
     learned = _translate(spec, trace, first, geometry, open_results=crosses)
     spec, crosses = partial_specs(spec, crosses, dict(enumerate(learned.result_kinds)))
     dtypes.update({c.name: c.partial_dtype for c in crosses})
@@ -341,9 +343,8 @@ def _lower(unit: CompileUnit, traced: _Traced) -> _Lowered:
         options = {name: (dtype,) for name, dtype in traced.dtypes.items()}
         check_blocks(spec, layout, options, unit.ctx)
         layout.check_invariants()
-    geometry = block_geometry(
-        spec, traced.trace, layout, unit.interpreted, unit.target.tensor_cores
-    )
+    tensor_cores = _block_tensor_cores(unit, traced.trace)
+    geometry = block_geometry(spec, traced.trace, layout, unit.interpreted, tensor_cores)
     learned = traced.partials_learned
     if learned is not None and learned.geometry == geometry:
         # The partials now have the kinds the body computes them in: the same translation.
@@ -352,6 +353,12 @@ def _lower(unit: CompileUnit, traced: _Traced) -> _Lowered:
         translation = _translate(spec, traced.trace, layout, geometry)
     _check_loops(spec, translation, layout, options, unit.ctx)
     return _Lowered(traced, layout, translation)
+
+
+def _block_tensor_cores(unit: CompileUnit, trace: BodyTrace) -> TensorCores:
+    """The tensor cores whose accumulator's layout the body's blocks take: the target's where
+    the body multiplies, else WGMMA's (a register layout every target has)."""
+    return unit.target.tensor_cores if trace.multiplies else TensorCores.WGMMA
 
 
 def _choose_form(unit: CompileUnit, lowered: _Lowered) -> FormChoice:

@@ -1537,6 +1537,7 @@ _RULE_ERRORS = [
     sk.DotDtypeError,
     sk.DotLayoutError,
     sk.LoopOperandError,
+    sk.TensorCoreTargetError,
 ]
 
 

@@ -495,7 +495,7 @@ def test_a_kernel_on_the_gpu_backend_under_linear_transpose_is_not_differentiabl
     assert info.value.kernel == "scaled"
 
 
-@pytest.mark.parametrize("target", [["sm_90a"], None, "sm_80"], ids=["list", "none", "unknown"])
+@pytest.mark.parametrize("target", [["sm_90a"], 90, "sm_80"], ids=["list", "int", "unknown"])
 def test_a_compile_target_that_is_not_a_targets_name_is_refused(target: Any) -> None:
     """Before: TypeError "unhashable type: 'list'" from the compile cache's key for
     `target=["sm_90a"]`; an unknown name was refused already."""

@@ -41,3 +41,25 @@ def test_a_live_gpus_sms_size_the_persistent_launches() -> None:
 def test_a_tests_own_count_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(schedule, "SMS", 4)
     assert schedule.sm_count() == 4
+
+
+class _FakeDevice:
+    def __init__(self, capability: str) -> None:
+        self.compute_capability = capability
+
+
+@pytest.mark.parametrize(("capability", "name"), [("9.0", "sm_90a"), ("10.0", "sm_100a")])
+def test_the_live_gpu_names_the_target_calls_plan_for(
+    monkeypatch: pytest.MonkeyPatch, capability: str, name: str
+) -> None:
+    """A B200 plans tcgen05 products by itself; an H100 or H200 WGMMA's."""
+    from statickernel import _targets
+
+    probe = _targets.live_target.__wrapped__  # uncached
+    monkeypatch.setattr(jax, "devices", lambda backend=None: [_FakeDevice("8.0")])
+    assert probe() is None  # an A100: neither target
+    monkeypatch.setattr(jax, "devices", lambda backend=None: [_FakeDevice(capability)])
+    found = probe()
+    assert found is not None and found.name == name
+    monkeypatch.setattr(_targets, "live_target", lambda: found)
+    assert _targets.resolve_target(None, "matmul", None).name == name

@@ -494,7 +494,7 @@ def _mask_statements(plan: LaunchPlan, needed: set[Mask], axis: str, index: Name
     cols = mask_axis(plan.dim(plan.cols) if plan.cols else None)
     outside = axis not in (plan.rows, plan.cols)
     loop = mask_axis(plan.dim(axis)) if outside else None
-    return edge_mask_statements(needed, rows, cols, loop, plan.tensor_cores)
+    return edge_mask_statements(needed, rows, cols, loop, plan.block_tensor_cores)
 
 
 def _names(names: list[str]) -> Tuple:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 import jax
 
 from ..._compat import has_plgpu_store
+from ..._targets import TensorCores
 from ..ir.names import barrier_ref, block_function, block_index, gmem_ref, smem_ref
 from ..ir.nodes import (
     Assign,
@@ -83,7 +84,8 @@ def _target_line(plan: LaunchPlan) -> list[Comment]:
     if plan.gpu_target.has_wgmma:
         return []
     target = plan.gpu_target
-    return [Comment(f"Target:      {target.name} ({target.gpus}): products by tcgen05")]
+    products = ": products by tcgen05" if plan.block_tensor_cores is not TensorCores.WGMMA else ""
+    return [Comment(f"Target:      {target.name} ({target.gpus}){products}")]
 
 
 _IMPORTS: tuple[Stmt, ...] = (
@@ -219,7 +221,7 @@ class _Generator:
             if needed <= positions
             else "Edge masks: positions inside the array, from iota and the true dims."
         )
-        masks = edge_mask_statements(needed, rows, cols, tensor_cores=self.plan.tensor_cores)
+        masks = edge_mask_statements(needed, rows, cols, tensor_cores=self.plan.block_tensor_cores)
         return [Comment(comment), *masks]
 
     def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]:
@@ -561,7 +563,7 @@ class _Generator:
         interpret = Assign((Name("INTERPRET"),), Const(self.plan.backend == "interpret"))
         code = (interpret, self.block_function(), self.launch(), self.wrapper())
         module = Module((tuple(self.header()), _IMPORTS, code))
-        return block_layouts(module, self.plan.tensor_cores)
+        return block_layouts(module, self.plan.block_tensor_cores)
 
 
 # What each register form does its own way: copies, buffers, slicing back, block function.

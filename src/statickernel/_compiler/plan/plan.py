@@ -123,6 +123,13 @@ class LaunchPlan(TextDisplay):
         return self.gpu_target.tensor_cores
 
     @property
+    def block_tensor_cores(self) -> TensorCores:
+        """The tensor cores whose accumulator's register layout the block's values take: the
+        target's where the launch multiplies, else WGMMA's (a layout every target has)."""
+        multiplies = any(loop.dots or loop.products for loop in self.loops)
+        return self.tensor_cores if multiplies else TensorCores.WGMMA
+
+    @property
     def form(self) -> Form:
         """`Form.ROWS` ("rows") when each block's rows are computed one at a time, as vectors;
         `Form.BLOCK` ("block") when the whole block is in registers at once."""

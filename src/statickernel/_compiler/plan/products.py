@@ -65,23 +65,22 @@ def check_products(inputs: PlanInputs, loops: tuple[LoopPlan, ...]) -> None:
                 "sk.loop(..., start=, stop=) folding acc + sk.dot(a, b)",
                 "walk every block (mask the products' operands instead), or compile for sm_90a",
             )
-    cols = spec.cols
+    cols = spec.cols or ""
     for block in inputs.loops:
         for dot in block.dots:
-            _check_dot(inputs, dot.a, dot.b, dot.a, cols or "", accumulator=True)
-        for product in block.products:
-            a = product.a or "a"
-            _check_dot(inputs, a, product.b or "b", product.a, product.along, accumulator=False)
+            _check_dot(inputs, dot.a, dot.b, inputs.dtypes[dot.a], cols, accumulator=True)
+        for p in block.products:
+            a, b = p.a or "a", p.b or "b"
+            _check_dot(inputs, a, b, p.a_dtype, p.along, accumulator=False)
 
 
 def _check_dot(
-    inputs: PlanInputs, a: str, b: str, a_operand: str, along: str, accumulator: bool
+    inputs: PlanInputs, a: str, b: str, dtype: str, along: str, accumulator: bool
 ) -> None:
     spec, layout = inputs.spec, inputs.layout
     rows = layout.dim(spec.rows).extent
     cols = layout.dim(along).extent if along else 0
     what = f"sk.dot({a}, {b})"
-    dtype = inputs.dtypes.get(a_operand, "bfloat16") if a_operand else "bfloat16"
     if dtype not in TCGEN05_DTYPES:
         _refuse(
             inputs,

@@ -120,6 +120,18 @@ class BodyTrace:
         """What the blocks the loop `loop` copies read past the edge, by operand."""
         return {r.operand: r.fill for r in self.loads if r.loop == loop}
 
+    @functools.cached_property
+    def multiplies(self) -> bool:
+        """Whether the body takes `sk.dot` anywhere (its loops' steps included)."""
+
+        def found(eqns: tuple[Eqn, ...]) -> bool:
+            return any(
+                e.prim == "sk_dot" or (e.prim in LOOP_PRIMITIVES and found(e.param("step").eqns))
+                for e in eqns
+            )
+
+        return found(self.eqns)
+
 
 def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
     """The error for the first operand loaded into registers though laid out unlike the blocks."""
