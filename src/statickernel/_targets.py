@@ -17,6 +17,7 @@ __all__ = [
     "Occupancy",
     "OccupancyLimit",
     "TensorCores",
+    "check_runs_here",
     "find_target",
     "live_target",
     "occupancy",
@@ -123,6 +124,27 @@ def resolve_target(name: object, kernel: str, where: str | None) -> GpuTarget:
     if name is None:
         return live_target() or TARGETS[DEFAULT_TARGET]
     return find_target(name, kernel, where)
+
+
+def check_runs_here(target: GpuTarget, kernel: str, where: str | None) -> None:
+    """Raises BackendError where this process' GPU is of another target than the code a call
+    would launch: code generated for one architecture's tensor cores never runs on another's
+    (jax 0.12 aborts the process compiling tcgen05 code for sm_90a)."""
+    from ._errors import BackendError
+
+    live = live_target()
+    if live is None or live.name == target.name:
+        return
+    raise BackendError(
+        f"the call would launch code generated for {target.name} ({target.gpus}) on this "
+        f"process' GPU, a {live.name} ({live.gpus})",
+        kernel=kernel,
+        where=where,
+        expected=f"target={live.name!r}, this GPU's (the default)",
+        actual=repr(target.name),
+        fix=f"call the kernel without target= (or with_target({live.name!r})) here; plan, "
+        f"emit, lower or compile for {target.name} need no such GPU",
+    )
 
 
 @functools.cache

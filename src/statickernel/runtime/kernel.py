@@ -29,7 +29,7 @@ from .._errors import (
     StaticKernelError,
     stamp_phase,
 )
-from .._targets import DEFAULT_TARGET, GpuTarget, resolve_target
+from .._targets import DEFAULT_TARGET, GpuTarget, check_runs_here, resolve_target
 from ..aot.compile import compile_kernel
 from ..aot.report import CompileReport
 from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
@@ -245,8 +245,7 @@ class Kernel[**P, R]:
         self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
     ) -> Specialization:
         """The cached specialization for these arguments (arrays or jax.ShapeDtypeStruct),
-        planned for the GPU `target` ("sm_90a", "sm_100a"; by default the attached GPU's, or
-        sm_90a)."""
+        planned for the GPU `target` ("sm_90a", "sm_100a"; default: the attached GPU's)."""
         try:
             return self._specialization(args, overrides, backend, target)
         except StaticKernelError as exc:
@@ -306,10 +305,9 @@ class Kernel[**P, R]:
             raise _at_entry_point(exc) from None
 
     def compile(self, *args: Any, target: str | None = None, **overrides: Any) -> CompileReport:
-        """Compiles this specialization for the GPU named `target` (by default the kernel's,
-        or sm_90a) through ptxas, on this machine's GPU or, without one, from the GPU's
-        description (deviceless), and reports its registers, spills, shared memory, occupancy
-        and SASS. Needs statickernel[aot]."""
+        """Compiles this specialization for the GPU `target` (by default the kernel's, or
+        sm_90a) through ptxas, on this machine's GPU or, without one, from the GPU's description
+        (deviceless); reports registers, spills, shared memory, occupancy, SASS. Needs [aot]."""
         chosen = target or self.target or DEFAULT_TARGET
         try:
             with unprofiled():  # the profiler's host callback lowers on its device alone
@@ -420,6 +418,8 @@ class Kernel[**P, R]:
         except BackendError as exc:
             raise _for_kernel(exc, spec.name) from None
         binding = bind(spec, args, self.consts, overrides, call=call)
+        if call and chosen == "mosaic_gpu":
+            check_runs_here(gpu, spec.name, where)
         compiled = compile_call(spec, binding, chosen, where, current_profile(), gpu)
         assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"

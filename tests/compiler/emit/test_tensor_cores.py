@@ -236,3 +236,20 @@ def test_code_for_one_target_is_never_compiled_for_another() -> None:
     with pytest.raises(sk.CompileError, match="generated for sm_100a") as info:
         compile_specialization(entry.plan, entry.fn, (a, a), "sm_90a", None)
     assert info.value.expected == "target='sm_100a', the plan's"
+
+
+def test_a_call_never_launches_another_targets_code_on_this_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On an H100, a call planned for sm_100a is refused before anything is lowered; plan,
+    emit and the interpreter take it."""
+    from statickernel import _targets
+
+    monkeypatch.setattr(_targets, "live_target", lambda: _targets.TARGETS["sm_90a"])
+    a = jnp.ones((128, 64), jnp.bfloat16)
+    b = jnp.ones((64, 128), jnp.bfloat16)
+    with pytest.raises(sk.BackendError, match="generated for sm_100a") as info:
+        matmul.with_target(BLACKWELL).with_backend("mosaic_gpu")(a, b)
+    assert info.value.expected == "target='sm_90a', this GPU's (the default)"
+    assert "tcgen05" in str(matmul.emit(a, b, backend="mosaic_gpu", target=BLACKWELL))
+    _close(_on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
