@@ -34,6 +34,7 @@ from ..ir.nodes import (
     call,
     renamed,
 )
+from ..ir.pallas import tensor_core_barrier
 from ..lower.translation import Carry, DotUpdate
 
 __all__ = ["AccumulatorProducts", "accumulator_products", "block_layouts"]
@@ -142,14 +143,8 @@ class Tcgen05Products:
             call("plgpu.TMEM", Const(shape), DType(dtypes.get(c.var, "float32")))
             for c in accumulators
         ]
-        barrier = call(
-            "plgpu.Barrier",
-            num_arrivals=Const(1),
-            num_barriers=Const(1),
-            orders_tensor_core=Const(True),
-        )
         params = (*(accumulator_ref(c.var) for c in accumulators), _mma_done(loop))
-        return AccumulatorScope(params, (*allocations, barrier), one_per_line=True)
+        return AccumulatorScope(params, (*allocations, tensor_core_barrier()), one_per_line=True)
 
     def step(self, loop: str, dots: tuple[DotUpdate, ...], overlap: bool) -> list[Stmt]:
         assert not overlap, "tcgen05 steps wait for their own products"

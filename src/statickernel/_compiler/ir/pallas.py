@@ -48,6 +48,7 @@ __all__ = [
     "ref_at",
     "select",
     "store",
+    "tensor_core_barrier",
 ]
 
 _WGMMA = Name("plgpu.Layout.WGMMA")
@@ -154,6 +155,17 @@ def layout(kind: str, rows: Frame | None = None) -> Expr:
             return call("plgpu.Layout.WGMMA.reduce", Const(0))
         case Kind.SCALAR | Kind.PARAMS:
             raise AssertionError("a scalar (or a vector of parameters) has no register layout")
+
+
+def tensor_core_barrier() -> Expr:
+    """The barrier a tcgen05 MMA commits to when it completes: one, ordering the tensor
+    cores (Mosaic GPU refuses an MMA barrier without `orders_tensor_core`)."""
+    return call(
+        "plgpu.Barrier",
+        num_arrivals=Const(1),
+        num_barriers=Const(1),
+        orders_tensor_core=Const(True),
+    )
 
 
 def is_8bit(dtype: str) -> bool:

@@ -41,7 +41,7 @@ from ..ir.nodes import (
     Tuple,
     call,
 )
-from ..ir.pallas import select
+from ..ir.pallas import select, tensor_core_barrier
 from ..trace.body import Atom, Eqn
 from .context import Rule, Support, Translator, Where
 from .rules import refuse_columns_meeting_loop
@@ -191,12 +191,7 @@ def _tcgen05_product(
         (
             Name(product.name),
             call("plgpu.TMEM", Const(shape), DType("float32")),
-            call(
-                "plgpu.Barrier",
-                num_arrivals=Const(1),
-                num_barriers=Const(1),
-                orders_tensor_core=Const(True),
-            ),
+            tensor_core_barrier(),
         ),
         one_per_line=True,
     )
