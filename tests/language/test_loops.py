@@ -32,6 +32,7 @@ from markers import line_finder
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
 from softmax_online import softmax_online
+from statickernel._compiler.plan.warpspec import WarpSpecialized
 
 F32 = jnp.dtype(jnp.float32)
 BF16 = jnp.dtype(jnp.bfloat16)
@@ -540,7 +541,8 @@ def test_ragged_dot_operands_are_padded_on_the_host(shape: tuple[int, int, int])
     a, b = plan.operand("a"), plan.operand("b")
     assert a.shape == (m, k) and b.shape == (k, n)
     # A warp-specialized matmul's paired operand holds at least the two blocks it shares.
-    paired = plan.warp_specialized.paired if plan.warp_specialized else None
+    ws = plan.warp_specialized
+    paired = ws.paired if isinstance(ws, WarpSpecialized) else None
     a_floor, b_floor = (256 if paired == "M" else 0, 0), (0, 256 if paired == "N" else 0)
     assert_tma_can_tile((m, k), (a.gmem_shape[0], a.gmem_shape[1]), a_floor)
     assert_tma_can_tile((k, n), (b.gmem_shape[0], b.gmem_shape[1]), b_floor)

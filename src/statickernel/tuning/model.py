@@ -23,6 +23,7 @@ import math
 from .. import _hardware as hw
 from .._compiler.plan.plan import LaunchPlan
 from .._compiler.plan.schedule import Schedule
+from .._compiler.plan.warpspec import WarpSpecialized
 from .._hardware import HBM_BYTES_PER_S
 from .._targets import TARGETS
 
@@ -50,7 +51,7 @@ def copied_bytes(plan: LaunchPlan) -> int:
     tiled = {d.name: d for d in plan.dims if d.tiled_by is not None and not d.batched}
     blocks = {name: math.ceil(d.size / d.block) for name, d in tiled.items()}
     ws = plan.warp_specialized
-    if ws is not None and ws.paired in blocks:
+    if isinstance(ws, WarpSpecialized) and ws.paired in blocks:
         blocks[ws.paired] = math.ceil(blocks[ws.paired] / ws.consumers)
     total = 0
     for op in plan.operands:

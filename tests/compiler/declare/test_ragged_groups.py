@@ -19,6 +19,7 @@ from jaxtyping import Array, BFloat16, Float32, Int8, Int16, Int32, UInt8
 import statickernel as sk
 from grouped_matmul import grouped_matmul
 from markers import line_finder
+from statickernel._compiler.plan.warpspec import WarpSpecialized
 
 _FILE = pathlib.Path(__file__)
 
@@ -364,4 +365,5 @@ def test_the_gallery_body_is_taken_with_an_epilogue_of_vectors() -> None:
         S((3,), jnp.int32),
         S((260,), jnp.float32),
     )
-    assert plan.warp_specialized is not None and plan.warp_specialized.ragged is not None
+    assert isinstance(plan.warp_specialized, WarpSpecialized)
+    assert plan.warp_specialized.ragged is not None

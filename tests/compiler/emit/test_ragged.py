@@ -35,6 +35,7 @@ from jaxtyping import Array, BFloat16, Float, Float16, Float32, Int8, Int16, Int
 import statickernel as sk
 from grouped_matmul import grouped_matmul
 from statickernel._compiler.plan import schedule as _schedule
+from statickernel._compiler.plan.warpspec import WarpSpecialized
 from tolerances import Tolerance, assert_close, tolerance_for
 
 # --- the reference --------------------------------------------------------------------------
@@ -308,7 +309,8 @@ def test_block_constants(consts: dict[str, Any]) -> None:
     sizes = [50, 0, 150, 63, 1]
     x, w = operands(300, 256, 520, len(sizes), seed=11)
     plan = grouped_matmul.plan(x, w, i32(sizes), **consts)
-    assert plan.warp_specialized is not None and plan.warp_specialized.ragged is not None
+    assert isinstance(plan.warp_specialized, WarpSpecialized)
+    assert plan.warp_specialized.ragged is not None
     assert_grouped(grouped_matmul(x, w, i32(sizes), **consts), x, w, sizes)
 
 
@@ -542,7 +544,7 @@ def test_the_plan_says_how_the_groups_are_walked() -> None:
 def test_the_plan_at_a_model_shape() -> None:
     plan = grouped_matmul.plan(*structs(16384, 4096, 4096, 8))
     ws = plan.warp_specialized
-    assert ws is not None and ws.ragged is not None
+    assert isinstance(ws, WarpSpecialized) and ws.ragged is not None
     assert ws.ragged.items == 16384 // 128 + 8 and ws.tile_grid == (136, 16)
     assert (ws.ragged.split, ws.ragged.group, ws.ragged.sizes) == ("M", "G", "group_sizes")
     text = str(plan)

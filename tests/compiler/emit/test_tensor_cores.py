@@ -52,22 +52,28 @@ def test_the_plan_and_module_name_the_targets_products() -> None:
     assert "WGMMA sk.dot(a, b)" in str(hopper) and "tcgen05" not in str(hopper)
     text = str(blackwell)
     assert "tcgen05 sk.dot(a, b)" in text
-    assert "form: products by tcgen05 on sm_100a: 1 accumulator(s) in tensor memory" in text
-    assert blackwell.schedule is not None and blackwell.schedule.kind.value == "pipelined loops"
-    source = str(matmul.emit(a, b, backend="mosaic_gpu", target=BLACKWELL))
+    # A matmul takes the MMA warp's form (`test_mma_warp.py`); a loop of another shape keeps
+    # the pipelined one, with its products' form line.
+    assert blackwell.schedule is not None and blackwell.schedule.kind.value.startswith(
+        "warp-specialized (TMA warp, MMA warp"
+    )
+    x, w1, w2 = (
+        jax.ShapeDtypeStruct(shape, jnp.bfloat16) for shape in ((130, 64), (64, 200), (200, 48))
+    )
+    pipelined = mlp.plan(x, w1, w2, backend="mosaic_gpu", target=BLACKWELL)
+    assert "form: products by tcgen05 on sm_100a: 2 product(s) of a step" in str(pipelined)
+    assert pipelined.schedule is not None and pipelined.schedule.kind.value == "pipelined loops"
+    source = str(mlp.emit(x, w1, w2, backend="mosaic_gpu", target=BLACKWELL))
     for expected in (
         "plgpu.tcgen05_mma(",
-        "accumulate=loop0_indices[0] > 0",
-        "plgpu.TMEM((128, 128), jnp.float32)",
         "orders_tensor_core=True",
-        "plgpu.barrier_wait(loop0_mma_done.at[0])",
-        "plgpu.async_load_tmem(v1_acc)",
+        "plgpu.barrier_wait(v2_mma_done.at[0])",
         "plgpu.wait_load_tmem()",
         "# Target:      sm_100a",
     ):
         assert expected in source, expected
     assert "wgmma" not in source and "plgpu.ACC" not in source
-    assert "tcgen05" not in str(matmul.emit(a, b, backend="mosaic_gpu", target="sm_90a"))
+    assert "tcgen05" not in str(mlp.emit(x, w1, w2, backend="mosaic_gpu", target="sm_90a"))
 
 
 def test_each_target_is_a_specialization_of_its_own() -> None:

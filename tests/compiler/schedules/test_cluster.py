@@ -18,6 +18,7 @@ from matmul_bias_gelu import matmul_bias_gelu, matmul_bias_gelu_reference
 from matmul_fp8 import matmul_fp8, matmul_fp8_reference
 from statickernel._compiler.plan import schedule
 from statickernel._compiler.plan.cluster import CLUSTER_SIZE, MIN_TILES_PER_CTA, choose_cluster
+from statickernel._compiler.plan.warpspec import WarpSpecialized
 from tolerances import assert_close, tolerance_for
 
 
@@ -79,7 +80,8 @@ def test_one_wave_or_odd_tile_counts_take_no_cluster(m: int, n: int) -> None:
 def test_an_odd_unpaired_dim_clusters_along_the_paired_one() -> None:
     # 36 x 17 blocks: the consumers pair along M (tiles 18 x 17); 17 is odd, 18 is not.
     plan = matmul.bind().plan(*_specs((128 * 36, 256), (256, 128 * 17)))
-    assert plan.warp_specialized is not None and plan.warp_specialized.paired == "M"
+    assert isinstance(plan.warp_specialized, WarpSpecialized)
+    assert plan.warp_specialized.paired == "M"
     cluster = _cluster(plan)
     assert cluster is not None and (cluster.along, cluster.shared) == ("M", "b")
     assert cluster.tile_grid == (9, 17)

@@ -57,6 +57,7 @@ from .halos import block_rows, column_window_copies
 from .indexed import gather_copies, scatter_copies
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
+from .mma_warp import mma_warp_function
 from .persistent_block import persistent_block_function
 from .products import block_layouts
 from .rows import ROW_FORM
@@ -120,7 +121,7 @@ class _Generator:
             and op.loop_dim is None
             and not op.in_place
             # The warp-specialized matmul's consumers each hold their own buffers.
-            and self.schedule.kind is not ScheduleKind.WARP_SPECIALIZED
+            and self.schedule.kind not in (ScheduleKind.WARP_SPECIALIZED, ScheduleKind.MMA_WARP)
         ]
         # An index operand is read from global memory by the copies it addresses; an operand
         # a result updates in place is written.
@@ -400,6 +401,9 @@ class _Generator:
     def _warp_specialized_function(self) -> FunctionDef:
         return warp_specialized_function(self.plan, self.t, self.new_store_api)
 
+    def _mma_warp_function(self) -> FunctionDef:
+        return mma_warp_function(self.plan, self.t, self.new_store_api)
+
     def store(self) -> list[Stmt]:
         """Registers to shared memory, then TMA to global memory, clipped at the edge."""
         stores: list[Stmt] = []
@@ -580,5 +584,6 @@ _BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
     ScheduleKind.SPLIT_LOOP: _Generator._one_block_function,
     ScheduleKind.PERSISTENT: persistent_block_function,
     ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
+    ScheduleKind.MMA_WARP: _Generator._mma_warp_function,
     ScheduleKind.CONSUMER_PAIR: consumer_pair_function,
 }

@@ -133,7 +133,7 @@ class _Geometry:
 
 def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
     ws = plan.warp_specialized
-    assert ws is not None
+    assert isinstance(ws, WarpSpecialized)
     (loop,) = plan.loops
     (block,) = translation.loops
     (dot,) = block.dots

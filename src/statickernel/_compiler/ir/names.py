@@ -25,6 +25,7 @@ __all__ = [
     "GIVEN_AROUND",
     "INDEXED_PARTS",
     "INDEX_MAP_STEP",
+    "MMA_WARP",
     "MODULE_NAMES",
     "RAGGED",
     "WARP_SPECIALIZED",
@@ -121,7 +122,39 @@ class RaggedLocals:
     run_item: str = "run_item"
 
 
+@dataclasses.dataclass(frozen=True)
+class MmaWarpLocals:
+    """The fixed locals the tcgen05 warp-specialized block function adds beside the
+    warp-specialized ones (`wg`, `tiles`, `tile_info`, `tile_index`): its warps' roles,
+    their loops, its ring of stages and its accumulators. Each is a key of `BLOCK_NAMES`."""
+
+    warp: str = "warp"
+    tma_and_mma: str = "tma_and_mma"
+    per_warp: str = "per_warp"
+    copy_blocks: str = "copy_blocks"
+    multiply: str = "multiply"
+    epilogue: str = "epilogue"
+    copy_tile: str = "copy_tile"
+    multiply_tile: str = "multiply_tile"
+    epilogue_tile: str = "epilogue_tile"
+    copy_step: str = "copy_step"
+    mma_step: str = "mma_step"
+    k_step: str = "k_step"
+    ring_step: str = "ring_step"
+    ring_slot: str = "ring_slot"
+    drain: str = "drain"
+    cta: str = "cta_index"
+    walked: str = "walked"
+    accumulator: str = "acc_slot"
+    accumulators: str = "accumulators"
+    loaded: str = "loaded"
+    consumed: str = "consumed"
+    mma_done: str = "mma_done"
+    acc_free: str = "acc_free"
+
+
 WARP_SPECIALIZED = WarpSpecializedLocals()
+MMA_WARP = MmaWarpLocals()
 CLUSTER = ClusterLocals()
 CONSUMER_PAIR = ConsumerPairLocals()
 RAGGED = RaggedLocals()
@@ -165,6 +198,29 @@ BLOCK_NAMES: Mapping[str, str] = {
     WARP_SPECIALIZED.step: "a pipeline step",
     WARP_SPECIALIZED.indices: "a pipeline step's indices",
     CONSUMER_PAIR.consumer_block: "a consumer warpgroup's block of rows, past the last",
+    MMA_WARP.warp: "the warp index inside the TMA and MMA warpgroup",
+    MMA_WARP.tma_and_mma: "the warpgroup of the TMA warp and the MMA warp",
+    MMA_WARP.per_warp: "the TMA and MMA warps' roles",
+    MMA_WARP.copy_blocks: "the TMA warp's role",
+    MMA_WARP.multiply: "the MMA warp's role",
+    MMA_WARP.epilogue: "the epilogue warpgroup's role",
+    MMA_WARP.copy_tile: "the TMA warp's copies of one tile",
+    MMA_WARP.multiply_tile: "the MMA warp's products of one tile",
+    MMA_WARP.epilogue_tile: "the epilogue of one tile",
+    MMA_WARP.copy_step: "the TMA warp's copies of one K step",
+    MMA_WARP.mma_step: "the MMA warp's product of one K step",
+    MMA_WARP.k_step: "a K step of a tile",
+    MMA_WARP.ring_step: "a K step counted over all of a CTA's tiles",
+    MMA_WARP.ring_slot: "the stage a K step's blocks take",
+    MMA_WARP.drain: "the waits for the last stages' products",
+    MMA_WARP.cta: "the persistent CTA's index",
+    MMA_WARP.walked: "the tiles a persistent CTA walks",
+    MMA_WARP.accumulator: "the tensor-memory accumulator a tile takes",
+    MMA_WARP.accumulators: "the tensor-memory accumulators",
+    MMA_WARP.loaded: "the barriers of the stages' copies",
+    MMA_WARP.consumed: "the barriers of the stages' products",
+    MMA_WARP.mma_done: "the barriers of the accumulators' last products",
+    MMA_WARP.acc_free: "the barriers of the accumulators read by the epilogue",
     CLUSTER.cta: "a CTA's index in its cluster",
     RAGGED.group_rows: "the walk of ragged groups that places an item",
     RAGGED.group: "a ragged item's group",

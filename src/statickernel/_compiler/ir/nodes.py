@@ -119,6 +119,7 @@ class Operator(enum.StrEnum):
     LT = "<"
     LE = "<="
     GT = ">"
+    GE = ">="
     EQ = "=="
     NE = "!="
     AND = "&"

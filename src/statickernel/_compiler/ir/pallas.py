@@ -157,13 +157,13 @@ def layout(kind: str, rows: Frame | None = None) -> Expr:
             raise AssertionError("a scalar (or a vector of parameters) has no register layout")
 
 
-def tensor_core_barrier() -> Expr:
-    """The barrier a tcgen05 MMA commits to when it completes: one, ordering the tensor
-    cores (Mosaic GPU refuses an MMA barrier without `orders_tensor_core`)."""
+def tensor_core_barrier(barriers: int = 1) -> Expr:
+    """The barriers a tcgen05 MMA commits to when it completes, ordering the tensor cores
+    (Mosaic GPU refuses an MMA barrier without `orders_tensor_core`): one arrival each."""
     return call(
         "plgpu.Barrier",
         num_arrivals=Const(1),
-        num_barriers=Const(1),
+        num_barriers=Const(barriers),
         orders_tensor_core=Const(True),
     )
 

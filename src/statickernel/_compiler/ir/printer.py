@@ -126,6 +126,7 @@ _PRECEDENCE = {
     Operator.LT: 3,
     Operator.LE: 3,
     Operator.GT: 3,
+    Operator.GE: 3,
     Operator.EQ: 3,
     Operator.NE: 3,
     Operator.AND: 6,

@@ -23,6 +23,7 @@ from .consumers import ConsumerPair
 from .cost import Cost
 from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
+from .mma_warp import MmaWarpSpecialized
 from .narrowing import Narrowing
 from .numerics import ApproxMath, Numerics
 from .operands import OperandPlan, PageCopies, Role
@@ -93,7 +94,7 @@ class LaunchPlan(TextDisplay):
     cross_blocks: tuple[CrossBlock, ...] = ()
     """The results reduced across blocks: each block writes a partial, and the wrapper
     combines them after the launch (see `trace.crossblock`)."""
-    warp_specialized: WarpSpecialized | None = None
+    warp_specialized: WarpSpecialized | MmaWarpSpecialized | None = None
     """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
     consumer_pair: ConsumerPair | None = None
     """For a loop two consumer warpgroups share (attention's forward), their launch; else
@@ -307,8 +308,11 @@ class LaunchPlan(TextDisplay):
             lines.append(f"  form: {self.warp_specialized}")
         if self.consumer_pair is not None:
             lines.append(f"  form: {self.consumer_pair}")
-        if self.tensor_cores is TensorCores.TCGEN05 and any(
-            loop.dots or loop.products for loop in self.loops
+        # The MMA warp's form says how its products are issued in its own form line.
+        if (
+            self.tensor_cores is TensorCores.TCGEN05
+            and any(loop.dots or loop.products for loop in self.loops)
+            and not isinstance(self.warp_specialized, MmaWarpSpecialized)
         ):
             lines.append(f"  form: {products_text(self.gpu_target, self.loops)}")
         if self.split is not None:

@@ -24,6 +24,7 @@ __all__ = [
     "ScheduleKind",
     "schedule_figures",
     "sm_count",
+    "target_sm_count",
 ]
 
 # The GPU the plan's figures are for: H100 and H200 (132 SMs).
@@ -42,6 +43,9 @@ class ScheduleKind(enum.StrEnum):
     PERSISTENT = "persistent, pipelined"  # each CTA walks many blocks, `stages` in flight
     # a producer warpgroup copies, consumer warpgroups multiply; each CTA walks many tiles
     WARP_SPECIALIZED = "warp-specialized, persistent"
+    # a TMA warp copies, an MMA warp issues tcgen05 into tensor memory, an epilogue
+    # warpgroup stores one tile while the next accumulates; each CTA walks many tiles
+    MMA_WARP = "warp-specialized (TMA warp, MMA warp, epilogue warpgroup), persistent"
     # a producer warpgroup copies the loop's blocks for two consumers of a block of rows each
     CONSUMER_PAIR = "warp-specialized loop, two consumers a CTA"
 
@@ -89,7 +93,11 @@ class Schedule:
     @property
     def walks_blocks(self) -> bool:
         """Whether each CTA walks many blocks (persistent CTAs), not one block a CTA."""
-        return self.kind in (ScheduleKind.PERSISTENT, ScheduleKind.WARP_SPECIALIZED)
+        return self.kind in (
+            ScheduleKind.PERSISTENT,
+            ScheduleKind.WARP_SPECIALIZED,
+            ScheduleKind.MMA_WARP,
+        )
 
     @property
     def slots(self) -> int:
@@ -180,6 +188,14 @@ def sm_count() -> int:
     if SMS is not None:
         return SMS
     return _live_sms() or PLANNED_FOR.sms
+
+
+def target_sm_count(target: GpuTarget) -> int:
+    """The SMs a persistent launch for `target` is sized for: `SMS` when set; for the planned
+    architecture, `sm_count()`; else the target's count (a B200's 148)."""
+    if SMS is not None:
+        return SMS
+    return sm_count() if target is PLANNED_FOR else target.sms
 
 
 @functools.cache

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from ... import _hardware as hw
 from ..lower.translation import LoopBlock
 from .operands import OperandPlan
-from .warpspec import WarpSpecialized
+from .warpspec import RaggedRows, WarpSpecialized
 
 __all__ = ["hold_paired_blocks", "hold_result_pieces"]
 
@@ -50,7 +50,7 @@ def hold_paired_blocks(
 
 
 def hold_result_pieces(
-    config: WarpSpecialized, result: OperandPlan
+    piece: int, ragged: RaggedRows | None, result: OperandPlan
 ) -> tuple[OperandPlan, list[str]]:
     """The result with its array's columns padded where a store of an epilogue piece would be
     a contiguous range of bytes: Mosaic GPU copies a contiguous slice with a plain bulk copy,
@@ -58,9 +58,8 @@ def hold_result_pieces(
     last column would write into the next row. A ragged item stores single rows, always
     contiguous: its columns are padded to whole pieces (and pieces past them store no rows).
     A result as narrow as one piece is padded to two, so that its pieces are strided."""
-    piece = config.epilogue[1]
     cols = result.gmem_shape[-1]
-    if config.ragged is not None:
+    if ragged is not None:
         need = -(-cols // piece) * piece
         why = "a ragged item stores single rows, which are copied as plain bytes"
     else:

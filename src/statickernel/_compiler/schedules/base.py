@@ -9,6 +9,7 @@ from ..._errors import SharedMemoryError
 from ..layout.smem import smem_fix
 from ..plan.consumers import ConsumerPair
 from ..plan.inputs import PlanInputs
+from ..plan.mma_warp import MmaWarpSpecialized
 from ..plan.operands import OperandPlan
 from ..plan.pipelining import LoopPlan
 from ..plan.schedule import Schedule
@@ -44,7 +45,7 @@ class ScheduleChoice:
     operands: tuple[OperandPlan, ...]
     loops: tuple[LoopPlan, ...] = ()
     notes: tuple[str, ...] = ()
-    warp_specialized: WarpSpecialized | None = None
+    warp_specialized: WarpSpecialized | MmaWarpSpecialized | None = None
     results: tuple[OperandPlan, ...] | None = None
     """The results, where the schedule pads an array or writes partials (None: as planned)."""
     split: LoopSplit | None = None

@@ -4,6 +4,7 @@ schedule a launch takes. A new schedule is a module of this package and one line
 from ..proposals import first_proposal
 from .base import LaunchSchedule, ScheduleChoice, ScheduleInputs
 from .consumers import ConsumerPairLoop
+from .mma_warp import MmaWarpLoop
 from .one_block import OneBlockPerCta
 from .persistent import PersistentBlocks
 from .pipelined import PipelinedLoops
@@ -18,6 +19,7 @@ __all__ = ["LAUNCH_SCHEDULES", "choose_schedule"]
 # loops, persistent CTAs where the form chose them or they pay, else one block a CTA.
 LAUNCH_SCHEDULES: tuple[LaunchSchedule, ...] = (
     SplitLoop(),
+    MmaWarpLoop(),
     WarpSpecializedLoop(),
     ConsumerPairLoop(),
     PipelinedLoops(),

@@ -91,7 +91,7 @@ class WarpSpecializedLoop:
         blocks_of = {d.name: d.block for d in layout.dims}
         operands, held = hold_paired_blocks(ws, inputs.operands, plan.loops[0], blocks_of)
         (result,) = inputs.results
-        result, padded = hold_result_pieces(ws, result)
+        result, padded = hold_result_pieces(ws.epilogue[1], ws.ragged, result)
         (paired,) = plan_loops(plan, ws.stages)
         loops = (dataclasses.replace(paired, smem_bytes=ws.pipeline_bytes),)
         kind = ScheduleKind.WARP_SPECIALIZED

@@ -3,7 +3,7 @@
 # Operands:    a: bfloat16[300, 200], b: bfloat16[200, 260]
 # Dims:        M=300, K=200, N=260
 # Constants:   BM=128, BN=128, BK=64, stages=None, bf16_out=False, cluster=None
-# Grid:        (3, 3) over (M, N)
+# Grid:        (9,) persistent CTAs, for the blocks (3, 3) over (M, N)
 # Backend:     interpret (the Mosaic GPU interpreter; runs on any machine)
 # Target:      sm_100a (NVIDIA B200 (Blackwell)): products by tcgen05
 # JAX:         0.12.0.1
@@ -19,69 +19,158 @@ INTERPRET = True
 
 
 def _matmul_block(a_gmem, b_gmem, result_gmem):
-    block_M = lax.axis_index("M")
-    block_N = lax.axis_index("N")
-    # The kernel body, one statement per traced op.
-    # examples/matmul.py:36: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
-    v0 = jnp.float32(0.0)
+    # Warp-specialized: in warpgroup 0, warp 0 copies a's and b's K blocks and warp 1 issues the tcgen05 MMAs; warpgroup 1 loads, finishes and stores each tile.
+    # Persistent: 9 CTAs walk the 9 tiles; one accumulator is stored while the next tile accumulates into the other.
+    wg = lax.axis_index("wg")
+    walked = lax.div(8 - lax.axis_index("cta"), 9) + 1  # the tiles this CTA walks
 
-    def loop0(v1_acc, loop0_mma_done):
-        def loop0_step(loop0_indices, a_smem, b_smem):
-            plgpu.tcgen05_mma(
-                v1_acc,
-                a_smem,
-                b_smem,
-                loop0_mma_done.at[0],
-                accumulate=loop0_indices[0] > 0,
-            )
-            # the step's MMAs are done before the pipeline refills its slots
-            plgpu.barrier_wait(loop0_mma_done.at[0])
+    def tiles(a_smem, b_smem, accumulators, result_smem, loaded, consumed, mma_done, acc_free):
+        @pl.when(wg == 0)
+        def tma_and_mma():
+            @plgpu.warp_map
+            def per_warp(warp):
+                @pl.when(warp == 0)
+                def copy_blocks():
+                    @plgpu.nd_loop((9,), collective_axes="cta")
+                    def copy_tile(tile_info):
+                        (tile_index,) = tile_info.index
+                        (block_M, block_N) = plgpu.planar_snake(tile_index, (3, 3), 1, 3)
 
-        loop0_a_spec = plgpu.BlockSpec(
-            (128, 64),
-            lambda step: (0, step),
+                        @pl.loop(0, 4)
+                        def copy_step(k_step):
+                            ring_step = tile_info.local_index * 4 + k_step
+                            ring_slot = lax.rem(ring_step, 4)
+
+                            # the stage's last product has read it
+                            @pl.when(ring_step >= 4)
+                            def stage_free():
+                                plgpu.barrier_wait(consumed.at[ring_slot])
+
+                            plgpu.copy_gmem_to_smem(
+                                a_gmem.at[pl.ds(block_M * 128, 128), pl.ds(k_step * 64, 64)],
+                                a_smem.at[ring_slot],
+                                loaded.at[ring_slot],
+                            )
+                            plgpu.copy_gmem_to_smem(
+                                b_gmem.at[pl.ds(k_step * 64, 64), pl.ds(block_N * 128, 128)],
+                                b_smem.at[ring_slot],
+                                loaded.at[ring_slot],
+                            )
+
+                    # the last stages' products, which no copy waited for
+                    @pl.loop(lax.max(walked * 4 - 4, 0), walked * 4)
+                    def drain(ring_step):
+                        plgpu.barrier_wait(consumed.at[lax.rem(ring_step, 4)])
+
+                @pl.when(warp == 1)
+                def multiply():
+                    @plgpu.nd_loop((9,), collective_axes="cta")
+                    def multiply_tile(tile_info):
+                        acc_slot = lax.rem(tile_info.local_index, 2)  # this tile's accumulator
+
+                        # the epilogue has loaded what this accumulator held two tiles ago
+                        @pl.when(tile_info.local_index >= 2)
+                        def accumulator_free():
+                            plgpu.barrier_wait(acc_free.at[acc_slot])
+
+                        @pl.loop(0, 4)
+                        def mma_step(k_step):
+                            ring_step = tile_info.local_index * 4 + k_step
+                            ring_slot = lax.rem(ring_step, 4)
+                            plgpu.barrier_wait(loaded.at[ring_slot])
+                            # the first K step overwrites the accumulator
+                            plgpu.tcgen05_mma(
+                                accumulators.at[:, pl.ds(acc_slot * 128, 128)],
+                                a_smem.at[ring_slot],
+                                b_smem.at[ring_slot],
+                                consumed.at[ring_slot],
+                                accumulate=k_step > 0,
+                            )
+
+                        # signalled once the tile's products are done
+                        plgpu.tcgen05_commit_arrive(mma_done.at[acc_slot])
+
+                    # the epilogue's last two loads, which no tile waited for
+                    @pl.loop(lax.max(walked - 2, 0), walked)
+                    def drain(acc_slot):
+                        plgpu.barrier_wait(acc_free.at[lax.rem(acc_slot, 2)])
+
+        @pl.when(wg == 1)
+        def epilogue():
+            @plgpu.nd_loop((9,), collective_axes="cta")
+            def epilogue_tile(tile_info):
+                (tile_index,) = tile_info.index
+                (block_M, block_N) = plgpu.planar_snake(tile_index, (3, 3), 1, 3)
+                acc_slot = lax.rem(tile_info.local_index, 2)  # this tile's accumulator
+                # examples/matmul.py:36: acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+                v0 = jnp.float32(0.0)
+                plgpu.barrier_wait(mma_done.at[acc_slot])
+                v4 = plgpu.async_load_tmem(accumulators.at[:, pl.ds(acc_slot * 128, 128)])
+                plgpu.wait_load_tmem()
+                # the MMA warp may accumulate into it again
+                plgpu.barrier_arrive(acc_free.at[acc_slot])
+                result = v4
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # the slot's last store has read it
+                plgpu.store(result_smem.at[0], result[0:128, 0:32], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[0],
+                    result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                plgpu.store(result_smem.at[1], result[0:128, 32:64], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[1],
+                    result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128 + 32, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                plgpu.store(result_smem.at[0], result[0:128, 64:96], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[0],
+                    result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128 + 64, 32)],
+                )
+                plgpu.wait_smem_to_gmem(1, wait_read_only=True)
+                plgpu.store(result_smem.at[1], result[0:128, 96:128], optimized=False)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    result_smem.at[1],
+                    result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128 + 96, 32)],
+                )
+
+            # the last tile's stores have read their slots
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+    pl.run_scoped(
+        tiles,
+        a_smem=plgpu.SMEM(
+            (4, 128, 64),
+            jnp.bfloat16,
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-        )
-        loop0_b_spec = plgpu.BlockSpec(
-            (64, 128),
-            lambda step: (step, 0),
+        ),
+        b_smem=plgpu.SMEM(
+            (4, 64, 128),
+            jnp.bfloat16,
             transforms=(plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128)),
-        )
-        plgpu.emit_pipeline(
-            loop0_step,
-            grid=(4,),
-            in_specs=[loop0_a_spec, loop0_b_spec],
-            max_concurrent_steps=4,
-        )(a_gmem.at[pl.ds(block_M * 128, 128), :], b_gmem.at[:, pl.ds(block_N * 128, 128)])
-        loop0_v1_value = plgpu.async_load_tmem(v1_acc)
-        plgpu.wait_load_tmem()  # before the scope ends
-        return (loop0_v1_value,)
-
-    (v4,) = pl.run_scoped(
-        loop0,
-        plgpu.TMEM((128, 128), jnp.float32),
-        plgpu.Barrier(num_arrivals=1, num_barriers=1, orders_tensor_core=True),
+        ),
+        accumulators=plgpu.TMEM((128, 256), jnp.float32),
+        result_smem=plgpu.SMEM((2, 128, 32), jnp.float32),
+        loaded=plgpu.Barrier(num_arrivals=2, num_barriers=4),
+        consumed=plgpu.Barrier(num_arrivals=1, num_barriers=4, orders_tensor_core=True),
+        mma_done=plgpu.Barrier(num_arrivals=1, num_barriers=2, orders_tensor_core=True),
+        acc_free=plgpu.Barrier(num_arrivals=1, num_barriers=2, orders_tensor_core=True),
+        collective_axes="wg",
     )
-
-    # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
-    # then TMA to global memory, clipped at the edge.
-    def store_results(result_smem):
-        plgpu.store(result_smem, v4, optimized=False)
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(
-            result_smem,
-            result_gmem.at[pl.ds(block_M * 128, 128), pl.ds(block_N * 128, 128)],
-        )
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-
-    pl.run_scoped(store_results, plgpu.SMEM((128, 128), jnp.float32))
 
 
 _launch = plgpu.kernel(
     _matmul_block,
     out_type=jax.ShapeDtypeStruct((300, 260), jnp.float32),
-    grid=(3, 3),
-    grid_names=("M", "N"),
+    grid=(9,),
+    grid_names=("cta",),
+    num_threads=2,
+    thread_name="wg",
     scratch_types=[],
     compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
     interpret=plgpu.InterpretGPUParams() if INTERPRET else None,
