@@ -510,6 +510,7 @@ def compile_row(row: Row, target: str, dump: str | None = None) -> dict[str, Any
     facts.pop("target", None)
     if target == "sm_100a":
         facts["tmem_columns"] = blackwell.tmem_columns(report.ptx)
+        facts["mma_ctas"] = blackwell.mma_ctas(report.sass)
     status = "spills" if report.spill_store_bytes or report.spill_load_bytes else "ok"
     timing = {"status": status, "compile_s": round(time.perf_counter() - start, 2)}
     return base | facts | {"kernel": row.label} | timing

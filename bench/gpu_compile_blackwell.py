@@ -15,6 +15,7 @@ __all__ = [
     "JAX_BLACKWELL_MATMUL",
     "jax_blackwell_matmul_report",
     "markdown",
+    "mma_ctas",
     "tmem_columns",
 ]
 
@@ -27,6 +28,8 @@ _MLP = (((4096, 256), "bfloat16"), ((256, 4096), "bfloat16"), ((4096, 128), "bfl
 BLACKWELL_ROWS: tuple[Row, ...] = (
     Row("matmul", "matmul", tile(4096, 4096, "bfloat16", 2)),
     Row("matmul", "matmul", tile(4096, 4096, "bfloat16", 2), (("bf16_out", True),)),
+    # The single-CTA twin of the 2-CTA form the plan takes at this size.
+    Row("matmul", "matmul", tile(4096, 4096, "bfloat16", 2), (("cluster", False),)),
     # Every dim ragged: the operands padded on the host to whole tiles, as for WGMMA.
     Row("matmul", "matmul", (((4095, 4097), "bfloat16"), ((4097, 4095), "bfloat16"))),
     Row(
@@ -45,22 +48,37 @@ BLACKWELL_ROWS: tuple[Row, ...] = (
     Row("attention", "attention", _ATTENTION),
     Row("attention", "attention", _ATTENTION_64),
     Row("attention", "attention", _ATTENTION_64, (("causal", True),)),
-    # jax's own: 128 x 128 x 128 tiles, 2 stages, one CTA an MMA (no cluster).
+    # jax's own: 128 x 128 x 128 tiles, 2 stages, one CTA an MMA (no cluster); and its 2-CTA
+    # MMAs at the pair tile statickernel's takes (256 x 128: each CTA 64 of b's columns).
     Row("jax", JAX_BLACKWELL_MATMUL, tile(4096, 4096, "bfloat16", 2)),
+    Row("jax", JAX_BLACKWELL_MATMUL, tile(4096, 4096, "bfloat16", 2), (("collective", True),)),
 )
 
 
 def jax_blackwell_matmul_report(row: Row, target: str) -> Any:
-    """jax's `blackwell_matmul_mgpu`: 128 x 128 x 128 tiles, 2 stages, not collective."""
+    """jax's `blackwell_matmul_mgpu`: 128 x 128 x 128 tiles, 2 stages; or with
+    `collective=True`, 2-CTA MMAs on pair tiles of 256 x 128 (tile_n 64 a CTA), 4 stages of
+    K = 64, 64-column epilogue pieces."""
     from jax.experimental.pallas.ops.gpu import blackwell_matmul_mgpu as bmm
 
     from statickernel.aot.compile import _compile
 
-    config = bmm.TuningConfig(
-        tile_m=128, tile_n=128, tile_k=128, max_concurrent_steps=2, collective=False
-    )
+    if dict(row.consts).get("collective"):
+        config = bmm.TuningConfig(
+            tile_m=128, tile_n=64, tile_k=64, max_concurrent_steps=4, collective=True
+        )
+    else:
+        config = bmm.TuningConfig(
+            tile_m=128, tile_n=128, tile_k=128, max_concurrent_steps=2, collective=False
+        )
     fn = jax.jit(lambda a, b: bmm.matmul_kernel(a, b, config))
     return _compile(fn, row.structs, JAX_BLACKWELL_MATMUL, target, 0, None)
+
+
+def mma_ctas(sass: str) -> int:
+    """The CTAs one tcgen05 MMA spans: 2 where the SASS has 2-CTA MMAs
+    (`UTCHMMA.2CTA`, `UTCQMMA.2CTA`), else 1."""
+    return 2 if re.search(r"\bUTC[HQ]MMA(\.\w+)*\.2CTA\b", sass) else 1
 
 
 def tmem_columns(ptx: str) -> int:
@@ -79,20 +97,20 @@ def tmem_columns(ptx: str) -> int:
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = [
         "| kernel | operands | registers | spills (B) | SMEM (B) | TMEM columns | threads "
-        "| CTAs/SM | UTCHMMA/UTCQMMA | LDTM/STTM | TMA loads | TMA stores | STSM |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| CTAs/SM | CTAs an MMA | UTCHMMA/UTCQMMA | LDTM/STTM | TMA loads | TMA stores | STSM |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines = []
     for r in rows:
         shape = ", ".join(r["shape"])
         if r["status"] in ("not emitted", "compile error"):
-            lines.append(f"| {r['kernel']} | {shape} | {r['status']}: {r['reason']} |" + " |" * 10)
+            lines.append(f"| {r['kernel']} | {shape} | {r['status']}: {r['reason']} |" + " |" * 11)
             continue
         s = r["sass"]
         lines.append(
             f"| {r['kernel']} | {shape} | {r['registers']} | {r['spill_bytes']} | "
             f"{r['smem_bytes']:,} | {r.get('tmem_columns', '-')} | {r['threads']} | "
-            f"{r['ctas_per_sm']} | {s['UTCHMMA'] + s['UTCQMMA']} | {s['LDTM']}/{s['STTM']} | "
+            f"{r['ctas_per_sm']} | {r.get('mma_ctas', 1)} | {s['UTCHMMA'] + s['UTCQMMA']} | {s['LDTM']}/{s['STTM']} | "
             f"{s['UTMALDG']} | {s['UTMASTG']} | {s['STSM']} |"
         )
     return "\n".join(head + lines) + "\n"

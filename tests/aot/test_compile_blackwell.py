@@ -99,16 +99,26 @@ def test_the_products_take_tcgen05_and_tensor_memory(rows: dict[str, dict[str, A
 
 
 def test_the_matmul_beside_jax_own_blackwell_matmul(rows: dict[str, dict[str, Any]]) -> None:
-    """The same form, both without spills: one CTA an MMA (no cluster), a TMA warp and an
-    MMA warp beside an epilogue warpgroup, two accumulators in tensor memory, the epilogue by
-    LDTM and TMA stores."""
+    """The same form, all without spills: a TMA warp and an MMA warp beside an epilogue
+    warpgroup, two accumulators in tensor memory, the epilogue by LDTM and TMA stores; at
+    4096^3 the plan pairs CTAs for 2-CTA MMAs as jax's `collective=True` does, and its
+    single-CTA twin (cluster=False) issues one CTA's MMAs as jax's default does."""
     shape = "bfloat16[4096,4096], bfloat16[4096,4096]"
-    ours, theirs = rows[f"matmul {shape}"], rows[f"{JAX_BLACKWELL_MATMUL} {shape}"]
-    for row in (ours, theirs):
+    ours, theirs = (
+        rows[f"matmul {shape}"],
+        rows[f"{JAX_BLACKWELL_MATMUL} (collective=True) {shape}"],
+    )
+    single, theirs_single = (
+        rows[f"matmul (cluster=False) {shape}"],
+        rows[f"{JAX_BLACKWELL_MATMUL} {shape}"],
+    )
+    for row in (ours, theirs, single, theirs_single):
         assert row["spill_bytes"] == 0 and row["sass"]["UTCHMMA"] > 0
         assert row["sass"]["LDTM"] > 0 and row["sass"]["UTMASTG"] > 0
-    # A K step of 64 is four MMAs of K = 16; two (128, 128) float32 accumulators take 256
-    # columns, as jax's two of its tiles do.
-    assert ours["sass"]["UTCHMMA"] == 4
-    assert ours["tmem_columns"] == theirs["tmem_columns"] == 256
-    assert ours["threads"] == theirs["threads"] == 256
+        assert row["threads"] == 256 and row["tmem_columns"] == 256
+    assert ours["mma_ctas"] == theirs["mma_ctas"] == 2
+    assert single["mma_ctas"] == theirs_single["mma_ctas"] == 1
+    # A K step of 64 is four MMAs of K = 16 (M = 256 for a pair's).
+    assert ours["sass"]["UTCHMMA"] == single["sass"]["UTCHMMA"] == 4
+    # Each CTA of a pair holds half of b's block: a stage of 16 KiB of a and 8 KiB of b.
+    assert ours["smem_bytes"] < single["smem_bytes"]

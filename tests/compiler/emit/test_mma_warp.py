@@ -57,8 +57,9 @@ def few_sms(monkeypatch: pytest.MonkeyPatch) -> int:
 def test_a_matmul_for_blackwell_takes_the_mma_warp_form() -> None:
     s = jax.ShapeDtypeStruct
     a, b = s((4096, 4096), jnp.bfloat16), s((4096, 4096), jnp.bfloat16)
-    plan = matmul.plan(a, b, backend="mosaic_gpu", target=BLACKWELL)
+    plan = matmul.plan(a, b, cluster=False, backend="mosaic_gpu", target=BLACKWELL)
     config = _config(plan)
+    assert config.cluster is None and "no 2-CTA MMA: cluster=False" in config.reason
     # One CTA an SM of a B200, 32 x 32 tiles; two accumulators of 128 columns.
     assert config.ctas == 148 and config.tile_grid == (32, 32) and config.tiles == 1024
     assert config.accumulator_columns == 128 and config.tmem_columns == 256
@@ -67,7 +68,7 @@ def test_a_matmul_for_blackwell_takes_the_mma_warp_form() -> None:
     text = str(plan)
     assert "form: warp-specialized, tcgen05: a TMA warp and an MMA warp" in text
     assert "products by tcgen05 on" not in text  # the form line says how they are issued
-    source = str(matmul.emit(a, b, backend="mosaic_gpu", target=BLACKWELL))
+    source = str(matmul.emit(a, b, cluster=False, backend="mosaic_gpu", target=BLACKWELL))
     for expected in (
         "@plgpu.warp_map",
         '@plgpu.nd_loop((1024,), collective_axes="cta")',
@@ -81,6 +82,7 @@ def test_a_matmul_for_blackwell_takes_the_mma_warp_form() -> None:
     ):
         assert expected in source, expected
     assert "wgmma" not in source and "plgpu.ACC" not in source
+    assert "collective_axis=" not in source and "ClusterBarrier" not in source
     # The same source for Hopper keeps the WGMMA form: a producer and two consumers.
     hopper = matmul.plan(a, b, backend="mosaic_gpu", target="sm_90a")
     assert hopper.schedule is not None and hopper.schedule.kind is ScheduleKind.WARP_SPECIALIZED
@@ -92,6 +94,67 @@ def test_narrow_blocks_take_less_tensor_memory() -> None:
     assert config.accumulator_columns == 64 and config.tmem_columns == 128
     config = _config(matmul.plan(a, a, BN=48, backend="interpret", target=BLACKWELL))
     assert config.tmem_columns == 128  # 96 columns, allocated as a power of two
+
+
+def test_a_large_matmul_pairs_ctas_for_2cta_mmas() -> None:
+    s = jax.ShapeDtypeStruct
+    a, b = s((4096, 4096), jnp.bfloat16), s((4096, 4096), jnp.bfloat16)
+    config = _config(matmul.plan(a, b, backend="mosaic_gpu", target=BLACKWELL))
+    assert config.cluster is not None and config.cluster.shared == "b"
+    assert "pairs of CTAs issue 2-CTA MMAs: 1024 tiles, 2 or more a CTA" in config.reason
+    # 74 pairs of the 148 SMs over 16 x 32 pair tiles of 256 x 128; each CTA holds 64 of
+    # b's columns and 128 of the accumulator's, twice, in tensor memory.
+    assert config.ctas == 148 and config.launched == 74 and config.tile_grid == (16, 32)
+    assert config.b_columns == 64 and config.tmem_columns == 256
+    source = str(matmul.emit(a, b, backend="mosaic_gpu", target=BLACKWELL))
+    for expected in (
+        'cluster_cta = lax.axis_index("cluster")',
+        "block_M = tile_M * 2 + cluster_cta",
+        "a_gmem.at[pl.ds(tile_M * 256, 256), pl.ds(k_step * 64, 64)]",
+        "leader_tracked=plgpu.CopyPartition.PARTITIONED(0)",
+        "leader_tracked=plgpu.CopyPartition.PARTITIONED(1)",
+        "@pl.when(jnp.logical_and(warp == 1, cluster_cta == 0))",
+        'collective_axis="cluster"',
+        "plgpu.TMEM((128, 256), jnp.float32, collective=True)",
+        "plgpu.ClusterBarrier(",
+        "(4, 64, 64)",  # b's ring: half of the pair's 128 columns a CTA
+        "cluster=(2,)",
+        "grid=(74,)",
+    ):
+        assert expected in source, expected
+    # Cross-lowered for Mosaic GPU on CUDA (the interpreter does not run 2-CTA MMAs).
+    lowered = matmul.lower(a, b, target=BLACKWELL)
+    assert "mosaic_gpu" in lowered.as_text()
+
+
+def test_a_transposed_b_is_split_along_its_rows() -> None:
+    s = jax.ShapeDtypeStruct
+    a8, b8 = s((4096, 4096), jnp.float8_e4m3fn), s((4096, 4096), jnp.float8_e4m3fn)
+    scale = s((), jnp.float32)
+    plan = matmul_fp8.plan(a8, b8, scale, scale, backend="mosaic_gpu", target=BLACKWELL)
+    assert _config(plan).cluster is not None
+    source = str(matmul_fp8.emit(a8, b8, scale, scale, backend="mosaic_gpu", target=BLACKWELL))
+    assert source.count("leader_tracked=plgpu.CopyPartition.PARTITIONED(0)") == 2
+    assert "b_t_smem.at[ring_slot].T" in source
+
+
+def test_the_interpreter_takes_the_single_cta_twin(few_sms: int) -> None:
+    """Where a launch on the GPU pairs CTAs, the interpreter's runs the single-CTA form of
+    the same blocks: the numbers the pair computes, checked on a CPU."""
+    a, b = _normal(0, (600, 260)), _normal(1, (260, 390))
+    on_gpu = _config(matmul.plan(a, b, backend="mosaic_gpu", target=BLACKWELL))
+    twin = _config(matmul.plan(a, b, backend="interpret", target=BLACKWELL))
+    assert on_gpu.cluster is not None and twin.cluster is None
+    assert "the interpreter runs the single-CTA form" in twin.reason
+    assert twin.tile_grid == (on_gpu.tile_grid[0] * 2 - 1, on_gpu.tile_grid[1])
+    _close(_on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+    # cluster=True pairs wherever the blocks allow; one block of rows has no pair.
+    small = jax.ShapeDtypeStruct((256, 256), jnp.bfloat16)
+    forced = matmul.plan(small, small, cluster=True, backend="mosaic_gpu", target=BLACKWELL)
+    assert _config(forced).cluster is not None
+    one_row = jax.ShapeDtypeStruct((128, 256), jnp.bfloat16)
+    alone = matmul.plan(one_row, small, cluster=True, backend="mosaic_gpu", target=BLACKWELL)
+    assert "no 2-CTA MMA: one block of rows" in _config(alone).reason
 
 
 # --- the interpreter runs it --------------------------------------------------------------------

@@ -23,12 +23,14 @@ import dataclasses
 from collections.abc import Mapping
 
 from ..ir.names import (
+    CLUSTER,
     MMA_WARP,
     WARP_SPECIALIZED,
     barrier_ref,
     batch_entry,
     block_function,
     block_index,
+    cta_tile_index,
     gmem_ref,
     smem_ref,
 )
@@ -56,6 +58,7 @@ from ..ir.nodes import (
 from ..ir.pallas import attribute, load, read_scalar, ref_at, tensor_core_barrier
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import DotUpdate, LoopBlock, Translation
+from ..plan.cluster import CLUSTER_AXIS, CLUSTER_SIZE, CtaCluster
 from ..plan.mma_warp import MmaWarpSpecialized
 from ..plan.plan import LaunchPlan, OperandPlan
 from ..plan.warpspec import epilogue_vectors
@@ -113,6 +116,7 @@ class _Geometry:
     scalars: tuple[OperandPlan, ...]
     batch: tuple[str, ...]
     gmem: Mapping[str, Name]
+    cluster: CtaCluster | None
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -162,6 +166,7 @@ def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
         scalars=scalars,
         batch=result.batch,
         gmem=gmem,
+        cluster=config.cluster,
     )
 
 
@@ -178,8 +183,22 @@ def mma_warp_function(
         Comment(
             f"Persistent: {config.ctas} CTAs walk the {config.tiles} tiles; one accumulator "
             "is stored while the next tile accumulates into the other."
+            if g.cluster is None
+            else f"Persistent: {config.launched} pairs of CTAs walk the {config.tiles} pair "
+            "tiles; the first CTA's MMA warp issues 2-CTA MMAs over both CTAs' blocks."
         ),
         Assign((Name(_WS.warpgroup),), call("lax.axis_index", Const(WG_AXIS))),
+        *(
+            ()
+            if g.cluster is None
+            else (
+                Assign(
+                    (Name(CLUSTER.cta),),
+                    call("lax.axis_index", Const(CLUSTER_AXIS)),
+                    comment="this CTA's place in its pair",
+                ),
+            )
+        ),
         Assign(
             (Name(_L.walked),),
             _add(
@@ -190,7 +209,7 @@ def mma_warp_function(
                         Const(config.tiles - 1),
                         call("lax.axis_index", Const(CTA_AXIS)),
                     ),
-                    Const(config.ctas),
+                    Const(config.launched),
                 ),
                 1,
             ),
@@ -228,8 +247,11 @@ def _tile_header(g: _Geometry) -> list[Stmt]:
     )
     header: list[Stmt] = [
         Assign((Tuple((*batch_indices, tile_index)),), attribute(Name(_WS.tile_info), "index")),
-        Assign((Tuple((Name(block_index(g.rows)), Name(block_index(g.cols)))),), snake),
+        Assign((Tuple((_walked_rows(g), Name(block_index(g.cols)))),), snake),
     ]
+    if g.cluster is not None:  # the pair's tile, and this CTA's block of rows of it
+        pair = _add(_mul(_walked_rows(g), CLUSTER_SIZE), Name(CLUSTER.cta))
+        header.append(Assign((Name(block_index(g.rows)),), pair))
     for op in (g.a, g.b, g.result, *g.vectors, *g.scalars):
         if op.batch:
             entry = ref_at(Name(gmem_ref(op.name)), *(Name(block_index(d)) for d in op.batch))
@@ -244,7 +266,7 @@ def _tiles(g: _Geometry, translation: Translation, new_store_api: bool) -> Funct
         (_L.warp,),
         (
             _when(BinOp(Operator.EQ, Name(_L.warp), Const(_TMA_WARP)), _L.copy_blocks, _copies(g)),
-            _when(BinOp(Operator.EQ, Name(_L.warp), Const(_MMA_WARP)), _L.multiply, _products(g)),
+            _when(_issues_mmas(g), _L.multiply, _products(g)),
         ),
         decorators=(Name("plgpu.warp_map"),),
     )
@@ -272,6 +294,46 @@ def _tiles(g: _Geometry, translation: Translation, new_store_api: bool) -> Funct
     return FunctionDef(_WS.tiles, params, tuple(roles))
 
 
+def _walked_rows(g: _Geometry) -> Name:
+    """The rows index the walk hands out: a block's, or a pair's tile's."""
+    return Name(block_index(g.rows) if g.cluster is None else cta_tile_index(g.rows))
+
+
+def _collective(g: _Geometry, keyword: str) -> dict[str, Expr]:
+    return {} if g.cluster is None else {keyword: Const(CLUSTER_AXIS)}
+
+
+def _partitioned(g: _Geometry, axis: int) -> dict[str, Expr]:
+    """A pair's copy: each CTA copies its part along `axis`, tracked by the first CTA."""
+    if g.cluster is None:
+        return {}
+    partition = call("plgpu.CopyPartition.PARTITIONED", Const(axis))
+    return {"collective_axes": Const(CLUSTER_AXIS), "leader_tracked": partition}
+
+
+def _issues_mmas(g: _Geometry) -> Expr:
+    """The MMA warp: of every CTA, or of a pair's first CTA, which issues the 2-CTA MMAs."""
+    mma_warp = BinOp(Operator.EQ, Name(_L.warp), Const(_MMA_WARP))
+    if g.cluster is None:
+        return mma_warp
+    first = BinOp(Operator.EQ, Name(CLUSTER.cta), Const(0))
+    return call("jnp.logical_and", mma_warp, first)
+
+
+def _accumulator_free_barrier(g: _Geometry) -> Expr:
+    """Where the epilogue hands an accumulator back: with pairs, both CTAs' epilogues arrive
+    on the first CTA's barrier, as both read what its MMA wrote."""
+    if g.cluster is None:
+        return tensor_core_barrier(2)
+    return call(
+        "plgpu.ClusterBarrier",
+        collective_axes=Tuple((Const(CLUSTER_AXIS),)),
+        num_arrivals=Const(1),
+        num_barriers=Const(2),
+        orders_tensor_core=Const(True),
+    )
+
+
 def _ring(g: _Geometry) -> list[Stmt]:
     """The K step counted over the CTA's tiles, and the stage it takes."""
     local = attribute(Name(_WS.tile_info), "local_index")
@@ -291,14 +353,18 @@ def _copies(g: _Geometry) -> list[Stmt]:
     product that read it is done; then the waits for the last stages' products."""
     stages = g.config.stages
     slot, k = Name(_L.ring_slot), Name(_L.k_step)
-    rows = call("pl.ds", _mul(Name(block_index(g.rows)), g.bm), Const(g.bm))
+    # A pair copies its tile's rows of a and b's block, each CTA its part (`PARTITIONED`);
+    # the copies arrive on the first CTA's barrier, whose MMA reads both CTAs' parts.
+    a_rows = g.bm * (1 if g.cluster is None else CLUSTER_SIZE)
+    rows = call("pl.ds", _mul(_walked_rows(g), a_rows), Const(a_rows))
     cols = call("pl.ds", _mul(Name(block_index(g.cols)), g.bn), Const(g.bn))
     a_block = ref_at(g.gmem[g.a.name], rows, _k_block(k, g.bk))
     b_index = (cols, _k_block(k, g.bk)) if g.dot.transpose_b else (_k_block(k, g.bk), cols)
     b_block = ref_at(g.gmem[g.b.name], *b_index)
+    b_axis = 0 if g.dot.transpose_b else 1
     freed = _when(
         BinOp(Operator.GE, Name(_L.ring_step), Const(stages)),
-        "stage_free",
+        _L.stage_free,
         [ExprStmt(call("plgpu.barrier_wait", ref_at(Name(_L.consumed), slot)))],
     )
     step: list[Stmt] = [
@@ -312,9 +378,10 @@ def _copies(g: _Geometry) -> list[Stmt]:
                     block,
                     ref_at(Name(smem_ref(op.name)), slot),
                     ref_at(Name(_L.loaded), slot),
+                    **_partitioned(g, axis),
                 )
             )
-            for op, block in ((g.a, a_block), (g.b, b_block))
+            for op, block, axis in ((g.a, a_block, 0), (g.b, b_block, b_axis))
         ),
     ]
     tile = [*_tile_header(g), _loop(Const(0), Const(g.steps), _L.copy_step, _L.k_step, step)]
@@ -345,6 +412,7 @@ def _products(g: _Geometry) -> list[Stmt]:
         attribute(b_smem, "T") if g.dot.transpose_b else b_smem,
         ref_at(Name(_L.consumed), slot),
         accumulate=BinOp(Operator.GT, Name(_L.k_step), Const(0)),
+        **_collective(g, "collective_axis"),
     )
     step: list[Stmt] = [
         *_ring(g),
@@ -355,7 +423,7 @@ def _products(g: _Geometry) -> list[Stmt]:
     local = attribute(Name(_WS.tile_info), "local_index")
     freed = _when(
         BinOp(Operator.GE, local, Const(2)),
-        "accumulator_free",
+        _L.accumulator_free,
         [ExprStmt(call("plgpu.barrier_wait", ref_at(Name(_L.acc_free), acc)))],
     )
     tile: list[Stmt] = [
@@ -364,7 +432,13 @@ def _products(g: _Geometry) -> list[Stmt]:
         freed,
         _loop(Const(0), Const(g.steps), _L.mma_step, _L.k_step, step),
         Comment("signalled once the tile's products are done"),
-        ExprStmt(call("plgpu.tcgen05_commit_arrive", ref_at(Name(_L.mma_done), acc))),
+        ExprStmt(
+            call(
+                "plgpu.tcgen05_commit_arrive",
+                ref_at(Name(_L.mma_done), acc),
+                **_collective(g, "collective_axis"),
+            )
+        ),
     ]
     walked = Name(_L.walked)
     drained = ExprStmt(
@@ -473,7 +547,8 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
     stages, the accumulators, the epilogue slots, the barriers and each vector's buffer."""
     config = g.config
     stages = config.stages
-    b_block = (g.bn, g.bk) if g.dot.transpose_b else (g.bk, g.bn)
+    b_cols = config.b_columns
+    b_block = (b_cols, g.bk) if g.dot.transpose_b else (g.bk, b_cols)
     rings = [
         Keyword(
             smem_ref(op.name),
@@ -504,7 +579,12 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
         *rings,
         Keyword(
             _L.accumulators,
-            call("plgpu.TMEM", Const((g.bm, config.tmem_columns)), DType(g.dot.accumulator)),
+            call(
+                "plgpu.TMEM",
+                Const((g.bm, config.tmem_columns)),
+                DType(g.dot.accumulator),
+                **({} if g.cluster is None else {"collective": Const(True)}),
+            ),
         ),
         Keyword(smem_ref(g.result.name), slots),
         Keyword(
@@ -512,7 +592,7 @@ def _scoped_tiles(g: _Geometry) -> Stmt:
         ),
         Keyword(_L.consumed, tensor_core_barrier(stages)),
         Keyword(_L.mma_done, tensor_core_barrier(2)),
-        Keyword(_L.acc_free, tensor_core_barrier(2)),
+        Keyword(_L.acc_free, _accumulator_free_barrier(g)),
         *vector_buffers,
         Keyword("collective_axes", Const(WG_AXIS)),
     )

@@ -143,7 +143,8 @@ class MmaWarpLocals:
     ring_step: str = "ring_step"
     ring_slot: str = "ring_slot"
     drain: str = "drain"
-    cta: str = "cta_index"
+    stage_free: str = "stage_free"
+    accumulator_free: str = "accumulator_free"
     walked: str = "walked"
     accumulator: str = "acc_slot"
     accumulators: str = "accumulators"
@@ -213,7 +214,8 @@ BLOCK_NAMES: Mapping[str, str] = {
     MMA_WARP.ring_step: "a K step counted over all of a CTA's tiles",
     MMA_WARP.ring_slot: "the stage a K step's blocks take",
     MMA_WARP.drain: "the waits for the last stages' products",
-    MMA_WARP.cta: "the persistent CTA's index",
+    MMA_WARP.stage_free: "the TMA warp's wait for a stage's last product",
+    MMA_WARP.accumulator_free: "the MMA warp's wait for an accumulator's last load",
     MMA_WARP.walked: "the tiles a persistent CTA walks",
     MMA_WARP.accumulator: "the tensor-memory accumulator a tile takes",
     MMA_WARP.accumulators: "the tensor-memory accumulators",

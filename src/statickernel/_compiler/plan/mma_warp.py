@@ -10,6 +10,14 @@ accumulator into registers, applies the body's epilogue and stores it, while the
 already accumulates the next tile into the other. The CTAs are persistent, one an SM, each
 walking the tiles in the same L2-friendly snake order as the WGMMA form.
 
+On a large launch, the CTAs pair up (a cluster of two on neighbouring SMs, `blackwell_matmul_mgpu`'s
+`collective`): a pair's tile is two blocks of rows by one of columns, each CTA copies its own
+rows of a and half of b's columns, and the first CTA's MMA warp issues one 2-CTA MMA
+(`tcgen05.mma.cta_group::2`, M = 256) that reads both CTAs' halves and writes each CTA's rows
+into its own tensor memory. b's traffic from L2 and its shared memory halve; the epilogues
+are unchanged. The interpreter does not run 2-CTA MMAs: a launch for it takes the
+single-CTA form, which computes the same blocks.
+
 The configuration is chosen here from the shape (`plan_mma_warp`); block constants and a
 stage constant the user sets are kept, and what was chosen, and why, is part of the plan.
 """
@@ -22,6 +30,7 @@ from ..._errors import ErrorContext, SharedMemoryError
 from ..._targets import GpuTarget
 from ..layout.blocks import BlockLayout
 from ..lower.translation import LoopBlock
+from .cluster import CLUSTER_SIZE, MIN_TILES_PER_CTA, CtaCluster
 from .loops import MAX_STAGES
 from .operands import OperandPlan
 from .pipelining import pipeline_bytes
@@ -50,7 +59,8 @@ class MmaWarpSpecialized:
     memory: a TMA warp, an MMA warp, one epilogue warpgroup."""
 
     tile_grid: tuple[int, int]
-    """Tiles along (rows, cols): each is one block of the body's."""
+    """Tiles the walk hands out along (rows, cols): a block, or with a cluster a pair's two
+    blocks of rows."""
     batch: tuple[int, ...]
     """The batch dims' sizes: each batch entry has its own tiles."""
     ctas: int
@@ -77,9 +87,10 @@ class MmaWarpSpecialized:
     """Tensor memory columns of one accumulator (a block's columns, 32-bit each)."""
     reason: str
     """Why this configuration, for the plan."""
+    cluster: CtaCluster | None = None
+    """The pairs of CTAs of 2-CTA MMAs, along the rows, sharing b's block; None where each
+    CTA issues its own."""
     warpgroups: int = 2
-    cluster: None = None
-    """No clusters yet: each CTA issues its own MMAs (a 2-CTA MMA is not generated)."""
 
     @property
     def tiles(self) -> int:
@@ -95,7 +106,13 @@ class MmaWarpSpecialized:
 
     @property
     def launched(self) -> int:
-        return self.ctas
+        """The launch grid: persistent CTAs, or clusters of them."""
+        return self.ctas if self.cluster is None else self.ctas // self.cluster.size
+
+    @property
+    def b_columns(self) -> int:
+        """The columns of b's block a CTA copies: half of a pair's."""
+        return self.accumulator_columns // (1 if self.cluster is None else CLUSTER_SIZE)
 
     @property
     def threads(self) -> int:
@@ -108,7 +125,10 @@ class MmaWarpSpecialized:
         return max(_MIN_TMEM_ALLOCATION, 1 << (need - 1).bit_length())
 
     def check_invariants(self) -> None:
-        assert 1 <= self.ctas <= self.tiles
+        assert 1 <= self.launched <= self.tiles
+        if self.cluster is not None:
+            self.cluster.check_invariants((CLUSTER_SIZE * self.tile_grid[0], self.tile_grid[1]))
+            assert self.ctas % CLUSTER_SIZE == 0 and self.cluster.axis == 0
         assert self.minor in (0, 1) and 1 <= self.band <= self.walked_grid[self.minor]
         assert self.stages >= 1 and self.slots in (1, 2)
         assert self.tmem_columns <= TMEM_COLUMNS
@@ -116,12 +136,18 @@ class MmaWarpSpecialized:
 
     def __str__(self) -> str:
         order = ("rows", "cols")[self.minor]
+        walk = (
+            f"{self.ctas} persistent CTAs over {self.tiles} tile(s) {list(self.tile_grid)}"
+            if self.cluster is None
+            else f"{self.ctas} persistent CTAs in pairs issuing 2-CTA MMAs (M = 256; each "
+            f"copies its rows of a and half of b's columns), over {self.tiles} pair tile(s) "
+            f"{list(self.tile_grid)}"
+        )
         return (
             "warp-specialized, tcgen05: a TMA warp and an MMA warp, 1 epilogue warpgroup; "
             f"{ACCUMULATOR_BUFFERS} accumulators of {self.accumulator_columns} columns in "
             f"tensor memory ({self.tmem_columns} allocated), one stored while the next "
-            f"accumulates; {self.ctas} persistent CTAs over {self.tiles} tile(s) "
-            f"{list(self.tile_grid)}, snake order in bands of {self.band} along {order}; "
+            f"accumulates; {walk}, snake order in bands of {self.band} along {order}; "
             f"{self.stages} stage(s) of {self.stage_bytes:,} B; epilogue {self.slots} x "
             f"{self.epilogue[0]}x{self.epilogue[1]} "
             f"{'swizzled' if self.swizzled else 'untiled'} slot(s), stored by TMA. "
@@ -175,6 +201,8 @@ def plan_mma_warp(
     stages_name: str,
     target: GpuTarget,
     ctx: ErrorContext,
+    declared_cluster: bool | None = None,
+    interpreted: bool = False,
 ) -> MmaWarpSpecialized | None:
     """The tcgen05 warp-specialized launch of a matmul-shaped body, or None for another
     body, or when its accumulators do not fit twice in tensor memory. Declared stages that
@@ -188,11 +216,17 @@ def plan_mma_warp(
         return None
     loop = loops[0]
     dot = loop.dots[0]
-    a = next(op for op in operands if op.name == dot.a)
+    a, b = (next(op for op in operands if op.name == n) for n in (dot.a, dot.b))
     result = results[0]
     k = layout.dim(loop.axis)
     steps = hw.cdiv(k.size, k.block)
-    stage_bytes = (hw.nbytes(bm * k.block, a.dtype), hw.nbytes(bn * k.block, a.dtype))
+    batch = tuple(layout.dim(d).size for d in result.batch)
+    counts = (hw.cdiv(layout.dim(rows).size, bm), hw.cdiv(layout.dim(cols).size, bn))
+    sms = target_sm_count(target)
+    pair = _Pair(rows, b, bn, dot.transpose_b)
+    cluster, clustered = pair.choose(counts, batch, sms, declared_cluster, interpreted)
+    b_cols = bn // (1 if cluster is None else CLUSTER_SIZE)
+    stage_bytes = (hw.nbytes(bm * k.block, a.dtype), hw.nbytes(b_cols * k.block, a.dtype))
     epilogue = _epilogue(bm, bn, result)
     vectors = sum(
         hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES
@@ -225,9 +259,9 @@ def plan_mma_warp(
             if best is not None
             else "lower the block constants",
         )
-    batch = tuple(layout.dim(d).size for d in result.batch)
-    tile_grid = (hw.cdiv(layout.dim(rows).size, bm), hw.cdiv(layout.dim(cols).size, bn))
+    tile_grid = counts if cluster is None else cluster.tile_grid
     tiles = math.prod(batch) * tile_grid[0] * tile_grid[1]
+    launched = min(sms if cluster is None else sms // CLUSTER_SIZE, tiles)
     minor = 1 if tile_grid[1] >= tile_grid[0] else 0
     untiled = (
         "" if epilogue.swizzled else f"; the result's {list(result.gmem_shape[-2:])} is not tiled"
@@ -235,7 +269,7 @@ def plan_mma_warp(
     config = MmaWarpSpecialized(
         tile_grid=tile_grid,
         batch=batch,
-        ctas=min(target_sm_count(target), tiles),
+        ctas=launched * (1 if cluster is None else CLUSTER_SIZE),
         minor=minor,
         band=min(_BAND, tile_grid[minor]),
         stages=stages,
@@ -247,7 +281,58 @@ def plan_mma_warp(
         smem_bytes=smem,
         accumulator_columns=bn,
         reason=f"the products are tcgen05's ({target.name}): the MMA warp accumulates one "
-        f"tile while the epilogue stores the last; {stages} stage(s) {fitted}{untiled}",
+        f"tile while the epilogue stores the last; {clustered}; {stages} stage(s) "
+        f"{fitted}{untiled}",
+        cluster=cluster,
     )
     config.check_invariants()
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pair:
+    """Whether two CTAs pair up for 2-CTA MMAs: along the rows, each copying half of b's
+    block of `bn` columns."""
+
+    rows: str
+    b: OperandPlan
+    bn: int
+    transpose_b: bool
+
+    def halves(self) -> bool:
+        """Whether half of b's block is whole tiles of its shared-memory layout: columns of
+        one swizzle row where b is (K, N), rows of 8 where it is stored (N, K)."""
+        half = self.bn // CLUSTER_SIZE
+        if self.transpose_b:
+            return half % 8 == 0
+        return half % (self.b.swizzle or hw.per_bytes(hw.SWIZZLE_BYTES, self.b.dtype)) == 0
+
+    def choose(
+        self,
+        counts: tuple[int, int],
+        batch: tuple[int, ...],
+        sms: int,
+        declared: bool | None,
+        interpreted: bool,
+    ) -> tuple[CtaCluster | None, str]:
+        """The pairs, and why (or why not), for the plan. A kernel's `cluster` constant
+        decides instead of the launch's size: False takes none, True pairs wherever the
+        blocks allow."""
+        tiles = math.prod(batch) * counts[0] * counts[1]
+        if declared is False:
+            return None, "no 2-CTA MMA: cluster=False"
+        if interpreted:
+            return None, "no 2-CTA MMA: the interpreter runs the single-CTA form"
+        if counts[0] < CLUSTER_SIZE:
+            return None, "no 2-CTA MMA: one block of rows"
+        if not self.halves():
+            return None, (
+                f"no 2-CTA MMA: half of `{self.b.name}`'s {self.bn} columns is not whole "
+                "tiles of its swizzled layout"
+            )
+        if declared is None and tiles < MIN_TILES_PER_CTA * sms:
+            return None, f"no 2-CTA MMA: {tiles} tile(s), under {MIN_TILES_PER_CTA} a CTA"
+        pairs = (hw.cdiv(counts[0], CLUSTER_SIZE), counts[1])
+        cluster = CtaCluster(self.rows, 0, self.b.name, pairs)
+        why = "cluster=True" if declared else f"{tiles} tiles, {MIN_TILES_PER_CTA} or more a CTA"
+        return cluster, f"pairs of CTAs issue 2-CTA MMAs: {why}"

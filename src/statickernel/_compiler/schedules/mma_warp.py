@@ -41,6 +41,8 @@ class MmaWarpLoop:
             spec.stages if isinstance(spec.stages, str) else "stages",
             plan.target,
             plan.ctx,
+            plan.declared_cluster,
+            interpreted=plan.backend == "interpret",
         )
         if config is None:
             return None
