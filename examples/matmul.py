@@ -29,10 +29,10 @@ def matmul(
 ) -> Float[Array, "M N"]:
     # Each step multiplies one (BM, BK) block of a by one (BK, BN) block of b; K past its
     # edge reads zeros, so a ragged K adds nothing. This body is generated warp-specialized
-    # and persistent: two consumer warpgroups take a CTA tile of 128 x 256 between them, and
-    # stages=None fits as many stages as shared memory holds beside the epilogue. At large
-    # shapes, CTAs run in clusters of two that share b's block (cluster=None lets the plan
-    # choose; False never).
+    # and persistent (on Hopper two consumer warpgroups share a CTA tile of 128 x 256; on
+    # Blackwell a TMA warp and an MMA warp feed an epilogue warpgroup); stages=None fits the
+    # stages shared memory holds. At large shapes, CTAs pair up to share b's block (clusters
+    # on Hopper, 2-CTA MMAs on Blackwell; cluster=None lets the plan choose; False never).
     acc = sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
     # The accumulator is float32; a bfloat16 result halves the bytes written.
     return acc.astype(jnp.bfloat16) if bf16_out else acc
