@@ -296,7 +296,7 @@ def test_plan_and_emit_for_a_named_target() -> None:
     assert "plgpu.tcgen05_mma(" in emitted.stdout and "plgpu.wgmma" not in emitted.stdout
     planned = run("plan", *args, "--target", "sm_100a")
     assert planned.returncode == 0, planned.stderr
-    assert "form: products by tcgen05 on sm_100a" in planned.stdout
+    assert "form: warp-specialized, tcgen05: a TMA warp and an MMA warp" in planned.stdout
     assert "WGMMA sk.dot(a, b)" in run("plan", *args).stdout  # sm_90a by default
 
 

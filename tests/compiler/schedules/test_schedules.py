@@ -15,6 +15,7 @@ from softmax_online import softmax_online
 from statickernel._compiler.emit import module as emit_module
 from statickernel._compiler.schedules import choose
 from statickernel._compiler.schedules.consumers import ConsumerPairLoop
+from statickernel._compiler.schedules.mma_warp import MmaWarpLoop
 from statickernel._compiler.schedules.one_block import OneBlockPerCta
 from statickernel._compiler.schedules.persistent import PersistentBlocks
 from statickernel._compiler.schedules.pipelined import PipelinedLoops
@@ -36,6 +37,7 @@ def _kind(plan: sk.LaunchPlan) -> sk.ScheduleKind:
 def test_the_schedules_are_asked_in_order() -> None:
     assert [type(s) for s in choose.LAUNCH_SCHEDULES] == [
         SplitLoop,
+        MmaWarpLoop,
         WarpSpecializedLoop,
         ConsumerPairLoop,
         PipelinedLoops,
