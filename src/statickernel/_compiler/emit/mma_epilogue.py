@@ -13,16 +13,14 @@ from ..ir.nodes import (
     Assign,
     Comment,
     Const,
-    EllipsisIndex,
     ExprStmt,
     Name,
-    Slice,
     Stmt,
-    Subscript,
     call,
 )
 from ..ir.pallas import load, read_scalar, ref_at
 from ..lower.translation import LoopBlock, Translation
+from .epilogue_pieces import block_pieces, write_slot
 from .mma_tiles import (
     TileGeometry,
     accumulator_slot,
@@ -93,34 +91,13 @@ def _epilogue_store(g: TileGeometry, value: Name, new_store_api: bool) -> list[S
     er, ec = config.epilogue
     slots = Name(smem_ref(g.result.name))
     lines: list[Stmt] = []
-    pieces = (g.bm // er) * (g.bn // ec)
-    count = 0
-    for r in range(0, g.bm, er):
-        for c in range(0, g.bn, ec):
-            slot = ref_at(slots, Const(count % config.slots))
-            piece = Subscript(
-                value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec)))
-            )
-            # With an odd number of pieces, a tile's first piece takes the slot of the last
-            # tile's last piece, whose store may still be reading it: wait for every store.
-            pending = 0 if count == 0 and pieces % 2 else config.slots - 1
-            lines.append(
-                ExprStmt(
-                    call("plgpu.wait_smem_to_gmem", Const(pending), wait_read_only=Const(True)),
-                    comment="the slot's last store has read it" if count == 0 else None,
-                )
-            )
-            if new_store_api:
-                store = call("plgpu.store", slot, piece, optimized=Const(config.swizzled))
-                lines.append(ExprStmt(store))
-            else:
-                lines.append(Assign((Subscript(slot, (EllipsisIndex(),)),), piece))
-            lines.append(ExprStmt(call("plgpu.commit_smem")))
-            target = ref_at(
-                g.gmem[g.result.name],
-                call("pl.ds", add(mul(Name(block_index(g.rows)), g.bm), r), Const(er)),
-                call("pl.ds", add(mul(Name(block_index(g.cols)), g.bn), c), Const(ec)),
-            )
-            lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
-            count += 1
+    for piece in block_pieces(value, (g.bm, g.bn), (er, ec), config.slots):
+        slot = ref_at(slots, Const(piece.slot))
+        lines += write_slot(slot, piece, config.swizzled, new_store_api)
+        target = ref_at(
+            g.gmem[g.result.name],
+            call("pl.ds", add(mul(Name(block_index(g.rows)), g.bm), piece.row), Const(er)),
+            call("pl.ds", add(mul(Name(block_index(g.cols)), g.bn), piece.col), Const(ec)),
+        )
+        lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
     return lines

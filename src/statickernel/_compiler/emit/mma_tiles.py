@@ -20,7 +20,6 @@ from ..ir.nodes import (
     Const,
     Expr,
     FunctionDef,
-    Kind,
     Name,
     Operator,
     Slice,
@@ -33,7 +32,7 @@ from ..lower.translation import DotUpdate, Translation
 from ..plan.cluster import CLUSTER_SIZE, CtaCluster
 from ..plan.mma_warp import MmaWarpSpecialized
 from ..plan.plan import LaunchPlan, OperandPlan
-from ..plan.warpspec import epilogue_vectors
+from ..plan.warpspec import epilogue_operands
 
 __all__ = [
     "CTA_AXIS",
@@ -121,15 +120,7 @@ def tile_geometry(plan: LaunchPlan, translation: Translation) -> TileGeometry:
     assert cols is not None
     a, b = plan.operand(dot.a), plan.operand(dot.b)
     (result,) = plan.results
-    vectors = tuple(epilogue_vectors(plan.operands, block))
-    scalars = tuple(
-        op
-        for op in plan.operands
-        if op.loaded
-        and op.name not in (dot.a, dot.b)
-        and op not in vectors
-        and op.kind != Kind.PARAMS
-    )
+    vectors, scalars = epilogue_operands(plan.operands, block)
     arrays = (a, b, result, *vectors, *scalars)
     gmem = {op.name: Name(batch_entry(op.name) if op.batch else gmem_ref(op.name)) for op in arrays}
     return TileGeometry(

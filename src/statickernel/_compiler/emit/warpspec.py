@@ -39,7 +39,6 @@ from ..ir.nodes import (
     ExprStmt,
     FunctionDef,
     Keyword,
-    Kind,
     Lambda,
     List,
     Name,
@@ -56,7 +55,8 @@ from ..lower.dots import wgmma_transforms
 from ..lower.translation import DotUpdate, LoopBlock, Translation
 from ..plan.cluster import CLUSTER_AXIS, CtaCluster
 from ..plan.plan import LaunchPlan, OperandPlan
-from ..plan.warpspec import MEMORY_REGISTERS, RaggedRows, WarpSpecialized, epilogue_vectors
+from ..plan.warpspec import MEMORY_REGISTERS, RaggedRows, WarpSpecialized, epilogue_operands
+from .epilogue_pieces import block_pieces, write_slot
 from .ragged import (
     group_rows_function,
     item_header,
@@ -141,15 +141,7 @@ def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
     assert cols is not None
     a, b = plan.operand(dot.a), plan.operand(dot.b)
     (result,) = plan.results
-    vectors = tuple(epilogue_vectors(plan.operands, block))
-    scalars = tuple(
-        op
-        for op in plan.operands
-        if op.loaded
-        and op.name not in (dot.a, dot.b)
-        and op not in vectors
-        and op.kind != Kind.PARAMS
-    )
+    vectors, scalars = epilogue_operands(plan.operands, block)
     batch = result.batch
     # A batched vector or scalar (a per-batch scale) is read at the walk's batch entry too.
     batched = tuple(op for op in (*vectors, *scalars) if op.batch)
@@ -513,42 +505,22 @@ def _epilogue_store(g: _Geometry, value: Name, new_store_api: bool) -> list[Stmt
     slots = Name(smem_ref(g.result.name))
     gmem = g.gmem[g.result.name]
     lines: list[Stmt] = []
-    count = 0
-    # With an odd number of pieces, a block's first piece takes the slot of the last tile's
-    # last piece, whose store may still be reading it: wait for every store there.
-    pieces = (bm // er) * (bn // ec)
-    for r in range(0, bm, er):
-        for c in range(0, bn, ec):
-            slot = ref_at(slots, _WG, Const(count % ws.slots))
-            piece = Subscript(
-                value, (Slice(Const(r), Const(r + er)), Slice(Const(c), Const(c + ec)))
-            )
-            # A ragged piece commits one group of any number of stores, which the interpreter
-            # counts one a store: wait for every store before refilling a slot.
-            pending = 0 if (count == 0 and pieces % 2) or g.ragged is not None else ws.slots - 1
-            lines.append(
-                ExprStmt(
-                    call("plgpu.wait_smem_to_gmem", Const(pending), wait_read_only=Const(True)),
-                    comment="the slot's last store has read it" if count == 0 else None,
-                )
-            )
-            if new_store_api:
-                lines.append(
-                    ExprStmt(call("plgpu.store", slot, piece, optimized=Const(ws.swizzled)))
-                )
-            else:
-                lines.append(Assign((Subscript(slot, (EllipsisIndex(),)),), piece))
-            lines.append(ExprStmt(call("plgpu.commit_smem")))
-            target = ref_at(
-                gmem,
-                call("pl.ds", _add(_mul(Name(block_index(g.rows)), bm), r), Const(er)),
-                call("pl.ds", _add(_mul(Name(block_index(g.cols)), bn), c), Const(ec)),
-            )
-            if g.ragged is not None:  # only the item's rows among the piece's
-                lines.append(piece_store(slot, target, r, _piece_inside(g, c)))
-            else:
-                lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
-            count += 1
+    # A ragged piece commits one group of any number of stores, which the interpreter counts
+    # one a store: wait for every store before refilling a slot.
+    pieces = block_pieces(value, (bm, bn), (er, ec), ws.slots, wait_all=g.ragged is not None)
+    for piece in pieces:
+        slot = ref_at(slots, _WG, Const(piece.slot))
+        lines += write_slot(slot, piece, ws.swizzled, new_store_api)
+        r, c = piece.row, piece.col
+        target = ref_at(
+            gmem,
+            call("pl.ds", _add(_mul(Name(block_index(g.rows)), bm), r), Const(er)),
+            call("pl.ds", _add(_mul(Name(block_index(g.cols)), bn), c), Const(ec)),
+        )
+        if g.ragged is not None:  # only the item's rows among the piece's
+            lines.append(piece_store(slot, target, r, _piece_inside(g, c)))
+        else:
+            lines.append(ExprStmt(call("plgpu.copy_smem_to_gmem", slot, target)))
     return lines
 
 

@@ -31,11 +31,10 @@ from ..._targets import GpuTarget
 from ..layout.blocks import BlockLayout
 from ..lower.translation import LoopBlock
 from .cluster import CLUSTER_SIZE, MIN_TILES_PER_CTA, CtaCluster
-from .loops import MAX_STAGES
 from .operands import OperandPlan
 from .pipelining import pipeline_bytes
 from .schedule import target_sm_count
-from .warpspec import eligible, epilogue_vectors
+from .warpspec import eligible, epilogue_slots, epilogue_vectors, stage_count
 
 __all__ = ["ACCUMULATOR_BUFFERS", "MmaWarpSpecialized", "plan_mma_warp"]
 
@@ -45,7 +44,6 @@ ACCUMULATOR_BUFFERS = 2
 # two columns, at least 32.
 TMEM_COLUMNS = 512
 _MIN_TMEM_ALLOCATION = 32
-_EPILOGUE_SLOTS = 2
 _BAND = 8
 # The barriers of the form: a loaded and a consumed barrier a stage, and an accumulator-done
 # and an accumulator-free barrier an accumulator.
@@ -155,31 +153,6 @@ class MmaWarpSpecialized:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Epilogue:
-    slot: tuple[int, int]
-    slots: int
-    bytes: int
-    swizzled: bool
-
-
-def _epilogue(bm: int, bn: int, result: OperandPlan) -> _Epilogue:
-    """Slots of all the block's rows (the TCGEN05 layout gives each thread a row) by one
-    128-byte swizzle row of columns where that divides the block, else the widest multiple
-    of 8 columns that does, untiled."""
-    swizzle_cols = hw.per_bytes(hw.SWIZZLE_BYTES, result.dtype)
-    cols = next(c for c in range(min(bn, swizzle_cols), 0, -8) if bn % c == 0)
-    slots = min(_EPILOGUE_SLOTS, bn // cols)
-    slot_bytes = hw.round_up(hw.nbytes(slots * bm * cols, result.dtype), hw.SMEM_BUFFER_ALIGN)
-    rows_gmem, cols_gmem = result.gmem_shape[-2:]
-    swizzled = (
-        cols == swizzle_cols
-        and (rows_gmem <= 8 or rows_gmem % 8 == 0)
-        and (cols_gmem <= cols or cols_gmem % cols == 0)
-    )
-    return _Epilogue((bm, cols), slots, slot_bytes, swizzled)
-
-
 def _shared_memory(stages: int, stage_bytes: tuple[int, int], fixed: int) -> tuple[int, int]:
     """(the pipeline's bytes, the CTA's) for `stages` stages beside `fixed` bytes."""
     barriers = hw.BARRIER_BYTES * (
@@ -227,26 +200,24 @@ def plan_mma_warp(
     cluster, clustered = pair.choose(counts, batch, sms, declared_cluster, interpreted)
     b_cols = bn // (1 if cluster is None else CLUSTER_SIZE)
     stage_bytes = (hw.nbytes(bm * k.block, a.dtype), hw.nbytes(b_cols * k.block, a.dtype))
-    epilogue = _epilogue(bm, bn, result)
+    # The TCGEN05 layout gives each thread a row: the slots take all the block's rows.
+    epilogue = epilogue_slots(bm, bn, 1, result, slot_rows=bm)
     vectors = sum(
         hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES
         for op in epilogue_vectors(operands, loop)
     )
     fixed = epilogue.bytes + vectors
 
-    def fits(stages: int) -> bool:
-        return _shared_memory(stages, stage_bytes, fixed)[1] <= hw.SMEM_BYTES
+    def smem_total(stages: int) -> int:
+        return _shared_memory(stages, stage_bytes, fixed)[1]
 
-    if declared_stages is not None:
-        stages, fitted = min(declared_stages, steps), "declared"
-    else:
-        fitting = [s for s in range(min(MAX_STAGES, steps), 0, -1) if fits(s)]
-        if not fitting:
-            return None
-        stages, fitted = fitting[0], "fitted to shared memory"
+    counted = stage_count(declared_stages, steps, smem_total)
+    if counted is None:
+        return None
+    stages, fitted = counted
     pipeline, smem = _shared_memory(stages, stage_bytes, fixed)
     if smem > hw.SMEM_BYTES:
-        best = next((s for s in range(min(MAX_STAGES, steps), 0, -1) if fits(s)), None)
+        best = stage_count(None, steps, smem_total)
         raise ctx.error(
             SharedMemoryError,
             f"the warp-specialized tcgen05 matmul's {stages} stage(s) and epilogue need "
@@ -254,7 +225,7 @@ def plan_mma_warp(
             expected=f"<= {hw.SMEM_BYTES:,} B",
             actual=f"{smem:,} B ({stages} stage(s) x {sum(stage_bytes):,} B, epilogue "
             f"{epilogue.slots} x {epilogue.slot[0]}x{epilogue.slot[1]} {result.dtype})",
-            fix=f"set {stages_name}={best} (the largest stage count that fits beside the "
+            fix=f"set {stages_name}={best[0]} (the largest stage count that fits beside the "
             "epilogue), or leave it None to fit it"
             if best is not None
             else "lower the block constants",

@@ -16,7 +16,7 @@ of the plan.
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ... import _hardware as hw
 from ..._errors import BlockAlignmentError, ErrorContext, SharedMemoryError
@@ -31,11 +31,15 @@ from .pipelining import pipeline_bytes
 __all__ = [
     "EPILOGUE_ROWS",
     "MEMORY_REGISTERS",
+    "EpilogueSlots",
     "WarpSpecialized",
     "choose",
+    "epilogue_operands",
+    "epilogue_slots",
     "epilogue_vectors",
     "plan_warp_specialized",
     "ragged_rows",
+    "stage_count",
 ]
 
 # The producer keeps this many registers a thread; the consumers get the rest (setmaxnreg).
@@ -285,14 +289,14 @@ def choose(
     paired, consumers, tile_grid = pairing.paired, pairing.consumers, pairing.tile_grid
     a_block = hw.nbytes((2 * bm if paired == names[0] else bm) * bk, a.dtype)
     b_block = hw.nbytes((2 * bn if paired == names[1] else bn) * bk, a.dtype)
-    epilogue = _epilogue(bm, bn, consumers, result, untiled=ragged is not None)
+    epilogue = epilogue_slots(bm, bn, consumers, result, untiled=ragged is not None)
     # Each consumer copies its block of each vector operand into a buffer of its own.
     vectors = sum(
         hw.round_up(consumers * n, hw.SMEM_BUFFER_ALIGN) + hw.BARRIER_BYTES * consumers
         for n in vector_bytes
     )
     smem = _SharedMemory(a_block, b_block, epilogue.bytes, vectors)
-    counted = _stage_count(declared_stages, steps, smem)
+    counted = stage_count(declared_stages, steps, smem.total)
     if counted is None:
         return None
     stages, fitted = counted
@@ -389,8 +393,8 @@ def _ragged_pairing(
 
 
 @dataclasses.dataclass(frozen=True)
-class _Epilogue:
-    """A consumer's epilogue slots, through which it stores its block."""
+class EpilogueSlots:
+    """The epilogue slots through which a block is stored, piece by piece."""
 
     slot: tuple[int, int]
     """One slot's (rows, cols)."""
@@ -401,14 +405,21 @@ class _Epilogue:
     """Whether the slots are tiled and swizzled: the result's dims allow it."""
 
 
-def _epilogue(
-    bm: int, bn: int, consumers: int, result: OperandPlan, untiled: bool = False
-) -> _Epilogue:
-    # One 128-byte swizzle row of columns when it divides the block; else the widest multiple
-    # of 8 columns (WGMMA's register tile) that does, in untiled slots.
+def epilogue_slots(
+    bm: int,
+    bn: int,
+    consumers: int,
+    result: OperandPlan,
+    untiled: bool = False,
+    slot_rows: int = EPILOGUE_ROWS,
+) -> EpilogueSlots:
+    """Two slots a consumer (one where the block is one slot) of up to `slot_rows` rows (one
+    WGMMA row group; a TCGEN05 epilogue takes a whole block's rows) by one 128-byte swizzle
+    row of columns where that divides the block, else the widest multiple of 8 columns (the
+    register tile) that does, in untiled slots; swizzled where the result's dims allow it."""
     swizzle_cols = hw.per_bytes(hw.SWIZZLE_BYTES, result.dtype)
     cols = next(c for c in range(min(bn, swizzle_cols), 0, -hw.WGMMA_COLS) if bn % c == 0)
-    slot = (min(EPILOGUE_ROWS, bm), cols)
+    slot = (min(slot_rows, bm), cols)
     slots = min(_EPILOGUE_SLOTS, (bm * bn) // (slot[0] * slot[1]))
     slots_bytes = hw.round_up(
         hw.nbytes(consumers * slots * slot[0] * slot[1], result.dtype), hw.SMEM_BUFFER_ALIGN
@@ -420,7 +431,7 @@ def _epilogue(
         and (rows_gmem <= 8 or rows_gmem % 8 == 0)
         and (cols_gmem <= cols or cols_gmem % cols == 0)
     )
-    return _Epilogue(slot, slots, slots_bytes, swizzled)
+    return EpilogueSlots(slot, slots, slots_bytes, swizzled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,14 +453,15 @@ class _SharedMemory:
         return self.pipeline(stages) + self.epilogue + self.vectors + hw.SMEM_RESERVED_BYTES
 
 
-def _stage_count(
-    declared_stages: int | None, steps: int, smem: _SharedMemory
+def stage_count(
+    declared_stages: int | None, steps: int, smem_total: Callable[[int], int]
 ) -> tuple[int, str] | None:
     """The stages in flight and how they were chosen: those declared, at most one a step, or
-    the most that fit in shared memory; None when not even one fits."""
+    the most whose CTA's shared memory (`smem_total` of a stage count) fits; None when not
+    even one fits."""
     if declared_stages is not None:
         return min(declared_stages, steps), "declared"
-    fitting = [s for s in range(min(MAX_STAGES, steps), 0, -1) if smem.total(s) <= hw.SMEM_BYTES]
+    fitting = [s for s in range(min(MAX_STAGES, steps), 0, -1) if smem_total(s) <= hw.SMEM_BYTES]
     if not fitting:
         return None
     return fitting[0], "fitted to shared memory"
@@ -463,6 +475,24 @@ def epilogue_vectors(operands: tuple[OperandPlan, ...], loop: LoopBlock) -> list
         for op in operands
         if op.loaded and op.name not in (dot.a, dot.b) and op.kind in (Kind.ROW, Kind.COL)
     ]
+
+
+def epilogue_operands(
+    operands: tuple[OperandPlan, ...], loop: LoopBlock
+) -> tuple[tuple[OperandPlan, ...], tuple[OperandPlan, ...]]:
+    """The operands the epilogue reads besides the product's: the vectors it loads (a bias)
+    and the others, read whole (a scale)."""
+    dot = loop.dots[0]
+    vectors = tuple(epilogue_vectors(operands, loop))
+    scalars = tuple(
+        op
+        for op in operands
+        if op.loaded
+        and op.name not in (dot.a, dot.b)
+        and op not in vectors
+        and op.kind != Kind.PARAMS
+    )
+    return vectors, scalars
 
 
 def _check_ragged_rows(
