@@ -6,35 +6,19 @@ errors of stages that do not fit."""
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import statickernel as sk
 from batched_matmul import batched_matmul
+from blackwell import BLACKWELL, close, normal, on_blackwell
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu, matmul_bias_gelu_reference
 from matmul_fp8 import matmul_fp8, matmul_fp8_reference
 from statickernel._compiler.plan import schedule
 from statickernel._compiler.plan.mma_warp import MmaWarpSpecialized
 from statickernel._compiler.plan.schedule import ScheduleKind
-
-BLACKWELL = "sm_100a"
-
-
-def _normal(key: int, shape: tuple[int, ...], dtype: jnp.dtype = jnp.bfloat16) -> jax.Array:
-    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
-
-
-def _on_blackwell(kernel: sk.Kernel) -> sk.Kernel:
-    return kernel.with_target(BLACKWELL).with_backend("interpret")
-
-
-def _close(out: jax.Array, ref: jax.Array, rtol: float) -> None:
-    out32, ref32 = np.asarray(out, np.float32), np.asarray(ref, np.float32)
-    scale = max(float(np.max(np.abs(ref32))), 1.0)
-    np.testing.assert_allclose(out32, ref32, rtol=0, atol=rtol * scale)
 
 
 def _config(plan: sk.LaunchPlan) -> MmaWarpSpecialized:
@@ -141,13 +125,13 @@ def test_a_transposed_b_is_split_along_its_rows() -> None:
 def test_the_interpreter_takes_the_single_cta_twin(few_sms: int) -> None:
     """Where a launch on the GPU pairs CTAs, the interpreter's runs the single-CTA form of
     the same blocks: the numbers the pair computes, checked on a CPU."""
-    a, b = _normal(0, (600, 260)), _normal(1, (260, 390))
+    a, b = normal(0, (600, 260)), normal(1, (260, 390))
     on_gpu = _config(matmul.plan(a, b, backend="mosaic_gpu", target=BLACKWELL))
     twin = _config(matmul.plan(a, b, backend="interpret", target=BLACKWELL))
     assert on_gpu.cluster is not None and twin.cluster is None
     assert "the interpreter runs the single-CTA form" in twin.reason
     assert twin.tile_grid == (on_gpu.tile_grid[0] * 2 - 1, on_gpu.tile_grid[1])
-    _close(_on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+    close(on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
     # cluster=True pairs wherever the blocks allow; one block of rows has no pair.
     small = jax.ShapeDtypeStruct((256, 256), jnp.bfloat16)
     forced = matmul.plan(small, small, cluster=True, backend="mosaic_gpu", target=BLACKWELL)
@@ -169,46 +153,46 @@ def test_the_interpreter_takes_the_single_cta_twin(few_sms: int) -> None:
 def test_it_is_exact_at_ragged_shapes_with_ctas_walking_many_tiles(m: int, k: int, n: int) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(schedule, "SMS", 2)
-        a, b = _normal(m + k, (m, k)), _normal(n, (k, n))
-        out = _on_blackwell(matmul)(a, b)
-    _close(out, jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+        a, b = normal(m + k, (m, k)), normal(n, (k, n))
+        out = on_blackwell(matmul)(a, b)
+    close(out, jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
 
 
 def test_the_ring_turns_over_across_tiles(few_sms: int) -> None:
     """16 K steps a tile over 4 stages, 30 tiles over 3 CTAs: every stage and accumulator
     is reused across tiles, and the drains see the last phases."""
-    a, b = _normal(0, (513, 1000)), _normal(1, (1000, 700))
+    a, b = normal(0, (513, 1000)), normal(1, (1000, 700))
     plan = matmul.plan(a, b, backend="interpret", target=BLACKWELL)
     config = _config(plan)
     assert config.ctas == few_sms and config.tiles == 30 and config.stages == 4
-    _close(_on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
-    out = _on_blackwell(matmul)(a, b, stages=2)
-    _close(out, jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+    close(on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+    out = on_blackwell(matmul)(a, b, stages=2)
+    close(out, jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
 
 
 def test_the_gallery_matmuls_walk_tiles_exactly(few_sms: int) -> None:
-    a, b = _normal(0, (300, 200)), _normal(1, (200, 260))
-    bias = _normal(2, (260,), jnp.float32)
-    _close(_on_blackwell(matmul)(a, b, bf16_out=True), jnp.dot(a, b), 1e-2)
+    a, b = normal(0, (300, 200)), normal(1, (200, 260))
+    bias = normal(2, (260,), jnp.float32)
+    close(on_blackwell(matmul)(a, b, bf16_out=True), jnp.dot(a, b), 1e-2)
     ref = matmul_bias_gelu_reference(a, b, bias)
-    _close(_on_blackwell(matmul_bias_gelu)(a, b, bias), ref, 1e-2)
+    close(on_blackwell(matmul_bias_gelu)(a, b, bias), ref, 1e-2)
     batched = jnp.stack([a, a * 2, -a]), jnp.stack([b, -b, b * 0.5])
     plan = batched_matmul.plan(*batched, backend="interpret", target=BLACKWELL)
     assert _config(plan).batch == (3,)
     ref = jnp.einsum("bmk,bkn->bmn", *batched, preferred_element_type=jnp.float32)
-    _close(_on_blackwell(batched_matmul)(*batched), ref, 1e-5)
+    close(on_blackwell(batched_matmul)(*batched), ref, 1e-5)
     # fp8, b stored (N, K): the MMA reads it transposed; the scales are read by the epilogue.
-    a8, b8 = _normal(3, (300, 256), jnp.float8_e4m3fn), _normal(4, (260, 256), jnp.float8_e4m3fn)
+    a8, b8 = normal(3, (300, 256), jnp.float8_e4m3fn), normal(4, (260, 256), jnp.float8_e4m3fn)
     scales = jnp.float32(0.5), jnp.float32(3.0)
     assert _config(matmul_fp8.plan(a8, b8, *scales, backend="interpret", target=BLACKWELL))
-    _close(_on_blackwell(matmul_fp8)(a8, b8, *scales), matmul_fp8_reference(a8, b8, *scales), 1e-5)
+    close(on_blackwell(matmul_fp8)(a8, b8, *scales), matmul_fp8_reference(a8, b8, *scales), 1e-5)
 
 
 def test_it_has_no_races(few_sms: int) -> None:
-    a, b = _normal(0, (300, 330)), _normal(1, (330, 260))
+    a, b = normal(0, (300, 330)), normal(1, (330, 260))
     report = sk.testing.detect_races(matmul.with_target(BLACKWELL), a, b, stages=2)
     assert not report.races_found
-    _close(report.result, jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+    close(report.result, jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
 
 
 # --- errors ------------------------------------------------------------------------------------

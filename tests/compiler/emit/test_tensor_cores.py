@@ -5,7 +5,6 @@ what the plan and the module say, and the refusals with their fixes."""
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,29 +13,13 @@ from jaxtyping import Array, BFloat16, Float32, Int8, Int32
 import statickernel as sk
 from attention import attention
 from batched_matmul import batched_matmul
+from blackwell import BLACKWELL, close, normal, on_blackwell
 from grouped_matmul import grouped_matmul
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu, matmul_bias_gelu_reference
 from matmul_fp8 import matmul_fp8, matmul_fp8_reference
 from mlp import mlp, mlp_reference
 from statickernel.aot.compile import compile_specialization
-
-BLACKWELL = "sm_100a"
-
-
-def _normal(key: int, shape: tuple[int, ...], dtype: jnp.dtype = jnp.bfloat16) -> jax.Array:
-    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
-
-
-def _on_blackwell(kernel: sk.Kernel) -> sk.Kernel:
-    return kernel.with_target(BLACKWELL).with_backend("interpret")
-
-
-def _close(out: jax.Array, ref: jax.Array, rtol: float) -> None:
-    out32, ref32 = np.asarray(out, np.float32), np.asarray(ref, np.float32)
-    scale = max(float(np.max(np.abs(ref32))), 1.0)
-    np.testing.assert_allclose(out32, ref32, rtol=0, atol=rtol * scale)
-
 
 # --- the same source, each target's products -----------------------------------------------
 
@@ -92,8 +75,8 @@ def test_an_unknown_target_names_the_known_ones() -> None:
 
 
 def test_block_values_take_the_tensor_memory_layout() -> None:
-    a, b = _normal(0, (300, 200)), _normal(1, (200, 260))
-    bias = _normal(2, (260,))
+    a, b = normal(0, (300, 200)), normal(1, (200, 260))
+    bias = normal(2, (260,))
     source = str(matmul_bias_gelu.emit(a, b, bias, backend="mosaic_gpu", target=BLACKWELL))
     assert "plgpu.Layout.TCGEN05.reduce(0)" in source
     assert "plgpu.Layout.WGMMA" not in source
@@ -114,60 +97,60 @@ def test_block_values_take_the_tensor_memory_layout() -> None:
     n=st.sampled_from([16, 100, 128, 260]),
 )
 def test_the_tcgen05_matmul_is_exact_at_ragged_shapes(m: int, k: int, n: int) -> None:
-    a, b = _normal(m, (m, k)), _normal(n + k, (k, n))
-    out = _on_blackwell(matmul)(a, b)
+    a, b = normal(m, (m, k)), normal(n + k, (k, n))
+    out = on_blackwell(matmul)(a, b)
     ref = jnp.dot(a, b, preferred_element_type=jnp.float32)
-    _close(out, ref, 1e-5)
+    close(out, ref, 1e-5)
 
 
 def test_the_gallery_matmuls_run_on_blackwell() -> None:
-    a, b = _normal(0, (300, 200)), _normal(1, (200, 260))
-    bias = _normal(2, (260,))
-    _close(_on_blackwell(matmul)(a, b, bf16_out=True), jnp.dot(a, b), 1e-2)
+    a, b = normal(0, (300, 200)), normal(1, (200, 260))
+    bias = normal(2, (260,))
+    close(on_blackwell(matmul)(a, b, bf16_out=True), jnp.dot(a, b), 1e-2)
     ref = matmul_bias_gelu_reference(a, b, bias)
-    _close(_on_blackwell(matmul_bias_gelu)(a, b, bias), ref, 1e-2)
+    close(on_blackwell(matmul_bias_gelu)(a, b, bias), ref, 1e-2)
     batched = jnp.stack([a, a * 2]), jnp.stack([b, -b])
     ref = jnp.einsum("bmk,bkn->bmn", *batched, preferred_element_type=jnp.float32)
-    _close(_on_blackwell(batched_matmul)(*batched), ref, 1e-5)
-    a8 = _normal(3, (300, 200), jnp.float8_e4m3fn)
-    b8 = _normal(4, (260, 200), jnp.float8_e4m3fn)
+    close(on_blackwell(batched_matmul)(*batched), ref, 1e-5)
+    a8 = normal(3, (300, 200), jnp.float8_e4m3fn)
+    b8 = normal(4, (260, 200), jnp.float8_e4m3fn)
     scales = jnp.float32(0.5), jnp.float32(3.0)
     ref = matmul_fp8_reference(a8, b8, *scales)
-    _close(_on_blackwell(matmul_fp8)(a8, b8, *scales), ref, 1e-5)
+    close(on_blackwell(matmul_fp8)(a8, b8, *scales), ref, 1e-5)
 
 
 def test_a_split_loop_folds_each_part_from_zero() -> None:
     """Few blocks of a long K: the loop is split across CTAs, each part's accumulator starts
     at its own first step."""
-    a, b = _normal(5, (128, 4096)), _normal(6, (4096, 128))
+    a, b = normal(5, (128, 4096)), normal(6, (4096, 128))
     plan = matmul.plan(a, b, backend="interpret", target=BLACKWELL)
     assert plan.split is not None
-    _close(_on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+    close(on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_runs_on_blackwell_from_its_hopper_defaults(causal: bool) -> None:
-    q, k, v = (_normal(i, (1, 2, 200, 64)) for i in range(3))
+    q, k, v = (normal(i, (1, 2, 200, 64)) for i in range(3))
     plan = attention.plan(q, k, v, causal=causal, backend="interpret", target=BLACKWELL)
     assert dict(plan.constants)["BQ"] == 128
     assert any("BQ=64 (its default) is 128 on sm_100a" in note for note in plan.notes)
     assert "tcgen05 sk.dot(q, k.T) a step" in str(plan)
-    out = _on_blackwell(attention)(q, k, v, causal=causal)
+    out = on_blackwell(attention)(q, k, v, causal=causal)
     f32 = [x.astype(jnp.float32).transpose(0, 2, 1, 3) for x in (q, k, v)]
     ref = jax.nn.dot_product_attention(*f32, is_causal=causal).transpose(0, 2, 1, 3)
-    _close(out, ref, 2e-2)
+    close(out, ref, 2e-2)
     source = str(attention.emit(q, k, v, causal=causal, backend="mosaic_gpu", target=BLACKWELL))
     # acc * rescale + sk.dot(p, v): the MMA adds to the rescaled accumulator in tensor memory.
     assert "plgpu.async_store_tmem(" in source and "plgpu.commit_tmem()" in source
 
 
 def test_the_mlp_runs_on_blackwell() -> None:
-    x, w1, w2 = _normal(0, (130, 64)), _normal(1, (64, 200)) * 0.1, _normal(2, (200, 48))
-    _close(_on_blackwell(mlp)(x, w1, w2), mlp_reference(x, w1, w2), 2e-2)
+    x, w1, w2 = normal(0, (130, 64)), normal(1, (64, 200)) * 0.1, normal(2, (200, 48))
+    close(on_blackwell(mlp)(x, w1, w2), mlp_reference(x, w1, w2), 2e-2)
 
 
 def test_the_tcgen05_matmul_has_no_races() -> None:
-    a, b = _normal(0, (200, 130)), _normal(1, (130, 100))
+    a, b = normal(0, (200, 130)), normal(1, (130, 100))
     report = sk.testing.detect_races(matmul.with_target(BLACKWELL), a, b)
     assert not report.races_found
 
@@ -258,4 +241,4 @@ def test_a_call_never_launches_another_targets_code_on_this_gpu(
         matmul.with_target(BLACKWELL).with_backend("mosaic_gpu")(a, b)
     assert info.value.expected == "target='sm_90a', this GPU's (the default)"
     assert "tcgen05" in str(matmul.emit(a, b, backend="mosaic_gpu", target=BLACKWELL))
-    _close(_on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
+    close(on_blackwell(matmul)(a, b), jnp.dot(a, b, preferred_element_type=jnp.float32), 1e-5)
