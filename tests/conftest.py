@@ -8,6 +8,7 @@ import os
 import pathlib
 import sys
 
+import pytest
 from hypothesis import settings
 
 EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"
@@ -38,3 +39,26 @@ if "STATICKERNEL_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["STATICKERNEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="statickernel-tests-")
+
+
+# The unit and interp tiers, marked automatically (see tests/tiers.py).
+import tiers  # noqa: E402 - needs tests/ on sys.path, set above
+from tiers import (  # noqa: E402
+    pytest_fixture_setup,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+)
+
+__all__ = ["pytest_fixture_setup", "pytest_runtest_makereport", "pytest_runtest_protocol"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    tiers.configure(config)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tiers.modify_items(items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    tiers.finish(session)

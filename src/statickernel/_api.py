@@ -74,8 +74,9 @@ from .runtime.backend import (
     set_backend,
 )
 from .runtime.indices import checked_indices
-from .runtime.kernel import Kernel, Specialization, kernel
+from .runtime.kernel import Kernel, kernel
 from .runtime.profiling import profile, unprofiled
+from .runtime.specialization import Specialization
 from .tuning.cache_warning import TuningCacheWarning
 from .tuning.result import Ranking, TuneCandidate, TuneResult
 

@@ -22,6 +22,7 @@ from jax.interpreters import ad, batching, mlir, partial_eval
 
 __all__ = [
     "CUDA_PLUGINS",
+    "MOSAIC_GPU_MIN_JAX",
     "annotation_dtypes",
     "convert_constvars_jaxpr",
     "cuda_plugin_installed",
@@ -37,6 +38,7 @@ __all__ = [
     "register_lowering",
     "register_transpose_rule",
     "reset_mosaic_gpu_interpreter",
+    "runs_mosaic_gpu",
     "user_frames",
     "varying_manual_axes",
 ]
@@ -243,6 +245,19 @@ def interpreter_races_found() -> bool:
         return False
     get_races = getattr(callbacks, "get_races", None)
     return bool(get_races is not None and get_races().races_found)
+
+
+# The oldest jax whose Pallas Mosaic GPU runs and lowers what statickernel generates: the
+# interpreter (`plgpu.InterpretGPUParams`) and `plgpu.kernel` as emitted arrived in 0.11. jax
+# 0.11 needs Python 3.12; on Python 3.11 pip installs jax 0.10.2, where kernels are declared,
+# planned and emitted but not run.
+MOSAIC_GPU_MIN_JAX = (0, 11, 2)
+
+
+def runs_mosaic_gpu() -> bool:
+    """Whether this jax runs the Mosaic GPU modules statickernel generates (its version is at
+    least `MOSAIC_GPU_MIN_JAX`)."""
+    return tuple(jax.__version_info__[:3]) >= MOSAIC_GPU_MIN_JAX
 
 
 def has_plgpu_store() -> bool:

@@ -12,7 +12,7 @@ a call, on the bound dims; `exc.phase` says which. The checks build their errors
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from typing_extensions import deprecated
 
@@ -165,6 +165,9 @@ class StaticKernelError(Exception):
 
 
 # --- raised while the decorator runs (import time) -------------------------------------------
+
+
+_E = TypeVar("_E", bound=StaticKernelError)
 
 
 class DeclarationError(StaticKernelError):
@@ -510,9 +513,9 @@ class ErrorContext:
             kernel=self.kernel, where=self.where, bindings=dict(self.bindings), phase=self.phase
         )
 
-    def error[E: StaticKernelError](
+    def error(
         self,
-        cls: type[E],
+        cls: type[_E],
         what: str,
         *,
         operand: str | None = None,
@@ -521,7 +524,7 @@ class ErrorContext:
         expected: Any = None,
         actual: Any = None,
         fix: str | None = None,
-    ) -> E:
+    ) -> _E:
         """An error of class `cls`, with this context's kernel, location, bindings and phase."""
         return cls(
             what,

@@ -3,6 +3,7 @@
 import os
 import sys
 import sysconfig
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ __all__ = [
     "display_path",
     "is_user_file",
     "source_location",
+    "warn_at_user_line",
 ]
 
 # The standard library's own files. JAX's tracing runs through some of them (contextlib's
@@ -77,3 +79,16 @@ def caller_user_line() -> str | None:
             return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+def warn_at_user_line(message: str, category: type[Warning]) -> None:
+    """`warnings.warn`, reported at the innermost frame outside statickernel (the user's line
+    that called into it). Python 3.12 skips the package's frames itself
+    (`skip_file_prefixes`); on 3.11 the frames are counted here."""
+    if sys.version_info >= (3, 12):
+        warnings.warn(message, category, skip_file_prefixes=(PACKAGE_DIR,))
+        return
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level)

@@ -2,16 +2,20 @@
 `forms/choose.py`, the launch schedules in `schedules/choose.py`)."""
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 __all__ = ["Proposes", "first_proposal"]
 
 
-class Proposes[In, Out](Protocol):
-    def propose(self, inputs: In, /) -> Out | None: ...
+_In = TypeVar("_In", contravariant=True)
+_Out = TypeVar("_Out", covariant=True)
 
 
-def first_proposal[In, Out](strategies: Iterable[Proposes[In, Out]], inputs: In, last: str) -> Out:
+class Proposes(Protocol[_In, _Out]):
+    def propose(self, inputs: _In, /) -> _Out | None: ...
+
+
+def first_proposal(strategies: Iterable[Proposes[_In, _Out]], inputs: _In, last: str) -> _Out:
     """The proposal of the first strategy that makes one. `last` says which strategy takes
     every input, so that one always does."""
     for strategy in strategies:

@@ -7,7 +7,9 @@ Mosaic GPU's resource summary) and needs no GPU and no toolchain, so it is teste
 import dataclasses
 import re
 from collections import Counter
-from typing import Any, override
+from typing import Any
+
+from typing_extensions import override
 
 from .._compiler.plan.schedule import Schedule
 from .._display import TextDisplay

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import testing
 from .._errors import StaticKernelError
-from ..runtime.kernel import Specialization
+from ..runtime.specialization import Specialization
 from . import compile as _compile_cli
 from .args import UsageError, consts, load_kernel, operand_structs, point_at_declaration
 from .discover import FoundKernel, ModuleResult, TargetError, discover

@@ -19,7 +19,7 @@ a `NotDifferentiableError`.
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import numpy as np
@@ -61,7 +61,7 @@ class DeclaredBackward:
     backward: Callable[..., Any]
 
 
-type Derivative = FromReference | DeclaredBackward | None
+Derivative: TypeAlias = FromReference | DeclaredBackward | None
 
 # How JAX says that a custom VJP met forward mode; a kernel turns it into its own error.
 JVP_OF_CUSTOM_VJP = "can't apply forward-mode autodiff (jvp) to a custom_vjp function"

@@ -12,11 +12,10 @@ import functools
 import glob
 import os
 import shutil
-import warnings
 from collections.abc import Iterator
 
 from .._errors import BackendError
-from .._where import PACKAGE_DIR, call_site
+from .._where import call_site, warn_at_user_line
 
 __all__ = [
     "BACKENDS",
@@ -25,6 +24,7 @@ __all__ = [
     "default_backend",
     "has_cuda",
     "has_nvidia_gpu",
+    "require_mosaic_gpu",
     "resolve_backend",
     "set_backend",
 ]
@@ -102,7 +102,7 @@ def _warn_interpreter_fallback() -> None:
     import jax
 
     platforms = ", ".join(sorted({d.platform for d in jax.devices()}))
-    warnings.warn(
+    warn_at_user_line(
         "statickernel: this machine has an NVIDIA GPU, but jax sees no CUDA device (jax "
         f"{jax.__version__}, devices: {platforms}), so kernels run in the Mosaic GPU "
         "interpreter, about a million elements per second. Install jax with CUDA: "
@@ -110,8 +110,6 @@ def _warn_interpreter_fallback() -> None:
         f"interpreter on purpose and silence this, set {ENV_VAR}=interpret or call "
         'sk.set_backend("interpret").',
         InterpreterFallbackWarning,
-        # Reported at the user's line that called the kernel, not inside statickernel.
-        skip_file_prefixes=(PACKAGE_DIR,),
     )
 
 
@@ -123,6 +121,27 @@ def has_cuda() -> bool:
         return bool(jax.devices("cuda"))
     except RuntimeError:
         return False
+
+
+def require_mosaic_gpu(kernel: str, where: str | None) -> None:
+    """Refuses to run or lower a kernel on a jax too old for the modules statickernel
+    generates (the plan and the source need no particular jax)."""
+    import jax
+
+    from .._compat import MOSAIC_GPU_MIN_JAX, runs_mosaic_gpu
+
+    if runs_mosaic_gpu():
+        return
+    oldest = ".".join(map(str, MOSAIC_GPU_MIN_JAX))
+    raise BackendError(
+        "its generated Pallas Mosaic GPU module cannot run or be lowered on this jax",
+        kernel=kernel,
+        where=where,
+        expected=f"jax>={oldest}",
+        actual=f"jax {jax.__version__}",
+        fix=f"install jax and jaxlib >={oldest} (they need Python 3.12); kernel.plan(...) and "
+        "kernel.emit(...) work on this jax",
+    )
 
 
 def default_backend() -> str:

@@ -7,11 +7,10 @@ the derivative rule `vjp=` declares (`runtime/autodiff.py`). `plan`, `emit` and 
 same cached specialization, so what `emit` prints is what runs.
 """
 
-import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
 
 import jax
 
@@ -32,12 +31,13 @@ from .._errors import (
 from .._targets import DEFAULT_TARGET, GpuTarget, check_runs_here, resolve_target
 from ..aot.compile import compile_kernel
 from ..aot.report import CompileReport
-from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
+from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, parse_vjp
 from .backend import default_backend, has_cuda, resolve_backend
-from .generated import execute_module, finished_when_eager, overrides_key
+from .generated import overrides_key
 from .indices import check_indices, checking_indices
 from .lru import LruCache, configured_size
 from .profiling import current_profile, unprofiled
+from .specialization import Specialization, specialization
 
 if TYPE_CHECKING:
     from ..tuning.result import TuneResult
@@ -45,18 +45,11 @@ if TYPE_CHECKING:
 __all__ = ["Kernel", "Specialization", "kernel"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Specialization:
-    """One compiled specialization: its plan, its generated source and the function it defines."""
-
-    plan: LaunchPlan
-    source: str
-    fn: Callable[..., Any]
-    # Whether `fn` runs the interpreter; stored so that a failed call need not read the plan.
-    interpreted: bool = False
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-class Kernel[**P, R]:
+class Kernel(Generic[P, R]):
     """A checked kernel declaration. Call it like the function it decorates."""
 
     def __init__(
@@ -422,21 +415,14 @@ class Kernel[**P, R]:
             check_runs_here(gpu, spec.name, where)
         compiled = compile_call(spec, binding, chosen, where, current_profile(), gpu)
         assert compiled.plan is not None and compiled.source is not None
-        interpreted = chosen == "interpret"
-        launch = execute_module(compiled.source, spec.name, interpreted)
-        consts = dict(binding.consts)
-        if interpreted:
-            # An interpreted launch is a host callback that runs JAX computations of its own on
-            # the CPU. If the caller dispatches more work on the same CPU client while one is in
-            # flight (as an eager jax.grad does with its backward pass), the two can wait on
-            # each other. So an eager interpreted launch finishes before the call returns, and
-            # the derivative rule stays outside the jit, where the forward it runs is eager.
-            fn = differentiable(
-                finished_when_eager(jax.jit(launch)), self._derivative, spec, consts, chosen
-            )
-        else:
-            fn = jax.jit(differentiable(launch, self._derivative, spec, consts, chosen))
-        return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
+        return specialization(
+            spec,
+            compiled.plan,
+            compiled.source,
+            dict(binding.consts),
+            self._derivative,
+            chosen,
+        )
 
 
 def _for_kernel(exc: BackendError, kernel: str) -> BackendError:
@@ -462,9 +448,9 @@ def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> Static
 
 
 @overload
-def kernel[**P, R](fn: Callable[P, R], /) -> Kernel[P, R]: ...
+def kernel(fn: Callable[P, R], /) -> Kernel[P, R]: ...
 @overload
-def kernel[**P, R](
+def kernel(
     *,
     tile: Mapping[str, str] | None = None,
     loop: Mapping[str, str] | None = None,
@@ -482,7 +468,7 @@ def kernel[**P, R](
     name: str | None = None,
     approx_math: bool = False,
 ) -> Callable[[Callable[P, R]], Kernel[P, R]]: ...
-def kernel[**P, R](
+def kernel(
     fn: Callable[P, R] | None = None,
     /,
     *,

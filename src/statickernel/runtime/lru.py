@@ -12,7 +12,7 @@ import collections
 import contextlib
 import os
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = ["DEFAULT_SIZE", "ENV_VAR", "LruCache", "configured_size"]
 
@@ -30,23 +30,26 @@ def configured_size() -> int:
     return size if size >= 1 else DEFAULT_SIZE
 
 
-class LruCache[V]:
+_V = TypeVar("_V")
+
+
+class LruCache(Generic[_V]):
     """A map of at most `maxsize` entries; `get` marks an entry used. Writers hold the kernel's
     lock; a read needs none (each operation is one step under the interpreter's lock)."""
 
     def __init__(self, maxsize: int) -> None:
         assert maxsize >= 1
         self.maxsize = maxsize
-        self._entries: collections.OrderedDict[Hashable, V] = collections.OrderedDict()
+        self._entries: collections.OrderedDict[Hashable, _V] = collections.OrderedDict()
 
-    def get(self, key: Hashable) -> V | None:
+    def get(self, key: Hashable) -> _V | None:
         entry = self._entries.get(key)
         if entry is not None:
             with contextlib.suppress(KeyError):  # dropped by a writer since the read above
                 self._entries.move_to_end(key)
         return entry
 
-    def __setitem__(self, key: Hashable, value: V) -> None:
+    def __setitem__(self, key: Hashable, value: _V) -> None:
         self._entries[key] = value
         self._entries.move_to_end(key)
         while len(self._entries) > self.maxsize:

@@ -42,7 +42,7 @@ class Tune:
         return f"sk.tune({', '.join(map(repr, self.values))})"
 
 
-def tune[T](default: T, /, *alternatives: T) -> T:
+def tune(default: T, /, *alternatives: T) -> T:
     """Declares a constant's candidates for `kernel.tune`: `BM: sk.Const[int] = sk.tune(128,
     64, 256)`. The first value is the default, which calls take until a tuned value is
     cached; type checkers read the declaration as a plain `int`."""

@@ -12,7 +12,7 @@ import dataclasses
 import enum
 import re
 from collections.abc import Mapping
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 __all__ = [
     "PASS",
@@ -391,7 +391,10 @@ def _union(*nodes: Expr | Stmt) -> set[str]:
     return found
 
 
-def renamed[N: Expr | Stmt | Keyword](node: N, names: Mapping[str, str]) -> N:
+_Node = TypeVar("_Node", bound="Expr | Stmt | Keyword")
+
+
+def renamed(node: _Node, names: Mapping[str, str]) -> _Node:
     """`node` with every name `names` maps replaced, and every dotted name that starts with
     one and a dot: `{"a.B": "a.C"}` makes `a.B.f` into `a.C.f`. Other nodes are kept as they
     are (the same objects, where nothing under them changed)."""

@@ -6,7 +6,9 @@ blocks take, and any fallback taken because TMA cannot address an array.
 """
 
 import dataclasses
-from typing import Any, override
+from typing import Any
+
+from typing_extensions import override
 
 from ... import _hardware as hw
 from ..._display import TextDisplay

@@ -1,0 +1,251 @@
+"""Test tiers, marked automatically: `unit` (no kernel runs: declarations, binding, layout,
+plans, generated source, errors) and `interp` (everything else: kernels run in the
+interpreter, lowered for CUDA, or slow for another reason).
+
+A test runs a kernel when one of Pallas' launch primitives is bound: a kernel called in the
+interpreter, lowered, exported or run standalone from its generated module all bind it, and
+planning or emitting never does. This plugin counts the binds of each test (its call, its
+setup, and the fixtures it uses, which may have run for an earlier test), and its time.
+
+`tests/tiers.json` records, per test file, the tests seen to run no kernel in under
+`UNIT_SECONDS`: those are `unit`; every other test, a new one included, is `interp` until a
+recording run says otherwise. `make tiers` is that run: the whole suite with
+`STATICKERNEL_RECORD_TIERS=1`, which rewrites the record from what each test did (tests that
+did not run keep their entry). In a run of the unit tier alone (`-m unit`), a test that runs
+a kernel fails, saying so: the record is stale, and `make tiers` renews it.
+
+The binds are counted through each primitive's `bind_with_trace`, an attribute jax's
+`Primitive` lets each primitive set (`def_bind_with_trace`); the primitives are reached
+through their private modules, for the tests only. On a jax without it the tiers still select
+by the record, and nothing is counted or recorded.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+RECORD = pathlib.Path(__file__).resolve().parent / "tiers.json"
+RECORDING = os.environ.get("STATICKERNEL_RECORD_TIERS") == "1"
+# A unit test takes at most this long, set-up included, on the machine that records: the unit
+# tier is the one a contributor runs before each commit.
+UNIT_SECONDS = 2.0
+TIERS = ("unit", "interp")
+
+
+# The primitives a kernel launch binds, by jax release: `plgpu.kernel` binds `mpmd_map` on
+# jax 0.11 and later, `core_map` before; a `pl.pallas_call` binds `pallas_call`.
+_LAUNCH_PRIMITIVES = (
+    ("jax._src.pallas.pallas_call", "pallas_call_p"),
+    ("jax._src.pallas.mpmd", "mpmd_map_p"),
+    ("jax._src.pallas.core", "core_map_p"),
+)
+
+
+class _Binds:
+    """How many times Pallas' kernel primitive was bound in this process, from any thread."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+        self.installed = False
+
+    def install(self) -> None:
+        import importlib
+
+        for module, name in _LAUNCH_PRIMITIVES:
+            try:
+                primitive = getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError):  # not in this jax
+                continue
+            self._count_binds(primitive)
+            self.installed = True
+
+    def _count_binds(self, primitive: Any) -> None:
+        bind_with_trace: Callable[..., Any] = primitive.bind_with_trace
+
+        def counted(*args: Any) -> Any:
+            with self._lock:
+                self.count += 1
+            return bind_with_trace(*args)
+
+        primitive.def_bind_with_trace(counted)
+
+
+_BINDS = _Binds()
+
+
+@dataclasses.dataclass
+class _Observed:
+    """What one test did in a recording run."""
+
+    binds: int = 0
+    seconds: float = 0.0
+    fixtures: tuple[str, ...] = ()
+
+
+_OBSERVED: dict[str, _Observed] = {}
+# Fixtures (by the node that defines them and their name) whose set-up ran a kernel or took
+# longer than a unit test may: every test that uses one is interp, since whichever of them
+# runs first pays for it.
+_HEAVY_FIXTURES: set[str] = set()
+# The tests this process collected, by file: a recording drops recorded names no longer there.
+_COLLECTED: dict[str, set[str]] = {}
+# Where each xdist worker leaves what it observed for the controller to merge.
+_PARTS = RECORD.parent.parent / ".tiers-parts"
+
+
+def _split(nodeid: str) -> tuple[str, str]:
+    path, _, name = nodeid.partition("::")
+    return path, name
+
+
+def _read_record() -> dict[str, list[str]]:
+    if not RECORD.exists():
+        return {}
+    return json.loads(RECORD.read_text())
+
+
+def _fixture_key(fixturedef: Any) -> str:
+    return f"{fixturedef.baseid}::{fixturedef.argname}"
+
+
+def configure(config: pytest.Config) -> None:
+    for tier, what in (
+        ("unit", "runs no kernel and is fast (recorded in tests/tiers.json)"),
+        ("interp", "runs kernels in the interpreter, or is slow (not recorded as unit)"),
+    ):
+        config.addinivalue_line("markers", f"{tier}: {what}")
+    _BINDS.install()
+
+
+def modify_items(items: list[pytest.Item]) -> None:
+    units = {path: set(names) for path, names in _read_record().items()}
+    for item in items:
+        path, name = _split(item.nodeid)
+        item.add_marker("unit" if name in units.get(path, ()) else "interp")
+        if RECORDING:
+            _COLLECTED.setdefault(path, set()).add(name)
+
+
+def _guards_unit_tier(config: pytest.Config) -> bool:
+    """Whether this run selects the unit tier without the interp tier (`-m unit`, or `-m
+    "unit and not slow"`), so that a unit test that runs a kernel fails."""
+    expression = config.getoption("markexpr", "") or ""
+    return "unit" in expression and "interp" not in expression
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[None]:
+    before, start = _BINDS.count, time.perf_counter()
+    yield
+    if _BINDS.count > before or time.perf_counter() - start >= UNIT_SECONDS:
+        _HEAVY_FIXTURES.add(_fixture_key(fixturedef))
+
+
+_STARTS: dict[str, tuple[int, float]] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _STARTS[item.nodeid] = (_BINDS.count, time.perf_counter())
+    yield
+    before, start = _STARTS.pop(item.nodeid)
+    if RECORDING and _BINDS.installed and item.nodeid in _OBSERVED:
+        info = getattr(item, "_fixtureinfo", None)
+        closure = (
+            tuple(
+                _fixture_key(d)
+                for name in info.names_closure
+                for d in info.name2fixturedefs.get(name, ())
+            )
+            if info is not None
+            else ()
+        )
+        _OBSERVED[item.nodeid] = _Observed(
+            binds=_BINDS.count - before, seconds=time.perf_counter() - start, fixtures=closure
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.when == "setup" and RECORDING:
+        _OBSERVED[item.nodeid] = _Observed()
+    if report.skipped and RECORDING:
+        # A skipped test did not show what it does: its entry stays as recorded.
+        _OBSERVED.pop(item.nodeid, None)
+    before, _ = _STARTS.get(item.nodeid, (_BINDS.count, 0.0))
+    ran_kernel = _BINDS.count > before
+    if (
+        ran_kernel
+        and report.passed
+        and report.when == "call"
+        and item.get_closest_marker("unit") is not None
+        and _guards_unit_tier(item.config)
+    ):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} is recorded as a unit test in tests/tiers.json, but it ran a "
+            "kernel: renew the record with `make tiers` (the test then runs in the interp tier)"
+        )
+
+
+def _is_unit(seen: _Observed) -> bool:
+    return (
+        seen.binds == 0
+        and seen.seconds < UNIT_SECONDS
+        and not any(f in _HEAVY_FIXTURES for f in seen.fixtures)
+    )
+
+
+def finish(session: pytest.Session) -> None:
+    """Renews the record from what was observed: an xdist worker leaves its part in a file of
+    its own, and the controller (or a run without workers) merges the parts into the record."""
+    if not RECORDING or not _BINDS.installed:
+        return
+    observed = {nodeid: _is_unit(seen) for nodeid, seen in _OBSERVED.items()}
+    collected = {path: sorted(names) for path, names in _COLLECTED.items()}
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is not None:
+        _PARTS.mkdir(parents=True, exist_ok=True)
+        part = {"observed": observed, "collected": collected}
+        (_PARTS / f"{worker}.json").write_text(json.dumps(part))
+        return
+    if _PARTS.exists():
+        for path in sorted(_PARTS.glob("*.json")):
+            part = json.loads(path.read_text())
+            observed.update(part["observed"])
+            for file, names in part["collected"].items():
+                _COLLECTED.setdefault(file, set()).update(names)
+            path.unlink()
+        _PARTS.rmdir()
+    _merge_into_record(observed)
+
+
+def _merge_into_record(observed: dict[str, bool]) -> None:
+    record = {path: set(names) for path, names in _read_record().items()}
+    for path, names in _COLLECTED.items():  # names no longer collected leave the record
+        if path in record:
+            record[path] &= names
+    for nodeid, unit in observed.items():
+        path, name = _split(nodeid)
+        names = record.setdefault(path, set())
+        if unit:
+            names.add(name)
+        else:
+            names.discard(name)
+    root = RECORD.parent.parent
+    kept = {
+        path: sorted(names)
+        for path, names in sorted(record.items())
+        if names and (root / path).exists()
+    }
+    RECORD.write_text(json.dumps(kept, indent=0) + "\n")
