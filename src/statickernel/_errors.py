@@ -20,6 +20,7 @@ __all__ = [
     "AnnotationError",
     "BackendError",
     "BackwardError",
+    "BenchError",
     "BlockAlignmentError",
     "BodyError",
     "CallError",
@@ -355,6 +356,14 @@ class NotAKernelError(CallError):
     say, with no `@sk.kernel` declaration."""
 
     code: ClassVar[str] = "SK209"
+
+
+class BenchError(CallError):
+    """`sk.testing.bench` or `sk.testing.bench_side_by_side` was given something it cannot
+    time: no contender, a contender that is not callable, or a setting out of range (`warmup`
+    an int >= 0, `reps` an int >= 1, `min_run_s` finite seconds >= 0)."""
+
+    code: ClassVar[str] = "SK210"
 
 
 # --- raised when a kernel is compiled for a GPU (kernel.compile) -------------------------------
