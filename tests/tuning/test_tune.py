@@ -237,10 +237,14 @@ def test_a_measure_this_machine_lacks_is_refused(by: str, match: str) -> None:
 
 
 def test_an_unknown_autotune_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "always")
+    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "yes")
     with pytest.raises(sk.TuneError, match="STATICKERNEL_AUTOTUNE") as info:
         matmul.bind().plan(SQUARE, SQUARE)
-    assert info.value.actual == "'always'" and "force" in (info.value.fix or "")
+    assert info.value.actual == "'yes'" and "force" in (info.value.fix or "")
+    assert info.value.kernel == "matmul" and info.value.expected == "0, 1 or force"
+    # The line of the call that read it, as for every error a call raises.
+    assert (info.value.where or "").startswith("tests/tuning/test_tune.py:")
+    assert "STATICKERNEL_AUTOTUNE" in info.value.what
 
 
 def test_a_second_tuning_reads_the_cache_and_says_so() -> None:

@@ -55,13 +55,17 @@ class Autotune(enum.Enum):
     FORCE = "force"
 
 
-def autotune_setting() -> Autotune:
+def autotune_setting(kernel: str | None = None, where: str | None = None) -> Autotune:
+    """The setting of `STATICKERNEL_AUTOTUNE`; an unknown value is a TuneError naming the
+    kernel and the line of the call that read it."""
     value = os.environ.get(AUTOTUNE_ENV, "1").strip()
     for setting in Autotune:
         if value.lower() == setting.value:
             return setting
     raise TuneError(
         f"environment variable {AUTOTUNE_ENV} holds an unknown value",
+        kernel=kernel,
+        where=where,
         expected="0, 1 or force",
         actual=repr(value),
         fix=f"set {AUTOTUNE_ENV}=1 (calls take cached tunings), 0 (declared defaults) or force "

@@ -215,7 +215,7 @@ def call_constants(
     space = _open(kernel, fixed)
     if not space:
         return overrides
-    setting = cache.autotune_setting()
+    setting = cache.autotune_setting(kernel.spec.name, where)
     if setting is cache.Autotune.OFF:
         return overrides
     try:
