@@ -7,7 +7,6 @@ the derivative rule `vjp=` declares (`runtime/autodiff.py`). `plan`, `emit` and 
 same cached specialization, so what `emit` prints is what runs.
 """
 
-import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Mapping
@@ -27,13 +26,13 @@ from .._errors import (
     NotDifferentiableError,
     Phase,
     StaticKernelError,
-    stamp_phase,
 )
 from .._targets import DEFAULT_TARGET, GpuTarget, check_runs_here, resolve_target
 from ..aot.compile import compile_kernel
 from ..aot.report import CompileReport
 from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, differentiable, parse_vjp
 from .backend import default_backend, has_cuda, resolve_backend
+from .entry import Specialization, at_entry_point, for_kernel
 from .generated import execute_module, finished_when_eager, overrides_key
 from .indices import check_indices, checking_indices
 from .lru import LruCache, configured_size
@@ -43,17 +42,6 @@ if TYPE_CHECKING:
     from ..tuning.result import TuneResult
 
 __all__ = ["Kernel", "Specialization", "kernel"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Specialization:
-    """One compiled specialization: its plan, its generated source and the function it defines."""
-
-    plan: LaunchPlan
-    source: str
-    fn: Callable[..., Any]
-    # Whether `fn` runs the interpreter; stored so that a failed call need not read the plan.
-    interpreted: bool = False
 
 
 class Kernel[**P, R]:
@@ -145,7 +133,7 @@ class Kernel[**P, R]:
                     ) from None
                 raise
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def _no_forward_mode(self, derivative: DeclaredBackward) -> NotDifferentiableError:
         """JAX's TypeError for `jax.jvp` of a custom VJP, as a statickernel error."""
@@ -203,7 +191,7 @@ class Kernel[**P, R]:
         try:
             return backend or self.backend or default_backend()
         except BackendError as exc:
-            raise _for_kernel(exc, self.spec.name) from None
+            raise for_kernel(exc, self.spec.name) from None
 
     def _launch_key(self, backend: str | None, target: str | None = None) -> Any:
         """The launch settings of a call's cache key: its backend, its GPU target as named, the
@@ -249,7 +237,7 @@ class Kernel[**P, R]:
         try:
             return self._specialization(args, overrides, backend, target)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def _specialization(
         self,
@@ -280,7 +268,7 @@ class Kernel[**P, R]:
         try:
             return self._specialization(args, overrides, backend, target).plan
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def emit(
         self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
@@ -290,7 +278,7 @@ class Kernel[**P, R]:
         try:
             return PallasSource(self._specialization(args, overrides, backend, target).source)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def lower(self, *args: Any, target: str | None = None, **overrides: Any) -> jax.stages.Lowered:
         """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine.
@@ -302,7 +290,7 @@ class Kernel[**P, R]:
             traced: jax.stages.Traced = entry.fn.trace(*args)
             return traced.lower(lowering_platforms=("cuda",))
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def compile(self, *args: Any, target: str | None = None, **overrides: Any) -> CompileReport:
         """Compiles this specialization for the GPU `target` (by default the kernel's, or
@@ -313,7 +301,7 @@ class Kernel[**P, R]:
             with unprofiled():  # the profiler's host callback lowers on its device alone
                 return compile_kernel(self, args, overrides, chosen, call_site())
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def tune(
         self,
@@ -338,7 +326,7 @@ class Kernel[**P, R]:
         try:
             return tune_kernel(self, args, fixed, by, reps, call_site(), force=force)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def trace(
         self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
@@ -350,7 +338,7 @@ class Kernel[**P, R]:
             # The mosaic_gpu function is a jit already; an interpreted one is wrapped in one.
             return (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     # --- variants ----------------------------------------------------------------------------
 
@@ -366,7 +354,7 @@ class Kernel[**P, R]:
             )
             compile_declaration(self.spec, consts, where)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc, Phase.DECLARATION) from None
+            raise at_entry_point(exc, Phase.DECLARATION) from None
         return new
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
@@ -374,7 +362,7 @@ class Kernel[**P, R]:
         try:
             chosen = resolve_backend(backend, None, "kernel.with_backend") if backend else None
         except BackendError as exc:
-            raise _for_kernel(exc, self.spec.name) from None
+            raise for_kernel(exc, self.spec.name) from None
         return Kernel(
             self.spec,
             self.consts,
@@ -390,7 +378,7 @@ class Kernel[**P, R]:
         try:
             named = resolve_target(target, self.spec.name, call_site()).name if target else None
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
         return Kernel(
             self.spec,
             self.consts,
@@ -416,7 +404,7 @@ class Kernel[**P, R]:
         try:
             chosen = resolve_backend(backend, self.backend)
         except BackendError as exc:
-            raise _for_kernel(exc, spec.name) from None
+            raise for_kernel(exc, spec.name) from None
         binding = bind(spec, args, self.consts, overrides, call=call)
         if call and chosen == "mosaic_gpu":
             check_runs_here(gpu, spec.name, where)
@@ -437,28 +425,6 @@ class Kernel[**P, R]:
         else:
             fn = jax.jit(differentiable(launch, self._derivative, spec, consts, chosen))
         return Specialization(compiled.plan, compiled.source, fn, interpreted=interpreted)
-
-
-def _for_kernel(exc: BackendError, kernel: str) -> BackendError:
-    """`exc`, which the backend's check raised without a kernel, naming `kernel`."""
-    return BackendError(
-        exc.what,
-        kernel=kernel,
-        where=exc.where or call_site(),
-        expected=exc.expected,
-        actual=exc.actual,
-        fix=exc.fix,
-    )
-
-
-def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> StaticKernelError:
-    """The error, to be re-raised from a public entry point with the frames below it dropped,
-    and with the entry point's phase unless a check recorded its own.
-
-    Its message already names the user's line, the operand and the fix; statickernel's own
-    frames would only bury that. Errors that are not statickernel's keep their full traceback.
-    """
-    return stamp_phase(exc, phase).with_traceback(None)
 
 
 @overload
@@ -586,10 +552,10 @@ def kernel[**P, R](
             try:
                 chosen = resolve_backend(backend, None) if backend else None
             except BackendError as exc:
-                raise _for_kernel(exc, spec.name) from None
+                raise for_kernel(exc, spec.name) from None
             compile_declaration(spec, spec.const_defaults)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc, Phase.DECLARATION) from None
+            raise at_entry_point(exc, Phase.DECLARATION) from None
         return Kernel(spec, spec.const_defaults, chosen, derivative=derivative)
 
     if fn is None:
@@ -597,4 +563,4 @@ def kernel[**P, R](
     try:
         return decorate(fn)
     except StaticKernelError as exc:  # `@sk.kernel` without arguments: one entry frame, not two
-        raise _at_entry_point(exc, Phase.DECLARATION) from None
+        raise at_entry_point(exc, Phase.DECLARATION) from None
