@@ -5,6 +5,8 @@ and taken by later calls; and the refusals, each a statickernel error."""
 import json
 import math
 import pathlib
+import re
+import warnings
 from typing import Any
 
 import jax
@@ -181,11 +183,110 @@ def test_a_cache_key_changes_with_what_the_choice_depends_on() -> None:
     assert key != cache.tuning_key(softmax.spec, shapes, {}, "sm_90a")
 
 
-def test_an_unreadable_cache_file_is_a_miss(own_cache: pathlib.Path) -> None:
-    matmul.tune(SQUARE, SQUARE, by="plan")
+def _cache_file(own_cache: pathlib.Path) -> pathlib.Path:
     (entry,) = (own_cache / "tune").glob("matmul-*.json")
-    entry.write_text("{not json")
-    assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{not json", "is not JSON"),
+        ("[]", "holds a JSON array, not a tuning"),
+        ("null", "holds a JSON null, not a tuning"),
+        ('"BM=128"', "holds a JSON string, not a tuning"),
+        ("\udcff", "cannot be read"),
+    ],
+)
+def test_a_cache_file_holding_no_tuning_is_reported_once_and_ignored(
+    own_cache: pathlib.Path, text: str, problem: str
+) -> None:
+    matmul.tune(SQUARE, SQUARE, by="plan")
+    entry = _cache_file(own_cache)
+    entry.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.warns(sk.TuningCacheWarning) as caught:
+        plan = matmul.bind().plan(SQUARE, SQUARE)
+    assert _consts(plan, "BM", "BN") == {"BM": 64, "BN": 64}  # the declared defaults
+    (warning,) = caught
+    message = str(warning.message)
+    assert f"the tuning cache file {entry} {problem}" in message
+    assert "Delete the file" in message and "force=True" in message
+    assert warning.filename == __file__  # the line of the call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: a second reader is not told again
+        assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda d: d.pop("best"), "holds a malformed tuning (KeyError: 'best')"),
+        (lambda d: d.update(best=[128, 128]), "holds a malformed tuning (TypeError"),
+        (lambda d: d.update(ranked_by="luck"), "holds a malformed tuning (ValueError"),
+        (lambda d: d["candidates"][0].update(seconds="1 us"), "seconds is '1 us', not a number"),
+        (lambda d: d.update(best={"BM": 64, "BN": 64}), "best that is not its first ranked"),
+    ],
+)
+def test_a_malformed_tuning_is_reported_and_ignored(
+    own_cache: pathlib.Path, edit: Any, problem: str
+) -> None:
+    matmul.tune(SQUARE, SQUARE, by="plan")
+    entry = _cache_file(own_cache)
+    data = json.loads(entry.read_text())
+    edit(data)
+    entry.write_text(json.dumps(data))
+    with pytest.warns(sk.TuningCacheWarning, match=re.escape(problem)):
+        plan = matmul.bind().plan(SQUARE, SQUARE)
+    assert _consts(plan, "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+def _cache_choosing(own_cache: pathlib.Path, best: dict[str, Any], **fixed: Any) -> pathlib.Path:
+    """The cache file of SQUARE's tuning, edited to choose `best` (as its first candidate)."""
+    matmul.tune(SQUARE, SQUARE, by="plan", **fixed)
+    entry = _cache_file(own_cache)
+    data = json.loads(entry.read_text())
+    data["best"] = data["candidates"][0]["constants"] = best
+    entry.write_text(json.dumps(data))
+    return entry
+
+
+@pytest.mark.parametrize(
+    "best", [{"BM": 100, "BN": 64}, {"BM": "128", "BN": 64}, {"BM": 64}, {"BM": 64, "BK": 64}]
+)
+def test_a_cached_choice_outside_the_candidates_is_reported_and_ignored(
+    own_cache: pathlib.Path, best: dict[str, Any]
+) -> None:
+    entry = _cache_choosing(own_cache, best)
+    x = jax.random.normal(jax.random.key(0), SQUARE.shape, jnp.bfloat16)
+    with pytest.warns(sk.TuningCacheWarning, match=f"{re.escape(str(entry))} chooses ") as caught:
+        plan = matmul.bind().plan(x, x)
+    assert "BM in [64, 128]; BN in [64, 128, 256]" in str(caught[0].message)
+    assert _consts(plan, "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+def test_cached_constants_a_rule_refuses_are_reported_and_the_defaults_run(
+    own_cache: pathlib.Path,
+) -> None:
+    # Both are candidates, but with BK=128 their blocks do not fit in shared memory at
+    # SQUARE (the tuning pruned them): the call is not to blame, the file is.
+    entry = _cache_choosing(own_cache, {"BM": 64, "BN": 256}, BK=128)
+    with pytest.warns(sk.TuningCacheWarning) as caught:
+        plan = matmul.bind(BK=128).plan(SQUARE, SQUARE)
+    assert _consts(plan, "BM", "BN", "BK") == {"BM": 64, "BN": 64, "BK": 128}
+    message = str(caught[0].message)
+    assert f"{entry} gives constants that the kernel refuses at these shapes" in message
+    assert "SharedMemoryError" in message and "Delete the file" in message
+    # An error of the call's own is still the call's, and the file is not blamed for it.
+    wrong = jax.ShapeDtypeStruct((2048, 4096), jnp.bfloat16)
+    shapes = [((4096, 4096), "bfloat16"), ((2048, 4096), "bfloat16")]
+    key = cache.tuning_key(matmul.spec, shapes, {"BK": 128}, "sm_90a")
+    data = {**json.loads(entry.read_text()), "key": key}
+    data["best"] = data["candidates"][0]["constants"] = {"BM": 128, "BN": 128}
+    cache.path_of(key, "matmul").write_text(json.dumps(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(sk.ShapeError):
+            matmul.bind(BK=128).plan(SQUARE, wrong)
 
 
 @pytest.mark.parametrize(("m", "n"), [(1, 7), (97, 129), (300, 1000)])

@@ -40,6 +40,7 @@ from .profiling import current_profile, unprofiled
 
 if TYPE_CHECKING:
     from ..tuning.result import TuneResult
+    from ..tuning.tuner import CallConstants
 
 __all__ = ["Kernel", "Specialization", "kernel"]
 
@@ -162,27 +163,57 @@ class Kernel[**P, R]:
         entry = self._cache.get(key) if key is not None else None
         if entry is not None:
             return entry
+        tuned = None
         if self.spec.tunables:
             # Outside the lock: tuning on a call (STATICKERNEL_AUTOTUNE=force) plans the
             # candidates through this path.
             from ..tuning.tuner import call_constants
 
-            overrides = call_constants(
-                self, args, overrides, self._backend_key(backend), call_site()
-            )
+            tuned = call_constants(self, args, overrides, self._backend_key(backend), call_site())
         with self._lock:
             entry = self._cache.get(key) if key is not None else None
             if entry is None:
-                # Overrides spelled differently (another order, an explicit default) share one
-                # specialization.
-                canonical = self._canonical_key(key, overrides, backend, target)
-                entry = self._by_consts.get(canonical) if canonical is not None else None
-                if entry is None:
-                    entry = self._build(args, overrides, backend, call, target)
+                entry = self._tuned_or_own(args, overrides, tuned, backend, key, call, target)
                 if key is not None:
                     self._cache[key] = entry
-                if canonical is not None:
-                    self._by_consts[canonical] = entry
+        return entry
+
+    def _tuned_or_own(
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        tuned: "CallConstants | None",
+        *launch: Any,
+    ) -> Specialization:
+        """The specialization with the tuned constants the cache gave, if any; where a rule
+        refuses those (a file edited by hand), with the call's own, and the file is reported.
+        `launch` is the rest of what `_shared` takes."""
+        if tuned is None or tuned.cache_file is None:
+            return self._shared(args, overrides if tuned is None else tuned.overrides, *launch)
+        try:
+            return self._shared(args, tuned.overrides, *launch)
+        except StaticKernelError as refused:
+            entry = self._shared(args, overrides, *launch)  # the call's own error, if it has one
+            tuned.refused(self.spec.name, refused)
+            return entry
+
+    def _shared(
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        backend: str | None,
+        key: Any,
+        call: bool,
+        target: str | None,
+    ) -> Specialization:
+        """The specialization of these constants: one built for the same constants spelled
+        otherwise (another order, an explicit default), else built now."""
+        canonical = self._canonical_key(key, overrides, backend, target)
+        entry = self._by_consts.get(canonical) if canonical is not None else None
+        if entry is None:
+            entry = self._build(args, overrides, backend, call, target)
+        if canonical is not None:
+            self._by_consts[canonical] = entry
         return entry
 
     def _backend_key(self, backend: str | None) -> str:

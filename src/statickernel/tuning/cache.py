@@ -21,7 +21,9 @@ import inspect
 import json
 import os
 import pathlib
+import sys
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +31,8 @@ import jax
 
 from .._compiler.declare.spec import KernelSpec
 from .._errors import TuneError
+from .._where import PACKAGE_DIR
+from .cache_warning import TuningCacheWarning
 from .result import Ranking, Status, TuneCandidate, TuneResult
 
 __all__ = [
@@ -38,6 +42,8 @@ __all__ = [
     "autotune_setting",
     "cache_dir",
     "load",
+    "path_of",
+    "report_bad_entry",
     "store",
     "tuning_key",
 ]
@@ -115,38 +121,126 @@ def tuning_key(
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _path(key: str, kernel: str) -> pathlib.Path:
+def path_of(key: str, kernel: str) -> pathlib.Path:
+    """The file of the tuning cached under `key`."""
     return cache_dir() / "tune" / f"{kernel}-{key}.json"
 
 
-def load(key: str, kernel: str) -> TuneResult | None:
-    """The tuning cached under `key` (marked `cached`), or None: a missing, unreadable or
-    older-format file is a miss."""
+def load(key: str, kernel: str, report: bool = True) -> TuneResult | None:
+    """The tuning cached under `key` (marked `cached`), or None: none is cached, or the file
+    cannot be read or holds no tuning of this key, which is ignored and, if `report`, reported
+    once (`report_bad_entry`)."""
+    path = path_of(key, kernel)
     try:
-        data = json.loads(_path(key, kernel).read_text())
-        if data.get("format") != _FORMAT or data.get("key") != key:
-            return None
-        table = tuple(
-            TuneCandidate(**{**c, "status": Status(c["status"])}) for c in data["candidates"]
-        )
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):  # none cached (or no cache folder)
+        return None
+    except (OSError, ValueError) as exc:  # unreadable, or not UTF-8
+        problem = f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    else:
+        try:
+            return _parsed(text, key)
+        except _NotATuning as exc:
+            problem = str(exc)
+    if report:
+        report_bad_entry(path, kernel, problem)
+    return None
+
+
+class _NotATuning(Exception):
+    """What a cache file holds instead of a tuning of its key."""
+
+
+def _parsed(text: str, key: str) -> TuneResult:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _NotATuning(f"is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _NotATuning(f"holds a JSON {_json_kind(data)}, not a tuning")
+    if data.get("format") != _FORMAT or data.get("key") != key:
+        raise _NotATuning("holds a tuning of another format or key than its name says")
+    try:
+        best, candidates = data["best"], data["candidates"]
+        if not isinstance(best, dict) or not isinstance(candidates, list) or not candidates:
+            raise TypeError("'best' is not an object, or 'candidates' not a list of them")
+        table = tuple(_candidate(c) for c in candidates)
         result = TuneResult(
-            data["kernel"],
+            _text(data["kernel"]),
             Ranking(data["ranked_by"]),
-            data["target"],
-            tuple(data["shapes"]),
-            dict(data["best"]),
+            _text(data["target"]),
+            tuple(_text(s) for s in data["shapes"]),
+            dict(best),
             table,
             cached=True,
         )
-        result.check_invariants()
-        return result
-    except (OSError, ValueError, KeyError, TypeError, AssertionError):
-        return None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _NotATuning(f"holds a malformed tuning ({type(exc).__name__}: {exc})") from None
+    ranked = [c for c in table if c.status is Status.RANKED]
+    if not ranked or dict(ranked[0].constants) != result.best:
+        raise _NotATuning("holds a best that is not its first ranked candidate")
+    return result
+
+
+_NUMBERS = ("estimated_seconds", "seconds", "ctas", "ctas_per_sm", "bytes_in_flight_per_sm")
+_NUMBERS += ("smem_bytes", "copied_bytes", "registers", "spill_bytes")
+
+
+def _candidate(data: Any) -> TuneCandidate:
+    if not isinstance(data, dict) or not isinstance(data.get("constants"), dict):
+        raise TypeError(f"a candidate is {_json_kind(data)}, not an object with its constants")
+    for name in _NUMBERS:
+        value = data.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise TypeError(f"a candidate's {name} is {value!r}, not a number")
+    return TuneCandidate(
+        **{**data, "status": Status(data["status"]), "reason": _text(data["reason"])}
+    )
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a string")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "array", dict: "object", str: "string", bool: "boolean", type(None): "null"}
+    return kinds.get(type(value), "number")
+
+
+# The bad cache files reported in this process, with what was wrong: each is reported once.
+_REPORTED: set[tuple[pathlib.Path, str]] = set()
+
+
+def report_bad_entry(path: pathlib.Path, kernel: str, problem: str) -> None:
+    """Warns, once per file and problem, that a cache file is ignored, and how to clear it:
+    calls of its shapes take the declared defaults."""
+    if (path, problem) in _REPORTED:
+        return
+    _REPORTED.add((path, problem))
+    warnings.warn(
+        f"kernel `{kernel}`: the tuning cache file {path} {problem}; it is ignored, and calls "
+        "of these shapes take the declared defaults. Delete the file to clear it (or the "
+        f"folder {path.parent}, every cached tuning), or tune these shapes again with "
+        "kernel.tune(..., force=True)",
+        TuningCacheWarning,
+        stacklevel=_outside_statickernel(),
+    )
+
+
+def _outside_statickernel() -> int:
+    """`warnings.warn`'s stacklevel, from `report_bad_entry`, of the innermost frame outside
+    statickernel: the user's line that called the kernel."""
+    frame, level = sys._getframe(2), 2  # pyright: ignore[reportPrivateUsage]
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def store(key: str, result: TuneResult) -> pathlib.Path:
     """Writes `result` under `key`, atomically (a reader sees the old file or the new one)."""
-    path = _path(key, result.kernel)
+    path = path_of(key, result.kernel)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"format": _FORMAT, "key": key, **result.to_json()}
     del data["cached"]

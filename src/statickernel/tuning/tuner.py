@@ -1,7 +1,9 @@
 """`kernel.tune(...)`: the candidates, measured and ranked, the best cached; and the constants a
 call takes from the cache."""
 
+import dataclasses
 import itertools
+import pathlib
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,7 +12,14 @@ import jax
 from jax.core import Tracer
 
 from .._compiler.declare.binding import bind_consts
-from .._errors import ErrorContext, NoCandidateError, Phase, ToolchainError, TuneError
+from .._errors import (
+    ErrorContext,
+    NoCandidateError,
+    Phase,
+    StaticKernelError,
+    ToolchainError,
+    TuneError,
+)
 from ..aot.compile import toolchain
 from ..runtime.backend import has_cuda, resolve_backend
 from . import cache
@@ -19,7 +28,7 @@ from .measure import CompileMeasure, DeviceMeasure, Measure, PlanMeasure
 from .result import Ranking, Status, TuneCandidate, TuneResult, constants_text
 from .subject import TunedKernel
 
-__all__ = ["call_constants", "tune_kernel"]
+__all__ = ["CallConstants", "call_constants", "tune_kernel"]
 
 
 _COMPILE_TARGET = "sm_90a"
@@ -124,7 +133,8 @@ def tune_kernel(
     measure = _measure(kernel, args, by, reps, ctx)
     shapes = _shapes(args)
     key = cache.tuning_key(spec, shapes, fixed, measure.target)
-    hit = None if force else cache.load(key, spec.name)
+    # A file that holds no tuning is not reported: this tuning replaces it.
+    hit = None if force else cache.load(key, spec.name, report=False)
     if hit is not None and hit.ranked_by is measure.ranking:
         return hit
     combos = [
@@ -200,35 +210,73 @@ def _measured(
     return TuneCandidate(**{**vars(candidate), "constants": dict(combo)})
 
 
+@dataclasses.dataclass(frozen=True)
+class CallConstants:
+    """A call's constant overrides with the tuned constants the cache gave for its shapes, and
+    the file they came from (None where none did)."""
+
+    overrides: Mapping[str, Any]
+    cache_file: pathlib.Path | None = None
+
+    def refused(self, kernel: str, exc: StaticKernelError) -> None:
+        """Reports that a rule refused the cached constants (the call takes the defaults)."""
+        assert self.cache_file is not None
+        cache.report_bad_entry(
+            self.cache_file,
+            kernel,
+            f"gives constants that the kernel refuses at these shapes ({type(exc).__name__}: "
+            f"{exc.what})",
+        )
+
+
 def call_constants(
     kernel: TunedKernel,
     args: Sequence[Any],
     overrides: Mapping[str, Any],
     backend: str,
     where: str | None,
-) -> Mapping[str, Any]:
+) -> CallConstants:
     """A call's constant overrides, with the cached tuning of its shapes for the tuned
     constants it leaves open (`STATICKERNEL_AUTOTUNE`)."""
+    unchanged = CallConstants(overrides)
     if not kernel.spec.tunables:
-        return overrides
+        return unchanged
     fixed = fixed_constants(kernel, overrides)
     space = _open(kernel, fixed)
     if not space:
-        return overrides
+        return unchanged
     setting = cache.autotune_setting(kernel.spec.name, where)
     if setting is cache.Autotune.OFF:
-        return overrides
+        return unchanged
     try:
         shapes = _shapes(args)
     except (AttributeError, TypeError, ValueError):  # not arrays: the call's checks say so
-        return overrides
+        return unchanged
     targets = [_COMPILE_TARGET]
     if backend == "mosaic_gpu" and has_cuda():
         targets.insert(0, _device_target())
     for target in targets:
-        hit = cache.load(cache.tuning_key(kernel.spec, shapes, fixed, target), kernel.spec.name)
-        if hit is not None and set(hit.best) == set(space):
-            return {**overrides, **hit.best}
+        key = cache.tuning_key(kernel.spec, shapes, fixed, target)
+        hit = cache.load(key, kernel.spec.name)
+        if hit is not None and _fits(hit, space, cache.path_of(key, kernel.spec.name)):
+            return CallConstants({**overrides, **hit.best}, cache.path_of(key, kernel.spec.name))
     if setting is cache.Autotune.FORCE:
-        return {**overrides, **tune_kernel(kernel, args, overrides, None, 20, where).best}
-    return overrides
+        return CallConstants(
+            {**overrides, **tune_kernel(kernel, args, overrides, None, 20, where).best}
+        )
+    return unchanged
+
+
+def _fits(hit: TuneResult, space: Mapping[str, tuple[Any, ...]], path: pathlib.Path) -> bool:
+    """Whether a cached tuning chooses one of its candidates for each constant the call leaves
+    open; a file that does not (edited by hand) is reported and ignored."""
+    best = dict(hit.best)
+    if set(best) == set(space) and all(best[k] in space[k] for k in space):
+        return True
+    cache.report_bad_entry(
+        path,
+        hit.kernel,
+        f"chooses {constants_text(best)}, where the kernel's tuned constants left open take "
+        + "; ".join(f"{k} in {list(v)}" for k, v in space.items()),
+    )
+    return False
