@@ -146,7 +146,7 @@ def test_tune_ranks_and_caches_the_candidates(
 ) -> None:
     monkeypatch.setenv("STATICKERNEL_CACHE_DIR", str(tmp_path))
     args = ["tune", "examples/matmul.py:matmul", "--arg", "a=bf16[4096,4096]"]
-    args += ["--arg", "b=bf16[4096,4096]", "--by", "plan"]
+    args += ["--arg", "b=bf16[4096,4096]", "--target", "sm_90a", "--by", "plan"]
     assert cli.main([*args, "--json"]) == cli.EXIT_OK
     first = json.loads(capsys.readouterr().out)
     assert first["ranked_by"] == "plan" and not first["cached"]
@@ -159,6 +159,12 @@ def test_tune_ranks_and_caches_the_candidates(
     fixed = ["--const", "BM=64", "--const", "BN=64", "--const", "cluster=False"]
     assert cli.main([*args[:-2], *fixed]) == cli.EXIT_FAILED
     assert "no constant left to tune" in capsys.readouterr().err
+    # Another architecture's tuning is its own: measured, not the sm_90a one from the cache.
+    assert cli.main([*args, "--target", "sm_100a", "--json"]) == cli.EXIT_OK
+    blackwell = json.loads(capsys.readouterr().out)
+    assert blackwell["target"] == "sm_100a" and not blackwell["cached"]
+    assert blackwell["best"]["BM"] == 128  # a tcgen05 MMA's 128 rows
+    assert len(list(tmp_path.glob("tune/matmul-*.json"))) == 2
 
 
 def test_check_missing_path_is_a_usage_error() -> None:

@@ -179,8 +179,48 @@ def test_a_cache_key_changes_with_what_the_choice_depends_on() -> None:
     assert key == cache.tuning_key(matmul.spec, shapes, {}, "sm_90a")
     assert key != cache.tuning_key(matmul.spec, [((4096, 4096), "float16")] * 2, {}, "sm_90a")
     assert key != cache.tuning_key(matmul.spec, shapes, {"BK": 128}, "sm_90a")
-    assert key != cache.tuning_key(matmul.spec, shapes, {}, "NVIDIA H200")
+    assert key != cache.tuning_key(matmul.spec, shapes, {}, "sm_100a")
+    assert key != cache.tuning_key(matmul.spec, shapes, {}, "sm_90a", "NVIDIA H200")
     assert key != cache.tuning_key(softmax.spec, shapes, {}, "sm_90a")
+
+
+# Shapes where the plan ranks BM=64 first for sm_90a: a tcgen05 MMA (sm_100a) takes 128 rows.
+SMALL_A = jax.ShapeDtypeStruct((192, 1024), jnp.bfloat16)
+SMALL_B = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)
+
+
+def test_a_tuning_for_one_target_never_applies_to_another(own_cache: pathlib.Path) -> None:
+    hopper = matmul.tune(SMALL_A, SMALL_B, by="plan", target="sm_90a")
+    assert hopper.target == "sm_90a" and hopper.best == {"BM": 64, "BN": 64}
+    # A later process (a kernel with an empty in-memory cache) plans these shapes for sm_100a
+    # with its own defaults, not with Hopper's BM=64, which sm_100a refuses.
+    blackwell_plan = matmul.bind().plan(SMALL_A, SMALL_B, target="sm_100a")
+    assert _consts(blackwell_plan, "BM")["BM"] == 128
+    blackwell = matmul.with_target("sm_100a").tune(SMALL_A, SMALL_B, by="plan")
+    assert blackwell.target == "sm_100a" and not blackwell.cached
+    assert blackwell.best["BM"] == 128
+    # Each target's calls take its own tuning.
+    fresh = matmul.bind()
+    assert _consts(fresh.plan(SMALL_A, SMALL_B, target="sm_90a"), "BM", "BN") == hopper.best
+    assert _consts(fresh.plan(SMALL_A, SMALL_B, target="sm_100a"), "BM", "BN") == blackwell.best
+    # The files say what they were tuned for, and with what.
+    files = [json.loads(p.read_text()) for p in (own_cache / "tune").glob("matmul-*.json")]
+    assert sorted(f["planned_for"] for f in files) == ["sm_100a", "sm_90a"]
+    assert all(
+        f["versions"] == {"statickernel": sk.__version__, "jax": jax.__version__} for f in files
+    )
+
+
+def test_the_device_measure_tunes_for_the_attached_gpu_alone() -> None:
+    from statickernel._targets import live_target
+
+    live = live_target()
+    if sk.default_backend() != "mosaic_gpu" or live is None:
+        pytest.skip("needs a Hopper or Blackwell GPU")
+    other = "sm_100a" if live.name == "sm_90a" else "sm_90a"
+    x = jnp.ones((256, 256), jnp.bfloat16)
+    with pytest.raises(sk.TuneError, match=f"the tuning is for {other}"):
+        matmul.tune(x, x, by="device", target=other)
 
 
 def _cache_file(own_cache: pathlib.Path) -> pathlib.Path:
@@ -376,10 +416,13 @@ class _OnTheInterpreter:
     def __init__(self, wrong: bool = False) -> None:
         self.spec, self.consts = softmax.spec, softmax.consts
         self.backend: str | None = "mosaic_gpu"
+        self.target: str | None = None
         self.reference, self.wrong = softmax.reference, wrong
 
-    def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> sk.LaunchPlan:
-        return softmax.plan(*args, backend=backend, **overrides)
+    def plan(
+        self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
+    ) -> sk.LaunchPlan:
+        return softmax.plan(*args, backend=backend, target=target, **overrides)
 
     def compile(self, *args: Any, target: str = "sm_90a", **overrides: Any) -> sk.CompileReport:
         raise AssertionError("the device measure does not compile")

@@ -384,5 +384,14 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--reps", type=_positive, default=20, help="timed runs a candidate on a GPU (default 20)"
     )
+    tune.add_argument(
+        "--target",
+        dest="gpu_target",
+        default=None,
+        metavar="ARCH",
+        help=f"the GPU architecture to tune for, {' or '.join(TARGETS)}: a tuning applies to "
+        "the calls planned for it alone (default: the attached GPU's, else "
+        f"{DEFAULT_TARGET}), e.g. --target sm_100a",
+    )
     tune.add_argument("--json", action="store_true", help=_JSON_HELP)
     return parser

@@ -169,7 +169,8 @@ class Kernel[**P, R]:
             # candidates through this path.
             from ..tuning.tuner import call_constants
 
-            tuned = call_constants(self, args, overrides, self._backend_key(backend), call_site())
+            chosen, gpu = self._backend_key(backend), self._target(target).name
+            tuned = call_constants(self, args, overrides, chosen, gpu, call_site())
         with self._lock:
             entry = self._cache.get(key) if key is not None else None
             if entry is None:
@@ -340,22 +341,24 @@ class Kernel[**P, R]:
         by: str | None = None,
         reps: int = 20,
         force: bool = False,
+        target: str | None = None,
         **fixed: Any,
     ) -> "TuneResult":
         """Tries every combination of the candidates the constants declare with
-        `sk.tune(...)` (those `fixed` leaves open) at these arguments' shapes, ranks them and
-        caches the best on disk, where later calls of these shapes find it.
+        `sk.tune(...)` (those `fixed` leaves open) at these arguments' shapes, planned for the
+        GPU `target` (by default the kernel's, else the attached GPU's, else sm_90a), ranks
+        them and caches the best on disk, where later calls of these shapes for `target` find it.
 
         `by` names the measure: "device" (each candidate checked against the reference and
-        timed on this machine's GPU; needs arrays), "compile" (compiled for sm_90a without a
-        GPU: no spills first, then the plan's estimate with the compiled registers), "plan"
-        (the plan's first-order estimate alone); None takes the first of these that this
-        machine can do. The result says which ranked it. A tuning cached by the same measure
-        is returned as it is (`result.cached`), unless `force`."""
+        timed on this machine's GPU, of `target`; needs arrays), "compile" (compiled for
+        `target` without a GPU: no spills first, then the plan's estimate with the compiled
+        registers), "plan" (the plan's estimate alone); None takes the first of these that
+        this machine can do. The result says which ranked it. A tuning cached by the same
+        measure is returned as it is (`result.cached`), unless `force`."""
         from ..tuning.tuner import tune_kernel
 
         try:
-            return tune_kernel(self, args, fixed, by, reps, call_site(), force=force)
+            return tune_kernel(self, args, fixed, by, reps, call_site(), force, target)
         except StaticKernelError as exc:
             raise at_entry_point(exc) from None
 

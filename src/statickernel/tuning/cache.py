@@ -2,10 +2,12 @@
 
 One JSON file a tuning, under `$STATICKERNEL_CACHE_DIR/tune/` (by default the user's cache
 directory: `$XDG_CACHE_HOME/statickernel`, else `~/.cache/statickernel`), named by a hash of
-everything the choice depends on: the kernel's source, its name and module, the operands' shapes and
-dtypes, the constants fixed by the caller, the GPU it was ranked for, and the jax and
-statickernel versions. A change to any of them misses the cache; nothing is ever reused
-across them.
+everything the choice depends on: the kernel's source, its name and module, the operands'
+shapes and dtypes, the constants fixed by the caller, the GPU architecture its candidates were
+planned for (and the device they were timed on, if they were), and the jax and statickernel
+versions. A change to any of them misses the cache; nothing is ever reused across them (a
+tuning for sm_90a never applies to a call planned for sm_100a). The file records the
+architecture and the versions.
 
 `STATICKERNEL_AUTOTUNE` says what calls do with it:
 - `1` (the default): a call whose tuned constants it does not give takes the cached best
@@ -50,7 +52,9 @@ __all__ = [
 
 CACHE_ENV = "STATICKERNEL_CACHE_DIR"
 AUTOTUNE_ENV = "STATICKERNEL_AUTOTUNE"
-_FORMAT = 1
+# 2: keyed by the architecture planned for (and the device timed on), which the file records
+# with the versions that made it.
+_FORMAT = 2
 
 
 class Autotune(enum.Enum):
@@ -101,8 +105,11 @@ def tuning_key(
     shapes: Sequence[tuple[tuple[int, ...], str]],
     fixed: Mapping[str, Any],
     target: str,
+    device: str | None = None,
 ) -> str:
-    """The cache key of one tuning: a hash of what its choice depends on."""
+    """The cache key of one tuning: a hash of what its choice depends on, the GPU
+    architecture its candidates were planned for (`target`: a tuning for one never applies to
+    another) and, when they were timed on one, the device."""
     from .. import __version__
 
     facts = {
@@ -114,6 +121,7 @@ def tuning_key(
         "shapes": [[list(shape), dtype] for shape, dtype in shapes],
         "fixed": sorted((k, repr(v)) for k, v in fixed.items()),
         "target": target,
+        "device": device,
         "jax": f"{jax.__version__}",  # a part of the key, never compared
         "statickernel": __version__,
     }
@@ -238,11 +246,20 @@ def _outside_statickernel() -> int:
     return level
 
 
-def store(key: str, result: TuneResult) -> pathlib.Path:
-    """Writes `result` under `key`, atomically (a reader sees the old file or the new one)."""
+def store(key: str, result: TuneResult, planned_for: str) -> pathlib.Path:
+    """Writes `result` under `key`, atomically (a reader sees the old file or the new one),
+    with the architecture it was planned for and the versions that made it."""
+    from .. import __version__
+
     path = path_of(key, result.kernel)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"format": _FORMAT, "key": key, **result.to_json()}
+    data = {
+        "format": _FORMAT,
+        "key": key,
+        "planned_for": planned_for,
+        "versions": {"statickernel": __version__, "jax": f"{jax.__version__}"},
+        **result.to_json(),
+    }
     del data["cached"]
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
         json.dump(data, f, indent=1, sort_keys=True)

@@ -20,6 +20,7 @@ from .._errors import (
     ToolchainError,
     TuneError,
 )
+from .._targets import live_target, resolve_target
 from ..aot.compile import toolchain
 from ..runtime.backend import has_cuda, resolve_backend
 from . import cache
@@ -29,9 +30,6 @@ from .result import Ranking, Status, TuneCandidate, TuneResult, constants_text
 from .subject import TunedKernel
 
 __all__ = ["CallConstants", "call_constants", "tune_kernel"]
-
-
-_COMPILE_TARGET = "sm_90a"
 
 
 def fixed_constants(kernel: TunedKernel, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,9 +58,15 @@ def _device_target() -> str:
 
 
 def _measure(
-    kernel: TunedKernel, args: Sequence[Any], by: str | None, reps: int, ctx: ErrorContext
+    kernel: TunedKernel,
+    args: Sequence[Any],
+    by: str | None,
+    reps: int,
+    ctx: ErrorContext,
+    target: str,
 ) -> Measure:
-    """The measure `by` names, or the best one this machine has."""
+    """The measure `by` names, or the best one this machine has, for the GPU architecture
+    `target`: the device measure runs on this machine's GPU, so only for its architecture."""
     names = [r.value for r in Ranking]
     if by is not None and by not in names:
         raise ctx.error(
@@ -72,7 +76,13 @@ def _measure(
             actual=repr(by),
             fix='by="compile" on a machine with the [aot] toolchain, by="plan" anywhere',
         )
-    on_device = has_cuda() and resolve_backend(None, kernel.backend) == "mosaic_gpu"
+    live = live_target()
+    on_device = (
+        has_cuda()
+        and resolve_backend(None, kernel.backend) == "mosaic_gpu"
+        and live is not None
+        and live.name == target
+    )
     if by == Ranking.DEVICE.value or (by is None and on_device and _concrete(args)):
         if not has_cuda():
             raise ctx.error(
@@ -91,16 +101,28 @@ def _measure(
                 fix="pass arrays of the shapes to tune for (the results are checked against "
                 "the reference on them)",
             )
-        return DeviceMeasure(_device_target(), reps=reps)
+        if live is None or live.name != target:
+            raise ctx.error(
+                TuneError,
+                f'by="device" runs the candidates on this machine\'s GPU, and the tuning is '
+                f"for {target}",
+                expected=f"target={live.name!r}, this GPU's"
+                if live
+                else "a Hopper or Blackwell GPU",
+                actual=f"target={target!r}; this GPU: {_device_target()}",
+                fix=f'by="compile" or by="plan" to tune for {target} here'
+                + (f", or target={live.name!r}" if live else ""),
+            )
+        return DeviceMeasure(_device_target(), reps=reps, planned_for=target)
     if by == Ranking.COMPILE.value:
-        return CompileMeasure(_COMPILE_TARGET)
+        return CompileMeasure(target)
     if by is None:
         try:
             toolchain()
-            return CompileMeasure(_COMPILE_TARGET)
+            return CompileMeasure(target)
         except ToolchainError:
             pass
-    return PlanMeasure(_COMPILE_TARGET)
+    return PlanMeasure(target)
 
 
 def tune_kernel(
@@ -111,12 +133,15 @@ def tune_kernel(
     reps: int,
     where: str | None,
     force: bool = False,
+    target: str | None = None,
 ) -> TuneResult:
-    """Measures every candidate of the kernel's tuned constants at `args`' shapes, ranks them,
-    caches the best and returns the table; a tuning cached by the same measure is returned
-    as it is (`cached`) unless `force`."""
+    """Measures every candidate of the kernel's tuned constants at `args`' shapes, planned
+    for the GPU architecture `target` (by default the kernel's, else the attached GPU's, else
+    sm_90a), ranks them, caches the best for that architecture and returns the table; a
+    tuning cached by the same measure is returned as it is (`cached`) unless `force`."""
     spec = kernel.spec
     ctx = ErrorContext(spec.name, where, Phase.CALL)
+    planned_for = resolve_target(target or kernel.target, spec.name, where).name
     bind_consts(spec, kernel.consts, overrides, ctx)  # names and types, before any candidate
     fixed = fixed_constants(kernel, overrides)
     space = _open(kernel, fixed)
@@ -130,9 +155,9 @@ def tune_kernel(
             fix="declare candidates, e.g. `BM: sk.Const[int] = sk.tune(64, 128, 256)`, and "
             "leave them out of the call",
         )
-    measure = _measure(kernel, args, by, reps, ctx)
+    measure = _measure(kernel, args, by, reps, ctx, planned_for)
     shapes = _shapes(args)
-    key = cache.tuning_key(spec, shapes, fixed, measure.target)
+    key = cache.tuning_key(spec, shapes, fixed, planned_for, _measured_on(measure))
     # A file that holds no tuning is not reported: this tuning replaces it.
     hit = None if force else cache.load(key, spec.name, report=False)
     if hit is not None and hit.ranked_by is measure.ranking:
@@ -146,7 +171,7 @@ def tune_kernel(
         if by is not None:
             raise
         # The toolchain was found but cannot compile here (a plugin jax did not register).
-        measure = PlanMeasure(_COMPILE_TARGET)
+        measure = PlanMeasure(planned_for)
         table = [_measured(measure, kernel, args, fixed, combo) for combo in combos]
     ranked = sorted((c for c in table if c.status is Status.RANKED), key=lambda c: c.rank_key)
     others = [c for c in table if c.status is not Status.RANKED]
@@ -174,7 +199,7 @@ def tune_kernel(
     )
     result.check_invariants()
     try:
-        cache.store(key, result)
+        cache.store(key, result, planned_for)
     except OSError as exc:  # a read-only home: the result stands, later calls take defaults
         warnings.warn(
             f"kernel `{spec.name}`: the tuning could not be cached under {cache.cache_dir()} "
@@ -183,6 +208,11 @@ def tune_kernel(
             stacklevel=3,
         )
     return result
+
+
+def _measured_on(measure: Measure) -> str | None:
+    """The device a measure timed its candidates on (a part of the cache key), or None."""
+    return measure.target if measure.ranking is Ranking.DEVICE else None
 
 
 def _reasons(candidates: Sequence[TuneCandidate]) -> str:
@@ -234,10 +264,12 @@ def call_constants(
     args: Sequence[Any],
     overrides: Mapping[str, Any],
     backend: str,
+    target: str,
     where: str | None,
 ) -> CallConstants:
-    """A call's constant overrides, with the cached tuning of its shapes for the tuned
-    constants it leaves open (`STATICKERNEL_AUTOTUNE`)."""
+    """A call's constant overrides, with the cached tuning of its shapes, for the GPU
+    architecture it plans for, of the tuned constants it leaves open
+    (`STATICKERNEL_AUTOTUNE`)."""
     unchanged = CallConstants(overrides)
     if not kernel.spec.tunables:
         return unchanged
@@ -252,18 +284,19 @@ def call_constants(
         shapes = _shapes(args)
     except (AttributeError, TypeError, ValueError):  # not arrays: the call's checks say so
         return unchanged
-    targets = [_COMPILE_TARGET]
-    if backend == "mosaic_gpu" and has_cuda():
-        targets.insert(0, _device_target())
-    for target in targets:
-        key = cache.tuning_key(kernel.spec, shapes, fixed, target)
+    # Timed on this GPU first, when the call runs on it; then compiled or planned.
+    devices: list[str | None] = [None]
+    live = live_target()
+    if backend == "mosaic_gpu" and has_cuda() and live is not None and live.name == target:
+        devices.insert(0, _device_target())
+    for device in devices:
+        key = cache.tuning_key(kernel.spec, shapes, fixed, target, device)
         hit = cache.load(key, kernel.spec.name)
         if hit is not None and _fits(hit, space, cache.path_of(key, kernel.spec.name)):
             return CallConstants({**overrides, **hit.best}, cache.path_of(key, kernel.spec.name))
     if setting is cache.Autotune.FORCE:
-        return CallConstants(
-            {**overrides, **tune_kernel(kernel, args, overrides, None, 20, where).best}
-        )
+        tuned = tune_kernel(kernel, args, overrides, None, 20, where, target=target)
+        return CallConstants({**overrides, **tuned.best})
     return unchanged
 
 
