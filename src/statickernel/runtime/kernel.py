@@ -23,7 +23,6 @@ from .._display import PallasSource
 from .._errors import (
     BackendError,
     ErrorContext,
-    NotDifferentiableError,
     Phase,
     StaticKernelError,
 )
@@ -113,7 +112,7 @@ class Kernel[**P, R]:
                 return entry.fn(*args)
             except TypeError as exc:
                 if JVP_OF_CUSTOM_VJP in str(exc) and isinstance(self._derivative, DeclaredBackward):
-                    raise self._no_forward_mode(self._derivative) from None
+                    raise self._derivative.forward_mode_refused(self.spec.name) from None
                 # A cached specialization meets what bind never saw: say what is wrong with it,
                 # without jax's TypeError as its context.
                 try:
@@ -135,21 +134,6 @@ class Kernel[**P, R]:
                 raise
         except StaticKernelError as exc:
             raise at_entry_point(exc) from None
-
-    def _no_forward_mode(self, derivative: DeclaredBackward) -> NotDifferentiableError:
-        """JAX's TypeError for `jax.jvp` of a custom VJP, as a statickernel error."""
-        name = getattr(derivative.backward, "__name__", "backward")
-        return NotDifferentiableError(
-            "it was differentiated in forward mode, and its declared backward gives reverse "
-            "mode only",
-            kernel=self.spec.name,
-            where=call_site(),
-            expected="jax.grad, jax.vjp or jax.value_and_grad: reverse mode, which "
-            f"`{name}` computes",
-            actual="jax.jvp, jax.jacfwd or another forward-mode transform",
-            fix='use reverse mode (jax.vjp, jax.jacrev), or declare vjp="reference" to '
-            "differentiate the reference in both modes",
-        )
 
     def _specialize(
         self,
