@@ -150,6 +150,32 @@ def test_calls_of_the_tuned_shapes_take_the_cached_best(own_cache: pathlib.Path)
     assert _consts(fresh.plan(SQUARE, other), "BM", "BN") == {"BM": 64, "BN": 64}
 
 
+def test_calls_after_a_tuning_in_the_same_process_take_it() -> None:
+    kernel = matmul.bind()  # a kernel with an empty in-memory cache
+    sharing = kernel.with_backend("interpret")  # shares that cache
+    other = matmul.bind()  # another kernel of the same declaration, with a cache of its own
+    for k in (kernel, sharing, other):
+        assert _consts(k.plan(SQUARE, SQUARE, target="sm_90a"), "BM", "BN") == {"BM": 64, "BN": 64}
+    result = kernel.tune(SQUARE, SQUARE, by="plan", target="sm_90a")
+    assert result.best == {"BM": 128, "BN": 128}
+    for k in (kernel, sharing, other):
+        assert _consts(k.plan(SQUARE, SQUARE, target="sm_90a"), "BM", "BN") == result.best
+    # Another architecture's calls were not tuned.
+    assert _consts(kernel.plan(SQUARE, SQUARE, target="sm_100a"), "BN") == {"BN": 64}
+
+
+def test_a_call_after_a_tuning_in_the_same_process_runs_the_tuned_constants() -> None:
+    x = jax.random.normal(jax.random.key(5), (1000, 8), jnp.float32)
+    kernel = softmax.bind().with_backend("interpret").with_target("sm_90a")
+    np.testing.assert_allclose(np.asarray(kernel(x)), np.asarray(softmax_reference(x)), atol=2e-6)
+    assert _consts(kernel.plan(x), "BM") == {"BM": 64}  # the call's specialization
+    result = kernel.tune(x, by="plan")
+    assert result.best != {"BM": 64}
+    got = kernel(x)
+    assert _consts(kernel.plan(x), "BM") == dict(result.best)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(softmax_reference(x)), atol=2e-6)
+
+
 def test_autotune_0_ignores_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     matmul.tune(SQUARE, SQUARE, by="plan")
     monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "0")

@@ -36,6 +36,7 @@ from .generated import execute_module, finished_when_eager, overrides_key
 from .indices import check_indices, checking_indices
 from .lru import LruCache, configured_size
 from .profiling import current_profile, unprofiled
+from .tunings import tunings_of
 
 if TYPE_CHECKING:
     from ..tuning.result import TuneResult
@@ -212,10 +213,11 @@ class Kernel[**P, R]:
     def _launch_key(self, backend: str | None, target: str | None = None) -> Any:
         """The launch settings of a call's cache key: its backend, its GPU target as named, the
         SMs launches are sized for (a split loop's parts and narrowed blocks depend on them),
+        the tunings of the kernel so far (a new one may change the constants a call takes),
         and the profile of `sk.profile` when one is active (a specialization of its own)."""
         chosen = self._backend_key(backend)
         active = current_profile()
-        key = (chosen, target or self.target, sm_count())
+        key = (chosen, target or self.target, sm_count(), tunings_of(self.spec))
         return key if active is None else (*key, active)
 
     def _target(self, target: str | None) -> GpuTarget:

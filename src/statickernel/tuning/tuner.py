@@ -23,6 +23,7 @@ from .._errors import (
 from .._targets import live_target, resolve_target
 from ..aot.compile import toolchain
 from ..runtime.backend import has_cuda, resolve_backend
+from ..runtime.tunings import note_tuning
 from . import cache
 from .cache_warning import TuningCacheWarning
 from .measure import CompileMeasure, DeviceMeasure, Measure, PlanMeasure
@@ -161,6 +162,7 @@ def tune_kernel(
     # A file that holds no tuning is not reported: this tuning replaces it.
     hit = None if force else cache.load(key, spec.name, report=False)
     if hit is not None and hit.ranked_by is measure.ranking:
+        note_tuning(spec)  # calls specialized before the file was written read it now
         return hit
     combos = [
         dict(zip(space, values, strict=True)) for values in itertools.product(*space.values())
@@ -200,6 +202,7 @@ def tune_kernel(
     result.check_invariants()
     try:
         cache.store(key, result, planned_for)
+        note_tuning(spec)  # calls already specialized for these shapes read it again
     except OSError as exc:  # a read-only home: the result stands, later calls take defaults
         warnings.warn(
             f"kernel `{spec.name}`: the tuning could not be cached under {cache.cache_dir()} "
