@@ -127,6 +127,36 @@ def test_check_lower_cross_lowers_at_probe_shapes(kernel_folder: pathlib.Path) -
     assert f"✓ good.py:9  double  {lowered}" in done.stdout
 
 
+def test_check_plans_and_lowers_for_the_target_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # tcgen05 (sm_100a) does not multiply int8: kernel.lower(..., target="sm_100a") refuses it.
+    kernel = "examples/matmul_int8.py:matmul_int8"
+    assert cli.main(["check", kernel, "--lower"]) == cli.EXIT_OK
+    assert "(lowered for Mosaic GPU at " in capsys.readouterr().out
+    for extra in (["--lower"], []):
+        assert cli.main(["check", kernel, *extra, "--target", "sm_100a"]) == cli.EXIT_FAILED
+        out = capsys.readouterr().out
+        step = "lowering" if extra else "planning"
+        assert f"✗ examples/matmul_int8.py:15  matmul_int8: {step} failed at aligned" in out
+        assert "TensorCoreTargetError" in out or "tcgen05 does not multiply" in out
+    assert cli.main(["check", kernel, "--target", "sm_90a"]) == cli.EXIT_OK
+    assert "(planned for Mosaic GPU (sm_90a) at " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["check examples/add.py", "plan", "emit", "compile", "tune"])
+def test_an_unknown_target_is_a_usage_error(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, *paths = command.split()
+    if not paths:
+        paths = ["examples/add.py:add", "--arg", "x=float32[8,8]", "--arg", "y=float32[8,8]"]
+    with pytest.raises(SystemExit) as info:
+        cli.main([name, *paths, "--target", "sm_80"])
+    assert info.value.code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "'sm_80' is not a GPU architecture statickernel plans for" in err
+    assert "sm_90a (NVIDIA H100 and H200 (Hopper)) or sm_100a (NVIDIA B200 (Blackwell))" in err
+
+
 def test_check_takes_one_kernel_as_the_other_commands_do(
     kernel_folder: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
