@@ -328,6 +328,10 @@ def test_a_cached_choice_outside_the_candidates_is_reported_and_ignored(
         plan = matmul.bind().plan(x, x)
     assert "BM in [64, 128]; BN in [64, 128, 256]" in str(caught[0].message)
     assert _consts(plan, "BM", "BN") == {"BM": 64, "BN": 64}
+    # Tuning again measures again, and replaces the file.
+    again = matmul.bind().tune(SQUARE, SQUARE, by="plan")
+    assert not again.cached and again.best == {"BM": 128, "BN": 128}
+    assert json.loads(entry.read_text())["best"] == again.best
 
 
 def test_cached_constants_a_rule_refuses_are_reported_and_the_defaults_run(

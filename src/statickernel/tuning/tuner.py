@@ -161,7 +161,8 @@ def tune_kernel(
     key = cache.tuning_key(spec, shapes, fixed, planned_for, _measured_on(measure))
     # A file that holds no tuning is not reported: this tuning replaces it.
     hit = None if force else cache.load(key, spec.name, report=False)
-    if hit is not None and hit.ranked_by is measure.ranking:
+    path = cache.path_of(key, spec.name)
+    if hit is not None and hit.ranked_by is measure.ranking and _fits(hit, space, path, False):
         note_tuning(spec)  # calls specialized before the file was written read it now
         return hit
     combos = [
@@ -303,12 +304,16 @@ def call_constants(
     return unchanged
 
 
-def _fits(hit: TuneResult, space: Mapping[str, tuple[Any, ...]], path: pathlib.Path) -> bool:
+def _fits(
+    hit: TuneResult, space: Mapping[str, tuple[Any, ...]], path: pathlib.Path, report: bool = True
+) -> bool:
     """Whether a cached tuning chooses one of its candidates for each constant the call leaves
-    open; a file that does not (edited by hand) is reported and ignored."""
+    open; a file that does not (edited by hand) is ignored and, if `report`, reported."""
     best = dict(hit.best)
     if set(best) == set(space) and all(best[k] in space[k] for k in space):
         return True
+    if not report:
+        return False
     cache.report_bad_entry(
         path,
         hit.kernel,
