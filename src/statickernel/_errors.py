@@ -392,7 +392,8 @@ class ToolchainError(CompileError):
 
 class TuneError(CallError):
     """A kernel cannot be tuned as asked: it declares nothing to tune, the measure named is not
-    available here, or `STATICKERNEL_AUTOTUNE` holds an unknown value."""
+    available here (the device measure without a GPU, or for another architecture than the
+    attached GPU's), or `STATICKERNEL_AUTOTUNE` holds an unknown value."""
 
     code: ClassVar[str] = "SK500"
 
