@@ -15,6 +15,7 @@ __all__ = [
     "AnnotationError",
     "BackendError",
     "BackwardError",
+    "BenchError",
     "BlockAlignmentError",
     "BodyError",
     "Bound",

@@ -20,6 +20,7 @@ __all__ = [
     "AnnotationError",
     "BackendError",
     "BackwardError",
+    "BenchError",
     "BlockAlignmentError",
     "BodyError",
     "CallError",
@@ -360,6 +361,14 @@ class NotAKernelError(CallError):
     code: ClassVar[str] = "SK209"
 
 
+class BenchError(CallError):
+    """`sk.testing.bench` or `sk.testing.bench_side_by_side` was given something it cannot
+    time: no contender, a contender that is not callable, or a setting out of range (`warmup`
+    an int >= 0, `reps` an int >= 1, `min_run_s` finite seconds >= 0)."""
+
+    code: ClassVar[str] = "SK210"
+
+
 # --- raised when a kernel is compiled for a GPU (kernel.compile) -------------------------------
 
 
@@ -386,7 +395,8 @@ class ToolchainError(CompileError):
 
 class TuneError(CallError):
     """A kernel cannot be tuned as asked: it declares nothing to tune, the measure named is not
-    available here, or `STATICKERNEL_AUTOTUNE` holds an unknown value."""
+    available here (the device measure without a GPU, or for another architecture than the
+    attached GPU's), or `STATICKERNEL_AUTOTUNE` holds an unknown value."""
 
     code: ClassVar[str] = "SK500"
 

@@ -127,6 +127,36 @@ def test_check_lower_cross_lowers_at_probe_shapes(kernel_folder: pathlib.Path) -
     assert f"✓ good.py:9  double  {lowered}" in done.stdout
 
 
+def test_check_plans_and_lowers_for_the_target_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # tcgen05 (sm_100a) does not multiply int8: kernel.lower(..., target="sm_100a") refuses it.
+    kernel = "examples/matmul_int8.py:matmul_int8"
+    assert cli.main(["check", kernel, "--lower"]) == cli.EXIT_OK
+    assert "(lowered for Mosaic GPU at " in capsys.readouterr().out
+    for extra in (["--lower"], []):
+        assert cli.main(["check", kernel, *extra, "--target", "sm_100a"]) == cli.EXIT_FAILED
+        out = capsys.readouterr().out
+        step = "lowering" if extra else "planning"
+        assert f"✗ examples/matmul_int8.py:15  matmul_int8: {step} failed at aligned" in out
+        assert "TensorCoreTargetError" in out or "tcgen05 does not multiply" in out
+    assert cli.main(["check", kernel, "--target", "sm_90a"]) == cli.EXIT_OK
+    assert "(planned for Mosaic GPU (sm_90a) at " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["check examples/add.py", "plan", "emit", "compile", "tune"])
+def test_an_unknown_target_is_a_usage_error(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, *paths = command.split()
+    if not paths:
+        paths = ["examples/add.py:add", "--arg", "x=float32[8,8]", "--arg", "y=float32[8,8]"]
+    with pytest.raises(SystemExit) as info:
+        cli.main([name, *paths, "--target", "sm_80"])
+    assert info.value.code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "'sm_80' is not a GPU architecture statickernel plans for" in err
+    assert "sm_90a (NVIDIA H100 and H200 (Hopper)) or sm_100a (NVIDIA B200 (Blackwell))" in err
+
+
 def test_check_takes_one_kernel_as_the_other_commands_do(
     kernel_folder: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -146,7 +176,7 @@ def test_tune_ranks_and_caches_the_candidates(
 ) -> None:
     monkeypatch.setenv("STATICKERNEL_CACHE_DIR", str(tmp_path))
     args = ["tune", "examples/matmul.py:matmul", "--arg", "a=bf16[4096,4096]"]
-    args += ["--arg", "b=bf16[4096,4096]", "--by", "plan"]
+    args += ["--arg", "b=bf16[4096,4096]", "--target", "sm_90a", "--by", "plan"]
     assert cli.main([*args, "--json"]) == cli.EXIT_OK
     first = json.loads(capsys.readouterr().out)
     assert first["ranked_by"] == "plan" and not first["cached"]
@@ -159,6 +189,12 @@ def test_tune_ranks_and_caches_the_candidates(
     fixed = ["--const", "BM=64", "--const", "BN=64", "--const", "cluster=False"]
     assert cli.main([*args[:-2], *fixed]) == cli.EXIT_FAILED
     assert "no constant left to tune" in capsys.readouterr().err
+    # Another architecture's tuning is its own: measured, not the sm_90a one from the cache.
+    assert cli.main([*args, "--target", "sm_100a", "--json"]) == cli.EXIT_OK
+    blackwell = json.loads(capsys.readouterr().out)
+    assert blackwell["target"] == "sm_100a" and not blackwell["cached"]
+    assert blackwell["best"]["BM"] == 128  # a tcgen05 MMA's 128 rows
+    assert len(list(tmp_path.glob("tune/matmul-*.json"))) == 2
 
 
 def test_check_missing_path_is_a_usage_error() -> None:

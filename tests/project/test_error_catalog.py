@@ -201,6 +201,7 @@ CODES = {
     "BackendError": "SK207",
     "BackwardError": "SK208",
     "NotAKernelError": "SK209",
+    "BenchError": "SK210",
     "PlanError": "SK299",
     "HardwareRuleError": "SK300",
     "TmaBoxError": "SK301",

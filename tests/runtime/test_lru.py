@@ -47,8 +47,8 @@ def test_a_kernel_keeps_its_most_recent_specializations(monkeypatch: pytest.Monk
         double(x)
     assert len(double._cache) == 2 and len(double._by_consts) == 2
 
-    def key(x: jax.Array) -> object:  # shapes, overrides, the backend, target named and SMs
-        return (((x.shape, x.dtype),), (), ("interpret", None, schedule.sm_count()))
+    def key(x: jax.Array) -> object:  # shapes, overrides, the backend, target named, SMs, tunings
+        return (((x.shape, x.dtype),), (), ("interpret", None, schedule.sm_count(), 0))
 
     assert key(xs[0]) not in double._cache
     assert key(xs[1]) in double._cache and key(xs[2]) in double._cache

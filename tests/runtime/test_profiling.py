@@ -53,3 +53,22 @@ def test_bad_profiler_settings_are_refused(
     with pytest.raises(sk.BackendError, match=match) as info, sk.profile(directory, space=space):
         pass
     assert info.value.fix
+
+
+def test_bad_settings_are_refused_at_the_callers_line(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(sk.BackendError, match="positive int") as info:
+        sk.profile(tmp_path, space=0)  # refused at the call, before any `with`
+    assert (info.value.where or "").startswith("tests/runtime/test_profiling.py:")
+    assert "space=4096" in (info.value.fix or "")
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_file_where_the_folder_would_be_is_refused(tmp_path: pathlib.Path, below: bool) -> None:
+    taken = tmp_path / "traces"
+    taken.write_text("not a folder")
+    directory = taken / "run1" if below else taken
+    with pytest.raises(sk.BackendError, match="a file is in the way") as info:
+        sk.profile(directory)
+    assert (info.value.where or "").startswith("tests/runtime/test_profiling.py:")
+    assert str(directory) in str(info.value.actual) and "not of a file" in (info.value.fix or "")
+    assert taken.read_text() == "not a folder"

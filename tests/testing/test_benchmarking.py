@@ -12,6 +12,7 @@ import statickernel as sk
 from softmax import softmax, softmax_reference
 
 X = jax.random.normal(jax.random.key(0), (130, 100), jnp.float32)
+_THIS_FILE = "tests/testing/test_benchmarking.py"
 
 
 def test_a_function_gets_its_statistics_and_no_rates() -> None:
@@ -138,8 +139,34 @@ def test_a_call_that_launches_no_kernel_the_timer_sees_is_timed_by_the_host(
         ({"warmup": -1}, "warmup=-1"),
         ({"reps": True}, "reps=True"),
         ({"min_run_s": -1.0}, "min_run_s=-1.0"),
+        ({"min_run_s": float("inf")}, "min_run_s=inf"),
+        ({"min_run_s": float("nan")}, "min_run_s=nan"),
+        ({"min_run_s": True}, "min_run_s=True"),
     ],
 )
 def test_settings_that_measure_nothing_are_refused(settings: dict[str, Any], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(sk.BenchError, match=match) as info:
         sk.testing.bench(jnp.sin, X, **settings)
+    assert (info.value.where or "").startswith(f"{_THIS_FILE}:")
+    assert info.value.fix and info.value.expected
+
+
+def test_a_long_least_run_is_batched_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    _as_if_on_a_gpu(monkeypatch, None)
+    result = sk.testing.bench(jax.jit(jnp.sin), X, warmup=0, reps=1, min_run_s=1e300)
+    assert result.calls_per_run == 10_000
+
+
+@pytest.mark.parametrize(
+    ("contenders", "match"),
+    [
+        ({"kernel": softmax, "jnp": softmax_reference(X)}, "the contender 'jnp' is not a function"),
+        ({}, "needs contenders"),
+        ([softmax], "needs contenders"),
+    ],
+)
+def test_contenders_that_cannot_be_timed_are_refused(contenders: Any, match: str) -> None:
+    with pytest.raises(sk.BenchError, match=match) as info:
+        sk.testing.bench_side_by_side(contenders, X, warmup=0, reps=1)
+    assert (info.value.where or "").startswith(f"{_THIS_FILE}:")
+    assert info.value.fix

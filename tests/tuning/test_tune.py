@@ -5,6 +5,8 @@ and taken by later calls; and the refusals, each a statickernel error."""
 import json
 import math
 import pathlib
+import re
+import warnings
 from typing import Any
 
 import jax
@@ -148,6 +150,32 @@ def test_calls_of_the_tuned_shapes_take_the_cached_best(own_cache: pathlib.Path)
     assert _consts(fresh.plan(SQUARE, other), "BM", "BN") == {"BM": 64, "BN": 64}
 
 
+def test_calls_after_a_tuning_in_the_same_process_take_it() -> None:
+    kernel = matmul.bind()  # a kernel with an empty in-memory cache
+    sharing = kernel.with_backend("interpret")  # shares that cache
+    other = matmul.bind()  # another kernel of the same declaration, with a cache of its own
+    for k in (kernel, sharing, other):
+        assert _consts(k.plan(SQUARE, SQUARE, target="sm_90a"), "BM", "BN") == {"BM": 64, "BN": 64}
+    result = kernel.tune(SQUARE, SQUARE, by="plan", target="sm_90a")
+    assert result.best == {"BM": 128, "BN": 128}
+    for k in (kernel, sharing, other):
+        assert _consts(k.plan(SQUARE, SQUARE, target="sm_90a"), "BM", "BN") == result.best
+    # Another architecture's calls were not tuned.
+    assert _consts(kernel.plan(SQUARE, SQUARE, target="sm_100a"), "BN") == {"BN": 64}
+
+
+def test_a_call_after_a_tuning_in_the_same_process_runs_the_tuned_constants() -> None:
+    x = jax.random.normal(jax.random.key(5), (1000, 8), jnp.float32)
+    kernel = softmax.bind().with_backend("interpret").with_target("sm_90a")
+    np.testing.assert_allclose(np.asarray(kernel(x)), np.asarray(softmax_reference(x)), atol=2e-6)
+    assert _consts(kernel.plan(x), "BM") == {"BM": 64}  # the call's specialization
+    result = kernel.tune(x, by="plan")
+    assert result.best != {"BM": 64}
+    got = kernel(x)
+    assert _consts(kernel.plan(x), "BM") == dict(result.best)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(softmax_reference(x)), atol=2e-6)
+
+
 def test_autotune_0_ignores_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     matmul.tune(SQUARE, SQUARE, by="plan")
     monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "0")
@@ -177,15 +205,158 @@ def test_a_cache_key_changes_with_what_the_choice_depends_on() -> None:
     assert key == cache.tuning_key(matmul.spec, shapes, {}, "sm_90a")
     assert key != cache.tuning_key(matmul.spec, [((4096, 4096), "float16")] * 2, {}, "sm_90a")
     assert key != cache.tuning_key(matmul.spec, shapes, {"BK": 128}, "sm_90a")
-    assert key != cache.tuning_key(matmul.spec, shapes, {}, "NVIDIA H200")
+    assert key != cache.tuning_key(matmul.spec, shapes, {}, "sm_100a")
+    assert key != cache.tuning_key(matmul.spec, shapes, {}, "sm_90a", "NVIDIA H200")
     assert key != cache.tuning_key(softmax.spec, shapes, {}, "sm_90a")
 
 
-def test_an_unreadable_cache_file_is_a_miss(own_cache: pathlib.Path) -> None:
-    matmul.tune(SQUARE, SQUARE, by="plan")
+# Shapes where the plan ranks BM=64 first for sm_90a: a tcgen05 MMA (sm_100a) takes 128 rows.
+SMALL_A = jax.ShapeDtypeStruct((192, 1024), jnp.bfloat16)
+SMALL_B = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)
+
+
+def test_a_tuning_for_one_target_never_applies_to_another(own_cache: pathlib.Path) -> None:
+    hopper = matmul.tune(SMALL_A, SMALL_B, by="plan", target="sm_90a")
+    assert hopper.target == "sm_90a" and hopper.best == {"BM": 64, "BN": 64}
+    # A later process (a kernel with an empty in-memory cache) plans these shapes for sm_100a
+    # with its own defaults, not with Hopper's BM=64, which sm_100a refuses.
+    blackwell_plan = matmul.bind().plan(SMALL_A, SMALL_B, target="sm_100a")
+    assert _consts(blackwell_plan, "BM")["BM"] == 128
+    blackwell = matmul.with_target("sm_100a").tune(SMALL_A, SMALL_B, by="plan")
+    assert blackwell.target == "sm_100a" and not blackwell.cached
+    assert blackwell.best["BM"] == 128
+    # Each target's calls take its own tuning.
+    fresh = matmul.bind()
+    assert _consts(fresh.plan(SMALL_A, SMALL_B, target="sm_90a"), "BM", "BN") == hopper.best
+    assert _consts(fresh.plan(SMALL_A, SMALL_B, target="sm_100a"), "BM", "BN") == blackwell.best
+    # The files say what they were tuned for, and with what.
+    files = [json.loads(p.read_text()) for p in (own_cache / "tune").glob("matmul-*.json")]
+    assert sorted(f["planned_for"] for f in files) == ["sm_100a", "sm_90a"]
+    assert all(
+        f["versions"] == {"statickernel": sk.__version__, "jax": jax.__version__} for f in files
+    )
+
+
+def test_the_device_measure_tunes_for_the_attached_gpu_alone() -> None:
+    from statickernel._targets import live_target
+
+    live = live_target()
+    if sk.default_backend() != "mosaic_gpu" or live is None:
+        pytest.skip("needs a Hopper or Blackwell GPU")
+    other = "sm_100a" if live.name == "sm_90a" else "sm_90a"
+    x = jnp.ones((256, 256), jnp.bfloat16)
+    with pytest.raises(sk.TuneError, match=f"the tuning is for {other}"):
+        matmul.tune(x, x, by="device", target=other)
+
+
+def _cache_file(own_cache: pathlib.Path) -> pathlib.Path:
     (entry,) = (own_cache / "tune").glob("matmul-*.json")
-    entry.write_text("{not json")
-    assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{not json", "is not JSON"),
+        ("[]", "holds a JSON array, not a tuning"),
+        ("null", "holds a JSON null, not a tuning"),
+        ('"BM=128"', "holds a JSON string, not a tuning"),
+        ("\udcff", "cannot be read"),
+    ],
+)
+def test_a_cache_file_holding_no_tuning_is_reported_once_and_ignored(
+    own_cache: pathlib.Path, text: str, problem: str
+) -> None:
+    matmul.tune(SQUARE, SQUARE, by="plan")
+    entry = _cache_file(own_cache)
+    entry.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.warns(sk.TuningCacheWarning) as caught:
+        plan = matmul.bind().plan(SQUARE, SQUARE)
+    assert _consts(plan, "BM", "BN") == {"BM": 64, "BN": 64}  # the declared defaults
+    (warning,) = caught
+    message = str(warning.message)
+    assert f"the tuning cache file {entry} {problem}" in message
+    assert "Delete the file" in message and "force=True" in message
+    assert warning.filename == __file__  # the line of the call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: a second reader is not told again
+        assert _consts(matmul.bind().plan(SQUARE, SQUARE), "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda d: d.pop("best"), "holds a malformed tuning (KeyError: 'best')"),
+        (lambda d: d.update(best=[128, 128]), "holds a malformed tuning (TypeError"),
+        (lambda d: d.update(ranked_by="luck"), "holds a malformed tuning (ValueError"),
+        (lambda d: d["candidates"][0].update(seconds="1 us"), "seconds is '1 us', not a number"),
+        (lambda d: d.update(best={"BM": 64, "BN": 64}), "best that is not its first ranked"),
+    ],
+)
+def test_a_malformed_tuning_is_reported_and_ignored(
+    own_cache: pathlib.Path, edit: Any, problem: str
+) -> None:
+    matmul.tune(SQUARE, SQUARE, by="plan")
+    entry = _cache_file(own_cache)
+    data = json.loads(entry.read_text())
+    edit(data)
+    entry.write_text(json.dumps(data))
+    with pytest.warns(sk.TuningCacheWarning, match=re.escape(problem)):
+        plan = matmul.bind().plan(SQUARE, SQUARE)
+    assert _consts(plan, "BM", "BN") == {"BM": 64, "BN": 64}
+
+
+def _cache_choosing(own_cache: pathlib.Path, best: dict[str, Any], **fixed: Any) -> pathlib.Path:
+    """The cache file of SQUARE's tuning, edited to choose `best` (as its first candidate)."""
+    matmul.tune(SQUARE, SQUARE, by="plan", **fixed)
+    entry = _cache_file(own_cache)
+    data = json.loads(entry.read_text())
+    data["best"] = data["candidates"][0]["constants"] = best
+    entry.write_text(json.dumps(data))
+    return entry
+
+
+@pytest.mark.parametrize(
+    "best", [{"BM": 100, "BN": 64}, {"BM": "128", "BN": 64}, {"BM": 64}, {"BM": 64, "BK": 64}]
+)
+def test_a_cached_choice_outside_the_candidates_is_reported_and_ignored(
+    own_cache: pathlib.Path, best: dict[str, Any]
+) -> None:
+    entry = _cache_choosing(own_cache, best)
+    x = jax.random.normal(jax.random.key(0), SQUARE.shape, jnp.bfloat16)
+    with pytest.warns(sk.TuningCacheWarning, match=f"{re.escape(str(entry))} chooses ") as caught:
+        plan = matmul.bind().plan(x, x)
+    assert "BM in [64, 128]; BN in [64, 128, 256]" in str(caught[0].message)
+    assert _consts(plan, "BM", "BN") == {"BM": 64, "BN": 64}
+    # Tuning again measures again, and replaces the file.
+    again = matmul.bind().tune(SQUARE, SQUARE, by="plan")
+    assert not again.cached and again.best == {"BM": 128, "BN": 128}
+    assert json.loads(entry.read_text())["best"] == again.best
+
+
+def test_cached_constants_a_rule_refuses_are_reported_and_the_defaults_run(
+    own_cache: pathlib.Path,
+) -> None:
+    # Both are candidates, but with BK=128 their blocks do not fit in shared memory at
+    # SQUARE (the tuning pruned them): the call is not to blame, the file is.
+    entry = _cache_choosing(own_cache, {"BM": 64, "BN": 256}, BK=128)
+    with pytest.warns(sk.TuningCacheWarning) as caught:
+        plan = matmul.bind(BK=128).plan(SQUARE, SQUARE)
+    assert _consts(plan, "BM", "BN", "BK") == {"BM": 64, "BN": 64, "BK": 128}
+    message = str(caught[0].message)
+    assert f"{entry} gives constants that the kernel refuses at these shapes" in message
+    assert "SharedMemoryError" in message and "Delete the file" in message
+    # An error of the call's own is still the call's, and the file is not blamed for it.
+    wrong = jax.ShapeDtypeStruct((2048, 4096), jnp.bfloat16)
+    shapes = [((4096, 4096), "bfloat16"), ((2048, 4096), "bfloat16")]
+    key = cache.tuning_key(matmul.spec, shapes, {"BK": 128}, "sm_90a")
+    data = {**json.loads(entry.read_text()), "key": key}
+    data["best"] = data["candidates"][0]["constants"] = {"BM": 128, "BN": 128}
+    cache.path_of(key, "matmul").write_text(json.dumps(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(sk.ShapeError):
+            matmul.bind(BK=128).plan(SQUARE, wrong)
 
 
 @pytest.mark.parametrize(("m", "n"), [(1, 7), (97, 129), (300, 1000)])
@@ -237,10 +408,14 @@ def test_a_measure_this_machine_lacks_is_refused(by: str, match: str) -> None:
 
 
 def test_an_unknown_autotune_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "always")
+    monkeypatch.setenv("STATICKERNEL_AUTOTUNE", "yes")
     with pytest.raises(sk.TuneError, match="STATICKERNEL_AUTOTUNE") as info:
         matmul.bind().plan(SQUARE, SQUARE)
-    assert info.value.actual == "'always'" and "force" in (info.value.fix or "")
+    assert info.value.actual == "'yes'" and "force" in (info.value.fix or "")
+    assert info.value.kernel == "matmul" and info.value.expected == "0, 1 or force"
+    # The line of the call that read it, as for every error a call raises.
+    assert (info.value.where or "").startswith("tests/tuning/test_tune.py:")
+    assert "STATICKERNEL_AUTOTUNE" in info.value.what
 
 
 def test_a_second_tuning_reads_the_cache_and_says_so() -> None:
@@ -271,10 +446,13 @@ class _OnTheInterpreter:
     def __init__(self, wrong: bool = False) -> None:
         self.spec, self.consts = softmax.spec, softmax.consts
         self.backend: str | None = "mosaic_gpu"
+        self.target: str | None = None
         self.reference, self.wrong = softmax.reference, wrong
 
-    def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> sk.LaunchPlan:
-        return softmax.plan(*args, backend=backend, **overrides)
+    def plan(
+        self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
+    ) -> sk.LaunchPlan:
+        return softmax.plan(*args, backend=backend, target=target, **overrides)
 
     def compile(self, *args: Any, target: str = "sm_90a", **overrides: Any) -> sk.CompileReport:
         raise AssertionError("the device measure does not compile")

@@ -15,7 +15,7 @@ from .args import UsageError, consts, load_kernel, operand_structs, point_at_dec
 from .discover import FoundKernel, ModuleResult, TargetError, discover
 from .json_output import plan_to_json
 from .output import Style, error_facts, error_text, indent, plural, print_json
-from .parser import ColorChoice
+from .parser import DEFAULT_TARGET, ColorChoice
 
 __all__ = [
     "EXIT_FAILED",
@@ -134,7 +134,7 @@ def check_modules(items: Sequence[str]) -> list[ModuleResult]:
 def cmd_check(args: argparse.Namespace) -> int:
     style = style_of(args)
     modules = check_modules(args.paths)
-    compile_for = args.gpu_target if args.compile else None
+    compile_for = (args.gpu_target or DEFAULT_TARGET) if args.compile else None
     checks: list[KernelCheck] = []
     document: list[dict[str, Any]] = []
     for module in modules:
@@ -145,7 +145,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         if not module.kernels and not args.json:
             print(f"- {module.source}: no kernels", flush=True)
-        done = [_check_kernel(f, args.lower, compile_for) for f in module.kernels]
+        done = [_check_kernel(f, args.lower, compile_for, args.gpu_target) for f in module.kernels]
         for check in done if not args.json else ():
             print(style.marks(check.line(args.traceback)), flush=True)
         checks += done
@@ -182,8 +182,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _check_kernel(found: FoundKernel, lower: bool, compile_for: str | None = None) -> KernelCheck:
-    """Declaring the kernel ran the import-time checks; lower or compile it if asked."""
+def _check_kernel(
+    found: FoundKernel, lower: bool, compile_for: str | None = None, target: str | None = None
+) -> KernelCheck:
+    """Declaring the kernel ran the import-time checks; compile it, lower it or plan it for
+    the GPU `target` at its probe shapes if asked."""
     if compile_for is not None:
         try:
             passed, detail = _compile_cli.check_compiles(found.kernel, compile_for)
@@ -192,18 +195,24 @@ def _check_kernel(found: FoundKernel, lower: bool, compile_for: str | None = Non
         # check_compiles words its result for the line: ": spills ..." or "  (compiled ...)".
         summary = detail.strip().removeprefix(": ").removeprefix("(").removesuffix(")")
         return KernelCheck(found, passed, summary)
-    if not lower:
+    if not lower and target is None:
         return KernelCheck(found, True)
     cases = testing.probe_cases(found.kernel)
+    kernel = found.kernel
     for case in cases:
         try:
-            found.kernel.lower(*case.structs())
+            if lower:
+                kernel.lower(*case.structs(), target=target)
+            else:
+                kernel.plan(*case.structs(), backend="mosaic_gpu", target=target)
         except Exception as exc:  # reported against the probe, then the next kernel runs
-            return KernelCheck(found, False, f"lowering failed at {case.describe()}", exc)
+            step = "lowering" if lower else "planning"
+            return KernelCheck(found, False, f"{step} failed at {case.describe()}", exc)
     shapes = len({c.shapes for c in cases})
     dtypes = ", ".join(dict.fromkeys(d for c in cases for d in c.dtypes))
-    summary = f"lowered for Mosaic GPU at {plural(shapes, 'probe shape')} in {dtypes}"
-    return KernelCheck(found, True, summary)
+    done = "lowered for Mosaic GPU" if lower else "planned for Mosaic GPU"
+    done += f" ({target})" if target else ""
+    return KernelCheck(found, True, f"{done} at {plural(shapes, 'probe shape')} in {dtypes}")
 
 
 # --- plan and emit ----------------------------------------------------------------------------

@@ -92,6 +92,16 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _gpu_target(text: str) -> str:
+    """`--target`: one of the GPU architectures statickernel plans for."""
+    if text not in TARGETS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a GPU architecture statickernel plans for: give "
+            + " or ".join(f"{name} ({t.gpus})" for name, t in TARGETS.items())
+        )
+    return text
+
+
 def _version() -> str:
     import importlib.metadata  # only for --version: it takes a while to import
 
@@ -167,9 +177,11 @@ def _specialization_options(parser: argparse.ArgumentParser, backend: bool = Tru
         parser.add_argument("--backend", choices=BACKENDS, default=None, help=_BACKEND_HELP)
 
 
-def _gpu_target_option(parser: argparse.ArgumentParser) -> None:
+def _gpu_target_option(
+    parser: argparse.ArgumentParser, default: str | None = DEFAULT_TARGET, text: str = TARGET_HELP
+) -> None:
     parser.add_argument(
-        "--target", dest="gpu_target", default=DEFAULT_TARGET, metavar="ARCH", help=TARGET_HELP
+        "--target", dest="gpu_target", type=_gpu_target, default=default, metavar="ARCH", help=text
     )
 
 
@@ -221,7 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compile each kernel for the GPU through ptxas at its probe shapes (no GPU "
         "needed; needs statickernel[aot]) and fail on a compile error or a register spill",
     )
-    _gpu_target_option(check)
+    _gpu_target_option(
+        check,
+        None,
+        f"the GPU architecture to check for, {' or '.join(TARGETS)}: --lower and --compile "
+        "plan for it, and without them each kernel is planned for it at its probe shapes "
+        f"(default: for --compile {DEFAULT_TARGET}, for --lower the attached GPU's, else "
+        f"{DEFAULT_TARGET}), e.g. --target sm_100a",
+    )
     check.add_argument("--json", action="store_true", help=_JSON_HELP)
 
     plan = _command(
@@ -383,6 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune.add_argument(
         "--reps", type=_positive, default=20, help="timed runs a candidate on a GPU (default 20)"
+    )
+    _gpu_target_option(
+        tune,
+        None,
+        f"the GPU architecture to tune for, {' or '.join(TARGETS)}: a tuning applies to the "
+        f"calls planned for it alone (default: the attached GPU's, else {DEFAULT_TARGET}), "
+        "e.g. --target sm_100a",
     )
     tune.add_argument("--json", action="store_true", help=_JSON_HELP)
     return parser

@@ -17,7 +17,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     structs = operand_structs(kernel, args.arg)
     try:
         result = kernel.tune(
-            *structs, by=args.by, reps=args.reps, force=args.force, **consts(args.const)
+            *structs,
+            by=args.by,
+            reps=args.reps,
+            force=args.force,
+            target=args.gpu_target,
+            **consts(args.const),
         )
     except StaticKernelError as exc:
         point_at_declaration(exc, kernel)

@@ -60,6 +60,21 @@ class DeclaredBackward:
 
     backward: Callable[..., Any]
 
+    def forward_mode_refused(self, kernel: str) -> NotDifferentiableError:
+        """JAX's TypeError for `jax.jvp` of a custom VJP, as a statickernel error."""
+        name = getattr(self.backward, "__name__", "backward")
+        return NotDifferentiableError(
+            "it was differentiated in forward mode, and its declared backward gives reverse "
+            "mode only",
+            kernel=kernel,
+            where=call_site(),
+            expected="jax.grad, jax.vjp or jax.value_and_grad: reverse mode, which "
+            f"`{name}` computes",
+            actual="jax.jvp, jax.jacfwd or another forward-mode transform",
+            fix='use reverse mode (jax.vjp, jax.jacrev), or declare vjp="reference" to '
+            "differentiate the reference in both modes",
+        )
+
 
 Derivative: TypeAlias = FromReference | DeclaredBackward | None
 

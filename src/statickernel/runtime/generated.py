@@ -8,7 +8,7 @@ from typing import Any
 import jax
 from jax.core import Tracer
 
-from .interpreter import interpreted_launch
+from .interpreter import interpreted_launch, interrupts_seen
 
 __all__ = ["execute_module", "finished_when_eager", "overrides_key"]
 
@@ -31,12 +31,19 @@ _SOURCE_COUNTER = iter(range(1 << 62))
 
 def finished_when_eager(launch: Callable[..., Any]) -> Callable[..., Any]:
     """`launch`, which blocks until its results are ready when it runs on concrete arrays;
-    traced (inside jit, grad or vmap) it is `launch` itself."""
+    traced (inside jit, grad or vmap) it is `launch` itself. A Ctrl-C while it waits for the
+    interpreter is raised as the KeyboardInterrupt it is, not as the error XLA made of it."""
 
     def finished(*args: Any) -> Any:
-        out = launch(*args)
-        if not any(isinstance(a, Tracer) for a in args):
-            jax.block_until_ready(out)
+        interrupts = interrupts_seen()
+        try:
+            out = launch(*args)
+            if not any(isinstance(a, Tracer) for a in args):
+                jax.block_until_ready(out)
+        except Exception:
+            if interrupts_seen() != interrupts:
+                raise KeyboardInterrupt from None
+            raise
         return out
 
     return finished

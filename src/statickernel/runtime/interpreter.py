@@ -50,7 +50,19 @@ from .._compat import (
 from .._compiler.declare.binding import call_site
 from .._errors import BackendError
 
-__all__ = ["interpreted_launch"]
+__all__ = ["interpreted_launch", "interrupts_seen"]
+
+# The interrupts (Ctrl-C) each thread received while it waited for an interpreted launch.
+_interrupts = threading.local()
+
+
+def interrupts_seen() -> int:
+    """How many times this thread stopped waiting for an interpreted launch on a
+    KeyboardInterrupt. Raised inside the host callback, the interrupt reaches the caller as
+    XLA's error (a ValueError or JaxRuntimeError, "CpuCallback error"), which an `except
+    Exception` would take for a failed call; an eager call raises it again as a
+    KeyboardInterrupt when this count moved during the call (`generated.finished_when_eager`)."""
+    return getattr(_interrupts, "count", 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,9 +100,27 @@ class _InterpreterThread:
 
     def run(self, generated: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> Any:
         launch = _Launch(generated, arrays, concurrent.futures.Future())
-        self.start()
-        self._launches.put(launch)
-        return launch.outcome.result()
+        try:
+            self.start()
+            self._launches.put(launch)
+            return launch.outcome.result()
+        except KeyboardInterrupt:
+            # The launch runs on; it is the next launch's to wait for (and the exit's).
+            _interrupts.count = interrupts_seen() + 1
+            raise
+
+    def finish(self, timeout_s: float) -> None:
+        """Waits for the launches queued so far to end (an interrupted caller stopped waiting
+        for its own): a thread still interpreting when the interpreter shuts down aborts the
+        process."""
+        with self._lock:
+            running = self._thread is not None and self._thread.is_alive()
+        if not running:
+            return
+        done = _Launch(_nothing, (), concurrent.futures.Future())
+        self._launches.put(done)
+        with contextlib.suppress(Exception):
+            done.outcome.result(timeout=timeout_s)
 
     def _serve(self) -> None:
         while True:
@@ -101,7 +131,13 @@ class _InterpreterThread:
                 launch.outcome.set_exception(exc)
 
 
+def _nothing() -> tuple[()]:
+    return ()
+
+
 _INTERPRETER = _InterpreterThread()
+# At exit, how long to wait for a launch that nothing awaits any more.
+_EXIT_WAIT_S = 60.0
 
 
 def _finish_dispatched() -> None:
@@ -112,6 +148,7 @@ def _finish_dispatched() -> None:
         # A computation that failed: its error was its caller's to see.
         with contextlib.suppress(Exception):
             array.block_until_ready()
+    _INTERPRETER.finish(_EXIT_WAIT_S)
 
 
 def interpreted_launch(generated: Callable[..., Any], name: str) -> Callable[..., Any]:

@@ -23,24 +23,25 @@ from .._display import PallasSource
 from .._errors import (
     BackendError,
     ErrorContext,
-    NotDifferentiableError,
     Phase,
     StaticKernelError,
-    stamp_phase,
 )
 from .._targets import DEFAULT_TARGET, GpuTarget, check_runs_here, resolve_target
 from ..aot.compile import compile_kernel
 from ..aot.report import CompileReport
 from .autodiff import JVP_OF_CUSTOM_VJP, DeclaredBackward, Derivative, parse_vjp
 from .backend import default_backend, has_cuda, resolve_backend
+from .entry import at_entry_point, for_kernel
 from .generated import overrides_key
 from .indices import check_indices, checking_indices
 from .lru import LruCache, configured_size
 from .profiling import current_profile, unprofiled
 from .specialization import Specialization, specialization
+from .tunings import tunings_of
 
 if TYPE_CHECKING:
     from ..tuning.result import TuneResult
+    from ..tuning.tuner import CallConstants
 
 __all__ = ["Kernel", "Specialization", "kernel"]
 
@@ -117,7 +118,7 @@ class Kernel(Generic[P, R]):
                 return entry.fn(*args)
             except TypeError as exc:
                 if JVP_OF_CUSTOM_VJP in str(exc) and isinstance(self._derivative, DeclaredBackward):
-                    raise self._no_forward_mode(self._derivative) from None
+                    raise self._derivative.forward_mode_refused(self.spec.name) from None
                 # A cached specialization meets what bind never saw: say what is wrong with it,
                 # without jax's TypeError as its context.
                 try:
@@ -138,22 +139,7 @@ class Kernel(Generic[P, R]):
                     ) from None
                 raise
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
-
-    def _no_forward_mode(self, derivative: DeclaredBackward) -> NotDifferentiableError:
-        """JAX's TypeError for `jax.jvp` of a custom VJP, as a statickernel error."""
-        name = getattr(derivative.backward, "__name__", "backward")
-        return NotDifferentiableError(
-            "it was differentiated in forward mode, and its declared backward gives reverse "
-            "mode only",
-            kernel=self.spec.name,
-            where=call_site(),
-            expected="jax.grad, jax.vjp or jax.value_and_grad: reverse mode, which "
-            f"`{name}` computes",
-            actual="jax.jvp, jax.jacfwd or another forward-mode transform",
-            fix='use reverse mode (jax.vjp, jax.jacrev), or declare vjp="reference" to '
-            "differentiate the reference in both modes",
-        )
+            raise at_entry_point(exc) from None
 
     def _specialize(
         self,
@@ -167,27 +153,58 @@ class Kernel(Generic[P, R]):
         entry = self._cache.get(key) if key is not None else None
         if entry is not None:
             return entry
+        tuned = None
         if self.spec.tunables:
             # Outside the lock: tuning on a call (STATICKERNEL_AUTOTUNE=force) plans the
             # candidates through this path.
             from ..tuning.tuner import call_constants
 
-            overrides = call_constants(
-                self, args, overrides, self._backend_key(backend), call_site()
-            )
+            chosen, gpu = self._backend_key(backend), self._target(target).name
+            tuned = call_constants(self, args, overrides, chosen, gpu, call_site())
         with self._lock:
             entry = self._cache.get(key) if key is not None else None
             if entry is None:
-                # Overrides spelled differently (another order, an explicit default) share one
-                # specialization.
-                canonical = self._canonical_key(key, overrides, backend, target)
-                entry = self._by_consts.get(canonical) if canonical is not None else None
-                if entry is None:
-                    entry = self._build(args, overrides, backend, call, target)
+                entry = self._tuned_or_own(args, overrides, tuned, backend, key, call, target)
                 if key is not None:
                     self._cache[key] = entry
-                if canonical is not None:
-                    self._by_consts[canonical] = entry
+        return entry
+
+    def _tuned_or_own(
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        tuned: "CallConstants | None",
+        *launch: Any,
+    ) -> Specialization:
+        """The specialization with the tuned constants the cache gave, if any; where a rule
+        refuses those (a file edited by hand), with the call's own, and the file is reported.
+        `launch` is the rest of what `_shared` takes."""
+        if tuned is None or tuned.cache_file is None:
+            return self._shared(args, overrides if tuned is None else tuned.overrides, *launch)
+        try:
+            return self._shared(args, tuned.overrides, *launch)
+        except StaticKernelError as refused:
+            entry = self._shared(args, overrides, *launch)  # the call's own error, if it has one
+            tuned.refused(self.spec.name, refused)
+            return entry
+
+    def _shared(
+        self,
+        args: tuple[Any, ...],
+        overrides: Mapping[str, Any],
+        backend: str | None,
+        key: Any,
+        call: bool,
+        target: str | None,
+    ) -> Specialization:
+        """The specialization of these constants: one built for the same constants spelled
+        otherwise (another order, an explicit default), else built now."""
+        canonical = self._canonical_key(key, overrides, backend, target)
+        entry = self._by_consts.get(canonical) if canonical is not None else None
+        if entry is None:
+            entry = self._build(args, overrides, backend, call, target)
+        if canonical is not None:
+            self._by_consts[canonical] = entry
         return entry
 
     def _backend_key(self, backend: str | None) -> str:
@@ -196,15 +213,16 @@ class Kernel(Generic[P, R]):
         try:
             return backend or self.backend or default_backend()
         except BackendError as exc:
-            raise _for_kernel(exc, self.spec.name) from None
+            raise for_kernel(exc, self.spec.name) from None
 
     def _launch_key(self, backend: str | None, target: str | None = None) -> Any:
         """The launch settings of a call's cache key: its backend, its GPU target as named, the
         SMs launches are sized for (a split loop's parts and narrowed blocks depend on them),
+        the tunings of the kernel so far (a new one may change the constants a call takes),
         and the profile of `sk.profile` when one is active (a specialization of its own)."""
         chosen = self._backend_key(backend)
         active = current_profile()
-        key = (chosen, target or self.target, sm_count())
+        key = (chosen, target or self.target, sm_count(), tunings_of(self.spec))
         return key if active is None else (*key, active)
 
     def _target(self, target: str | None) -> GpuTarget:
@@ -242,7 +260,7 @@ class Kernel(Generic[P, R]):
         try:
             return self._specialization(args, overrides, backend, target)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def _specialization(
         self,
@@ -273,7 +291,7 @@ class Kernel(Generic[P, R]):
         try:
             return self._specialization(args, overrides, backend, target).plan
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def emit(
         self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
@@ -283,7 +301,7 @@ class Kernel(Generic[P, R]):
         try:
             return PallasSource(self._specialization(args, overrides, backend, target).source)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def lower(self, *args: Any, target: str | None = None, **overrides: Any) -> jax.stages.Lowered:
         """Cross-lowers this specialization for Mosaic GPU on CUDA; works on a CPU-only machine.
@@ -295,7 +313,7 @@ class Kernel(Generic[P, R]):
             traced: jax.stages.Traced = entry.fn.trace(*args)
             return traced.lower(lowering_platforms=("cuda",))
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def compile(self, *args: Any, target: str | None = None, **overrides: Any) -> CompileReport:
         """Compiles this specialization for the GPU `target` (by default the kernel's, or
@@ -306,7 +324,7 @@ class Kernel(Generic[P, R]):
             with unprofiled():  # the profiler's host callback lowers on its device alone
                 return compile_kernel(self, args, overrides, chosen, call_site())
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def tune(
         self,
@@ -314,24 +332,26 @@ class Kernel(Generic[P, R]):
         by: str | None = None,
         reps: int = 20,
         force: bool = False,
+        target: str | None = None,
         **fixed: Any,
     ) -> "TuneResult":
         """Tries every combination of the candidates the constants declare with
-        `sk.tune(...)` (those `fixed` leaves open) at these arguments' shapes, ranks them and
-        caches the best on disk, where later calls of these shapes find it.
+        `sk.tune(...)` (those `fixed` leaves open) at these arguments' shapes, planned for the
+        GPU `target` (by default the kernel's, else the attached GPU's, else sm_90a), ranks
+        them and caches the best on disk, where later calls of these shapes for `target` find it.
 
         `by` names the measure: "device" (each candidate checked against the reference and
-        timed on this machine's GPU; needs arrays), "compile" (compiled for sm_90a without a
-        GPU: no spills first, then the plan's estimate with the compiled registers), "plan"
-        (the plan's first-order estimate alone); None takes the first of these that this
-        machine can do. The result says which ranked it. A tuning cached by the same measure
-        is returned as it is (`result.cached`), unless `force`."""
+        timed on this machine's GPU, of `target`; needs arrays), "compile" (compiled for
+        `target` without a GPU: no spills first, then the plan's estimate with the compiled
+        registers), "plan" (the plan's estimate alone); None takes the first of these that
+        this machine can do. The result says which ranked it. A tuning cached by the same
+        measure is returned as it is (`result.cached`), unless `force`."""
         from ..tuning.tuner import tune_kernel
 
         try:
-            return tune_kernel(self, args, fixed, by, reps, call_site(), force=force)
+            return tune_kernel(self, args, fixed, by, reps, call_site(), force, target)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     def trace(
         self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
@@ -343,7 +363,7 @@ class Kernel(Generic[P, R]):
             # The mosaic_gpu function is a jit already; an interpreted one is wrapped in one.
             return (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
 
     # --- variants ----------------------------------------------------------------------------
 
@@ -359,7 +379,7 @@ class Kernel(Generic[P, R]):
             )
             compile_declaration(self.spec, consts, where)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc, Phase.DECLARATION) from None
+            raise at_entry_point(exc, Phase.DECLARATION) from None
         return new
 
     def with_backend(self, backend: str | None) -> "Kernel[P, R]":
@@ -367,7 +387,7 @@ class Kernel(Generic[P, R]):
         try:
             chosen = resolve_backend(backend, None, "kernel.with_backend") if backend else None
         except BackendError as exc:
-            raise _for_kernel(exc, self.spec.name) from None
+            raise for_kernel(exc, self.spec.name) from None
         return Kernel(
             self.spec,
             self.consts,
@@ -383,7 +403,7 @@ class Kernel(Generic[P, R]):
         try:
             named = resolve_target(target, self.spec.name, call_site()).name if target else None
         except StaticKernelError as exc:
-            raise _at_entry_point(exc) from None
+            raise at_entry_point(exc) from None
         return Kernel(
             self.spec,
             self.consts,
@@ -409,7 +429,7 @@ class Kernel(Generic[P, R]):
         try:
             chosen = resolve_backend(backend, self.backend)
         except BackendError as exc:
-            raise _for_kernel(exc, spec.name) from None
+            raise for_kernel(exc, spec.name) from None
         binding = bind(spec, args, self.consts, overrides, call=call)
         if call and chosen == "mosaic_gpu":
             check_runs_here(gpu, spec.name, where)
@@ -423,28 +443,6 @@ class Kernel(Generic[P, R]):
             self._derivative,
             chosen,
         )
-
-
-def _for_kernel(exc: BackendError, kernel: str) -> BackendError:
-    """`exc`, which the backend's check raised without a kernel, naming `kernel`."""
-    return BackendError(
-        exc.what,
-        kernel=kernel,
-        where=exc.where or call_site(),
-        expected=exc.expected,
-        actual=exc.actual,
-        fix=exc.fix,
-    )
-
-
-def _at_entry_point(exc: StaticKernelError, phase: Phase = Phase.CALL) -> StaticKernelError:
-    """The error, to be re-raised from a public entry point with the frames below it dropped,
-    and with the entry point's phase unless a check recorded its own.
-
-    Its message already names the user's line, the operand and the fix; statickernel's own
-    frames would only bury that. Errors that are not statickernel's keep their full traceback.
-    """
-    return stamp_phase(exc, phase).with_traceback(None)
 
 
 @overload
@@ -572,10 +570,10 @@ def kernel(
             try:
                 chosen = resolve_backend(backend, None) if backend else None
             except BackendError as exc:
-                raise _for_kernel(exc, spec.name) from None
+                raise for_kernel(exc, spec.name) from None
             compile_declaration(spec, spec.const_defaults)
         except StaticKernelError as exc:
-            raise _at_entry_point(exc, Phase.DECLARATION) from None
+            raise at_entry_point(exc, Phase.DECLARATION) from None
         return Kernel(spec, spec.const_defaults, chosen, derivative=derivative)
 
     if fn is None:
@@ -583,4 +581,4 @@ def kernel(
     try:
         return decorate(fn)
     except StaticKernelError as exc:  # `@sk.kernel` without arguments: one entry frame, not two
-        raise _at_entry_point(exc, Phase.DECLARATION) from None
+        raise at_entry_point(exc, Phase.DECLARATION) from None

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from .._compiler.plan.profile import Profile
 from .._errors import BackendError
+from .._where import call_site
 
 __all__ = ["current_profile", "profile", "unprofiled"]
 
@@ -28,31 +29,55 @@ def current_profile() -> Profile | None:
     return _active.get()
 
 
-@contextlib.contextmanager
-def profile(directory: str | os.PathLike[str], *, space: int = 4096) -> Iterator[Profile]:
+def profile(
+    directory: str | os.PathLike[str], *, space: int = 4096
+) -> contextlib.AbstractContextManager[Profile]:
     """Calls inside record Mosaic GPU's profiler events: each warpgroup up to `space` of them,
     each call writing a trace into `directory` (created if missing).
 
         with sk.profile("traces"):
             y = softmax(x)
+
+    The settings are checked, and the folder made, when it is called: a `BackendError` at
+    the caller's line says what to change.
     """
+    where = call_site()
     if isinstance(space, bool) or not isinstance(space, int) or space < 1:
         raise BackendError(
             "the profiler's event space must be a positive int",
+            where=where,
             expected="an int >= 1, e.g. space=4096",
             actual=repr(space),
             fix="sk.profile(directory, space=4096)",
         )
-    path = os.fspath(directory)
-    if not path:
+    path = os.fspath(directory) if isinstance(directory, str | os.PathLike) else None
+    if not path or not isinstance(path, str):
         raise BackendError(
             "the profiler needs a folder for its traces",
+            where=where,
             expected="a path, e.g. 'traces'",
-            actual=repr(directory),
+            actual=repr(directory)[:120],
             fix='sk.profile("traces")',
         )
-    os.makedirs(path, exist_ok=True)
-    chosen = Profile(os.path.abspath(path), space)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        a_file = isinstance(exc, FileExistsError | NotADirectoryError)
+        raise BackendError(
+            "the profiler's folder for its traces cannot be made"
+            + (": a file is in the way" if a_file else ""),
+            where=where,
+            expected="a folder, or a path where one can be made",
+            actual=f"{path!r}: {exc.strerror or exc}",
+            fix='pass the path of a folder, e.g. sk.profile("traces"), not of a file'
+            if a_file
+            else 'pass a folder this process can write, e.g. sk.profile("traces")',
+        ) from None
+    return _profiling(Profile(os.path.abspath(path), space))
+
+
+@contextlib.contextmanager
+def _profiling(chosen: Profile) -> Iterator[Profile]:
     with _profiled_as(chosen):
         yield chosen
 

@@ -16,6 +16,7 @@ machine's speed hits all alike.
 
 import dataclasses
 import enum
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +29,8 @@ import numpy as np
 from .._compat import cupti_kernel_timer
 from .._compiler.plan.cost import Cost
 from .._display import TextDisplay
+from .._errors import BenchError
+from .._where import call_site
 
 __all__ = ["BenchResult", "BenchTable", "Timing", "bench", "bench_side_by_side"]
 
@@ -220,12 +223,63 @@ def _device_timer(
 
 
 def _check(warmup: Any, reps: Any, min_run_s: Any) -> None:
+    def refuse(name: str, value: Any, expected: str, example: str) -> BenchError:
+        return BenchError(
+            f"the setting {name}={value!r} is out of range",
+            where=call_site(),
+            expected=expected,
+            actual=f"{name}={value!r}",
+            fix=f"pass {name}={example}",
+        )
+
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup={warmup!r}: give an int >= 0, e.g. warmup=3")
+        raise refuse("warmup", warmup, "an int >= 0: the untimed calls first", "3")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
-        raise ValueError(f"reps={reps!r}: give an int >= 1, e.g. reps=20")
-    if min_run_s is not None and not (isinstance(min_run_s, int | float) and min_run_s >= 0):
-        raise ValueError(f"min_run_s={min_run_s!r}: give seconds >= 0, e.g. min_run_s=1e-3")
+        raise refuse("reps", reps, "an int >= 1: the timed runs", "20")
+    if min_run_s is not None and (
+        isinstance(min_run_s, bool)
+        or not isinstance(min_run_s, int | float)
+        or not math.isfinite(min_run_s)
+        or min_run_s < 0
+    ):
+        raise refuse(
+            "min_run_s",
+            min_run_s,
+            "finite seconds >= 0: the least time one run of back-to-back calls takes "
+            "(0: one call a run), or None for the default",
+            "1e-3",
+        )
+
+
+def _described(value: Any) -> str:
+    """A value in one short line: an array by its shape and dtype."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"an array ({type(value).__name__}) of shape {tuple(shape)}, {dtype}"
+    text = " ".join(repr(value).split())
+    return f"{type(value).__name__} {text[:77] + '...' if len(text) > 80 else text}"
+
+
+def _check_contenders(contenders: Any) -> None:
+    """Refuses contenders that are not a non-empty map of names to callables."""
+    if not isinstance(contenders, Mapping) or not contenders:
+        raise BenchError(
+            "sk.testing.bench_side_by_side needs contenders: names mapped to the functions to time",
+            where=call_site(),
+            expected="a non-empty dict of name -> function",
+            actual=_described(contenders),
+            fix='pass e.g. {"kernel": softmax, "jnp": jax.jit(softmax_reference)}',
+        )
+    for name, fn in contenders.items():
+        if not callable(fn):
+            raise BenchError(
+                f"the contender {name!r} is not a function: it cannot be called to time it",
+                where=call_site(),
+                expected="a callable taking the arguments, e.g. a kernel or a jax.jit function",
+                actual=_described(fn),
+                fix=f"map {name!r} to the function itself, not to its result (pass `f`, not "
+                "`f(x)`)",
+            )
 
 
 def bench_side_by_side(
@@ -240,8 +294,7 @@ def bench_side_by_side(
     on the device (CUPTI); where that is not to be had, a run batches back-to-back calls for
     at least `min_run_s` (default: 1 ms on a GPU, one call on a CPU) timed by the host."""
     _check(warmup, reps, min_run_s)
-    if not contenders:
-        raise ValueError("contenders is empty: give at least one name -> function")
+    _check_contenders(contenders)
     for fn in contenders.values():
         for _ in range(warmup):
             jax.block_until_ready(fn(*args))
@@ -290,8 +343,8 @@ def _host_times(
     floor = min_run_s if min_run_s is not None else (1e-3 if _on_gpu() else 0.0)
     calls: dict[str, int] = {}
     for name, fn in contenders.items():
-        once = _run(fn, args, 1)
-        calls[name] = max(1, min(10_000, int(floor / once) + 1)) if floor else 1
+        once = max(_run(fn, args, 1), 1e-9)  # a clock's tick
+        calls[name] = 1 + int(min(floor / once, 10_000 - 1)) if floor else 1
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(reps):
         for name, fn in contenders.items():

@@ -27,6 +27,9 @@ class Measure(Protocol):
     @property
     def target(self) -> str: ...
 
+    @property
+    def planned_for(self) -> str: ...
+
     def measure(
         self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
     ) -> TuneCandidate: ...
@@ -41,11 +44,12 @@ def _structs(args: Sequence[Any]) -> list[jax.ShapeDtypeStruct]:
 
 
 def _planned(
-    kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
+    kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any], target: str
 ) -> LaunchPlan | TuneCandidate:
-    """The candidate's plan for the GPU, or the candidate pruned by the rule that refused it."""
+    """The candidate's plan for the GPU architecture `target`, or the candidate pruned by the
+    rule that refused it."""
     try:
-        return kernel.plan(*_structs(args), backend="mosaic_gpu", **constants)
+        return kernel.plan(*_structs(args), backend="mosaic_gpu", target=target, **constants)
     except StaticKernelError as exc:
         return TuneCandidate(dict(constants), Status.PRUNED, _reason(exc))
 
@@ -67,15 +71,19 @@ def _from_plan(plan: LaunchPlan, constants: Mapping[str, Any], target: str) -> T
 
 @dataclasses.dataclass(frozen=True)
 class PlanMeasure:
-    """The plan's first-order estimate alone."""
+    """The plan's first-order estimate alone, for the architecture `target`."""
 
     target: str = "sm_90a"
     ranking: Ranking = Ranking.PLAN
 
+    @property
+    def planned_for(self) -> str:
+        return self.target
+
     def measure(
         self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
     ) -> TuneCandidate:
-        plan = _planned(kernel, args, constants)
+        plan = _planned(kernel, args, constants, self.target)
         return plan if isinstance(plan, TuneCandidate) else _from_plan(plan, constants, self.target)
 
 
@@ -88,10 +96,14 @@ class CompileMeasure:
     target: str = "sm_90a"
     ranking: Ranking = Ranking.COMPILE
 
+    @property
+    def planned_for(self) -> str:
+        return self.target
+
     def measure(
         self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
     ) -> TuneCandidate:
-        plan = _planned(kernel, args, constants)
+        plan = _planned(kernel, args, constants, self.target)
         if isinstance(plan, TuneCandidate):
             return plan
         try:
@@ -116,23 +128,24 @@ class CompileMeasure:
 class DeviceMeasure:
     """A run on this machine's GPU: the results checked against the kernel's reference (when
     it declares one), then timed by `testing.bench`: the median of `reps` runs after
-    `warmup` calls."""
+    `warmup` calls. `target` is the device's name, `planned_for` its architecture."""
 
     target: str
     reps: int = 20
     warmup: int = 3
     ranking: Ranking = Ranking.DEVICE
+    planned_for: str = "sm_90a"
 
     def measure(
         self, kernel: TunedKernel, args: Sequence[Any], constants: Mapping[str, Any]
     ) -> TuneCandidate:
-        plan = _planned(kernel, args, constants)
+        plan = _planned(kernel, args, constants, self.planned_for)
         if isinstance(plan, TuneCandidate):
             return plan
-        candidate = _from_plan(plan, constants, "sm_90a")
+        candidate = _from_plan(plan, constants, self.planned_for)
 
         def run(*operands: Any) -> Any:
-            return kernel(*operands, backend="mosaic_gpu", **constants)
+            return kernel(*operands, backend="mosaic_gpu", target=self.planned_for, **constants)
 
         try:
             got = jax.block_until_ready(run(*args))

@@ -16,9 +16,12 @@ class TunedKernel(Protocol):
     spec: KernelSpec
     consts: dict[str, Any]
     backend: str | None
+    target: str | None
     reference: Callable[..., Any] | None
 
-    def plan(self, *args: Any, backend: str | None = None, **overrides: Any) -> LaunchPlan: ...
+    def plan(
+        self, *args: Any, backend: str | None = None, target: str | None = None, **overrides: Any
+    ) -> LaunchPlan: ...
 
     def compile(self, *args: Any, target: str = "sm_90a", **overrides: Any) -> CompileReport: ...
 
