@@ -423,7 +423,7 @@ class Kernel[**P, R]:
         compiled = compile_call(spec, binding, chosen, where, current_profile(), gpu)
         assert compiled.plan is not None and compiled.source is not None
         interpreted = chosen == "interpret"
-        launch = execute_module(compiled.source, spec.name, interpreted)
+        launch = execute_module(compiled.source, spec, interpreted)
         consts = dict(binding.consts)
         if interpreted:
             # An interpreted launch is a host callback that runs JAX computations of its own on
