@@ -116,7 +116,8 @@ def test_the_declaration_leaves_the_alignment_to_the_call() -> None:
     error = info.value
     assert error.kernel == "sliced" and error.phase is sk.Phase.CALL
     assert "column 50" in error.what and "[0:50] of 100 columns" in (error.actual or "")
-    assert error.fix is not None and "multiple of 16" in error.fix
+    assert error.fix is not None and "[0:50] and [50:100]" in error.fix
+    assert "each piece" in error.fix and "jnp.pad" in error.fix
     assert isinstance(error, sk.UnsupportedOpError)
 
 
