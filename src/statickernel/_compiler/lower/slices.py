@@ -145,10 +145,18 @@ def _check_columns(
         what = "a per-row vector" if kind is Kind.ROW else "a block along its rows"
         if kind in (Kind.LOOP_TILE, Kind.LOOP_COL):
             what = "a value along the loop dim"
+        shifted = (
+            f"to read a block shifted along its rows (jnp.roll or a join with zeros: a causal "
+            f'convolution\'s taps), load it shifted, sk.load(x, offset={{"{tr.g.row_dim}": -3}}) '
+            f"for the block 3 rows of {tr.g.row_dim} back, the fill before the array; otherwise "
+            if kind in (Kind.TILE, Kind.ROW)
+            else ""
+        )
         raise tr.fail(
             eqn,
             f"the body {verb} {what}; blocks are sliced and joined along their columns only",
-            "slice or join blocks along axis 1 (the columns), or do it outside the kernel",
+            f"{shifted}slice or join blocks along axis 1 (the columns), or do it outside the "
+            "kernel",
             error=SliceError,
             expected="a slice or join of a block's columns",
         )
@@ -157,7 +165,9 @@ def _check_columns(
             eqn,
             f"the body {verb} blocks along {tr.g.col_dim}, which the grid splits: each block "
             "holds only part of that dim",
-            f"hold {tr.g.col_dim} whole: drop it from tile= in the decorator",
+            f"hold {tr.g.col_dim} whole: drop it from tile= in the decorator; to read a block "
+            f"shifted along {tr.g.col_dim} (jnp.roll), load it shifted instead, "
+            f'sk.load(x, offset={{"{tr.g.col_dim}": -3}}) for the block 3 columns back',
             error=SliceError,
             expected=f"{tr.g.col_dim} held whole by the block",
             dim=tr.g.col_dim,
