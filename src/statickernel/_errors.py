@@ -304,7 +304,8 @@ class DtypeError(CallError):
 
 
 class SymbolicDimError(CallError):
-    """A dim is symbolic or traced; Mosaic GPU launches need static ints."""
+    """A dim, or the axis jax.vmap maps a kernel over, is symbolic or traced; Mosaic GPU
+    launches need static ints."""
 
     code: ClassVar[str] = "SK204"
 

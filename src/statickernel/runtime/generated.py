@@ -8,7 +8,13 @@ from typing import Any
 import jax
 from jax.core import Tracer
 
+<<<<<<< HEAD
 from .interpreter import interpreted_launch, interrupts_seen
+=======
+from .._compiler.declare.spec import KernelSpec
+from .interpreter import interpreted_launch
+from .static_batch import static_batch
+>>>>>>> fix-spellings
 
 __all__ = ["execute_module", "finished_when_eager", "overrides_key"]
 
@@ -49,16 +55,19 @@ def finished_when_eager(launch: Callable[..., Any]) -> Callable[..., Any]:
     return finished
 
 
-def execute_module(source: str, name: str, interpreted: bool) -> Callable[..., Any]:
+def execute_module(source: str, spec: KernelSpec, interpreted: bool) -> Callable[..., Any]:
     """Runs the generated module and returns its kernel function.
 
-    An interpreted kernel launches through `interpreted_launch`, one launch at a time. The
-    caller adds the derivative rule and the jit (`Kernel._build`).
+    An interpreted kernel launches through `interpreted_launch`, one launch at a time. Either
+    launch refuses a `jax.vmap` over a symbolic axis (`static_batch`). The caller adds the
+    derivative rule and the jit (`specialization`).
     """
+    name = spec.name
     filename = f"<statickernel:{name}:{next(_SOURCE_COUNTER)}>"
     # Registering the text lets tracebacks and JAX's source info show the generated lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {"__name__": f"statickernel_generated_{name}"}
     exec(compile(source, filename, "exec"), namespace)
     generated = namespace[name]
-    return interpreted_launch(generated, name) if interpreted else generated
+    launch = interpreted_launch(generated, name) if interpreted else generated
+    return static_batch(launch, name, tuple(op.name for op in spec.operands))

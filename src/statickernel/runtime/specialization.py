@@ -51,7 +51,7 @@ def specialization(
 
     def make_fn() -> Callable[..., Any]:
         require_mosaic_gpu(spec.name, call_site())
-        launch = execute_module(source, spec.name, interpreted)
+        launch = execute_module(source, spec, interpreted)
         if interpreted:
             # An interpreted launch is a host callback that runs JAX computations of its own on
             # the CPU. If the caller dispatches more work on the same CPU client while one is in

@@ -177,6 +177,38 @@ def test_a_per_column_vector_shifted_along_the_columns_is_refused_with_a_fix() -
     assert "per-column vector `w`" in error.what and error.fix and "jnp.pad" in error.fix
 
 
+@pytest.mark.parametrize(
+    ("offset", "fill"), [(-1, 0.0), (2, -jnp.inf)], ids=["back-zeros", "ahead-inf"]
+)
+def test_the_fix_for_a_shifted_vector_gives_the_shifted_load(offset: int, fill: float) -> None:
+    """The fix's `w_shifted = ...`, passed as an operand of its own, is the vector the refused
+    load would have read: element j is w[j + offset], the fill outside the array."""
+    with pytest.raises(sk.ShiftError) as info:
+        _declared(
+            lambda x, w: jnp.maximum(
+                sk.load(x), sk.load(w, offset={"L": offset}, fill=fill)[None, :]
+            )
+        )
+    match = re.search(r"w_shifted = (jnp\.pad\(.*?\)\[[-:0-9]*\])", info.value.fix or "")
+    assert match is not None, info.value.fix
+
+    @sk.kernel(tile={"C": "BC", "L": "BL"})
+    def fixed(
+        x: Float32[Array, "C L"],
+        w_shifted: Float32[Array, " L"],
+        *,
+        BC: sk.Const[int] = 64,
+        BL: sk.Const[int] = 64,
+    ) -> Float32[Array, "C L"]:
+        return jnp.maximum(sk.load(x), sk.load(w_shifted)[None, :])
+
+    x, w = integers((5, 70)), integers((70,), seed=1)
+    w_shifted = eval(match.group(1), {"jnp": jnp, "w": w})
+    outside = jnp.full((abs(offset),), fill, jnp.float32)
+    want_w = jnp.concatenate([outside, w[:offset]] if offset < 0 else [w[offset:], outside])
+    assert bool(jnp.all(fixed(x, w_shifted) == jnp.maximum(x, want_w[None, :])))
+
+
 def test_a_shift_further_back_than_a_block_of_columns_is_refused() -> None:
     with pytest.raises(sk.ShiftError) as info:
         _declared(lambda x, w: sk.load(x, offset={"L": -65}))

@@ -2,6 +2,7 @@
 named dims, its leading batch dims and the dtypes it allows, checked to be of a rank kernels
 take."""
 
+from collections.abc import Mapping
 from typing import Any
 
 from jaxtyping import AbstractArray
@@ -12,6 +13,7 @@ from .consts import type_name
 from .dims import check_batch_leads
 from .dtypes import allowed_dtypes
 from .operand import OperandSpec
+from .spellings import arrays_of_hints, rank_fix
 
 __all__ = ["array_spec"]
 
@@ -32,7 +34,10 @@ def array_spec(
     role: str,
     batch: tuple[str, ...] = (),
     groups: frozenset[str] = frozenset(),
+    signature: Mapping[str, Any] | None = None,
 ) -> OperandSpec:
+    """The array `name` annotated `hint`; `signature`, every annotation of the kernel, which
+    an error may read to name the declaration the array's layout needs."""
     example = f'`{name}: Float[Array, "M N"]`' if role == "operand" else '`-> Float[Array, "M N"]`'
     if not (isinstance(hint, type) and issubclass(hint, AbstractArray)):
         raise AnnotationError(
@@ -97,7 +102,8 @@ def array_spec(
                 ", or 0 for a scalar operand" if role == "operand" else ", or 0 for a scalar result"
             ),
             actual=f"rank {len(dims)} ({hint.dim_str!r})",
-            fix=_rank_fix(batched=bool(batch)),
+            fix=rank_fix(name, dims[leading:], arrays_of_hints(signature or {}, batch))
+            or _rank_fix(batched=bool(batch)),
         )
     if len(set(dims)) != len(dims):
         raise AnnotationError(

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..._errors import AnnotationError
 from .operand import OperandSpec
+from .spellings import arrays_of_specs, frame_fix
 
 __all__ = [
     "check_batch",
@@ -186,7 +187,9 @@ def check_stacked_params(
                 dim=other,
                 expected=f"'{dims[1]} {dims[0]}'",
                 actual=f"'{' '.join(op.dims)}'",
-                fix=f"pass {op.name}.T and annotate it '{dims[1]} {dims[0]}'",
+                fix=f"pass {op.name}.T and annotate it '{dims[1]} {dims[0]}': a stack of "
+                f"parameter vectors along {other}, whose vector k the body takes as "
+                f"sk.load({op.name})[k] (a row of the stack, where it took [:, k])",
             )
         raise AnnotationError(
             f"operand `{op.name}` ('{' '.join(op.dims)}') stacks vectors along {other}, which is "
@@ -261,6 +264,7 @@ def frame(
     With loop dims, the results set the frame, and a 2-D operand with a loop dim outside the
     frame (a matmul's `a` and `b`) is exempt: only `sk.dot` reads it, and checks it there. A
     result whose columns a constant sizes (`check_const_dims`) is exempt too."""
+    arrays = arrays_of_specs(operands, results)  # all of them, for the errors' fixes
     results = [r for r in results if not set(r.dims) & set(constant_dims)]
     operands = [o for o in operands if not set(o.block_dims) & set(parameter_dims)]
     everything = [_body_view(o) for o in operands + results]
@@ -300,10 +304,12 @@ def frame(
     operand_names = {o.name for o in operands}
     for other in everything:
         if other.rank == 2 and other.dims != (rows, cols):
-            raise _layout_error(other, two_d[0], bool(loop), err)
+            declared = frame_fix(other.name, arrays, rows, cols, loop)
+            raise _layout_error(other, two_d[0], bool(loop), err, declared)
         if other.rank == 1 and other.dims[0] not in (rows, cols):
             if other.dims[0] in outside_frame and other.name in operand_names:
                 continue  # a vector along a loop's steps (a key's segment id): per step
+            declared = frame_fix(other.name, arrays, rows, cols, loop)
             raise AnnotationError(
                 f"1-D `{other.name}` runs along dim {other.dims[0]}, which is neither the row "
                 f"dim {rows} nor the column dim {cols}",
@@ -311,7 +317,9 @@ def frame(
                 operand=other.name,
                 expected=f"'{rows}' or '{cols}'",
                 actual=f"'{other.dims[0]}'",
-                fix=f"annotate it ' {rows}' or ' {cols}' if it runs along one of them; a "
+                fix=declared[0]
+                if declared and declared[1]
+                else f"annotate it ' {rows}' or ' {cols}' if it runs along one of them; a "
                 "vector of a few parameters (a PolyNorm's 3 weights) takes a dim no other "
                 f'array has, `{other.name}: Float32[Array, "3"]`, and the body reads its '
                 f"elements by index, sk.load({other.name})[0]",
@@ -320,9 +328,14 @@ def frame(
 
 
 def _layout_error(
-    other: OperandSpec, first: OperandSpec, has_loops: bool, err: dict[str, Any]
+    other: OperandSpec,
+    first: OperandSpec,
+    has_loops: bool,
+    err: dict[str, Any],
+    declared: tuple[str, bool] | None = None,
 ) -> AnnotationError:
-    """`other` is 2-D but not laid out like the kernel's blocks, (rows, cols) of `first`."""
+    """`other` is 2-D but not laid out like the kernel's blocks, (rows, cols) of `first`;
+    `declared`, the declaration of the layout it takes part in (`spellings.frame_fix`)."""
     rows, cols = first.dims
     actual = f"'{' '.join(other.dims)}'"
     if set(other.dims) == {rows, cols}:
@@ -348,6 +361,12 @@ def _layout_error(
         if len(shared) == 1
         else f"compute what you need of `{other.name}` in a kernel of its own"
     )
+    fix = (
+        f"{same}{reduce}; for a matrix product over {extra[0]}, declare "
+        f'loop={{"{extra[0]}": "B{extra[0]}"}} and multiply with sk.dot'
+    )
+    if declared is not None:
+        fix = declared[0] if declared[1] else f"{declared[0]}; otherwise {fix}"
     return AnnotationError(
         f"2-D `{other.name}` is laid out '{' '.join(other.dims)}', but the kernel's 2-D blocks "
         f"are '{rows} {cols}', like `{first.name}`: every 2-D operand and result shares them",
@@ -358,8 +377,7 @@ def _layout_error(
             " (or a loop dim outside them, for an operand read only by sk.dot)" if has_loops else ""
         ),
         actual=actual,
-        fix=f"{same}{reduce}; for a matrix product over {extra[0]}, declare "
-        f'loop={{"{extra[0]}": "B{extra[0]}"}} and multiply with sk.dot',
+        fix=fix,
     )
 
 

@@ -419,6 +419,7 @@ def _parameter_specs(
                     role="operand",
                     batch=batch,
                     groups=groups,
+                    signature=hints,
                 )
             )
     if not operands:

@@ -84,6 +84,7 @@ def block_geometry(
             (layout.dim(d).block, layout.dim(d).extent)
             for d in (*spec.const_dims, *spec.joined_parts())
         ),
+        part_sizes=tuple((d, layout.dim(d).size) for d in spec.joined_parts()),
     )
     loops = spec.loop_map
     if not loops:

@@ -70,7 +70,45 @@ REFUSALS: Mapping[str, Refusal] = {
         'use sk.position("M") for the global indices of the block along a dim (a causal mask: '
         'sk.position("M")[:, None] >= sk.position("N")[None, :]); edge masks are built for you',
     ),
-    "dynamic_slice": Refusal("dynamic slicing", "slice the operand outside the kernel"),
+    "dynamic_slice": Refusal(
+        "dynamic slicing",
+        'declare the rows chosen by data: index={"V": "ids"} makes row t of sk.load(table) '
+        "row ids[t] of `table` (a run from a start: ids = start + jnp.arange(T), an operand), "
+        'pages={"P": "block_tables"} walks the pages a table lists; otherwise slice the '
+        "operand outside the kernel",
+    ),
+    "dynamic_update_slice": Refusal(
+        "lax.dynamic_update_slice",
+        'declare the rows written in place: update="cache", index={"Slots": "slots"} '
+        "writes row t of the result the body returns (sk.load(new)) to row slots[t] of `cache`, "
+        "slots an operand (slots = start + jnp.arange(T) for a run from a start)",
+    ),
+    "scatter": Refusal(
+        "x.at[ids].set(v)",
+        'declare the rows written in place: update="cache", index={"Slots": '
+        '"slot_mapping"} writes row t of the result the body returns (sk.load(new)) to row '
+        "slot_mapping[t] of `cache` (a KV-cache update)",
+    ),
+    "scatter-add": Refusal(
+        "x.at[ids].add(v)",
+        'declare the rows updated in place: update="cache", index={"Slots": '
+        '"slot_mapping"}, and return sk.load(cache) + sk.load(new): the rows of `cache` at '
+        "the slots are gathered, added to and written back (with each slot once; a repeated "
+        "slot keeps one row's sum, so scatter-add outside the kernel where slots repeat)",
+    ),
+    "pad": Refusal(
+        "jnp.pad / lax.pad",
+        'load the block shifted: sk.load(x, offset={"L": -3}) is the block 3 rows of L '
+        "back, the fill before the array (a causal convolution's taps); otherwise pad the "
+        "operand outside the kernel",
+    ),
+    "while": Refusal(
+        "lax.fori_loop / lax.while_loop",
+        'walk a dim of the operands with sk.loop: loop={"S": "BS"} in the decorator and '
+        'sk.loop("S", step, init=..., stop=sk.load(length)) in the body ends at a length the '
+        "data gives; rows split into groups whose sizes the data gives (a grouped matmul) are "
+        'ragged={"M": "group_sizes"}, pages a table lists pages={"P": "block_tables"}',
+    ),
     "sort": Refusal("jnp.sort", "sort outside the kernel"),
     "reduce_prod": Refusal("jnp.prod", "use jnp.exp(jnp.sum(jnp.log(x), axis=...)) for positive x"),
     "argsort": Refusal("jnp.argsort", "sort outside the kernel"),

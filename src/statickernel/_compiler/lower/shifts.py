@@ -148,12 +148,15 @@ def _check_columns(
     halo = dict(tr.g.input_halos)[operand]
     kind = tr.kind(eqn.inputs[0])
     if dim == tr.g.col_dim and kind is Kind.COL:
+        shifted = _shifted_outside(operand, offset, dict(tr.g.input_fills)[operand])
         raise tr.fail(
             eqn,
             f"the body loads the per-column vector `{operand}` shifted along its columns {dim}: "
             "a window of a vector's columns would start inside a register vector",
-            f"shift `{operand}` outside the kernel (a slice of jnp.pad({operand}, ...)) and pass "
-            "the shifted vector as an operand of its own",
+            f"shift `{operand}` outside the kernel, {operand}_shifted = {shifted} (element j "
+            f"is {operand}[j {'-' if offset < 0 else '+'} {abs(offset)}], the fill outside the "
+            "array), and pass it as an "
+            f"operand of its own along {dim}, loaded with sk.load({operand}_shifted)",
             actual=where,
             error=ShiftError,
             operand=operand,
@@ -220,3 +223,18 @@ SHIFT_RULES: Mapping[str, Rule] = {
         "only the block form holds",
     )
 }
+
+
+def _shifted_outside(operand: str, offset: int, fill: object) -> str:
+    """The jnp of `sk.load(operand, offset={dim: offset})` along a vector: its elements moved
+    by `offset`, the fill where they come from outside the array."""
+    if isinstance(fill, float) and fill != fill:
+        value = "jnp.nan"
+    elif isinstance(fill, float) and fill in (float("inf"), float("-inf")):
+        value = "jnp.inf" if fill > 0 else "-jnp.inf"
+    else:
+        value = repr(fill)
+    values = "" if not fill else f", constant_values={value}"
+    if offset < 0:
+        return f"jnp.pad({operand}, ({-offset}, 0){values})[:{offset}]"
+    return f"jnp.pad({operand}, (0, {offset}){values})[{offset}:]"

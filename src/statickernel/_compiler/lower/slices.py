@@ -19,6 +19,7 @@ from ..ir.nodes import call as ir_call
 from ..ir.pallas import full, is_8bit
 from ..trace.body import Atom, Eqn
 from .context import Rule, Support, Translator, Where
+from .slice_padding import join_fix, part_slice_fix, slice_fix
 
 __all__ = ["SLICE_RULES"]
 
@@ -45,12 +46,14 @@ def _split(tr: Translator, eqn: Eqn) -> None:
     (atom,) = eqn.inputs
     axis = int(eqn.param("axis"))
     shape = tr.logical_shape(atom)
+    sizes = [int(size) for size in eqn.param("sizes")]
+    cuts = tuple(sum(sizes[:i]) for i in range(1, len(sizes)))  # every piece's, for the fix
     start = 0
-    for size, out in zip(eqn.param("sizes"), eqn.outputs, strict=True):
+    for size, out in zip(sizes, eqn.outputs, strict=True):
         starts = tuple(start if a == axis else 0 for a in range(len(shape)))
-        limits = tuple(start + int(size) if a == axis else n for a, n in enumerate(shape))
-        _take_columns(tr, eqn, atom, starts, limits, out)
-        start += int(size)
+        limits = tuple(start + size if a == axis else n for a, n in enumerate(shape))
+        _take_columns(tr, eqn, atom, starts, limits, out, cuts)
+        start += size
 
 
 def _take_columns(
@@ -60,9 +63,11 @@ def _take_columns(
     starts: tuple[int, ...],
     limits: tuple[int, ...],
     out: str,
+    cuts: tuple[int, ...] = (),
 ) -> None:
     """`out = atom[starts:limits]`, a slice along the last axis of a block or a per-column
-    vector (a constant block's slice is the constant)."""
+    vector (a constant block's slice is the constant); `cuts`, the other bounds of a split the
+    slice is one piece of."""
     shape = tr.logical_shape(atom)
     kind = tr.kind(atom)
     dtype = tr.dtype(atom)
@@ -74,7 +79,12 @@ def _take_columns(
     _check_columns(tr, eqn, kind, dtype, changed, axis, "slices")
     start, stop = starts[axis], limits[axis]
     _check_alignment(
-        tr, eqn, ((start, "start"), (stop, "end")), f"[{start}:{stop}] of {shape[axis]} columns"
+        tr,
+        eqn,
+        ((start, "start"), (stop, "end")),
+        f"[{start}:{stop}] of {shape[axis]} columns",
+        shape[axis],
+        cuts=cuts,
     )
     first = Const(start) if start else None
     index = (*(Slice() for _ in range(axis)), Slice(first, Const(stop)))
@@ -99,7 +109,8 @@ def _concatenate(tr: Translator, eqn: Eqn) -> None:
     # piece keeps its padded tile, whose columns past the edge the frame's masks cover.
     frame_width = out_shape[-1] == tr.g.col_size and tr.g.own_width(kind, out_shape) is None
     ends = () if frame_width else ((sum(widths), "width"),)
-    _check_alignment(tr, eqn, (*edges, *ends), " + ".join(str(w) for w in widths) + " columns")
+    joined = " + ".join(str(w) for w in widths) + " columns"
+    _check_alignment(tr, eqn, (*edges, *ends), joined, sum(widths), widths)
     if frame_width:
         widths[-1] = hw.round_up(widths[-1], _TILE_COLS)
     pieces: list[Expr] = []
@@ -134,10 +145,18 @@ def _check_columns(
         what = "a per-row vector" if kind is Kind.ROW else "a block along its rows"
         if kind in (Kind.LOOP_TILE, Kind.LOOP_COL):
             what = "a value along the loop dim"
+        shifted = (
+            f"to read a block shifted along its rows (jnp.roll or a join with zeros: a causal "
+            f'convolution\'s taps), load it shifted, sk.load(x, offset={{"{tr.g.row_dim}": -3}}) '
+            f"for the block 3 rows of {tr.g.row_dim} back, the fill before the array; otherwise "
+            if kind in (Kind.TILE, Kind.ROW)
+            else ""
+        )
         raise tr.fail(
             eqn,
             f"the body {verb} {what}; blocks are sliced and joined along their columns only",
-            "slice or join blocks along axis 1 (the columns), or do it outside the kernel",
+            f"{shifted}slice or join blocks along axis 1 (the columns), or do it outside the "
+            "kernel",
             error=SliceError,
             expected="a slice or join of a block's columns",
         )
@@ -146,7 +165,9 @@ def _check_columns(
             eqn,
             f"the body {verb} blocks along {tr.g.col_dim}, which the grid splits: each block "
             "holds only part of that dim",
-            f"hold {tr.g.col_dim} whole: drop it from tile= in the decorator",
+            f"hold {tr.g.col_dim} whole: drop it from tile= in the decorator; to read a block "
+            f"shifted along {tr.g.col_dim} (jnp.roll), load it shifted instead, "
+            f'sk.load(x, offset={{"{tr.g.col_dim}": -3}}) for the block 3 columns back',
             error=SliceError,
             expected=f"{tr.g.col_dim} held whole by the block",
             dim=tr.g.col_dim,
@@ -162,45 +183,51 @@ def _check_columns(
 
 
 def _check_alignment(
-    tr: Translator, eqn: Eqn, bounds: Sequence[tuple[int, str]], actual: str
+    tr: Translator,
+    eqn: Eqn,
+    bounds: Sequence[tuple[int, str]],
+    actual: str,
+    width: int,
+    joined_widths: Sequence[int] = (),
+    cuts: Sequence[int] = (),
 ) -> None:
     """Every bound on the register layout's 8-column tiles, at the call (the declaration's
-    sizes are probes)."""
+    sizes are probes). `width` is the columns of the value sliced, or of the join;
+    `joined_widths` the widths a join puts side by side; `cuts` the equation's other bounds
+    (a split's), which the fix pads too."""
     if tr.g.probe_sizes:
         return
     off = [(n, name) for n, name in bounds if n % _TILE_COLS]
     if not off:
         return
     n, name = off[0]
-    # A joined dim's name is a sum of names (declare.joined), which no other dim's can be.
-    joined = "+" in (tr.g.col_dim or "")
-    if not joined:
-        fix = (
-            f"make every bound a multiple of {_TILE_COLS} columns: pad {tr.g.col_dim} outside "
-            f"the kernel to a multiple of {2 * _TILE_COLS} (halves of {_TILE_COLS}), or slice "
-            "the operand outside the kernel"
-        )
-    elif name != "join":  # a slice of a part: the part is the operand's columns
-        fix = (
-            f"make every bound a multiple of {_TILE_COLS} columns: halves of a part of a "
-            f"multiple of {2 * _TILE_COLS} columns are"
-        )
-    else:
-        fix = (
-            f"give every part of {tr.g.col_dim} but the last a multiple of {_TILE_COLS} "
-            "columns, or return the parts as results of their own and join them with "
-            "jnp.concatenate outside the kernel"
-        )
     raise tr.fail(
         eqn,
         f"the body slices or joins blocks at column {n} (the {name}), off the register "
         f"layout's tiles of {_TILE_COLS} columns",
-        fix,
+        _padding_fix(tr, [*(b for b, _ in bounds), *cuts], width, joined_widths),
         actual,
         error=SliceError,
         expected=f"bounds and widths that are multiples of {_TILE_COLS} columns",
         dim=tr.g.col_dim,
     )
+
+
+def _padding_fix(
+    tr: Translator, bounds: Sequence[int], width: int, joined_widths: Sequence[int]
+) -> str:
+    """The padding that moves every bound onto a tile and keeps every value in its place."""
+    dim = tr.g.col_dim or "the columns"
+    # A joined dim's name is a sum of names (declare.joined), which no other dim's can be.
+    if "+" not in dim:
+        whole = width if width == tr.g.col_size else None
+        return slice_fix(dim, whole, bounds, join=bool(joined_widths))
+    parts = tr.g.part_sizes
+    if joined_widths and list(joined_widths) == [size for _, size in parts]:
+        return join_fix(dim, parts, joined_widths)
+    if joined_widths and width == tr.g.col_size:  # parts joined in another way
+        return join_fix(dim, parts, joined_widths)
+    return part_slice_fix(dim, parts, width, [b for b in bounds if b != width])
 
 
 _NOTE = (

@@ -147,7 +147,10 @@ def _check_pattern(tr: Translator, eqn: Eqn) -> None:
             eqn,
             "the body indexes with arrays (a gather) other than jnp.take_along_axis(x, i, "
             "axis=1), which Mosaic GPU cannot lower",
-            "index the operand outside the kernel, or take along axis=1 of a narrow block",
+            "to read the rows of an operand that an integer operand gives (an embedding's "
+            'table[ids]), declare them: index={"V": "ids"} with `table` laid out "V D" makes '
+            "row t of sk.load(table) row ids[t] of it; otherwise take along axis=1 of a narrow "
+            "block, or index the operand outside the kernel",
         )
 
 

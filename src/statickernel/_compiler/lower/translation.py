@@ -78,6 +78,8 @@ class Geometry:
     # each one's size and its columns in registers, padded to the register tile's 8 and to
     # whole 16-byte rows.
     const_widths: tuple[tuple[int, int], ...] = ()
+    # The parts of a joined column dim ("N1+N2"), in order, each with its size.
+    part_sizes: tuple[tuple[str, int], ...] = ()
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
     # The tensor cores `sk.dot` multiplies on: WGMMA (Hopper), or tcgen05 (Blackwell), whose
     # products of a step go through tensor memory (`lower.dots`).
