@@ -8,13 +8,9 @@ from typing import Any
 import jax
 from jax.core import Tracer
 
-<<<<<<< HEAD
-from .interpreter import interpreted_launch, interrupts_seen
-=======
 from .._compiler.declare.spec import KernelSpec
-from .interpreter import interpreted_launch
+from .interpreter import interpreted_launch, interrupts_seen
 from .static_batch import static_batch
->>>>>>> fix-spellings
 
 __all__ = ["execute_module", "finished_when_eager", "overrides_key"]
 
