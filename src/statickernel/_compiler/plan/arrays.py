@@ -218,8 +218,11 @@ def _flat_note(name: str, role: Role, shape: tuple[int, ...], dtype: str) -> str
 
 def _stored_in_place(inputs: PlanInputs, role: Role, kind: Kind) -> bool:
     """Whether a result is written to global memory where the body computes it: a per-row
-    result of the row form, whose body computes one scalar a row."""
-    return role is Role.OUTPUT and kind is Kind.ROW and inputs.form.copies_vectors_in_bulk
+    result of the row form, whose body computes one scalar a row, and a 0-d result (one
+    value a batch entry, `-> "B"`), a scalar in every form, which no TMA box holds."""
+    if role is not Role.OUTPUT:
+        return False
+    return kind is Kind.SCALAR or (kind is Kind.ROW and inputs.form.copies_vectors_in_bulk)
 
 
 def _page_copies(inputs: PlanInputs, op: Any, lead: tuple[int, ...]) -> PageCopies | None:

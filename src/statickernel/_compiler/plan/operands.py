@@ -143,7 +143,7 @@ class OperandPlan:
         partials on a 16-byte boundary, as TMA needs of every stride."""
         dtype = dtype or self.dtype
         gmem = self.gmem_shape
-        if lead or self.batch:
+        if gmem and (lead or self.batch):  # a 0-d result's entries are written in place
             unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
             gmem = (*gmem[:-1], hw.round_up(gmem[-1], unit))
         batch = len(self.batch)
