@@ -39,6 +39,7 @@ __all__ = [
     "HardwareRuleError",
     "Int32LimitError",
     "InterpreterFallbackWarning",
+    "JoinedColumnsError",
     "Kernel",
     "Kind",
     "LaunchPlan",

@@ -214,7 +214,7 @@ class _Generator:
             if dim is None:
                 return None
             start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.extent))
-            return MaskAxis(dim.extent, dim.size, start if dim.tiled_by else None)
+            return MaskAxis(dim.extent, dim.size, start if dim.tiled_by else None, dim.parts)
 
         rows = axis(self.plan.dim(self.plan.rows))
         assert rows is not None

@@ -135,6 +135,11 @@ class OperandPlan:
     a per-column vector of the row form whose bytes are not a multiple of 16: copied by 1-D
     TMA boxes, zeros past its end, where a bulk copy could not end at its last element."""
 
+    parts: tuple[tuple[int, int], ...] = ()
+    """For a result whose joined columns a block holds part by part (`DimLayout.parts`):
+    each part's first column in the array the kernel writes (`gmem_shape`) and its size; the
+    wrapper joins the parts into the result. Else empty."""
+
     def with_partials(
         self, per_block: tuple[str, ...], lead: tuple[int, ...], dtype: str | None = None
     ) -> "OperandPlan":
