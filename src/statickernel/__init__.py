@@ -40,6 +40,7 @@ __all__ = [
     "HardwareRuleError",
     "Int32LimitError",
     "InterpreterFallbackWarning",
+    "JoinedColumnsError",
     "Kernel",
     "Kind",
     "LaunchPlan",

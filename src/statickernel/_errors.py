@@ -37,6 +37,7 @@ __all__ = [
     "HardwareLimitError",
     "HardwareRuleError",
     "Int32LimitError",
+    "JoinedColumnsError",
     "LoopOperandError",
     "NoCandidateError",
     "NotDifferentiableError",
@@ -254,6 +255,16 @@ class SliceError(UnsupportedOpError):
     dims have their sizes."""
 
     code: ClassVar[str] = "SK109"
+
+
+class JoinedColumnsError(UnsupportedOpError):
+    """The body moves values along a result's joined columns (`-> "M N1+N2"`) where a block
+    holds them part by part: a part but the last is not a multiple of 8 columns, so the next
+    part starts on a register tile of its own, and a slice, scan, gather or top-k along the
+    joined columns would cross the columns between the parts. Elementwise ops and reductions
+    over them are exact. Found at the call, where the parts have their sizes."""
+
+    code: ClassVar[str] = "SK112"
 
 
 class ShiftError(UnsupportedOpError):

@@ -190,6 +190,7 @@ CODES = {
     "SliceError": "SK109",
     "ShiftError": "SK110",
     "RaggedGroupsError": "SK111",
+    "JoinedColumnsError": "SK112",
     "HardwareLimitError": "SK199",
     "CallError": "SK200",
     "OperandError": "SK201",

@@ -197,19 +197,17 @@ def probe_shapes(kernel: Kernel) -> list[ProbeShape]:
 
 def _joinable(kernel: Kernel, probes: list[ProbeShape]) -> list[ProbeShape]:
     """The probes with the parts of each joined dim on the register tiles where the body
-    needs them: every part but the last a multiple of 8 columns (the join's bounds), and
-    every part a multiple of 32 where the body slices them (at fractions, as RoPE halves)."""
+    needs them: every part a multiple of 32 where the body slices them (at fractions, as
+    RoPE halves). Parts of any widths join (a block holds them apart where they must be)."""
     spec = kernel.spec
     if not spec.joined:
         return probes
     sliced = any(
         eqn.prim in SLICE_RULES and eqn.prim != "concatenate" for eqn in _declared_eqns(kernel)
     )
-    units = {
-        part: _SLICED_COLUMNS if sliced else (1 if place == len(parts) - 1 else hw.WGMMA_COLS)
-        for _, parts in spec.joined
-        for place, part in enumerate(parts)
-    }
+    if not sliced:
+        return probes
+    units = {part: _SLICED_COLUMNS for _, parts in spec.joined for part in parts}
     return [
         dataclasses.replace(
             probe,

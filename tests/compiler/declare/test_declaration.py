@@ -1504,6 +1504,7 @@ _DECLARATION_ERRORS = [
     sk.ResultMismatchError,
     sk.UnsupportedOpError,
     sk.SliceError,
+    sk.JoinedColumnsError,
     sk.ShiftError,
     sk.RaggedGroupsError,
     sk.CrossBlockResultError,

@@ -16,6 +16,7 @@ from statickernel._compiler.layout.blocks import (
     logical_blocks,
     split_blocks,
 )
+from statickernel._compiler.layout.joined import part_columns, part_span
 
 
 def test_a_call_layout_cuts_tiled_dims_by_their_constant_and_pads_whole_ones() -> None:
@@ -101,3 +102,39 @@ def test_the_plan_holds_the_layouts_dims() -> None:
     )
     assert plan.dims == layout.dims
     assert isinstance(plan.dims[0], sk.DimPlan)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "parts"),
+    [
+        ((40, 21), ()),  # side by side: the last part may end anywhere
+        ((64, 8, 3), ()),
+        ((67, 5), ((0, 67), (72, 5))),  # N2 from the tile after N1's last
+        ((1, 1), ((0, 1), (8, 1))),
+        ((8, 101, 5), ((0, 8), (8, 101), (112, 5))),
+        ((300, 13), ((0, 300), (304, 13))),
+    ],
+)
+def test_joined_parts_start_on_register_tiles(
+    sizes: tuple[int, ...], parts: tuple[tuple[int, int], ...]
+) -> None:
+    assert part_columns(sizes) == parts
+    if parts:
+        assert part_span(parts) == parts[-1][0] + sizes[-1]
+
+
+def test_a_slice_off_the_tiles_of_a_joined_part_gets_a_whole_fix() -> None:
+    """The fix used to stop mid-sentence ("halves of a part of a multiple of 16 columns are")."""
+
+    @sk.kernel(tile={"M": "BM"})
+    def halves(
+        a: Float[Array, "M N1"], b: Float[Array, "M N2"], *, BM: sk.Const[int] = 64
+    ) -> Float[Array, "M N1+N2"]:
+        v = sk.load(a)
+        return jnp.concatenate([v[:, :8], v[:, 8:], sk.load(b)], axis=1)
+
+    with pytest.raises(sk.SliceError) as info:
+        halves(jnp.ones((10, 67)), jnp.ones((10, 5)))
+    assert info.value.fix is not None and info.value.fix.endswith(
+        "are), or slice the operand outside the kernel"
+    )

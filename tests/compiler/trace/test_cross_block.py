@@ -258,6 +258,36 @@ def test_a_result_that_is_not_a_reduction_is_refused() -> None:
     assert "`exp`" in str(error.actual)
 
 
+def _group_rstd(tile: dict[str, str]) -> sk.Kernel[..., Any]:
+    """Each group's rstd over its (C, L) block, one value a (B, G) grid step."""
+
+    @sk.kernel(batch=("B", "G"), tile=tile)
+    def group_rstd(
+        x: Float32[Array, "B G C L"], *, BC: sk.Const[int] = 64
+    ) -> Float32[Array, "B G"]:
+        v = sk.load(x)
+        count = sk.dim("C") * sk.dim("L")
+        centred = v - jnp.sum(v) / count
+        return jax.lax.rsqrt(jnp.sum(centred * centred) / count + 1e-5)
+
+    return group_rstd
+
+
+def test_a_statistic_that_is_no_reduction_names_the_dim_to_hold_whole() -> None:
+    """A group's rstd where C is tiled: each block holds part of the group, and rsqrt of the
+    parts does not combine. The fix also says how to compute it in the kernel: C whole, one
+    value a grid step; applied, it matches jnp."""
+    with pytest.raises(sk.CrossBlockResultError) as info:
+        _group_rstd({"C": "BC"})
+    fix = str(info.value.fix)
+    assert info.value.dim == "C" and "drop C from tile= so that each block holds all of it" in fix
+    fixed = _group_rstd({})
+    for shape in [(2, 3, 7, 5), (1, 1, 1, 1), (1, 2, 67, 3)]:
+        x = 2 * jax.random.normal(jax.random.key(shape[2]), shape, jnp.float32) + 1
+        want = jax.lax.rsqrt(jnp.var(x, axis=(2, 3)) + 1e-5)
+        np.testing.assert_allclose(fixed(x), want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_mean_over_the_block_is_refused() -> None:
     def k(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, " N"]:
         return jnp.mean(sk.load(x), axis=0)

@@ -144,6 +144,12 @@ def param_dims(
             if all(parameters(o, dim) and o in operands for o in holders):
                 found.append(dim)
                 break
+    framed = {d for o in operands + results for d in o.block_dims if d not in found}
+    if not framed:
+        # No array has a dim but these: the blocks are vectors along them (each batch entry's
+        # "B N" summed to a scalar), not parameters beside a block. A dim named by its size
+        # stays a vector of parameters.
+        return tuple(d for d in found if d.isdigit())
     return tuple(found)
 
 

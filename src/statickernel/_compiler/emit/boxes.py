@@ -2,16 +2,19 @@
 memory: one box along each dim the grid splits, equal boxes of at most 256 elements along a
 whole dim, and the boxes of the rows around a block that its shifted loads read
 (`emit.halos`); and the copies that store a result's block, its last block's rows alone
-where a whole block would run into the next batch entry."""
+where a whole block would run into the next batch entry, or a 0-d result's element."""
 
 import itertools
+from collections.abc import Sequence
 
 from ... import _hardware as hw
 from ..ir.names import block_index, gmem_ref, result_store, smem_ref
 from ..ir.nodes import (
+    Assign,
     BinOp,
     Comment,
     Const,
+    EllipsisIndex,
     Expr,
     ExprStmt,
     FunctionDef,
@@ -26,7 +29,7 @@ from ..plan.plan import LaunchPlan, OperandPlan
 from .halos import halo_copies
 from .slices import EDGE_START, whole_slice
 
-__all__ = ["oob_mode", "result_copies", "rows_boxes", "tma_boxes"]
+__all__ = ["element_stores", "oob_mode", "result_copies", "rows_boxes", "tma_boxes"]
 
 
 def tma_boxes(plan: LaunchPlan, op: OperandPlan) -> list[tuple[Expr, Expr]]:
@@ -140,3 +143,20 @@ def oob_mode(plan: LaunchPlan, op: OperandPlan) -> dict[str, Expr]:
     if any(plan.dim(d).bulk for d in op.dims):
         return {"oob_mode": Name("plgpu.OOBFillMode.UNDEFINED")}
     return {}
+
+
+def element_stores(
+    written: Sequence[OperandPlan],
+    results: Sequence[OperandPlan],
+    outputs: Sequence[Expr | None],
+) -> list[Stmt]:
+    """Each 0-d result of `written`, from registers to its element of the array (the grid
+    step's, its ref narrowed to its batch entry): no TMA box holds a 0-d block. Every thread
+    writes the same value."""
+    stores: list[Stmt] = []
+    for op, value in zip(results, outputs, strict=True):
+        if op in written:
+            assert value is not None and not op.block_shape
+            target = Subscript(Name(gmem_ref(op.name)), (EllipsisIndex(),))
+            stores.append(Assign((target,), value, comment="one value a grid step"))
+    return stores

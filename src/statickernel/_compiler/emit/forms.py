@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Protocol
 
-from ..ir.nodes import Const, Expr, FunctionDef, Name, Slice, Subscript
+from ..ir.nodes import Const, Expr, FunctionDef, List, Name, Slice, Subscript, call
 from ..lower.translation import Translation
 from ..plan.plan import LaunchPlan, OperandPlan, Role
 from .halos import halo_copies
@@ -92,7 +92,20 @@ BLOCK_FORM = _BlockForm()
 
 
 def unpadded(op: OperandPlan) -> Expr:
-    """A result sliced back to its shape where the launch wrote it host-padded."""
+    """A result sliced back to its shape where the launch wrote it host-padded; a result of
+    joined columns held part by part, its parts joined."""
+    if op.parts:
+        lead = [
+            Slice(None, Const(s)) if s != g else Slice()
+            for s, g in zip(op.shape, op.gmem_shape, strict=True)
+        ][:-1]
+        pieces = tuple(
+            Subscript(
+                Name(op.name), (*lead, Slice(Const(start) if start else None, Const(start + size)))
+            )
+            for start, size in op.parts
+        )
+        return call("jnp.concatenate", List(pieces), axis=Const(-1))
     if not op.host_padded:
         return Name(op.name)
     if op.gmem_shape[:-1] == op.shape[:-1]:

@@ -21,11 +21,13 @@ __all__ = ["MaskAxis", "edge_mask_statements", "fill_masks"]
 @dataclasses.dataclass(frozen=True)
 class MaskAxis:
     """One axis of the block: its extent in registers, the dim's size, and where the block
-    starts along it (None for a block at 0)."""
+    starts along it (None for a block at 0); for a result's joined columns held part by part,
+    each part's first column in the block and its size (`DimLayout.parts`)."""
 
     extent: int
     size: int
     start: Expr | None
+    parts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,14 +84,17 @@ def edge_mask_statements(
         )
         statements.append(Assign((index,), iota))
         position: Expr = index if axis.start is None else BinOp(Operator.ADD, index, axis.start)
+        inside: Expr | None = None
+        if axis.parts:  # columns held part by part: each part's own, its columns' positions
+            position, inside = _part_positions(index, axis.parts), _in_parts(index, axis.parts)
         if along.position in needed:
             statements.append(Assign((Name(along.position),), position))
             position = Name(along.position)
         if not masks:
             continue
-        statements.append(
-            Assign((Name(along.vector),), BinOp(Operator.LT, position, Const(axis.size)))
-        )
+        if inside is None:
+            inside = BinOp(Operator.LT, position, Const(axis.size))
+        statements.append(Assign((Name(along.vector),), inside))
         if along.block in needed:
             dimension = 0 if along in (_ROWS, _LOOP_ROWS) else 1
             statements.append(
@@ -99,6 +104,32 @@ def edge_mask_statements(
                 )
             )
     return statements
+
+
+def _in_parts(index: Expr, parts: tuple[tuple[int, int], ...]) -> Expr:
+    """Whether each column lies in a part, not between two."""
+    inside: Expr | None = None
+    for start, size in parts:
+        end = BinOp(Operator.LT, index, Const(start + size))
+        part = (
+            end if start == 0 else BinOp(Operator.AND, BinOp(Operator.GE, index, Const(start)), end)
+        )
+        inside = part if inside is None else BinOp(Operator.OR, inside, part)
+    assert inside is not None
+    return inside
+
+
+def _part_positions(index: Expr, parts: tuple[tuple[int, int], ...]) -> Expr:
+    """Each column's position in the joined dim: its part's first position, plus its column
+    in the part (between two parts, the next part's first, past the edge of the one before)."""
+    position: Expr = index
+    joined = 0
+    for start, size in parts:
+        if start != joined:
+            shifted = BinOp(Operator.SUB, index, Const(start - joined))
+            position = call("jnp.where", BinOp(Operator.GE, index, Const(start)), shifted, position)
+        joined += size
+    return position
 
 
 def fill_masks(plan: LaunchPlan, op: OperandPlan, fill: object) -> set[Mask]:

@@ -50,7 +50,7 @@ from ..plan.cluster import CLUSTER_AXIS
 from ..plan.consumers import CONSUMERS
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
 from ..plan.schedule import ScheduleKind
-from .boxes import oob_mode, result_copies, tma_boxes
+from .boxes import element_stores, oob_mode, result_copies, tma_boxes
 from .consumers import consumer_pair_function, consumers_buffer, staged_buffers
 from .forms import BLOCK_FORM, FormEmitter, column_boxes
 from .halos import block_rows, column_window_copies
@@ -132,14 +132,17 @@ class _Generator:
         # 0-d operands, read once; a parameter vector is read by index where the body does.
         self.scalars = [op for op in self.inputs if op.in_place and op.kind != Kind.PARAMS]
         written = {plan.results[r].name for r, _, _ in translation.streamed}
-        self.stored = [op for op in plan.results if op.name not in written]
+        # A 0-d result (one value a batch entry) is written where the body computes it.
+        self.in_place = [op for op in plan.results if op.in_place]
+        self.stored = [op for op in plan.results if op.name not in written and not op.in_place]
         # With loops, results stored after them take scoped shared memory, which reuses the
         # pipelines' buffers; results written by a loop keep theirs for the whole kernel.
         # Two consumers' results are kernel scratch, a pair: scoped shared memory is allocated
         # by every warpgroup at once.
         self.scoped = bool(plan.loops) and plan.consumer_pair is None
         self.staged = staged_buffers(plan, translation)
-        self.kernel_results = [op for op in plan.results if not (self.scoped and op in self.stored)]
+        held = [op for op in plan.results if op not in self.in_place]
+        self.kernel_results = [op for op in held if not (self.scoped and op in self.stored)]
 
     # --- pieces ------------------------------------------------------------------------------
 
@@ -211,7 +214,7 @@ class _Generator:
             if dim is None:
                 return None
             start = BinOp(Operator.MUL, Name(block_index(dim.name)), Const(dim.extent))
-            return MaskAxis(dim.extent, dim.size, start if dim.tiled_by else None)
+            return MaskAxis(dim.extent, dim.size, start if dim.tiled_by else None, dim.parts)
 
         rows = axis(self.plan.dim(self.plan.rows))
         assert rows is not None
@@ -300,6 +303,7 @@ class _Generator:
         body += self.computed(
             lambda line: loop_statements(plan, line, self.t.streamed, self.new_store_api)
         )
+        body += element_stores(self.in_place, plan.results, self.t.outputs)
         if self.stored:
             body += self.store()
         return FunctionDef(block_function(plan.kernel), self.params(), tuple(body))

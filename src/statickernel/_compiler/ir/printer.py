@@ -129,6 +129,7 @@ _PRECEDENCE = {
     Operator.GE: 3,
     Operator.EQ: 3,
     Operator.NE: 3,
+    Operator.OR: 4,
     Operator.AND: 6,
     Operator.ADD: 9,
     Operator.SUB: 9,

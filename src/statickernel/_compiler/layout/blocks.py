@@ -18,6 +18,7 @@ from ..._errors import BlockAlignmentError, ErrorContext, Phase, TmaBoxError
 from ..declare.operand import OperandSpec
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Kind
+from .joined import PartColumns, part_columns, part_span
 
 __all__ = [
     "BlockLayout",
@@ -84,6 +85,11 @@ class DimLayout:
     joins: str | None = None
     """For a part of a joined dim (`"M N1+N2"`): the joined dim, whose columns its operands'
     blocks are, each copied and held at its own width. Else None."""
+    parts: PartColumns = ()
+    """For a joined dim whose parts a block holds apart (`layout.joined`: a part but the last
+    is not a multiple of 8 columns, so the next starts on the register tile after it): each
+    part's first column in the block and its size; the result's array holds them so, and the
+    wrapper joins them. Empty where they lie side by side."""
     page_rows: int = 0
     """For a loop dim walked page by page (`pages={"P": "block_tables"}`): the rows of one
     page, while `size` is the whole sequence's (the table's length times a page). Else 0."""
@@ -151,6 +157,9 @@ class DimLayout:
             else ""
         )
         joined = f", joined into {self.joins}" if self.joins else ""
+        if self.parts:
+            starts = ", ".join(str(start) for start, _ in self.parts)
+            joined = f", its parts held from columns {starts}"
         if not self.ragged:
             return "whole" + boxes + joined
         return f"whole, padded {self.size} -> {self.extent}{boxes}{joined}"
@@ -173,6 +182,7 @@ class DimLayout:
         assert self.boxes == 1 or not self.split
         assert (self.grid_axis is not None) == (self.tiled_by is not None)
         assert self.joins is None or not self.split
+        assert not self.parts or (self.extent >= part_span(self.parts) and not self.split)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,6 +369,7 @@ def _layout(
     sizes: Mapping[str, int],
     blocks: Mapping[str, tuple[int, int]],
     phase: Phase,
+    parts: Mapping[str, PartColumns] | None = None,
 ) -> BlockLayout:
     tile, looped = spec.tile_map, spec.loop_map
     # A paged loop walks whole sequences: the table's length times a page's rows.
@@ -383,7 +394,8 @@ def _layout(
                 sized_by=dict(spec.ragged).get(spec.ragged_groups.get(n, "")),
                 indexed_by=dict(spec.index).get(n),
                 page_rows=page_rows.get(n, 0),
-                joins=next((j for j, parts in spec.joined if n in parts), None),
+                joins=next((j for j, joined in spec.joined if n in joined), None),
+                parts=(parts or {}).get(n, ()),
                 bulk=spec.cols is None and not spec.loop,
             )
             for n in spec.layout_dims()
@@ -405,6 +417,7 @@ def call_layout(
     sizes = {**sizes, **spec.known_sizes(consts)}
     options = {name: (dtype,) for name, dtype in dtypes.items()}
     blocks: dict[str, tuple[int, int]] = {}
+    joined = {name: part_columns([sizes[p] for p in ps]) for name, ps in spec.joined}
     for name in spec.layout_dims():
         size = sizes[name]
         if name in spec.batch or name in spec.group_map or name in spec.ragged_groups:
@@ -412,8 +425,10 @@ def call_layout(
         elif name in split:
             blocks[name] = (split[name], split[name])
         else:
-            blocks[name] = (size, whole_extent(size, quantum(spec, name, options)[0]))
-    return _layout(spec, sizes, blocks, Phase.CALL)
+            # The parts held apart span more columns than they hold.
+            held = part_span(joined[name]) if joined.get(name) else size
+            blocks[name] = (size, whole_extent(held, quantum(spec, name, options)[0]))
+    return _layout(spec, sizes, blocks, Phase.CALL, joined)
 
 
 def declaration_layout(

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Callable, Mapping
 
 from ... import _hardware as hw
-from ..._errors import UnsupportedOpError
+from ..._errors import JoinedColumnsError, UnsupportedOpError
 from ..ir.names import value_part
 from ..ir.nodes import Assign, Expr, Kind, Literal, Mask, Name, SourceLine
 from ..ir.pallas import broadcast, full
@@ -88,6 +88,7 @@ class Translator:
         refusals: Mapping[str, Refusal],
         param_rule: Callable[[str], Rule] | None = None,
         chunkable: frozenset[str] = frozenset(),
+        column_local: frozenset[str] = frozenset(),
     ):
         self.trace = trace
         self.g = geometry
@@ -100,6 +101,10 @@ class Translator:
         # The primitives a row taken in chunks may hold: each chunk's values are its own
         # columns' alone (elementwise), or a reduction the chunks combine.
         self.chunkable = chunkable
+        # The primitives whose values at a column are computed from that column's alone, or
+        # reduce the columns through their edge masks: those a result's joined columns held
+        # part by part may take (`Geometry.col_parts`).
+        self.column_local = column_local
         self.row_reductions: list[tuple[str, str, str]] = []
         self.kinds: dict[str, Kind] = {}
         self.lines: list[Line] = []
@@ -156,6 +161,8 @@ class Translator:
             form = self.form()
             if form in (Where.STRIDED, Where.ROWS) and rule.support_in(form) is Support.NO:
                 raise NotInForm(rule.note)
+            if self.g.col_parts and prim not in self.column_local:
+                self._check_not_along_parts(eqn)
             return rule.translate(self, eqn)
         refusal = self.refusals.get(prim)
         user = refusal.written_as if refusal else f"`{prim}`"
@@ -163,6 +170,35 @@ class Translator:
         raise self.fail(
             eqn, f"the body uses {user} (primitive `{prim}`), which Mosaic GPU cannot lower", fix
         )
+
+    def _check_not_along_parts(self, eqn: Eqn) -> None:
+        """Refuses an op that moves values along a result's joined columns where a block holds
+        the parts apart: its columns are not the array's, one after another."""
+        for atom in eqn.inputs:
+            kind = Kind.SCALAR if atom.var is None else self.kinds.get(atom.var, Kind.SCALAR)
+            logical = self.logical_shape(atom)
+            if kind not in (Kind.TILE, Kind.COL) or not logical:
+                continue
+            if self.g.own_width(kind, logical) is not None:
+                continue  # a part's own columns, or a slice of them
+            dim = self.g.col_dim or ""
+            names = dim.split("+")
+            first = next(
+                i for i, (_, size) in enumerate(self.g.col_parts[:-1]) if size % hw.WGMMA_COLS
+            )
+            size = self.g.col_parts[first][1]
+            raise self.fail(
+                eqn,
+                f"the body moves values along the joined columns {dim} (`{eqn.prim}`), which a "
+                f"block holds part by part: {names[first]} = {size} is not a multiple of "
+                f"{hw.WGMMA_COLS} columns, so {names[first + 1]} starts on a register tile of "
+                f"its own, a few columns after {names[first]} ends",
+                "do it on the parts before joining them (each part's columns are its "
+                "operands'), or return the joined result and do it after the kernel",
+                error=JoinedColumnsError,
+                expected=f"elementwise ops and reductions along {dim}",
+                dim=dim,
+            )
 
     def form(self) -> Where:
         """The register form being tried (a loop's step is translated in the block form)."""

@@ -80,6 +80,7 @@ def block_geometry(
         col_size=layout.dim(spec.cols).block if spec.cols else 0,
         probe_sizes=layout.phase is Phase.DECLARATION,
         col_looped=spec.cols in spec.loop_map,
+        col_parts=layout.dim(spec.cols).parts if spec.cols else (),
         const_widths=tuple(
             (layout.dim(d).block, layout.dim(d).extent)
             for d in (*spec.const_dims, *spec.joined_parts())

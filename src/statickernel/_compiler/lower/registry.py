@@ -24,7 +24,7 @@ from .take_along import TAKE_ALONG_RULES
 from .top_k import TOP_K_RULES
 from .totals import TOTAL_RULES
 
-__all__ = ["CHUNKABLE", "GROUPS", "REFUSALS", "RULES", "coverage_table"]
+__all__ = ["CHUNKABLE", "COLUMN_LOCAL", "GROUPS", "REFUSALS", "RULES", "coverage_table"]
 
 RULES: Mapping[str, Rule] = {
     **BODY_RULES,
@@ -48,6 +48,13 @@ RULES: Mapping[str, Rule] = {
 # positions of the columns (each chunk's, offset by its first column).
 CHUNKABLE: frozenset[str] = frozenset(
     {*UNARY, *BINARY, *OTHER, *COMPOSITES, *REDUCTIONS, *SHAPE_ONLY, "sk_position"}
+)
+
+# What a result's joined columns held part by part may take (`Geometry.col_parts`): ops whose
+# value at a column is that column's alone, and the reductions and positions of the columns,
+# which their edge masks and positions keep to the parts.
+COLUMN_LOCAL: frozenset[str] = CHUNKABLE | frozenset(
+    {*ARG_RULES, "reduce_or", "reduce_and", "concatenate", *PRINT_RULES}
 )
 
 REFUSALS: Mapping[str, Refusal] = {

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from ... import _hardware as hw
-from ..._errors import SliceError
+from ..._errors import JoinedColumnsError, SliceError
 from ..ir.nodes import Const, Expr, Kind, List, Literal, Slice, Subscript
 from ..ir.nodes import call as ir_call
 from ..ir.pallas import full, is_8bit
@@ -101,18 +101,51 @@ def _concatenate(tr: Translator, eqn: Eqn) -> None:
         have = kind if have is Kind.SCALAR else have
         _check_columns(tr, eqn, have, tr.dtype(atom), [dimension], last, "concatenates")
     widths = [tr.logical_shape(a)[dimension] if a.var else 1 for a in eqn.inputs]
+    # A join to the frame's width (a joined result's columns) may end off a tile: the last
+    # piece keeps its padded tile, whose columns past the edge the frame's masks cover.
+    frame_width = out_shape[-1] == tr.g.col_size and tr.g.own_width(kind, out_shape) is None
+    if frame_width and tr.g.col_parts:
+        _join_parts_apart(tr, eqn, kind, widths)
+        return
     edges, total = [], 0
     for width in widths[:-1]:
         total += width
         edges.append((total, "join"))
-    # A join to the frame's width (a joined result's columns) may end off a tile: the last
-    # piece keeps its padded tile, whose columns past the edge the frame's masks cover.
-    frame_width = out_shape[-1] == tr.g.col_size and tr.g.own_width(kind, out_shape) is None
     ends = () if frame_width else ((sum(widths), "width"),)
     joined = " + ".join(str(w) for w in widths) + " columns"
     _check_alignment(tr, eqn, (*edges, *ends), joined, sum(widths), widths)
     if frame_width:
         widths[-1] = hw.round_up(widths[-1], _TILE_COLS)
+    _assign_join(tr, eqn, kind, widths)
+
+
+def _join_parts_apart(tr: Translator, eqn: Eqn, kind: Kind, widths: list[int]) -> None:
+    """The joined columns where a block holds the parts apart (`Geometry.col_parts`): each
+    part in its own register tiles, the next from the tile after it; the pieces must be the
+    parts, whole and in order."""
+    sizes = [size for _, size in tr.g.col_parts]
+    if widths != sizes:
+        dim = tr.g.col_dim or ""
+        raise tr.fail(
+            eqn,
+            f"the body joins pieces of {' + '.join(map(str, widths))} columns into {dim}, "
+            f"whose parts ({' + '.join(map(str, sizes))} columns) a block holds apart, each "
+            "from a register tile of its own",
+            f"join the parts of {dim} whole, in order: jnp.concatenate([...], axis=1) of one "
+            f"value of each of {', '.join(dim.split('+'))}; slice or join them further after "
+            "the kernel",
+            error=JoinedColumnsError,
+            expected=f"one piece a part: {' + '.join(map(str, sizes))} columns",
+            dim=dim,
+        )
+    _assign_join(tr, eqn, kind, [hw.round_up(w, _TILE_COLS) for w in widths])
+
+
+def _assign_join(tr: Translator, eqn: Eqn, kind: Kind, widths: list[int]) -> None:
+    """`jnp.concatenate` of the pieces, each taking `widths[i]` of its registers' columns,
+    padded with zeros to the output's registers."""
+    out_shape = tr.logical_shape(Atom(eqn.outputs[0]))
+    last = len(out_shape) - 1
     pieces: list[Expr] = []
     for atom, width in zip(eqn.inputs, widths, strict=True):
         piece = tr.as_kind(atom, kind, tr.logical_shape(atom))

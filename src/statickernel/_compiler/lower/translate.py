@@ -22,7 +22,7 @@ from ..ir.printer import dtype_source, literal_source
 from ..trace.body import BodyTrace
 from .context import NotInForm, Translator, trace_inputs
 from .params import param_rule
-from .registry import CHUNKABLE, REFUSALS, RULES
+from .registry import CHUNKABLE, COLUMN_LOCAL, REFUSALS, RULES
 from .translation import Carry, DotUpdate, Geometry, LoopBlock, Translation
 
 __all__ = [
@@ -54,7 +54,9 @@ def translate(
 ) -> Translation:
     """The body as IR. A result kind of None takes the kind the body computes (a partial of
     a result reduced across blocks); `Translation.result_kinds` says which it was."""
-    tr = Translator(trace, geometry, kernel, where, RULES, REFUSALS, param_rule, CHUNKABLE)
+    tr = Translator(
+        trace, geometry, kernel, where, RULES, REFUSALS, param_rule, CHUNKABLE, COLUMN_LOCAL
+    )
     input_kinds = dict(geometry.input_kinds)
     for name in trace_inputs(trace):
         tr.define(name, Kind(input_kinds[name]), trace.aval(name)[1])

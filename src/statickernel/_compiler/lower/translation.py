@@ -81,6 +81,9 @@ class Geometry:
     # The parts of a joined column dim ("N1+N2"), in order, each with its size.
     part_sizes: tuple[tuple[str, int], ...] = ()
     col_looped: bool = False  # the columns are walked by a loop: a step holds some of them
+    # A result's joined columns held part by part (`DimLayout.parts`): each part's first
+    # register column and its size. Empty where the frame's columns are the array's.
+    col_parts: tuple[tuple[int, int], ...] = ()
     # The tensor cores `sk.dot` multiplies on: WGMMA (Hopper), or tcgen05 (Blackwell), whose
     # products of a step go through tensor memory (`lower.dots`).
     tensor_cores: TensorCores = TensorCores.WGMMA

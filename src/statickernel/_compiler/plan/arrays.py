@@ -10,6 +10,7 @@ from ..._errors import DtypeError, ShiftError
 from ...language.context import Halo
 from ..ir.nodes import Kind
 from ..layout.blocks import BlockLayout, columns_viewed_in_steps
+from ..layout.joined import part_span
 from .inputs import PlanInputs
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import dot_gmem_shape, dot_operands, dot_swizzle, swizzle_elements
@@ -98,6 +99,7 @@ def _plan_array(
     loop_dim = spec.operand_loop(op) if inputs.form.pipelines_loops else None
     steps = _column_steps(inputs, op, dtype, shape)
     flat = False
+    parts: tuple[tuple[int, int], ...] = ()
     if steps:
         block = layout.dim(dims_seen[-1]).block
         gmem = (*shape[:-1], steps * block)
@@ -107,6 +109,8 @@ def _plan_array(
                 f"steps of {block} columns, and copied a step at a time from column 0 of a "
                 f"({shape[0]}, {steps}, {block}) view (one extra copy)"
             )
+    elif parts := _held_parts(inputs, op, role):
+        gmem = _parts_gmem(inputs, op, lead, shape, parts, notes)
     elif flat := _addressed_flat(inputs, op, role, lead, shape, swizzle):
         gmem = shape
         notes.append(_flat_note(op.name, role, shape, dtype))
@@ -148,7 +152,47 @@ def _plan_array(
         pages=_page_copies(inputs, op, gmem_lead),
         last_block_rows=_last_block_rows(inputs, op, role, shape, gmem),
         flat=flat,
+        parts=parts,
     )
+
+
+def _held_parts(inputs: PlanInputs, op: Any, role: Role) -> tuple[tuple[int, int], ...]:
+    """A result's joined columns as a block holds them part by part (`DimLayout.parts`);
+    empty where they lie side by side."""
+    if role is not Role.OUTPUT or not op.block_dims:
+        return ()
+    return inputs.layout.dim(op.block_dims[-1]).parts
+
+
+def _parts_gmem(
+    inputs: PlanInputs,
+    op: Any,
+    lead: tuple[int, ...],
+    shape: tuple[int, ...],
+    parts: tuple[tuple[int, int], ...],
+    notes: list[str],
+) -> tuple[int, ...]:
+    """The array a result of joined columns held part by part is written as: its rows, and
+    the parts' columns as a block holds them, in whole 16-byte rows (and whole blocks of rows
+    where a batch entry's last block would reach into the next)."""
+    dtype = inputs.dtypes[op.name]
+    columns = hw.round_up(part_span(parts), hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype))
+    gmem = (shape[0], columns)
+    if op.batch:
+        gmem = _whole_rows_gmem(inputs, op, lead, gmem, notes)
+    names = op.block_dims[-1].split("+")
+    first = next(i for i, (_, size) in enumerate(parts[:-1]) if size % hw.WGMMA_COLS)
+    later = ", ".join(
+        f"{n} from column {start}" for n, (start, _) in zip(names, parts, strict=True) if start
+    )
+    notes.append(
+        f"fallback: `{op.name}` joins {', '.join(names)}, and {names[first]} "
+        f"({parts[first][1]} columns) is not a multiple of {hw.WGMMA_COLS}: a block holds each "
+        f"part from a register tile of its own ({later}), the kernel writes the result so, as "
+        f"{list(lead + gmem)}, and the parts are joined into {list(lead + shape)} after the "
+        "launch (one extra copy)"
+    )
+    return gmem
 
 
 # A result's row stored from registers ends with a piece of one element for each of the
@@ -218,8 +262,11 @@ def _flat_note(name: str, role: Role, shape: tuple[int, ...], dtype: str) -> str
 
 def _stored_in_place(inputs: PlanInputs, role: Role, kind: Kind) -> bool:
     """Whether a result is written to global memory where the body computes it: a per-row
-    result of the row form, whose body computes one scalar a row."""
-    return role is Role.OUTPUT and kind is Kind.ROW and inputs.form.copies_vectors_in_bulk
+    result of the row form, whose body computes one scalar a row, and a 0-d result (one
+    value a batch entry, `-> "B"`), a scalar in every form, which no TMA box holds."""
+    if role is not Role.OUTPUT:
+        return False
+    return kind is Kind.SCALAR or (kind is Kind.ROW and inputs.form.copies_vectors_in_bulk)
 
 
 def _page_copies(inputs: PlanInputs, op: Any, lead: tuple[int, ...]) -> PageCopies | None:

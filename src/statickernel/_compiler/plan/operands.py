@@ -135,6 +135,11 @@ class OperandPlan:
     a per-column vector of the row form whose bytes are not a multiple of 16: copied by 1-D
     TMA boxes, zeros past its end, where a bulk copy could not end at its last element."""
 
+    parts: tuple[tuple[int, int], ...] = ()
+    """For a result whose joined columns a block holds part by part (`DimLayout.parts`):
+    each part's first column in the array the kernel writes (`gmem_shape`) and its size; the
+    wrapper joins the parts into the result. Else empty."""
+
     def with_partials(
         self, per_block: tuple[str, ...], lead: tuple[int, ...], dtype: str | None = None
     ) -> "OperandPlan":
@@ -143,7 +148,7 @@ class OperandPlan:
         partials on a 16-byte boundary, as TMA needs of every stride."""
         dtype = dtype or self.dtype
         gmem = self.gmem_shape
-        if lead or self.batch:
+        if gmem and (lead or self.batch):  # a 0-d result's entries are written in place
             unit = hw.per_bytes(hw.TMA_ALIGN_BYTES, dtype)
             gmem = (*gmem[:-1], hw.round_up(gmem[-1], unit))
         batch = len(self.batch)

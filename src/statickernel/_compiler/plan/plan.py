@@ -353,6 +353,8 @@ class LaunchPlan(TextDisplay):
             text += "  (not loaded)"
         elif op.in_place and op.block_shape:
             text += "  each row's element read from global memory, not copied"
+        elif op.in_place and op.role is Role.OUTPUT:
+            text += "  its element written from registers, one a grid step"
         elif op.loop_dim is not None:
             text += "  fill per loop (below)"
         elif op.fill is not None:

@@ -24,6 +24,8 @@ class PersistentBlocks:
         # Copies addressed by data are made by the launch of one block a CTA too.
         if plan.loops or plan.buffers_read_by_body or plan.spec.copies_by_data:
             return None
+        if any(op.in_place and not op.dims for op in inputs.results):  # a 0-d result's element
+            return None
         smem = plan.held_smem_bytes
         staged = [op for op in inputs.operands if plan.form.staged(op)]
         stage_bytes = [hw.round_up(op.smem_bytes, hw.SMEM_BUFFER_ALIGN) for op in staged]

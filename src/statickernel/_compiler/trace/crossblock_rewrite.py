@@ -315,6 +315,14 @@ def _result_chain(
         post.append(op)
         var = next(a.var for a in eqn.inputs if a.var is not None)
     last = chain[-1] if chain else None
+    # Without loops a dim may be held whole: every block then holds all the result needs (a
+    # group's rstd, one value a grid step).
+    whole = (
+        f"; or, to compute it in the kernel, drop {' and '.join(lacks)} from tile= so that each "
+        "block holds all of it"
+        if not spec.loop
+        else ""
+    )
     raise _error(
         spec,
         result,
@@ -324,7 +332,7 @@ def _result_chain(
         f"sum, max or min over {lacks[0]}",
         f"end the result with the reduction over {lacks[0]} (sk.sum(v, axis=0), jnp.max, ...), "
         "followed at most by .astype(...) or a scale by a constant; each block then writes its "
-        "part and one reduction after the launch combines them",
+        "part and one reduction after the launch combines them" + whole,
         actual=f"`{last.prim}`" + (f" in: {last.source}" if last.source else "")
         if last is not None
         else "a value that is not computed from the blocks",
