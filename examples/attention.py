@@ -310,9 +310,9 @@ def flash_forward(
     row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     # A row that saw no key has a zero sum and accumulator: zeros, not 0 / 0.
     denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
-    # The running max is in base 2; the log-sum-exp is in base e (-inf for a row without keys).
-    out = acc / denominator[:, None]
-    return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    # The lse in base e from the max in base 2; an infinite max is the lse, as in jax.nn.logsumexp.
+    lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
 
 
 def saved_lse2(lse: jax.Array, scores: Scores) -> jax.Array:

@@ -138,7 +138,7 @@ def paged_attention_heads(
     row_max, row_sum, acc = sk.loop("S", step, init=init, stop=length)
     found = row_sum > 0
     out = jnp.where(found[:, None], acc / row_sum[:, None], 0.0).astype(q.dtype)
-    lse = jnp.where(found, row_max * LN_2 + jnp.log(row_sum), -jnp.inf)
+    lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
     return out, lse
 
 

@@ -100,6 +100,23 @@ def test_attention_with_its_log_sum_exp(causal: bool) -> None:
     assert "sliced back" in str(attention_lse.plan(q, k, v))
 
 
+@pytest.mark.parametrize(
+    "variant", [{}, {"causal": True}, {"window_left": 20}], ids=["full", "causal", "window"]
+)
+def test_an_infinite_score_is_the_log_sum_exp(variant: dict[str, Any]) -> None:
+    """A query whose score of a key is +inf has a log-sum-exp of +inf, and one whose scores
+    are all -inf one of -inf, as jax.nn.logsumexp's and the reference's. Before, the online
+    softmax's exp2(inf - inf) made both NaN."""
+    q, k, v = qkv(1, 1, 70, 90, 64)
+    k = k.at[..., 0].set(jnp.abs(k[..., 0]) + 0.5)  # every key's first element positive
+    row = jnp.zeros(64, jnp.bfloat16)
+    q = q.at[0, 0, 5].set(row.at[0].set(jnp.inf)).at[0, 0, 7].set(row.at[0].set(-jnp.inf))
+    _, lse = attention_lse(q, k, v, **variant)
+    _, ref_lse = attention_lse_reference(q, k, v, **variant)
+    assert float(ref_lse[0, 0, 5]) == jnp.inf and float(ref_lse[0, 0, 7]) == -jnp.inf
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-5, atol=1e-5)
+
+
 def test_attention_plan_and_device_lowering() -> None:
     q, k, v = qkv(1, 16, 4096, 4096, 128)
     plan = attention.plan(q, k, v)

@@ -32,6 +32,7 @@ import statickernel as sk
 from paged_attention import (
     paged_attention,
     paged_attention_heads,
+    paged_attention_heads_reference,
     paged_attention_reference,
 )
 from tolerances import assert_close, tolerance_for
@@ -705,6 +706,21 @@ def test_attention_over_drawn_tables_and_lengths(
 ) -> None:
     q, k_pages, v_pages = attention_inputs(2, 1, 4, 64, PAGE, POOL, seed=10)
     assert_attention(q, k_pages, v_pages, tables, lengths)
+
+
+def test_an_infinite_score_is_the_log_sum_exp() -> None:
+    """A head whose score of a token is +inf has a log-sum-exp of +inf, as the reference's
+    jax.nn.logsumexp; before, the online softmax's NaN sum made it -inf, as an empty
+    sequence's. An empty sequence keeps -inf and zeros."""
+    q, k_pages, v_pages = attention_inputs(2, 1, 4, 64, PAGE, POOL, seed=4)
+    k_pages = k_pages.at[..., 0].set(jnp.abs(k_pages[..., 0]) + 0.5)
+    q = q.at[0, 0, 1].set(jnp.zeros(64, q.dtype).at[0].set(jnp.inf))
+    tables, lengths = i32(edge_tables(2, seed=4)), i32([40, 0])
+    out, lse = paged_attention_heads(q, k_pages, v_pages, tables, lengths)
+    _, want = paged_attention_heads_reference(q, k_pages, v_pages, tables, lengths)
+    assert float(want[0, 0, 1]) == np.inf
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(want), rtol=1e-4, atol=1e-4)
+    assert not np.any(np.asarray(out[1], np.float32))
 
 
 def test_attention_under_jit() -> None:

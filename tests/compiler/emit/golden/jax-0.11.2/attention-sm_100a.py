@@ -144,18 +144,21 @@ def _attention_block(q_gmem, k_gmem, v_gmem, result_gmem, q_smem, q_barrier):
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, v_gmem)
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v28 = lax.div(v26, lax.broadcast_in_dim(v25, (128, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-    v29 = lax.convert_element_type(v28, jnp.bfloat16)
-    v30 = lax.mul(v24, jnp.float32(0.6931472))
-    v31 = lax.log(v25)
-    v32 = lax.add(v30, v31)
+    # examples/attention.py:314: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v27 = lax.abs(v24)
+    v28 = lax.eq(v27, jnp.float32(jnp.inf))
+    v29 = lax.mul(v24, jnp.float32(0.6931472))
+    v30 = lax.log(v25)
+    v31 = lax.add(v29, v30)
+    v32 = lax.select_n(v28, v31, v24)
+    # examples/attention.py:315: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+    v34 = lax.div(v26, lax.broadcast_in_dim(v25, (128, 64), (0,)))
+    v35 = lax.convert_element_type(v34, jnp.bfloat16)
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result_smem):
-        result_smem[...] = v29
+        result_smem[...] = v35
         plgpu.commit_smem()
 
         @pl.when(block_Sq < 1)

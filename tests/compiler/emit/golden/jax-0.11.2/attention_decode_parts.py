@@ -192,18 +192,21 @@ def _attention_decode_parts_block(
         plgpu.layout_cast(jnp.full((64,), v57, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         v54,
     )
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v61 = lax.div(v55, lax.broadcast_in_dim(v59, (64, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    # examples/attention.py:314: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v60 = lax.abs(v53)
+    v61 = lax.eq(v60, jnp.float32(jnp.inf))
     v62 = lax.mul(v53, jnp.float32(0.6931472))
     v63 = lax.log(v54)
     v64 = lax.add(v62, v63)
+    v65 = lax.select_n(v61, v64, v53)
+    # examples/attention.py:315: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+    v67 = lax.div(v55, lax.broadcast_in_dim(v59, (64, 64), (0,)))
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result0_smem, result1_smem):
-        result0_smem[...] = v61
-        result1_smem[...] = v64
+        result0_smem[...] = v67
+        result1_smem[...] = v65
         plgpu.commit_smem()
         # The last block's 4 rows alone: a whole block would run into the next entry.
         plgpu.copy_smem_to_gmem(result0_smem.at[pl.ds(0, 4)], result0_gmem.at[pl.ds(0, 4), :])

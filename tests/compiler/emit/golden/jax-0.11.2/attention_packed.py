@@ -180,18 +180,21 @@ def _attention_packed_block(
         plgpu.layout_cast(jnp.full((64,), v38, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         v35,
     )
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v42 = lax.div(v36, lax.broadcast_in_dim(v40, (64, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-    v43 = lax.convert_element_type(v42, jnp.bfloat16)
-    v44 = lax.mul(v34, jnp.float32(0.6931472))
-    v45 = lax.log(v35)
-    v46 = lax.add(v44, v45)
+    # examples/attention.py:314: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v41 = lax.abs(v34)
+    v42 = lax.eq(v41, jnp.float32(jnp.inf))
+    v43 = lax.mul(v34, jnp.float32(0.6931472))
+    v44 = lax.log(v35)
+    v45 = lax.add(v43, v44)
+    v46 = lax.select_n(v42, v45, v34)
+    # examples/attention.py:315: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+    v48 = lax.div(v36, lax.broadcast_in_dim(v40, (64, 64), (0,)))
+    v49 = lax.convert_element_type(v48, jnp.bfloat16)
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result0_smem, result1_smem):
-        result0_smem[...] = v43
+        result0_smem[...] = v49
         result1_smem[...] = v46
         plgpu.commit_smem()
 

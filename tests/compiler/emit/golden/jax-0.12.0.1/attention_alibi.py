@@ -149,18 +149,21 @@ def _attention_alibi_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, v_gmem)
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v39 = lax.div(v37, lax.broadcast_in_dim(v36, (64, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-    v40 = lax.convert_element_type(v39, jnp.bfloat16)
-    v41 = lax.mul(v35, jnp.float32(0.6931472))
-    v42 = lax.log(v36)
-    v43 = lax.add(v41, v42)
+    # examples/attention.py:314: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v38 = lax.abs(v35)
+    v39 = lax.eq(v38, jnp.float32(jnp.inf))
+    v40 = lax.mul(v35, jnp.float32(0.6931472))
+    v41 = lax.log(v36)
+    v42 = lax.add(v40, v41)
+    v43 = lax.select_n(v39, v42, v35)
+    # examples/attention.py:315: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+    v45 = lax.div(v37, lax.broadcast_in_dim(v36, (64, 64), (0,)))
+    v46 = lax.convert_element_type(v45, jnp.bfloat16)
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result0_smem, result1_smem):
-        plgpu.store(result0_smem, v40, optimized=False)
+        plgpu.store(result0_smem, v46, optimized=False)
         plgpu.store(result1_smem, v43, optimized=False)
         plgpu.commit_smem()
 

@@ -138,15 +138,18 @@ def _attention_gqa_block(
         )
         loop0_init2 = plgpu.layout_cast(jnp.full((64, 64), v2, jnp.float32), plgpu.Layout.WGMMA)
         (v24, v25, v26) = loop0((loop0_init0, loop0_init1, loop0_init2))
-        # examples/attention.py:314: out = acc / denominator[:, None]
-        v28 = lax.div(v26, lax.broadcast_in_dim(v25, (64, 64), (0,)))
-        # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-        v29 = lax.convert_element_type(v28, jnp.bfloat16)
-        v30 = lax.mul(v24, jnp.float32(0.6931472))
-        v31 = lax.log(v25)
-        v32 = lax.add(v30, v31)
+        # examples/attention.py:314: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+        v27 = lax.abs(v24)
+        v28 = lax.eq(v27, jnp.float32(jnp.inf))
+        v29 = lax.mul(v24, jnp.float32(0.6931472))
+        v30 = lax.log(v25)
+        v31 = lax.add(v29, v30)
+        v32 = lax.select_n(v28, v31, v24)
+        # examples/attention.py:315: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+        v34 = lax.div(v26, lax.broadcast_in_dim(v25, (64, 64), (0,)))
+        v35 = lax.convert_element_type(v34, jnp.bfloat16)
         # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
-        plgpu.store(result0_smem, v29, optimized=False)
+        plgpu.store(result0_smem, v35, optimized=False)
         plgpu.store(result1_smem, v32, optimized=False)
         plgpu.commit_smem()
 
