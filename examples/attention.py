@@ -92,6 +92,17 @@ class Scores:
         left, right = (
             None if w is None else min(w, WINDOW_LIMIT) for w in (window_left, window_right)
         )
+        # None is no cap, as jax's attention kernels take it (splash attention's
+        # `attn_logits_soft_cap`); a cap of 0 would divide the scores by zero.
+        if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
+            raise sk.OverrideError(
+                f"constant `softcap` must be a positive soft cap or None, not {softcap!r}",
+                constant="softcap",
+                expected="a positive, finite float (Gemma 2 caps at 50.0), or None for no cap",
+                actual=repr(softcap),
+                fix="pass softcap=None for no soft cap (what FlashAttention's softcap=0.0 "
+                "means); a cap c > 0 makes the scores c * tanh(scores / c)",
+            )
         return cls(scale, causal, left, right, softcap)
 
     @property

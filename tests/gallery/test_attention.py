@@ -340,6 +340,23 @@ def test_a_soft_cap_far_above_the_scores_changes_nothing() -> None:
     assert_close(capped, attention(q, k, v), tolerance_for(jnp.bfloat16, 100))
 
 
+@pytest.mark.parametrize("softcap", [0.0, -5.0, float("inf"), float("nan")])
+def test_a_soft_cap_that_is_not_positive_is_refused_for_what_it_is(softcap: float) -> None:
+    """A cap of 0 divided the scores by zero while the body traced (a ZeroDivisionError);
+    it is jax's None that means no cap, not FlashAttention's 0.0."""
+    q, k, v = qkv(1, 1, 64, 64, 64)
+    for kernel in (attention, attention_lse):
+        with pytest.raises(sk.OverrideError) as info:
+            kernel(q, k, v, softcap=softcap)
+        error = info.value
+        assert error.constant == "softcap" and error.kernel == kernel.spec.name
+        assert "positive soft cap or None" in error.what
+        assert error.fix is not None and "softcap=None" in error.fix
+        assert error.where is not None and "attention.py" in error.where
+    with pytest.raises(sk.OverrideError, match="softcap"):
+        attention_dq.bind(softcap=0.0)(q, k, v, q, jnp.zeros((1, 1, 64)), jnp.zeros((1, 1, 64)))
+
+
 @pytest.mark.parametrize("stages", [1, 2, 3])
 def test_no_races_in_the_backward(stages: int) -> None:
     q, k, v = qkv(1, 1, 200, 130, 64, seed=13)

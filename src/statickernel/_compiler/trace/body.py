@@ -18,7 +18,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from ..._compat import jnp_counting_function, user_frames
-from ..._errors import BodyError
+from ..._errors import BodyError, StaticKernelError
 from ..._where import display_path, is_user_file
 from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
 from ...language.tile import Tile
@@ -237,7 +237,8 @@ def trace_body(
         # nothing in a block (a `reshard` of the tile in jnp.where(c, v, -jnp.inf)).
         with jax.sharding.use_abstract_mesh(_NO_MESH):
             closed = jax.make_jaxpr(body)(*avals)
-    except BodyError as exc:
+    except StaticKernelError as exc:
+        # Their class (a body refuses a constant's value by sk.OverrideError), with context.
         exc.kernel = exc.kernel or spec.name
         exc.where = exc.where or _innermost_user_line(exc.__traceback__) or spec.location
         raise type(exc)(
