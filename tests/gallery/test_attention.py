@@ -267,6 +267,42 @@ WINDOWS = {
 def test_windows_match_dot_product_attention_local_windows(
     variant: dict[str, Any], shape: tuple[int, int]
 ) -> None:
+    assert_window_matches_jax(variant, shape)
+
+
+# Windows with a side of 0 keys, as jax.nn.dot_product_attention's local_window_size=(W, 0):
+# before, an int constant had to be positive, and these were refused.
+ZERO_SIDED = {
+    "no-future": dict(window_left=50, window_right=0),
+    "no-past": dict(window_left=0, window_right=30),
+    "diagonal": dict(window_left=0, window_right=0),
+    "causal-by-window": dict(window_right=0),
+}
+
+
+@pytest.mark.parametrize("variant", list(ZERO_SIDED.values()), ids=list(ZERO_SIDED))
+def test_a_window_side_of_zero_keys_matches_dot_product_attention(
+    variant: dict[str, Any],
+) -> None:
+    assert_window_matches_jax(variant, (130, 100))
+
+
+def test_gradients_through_a_window_of_no_past_keys() -> None:
+    q, k, v = qkv(1, 1, 100, 130, 64, seed=8)
+    weights = weights_like(q)
+    variant = ZERO_SIDED["no-past"]
+    got = jax.grad(loss_of(lambda *a: attention(*a, **variant), weights), (0, 1, 2))(q, k, v)
+    assert_gradients_close(got, reference_gradients(q, k, v, weights, **variant))
+
+
+def test_a_negative_window_is_refused() -> None:
+    q, k, v = qkv(1, 1, 64, 64, 64)
+    with pytest.raises(sk.OverrideError) as info:
+        attention(q, k, v, window_left=-1)
+    assert info.value.constant == "window_left" and "negative" in info.value.what
+
+
+def assert_window_matches_jax(variant: dict[str, Any], shape: tuple[int, int]) -> None:
     q, k, v = qkv(1, 2, *shape, 64, seed=shape[0])
     out, lse = attention_lse(q, k, v, **variant)
     # jax.nn.dot_product_attention's local_window_size=(left, right), the other side unbounded.
