@@ -784,6 +784,21 @@ def test_the_wrapper_with_splits(splits: int) -> None:
         )
 
 
+@pytest.mark.parametrize("splits", [1, 2], ids=["splits-1", "splits-2"])
+def test_the_wrapper_refuses_query_heads_the_key_heads_do_not_divide(splits: int) -> None:
+    """7 query heads over 2 key heads: grouped-query attention gives each key head as many
+    query heads, so there is no grouping. Before, a reshape's TypeError."""
+    q, k_pages, v_pages, tables = wrapper_inputs(2, 7, 2, 16, 3)
+    with pytest.raises(sk.ShapeError) as info:
+        paged_attention(q, k_pages, v_pages, tables, i32([5, 40]), splits=splits)
+    error = info.value
+    assert error.operand == "q" and error.dim == "H"
+    assert "7 query heads, not a multiple of the 2 key heads" in error.what
+    assert error.expected == "H a multiple of Hkv = 2"
+    assert error.bindings == {"H": 7, "Hkv": 2}
+    assert error.fix is not None and "6 or 8 heads" in error.fix and "(1, 7)" in error.fix
+
+
 @pytest.mark.slow
 def test_the_wrapper_splits_by_default_when_the_batch_is_small() -> None:
     """One sequence, one KV head, 32 pages of 16: the default splits it in 2 (512 // 256)."""
