@@ -92,6 +92,17 @@ class Scores:
         left, right = (
             None if w is None else min(w, WINDOW_LIMIT) for w in (window_left, window_right)
         )
+        # None is no cap, as jax's attention kernels take it (splash attention's
+        # `attn_logits_soft_cap`); a cap of 0 would divide the scores by zero.
+        if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
+            raise sk.OverrideError(
+                f"constant `softcap` must be a positive soft cap or None, not {softcap!r}",
+                constant="softcap",
+                expected="a positive, finite float (Gemma 2 caps at 50.0), or None for no cap",
+                actual=repr(softcap),
+                fix="pass softcap=None for no soft cap (what FlashAttention's softcap=0.0 "
+                "means); a cap c > 0 makes the scores c * tanh(scores / c)",
+            )
         return cls(scale, causal, left, right, softcap)
 
     @property
@@ -310,9 +321,9 @@ def flash_forward(
     row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     # A row that saw no key has a zero sum and accumulator: zeros, not 0 / 0.
     denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
-    # The running max is in base 2; the log-sum-exp is in base e (-inf for a row without keys).
-    out = acc / denominator[:, None]
-    return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    # The lse in base e from the max in base 2; an infinite max is the lse, as in jax.nn.logsumexp.
+    lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
 
 
 def saved_lse2(lse: jax.Array, scores: Scores) -> jax.Array:

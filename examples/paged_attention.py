@@ -138,7 +138,7 @@ def paged_attention_heads(
     row_max, row_sum, acc = sk.loop("S", step, init=init, stop=length)
     found = row_sum > 0
     out = jnp.where(found[:, None], acc / row_sum[:, None], 0.0).astype(q.dtype)
-    lse = jnp.where(found, row_max * LN_2 + jnp.log(row_sum), -jnp.inf)
+    lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
     return out, lse
 
 
@@ -158,6 +158,8 @@ def paged_attention(
     B * Hkv grid steps do not), combined by their log-sum-exp."""
     batch, heads, dim = q.shape
     kv_heads, _, page, _ = k_pages.shape
+    if heads % kv_heads:
+        raise _heads_error(q, k_pages)
     group = heads // kv_heads
     queries = q.reshape(batch, kv_heads, group, dim)
     pmax = block_tables.shape[1]
@@ -185,6 +187,28 @@ def paged_attention(
     )
     combined = jnp.sum(weight[..., None] * out, axis=1)
     return combined.reshape(batch, heads, dim).astype(q.dtype)
+
+
+def _heads_error(q: jax.Array, k_pages: jax.Array) -> sk.ShapeError:
+    """Query heads that the key heads do not divide: grouped-query attention gives each key
+    head the same number of query heads, so there is no grouping to compute."""
+    heads, kv_heads = q.shape[1], k_pages.shape[0]
+    below, above = heads // kv_heads * kv_heads, -(-heads // kv_heads) * kv_heads
+    dividing = [d for d in range(1, heads + 1) if heads % d == 0]
+    counts = f"{below} or {above}" if below else f"{above}"
+    return sk.ShapeError(
+        f"paged_attention: q has {heads} query heads, not a multiple of the {kv_heads} key "
+        f"heads of k_pages and v_pages, so the query heads cannot share the key heads in "
+        f"equal groups (H = Hkv * G)",
+        operand="q",
+        dim="H",
+        expected=f"H a multiple of Hkv = {kv_heads}",
+        actual=f"H = {heads}: q {tuple(q.shape)} (B, H, D), k_pages {tuple(k_pages.shape)} "
+        "(Hkv, P, S, D)",
+        bindings={"H": heads, "Hkv": kv_heads},
+        fix=f"pass q with {counts} heads, or k_pages and v_pages with a number of key heads "
+        f"that divides {heads} ({', '.join(map(str, dividing))})",
+    )
 
 
 if __name__ == "__main__":

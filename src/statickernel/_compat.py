@@ -30,6 +30,7 @@ __all__ = [
     "debug_print_arguments",
     "has_plgpu_store",
     "interpreter_races_found",
+    "jnp_counting_function",
     "lowering_for_export",
     "mesh_manual_axes",
     "plain_dim_names",
@@ -115,6 +116,31 @@ def user_frames(eqn: Any) -> Iterator[Any]:
     if tb is None:
         return iter(())
     return iter(source_info_util.user_frames(tb))
+
+
+# The functions of jax.numpy's reductions that divide by the number of elements they reduce,
+# which they take from the array's shape (`_count` without `where=`): what traces them, as the
+# stack names it (`jnp.mean` is traced as `mean`, jnp.var's work as `_var`).
+_COUNTING_REDUCTIONS = frozenset({"mean", "_mean", "average", "_average", "var", "_var"})
+
+
+def jnp_counting_function(eqn: Any) -> str | None:
+    """The function of jax.numpy's reductions that recorded a traced equation, innermost, if
+    it is one that divides by a count it read from the shape (jnp.mean, jnp.average, jnp.var
+    and jnp.std through it); None for any other equation.
+
+    jax keeps its own frames in `eqn.source_info.traceback` (`user_frames` drops them); the
+    module is `jax/_src/numpy/reductions.py` on every release checked.
+    """
+    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    if tb is None:
+        return None
+    for frame in tb.frames:
+        path = frame.file_name.replace("\\", "/")
+        if path.endswith("/numpy/reductions.py") and "/jax/" in path:
+            name = frame.function_name
+            return name if name in _COUNTING_REDUCTIONS else None
+    return None
 
 
 def convert_constvars_jaxpr(jaxpr: Any) -> Any:

@@ -100,6 +100,23 @@ def test_attention_with_its_log_sum_exp(causal: bool) -> None:
     assert "sliced back" in str(attention_lse.plan(q, k, v))
 
 
+@pytest.mark.parametrize(
+    "variant", [{}, {"causal": True}, {"window_left": 20}], ids=["full", "causal", "window"]
+)
+def test_an_infinite_score_is_the_log_sum_exp(variant: dict[str, Any]) -> None:
+    """A query whose score of a key is +inf has a log-sum-exp of +inf, and one whose scores
+    are all -inf one of -inf, as jax.nn.logsumexp's and the reference's. Before, the online
+    softmax's exp2(inf - inf) made both NaN."""
+    q, k, v = qkv(1, 1, 70, 90, 64)
+    k = k.at[..., 0].set(jnp.abs(k[..., 0]) + 0.5)  # every key's first element positive
+    row = jnp.zeros(64, jnp.bfloat16)
+    q = q.at[0, 0, 5].set(row.at[0].set(jnp.inf)).at[0, 0, 7].set(row.at[0].set(-jnp.inf))
+    _, lse = attention_lse(q, k, v, **variant)
+    _, ref_lse = attention_lse_reference(q, k, v, **variant)
+    assert float(ref_lse[0, 0, 5]) == jnp.inf and float(ref_lse[0, 0, 7]) == -jnp.inf
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-5, atol=1e-5)
+
+
 def test_attention_plan_and_device_lowering() -> None:
     q, k, v = qkv(1, 16, 4096, 4096, 128)
     plan = attention.plan(q, k, v)
@@ -250,6 +267,42 @@ WINDOWS = {
 def test_windows_match_dot_product_attention_local_windows(
     variant: dict[str, Any], shape: tuple[int, int]
 ) -> None:
+    assert_window_matches_jax(variant, shape)
+
+
+# Windows with a side of 0 keys, as jax.nn.dot_product_attention's local_window_size=(W, 0):
+# before, an int constant had to be positive, and these were refused.
+ZERO_SIDED = {
+    "no-future": dict(window_left=50, window_right=0),
+    "no-past": dict(window_left=0, window_right=30),
+    "diagonal": dict(window_left=0, window_right=0),
+    "causal-by-window": dict(window_right=0),
+}
+
+
+@pytest.mark.parametrize("variant", list(ZERO_SIDED.values()), ids=list(ZERO_SIDED))
+def test_a_window_side_of_zero_keys_matches_dot_product_attention(
+    variant: dict[str, Any],
+) -> None:
+    assert_window_matches_jax(variant, (130, 100))
+
+
+def test_gradients_through_a_window_of_no_past_keys() -> None:
+    q, k, v = qkv(1, 1, 100, 130, 64, seed=8)
+    weights = weights_like(q)
+    variant = ZERO_SIDED["no-past"]
+    got = jax.grad(loss_of(lambda *a: attention(*a, **variant), weights), (0, 1, 2))(q, k, v)
+    assert_gradients_close(got, reference_gradients(q, k, v, weights, **variant))
+
+
+def test_a_negative_window_is_refused() -> None:
+    q, k, v = qkv(1, 1, 64, 64, 64)
+    with pytest.raises(sk.OverrideError) as info:
+        attention(q, k, v, window_left=-1)
+    assert info.value.constant == "window_left" and "negative" in info.value.what
+
+
+def assert_window_matches_jax(variant: dict[str, Any], shape: tuple[int, int]) -> None:
     q, k, v = qkv(1, 2, *shape, 64, seed=shape[0])
     out, lse = attention_lse(q, k, v, **variant)
     # jax.nn.dot_product_attention's local_window_size=(left, right), the other side unbounded.
@@ -321,6 +374,23 @@ def test_a_soft_cap_far_above_the_scores_changes_nothing() -> None:
     q, k, v = qkv(1, 1, 100, 100, 64, seed=12)
     capped = attention(q, k, v, softcap=1e4)
     assert_close(capped, attention(q, k, v), tolerance_for(jnp.bfloat16, 100))
+
+
+@pytest.mark.parametrize("softcap", [0.0, -5.0, float("inf"), float("nan")])
+def test_a_soft_cap_that_is_not_positive_is_refused_for_what_it_is(softcap: float) -> None:
+    """A cap of 0 divided the scores by zero while the body traced (a ZeroDivisionError);
+    it is jax's None that means no cap, not FlashAttention's 0.0."""
+    q, k, v = qkv(1, 1, 64, 64, 64)
+    for kernel in (attention, attention_lse):
+        with pytest.raises(sk.OverrideError) as info:
+            kernel(q, k, v, softcap=softcap)
+        error = info.value
+        assert error.constant == "softcap" and error.kernel == kernel.spec.name
+        assert "positive soft cap or None" in error.what
+        assert error.fix is not None and "softcap=None" in error.fix
+        assert error.where is not None and "attention.py" in error.where
+    with pytest.raises(sk.OverrideError, match="softcap"):
+        attention_dq.bind(softcap=0.0)(q, k, v, q, jnp.zeros((1, 1, 64)), jnp.zeros((1, 1, 64)))
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3])

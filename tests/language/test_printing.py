@@ -6,6 +6,7 @@ blocks or steps), and the printed values are compared with jnp's; every kernel c
 for CUDA. Prints Mosaic GPU cannot lower are refused at the declaration with a fix.
 """
 
+import pathlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +19,11 @@ from jax.experimental import pallas as pl
 from jaxtyping import Array, BFloat16, Float, Int32
 
 import statickernel as sk
+from markers import line_finder
 
 F32 = jnp.float32
+
+line_of = line_finder(__file__)
 
 
 @sk.kernel(tile={"M": "BM"})
@@ -202,6 +206,29 @@ def test_a_body_that_prints_keeps_the_block_form_over_rows() -> None:
     assert normalize.plan(wide).form is sk.Form.ROWS
     assert normalize_printed.plan(wide).form is sk.Form.BLOCK
     assert "mosaic_gpu" in normalize_printed.lower(wide).as_text()
+
+
+def test_a_print_that_keeps_rows_out_of_the_row_form_is_named_in_the_error() -> None:
+    """Rows too wide for the block form's blocks and a print the row form does not take:
+    before, a SharedMemoryError that did not mention the print, which is what refused the
+    form that fits."""
+
+    @sk.kernel(tile={"M": "BM"})
+    def normalize_printed(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+        v = sk.load(x)
+        s = sk.sum(v, axis=1, keepdims=True)
+        jax.debug.print("row sums {}", s)  # @row-form-print
+        return v / s
+
+    with pytest.raises(sk.SharedMemoryError) as info:
+        normalize_printed.plan(jax.ShapeDtypeStruct((16, 16384), F32))
+    error = info.value
+    where = f"{pathlib.Path(__file__).name}:{line_of('row-form-print')}"
+    assert "the row form" in error.what and "does not take the print" in error.what
+    assert where in error.what and "jax.debug.print(" in error.what
+    assert error.fix is not None and error.fix.startswith("take the print")
+    assert where in error.fix and 'loop={"N": "BN"}' in error.fix
+    assert error.dim == "N" and error.bindings == {"M": 16, "N": 16384}
 
 
 def body_printing(printer: Callable[[jax.Array, jax.Array], None]) -> Callable[..., Any]:

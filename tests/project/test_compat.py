@@ -229,6 +229,24 @@ def test_user_frames_of_an_equation_without_a_traceback() -> None:
     assert list(_compat.user_frames(NoTraceback())) == []
 
 
+def test_jnp_counting_function_names_the_reductions_that_divide_by_a_count() -> None:
+    """jnp.mean's and jnp.var's divisions by the count they read from the shape are known by
+    the function of jax.numpy that traced them; a division the user writes is not."""
+
+    def body(x: jax.Array) -> tuple[jax.Array, ...]:
+        return jnp.mean(x, axis=0), jnp.var(x, axis=0), jnp.sum(x, axis=0) / 4.0
+
+    closed = jax.make_jaxpr(body)(jnp.ones((4, 3)))
+    eqns = list(closed.jaxpr.eqns)
+    while any("jaxpr" in e.params for e in eqns):  # jnp.var is a jitted function
+        eqns = [i for e in eqns for i in (e.params["jaxpr"].eqns if "jaxpr" in e.params else [e])]
+    divisions = [(e.primitive.name, _compat.jnp_counting_function(e)) for e in eqns]
+    divisions = [d for d in divisions if d[0] in ("div", "sub")]
+    # jnp.var: its mean, the values less it, the count less the correction, the division.
+    want = [("div", "mean"), ("div", "mean"), ("sub", "_var"), ("sub", "_var"), ("div", "_var")]
+    assert divisions == [*want, ("div", None)]
+
+
 def test_convert_constvars_jaxpr_makes_the_constants_leading_inputs() -> None:
     const = jnp.arange(4.0)
     closed = jax.make_jaxpr(lambda x: x * const)(jnp.ones(4))

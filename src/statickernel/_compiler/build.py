@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import _hardware as hw
 from .._errors import (
+    BodyError,
     ErrorContext,
     LoopOperandError,
     Phase,
@@ -146,7 +147,41 @@ def compile_declaration(
     options = {o.name: o.dtypes for o in spec.operands + spec.results}
     # At the declaration the sizes are probes, not the user's: they stay out of the messages.
     ctx = ErrorContext(spec.name, where or spec.location, Phase.DECLARATION)
-    declared = declaration_layout(spec, consts, options)
+    try:
+        return _compile_declared(spec, consts, options, ctx, 1)
+    except BodyError as exc:
+        if type(exc) is not BodyError:  # a rule of the language, whatever the widths
+            raise
+        refused = exc
+    # The body failed to trace with each whole dim its smallest block: where that is the
+    # probe's doing (a 3-way jnp.split of 8 columns), the body traces at another width that
+    # a call may take, and the declaration is checked there. A call at a width the body
+    # cannot take gets the body's error with its sizes.
+    smallest = declaration_layout(spec, consts, options).sizes
+    if declaration_layout(spec, consts, options, 2).sizes == smallest:
+        raise refused  # no whole dim: the call's blocks are the probe's
+    for blocks in _WIDER_PROBES:
+        try:
+            return _compile_declared(spec, consts, options, ctx, blocks)
+        except StaticKernelError:
+            continue
+    raise refused
+
+
+# How many of its smallest blocks a whole dim takes in the probes tried after the smallest:
+# every split into 2 to 8 equal parts of whole blocks.
+_WIDER_PROBES = (2, 3, 4, 5, 6, 7, 8)
+
+
+def _compile_declared(
+    spec: KernelSpec,
+    consts: Mapping[str, Any],
+    options: Mapping[str, tuple[str, ...]],
+    ctx: ErrorContext,
+    whole_blocks: int,
+) -> Compiled:
+    """The declaration checked with each whole dim `whole_blocks` of its smallest blocks."""
+    declared = declaration_layout(spec, consts, options, whole_blocks)
     check_blocks(spec, declared, options, ctx)
     declared.check_invariants()
     _check_declared_smem(spec, declared, consts, options, ctx)

@@ -326,6 +326,43 @@ def test_override_not_positive(value: int):
     assert info.value.actual == value
 
 
+@sk.kernel(tile={"M": "BM"}, loop={"N": "BN"}, backend="interpret")
+def shifted_sum(
+    x: Float32[Array, "M N"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 64,
+    shift: sk.Const[int | None] = None,
+    stages: sk.Const[int | None] = None,
+) -> Float32[Array, " M"]:
+    """An optional int constant beside an optional stage count."""
+    total = sk.loop("N", lambda acc: acc + sk.sum(sk.load(x), axis=1), init=jnp.zeros((BM,)))
+    return total if shift is None else total + shift
+
+
+def test_an_optional_int_override_may_be_zero() -> None:
+    """None is an optional int's "none", and 0 one of its values (a window of no keys, as
+    jax's local_window_size=(W, 0)); before, it had to be positive."""
+    x = jnp.ones((70, 100), jnp.float32)
+    np.testing.assert_array_equal(shifted_sum(x, shift=0), jnp.full((70,), 100.0))
+
+
+def test_an_optional_int_override_may_not_be_negative() -> None:
+    with pytest.raises(sk.OverrideError) as info:
+        shifted_sum.plan(S((70, 100), jnp.float32), shift=-1)  # @call-negative-shift
+    check(info.value, "call-negative-shift", kernel="shifted_sum", operand="shift")
+    assert "negative" in info.value.what
+    assert info.value.expected == ">= 0, or None" and info.value.actual == -1
+
+
+def test_an_optional_stage_count_may_not_be_zero() -> None:
+    with pytest.raises(sk.OverrideError) as info:
+        shifted_sum.plan(S((70, 100), jnp.float32), stages=0)  # @call-zero-stages
+    check(info.value, "call-zero-stages", kernel="shifted_sum", operand="stages")
+    assert "stage count" in info.value.what
+    assert shifted_sum.plan(S((70, 100), jnp.float32), stages=None).loops
+
+
 @pytest.mark.parametrize("value", [np.int64(128), np.int32(128), np.uint16(128)], ids=repr)
 def test_override_of_a_numpy_int_becomes_a_python_int(value: Any):
     plan = softmax.plan(S((300, 32), jnp.float32), BM=value)

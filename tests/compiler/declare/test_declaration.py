@@ -829,6 +829,43 @@ def test_const_not_positive(value: int):
     assert info.value.expected == "> 0"
 
 
+def test_an_optional_int_default_may_be_zero_and_not_negative():
+    @sk.kernel(tile={"M": "BM"})
+    def ok(
+        x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, pad: sk.Const[int | None] = 0
+    ) -> Float[Array, "M N"]:
+        return sk.load(x)
+
+    assert ok.spec.consts[-1].default == 0
+    with pytest.raises(sk.ConstantError) as info:
+
+        @sk.kernel(tile={"M": "BM"})  # @const-negative
+        def k(
+            x: Float[Array, "M N"], *, BM: sk.Const[int] = 64, pad: sk.Const[int | None] = -1
+        ) -> Float[Array, "M N"]:
+            return sk.load(x)
+
+    check(info.value, "const-negative", operand="pad")
+    assert info.value.expected == ">= 0, or None"
+
+
+def test_an_optional_stage_count_default_may_not_be_zero():
+    with pytest.raises(sk.ConstantError) as info:
+
+        @sk.kernel(tile={"M": "BM"}, loop={"N": "BN"})  # @const-zero-stages
+        def k(
+            x: Float[Array, "M N"],
+            *,
+            BM: sk.Const[int] = 64,
+            BN: sk.Const[int] = 64,
+            stages: sk.Const[int | None] = 0,
+        ) -> Float[Array, " M"]:
+            return sk.loop("N", lambda acc: acc + sk.sum(sk.load(x), axis=1), init=jnp.zeros((BM,)))
+
+    check(info.value, "const-zero-stages", operand="stages")
+    assert "stage count" in info.value.what
+
+
 @pytest.mark.parametrize("value", [64.0, True, "64", np.float64(64.0), np.bool_(True)], ids=repr)
 def test_int_const_default_of_wrong_type(value: Any):
     with pytest.raises(sk.ConstantError) as info:

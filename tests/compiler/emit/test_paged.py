@@ -32,6 +32,7 @@ import statickernel as sk
 from paged_attention import (
     paged_attention,
     paged_attention_heads,
+    paged_attention_heads_reference,
     paged_attention_reference,
 )
 from tolerances import assert_close, tolerance_for
@@ -707,6 +708,21 @@ def test_attention_over_drawn_tables_and_lengths(
     assert_attention(q, k_pages, v_pages, tables, lengths)
 
 
+def test_an_infinite_score_is_the_log_sum_exp() -> None:
+    """A head whose score of a token is +inf has a log-sum-exp of +inf, as the reference's
+    jax.nn.logsumexp; before, the online softmax's NaN sum made it -inf, as an empty
+    sequence's. An empty sequence keeps -inf and zeros."""
+    q, k_pages, v_pages = attention_inputs(2, 1, 4, 64, PAGE, POOL, seed=4)
+    k_pages = k_pages.at[..., 0].set(jnp.abs(k_pages[..., 0]) + 0.5)
+    q = q.at[0, 0, 1].set(jnp.zeros(64, q.dtype).at[0].set(jnp.inf))
+    tables, lengths = i32(edge_tables(2, seed=4)), i32([40, 0])
+    out, lse = paged_attention_heads(q, k_pages, v_pages, tables, lengths)
+    _, want = paged_attention_heads_reference(q, k_pages, v_pages, tables, lengths)
+    assert float(want[0, 0, 1]) == np.inf
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(want), rtol=1e-4, atol=1e-4)
+    assert not np.any(np.asarray(out[1], np.float32))
+
+
 def test_attention_under_jit() -> None:
     q, k_pages, v_pages = attention_inputs(2, 1, 4, 64, PAGE, POOL, seed=3)
     tables, lengths = i32(edge_tables(2, seed=3)), i32([75, 16])
@@ -766,6 +782,21 @@ def test_the_wrapper_with_splits(splits: int) -> None:
         np.testing.assert_allclose(
             np.asarray(got, np.float32), np.asarray(whole, np.float32), rtol=2e-2, atol=1e-2
         )
+
+
+@pytest.mark.parametrize("splits", [1, 2], ids=["splits-1", "splits-2"])
+def test_the_wrapper_refuses_query_heads_the_key_heads_do_not_divide(splits: int) -> None:
+    """7 query heads over 2 key heads: grouped-query attention gives each key head as many
+    query heads, so there is no grouping. Before, a reshape's TypeError."""
+    q, k_pages, v_pages, tables = wrapper_inputs(2, 7, 2, 16, 3)
+    with pytest.raises(sk.ShapeError) as info:
+        paged_attention(q, k_pages, v_pages, tables, i32([5, 40]), splits=splits)
+    error = info.value
+    assert error.operand == "q" and error.dim == "H"
+    assert "7 query heads, not a multiple of the 2 key heads" in error.what
+    assert error.expected == "H a multiple of Hkv = 2"
+    assert error.bindings == {"H": 7, "Hkv": 2}
+    assert error.fix is not None and "6 or 8 heads" in error.fix and "(1, 7)" in error.fix
 
 
 @pytest.mark.slow

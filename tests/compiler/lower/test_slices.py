@@ -3,6 +3,7 @@
 arrays, on ragged and padded shapes; the refusals, with their fixes; and the cross-lowering
 for Mosaic GPU."""
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,57 @@ def test_the_declaration_leaves_the_alignment_to_the_call() -> None:
     assert error.fix is not None and "[0:50] and [50:100]" in error.fix
     assert "each piece" in error.fix and "jnp.pad" in error.fix
     assert isinstance(error, sk.UnsupportedOpError)
+
+
+def _thirds_body(v: Any) -> Any:
+    """Three equal parts, joined back in another order: D / 3 columns each."""
+    a, b, c = jnp.split(v, 3, axis=1)
+    return jnp.concatenate([c, b * 2.0, a - jnp.max(b, axis=1, keepdims=True)], axis=1)
+
+
+@functools.cache
+def _thirds() -> sk.Kernel:
+    """Declared on first use: before, the declaration refused it (a test-time failure)."""
+    return _kernel(_thirds_body)
+
+
+@pytest.mark.parametrize("shape", [(70, 384), (1, 24), (129, 48)])
+def test_a_split_in_three_is_declared_and_matches_jnp(shape: tuple[int, int]) -> None:
+    """At the declaration D was a probe of 8 columns, which jnp.split cannot cut in 3: the
+    body failed to trace there, though every call at a multiple of 24 columns takes it. The
+    declaration now checks the body where it traces, 24 columns."""
+    x = jax.random.normal(jax.random.key(shape[1]), shape, jnp.float32)
+    v = x.astype(jnp.float32)
+    want = jnp.concatenate([_thirds_body(v[i : i + 64]) for i in range(0, len(v), 64)])
+    assert_close(_thirds()(x), want, tolerance_for(jnp.float32))
+
+
+def test_a_split_in_three_at_a_width_it_cannot_take_is_the_calls_error() -> None:
+    with pytest.raises(sk.BodyError) as info:
+        _thirds()(jnp.zeros((10, 100), jnp.float32))
+    error = info.value
+    assert type(error) is sk.BodyError and error.phase is sk.Phase.CALL
+    assert "equal division" in error.what and error.bindings == {"M": 10, "D": 100}
+    assert error.where is not None and error.where.endswith(f":{_THIRDS_SPLIT_LINE}")
+
+
+_THIRDS_SPLIT_LINE = _thirds_body.__code__.co_firstlineno + 2
+
+
+def test_a_body_that_traces_at_no_width_is_refused_at_the_declaration() -> None:
+    """The wider probes are tried only where the smallest fails; a body that fails at every
+    width is refused with the smallest probe's error, as before."""
+    with pytest.raises(sk.BodyError) as info:
+
+        @sk.kernel(tile={"M": "BM"})
+        def unsplittable(
+            x: Float32[Array, "M D"], *, BM: sk.Const[int] = 64
+        ) -> Float32[Array, "M D"]:
+            v = sk.load(x)
+            return v * float(v[0, 0])  # a traced value made a Python float: at any width
+
+    error = info.value
+    assert error.phase is sk.Phase.DECLARATION and "float32[64, 8]" in str(error.actual)
 
 
 def _refused(body: Callable[[Any], Any], **decorator: Any) -> sk.UnsupportedOpError:

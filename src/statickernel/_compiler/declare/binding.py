@@ -25,7 +25,7 @@ from ..._errors import (
     SymbolicDimError,
 )
 from ..._where import call_site
-from .consts import check_const_value
+from .consts import check_const_value, check_stage_count
 from .limits import check_dim_size
 from .operand import OperandSpec
 from .spec import KernelSpec
@@ -434,6 +434,8 @@ def bind_consts(
             example=by_name[name].default,
             optional=by_name[name].optional,
         )
+        if name == spec.stages:
+            check_stage_count(name, checked[name], ctx.facts(), OverrideError)
     return {**defaults, **checked}
 
 

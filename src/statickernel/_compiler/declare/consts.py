@@ -12,7 +12,16 @@ import numpy as np
 
 from ..._errors import ConstantError, StaticKernelError
 
-__all__ = ["Const", "ConstSpec", "Tune", "check_const_value", "const_spec", "tune", "type_name"]
+__all__ = [
+    "Const",
+    "ConstSpec",
+    "Tune",
+    "check_const_value",
+    "check_stage_count",
+    "const_spec",
+    "tune",
+    "type_name",
+]
 
 T = TypeVar("T")
 
@@ -169,7 +178,18 @@ def check_const_value(
             fix=f"pass a concrete {base.__name__}; constants are compile-time values and cannot "
             "be traced",
         )
-    if base is int and value <= 0:
+    # An optional int's None is "none" (no window): 0 is one of its values too (a window of
+    # no keys). A plain int sizes or counts, and is positive.
+    if base is int and optional and value < 0:
+        raise error(
+            f"constant `{name}` must not be negative",
+            **err,
+            constant=name,
+            expected=">= 0, or None",
+            actual=value,
+            fix=f"use 0 or more, such as `{name}=0`, or `{name}=None`",
+        )
+    if base is int and not optional and value <= 0:
         raise error(
             f"constant `{name}` must be positive",
             **err,
@@ -179,6 +199,22 @@ def check_const_value(
             fix=f"use a positive value such as `{name}={example}`",
         )
     return value
+
+
+def check_stage_count(
+    name: str, value: Any, err: Mapping[str, Any], error: type[StaticKernelError]
+) -> None:
+    """A stage count, declared optional (None fits the stages to shared memory), is at least
+    1: an optional int may be 0 otherwise."""
+    if value == 0:
+        raise error(
+            f"constant `{name}` is the pipeline's stage count, which must be positive",
+            **err,
+            constant=name,
+            expected="> 0, or None to fit the stages to shared memory",
+            actual=value,
+            fix=f"use `{name}=2` or more to overlap copies with compute, or `{name}=None`",
+        )
 
 
 def type_name(hint: Any) -> str:

@@ -5,7 +5,7 @@ these names means that, so one of another type is an error rather than silently 
 from typing import Any
 
 from ..._errors import ConstantError
-from .consts import ConstSpec
+from .consts import ConstSpec, check_stage_count
 
 __all__ = ["CLUSTER_CONST", "cluster_spec_of", "stage_spec_of"]
 
@@ -35,6 +35,7 @@ def stage_spec_of(
                 fix="annotate it `stages: sk.Const[int] = 2`, or rename it if it means "
                 "something else",
             )
+        _check_stage_values(names["stages"], err)
         return "stages"
     if isinstance(stages, bool) or not isinstance(stages, int | str):
         raise ConstantError(
@@ -61,7 +62,14 @@ def stage_spec_of(
             actual=repr(stages),
             fix=f"add a keyword-only parameter `{stages}: sk.Const[int] = 3`",
         )
+    _check_stage_values(names[stages], err)
     return stages
+
+
+def _check_stage_values(const: ConstSpec, err: dict[str, Any]) -> None:
+    """The stage count's default and the values `sk.tune` lists are at least 1."""
+    for value in (const.default, *const.candidates):
+        check_stage_count(const.name, value, err, ConstantError)
 
 
 def cluster_spec_of(consts: list[ConstSpec], err: dict[str, Any]) -> str | None:

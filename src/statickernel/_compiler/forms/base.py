@@ -10,10 +10,10 @@ from ..declare.spec import KernelSpec
 from ..layout.blocks import BlockLayout
 from ..lower.translate import Geometry, NotInForm, Translation, translate
 from ..plan.inputs import FormFacts
-from ..trace.body import BodyTrace
+from ..trace.body import BodyTrace, Eqn
 from ..trace.crossblock import CrossBlock
 
-__all__ = ["FormChoice", "FormInputs", "RegisterForm", "translate_in"]
+__all__ = ["Declined", "FormChoice", "FormInputs", "RegisterForm", "translate_in"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +48,15 @@ class FormChoice:
         return cls(layout, translation, FormFacts(specializes_warps=True, splits_loops=True))
 
 
+@dataclasses.dataclass(frozen=True)
+class Declined:
+    """Why a form does not hold the body: what it cannot express, and the equation of the
+    body that does it (None where the translation's own rules refused it)."""
+
+    reason: str
+    eqn: Eqn | None = None
+
+
 class RegisterForm(Protocol):
     """A register form: proposes itself for a specialization, or declines with None."""
 
@@ -60,9 +69,9 @@ def translate_in(
     layout: BlockLayout,
     geometry: Geometry,
     open_names: frozenset[str] = frozenset(),
-) -> Translation | None:
-    """The body in `geometry`, or None when it does not fit it; the results in `open_names`
-    take the kind the body computes them in (a row the row form adds up)."""
+) -> Translation | Declined:
+    """The body in `geometry`, or why it does not fit it; the results in `open_names` take
+    the kind the body computes them in (a row the row form adds up)."""
     spec = inputs.spec
     try:
         return translate(
@@ -74,5 +83,7 @@ def translate_in(
             spec.name,
             spec.location,
         )
-    except (NotInForm, StaticKernelError):
-        return None
+    except NotInForm as exc:
+        return Declined(exc.reason, exc.eqn)
+    except StaticKernelError as exc:
+        return Declined(exc.what)

@@ -4,11 +4,15 @@ time in registers (`plan.rows` chooses the blocks, `emit.rows` writes them)."""
 import dataclasses
 
 from ... import _hardware as hw
+from ..._errors import SharedMemoryError
 from ...language.context import operand_fills
+from ..declare.spec import KernelSpec
 from ..ir.pallas import RowFrame
+from ..layout.blocks import BlockLayout
+from ..layout.smem import smem_fix
 from ..lower.geometry import block_geometry
 from ..lower.scans import row_scan_bytes, row_scan_dtypes
-from ..lower.translation import Geometry
+from ..lower.translation import Geometry, Translation
 from ..plan.inputs import FormFacts
 from ..plan.row_chunks import chunked_frame, takes_chunks
 from ..plan.rows import (
@@ -21,7 +25,7 @@ from ..plan.rows import (
     too_wide_error,
 )
 from ..trace.crossblock import accumulated_rows
-from .base import FormChoice, FormInputs, translate_in
+from .base import Declined, FormChoice, FormInputs, translate_in
 
 __all__ = ["RowsForm"]
 
@@ -68,7 +72,10 @@ class RowsForm:
             steps = block_geometry(spec, row_trace, layout, inputs.interpreted).steps
             geometry = dataclasses.replace(geometry, steps=_row_steps(steps, rows.frame))
         in_rows = translate_in(inputs, row_trace, row_layout, geometry, accumulated)
-        if in_rows is None:
+        if isinstance(in_rows, Declined):
+            if isinstance(rows, RowChoice) and rows.block_form_smem > hw.SMEM_BYTES:
+                # Neither form holds the body: say what keeps it out of the one that fits.
+                raise declined_rows_error(spec, layout, inputs, rows, in_rows)
             return None
         if isinstance(rows, TooWide):
             if spec.loop:  # the block form streams the row
@@ -85,7 +92,7 @@ class RowsForm:
                 dataclasses.replace(geometry, row_frame=chunked),
                 accumulated,
             )
-            if in_chunks is not None and takes_chunks(in_chunks):
+            if isinstance(in_chunks, Translation) and takes_chunks(in_chunks):
                 in_rows, frame = in_chunks, chunked
         facts = FormFacts(
             row_frame=frame,
@@ -111,6 +118,39 @@ class RowsForm:
             ),
         )
         return FormChoice(rows.layout, in_rows, facts)
+
+
+# How the error names what the row form refused, where the body spelled it otherwise.
+_WRITTEN_AS = {"debug_print": "the print (jax.debug.print or pl.debug_print)"}
+
+
+def declined_rows_error(
+    spec: KernelSpec,
+    layout: BlockLayout,
+    inputs: FormInputs,
+    rows: RowChoice,
+    declined: Declined,
+) -> SharedMemoryError:
+    """The block form's blocks do not fit in shared memory, and the row form, whose blocks
+    would, does not take the body: the error names what in the body keeps it out."""
+    eqn = declined.eqn
+    written = "the body" if eqn is None else _WRITTEN_AS.get(eqn.prim, f"`{eqn.prim}`")
+    at = f" at {eqn.line}: {eqn.source}" if eqn is not None and eqn.line else ""
+    loaded = set(operand_fills(inputs.trace.loads))
+    fix = smem_fix(spec, layout, inputs.dtypes, loaded, inputs.trace.loads)
+    if eqn is not None and eqn.prim in _WRITTEN_AS:  # a print is the body's to leave out
+        fix = f"take {written} at {eqn.line} out of the body (the row form takes none); or {fix}"
+    block = layout.dim(spec.rows).block
+    return inputs.ctx.error(
+        SharedMemoryError,
+        f"blocks of {block} whole rows need {rows.block_form_smem:,} B of shared memory, over "
+        f"the {hw.SMEM_BYTES:,} B a block has, and the row form, which would hold them a row "
+        f"at a time, does not take {written}{at}: {declined.reason}",
+        dim=spec.cols,
+        expected=f"<= {hw.SMEM_BYTES:,} B, or a body the row form takes",
+        actual=f"{rows.block_form_smem:,} B in the block form; {written} in the body",
+        fix=fix,
+    )
 
 
 def _row_steps(

@@ -8,7 +8,7 @@ from ...language.context import operand_fills
 from ..ir.pallas import FlatFrame, reads_zero
 from ..lower.geometry import block_geometry
 from ..plan.inputs import FormFacts
-from .base import FormChoice, FormInputs, translate_in
+from .base import Declined, FormChoice, FormInputs, translate_in
 
 __all__ = ["StridedForm"]
 
@@ -25,7 +25,7 @@ class StridedForm:
             block_geometry(spec, inputs.trace, layout, inputs.interpreted), flat_frame=frame
         )
         translation = translate_in(inputs, inputs.trace, layout, geometry)
-        if translation is None:
+        if isinstance(translation, Declined):
             return None
         # One CTA an SM computes an elementwise body at ease: it may walk the blocks.
         facts = FormFacts(flat_frame=frame, walks_blocks_when_it_pays=True)

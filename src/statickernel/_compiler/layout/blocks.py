@@ -432,11 +432,15 @@ def call_layout(
 
 
 def declaration_layout(
-    spec: KernelSpec, consts: Mapping[str, Any], options: Mapping[str, tuple[str, ...]]
+    spec: KernelSpec,
+    consts: Mapping[str, Any],
+    options: Mapping[str, tuple[str, ...]],
+    whole_blocks: int = 1,
 ) -> BlockLayout:
     """The layout checked at the declaration, on probe sizes. A whole dim takes its smallest
-    block (its real size is known only at the call); a tiled dim gets two blocks and one
-    element, a loop dim enough steps that every declared stage is in use plus a ragged one."""
+    block (its real size is known only at the call), `whole_blocks` times; a tiled dim gets
+    two blocks and one element, a loop dim enough steps that every declared stage is in use
+    plus a ragged one."""
     split = split_blocks(spec, consts)
     known = spec.known_sizes(consts)
     blocks: dict[str, tuple[int, int]] = {}
@@ -452,6 +456,8 @@ def declaration_layout(
             blocks[name] = (sizes[name], whole_extent(sizes[name], quantum(spec, name, options)[0]))
             continue
         block = split[name] if name in split else _probe_block(spec, name, consts, options)
+        if name not in split:
+            block *= whole_blocks
         blocks[name] = (block, block)
         if name in spec.loop_map:
             sizes[name] = block * max(2, spec.stage_count(consts) or 2) + 1

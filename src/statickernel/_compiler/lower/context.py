@@ -34,7 +34,14 @@ __all__ = [
 class NotInForm(Exception):
     """The body does something the register form being tried cannot express (the row form:
     it mixes rows; the strided block: it has a reduction or a vector): the compile path keeps
-    the block form. Never reaches the user."""
+    the block form. Never reaches the user as it is; `reason` says why, and `eqn` is the
+    equation the translator was at (the innermost, in a loop's step), for an error of the
+    block form that the form tried would have avoided."""
+
+    def __init__(self, reason: str, eqn: Eqn | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.eqn = eqn
 
 
 class Where(enum.StrEnum):
@@ -156,14 +163,18 @@ class Translator:
         rule = self.rules.get(prim)
         frame = self.g.row_frame
         if frame is not None and frame.chunks > 1 and prim not in self.chunkable:
-            raise NotInForm(f"`{prim}` reads more of a row than its chunk")
+            raise NotInForm(f"`{prim}` reads more of a row than its chunk", eqn)
         if rule is not None:
             form = self.form()
             if form in (Where.STRIDED, Where.ROWS) and rule.support_in(form) is Support.NO:
-                raise NotInForm(rule.note)
+                raise NotInForm(rule.note, eqn)
             if self.g.col_parts and prim not in self.column_local:
                 self._check_not_along_parts(eqn)
-            return rule.translate(self, eqn)
+            try:
+                return rule.translate(self, eqn)
+            except NotInForm as exc:
+                exc.eqn = exc.eqn or eqn
+                raise
         refusal = self.refusals.get(prim)
         user = refusal.written_as if refusal else f"`{prim}`"
         fix = refusal.fix if refusal else "express it with elementwise ops and reductions"

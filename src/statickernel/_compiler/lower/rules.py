@@ -30,6 +30,7 @@ from ..ir.nodes import call as ir_call
 from ..ir.pallas import FP8_MAX, broadcast, is_8bit, layout, select, to_fp8
 from ..trace.body import Atom, Eqn
 from .context import NotInForm, Rule, Support, Translator, Where
+from .counts import existing_count
 from .remainder import exact_float_remainder
 
 __all__ = [
@@ -143,6 +144,7 @@ def _loop_rows_operands(tr: Translator, eqn: Eqn, kinds: set[Kind]) -> set[Kind]
 
 
 def elementwise(tr: Translator, eqn: Eqn) -> None:
+    eqn = existing_count(tr, eqn)
     kinds = {tr.kind(a) for a in eqn.inputs} - {SCALAR}
     out_shape = tr.trace.aval(eqn.outputs[0])[0]
     if LOOP_ROWS in kinds:

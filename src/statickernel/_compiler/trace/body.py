@@ -17,8 +17,8 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
-from ..._compat import user_frames
-from ..._errors import BodyError
+from ..._compat import jnp_counting_function, user_frames
+from ..._errors import BodyError, StaticKernelError
 from ..._where import display_path, is_user_file
 from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
 from ...language.tile import Tile
@@ -30,6 +30,7 @@ from .results import check_result_structure
 __all__ = [
     "Atom",
     "BodyTrace",
+    "Count",
     "Eqn",
     "Step",
     "misplaced_load_error",
@@ -62,6 +63,18 @@ class Atom:
 
 
 @dataclasses.dataclass(frozen=True)
+class Count:
+    """The literal input `operand` of an equation is a count that jnp read from a block's
+    shape: the elements of `source` over `axes` (jnp.mean's divisor, jnp.var's before its
+    correction). Where a tiled or looped dim ends inside the block, fewer of them exist, and
+    translation counts those."""
+
+    operand: int
+    source: Atom
+    axes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Eqn:
     prim: str
     inputs: tuple[Atom, ...]
@@ -69,6 +82,7 @@ class Eqn:
     params: tuple[tuple[str, Any], ...]
     line: str | None  # "path:line" in the user's code
     source: str  # that line's text
+    count: Count | None = None  # a count jnp took from the shape, among the inputs
 
     def param(self, name: str) -> Any:
         return dict(self.params)[name]
@@ -223,7 +237,8 @@ def trace_body(
         # nothing in a block (a `reshard` of the tile in jnp.where(c, v, -jnp.inf)).
         with jax.sharding.use_abstract_mesh(_NO_MESH):
             closed = jax.make_jaxpr(body)(*avals)
-    except BodyError as exc:
+    except StaticKernelError as exc:
+        # Their class (a body refuses a constant's value by sk.OverrideError), with context.
         exc.kernel = exc.kernel or spec.name
         exc.where = exc.where or _innermost_user_line(exc.__traceback__) or spec.location
         raise type(exc)(
@@ -432,7 +447,10 @@ class _Flattener:
                 env[out] = Atom(new)
                 outputs.append(new)
             params = tuple(sorted(eqn.params.items()))
-            self.eqns.append(Eqn(name, inputs, tuple(outputs), params, line, source))
+            flat = Eqn(name, inputs, tuple(outputs), params, line, source)
+            if name == "div" and jnp_counting_function(eqn) is not None:
+                flat = mark_count(flat, self.eqns, self.avals)
+            self.eqns.append(flat)
 
 
 def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any) -> None:
@@ -483,6 +501,43 @@ def _flatten_loop(self: "_Flattener", eqn: Any, env: dict[Any, Atom], where: Any
     self.eqns.append(
         Eqn(eqn.primitive.name, inputs, tuple(outputs), tuple(sorted(params.items())), line, source)
     )
+
+
+# What jnp puts between a reduction and the count it divides by: keepdims, a cast.
+_AROUND_A_SUM = frozenset({"broadcast_in_dim", "reshape", "squeeze", "expand_dims"})
+_AROUND_A_SUM |= {"convert_element_type"}
+
+
+def mark_count(
+    div: Eqn, before: list[Eqn], avals: Mapping[str, tuple[tuple[int, ...], str]]
+) -> Eqn:
+    """`div`, jnp's division of a sum by the count of what it sums, with that count marked
+    (see `Count`): on `div` itself (jnp.mean, jnp.average), or on the `sub` that takes the
+    correction from it (jnp.var, and jnp.std through it), which `before` holds."""
+    producers = {out: i for i, eqn in enumerate(before) for out in eqn.outputs}
+
+    def producer(atom: Atom) -> tuple[int, Eqn] | tuple[None, None]:
+        i = producers.get(atom.var or "")
+        return (None, None) if i is None else (i, before[i])
+
+    _, sum_eqn = producer(div.inputs[0])
+    while sum_eqn is not None and sum_eqn.prim in _AROUND_A_SUM:
+        _, sum_eqn = producer(sum_eqn.inputs[0])
+    if sum_eqn is None or sum_eqn.prim != "reduce_sum" or sum_eqn.inputs[0].var is None:
+        return div
+    source, axes = sum_eqn.inputs[0], tuple(sum_eqn.param("axes"))
+    shape = avals[source.var or ""][0]
+    elements = float(np.prod([shape[a] for a in axes]))
+    divisor = div.inputs[1]
+    if divisor.var is None:
+        counted = divisor.value == elements
+        return dataclasses.replace(div, count=Count(1, source, axes)) if counted else div
+    i, sub = producer(divisor)
+    if i is not None and sub is not None and sub.prim == "sub":
+        first = sub.inputs[0]
+        if first.var is None and first.value == elements:
+            before[i] = dataclasses.replace(sub, count=Count(0, source, axes))
+    return div
 
 
 def _first_use_line(jaxpr: Any) -> dict[Any, str | None]:

@@ -41,14 +41,14 @@ def _attention_alibi_block(
     plgpu.copy_gmem_to_smem(q_gmem.at[pl.ds(block_Sq * 64, 64), :], q_smem, q_barrier)
     plgpu.barrier_wait(q_barrier)
     # The kernel body, one statement per traced op.
-    # examples/attention.py:294: jnp.full((BQ,), -jnp.inf, jnp.float32),
+    # examples/attention.py:305: jnp.full((BQ,), -jnp.inf, jnp.float32),
     v0 = jnp.float32(-jnp.inf)
-    # examples/attention.py:295: jnp.zeros((BQ,), jnp.float32),
+    # examples/attention.py:306: jnp.zeros((BQ,), jnp.float32),
     v1 = jnp.float32(0.0)
-    # examples/attention.py:296: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+    # examples/attention.py:307: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     v2 = jnp.float32(0.0)
 
-    # examples/attention.py:310: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:321: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v3, v4, v5) = loop0_carry
@@ -64,13 +64,13 @@ def _attention_alibi_block(
         loop_ok_vec = loop_position < 300
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:276: s, factor = scores.logits2(sk.dot(q, k))[0], None
+        # examples/attention.py:287: s, factor = scores.logits2(sk.dot(q, k))[0], None
         def v6_product(v6_acc):
             plgpu.wgmma(v6_acc, q_smem, k_smem.T)
             return v6_acc[...]
 
         v6 = pl.run_scoped(v6_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:133: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:144: s = product * (self.scale * LOG2_E)
         v7 = lax.mul(v6, jnp.float32(0.18033688))
         # examples/attention_alibi.py:37: queries = sk.position("Sq").astype(jnp.float32)
         v9 = lax.convert_element_type(row_position, jnp.float32)
@@ -85,27 +85,27 @@ def _attention_alibi_block(
         v16 = lax.neg(v15)
         # examples/attention_alibi.py:47: return Scores(scale=scale, causal=causal, bias_in_block=lambda t: slope * _distance(t))
         v17 = lax.mul(slopes, v16)
-        # examples/attention.py:138: s = s + self.bias_in_block(transposed) * LOG2_E
+        # examples/attention.py:149: s = s + self.bias_in_block(transposed) * LOG2_E
         v18 = lax.mul(v17, jnp.float32(1.442695))
         v19 = lax.add(v7, v18)
-        # examples/attention.py:279: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
+        # examples/attention.py:290: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
         v20_in = jnp.where(loop_ok, v19, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
         v20_nans = lax.reduce_sum(jnp.where(v20_in != v20_in, v20_in, 0.0), (1,))
         v20 = jnp.where(v20_nans != v20_nans, v20_nans, lax.reduce_max(v20_in, (1,)))
-        # examples/attention.py:280: new_max = jnp.maximum(running_max, block_max)
+        # examples/attention.py:291: new_max = jnp.maximum(running_max, block_max)
         v21 = lax.max(v3, v20)
-        # examples/attention.py:285: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:296: rescale = jnp.exp2(running_max - new_max_or_0)
         v22 = lax.sub(v3, v21)
         v23 = lax.exp2(v22)
-        # examples/attention.py:287: p = jnp.exp2(exponent - new_max_or_0[:, None])
+        # examples/attention.py:298: p = jnp.exp2(exponent - new_max_or_0[:, None])
         v25 = lax.sub(v19, lax.broadcast_in_dim(v21, (64, 64), (0,)))
         v26 = lax.exp2(v25)
-        # examples/attention.py:288: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        # examples/attention.py:299: running_sum = running_sum * rescale + sk.sum(p, axis=1)
         v27 = lax.mul(v4, v23)
         v28 = lax.reduce_sum(jnp.where(loop_ok, v26, 0.0), (1,))
         v29 = lax.add(v27, v28)
-        # examples/attention.py:290: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        # examples/attention.py:301: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
         v31 = lax.mul(v5, lax.broadcast_in_dim(v23, (64, 64), (0,)))
         v32 = lax.convert_element_type(v26, jnp.bfloat16)
         v34_a = jnp.where(loop_ok, v32, 0.0)  # past the edge: zeros
@@ -149,18 +149,21 @@ def _attention_alibi_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, v_gmem)
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v39 = lax.div(v37, lax.broadcast_in_dim(v36, (64, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-    v40 = lax.convert_element_type(v39, jnp.bfloat16)
-    v41 = lax.mul(v35, jnp.float32(0.6931472))
-    v42 = lax.log(v36)
-    v43 = lax.add(v41, v42)
+    # examples/attention.py:325: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v38 = lax.abs(v35)
+    v39 = lax.eq(v38, jnp.float32(jnp.inf))
+    v40 = lax.mul(v35, jnp.float32(0.6931472))
+    v41 = lax.log(v36)
+    v42 = lax.add(v40, v41)
+    v43 = lax.select_n(v39, v42, v35)
+    # examples/attention.py:326: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+    v45 = lax.div(v37, lax.broadcast_in_dim(v36, (64, 64), (0,)))
+    v46 = lax.convert_element_type(v45, jnp.bfloat16)
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result0_smem, result1_smem):
-        result0_smem[...] = v40
+        result0_smem[...] = v46
         result1_smem[...] = v43
         plgpu.commit_smem()
 

@@ -53,12 +53,12 @@ def _attention_alibi_dkdv_block(
     plgpu.barrier_wait(k_barrier)
     plgpu.barrier_wait(v_barrier)
     # The kernel body, one statement per traced op.
-    # examples/attention.py:389: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
+    # examples/attention.py:400: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
     v0 = jnp.float32(0.0)
-    # examples/attention.py:390: init = (zeros, zeros) if bias_factor is None else (zeros, zeros, jnp.zeros((BKV,), jnp.float32))
+    # examples/attention.py:401: init = (zeros, zeros) if bias_factor is None else (zeros, zeros, jnp.zeros((BKV,), jnp.float32))
     v1 = jnp.float32(0.0)
 
-    # examples/attention.py:392: dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
+    # examples/attention.py:403: dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
     def loop0_step(loop0_indices, q_smem, lse_smem, dout_smem, delta_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v2, v3, v4) = loop0_carry
@@ -77,13 +77,13 @@ def _attention_alibi_dkdv_block(
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
         lse = jnp.where(loop_ok_vec, lse, jnp.float32(jnp.inf))  # past the edge reads the fill
 
-        # examples/attention.py:375: st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
+        # examples/attention.py:386: st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
         def v5_product(v5_acc):
             plgpu.wgmma(v5_acc, k_smem, q_smem.T)
             return v5_acc[...]
 
         v5 = pl.run_scoped(v5_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:133: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:144: s = product * (self.scale * LOG2_E)
         v6 = lax.mul(v5, jnp.float32(0.18033688))
         # examples/attention_alibi.py:37: queries = sk.position("Sq").astype(jnp.float32)
         v8 = lax.convert_element_type(loop_position, jnp.float32)
@@ -98,15 +98,15 @@ def _attention_alibi_dkdv_block(
         v15 = lax.neg(v14)
         # examples/attention_alibi.py:47: return Scores(scale=scale, causal=causal, bias_in_block=lambda t: slope * _distance(t))
         v16 = lax.mul(slopes, v15)
-        # examples/attention.py:138: s = s + self.bias_in_block(transposed) * LOG2_E
+        # examples/attention.py:149: s = s + self.bias_in_block(transposed) * LOG2_E
         v17 = lax.mul(v16, jnp.float32(1.442695))
         v18 = lax.add(v6, v17)
-        # examples/attention.py:324: return lse * LOG2_E
+        # examples/attention.py:335: return lse * LOG2_E
         v19 = lax.mul(lse, jnp.float32(1.442695))
-        # examples/attention.py:378: pt = jnp.exp2(st - saved_lse2(sk.load(lse, fill=jnp.inf), scores)[None, :])
+        # examples/attention.py:389: pt = jnp.exp2(st - saved_lse2(sk.load(lse, fill=jnp.inf), scores)[None, :])
         v21 = lax.sub(v18, lax.broadcast_in_dim(v19, (64, 64), (1,)))
         v22 = lax.exp2(v21)
-        # examples/attention.py:379: dv = dv + sk.dot(pt.astype(q.dtype), dout)
+        # examples/attention.py:390: dv = dv + sk.dot(pt.astype(q.dtype), dout)
         v23 = lax.convert_element_type(v22, jnp.bfloat16)
         v25_a = jnp.where(loop_ok, v23, 0.0)  # past the edge: zeros
 
@@ -128,7 +128,7 @@ def _attention_alibi_dkdv_block(
         v25_product_value = pl.run_scoped(v25_staged, v25_a_buffer)
         v25 = lax.add(v3, v25_product_value)
 
-        # examples/attention.py:380: dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
+        # examples/attention.py:391: dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
         def v26_product(v26_acc):
             plgpu.wgmma(v26_acc, v_smem, dout_smem.T)
             return v26_acc[...]
@@ -136,7 +136,7 @@ def _attention_alibi_dkdv_block(
         v26 = pl.run_scoped(v26_product, plgpu.ACC((64, 64), jnp.float32))
         v28 = lax.sub(v26, lax.broadcast_in_dim(delta, (64, 64), (1,)))
         v29 = lax.mul(v22, v28)
-        # examples/attention.py:383: dk = dk + sk.dot(dst.astype(q.dtype), q)
+        # examples/attention.py:394: dk = dk + sk.dot(dst.astype(q.dtype), q)
         v30 = lax.convert_element_type(v29, jnp.bfloat16)
         v32_a = jnp.where(loop_ok, v30, 0.0)  # past the edge: zeros
 
@@ -168,7 +168,7 @@ def _attention_alibi_dkdv_block(
         )
         v40 = lax.abs(v39)
         v41 = lax.neg(v40)
-        # examples/attention.py:387: return dk, dv, factor_sums[0] + sk.sum(dst * bias_factor(), axis=1)
+        # examples/attention.py:398: return dk, dv, factor_sums[0] + sk.sum(dst * bias_factor(), axis=1)
         v42 = lax.mul(v29, v41)
         v43 = lax.reduce_sum(jnp.where(loop_ok, v42, 0.0), (1,))
         v44 = lax.add(v4, v43)
@@ -197,7 +197,7 @@ def _attention_alibi_dkdv_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(q_gmem, lse_gmem, dout_gmem, delta_gmem)
-    # examples/attention.py:393: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
+    # examples/attention.py:404: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
     v48 = lax.mul(v45, jnp.float32(0.125))
     v49 = lax.convert_element_type(v48, jnp.bfloat16)
     v50 = lax.convert_element_type(v46, jnp.bfloat16)

@@ -59,12 +59,12 @@ def _attention_alibi_dq_block(
     lse = plgpu.load(lse_smem, layout=plgpu.Layout.WGMMA.reduce(1), optimized=False)
     delta = plgpu.load(delta_smem, layout=plgpu.Layout.WGMMA.reduce(1), optimized=False)
     # The kernel body, one statement per traced op.
-    # examples/attention.py:324: return lse * LOG2_E
+    # examples/attention.py:335: return lse * LOG2_E
     v0 = lax.mul(lse, jnp.float32(1.442695))
-    # examples/attention.py:353: init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
+    # examples/attention.py:364: init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
     v1 = jnp.float32(0.0)
 
-    # examples/attention.py:354: dq = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:365: dq = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v2,) = loop0_carry
@@ -80,13 +80,13 @@ def _attention_alibi_dq_block(
         loop_ok_vec = loop_position < 300
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:342: s, capped = scores.logits2(sk.dot(q, k))
+        # examples/attention.py:353: s, capped = scores.logits2(sk.dot(q, k))
         def v3_product(v3_acc):
             plgpu.wgmma(v3_acc, q_smem, k_smem.T)
             return v3_acc[...]
 
         v3 = pl.run_scoped(v3_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:133: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:144: s = product * (self.scale * LOG2_E)
         v4 = lax.mul(v3, jnp.float32(0.18033688))
         # examples/attention_alibi.py:37: queries = sk.position("Sq").astype(jnp.float32)
         v6 = lax.convert_element_type(row_position, jnp.float32)
@@ -101,14 +101,14 @@ def _attention_alibi_dq_block(
         v13 = lax.neg(v12)
         # examples/attention_alibi.py:47: return Scores(scale=scale, causal=causal, bias_in_block=lambda t: slope * _distance(t))
         v14 = lax.mul(slopes, v13)
-        # examples/attention.py:138: s = s + self.bias_in_block(transposed) * LOG2_E
+        # examples/attention.py:149: s = s + self.bias_in_block(transposed) * LOG2_E
         v15 = lax.mul(v14, jnp.float32(1.442695))
         v16 = lax.add(v4, v15)
-        # examples/attention.py:344: p = jnp.exp2(s - lse2[:, None])
+        # examples/attention.py:355: p = jnp.exp2(s - lse2[:, None])
         v18 = lax.sub(v16, lax.broadcast_in_dim(v0, (64, 64), (0,)))
         v19 = lax.exp2(v18)
 
-        # examples/attention.py:345: ds = p * (sk.dot(dout, v) - row_delta[:, None])
+        # examples/attention.py:356: ds = p * (sk.dot(dout, v) - row_delta[:, None])
         def v20_product(v20_acc):
             plgpu.wgmma(v20_acc, dout_smem, v_smem.T)
             return v20_acc[...]
@@ -116,7 +116,7 @@ def _attention_alibi_dq_block(
         v20 = pl.run_scoped(v20_product, plgpu.ACC((64, 64), jnp.float32))
         v22 = lax.sub(v20, lax.broadcast_in_dim(delta, (64, 64), (0,)))
         v23 = lax.mul(v19, v22)
-        # examples/attention.py:348: return dq + sk.dot(ds.astype(q.dtype), k)
+        # examples/attention.py:359: return dq + sk.dot(ds.astype(q.dtype), k)
         v24 = lax.convert_element_type(v23, jnp.bfloat16)
         v26_a = jnp.where(loop_ok, v24, 0.0)  # past the edge: zeros
 
@@ -157,7 +157,7 @@ def _attention_alibi_dq_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0,),
     )(k_gmem, v_gmem)
-    # examples/attention.py:355: return (dq * scores.scale).astype(q.dtype)
+    # examples/attention.py:366: return (dq * scores.scale).astype(q.dtype)
     v28 = lax.mul(v27, jnp.float32(0.125))
     v29 = lax.convert_element_type(v28, jnp.bfloat16)
 

@@ -55,14 +55,14 @@ def _attention_packed_block(
         optimized=False,
     )
     # The kernel body, one statement per traced op.
-    # examples/attention.py:294: jnp.full((BQ,), -jnp.inf, jnp.float32),
+    # examples/attention.py:305: jnp.full((BQ,), -jnp.inf, jnp.float32),
     v0 = jnp.float32(-jnp.inf)
-    # examples/attention.py:295: jnp.zeros((BQ,), jnp.float32),
+    # examples/attention.py:306: jnp.zeros((BQ,), jnp.float32),
     v1 = jnp.float32(0.0)
-    # examples/attention.py:296: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+    # examples/attention.py:307: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     v2 = jnp.float32(0.0)
 
-    # examples/attention.py:310: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:321: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, kv_segment_ids_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v3, v4, v5) = loop0_carry
@@ -80,7 +80,7 @@ def _attention_packed_block(
         loop_ok_vec = loop_index + loop0_index * 64 < 101
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:274: s, factor = sk.dot(q, k), scores.scale * LOG2_E
+        # examples/attention.py:285: s, factor = sk.dot(q, k), scores.scale * LOG2_E
         def v6_product(v6_acc):
             plgpu.wgmma(v6_acc, q_smem, k_smem.T)
             return v6_acc[...]
@@ -91,22 +91,22 @@ def _attention_packed_block(
             lax.broadcast_in_dim(q_segment_ids, (64, 64), (0,)),
             lax.broadcast_in_dim(kv_segment_ids, (64, 64), (1,)),
         )
-        # examples/attention.py:172: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        # examples/attention.py:183: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         v10 = lax.convert_element_type(-jnp.inf, jnp.float32)
         v12 = lax.select_n(
             v9,
             plgpu.layout_cast(jnp.full((64, 64), v10, jnp.float32), plgpu.Layout.WGMMA),
             v6,
         )
-        # examples/attention.py:279: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
+        # examples/attention.py:290: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
         v13_in = jnp.where(loop_ok, v12, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
         v13_nans = lax.reduce_sum(jnp.where(v13_in != v13_in, v13_in, 0.0), (1,))
         v13 = jnp.where(v13_nans != v13_nans, v13_nans, lax.reduce_max(v13_in, (1,)))
         v14 = lax.mul(v13, jnp.float32(0.18033688))
-        # examples/attention.py:280: new_max = jnp.maximum(running_max, block_max)
+        # examples/attention.py:291: new_max = jnp.maximum(running_max, block_max)
         v15 = lax.max(v3, v14)
-        # examples/attention.py:282: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
+        # examples/attention.py:293: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
         v16 = lax.eq(v15, jnp.float32(-jnp.inf))
         v17 = lax.convert_element_type(0.0, jnp.float32)
         v19 = lax.select_n(
@@ -114,19 +114,19 @@ def _attention_packed_block(
             v15,
             plgpu.layout_cast(jnp.full((64,), v17, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         )
-        # examples/attention.py:285: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:296: rescale = jnp.exp2(running_max - new_max_or_0)
         v20 = lax.sub(v3, v19)
         v21 = lax.exp2(v20)
-        # examples/attention.py:286: exponent = s if factor is None else s * factor
+        # examples/attention.py:297: exponent = s if factor is None else s * factor
         v22 = lax.mul(v12, jnp.float32(0.18033688))
-        # examples/attention.py:287: p = jnp.exp2(exponent - new_max_or_0[:, None])
+        # examples/attention.py:298: p = jnp.exp2(exponent - new_max_or_0[:, None])
         v24 = lax.sub(v22, lax.broadcast_in_dim(v19, (64, 64), (0,)))
         v25 = lax.exp2(v24)
-        # examples/attention.py:288: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        # examples/attention.py:299: running_sum = running_sum * rescale + sk.sum(p, axis=1)
         v26 = lax.mul(v4, v21)
         v27 = lax.reduce_sum(jnp.where(loop_ok, v25, 0.0), (1,))
         v28 = lax.add(v26, v27)
-        # examples/attention.py:290: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        # examples/attention.py:301: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
         v30 = lax.mul(v5, lax.broadcast_in_dim(v21, (64, 64), (0,)))
         v31 = lax.convert_element_type(v25, jnp.bfloat16)
         v33_a = jnp.where(loop_ok, v31, 0.0)  # past the edge: zeros
@@ -172,7 +172,7 @@ def _attention_packed_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, kv_segment_ids_gmem, v_gmem)
-    # examples/attention.py:312: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
+    # examples/attention.py:323: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
     v37 = lax.gt(v35, jnp.float32(0.0))
     v38 = lax.convert_element_type(1.0, jnp.float32)
     v40 = lax.select_n(
@@ -180,18 +180,21 @@ def _attention_packed_block(
         plgpu.layout_cast(jnp.full((64,), v38, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         v35,
     )
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v42 = lax.div(v36, lax.broadcast_in_dim(v40, (64, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-    v43 = lax.convert_element_type(v42, jnp.bfloat16)
-    v44 = lax.mul(v34, jnp.float32(0.6931472))
-    v45 = lax.log(v35)
-    v46 = lax.add(v44, v45)
+    # examples/attention.py:325: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v41 = lax.abs(v34)
+    v42 = lax.eq(v41, jnp.float32(jnp.inf))
+    v43 = lax.mul(v34, jnp.float32(0.6931472))
+    v44 = lax.log(v35)
+    v45 = lax.add(v43, v44)
+    v46 = lax.select_n(v42, v45, v34)
+    # examples/attention.py:326: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+    v48 = lax.div(v36, lax.broadcast_in_dim(v40, (64, 64), (0,)))
+    v49 = lax.convert_element_type(v48, jnp.bfloat16)
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result0_smem, result1_smem):
-        result0_smem[...] = v43
+        result0_smem[...] = v49
         result1_smem[...] = v46
         plgpu.commit_smem()
 

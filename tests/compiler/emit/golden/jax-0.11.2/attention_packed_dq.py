@@ -73,7 +73,7 @@ def _attention_packed_dq_block(
         optimized=False,
     )
     # The kernel body, one statement per traced op.
-    # examples/attention.py:323: lse = jnp.where(lse == -jnp.inf, jnp.inf, lse)
+    # examples/attention.py:334: lse = jnp.where(lse == -jnp.inf, jnp.inf, lse)
     v0 = lax.eq(lse, jnp.float32(-jnp.inf))
     v1 = lax.convert_element_type(jnp.inf, jnp.float32)
     v3 = lax.select_n(
@@ -81,12 +81,12 @@ def _attention_packed_dq_block(
         lse,
         plgpu.layout_cast(jnp.full((64,), v1, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
     )
-    # examples/attention.py:324: return lse * LOG2_E
+    # examples/attention.py:335: return lse * LOG2_E
     v4 = lax.mul(v3, jnp.float32(1.442695))
-    # examples/attention.py:353: init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
+    # examples/attention.py:364: init = jnp.zeros((BQ, sk.dim("D")), jnp.float32)
     v5 = jnp.float32(0.0)
 
-    # examples/attention.py:354: dq = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:365: dq = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, kv_segment_ids_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v6,) = loop0_carry
@@ -104,31 +104,31 @@ def _attention_packed_dq_block(
         loop_ok_vec = loop_index + loop0_index * 64 < 101
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:342: s, capped = scores.logits2(sk.dot(q, k))
+        # examples/attention.py:353: s, capped = scores.logits2(sk.dot(q, k))
         def v7_product(v7_acc):
             plgpu.wgmma(v7_acc, q_smem, k_smem.T)
             return v7_acc[...]
 
         v7 = pl.run_scoped(v7_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:133: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:144: s = product * (self.scale * LOG2_E)
         v8 = lax.mul(v7, jnp.float32(0.18033688))
         # examples/attention_variants.py:300: seen = lambda _: query_ids[:, None] == sk.load(kv_segment_ids)[None, :]  # noqa: E731
         v11 = lax.eq(
             lax.broadcast_in_dim(q_segment_ids, (64, 64), (0,)),
             lax.broadcast_in_dim(kv_segment_ids, (64, 64), (1,)),
         )
-        # examples/attention.py:172: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        # examples/attention.py:183: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         v12 = lax.convert_element_type(-jnp.inf, jnp.float32)
         v14 = lax.select_n(
             v11,
             plgpu.layout_cast(jnp.full((64, 64), v12, jnp.float32), plgpu.Layout.WGMMA),
             v8,
         )
-        # examples/attention.py:344: p = jnp.exp2(s - lse2[:, None])
+        # examples/attention.py:355: p = jnp.exp2(s - lse2[:, None])
         v16 = lax.sub(v14, lax.broadcast_in_dim(v4, (64, 64), (0,)))
         v17 = lax.exp2(v16)
 
-        # examples/attention.py:345: ds = p * (sk.dot(dout, v) - row_delta[:, None])
+        # examples/attention.py:356: ds = p * (sk.dot(dout, v) - row_delta[:, None])
         def v18_product(v18_acc):
             plgpu.wgmma(v18_acc, dout_smem, v_smem.T)
             return v18_acc[...]
@@ -136,7 +136,7 @@ def _attention_packed_dq_block(
         v18 = pl.run_scoped(v18_product, plgpu.ACC((64, 64), jnp.float32))
         v20 = lax.sub(v18, lax.broadcast_in_dim(delta, (64, 64), (0,)))
         v21 = lax.mul(v17, v20)
-        # examples/attention.py:348: return dq + sk.dot(ds.astype(q.dtype), k)
+        # examples/attention.py:359: return dq + sk.dot(ds.astype(q.dtype), k)
         v22 = lax.convert_element_type(v21, jnp.bfloat16)
         v24_a = jnp.where(loop_ok, v22, 0.0)  # past the edge: zeros
 
@@ -179,7 +179,7 @@ def _attention_packed_dq_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0,),
     )(k_gmem, kv_segment_ids_gmem, v_gmem)
-    # examples/attention.py:355: return (dq * scores.scale).astype(q.dtype)
+    # examples/attention.py:366: return (dq * scores.scale).astype(q.dtype)
     v26 = lax.mul(v25, jnp.float32(0.125))
     v27 = lax.convert_element_type(v26, jnp.bfloat16)
 

@@ -270,16 +270,13 @@ def _paged_attention_heads_block(
         v40,
     )
     v45 = lax.convert_element_type(v44, jnp.bfloat16)
-    # examples/paged_attention.py:141: lse = jnp.where(found, row_max * LN_2 + jnp.log(row_sum), -jnp.inf)
-    v46 = lax.mul(v34, jnp.float32(0.6931472))
-    v47 = lax.log(v35)
-    v48 = lax.add(v46, v47)
-    v49 = lax.convert_element_type(-jnp.inf, jnp.float32)
-    v51 = lax.select_n(
-        v37,
-        plgpu.layout_cast(jnp.full((64,), v49, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
-        v48,
-    )
+    # examples/paged_attention.py:141: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v46 = lax.abs(v34)
+    v47 = lax.eq(v46, jnp.float32(jnp.inf))
+    v48 = lax.mul(v34, jnp.float32(0.6931472))
+    v49 = lax.log(v35)
+    v50 = lax.add(v48, v49)
+    v51 = lax.select_n(v47, v50, v34)
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.

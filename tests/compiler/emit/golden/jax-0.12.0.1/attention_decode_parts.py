@@ -68,14 +68,14 @@ def _attention_decode_parts_block(
     v14 = lax.reduce_max(jnp.where(row_ok_vec, v13, -2147483648), (0,))
     v15 = lax.add(v14, jnp.int32(1))
     v16 = lax.sub(v15, part_starts)
-    # examples/attention.py:294: jnp.full((BQ,), -jnp.inf, jnp.float32),
+    # examples/attention.py:305: jnp.full((BQ,), -jnp.inf, jnp.float32),
     v17 = jnp.float32(-jnp.inf)
-    # examples/attention.py:295: jnp.zeros((BQ,), jnp.float32),
+    # examples/attention.py:306: jnp.zeros((BQ,), jnp.float32),
     v18 = jnp.float32(0.0)
-    # examples/attention.py:296: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+    # examples/attention.py:307: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
     v19 = jnp.float32(0.0)
 
-    # examples/attention.py:310: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+    # examples/attention.py:321: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
     def loop0_step(loop0_indices, k_smem, v_smem, loop0_carry):
         (loop0_index,) = loop0_indices
         (v20, v21, v22) = loop0_carry
@@ -89,7 +89,7 @@ def _attention_decode_parts_block(
         loop_ok_vec = loop_position < 100
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:274: s, factor = sk.dot(q, k), scores.scale * LOG2_E
+        # examples/attention.py:285: s, factor = sk.dot(q, k), scores.scale * LOG2_E
         def v23_product(v23_acc):
             plgpu.wgmma(v23_acc, q_smem, k_smem.T)
             return v23_acc[...]
@@ -101,22 +101,22 @@ def _attention_decode_parts_block(
             lax.broadcast_in_dim(v13, (64, 64), (0,)),
             lax.broadcast_in_dim(v27, (64, 64), (1,)),
         )
-        # examples/attention.py:172: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        # examples/attention.py:183: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         v29 = lax.convert_element_type(-jnp.inf, jnp.float32)
         v31 = lax.select_n(
             v28,
             plgpu.layout_cast(jnp.full((64, 64), v29, jnp.float32), plgpu.Layout.WGMMA),
             v23,
         )
-        # examples/attention.py:279: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
+        # examples/attention.py:290: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
         v32_in = jnp.where(loop_ok, v31, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
         v32_nans = lax.reduce_sum(jnp.where(v32_in != v32_in, v32_in, 0.0), (1,))
         v32 = jnp.where(v32_nans != v32_nans, v32_nans, lax.reduce_max(v32_in, (1,)))
         v33 = lax.mul(v32, jnp.float32(0.18033688))
-        # examples/attention.py:280: new_max = jnp.maximum(running_max, block_max)
+        # examples/attention.py:291: new_max = jnp.maximum(running_max, block_max)
         v34 = lax.max(v20, v33)
-        # examples/attention.py:282: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
+        # examples/attention.py:293: new_max_or_0 = jnp.where(new_max == -jnp.inf, 0.0, new_max)
         v35 = lax.eq(v34, jnp.float32(-jnp.inf))
         v36 = lax.convert_element_type(0.0, jnp.float32)
         v38 = lax.select_n(
@@ -124,19 +124,19 @@ def _attention_decode_parts_block(
             v34,
             plgpu.layout_cast(jnp.full((64,), v36, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         )
-        # examples/attention.py:285: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:296: rescale = jnp.exp2(running_max - new_max_or_0)
         v39 = lax.sub(v20, v38)
         v40 = lax.exp2(v39)
-        # examples/attention.py:286: exponent = s if factor is None else s * factor
+        # examples/attention.py:297: exponent = s if factor is None else s * factor
         v41 = lax.mul(v31, jnp.float32(0.18033688))
-        # examples/attention.py:287: p = jnp.exp2(exponent - new_max_or_0[:, None])
+        # examples/attention.py:298: p = jnp.exp2(exponent - new_max_or_0[:, None])
         v43 = lax.sub(v41, lax.broadcast_in_dim(v38, (64, 64), (0,)))
         v44 = lax.exp2(v43)
-        # examples/attention.py:288: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        # examples/attention.py:299: running_sum = running_sum * rescale + sk.sum(p, axis=1)
         v45 = lax.mul(v21, v40)
         v46 = lax.reduce_sum(jnp.where(loop_ok, v44, 0.0), (1,))
         v47 = lax.add(v45, v46)
-        # examples/attention.py:290: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        # examples/attention.py:301: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
         v49 = lax.mul(v22, lax.broadcast_in_dim(v40, (64, 64), (0,)))
         v50 = lax.convert_element_type(v44, jnp.bfloat16)
         v52_a = jnp.where(loop_ok, v50, 0.0)  # past the edge: zeros
@@ -184,7 +184,7 @@ def _attention_decode_parts_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1, loop0_init2),
     )(k_gmem, v_gmem)
-    # examples/attention.py:312: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
+    # examples/attention.py:323: denominator = jnp.where(row_sum > 0, row_sum, 1.0) if scores.may_see_no_key else row_sum
     v56 = lax.gt(v54, jnp.float32(0.0))
     v57 = lax.convert_element_type(1.0, jnp.float32)
     v59 = lax.select_n(
@@ -192,18 +192,21 @@ def _attention_decode_parts_block(
         plgpu.layout_cast(jnp.full((64,), v57, jnp.float32), plgpu.Layout.WGMMA.reduce(1)),
         v54,
     )
-    # examples/attention.py:314: out = acc / denominator[:, None]
-    v61 = lax.div(v55, lax.broadcast_in_dim(v59, (64, 64), (0,)))
-    # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
+    # examples/attention.py:325: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+    v60 = lax.abs(v53)
+    v61 = lax.eq(v60, jnp.float32(jnp.inf))
     v62 = lax.mul(v53, jnp.float32(0.6931472))
     v63 = lax.log(v54)
     v64 = lax.add(v62, v63)
+    v65 = lax.select_n(v61, v64, v53)
+    # examples/attention.py:326: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+    v67 = lax.div(v55, lax.broadcast_in_dim(v59, (64, 64), (0,)))
 
     # Store: registers to shared memory scoped after the loops (it reuses the pipelines'),
     # then TMA to global memory, clipped at the edge.
     def store_results(result0_smem, result1_smem):
-        plgpu.store(result0_smem, v61, optimized=False)
-        plgpu.store(result1_smem, v64, optimized=False)
+        plgpu.store(result0_smem, v67, optimized=False)
+        plgpu.store(result1_smem, v65, optimized=False)
         plgpu.commit_smem()
         # The last block's 4 rows alone: a whole block would run into the next entry.
         plgpu.copy_smem_to_gmem(result0_smem.at[pl.ds(0, 4)], result0_gmem.at[pl.ds(0, 4), :])

@@ -60,33 +60,33 @@ def _attention_gqa_block(
         loop_ok_vec = loop_index + loop0_index * 64 < 300
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
 
-        # examples/attention.py:274: s, factor = sk.dot(q, k), scores.scale * LOG2_E
+        # examples/attention.py:285: s, factor = sk.dot(q, k), scores.scale * LOG2_E
         def v6_product(v6_acc):
             plgpu.wgmma(v6_acc, q_smem, k_smem.T)
             return v6_acc[...]
 
         v6 = pl.run_scoped(v6_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:279: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
+        # examples/attention.py:290: block_max = sk.max(s, axis=1) if factor is None else sk.max(s, axis=1) * factor
         v7_in = jnp.where(loop_ok, v6, -jnp.inf)
         # NaN where a NaN is reduced: the interpreter's max and min skip it.
         v7_nans = lax.reduce_sum(jnp.where(v7_in != v7_in, v7_in, 0.0), (1,))
         v7 = jnp.where(v7_nans != v7_nans, v7_nans, lax.reduce_max(v7_in, (1,)))
         v8 = lax.mul(v7, jnp.float32(0.18033688))
-        # examples/attention.py:280: new_max = jnp.maximum(running_max, block_max)
+        # examples/attention.py:291: new_max = jnp.maximum(running_max, block_max)
         v9 = lax.max(v3, v8)
-        # examples/attention.py:285: rescale = jnp.exp2(running_max - new_max_or_0)
+        # examples/attention.py:296: rescale = jnp.exp2(running_max - new_max_or_0)
         v10 = lax.sub(v3, v9)
         v11 = lax.exp2(v10)
-        # examples/attention.py:286: exponent = s if factor is None else s * factor
+        # examples/attention.py:297: exponent = s if factor is None else s * factor
         v12 = lax.mul(v6, jnp.float32(0.18033688))
-        # examples/attention.py:287: p = jnp.exp2(exponent - new_max_or_0[:, None])
+        # examples/attention.py:298: p = jnp.exp2(exponent - new_max_or_0[:, None])
         v14 = lax.sub(v12, lax.broadcast_in_dim(v9, (64, 64), (0,)))
         v15 = lax.exp2(v14)
-        # examples/attention.py:288: running_sum = running_sum * rescale + sk.sum(p, axis=1)
+        # examples/attention.py:299: running_sum = running_sum * rescale + sk.sum(p, axis=1)
         v16 = lax.mul(v4, v11)
         v17 = lax.reduce_sum(jnp.where(loop_ok, v15, 0.0), (1,))
         v18 = lax.add(v16, v17)
-        # examples/attention.py:290: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
+        # examples/attention.py:301: acc = acc * rescale[:, None] + sk.dot(p.astype(q.dtype), v)
         v20 = lax.mul(v5, lax.broadcast_in_dim(v11, (64, 64), (0,)))
         v21 = lax.convert_element_type(v15, jnp.bfloat16)
         v23_a = jnp.where(loop_ok, v21, 0.0)  # past the edge: zeros
@@ -121,13 +121,13 @@ def _attention_gqa_block(
         plgpu.copy_gmem_to_smem(q_gmem.at[pl.ds(block_Sq * 64, 64), :], q_smem, q_barrier)
         plgpu.barrier_wait(q_barrier)
         # The kernel body, one statement per traced op.
-        # examples/attention.py:294: jnp.full((BQ,), -jnp.inf, jnp.float32),
+        # examples/attention.py:305: jnp.full((BQ,), -jnp.inf, jnp.float32),
         v0 = jnp.float32(-jnp.inf)
-        # examples/attention.py:295: jnp.zeros((BQ,), jnp.float32),
+        # examples/attention.py:306: jnp.zeros((BQ,), jnp.float32),
         v1 = jnp.float32(0.0)
-        # examples/attention.py:296: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
+        # examples/attention.py:307: jnp.zeros((BQ, sk.dim("D")), jnp.float32),
         v2 = jnp.float32(0.0)
-        # examples/attention.py:310: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
+        # examples/attention.py:321: row_max, row_sum, acc = sk.loop(scores.keys, step, init=init, start=start, stop=stop)
         loop0_init0 = plgpu.layout_cast(
             jnp.full((64,), v0, jnp.float32),
             plgpu.Layout.WGMMA.reduce(1),
@@ -138,15 +138,18 @@ def _attention_gqa_block(
         )
         loop0_init2 = plgpu.layout_cast(jnp.full((64, 64), v2, jnp.float32), plgpu.Layout.WGMMA)
         (v24, v25, v26) = loop0((loop0_init0, loop0_init1, loop0_init2))
-        # examples/attention.py:314: out = acc / denominator[:, None]
-        v28 = lax.div(v26, lax.broadcast_in_dim(v25, (64, 64), (0,)))
-        # examples/attention.py:315: return out.astype(q.dtype if dtype is None else dtype), row_max * LN_2 + jnp.log(row_sum)
-        v29 = lax.convert_element_type(v28, jnp.bfloat16)
-        v30 = lax.mul(v24, jnp.float32(0.6931472))
-        v31 = lax.log(v25)
-        v32 = lax.add(v30, v31)
+        # examples/attention.py:325: lse = jnp.where(jnp.abs(row_max) == jnp.inf, row_max, row_max * LN_2 + jnp.log(row_sum))
+        v27 = lax.abs(v24)
+        v28 = lax.eq(v27, jnp.float32(jnp.inf))
+        v29 = lax.mul(v24, jnp.float32(0.6931472))
+        v30 = lax.log(v25)
+        v31 = lax.add(v29, v30)
+        v32 = lax.select_n(v28, v31, v24)
+        # examples/attention.py:326: return (acc / denominator[:, None]).astype(q.dtype if dtype is None else dtype), lse
+        v34 = lax.div(v26, lax.broadcast_in_dim(v25, (64, 64), (0,)))
+        v35 = lax.convert_element_type(v34, jnp.bfloat16)
         # Store: registers to shared memory, then TMA to global memory, clipped at the edge.
-        plgpu.store(result0_smem, v29, optimized=False)
+        plgpu.store(result0_smem, v35, optimized=False)
         plgpu.store(result1_smem, v32, optimized=False)
         plgpu.commit_smem()
 

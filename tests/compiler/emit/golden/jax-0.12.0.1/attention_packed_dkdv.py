@@ -65,10 +65,10 @@ def _attention_packed_dkdv_block(
         optimized=False,
     )
     # The kernel body, one statement per traced op.
-    # examples/attention.py:389: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
+    # examples/attention.py:400: zeros = jnp.zeros((BKV, sk.dim("D")), jnp.float32)
     v0 = jnp.float32(0.0)
 
-    # examples/attention.py:392: dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
+    # examples/attention.py:403: dk, dv, *rest = sk.loop(scores.queries, step, init=init, start=bounds[0], stop=bounds[1])
     def loop0_step(
         loop0_indices,
         q_smem,
@@ -97,27 +97,27 @@ def _attention_packed_dkdv_block(
         loop_ok = lax.broadcast_in_dim(loop_ok_vec, (64, 64), (1,))
         lse = jnp.where(loop_ok_vec, lse, jnp.float32(jnp.inf))  # past the edge reads the fill
 
-        # examples/attention.py:375: st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
+        # examples/attention.py:386: st, capped = scores.logits2(sk.dot(k, q), transposed=True)  # (keys, queries)
         def v3_product(v3_acc):
             plgpu.wgmma(v3_acc, k_smem, q_smem.T)
             return v3_acc[...]
 
         v3 = pl.run_scoped(v3_product, plgpu.ACC((64, 64), jnp.float32))
-        # examples/attention.py:133: s = product * (self.scale * LOG2_E)
+        # examples/attention.py:144: s = product * (self.scale * LOG2_E)
         v4 = lax.mul(v3, jnp.float32(0.18033688))
         # examples/attention_variants.py:331: seen = lambda _: key_ids[:, None] == sk.load(q_segment_ids)[None, :]  # noqa: E731
         v7 = lax.eq(
             lax.broadcast_in_dim(kv_segment_ids, (64, 64), (0,)),
             lax.broadcast_in_dim(q_segment_ids, (64, 64), (1,)),
         )
-        # examples/attention.py:172: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
+        # examples/attention.py:183: s = jnp.where(self.seen_in_block(transposed), s, -jnp.inf)
         v8 = lax.convert_element_type(-jnp.inf, jnp.float32)
         v10 = lax.select_n(
             v7,
             plgpu.layout_cast(jnp.full((64, 64), v8, jnp.float32), plgpu.Layout.WGMMA),
             v4,
         )
-        # examples/attention.py:323: lse = jnp.where(lse == -jnp.inf, jnp.inf, lse)
+        # examples/attention.py:334: lse = jnp.where(lse == -jnp.inf, jnp.inf, lse)
         v11 = lax.eq(lse, jnp.float32(-jnp.inf))
         v12 = lax.convert_element_type(jnp.inf, jnp.float32)
         v14 = lax.select_n(
@@ -125,12 +125,12 @@ def _attention_packed_dkdv_block(
             lse,
             plgpu.layout_cast(jnp.full((64,), v12, jnp.float32), plgpu.Layout.WGMMA.reduce(0)),
         )
-        # examples/attention.py:324: return lse * LOG2_E
+        # examples/attention.py:335: return lse * LOG2_E
         v15 = lax.mul(v14, jnp.float32(1.442695))
-        # examples/attention.py:378: pt = jnp.exp2(st - saved_lse2(sk.load(lse, fill=jnp.inf), scores)[None, :])
+        # examples/attention.py:389: pt = jnp.exp2(st - saved_lse2(sk.load(lse, fill=jnp.inf), scores)[None, :])
         v17 = lax.sub(v10, lax.broadcast_in_dim(v15, (64, 64), (1,)))
         v18 = lax.exp2(v17)
-        # examples/attention.py:379: dv = dv + sk.dot(pt.astype(q.dtype), dout)
+        # examples/attention.py:390: dv = dv + sk.dot(pt.astype(q.dtype), dout)
         v19 = lax.convert_element_type(v18, jnp.bfloat16)
         v21_a = jnp.where(loop_ok, v19, 0.0)  # past the edge: zeros
 
@@ -152,7 +152,7 @@ def _attention_packed_dkdv_block(
         v21_product_value = pl.run_scoped(v21_staged, v21_a_buffer)
         v21 = lax.add(v2, v21_product_value)
 
-        # examples/attention.py:380: dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
+        # examples/attention.py:391: dst = pt * (sk.dot(v, dout) - sk.load(delta)[None, :])
         def v22_product(v22_acc):
             plgpu.wgmma(v22_acc, v_smem, dout_smem.T)
             return v22_acc[...]
@@ -160,7 +160,7 @@ def _attention_packed_dkdv_block(
         v22 = pl.run_scoped(v22_product, plgpu.ACC((64, 64), jnp.float32))
         v24 = lax.sub(v22, lax.broadcast_in_dim(delta, (64, 64), (1,)))
         v25 = lax.mul(v18, v24)
-        # examples/attention.py:383: dk = dk + sk.dot(dst.astype(q.dtype), q)
+        # examples/attention.py:394: dk = dk + sk.dot(dst.astype(q.dtype), q)
         v26 = lax.convert_element_type(v25, jnp.bfloat16)
         v28_a = jnp.where(loop_ok, v26, 0.0)  # past the edge: zeros
 
@@ -212,7 +212,7 @@ def _attention_packed_dkdv_block(
         max_concurrent_steps=2,
         init_carry=(loop0_init0, loop0_init1),
     )(q_gmem, q_segment_ids_gmem, lse_gmem, dout_gmem, delta_gmem)
-    # examples/attention.py:393: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
+    # examples/attention.py:404: return (dk * scores.scale).astype(k.dtype), dv.astype(v.dtype), *rest
     v31 = lax.mul(v29, jnp.float32(0.125))
     v32 = lax.convert_element_type(v31, jnp.bfloat16)
     v33 = lax.convert_element_type(v30, jnp.bfloat16)
