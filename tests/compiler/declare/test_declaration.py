@@ -1562,6 +1562,7 @@ _CALL_ERRORS = [
     sk.ToolchainError,
     sk.TuneError,
     sk.NoCandidateError,
+    sk.BenchError,
 ]
 # One class per hardware rule, raised by the declaration and by a call alike.
 _RULE_ERRORS = [

@@ -144,10 +144,12 @@ def test_mosaic_gpu_source_is_not_interpreted() -> None:
 @pytest.mark.parametrize("name", ["softmax", "layernorm"])
 def test_the_running_code_is_the_emitted_source(name: str) -> None:
     """statickernel compiles the emitted text itself, under a `<statickernel:NAME:N>` file name
-    that tracebacks show; the bit-identical tests below check the same from outside."""
+    that tracebacks show, when the specialization's function is first asked for; the
+    bit-identical tests below check the same from outside."""
     kernel = KERNELS[name]
     entry = kernel.specialize(*structs(name), backend="interpret")
     assert entry.source == kernel.emit(*structs(name), backend="interpret")
+    assert callable(entry.fn)
     compiled = [
         "".join(linecache.getlines(filename))
         for filename in list(linecache.cache)

@@ -78,32 +78,14 @@ def _pieces_fix(
     )
 
 
-def join_fix(joined: str, parts: Sequence[tuple[str, int]], widths: Sequence[int]) -> str:
-    """The fix for the parts of the joined dim `joined` (`parts`: each part and its size, in
-    order) joined as `widths` with a part but the last off the tiles."""
-    alternative = (
-        "return the parts as results of their own and join them with jnp.concatenate "
-        "outside the kernel"
-    )
-    if [size for _, size in parts] != list(widths):
-        return (
-            f"pad every part of {joined} but the last to a multiple of {TILE_COLS} columns, "
-            "with zeros at its end, in every operand along it, and take those columns back out "
-            f"of the results along {joined}; or {alternative}"
-        )
-    padded: list[str] = []
-    kept: list[Piece] = []
-    start = 0
-    for i, (part, size) in enumerate(parts):
-        room = size if i == len(parts) - 1 else hw.round_up(size, TILE_COLS)
-        if room != size:
-            padded.append(f"x = {_pad(size, room)} for every operand x along {part}")
-        kept.append((start, start + size))
-        start += room
+def join_fix(joined: str) -> str:
+    """The fix for a join of pieces of the joined dim `joined` other than all its parts at
+    once: parts of any widths join there, each held apart in register tiles of its own
+    (layout.joined), so no padding is needed."""
     return (
-        f"pad every part of {joined} but the last to a multiple of {TILE_COLS} columns, with "
-        f"zeros at its end, outside the kernel: {', '.join(padded)}, and out = {_take(kept)} "
-        f"for every result out along {joined}; or {alternative}"
+        f"join all the parts of {joined} at once, in order, into the result's columns (parts "
+        "of any widths join there), or return the parts as results of their own and join them "
+        "with jnp.concatenate outside the kernel"
     )
 
 

@@ -256,10 +256,8 @@ def _padding_fix(
         whole = width if width == tr.g.col_size else None
         return slice_fix(dim, whole, bounds, join=bool(joined_widths))
     parts = tr.g.part_sizes
-    if joined_widths and list(joined_widths) == [size for _, size in parts]:
-        return join_fix(dim, parts, joined_widths)
-    if joined_widths and width == tr.g.col_size:  # parts joined in another way
-        return join_fix(dim, parts, joined_widths)
+    if joined_widths:  # a join of some of the parts, or of other pieces
+        return join_fix(dim)
     return part_slice_fix(dim, parts, width, [b for b in bounds if b != width])
 
 
