@@ -5,7 +5,9 @@ interpreter, lowered for CUDA, or slow for another reason).
 A test runs a kernel when one of Pallas' launch primitives is bound: a kernel called in the
 interpreter, lowered, exported or run standalone from its generated module all bind it, and
 planning or emitting never does. This plugin counts the binds of each test (its call, its
-setup, and the fixtures it uses, which may have run for an earlier test), and its time.
+setup, and the fixtures it uses, which may have run for an earlier test), and the launches
+statickernel's interpreter runs, and its time. A recording clears jax's caches before each
+test, so that a kernel an earlier test compiled is traced, and counted, again.
 
 `tests/tiers.json` records, per test file, the tests seen to run no kernel in under
 `UNIT_SECONDS`: those are `unit`; every other test, a new one included, is `interp` until a
@@ -29,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import jax
 import pytest
 
 RECORD = pathlib.Path(__file__).resolve().parent / "tiers.json"
@@ -66,6 +69,22 @@ class _Binds:
                 continue
             self._count_binds(primitive)
             self.installed = True
+        self._count_interpreted_launches()
+
+    def _count_interpreted_launches(self) -> None:
+        """A kernel compiled by an earlier test binds nothing when it runs again (jit's caches
+        hold it), but each interpreted launch still goes through statickernel's interpreter
+        thread."""
+        from statickernel.runtime import interpreter
+
+        run: Callable[..., Any] = interpreter._INTERPRETER.run
+
+        def counted(*args: Any) -> Any:
+            with self._lock:
+                self.count += 1
+            return run(*args)
+
+        interpreter._INTERPRETER.run = counted  # type: ignore[method-assign]
 
     def _count_binds(self, primitive: Any) -> None:
         bind_with_trace: Callable[..., Any] = primitive.bind_with_trace
@@ -154,6 +173,10 @@ _STARTS: dict[str, tuple[int, float]] = {}
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if RECORDING:
+        # What the test does on its own, as in a run of its tier alone: a kernel an earlier
+        # test compiled would run from jit's caches without binding a launch primitive.
+        jax.clear_caches()
     _STARTS[item.nodeid] = (_BINDS.count, time.perf_counter())
     yield
     before, start = _STARTS.pop(item.nodeid)
