@@ -137,10 +137,10 @@ VERSIONED_TESTS := tests/compiler/emit/test_emit.py tests/compiler/emit/test_row
 	tests/runtime tests/testing/test_testing.py
 
 # The tiers (tests/tiers.py marks every test from tests/tiers.json): `unit` runs no kernel;
-# `representative` is the interpreter tests that run one kernel of each form and schedule and
-# one test of every file with no unit test (tests/tiers.py lists them).
+# `quick` is the interp tests recorded as fast; `representative` runs one kernel of each form
+# and schedule in the interpreter (tests/gallery/test_representatives.py).
 UNIT_TIER := -m unit
-TEST_TIERS := -m "unit or representative"
+TEST_TIERS := -m "unit or quick or representative"
 # pyright checks the Python files changed since the branch left main (or since the last commit
 # on main itself), and the untracked ones; CHECK_ALL=1 checks them all.
 CHANGED_PY = $(shell { git diff --name-only --diff-filter=d $$(git merge-base HEAD main 2>/dev/null || echo HEAD) -- $(LINT_PATHS); \

@@ -1,6 +1,7 @@
 """Test tiers, marked automatically: `unit` (no kernel runs: declarations, binding, layout,
 plans, generated source, errors) and `interp` (everything else: kernels run in the
-interpreter, lowered for CUDA, or slow for another reason).
+interpreter, lowered for CUDA, or slow for another reason), and among the interp tests the
+`quick` ones (under `QUICK_SECONDS`), which `make test` runs beside the unit tier.
 
 A test runs a kernel when one of Pallas' launch primitives is bound: a kernel called in the
 interpreter, lowered, exported or run standalone from its generated module all bind it, and
@@ -10,8 +11,8 @@ statickernel's interpreter runs, and its time. A recording clears jax's caches b
 test, so that a kernel an earlier test compiled is traced, and counted, again.
 
 `tests/tiers.json` records, per test file, the tests seen to run no kernel in under
-`UNIT_SECONDS`: those are `unit`; every other test, a new one included, is `interp` until a
-recording run says otherwise. `make tiers` is that run: the whole suite with
+`UNIT_SECONDS` (`unit`) and the other tests seen to take under `QUICK_SECONDS` (`quick`); every
+other test, a new one included, is `interp` alone until a recording run says otherwise. `make tiers` is that run: the whole suite with
 `STATICKERNEL_RECORD_TIERS=1`, which rewrites the record from what each test did (tests that
 did not run keep their entry). In a run of the unit tier alone (`-m unit`), a test that runs
 a kernel fails, saying so: the record is stale, and `make tiers` renews it.
@@ -39,7 +40,10 @@ RECORDING = os.environ.get("STATICKERNEL_RECORD_TIERS") == "1"
 # A unit test takes at most this long, set-up included, on the machine that records: the unit
 # tier is the one a contributor runs before each commit.
 UNIT_SECONDS = 2.0
-TIERS = ("unit", "interp")
+# A quick interp test likewise: `make test` runs them, with the unit tier, in minutes.
+QUICK_SECONDS = 2.0
+# The tiers the record lists tests of, in the order a test is tried for them.
+RECORDED = ("unit", "quick")
 
 
 # The primitives a kernel launch binds, by jax release: `plgpu.kernel` binds `mpmd_map` on
@@ -112,8 +116,10 @@ class _Observed:
 _OBSERVED: dict[str, _Observed] = {}
 # Fixtures (by the node that defines them and their name) whose set-up ran a kernel or took
 # longer than a unit test may: every test that uses one is interp, since whichever of them
-# runs first pays for it.
+# runs first pays for it; and those that took longer than a quick test may, whose users are
+# not quick.
 _HEAVY_FIXTURES: set[str] = set()
+_SLOW_FIXTURES: set[str] = set()
 # The tests this process collected, by file: a recording drops recorded names no longer there.
 _COLLECTED: dict[str, set[str]] = {}
 # Where each xdist worker leaves what it observed for the controller to merge.
@@ -125,7 +131,8 @@ def _split(nodeid: str) -> tuple[str, str]:
     return path, name
 
 
-def _read_record() -> dict[str, list[str]]:
+def _read_record() -> dict[str, dict[str, list[str]]]:
+    """The record: for each test file, the names of its tests in each recorded tier."""
     if not RECORD.exists():
         return {}
     return json.loads(RECORD.read_text())
@@ -139,16 +146,23 @@ def configure(config: pytest.Config) -> None:
     for tier, what in (
         ("unit", "runs no kernel and is fast (recorded in tests/tiers.json)"),
         ("interp", "runs kernels in the interpreter, or is slow (not recorded as unit)"),
+        ("quick", "an interp test recorded as fast (tests/tiers.json); make test runs them"),
     ):
         config.addinivalue_line("markers", f"{tier}: {what}")
     _BINDS.install()
 
 
 def modify_items(items: list[pytest.Item]) -> None:
-    units = {path: set(names) for path, names in _read_record().items()}
+    record = _read_record()
     for item in items:
         path, name = _split(item.nodeid)
-        item.add_marker("unit" if name in units.get(path, ()) else "interp")
+        tiers = record.get(path, {})
+        if name in tiers.get("unit", ()):
+            item.add_marker("unit")
+            continue
+        item.add_marker("interp")
+        if name in tiers.get("quick", ()):
+            item.add_marker("quick")
         if RECORDING:
             _COLLECTED.setdefault(path, set()).add(name)
 
@@ -164,8 +178,11 @@ def _guards_unit_tier(config: pytest.Config) -> bool:
 def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[None]:
     before, start = _BINDS.count, time.perf_counter()
     yield
-    if _BINDS.count > before or time.perf_counter() - start >= UNIT_SECONDS:
+    seconds = time.perf_counter() - start
+    if _BINDS.count > before or seconds >= UNIT_SECONDS:
         _HEAVY_FIXTURES.add(_fixture_key(fixturedef))
+    if seconds >= QUICK_SECONDS:
+        _SLOW_FIXTURES.add(_fixture_key(fixturedef))
 
 
 _STARTS: dict[str, tuple[int, float]] = {}
@@ -221,12 +238,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         )
 
 
-def _is_unit(seen: _Observed) -> bool:
-    return (
+def _tier(seen: _Observed) -> str:
+    """The tier a test's observation puts it in: "unit", "quick" or "interp"."""
+    if (
         seen.binds == 0
         and seen.seconds < UNIT_SECONDS
         and not any(f in _HEAVY_FIXTURES for f in seen.fixtures)
-    )
+    ):
+        return "unit"
+    if seen.seconds < QUICK_SECONDS and not any(f in _SLOW_FIXTURES for f in seen.fixtures):
+        return "quick"
+    return "interp"
 
 
 def finish(session: pytest.Session) -> None:
@@ -234,7 +256,7 @@ def finish(session: pytest.Session) -> None:
     its own, and the controller (or a run without workers) merges the parts into the record."""
     if not RECORDING or not _BINDS.installed:
         return
-    observed = {nodeid: _is_unit(seen) for nodeid, seen in _OBSERVED.items()}
+    observed = {nodeid: _tier(seen) for nodeid, seen in _OBSERVED.items()}
     collected = {path: sorted(names) for path, names in _COLLECTED.items()}
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is not None:
@@ -253,22 +275,28 @@ def finish(session: pytest.Session) -> None:
     _merge_into_record(observed)
 
 
-def _merge_into_record(observed: dict[str, bool]) -> None:
-    record = {path: set(names) for path, names in _read_record().items()}
-    for path, names in _COLLECTED.items():  # names no longer collected leave the record
-        if path in record:
-            record[path] &= names
-    for nodeid, unit in observed.items():
+def _merge_into_record(observed: dict[str, str]) -> None:
+    """Writes each observed test's tier into the record, keeping the tiers of tests that did
+    not run, and dropping tests no longer collected from the files that were."""
+    record = {
+        path: {tier: set(tiers.get(tier, ())) for tier in RECORDED}
+        for path, tiers in _read_record().items()
+    }
+    for path, names in _COLLECTED.items():
+        for tier in record.get(path, {}).values():
+            tier &= names
+    for nodeid, observed_tier in observed.items():
         path, name = _split(nodeid)
-        names = record.setdefault(path, set())
-        if unit:
-            names.add(name)
-        else:
-            names.discard(name)
+        tiers = record.setdefault(path, {tier: set() for tier in RECORDED})
+        for tier, names in tiers.items():
+            if tier == observed_tier:
+                names.add(name)
+            else:
+                names.discard(name)
     root = RECORD.parent.parent
     kept = {
-        path: sorted(names)
-        for path, names in sorted(record.items())
-        if names and (root / path).exists()
+        path: {tier: sorted(names) for tier, names in tiers.items() if names}
+        for path, tiers in sorted(record.items())
+        if any(tiers.values()) and (root / path).exists()
     }
     RECORD.write_text(json.dumps(kept, indent=0) + "\n")

@@ -87,7 +87,7 @@ def test_check_lints_and_runs_the_unit_tier(tmp_path: pathlib.Path) -> None:
     (command,) = [c for c in planned.splitlines() if "-m pytest" in c]
     assert command.rstrip().endswith("-m unit")
     (command,) = [c for c in _plan("test", venv).splitlines() if "-m pytest" in c]
-    assert '-m "unit or representative"' in command
+    assert '-m "unit or quick or representative"' in command
 
 
 def test_the_python_311_venv_installs_the_test_tools_on_jax_0_10_2(tmp_path: pathlib.Path) -> None:

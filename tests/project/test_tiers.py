@@ -13,14 +13,17 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 def test_the_record_names_only_test_files_that_exist() -> None:
     record = json.loads(tiers.RECORD.read_text())
     assert record, "tests/tiers.json is empty: renew it with `make tiers`"
-    for path, names in record.items():
+    for path, recorded in record.items():
         assert (REPO / path).is_file(), path
-        assert names == sorted(set(names)), path
+        assert set(recorded) <= set(tiers.RECORDED), path
+        for names in recorded.values():
+            assert names == sorted(set(names)), path
+        assert not set(recorded.get("unit", ())) & set(recorded.get("quick", ())), path
 
 
 def test_the_representative_cases_are_interp_and_their_coverage_check_is_unit() -> None:
     record = json.loads(tiers.RECORD.read_text())
-    units = set(record.get("tests/gallery/test_representatives.py", ()))
+    units = set(record.get("tests/gallery/test_representatives.py", {}).get("unit", ()))
     assert "test_every_form_and_schedule_has_a_case" in units
     assert not [name for name in units if name.startswith("test_the_case_matches")]
 
@@ -30,12 +33,15 @@ def _observed(seconds: float = 0.1, binds: int = 0, fixtures: tuple[str, ...] = 
 
 
 def test_a_test_is_unit_when_it_runs_no_kernel_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tiers, "_HEAVY_FIXTURES", {"tests/x.py::gallery"})
-    assert tiers._is_unit(_observed())  # type: ignore[arg-type]
-    assert not tiers._is_unit(_observed(binds=1))  # type: ignore[arg-type]
-    assert not tiers._is_unit(_observed(seconds=tiers.UNIT_SECONDS))  # type: ignore[arg-type]
+    monkeypatch.setattr(tiers, "_HEAVY_FIXTURES", {"tests/x.py::gallery", "tests/x.py::sweep"})
+    monkeypatch.setattr(tiers, "_SLOW_FIXTURES", {"tests/x.py::sweep"})
+    assert tiers._tier(_observed()) == "unit"  # type: ignore[arg-type]
+    assert tiers._tier(_observed(binds=1)) == "quick"  # type: ignore[arg-type]
+    assert tiers._tier(_observed(seconds=tiers.QUICK_SECONDS)) == "interp"  # type: ignore[arg-type]
     # A fixture that ran a kernel (or took long) for an earlier test makes its users interp.
-    assert not tiers._is_unit(_observed(fixtures=("tests/x.py::gallery",)))  # type: ignore[arg-type]
+    gallery = _observed(fixtures=("tests/x.py::gallery",))
+    assert tiers._tier(gallery) == "quick"  # type: ignore[arg-type]
+    assert tiers._tier(_observed(fixtures=("tests/x.py::sweep",))) == "interp"  # type: ignore[arg-type]
 
 
 def test_a_recording_renews_what_ran_and_keeps_the_rest(
@@ -47,14 +53,21 @@ def test_a_recording_renews_what_ran_and_keeps_the_rest(
         (root / "tests" / name).write_text("")
     record = root / "tests" / "tiers.json"
     record.write_text(
-        json.dumps({"tests/test_a.py": ["test_gone", "test_kept"], "tests/test_b.py": ["test_b"]})
+        json.dumps(
+            {
+                "tests/test_a.py": {"unit": ["test_gone", "test_kept"]},
+                "tests/test_b.py": {"unit": ["test_b"], "quick": ["test_c"]},
+            }
+        )
     )
     monkeypatch.setattr(tiers, "RECORD", record)
     monkeypatch.setattr(tiers, "_COLLECTED", {"tests/test_a.py": {"test_kept", "test_new"}})
-    tiers._merge_into_record({"tests/test_a.py::test_new": True})
+    tiers._merge_into_record({"tests/test_a.py::test_new": "quick"})
     assert json.loads(record.read_text()) == {
-        "tests/test_a.py": ["test_kept", "test_new"],  # a test no longer collected leaves it
-        "tests/test_b.py": ["test_b"],  # a file that did not run keeps its entry
+        # a test no longer collected leaves the record
+        "tests/test_a.py": {"unit": ["test_kept"], "quick": ["test_new"]},
+        # a file that did not run keeps its entry
+        "tests/test_b.py": {"unit": ["test_b"], "quick": ["test_c"]},
     }
-    tiers._merge_into_record({"tests/test_a.py::test_kept": False})  # now runs a kernel
-    assert json.loads(record.read_text())["tests/test_a.py"] == ["test_new"]
+    tiers._merge_into_record({"tests/test_a.py::test_kept": "interp"})  # now slow
+    assert json.loads(record.read_text())["tests/test_a.py"] == {"quick": ["test_new"]}
