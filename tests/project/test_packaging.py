@@ -275,7 +275,11 @@ def check_installed() -> None:
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert urls == URLS, urls
     requires = importlib.metadata.requires("statickernel") or []
-    runtime = dict(_split(r) for r in requires if "extra ==" not in r)
+    runtime = {}
+    for requirement in requires:
+        if "extra ==" not in requirement:
+            name, specs = _split(requirement)
+            runtime[name, _marker(requirement).replace('"', "'")] = specs
     assert runtime == BOUNDS, runtime
     assert set(meta.get_all("Provides-Extra") or []) == EXTRAS
     files = {str(f) for f in importlib.metadata.files("statickernel") or []}
