@@ -122,9 +122,18 @@ def convert_constvars_jaxpr(jaxpr: Any) -> Any:
     step as a parameter and takes the step's constants as operands.
 
     From `jax.interpreters.partial_eval`, which has no counterpart in jax.extend; the way
-    constants are attached to a jaxpr changes between releases, and this follows it.
+    constants are attached to a jaxpr changes between releases, and this follows it. jax
+    0.11.2 and 0.12.0.1 export it there (it detaches the constants a jaxpr holds); jax 0.10.2
+    keeps it only in `jax._src.interpreters.partial_eval` (it moves the jaxpr's `constvars`
+    to the front of its `invars`): either way the constants become the leading inputs, in the
+    order of the closed jaxpr's `consts`. Checked on jax 0.10.2, 0.11.2 and 0.12.0.1.
     """
-    return partial_eval.convert_constvars_jaxpr(jaxpr)
+    convert = getattr(partial_eval, "convert_constvars_jaxpr", None)
+    if convert is None:
+        from jax._src.interpreters import partial_eval as private_partial_eval
+
+        convert = private_partial_eval.convert_constvars_jaxpr
+    return convert(jaxpr)
 
 
 def debug_print_arguments(params: dict[str, Any], operands: list[Any]) -> tuple[Any, Any]:
