@@ -33,6 +33,7 @@ __all__ = [
     "lowering_for_export",
     "mesh_manual_axes",
     "plain_dim_names",
+    "public_type_name",
     "register_batching_rule",
     "register_jvp_rule",
     "register_lowering",
@@ -97,6 +98,26 @@ def annotation_dtypes(hint: Any) -> tuple[Any, ...] | None:
     if not isinstance(dtypes, list | tuple):
         return None
     return tuple(dtypes)
+
+
+def public_type_name(hint: Any) -> str | None:
+    """The `__name__` of a class or a jaxtyping annotation as errors show it, with jax's array
+    type spelled by its public name: `Array`, `Float[Array, 'M N']`. None when it has none.
+
+    jaxlib 0.11.2 and 0.12.0.1 name `jax.Array` "Array". jaxlib 0.10.2 names it by its private
+    module, "jaxlib._jax.Array" (a nanobind class whose `__module__` is "jax"), and jaxtyping
+    builds an annotation's name from it ("Float[jaxlib._jax.Array, 'M N']"): the private
+    module path is dropped, so a message reads the same on every jax. Checked on jax 0.10.2,
+    0.11.2 and 0.12.0.1, with jaxtyping 0.3.11.
+    """
+    name = getattr(hint, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    return _JAXLIB_PRIVATE_PATH.sub("", name)
+
+
+# A private module path of jaxlib before a class name: "jaxlib._jax." in "jaxlib._jax.Array".
+_JAXLIB_PRIVATE_PATH = re.compile(r"\bjaxlib(\._\w+)+\.(?=\w)")
 
 
 # ------------------------------------------------------------------------- tracing and jaxprs
