@@ -28,14 +28,30 @@ URLS = {
     "Issues": f"{HOMEPAGE}/issues",
     "Changelog": f"{HOMEPAGE}/blob/main/CHANGELOG.md",
 }
-# The runtime requirements as they must appear in the metadata (name: specifier set).
-BOUNDS = {
-    "jax": "<0.13,>=0.11.2",
-    "jaxlib": "<0.13,>=0.11.2",
-    "jaxtyping": "<0.4,>=0.3.11",
-    "beartype": ">=0.22",
-    "typing-extensions": ">=4.12",
-    "numpy": ">=2.1",
+# The runtime requirements as they must appear in the metadata: for each environment marker
+# ("" for none), name: specifier set. jax 0.11 needs Python 3.12, so Python 3.11 gets jax
+# 0.10.2 (whose Pallas Mosaic GPU imports absl without declaring it).
+PY312 = "python_version >= '3.12'"
+PY311 = "python_version < '3.12'"
+REQUIREMENTS = {
+    "": {
+        "jaxtyping": "<0.4,>=0.3.11",
+        "beartype": ">=0.22",
+        "typing-extensions": ">=4.12",
+        "numpy": ">=2.1",
+    },
+    PY312: {"jax": "<0.13,>=0.11.2", "jaxlib": "<0.13,>=0.11.2"},
+    PY311: {"jax": "<0.11,>=0.10.2", "jaxlib": "<0.11,>=0.10.2", "absl-py": ">=2.0"},
+}
+# What each Python gets.
+BOUNDS = {**REQUIREMENTS[""], **REQUIREMENTS[PY312]}
+BOUNDS_PY311 = {**REQUIREMENTS[""], **REQUIREMENTS[PY311]}
+# Each constraints file: the bounds its venv gets and the extras it pins (the Python 3.11 venv
+# is installed with the test extra only).
+CONSTRAINTS = {
+    "jax-0.10.2.txt": (BOUNDS_PY311, ("test",)),
+    "jax-0.11.2.txt": (BOUNDS, ("test", "docs", "dev", "release")),
+    "jax-0.12.0.1.txt": (BOUNDS, ("test", "docs", "dev", "release")),
 }
 EXTRAS = {"cuda12", "cuda13", "aot", "test", "docs", "dev", "release"}
 # The package and one module of each sub-package: the distributions ship the stages' folders.
@@ -62,6 +78,17 @@ def _split(requirement: str) -> tuple[str, str]:
     assert found, requirement
     specs = ",".join(sorted(s.strip() for s in found[3].split(",") if s.strip()))
     return found[1].lower().replace("_", "-"), specs
+
+
+def _requirements(requirements: list[str]) -> dict[str, dict[str, str]]:
+    """Requirements grouped by their environment marker (quoted as pyproject.toml quotes it,
+    whichever quotes the metadata uses), as in `REQUIREMENTS`."""
+    grouped: dict[str, dict[str, str]] = {}
+    for requirement in requirements:
+        marker = requirement.partition(";")[2].strip().replace('"', "'")
+        name, specs = _split(requirement)
+        grouped.setdefault(marker, {})[name] = specs
+    return grouped
 
 
 # ------------------------------------------------------------------ the repository (pytest)
@@ -95,7 +122,7 @@ def test_the_project_metadata_is_complete() -> None:
 
 def test_the_runtime_requirements_are_bounded() -> None:
     project = _pyproject()["project"]
-    assert dict(_split(r) for r in project["dependencies"]) == BOUNDS
+    assert _requirements(project["dependencies"]) == REQUIREMENTS
     extras = project["optional-dependencies"]
     assert set(extras) == EXTRAS
     # The CUDA extras are jax's own, within the same jax bounds.
@@ -128,16 +155,17 @@ def _satisfies(version: str, specs: str) -> bool:
 
 def test_the_constraints_files_pin_versions_within_the_bounds() -> None:
     files = sorted((ROOT / "constraints").glob("jax-*.txt"))
-    assert [f.name for f in files] == ["jax-0.11.2.txt", "jax-0.12.0.1.txt"]
+    assert [f.name for f in files] == sorted(CONSTRAINTS)
     extras = _pyproject()["project"]["optional-dependencies"]
     for path in files:
         pins = _pins(path)
         jax_version = path.stem.removeprefix("jax-")
         assert pins["jax"] == pins["jaxlib"] == jax_version, path.name
-        for name, specs in BOUNDS.items():
+        bounds, pinned_extras = CONSTRAINTS[path.name]
+        for name, specs in bounds.items():
             assert _satisfies(pins[name], specs), f"{path.name}: {name}=={pins[name]} vs {specs}"
-        # Everything the dev and release extras name is pinned, so CI installs are repeatable.
-        for extra in ("test", "docs", "dev", "release"):
+        # Everything the extras its venv installs name is pinned, so CI installs are repeatable.
+        for extra in pinned_extras:
             for requirement in extras[extra]:
                 name, specs = _split(requirement)
                 if name == "statickernel":
@@ -251,8 +279,8 @@ def check_installed() -> None:
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert urls == URLS, urls
     requires = importlib.metadata.requires("statickernel") or []
-    runtime = dict(_split(r) for r in requires if "extra ==" not in r)
-    assert runtime == BOUNDS, runtime
+    runtime = _requirements([r for r in requires if "extra ==" not in r])
+    assert runtime == REQUIREMENTS, runtime
     assert set(meta.get_all("Provides-Extra") or []) == EXTRAS
     files = {str(f) for f in importlib.metadata.files("statickernel") or []}
     assert "statickernel/py.typed" in files
