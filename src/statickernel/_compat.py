@@ -8,7 +8,9 @@ with a note of why it is needed and what it was checked on, so that a new jax or
 release is ported by reading this module and running tests/project/test_compat.py. No other module of
 the package imports these internals; that test enforces it.
 
-Checked on jax 0.11.2 and 0.12.0.1, with jaxtyping 0.3.11.
+Checked on jax 0.11.2 and 0.12.0.1, with jaxtyping 0.3.11; and on jax 0.10.2 (what Python
+3.11 gets), where kernels are declared, planned and emitted but not run (`runs_mosaic_gpu`),
+which tests/project/test_compat.py covers there too.
 """
 
 import importlib
@@ -292,7 +294,8 @@ def runs_mosaic_gpu() -> bool:
 
 def has_plgpu_store() -> bool:
     """Whether this jax's Pallas Mosaic GPU stores through `plgpu.store`: jax 0.12.0.1 has it,
-    and its default no longer suits untiled refs; jax 0.11.2 has not."""
+    and its default no longer suits untiled refs; jax 0.11.2 and 0.10.2 have not (0.10.2 then
+    emits what 0.11.2 does)."""
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
     return hasattr(plgpu, "store")
