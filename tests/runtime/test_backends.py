@@ -115,12 +115,37 @@ def _refused(exc: sk.BackendError, kernel: str, line: int) -> None:
 
 @pytest.mark.usefixtures("jax_without_mosaic_gpu")
 def test_a_jax_without_mosaic_gpu_plans_and_emits_but_refuses_a_run() -> None:
+    kernel = _doubled.bind().with_backend("interpret")  # a cache of its own
     x = jax.ShapeDtypeStruct((24, 40), np.float32)
-    assert _doubled.plan(x, backend="interpret") is not None
-    assert "def _doubled" in str(_doubled.emit(x, backend="interpret"))
+    assert kernel.plan(x) is not None
+    assert "def _doubled" in str(kernel.emit(x))
     with pytest.raises(sk.BackendError) as info:
-        _doubled.with_backend("interpret")(jnp.ones((24, 40), jnp.float32))  # @refused-call
+        kernel(jnp.ones((24, 40), jnp.float32))  # @refused-call
     _refused(info.value, "_doubled", line_of("refused-call"))
+    with pytest.raises(sk.BackendError) as info:
+        kernel.lower(x)  # @refused-lowering
+    _refused(info.value, "_doubled", line_of("refused-lowering"))
+
+
+class _Duck:
+    """Has the `.shape` and `.dtype` of an array, and nothing else of one."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape, self.dtype = shape, jnp.dtype(jnp.float32)
+
+
+@pytest.mark.usefixtures("jax_without_mosaic_gpu")
+def test_a_jax_without_mosaic_gpu_refuses_first_what_a_call_refuses_before_its_launch() -> None:
+    """Only the launch is refused: a derivative the kernel lacks, or an operand that is not an
+    array at a cached shape, is refused as on a jax that runs the module."""
+    kernel = _doubled.bind().with_backend("interpret")
+    x = jnp.ones((24, 40), jnp.float32)
+    with pytest.raises(sk.NotDifferentiableError):
+        jax.grad(lambda x: kernel(x).sum())(x)
+    kernel.plan(jax.ShapeDtypeStruct((24, 40), np.float32))
+    with pytest.raises(sk.OperandError) as info:
+        kernel(_Duck((24, 40)))  # type: ignore[arg-type]
+    assert info.value.operand == "x"
 
 
 @pytest.mark.usefixtures("jax_without_mosaic_gpu")
