@@ -8,7 +8,9 @@ with a note of why it is needed and what it was checked on, so that a new jax or
 release is ported by reading this module and running tests/project/test_compat.py. No other module of
 the package imports these internals; that test enforces it.
 
-Checked on jax 0.11.2 and 0.12.0.1, with jaxtyping 0.3.11.
+Checked on jax 0.11.2 and 0.12.0.1, with jaxtyping 0.3.11; and on jax 0.10.2 (what Python
+3.11 gets), where kernels are declared, planned and emitted but not run (`runs_mosaic_gpu`),
+which tests/project/test_compat.py covers there too.
 """
 
 import importlib
@@ -34,6 +36,7 @@ __all__ = [
     "lowering_for_export",
     "mesh_manual_axes",
     "plain_dim_names",
+    "public_type_name",
     "register_batching_rule",
     "register_jvp_rule",
     "register_lowering",
@@ -100,6 +103,26 @@ def annotation_dtypes(hint: Any) -> tuple[Any, ...] | None:
     return tuple(dtypes)
 
 
+def public_type_name(hint: Any) -> str | None:
+    """The `__name__` of a class or a jaxtyping annotation as errors show it, with jax's array
+    type spelled by its public name: `Array`, `Float[Array, 'M N']`. None when it has none.
+
+    jaxlib 0.11.2 and 0.12.0.1 name `jax.Array` "Array". jaxlib 0.10.2 names it by its private
+    module, "jaxlib._jax.Array" (a nanobind class whose `__module__` is "jax"), and jaxtyping
+    builds an annotation's name from it ("Float[jaxlib._jax.Array, 'M N']"): the private
+    module path is dropped, so a message reads the same on every jax. Checked on jax 0.10.2,
+    0.11.2 and 0.12.0.1, with jaxtyping 0.3.11.
+    """
+    name = getattr(hint, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    return _JAXLIB_PRIVATE_PATH.sub("", name)
+
+
+# A private module path of jaxlib before a class name: "jaxlib._jax." in "jaxlib._jax.Array".
+_JAXLIB_PRIVATE_PATH = re.compile(r"\bjaxlib(\._\w+)+\.(?=\w)")
+
+
 # ------------------------------------------------------------------------- tracing and jaxprs
 
 
@@ -148,9 +171,18 @@ def convert_constvars_jaxpr(jaxpr: Any) -> Any:
     step as a parameter and takes the step's constants as operands.
 
     From `jax.interpreters.partial_eval`, which has no counterpart in jax.extend; the way
-    constants are attached to a jaxpr changes between releases, and this follows it.
+    constants are attached to a jaxpr changes between releases, and this follows it. jax
+    0.11.2 and 0.12.0.1 export it there (it detaches the constants a jaxpr holds); jax 0.10.2
+    keeps it only in `jax._src.interpreters.partial_eval` (it moves the jaxpr's `constvars`
+    to the front of its `invars`): either way the constants become the leading inputs, in the
+    order of the closed jaxpr's `consts`. Checked on jax 0.10.2, 0.11.2 and 0.12.0.1.
     """
-    return partial_eval.convert_constvars_jaxpr(jaxpr)
+    convert = getattr(partial_eval, "convert_constvars_jaxpr", None)
+    if convert is None:
+        from jax._src.interpreters import partial_eval as private_partial_eval
+
+        convert = private_partial_eval.convert_constvars_jaxpr
+    return convert(jaxpr)
 
 
 def debug_print_arguments(params: dict[str, Any], operands: list[Any]) -> tuple[Any, Any]:
@@ -288,7 +320,8 @@ def runs_mosaic_gpu() -> bool:
 
 def has_plgpu_store() -> bool:
     """Whether this jax's Pallas Mosaic GPU stores through `plgpu.store`: jax 0.12.0.1 has it,
-    and its default no longer suits untiled refs; jax 0.11.2 has not."""
+    and its default no longer suits untiled refs; jax 0.11.2 and 0.10.2 have not (0.10.2 then
+    emits what 0.11.2 does)."""
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
     return hasattr(plgpu, "store")

@@ -210,6 +210,14 @@ def test_annotation_dtypes() -> None:
     assert ints is not None and "int32" in ints and "float32" not in ints
 
 
+def test_public_type_name_spells_jax_array_publicly() -> None:
+    assert _compat.public_type_name(jax.Array) == "Array"
+    assert _compat.public_type_name(Float[Array, "M N"]) == "Float[Array, 'M N']"
+    assert _compat.public_type_name(Float[jax.Array, "M"]) == "Float[Array, 'M']"
+    assert _compat.public_type_name(int) == "int"
+    assert _compat.public_type_name(3) is None
+
+
 # --- tracing --------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from jaxtyping import Array, Float
 
 import statickernel as sk
 from add import add, add_reference
+from jax_support import needs_mosaic_gpu
 from layernorm import layernorm, layernorm_reference
 from markers import line_finder
 from rmsnorm import rmsnorm, rmsnorm_reference
@@ -607,6 +608,7 @@ EMIT_KERNELS: dict[str, sk.Kernel[..., Any]] = {
 }
 
 
+@needs_mosaic_gpu
 @pytest.mark.parametrize("name", EMIT_CASES)
 def test_emitted_source_runs_bit_for_bit(name: str) -> None:
     kernel = EMIT_KERNELS[name]
@@ -619,6 +621,7 @@ def test_emitted_source_runs_bit_for_bit(name: str) -> None:
     np.testing.assert_array_equal(np.asarray(fn(*args)), np.asarray(kernel(*args)))
 
 
+@needs_mosaic_gpu
 def test_emitted_source_runs_without_statickernel(tmp_path: Any) -> None:
     x, w, b = rand(100, 130, shift=1), rand(130, seed=1), rand(130, seed=2)
     (tmp_path / "emitted.py").write_text(layernorm.emit(x, w, b))

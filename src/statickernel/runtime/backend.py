@@ -24,6 +24,7 @@ __all__ = [
     "default_backend",
     "has_cuda",
     "has_nvidia_gpu",
+    "mosaic_gpu_refusal",
     "require_mosaic_gpu",
     "resolve_backend",
     "set_backend",
@@ -126,14 +127,21 @@ def has_cuda() -> bool:
 def require_mosaic_gpu(kernel: str, where: str | None) -> None:
     """Refuses to run or lower a kernel on a jax too old for the modules statickernel
     generates (the plan and the source need no particular jax)."""
+    from .._compat import runs_mosaic_gpu
+
+    if not runs_mosaic_gpu():
+        raise mosaic_gpu_refusal(kernel, where)
+
+
+def mosaic_gpu_refusal(kernel: str, where: str | None) -> BackendError:
+    """The error that refuses to run or lower a kernel's generated module on a jax too old for
+    it (`_compat.runs_mosaic_gpu`)."""
     import jax
 
-    from .._compat import MOSAIC_GPU_MIN_JAX, runs_mosaic_gpu
+    from .._compat import MOSAIC_GPU_MIN_JAX
 
-    if runs_mosaic_gpu():
-        return
     oldest = ".".join(map(str, MOSAIC_GPU_MIN_JAX))
-    raise BackendError(
+    return BackendError(
         "its generated Pallas Mosaic GPU module cannot run or be lowered on this jax",
         kernel=kernel,
         where=where,

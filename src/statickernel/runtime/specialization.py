@@ -12,7 +12,7 @@ from .._compiler.declare.binding import call_site
 from .._compiler.declare.spec import KernelSpec
 from .._compiler.plan.plan import LaunchPlan
 from .autodiff import Derivative, differentiable
-from .backend import require_mosaic_gpu
+from .backend import mosaic_gpu_refusal
 from .generated import execute_module, finished_when_eager
 
 __all__ = ["Specialization", "specialization"]
@@ -50,8 +50,7 @@ def specialization(
     interpreted = backend == "interpret"
 
     def make_fn() -> Callable[..., Any]:
-        require_mosaic_gpu(spec.name, call_site())
-        launch = execute_module(source, spec, interpreted)
+        launch = _launch(spec, source, interpreted)
         if interpreted:
             # An interpreted launch is a host callback that runs JAX computations of its own on
             # the CPU. If the caller dispatches more work on the same CPU client while one is in
@@ -64,3 +63,19 @@ def specialization(
         return jax.jit(differentiable(launch, derivative, spec, consts, backend))
 
     return Specialization(plan, source, make_fn, interpreted=interpreted)
+
+
+def _launch(spec: KernelSpec, source: str, interpreted: bool) -> Callable[..., Any]:
+    """The generated module's kernel function. On a jax too old to run the module, a stand-in
+    that raises the BackendError saying so where the launch would be traced: whatever a call
+    refuses before its launch (an operand a cached shape meets, a derivative the kernel lacks)
+    is refused first, as on a jax that runs the module."""
+    from .._compat import runs_mosaic_gpu  # looked up when used, as require_mosaic_gpu does
+
+    if runs_mosaic_gpu():
+        return execute_module(source, spec, interpreted)
+
+    def refused(*args: Any) -> Any:
+        raise mosaic_gpu_refusal(spec.name, call_site())
+
+    return refused

@@ -10,6 +10,8 @@ import jax
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
 from .._compat import interpreter_races_found
+from .._where import call_site
+from ..runtime.backend import require_mosaic_gpu
 from .probes import require_kernel
 
 __all__ = ["RaceReport", "detect_races", "run_detecting_races"]
@@ -38,7 +40,8 @@ def run_detecting_races(source: str, name: str, args: tuple[Any, ...]) -> RaceRe
     """Executes a generated module and calls its function `name` on `args` under the race
     detector. jax 0.11 records a race and runs on; jax 0.12 stops at the first one, with a
     "RACE DETECTED" error: either way the report says a race was found (with no result when
-    the run stopped)."""
+    the run stopped). On a jax too old to run the module, the BackendError a call gives."""
+    require_mosaic_gpu(name, call_site())
     namespace: dict[str, Any] = {"__name__": f"statickernel_races_{name}"}
     exec(compile(source, f"<generated {name}>", "exec"), namespace)
     try:

@@ -26,6 +26,7 @@ from jaxtyping import Array, BFloat16, Float, Float32, Int, Int16, Int32, UInt8,
 
 import statickernel as sk
 from embedding import embedding
+from jax_support import needs_mosaic_gpu
 from tolerances import assert_close, tolerance_for
 
 # --- the reference --------------------------------------------------------------------------
@@ -587,6 +588,7 @@ def test_cross_lowers_for_mosaic_gpu(name: str) -> None:
     assert "mosaic_gpu" in kernel.lower(*structs).as_text()
 
 
+@needs_mosaic_gpu
 def test_the_emitted_module_runs() -> None:
     """bf16 rows of 14 B, padded on the host by the emitted wrapper, and ids the body loads."""
     table = table_of(20, 7, jnp.bfloat16)

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from jaxtyping import Array, BFloat16, Float, Float32, Int8, Int16, Int32, UInt8, UInt16
 
 import statickernel as sk
+from jax_support import needs_mosaic_gpu
 from paged_attention import (
     paged_attention,
     paged_attention_heads,
@@ -842,6 +843,7 @@ def test_no_races_in_the_attention_pipeline() -> None:
     assert not report.races_found
 
 
+@needs_mosaic_gpu
 def test_the_emitted_module_runs() -> None:
     pages = pool_of((POOL, PAGE, 6), seed=14)  # rows of 24 B: padded on the host
     tables, lengths = i32(edge_tables(2, seed=14)), i32([80, 30])

@@ -34,6 +34,7 @@ from jaxtyping import Array, BFloat16, Float, Float16, Float32, Int8, Int16, Int
 
 import statickernel as sk
 from grouped_matmul import grouped_matmul
+from jax_support import needs_mosaic_gpu
 from statickernel._compiler.plan import schedule as _schedule
 from statickernel._compiler.plan.warpspec import WarpSpecialized
 from tolerances import Tolerance, assert_close, tolerance_for
@@ -484,6 +485,7 @@ def test_no_races_where_a_block_straddles_groups(sizes: list[int]) -> None:
     assert not report.races_found
 
 
+@needs_mosaic_gpu
 def test_the_emitted_module_runs() -> None:
     sizes = i32([70, 0, 100, 5])
     x, w = operands(200, 96, 130, 4, seed=59)

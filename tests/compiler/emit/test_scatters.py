@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from jaxtyping import Array, BFloat16, Float, Float32, Int16, Int32
 
 import statickernel as sk
+from jax_support import needs_mosaic_gpu
 from kv_cache_update import kv_cache_update
 from tolerances import assert_close, tolerance_for
 
@@ -761,6 +762,7 @@ def test_cross_lowers_for_mosaic_gpu_with_the_cache_aliased(name: str) -> None:
     assert "output_operand_aliases" in text
 
 
+@needs_mosaic_gpu
 def test_the_emitted_module_runs() -> None:
     """bf16 rows of 14 B, padded on the host and sliced back by the emitted wrapper."""
     cache, new = rows_of(40, 7, jnp.bfloat16), rows_of(67, 7, jnp.bfloat16, seed=1)

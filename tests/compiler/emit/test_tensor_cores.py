@@ -3,6 +3,8 @@ the same gallery sources planned for sm_90a (WGMMA) and sm_100a (tcgen05 into te
 the sm_100a code run by the interpreter against jnp and jax.nn references at ragged shapes,
 what the plan and the module say, and the refusals with their fixes."""
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -222,8 +224,13 @@ def test_code_for_one_target_is_never_compiled_for_another() -> None:
     with pytest.raises(sk.CompileError, match="bound to generate code for sm_100a"):
         matmul.with_target(BLACKWELL).compile(a, a, target="sm_90a")
     entry = matmul.specialize(a, a, backend="mosaic_gpu", target=BLACKWELL)
+
+    def never_lowered(*args: Any) -> Any:
+        raise AssertionError("the specialization's function was lowered")
+
+    # Refused from the plan alone, before the function is made or lowered.
     with pytest.raises(sk.CompileError, match="generated for sm_100a") as info:
-        compile_specialization(entry.plan, entry.fn, (a, a), "sm_90a", None)
+        compile_specialization(entry.plan, never_lowered, (a, a), "sm_90a", None)
     assert info.value.expected == "target='sm_100a', the plan's"
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from jaxtyping import AbstractArray
 
-from ..._compat import plain_dim_names
+from ..._compat import plain_dim_names, public_type_name
 from ..._errors import AnnotationError
 from .consts import type_name
 from .dims import check_batch_leads
@@ -114,4 +114,6 @@ def array_spec(
             fix="give each axis its own dim name",
         )
     allowed = allowed_dtypes(name, hint, err, role)
-    return OperandSpec(name, tuple(dims), allowed, repr(hint.__name__), tuple(dims[:batched]))
+    return OperandSpec(
+        name, tuple(dims), allowed, repr(public_type_name(hint)), tuple(dims[:batched])
+    )

@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar, cast
 
 import numpy as np
 
+from ..._compat import public_type_name
 from ..._errors import ConstantError, StaticKernelError
 
 __all__ = [
@@ -225,4 +226,4 @@ def type_name(hint: Any) -> str:
         base, *marks = typing.get_args(hint)
         if any(isinstance(m, _ConstMarker) for m in marks):
             return f"sk.Const[{type_name(base)}]"
-    return getattr(hint, "__name__", None) or repr(hint)
+    return public_type_name(hint) or repr(hint)
