@@ -240,7 +240,7 @@ def test_code_generated_for_one_target_is_not_compiled_for_another() -> None:
 def test_a_missing_toolchain_says_what_to_install() -> None:
     with pytest.raises(sk.ToolchainError) as info:
         softmax_kernel().compile(*structs("softmax"))
-    assert "statickernel[aot]" in str(info.value.fix)
+    assert "'.[aot]'" in str(info.value.fix)
 
 
 @no_toolchain
@@ -248,7 +248,7 @@ def test_the_command_line_reports_a_missing_toolchain(capsys: pytest.CaptureFixt
     code = main(["compile", "examples/softmax.py:softmax", "--arg", "x=float32[1000,100]"])
     assert code == 1
     err = capsys.readouterr().err
-    assert "ToolchainError" not in err and "statickernel[aot]" in err
+    assert "ToolchainError" not in err and "'.[aot]'" in err
 
 
 @no_toolchain
@@ -257,11 +257,11 @@ def test_check_and_plan_with_compile_report_a_missing_toolchain(
 ) -> None:
     assert main(["check", "examples/softmax.py", "--compile"]) == 1
     out = capsys.readouterr().out
-    assert "✗" in out and "compiling failed" in out and "statickernel[aot]" in out
+    assert "✗" in out and "compiling failed" in out and "'.[aot]'" in out
     plan = ["plan", "examples/softmax.py:softmax", "--arg", "x=float32[100,100]", "--compile"]
     assert main(plan) == 1
     captured = capsys.readouterr()
-    assert "grid" in captured.out and "statickernel[aot]" in captured.err
+    assert "grid" in captured.out and "'.[aot]'" in captured.err
 
 
 # --- with the toolchain -------------------------------------------------------------------------

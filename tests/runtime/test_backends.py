@@ -39,7 +39,7 @@ def test_the_default_interpreter_on_a_gpu_machine_warns_once_at_the_users_line()
     assert len(caught) == 1
     text = str(caught[0].message)
     assert "NVIDIA GPU" in text and "interpreter" in text
-    assert "statickernel[cuda13]" in text and "STATICKERNEL_BACKEND=interpret" in text
+    assert "jax[cuda13]" in text and "STATICKERNEL_BACKEND=interpret" in text
     assert caught[0].filename == __file__
 
 

@@ -49,7 +49,8 @@ __all__ = [
     "toolchain",
 ]
 
-INSTALL_HINT = "pip install 'statickernel[aot]'"
+# The aot extra, installed from a checkout until statickernel is published on PyPI.
+INSTALL_HINT = "pip install '.[aot]' in a statickernel checkout"
 # Mosaic GPU reads the dump folder from the environment when it compiles a module: compiles
 # that change the environment must not overlap.
 _COMPILE_LOCK = threading.Lock()

@@ -107,7 +107,7 @@ def _warn_interpreter_fallback() -> None:
         "statickernel: this machine has an NVIDIA GPU, but jax sees no CUDA device (jax "
         f"{jax.__version__}, devices: {platforms}), so kernels run in the Mosaic GPU "
         "interpreter, about a million elements per second. Install jax with CUDA: "
-        'pip install "statickernel[cuda13]" (or [cuda12], to match the driver). To run the '
+        'pip install "jax[cuda13]>=0.11.2,<0.13" (or jax[cuda12], to match the driver). To run the '
         f"interpreter on purpose and silence this, set {ENV_VAR}=interpret or call "
         'sk.set_backend("interpret").',
         InterpreterFallbackWarning,
