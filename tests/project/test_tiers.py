@@ -37,7 +37,9 @@ def test_a_test_is_unit_when_it_runs_no_kernel_quickly(monkeypatch: pytest.Monke
     monkeypatch.setattr(tiers, "_SLOW_FIXTURES", {"tests/x.py::sweep"})
     assert tiers._tier(_observed()) == "unit"  # type: ignore[arg-type]
     assert tiers._tier(_observed(binds=1)) == "quick"  # type: ignore[arg-type]
-    assert tiers._tier(_observed(seconds=tiers.QUICK_SECONDS)) == "interp"  # type: ignore[arg-type]
+    slow_launch = _observed(binds=1, seconds=tiers.QUICK_SECONDS)
+    assert tiers._tier(slow_launch) == "interp"  # type: ignore[arg-type]
+    assert tiers._tier(_observed(seconds=tiers.UNIT_SECONDS)) == "interp"  # type: ignore[arg-type]
     # A fixture that ran a kernel (or took long) for an earlier test makes its users interp.
     gallery = _observed(fixtures=("tests/x.py::gallery",))
     assert tiers._tier(gallery) == "quick"  # type: ignore[arg-type]
@@ -71,3 +73,33 @@ def test_a_recording_renews_what_ran_and_keeps_the_rest(
     }
     tiers._merge_into_record({"tests/test_a.py::test_kept": "interp"})  # now slow
     assert json.loads(record.read_text())["tests/test_a.py"] == {"quick": ["test_new"]}
+
+
+class _Item:
+    """What `tiers.modify_items` reads of a collected test, and the markers it adds."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.markers: list[str] = []
+
+    def add_marker(self, marker: str) -> None:
+        self.markers.append(marker)
+
+
+def test_a_recording_of_one_tier_keeps_the_others(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `make tiers PYTEST_ARGS='-m quick'` runs the quick tests alone: the unit tests of the same
+    # files, collected and then deselected, keep their record.
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    record = tmp_path / "tests" / "tiers.json"
+    record.write_text(json.dumps({"tests/test_a.py": {"unit": ["test_u"], "quick": ["test_q"]}}))
+    monkeypatch.setattr(tiers, "RECORD", record)
+    monkeypatch.setattr(tiers, "RECORDING", True)
+    monkeypatch.setattr(tiers, "_COLLECTED", {})
+    items = [_Item("tests/test_a.py::test_u"), _Item("tests/test_a.py::test_q")]
+    tiers.modify_items(items)  # type: ignore[arg-type]
+    assert [item.markers for item in items] == [["unit"], ["interp", "quick"]]
+    tiers._merge_into_record({"tests/test_a.py::test_q": "interp"})  # the quick one, now slow
+    assert json.loads(record.read_text()) == {"tests/test_a.py": {"unit": ["test_u"]}}
