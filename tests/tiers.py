@@ -6,8 +6,9 @@ interpreter, lowered for CUDA, or slow for another reason), and among the interp
 A test runs a kernel when one of Pallas' launch primitives is bound: a kernel called in the
 interpreter, lowered, exported or run standalone from its generated module all bind it, and
 planning or emitting never does. This plugin counts the binds of each test (its call, its
-setup, and the fixtures it uses, which may have run for an earlier test), and the launches
-statickernel's interpreter runs, and its time. A recording clears jax's caches before each
+setup, and the fixtures it uses, which may have run for an earlier test), the launches
+statickernel's interpreter runs, the child processes it starts (whose kernels it cannot see),
+and its time. A recording clears jax's caches before each
 test, so that a kernel an earlier test compiled is traced, and counted, again.
 
 `tests/tiers.json` records, per test file, the tests seen to run no kernel in under
@@ -75,6 +76,22 @@ class _Binds:
             self._count_binds(primitive)
             self.installed = True
         self._count_interpreted_launches()
+        self._count_child_processes()
+
+    def _count_child_processes(self) -> None:
+        """What a child process runs (the command line's `check --lower`, a kernel run in a
+        process of its own so that a crash fails one test) is not seen here: a test that
+        starts one is counted as if it ran a kernel."""
+        import subprocess
+
+        init: Callable[..., None] = subprocess.Popen.__init__
+
+        def counted(popen: Any, *args: Any, **kwargs: Any) -> None:
+            with self._lock:
+                self.count += 1
+            init(popen, *args, **kwargs)
+
+        subprocess.Popen.__init__ = counted  # type: ignore[method-assign]
 
     def _count_interpreted_launches(self) -> None:
         """A kernel compiled by an earlier test binds nothing when it runs again (jit's caches
@@ -237,7 +254,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         report.longrepr = (
             f"{item.nodeid} is recorded as a unit test in tests/tiers.json, but it ran a "
-            "kernel: renew the record with `make tiers` (the test then runs in the interp tier)"
+            "kernel or started a process: renew the record with `make tiers` (the test then "
+            "runs in the interp tier)"
         )
 
 

@@ -2,6 +2,8 @@
 
 import json
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -103,3 +105,10 @@ def test_a_recording_of_one_tier_keeps_the_others(
     assert [item.markers for item in items] == [["unit"], ["interp", "quick"]]
     tiers._merge_into_record({"tests/test_a.py::test_q": "interp"})  # the quick one, now slow
     assert json.loads(record.read_text()) == {"tests/test_a.py": {"unit": ["test_u"]}}
+
+
+def test_a_child_process_counts_as_a_kernel_run() -> None:
+    # What the child runs is not seen from here: `statickernel check --lower` lowers kernels.
+    before = tiers._BINDS.count
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    assert tiers._BINDS.count > before
