@@ -8,15 +8,16 @@ interpreter, lowered, exported or run standalone from its generated module all b
 planning or emitting never does. This plugin counts the binds of each test (its call, its
 setup, and the fixtures it uses, which may have run for an earlier test), the launches
 statickernel's interpreter runs, the child processes it starts (whose kernels it cannot see),
-and its time. A recording clears jax's caches before each
-test, so that a kernel an earlier test compiled is traced, and counted, again.
+and its time. A recording clears jax's caches before each test, so that a kernel an earlier
+test compiled is traced, and counted, again.
 
 `tests/tiers.json` records, per test file, the tests seen to run no kernel in under
 `UNIT_SECONDS` (`unit`) and the other tests seen to take under `QUICK_SECONDS` (`quick`); every
-other test, a new one included, is `interp` alone until a recording run says otherwise. `make tiers` is that run: the whole suite with
-`STATICKERNEL_RECORD_TIERS=1`, which rewrites the record from what each test did (tests that
-did not run keep their entry). In a run of the unit tier alone (`-m unit`), a test that runs
-a kernel fails, saying so: the record is stale, and `make tiers` renews it.
+other test, a new one included, is `interp` alone until a recording run says otherwise.
+`make tiers` is that run: the whole suite with `STATICKERNEL_RECORD_TIERS=1`, which rewrites
+the record from what each test did (tests that did not run keep their entry). In a run of the
+unit tier alone (`-m unit`), a test that runs a kernel fails, saying so: the record is stale,
+and `make tiers` renews it.
 
 The binds are counted through each primitive's `bind_with_trace`, an attribute jax's
 `Primitive` lets each primitive set (`def_bind_with_trace`); the primitives are reached

@@ -76,8 +76,13 @@ def _split(requirement: str) -> tuple[str, str]:
     return found[1].lower().replace("_", "-"), specs
 
 
-def _marker(requirement: str) -> str:
-    return requirement.partition(";")[2].strip()
+def _bounds(requirements: list[str]) -> dict[tuple[str, str], str]:
+    """Requirements as `BOUNDS` holds them: (name, environment marker, quoted as pyproject.toml
+    quotes it whichever quotes the metadata uses): specifier set."""
+    return {
+        (_split(r)[0], r.partition(";")[2].strip().replace('"', "'")): _split(r)[1]
+        for r in requirements
+    }
 
 
 # ------------------------------------------------------------------ the repository (pytest)
@@ -112,11 +117,7 @@ def test_the_project_metadata_is_complete() -> None:
 
 def test_the_runtime_requirements_are_bounded() -> None:
     project = _pyproject()["project"]
-    found = {}
-    for requirement in project["dependencies"]:
-        name, specs = _split(requirement)
-        found[name, _marker(requirement)] = specs
-    assert found == BOUNDS
+    assert _bounds(project["dependencies"]) == BOUNDS
     extras = project["optional-dependencies"]
     assert set(extras) == EXTRAS
     # The CUDA extras are jax's own, within the bounds of the jax that runs kernels.
@@ -275,11 +276,7 @@ def check_installed() -> None:
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert urls == URLS, urls
     requires = importlib.metadata.requires("statickernel") or []
-    runtime = {}
-    for requirement in requires:
-        if "extra ==" not in requirement:
-            name, specs = _split(requirement)
-            runtime[name, _marker(requirement).replace('"', "'")] = specs
+    runtime = _bounds([r for r in requires if "extra ==" not in r])
     assert runtime == BOUNDS, runtime
     assert set(meta.get_all("Provides-Extra") or []) == EXTRAS
     files = {str(f) for f in importlib.metadata.files("statickernel") or []}

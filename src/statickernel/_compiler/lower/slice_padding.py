@@ -111,10 +111,6 @@ def _spans(pieces: Sequence[Piece]) -> str:
     return " and ".join(f"[{a}:{b}]" for a, b in pieces)
 
 
-def _pad(size: int, room: int) -> str:
-    return f"jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, {room - size})])"
-
-
 def _pad_each(pieces: Sequence[Piece]) -> str:
     parts = []
     for a, b in pieces:
