@@ -1,9 +1,10 @@
 # statickernel developer entry points.
 #
-#   make demo            a few kernels checked, planned, emitted and run at ragged shapes (~2 min)
-#   make check           before each commit: ruff, pyright on the changed files, the unit tier (~2 min)
-#   make test            the README's test command: lint, the unit tier and a representative
-#                        kernel per form and schedule in the interpreter (~12 min on 2 cores)
+#   make demo            a few kernels checked, planned, emitted and run at ragged shapes (~30 s)
+#   make check           before each commit: ruff, pyright on the changed files, the unit tier (~1 min)
+#   make test            the README's test command: lint, the unit tier, the quick interp tests
+#                        and a representative kernel per form and schedule (~7 min on 2 cores)
+#   make test-rest       the tests make test leaves out: with it, the whole suite (CI runs both)
 #   make test-all        the whole suite on jax 0.11.2, then the version-dependent tests on 0.12.0.1
 #   make test-py311      the unit tier on Python 3.11 (jax 0.10.2, the newest jax for 3.11)
 #   make tiers           the whole suite, renewing tests/tiers.json (which tests are unit)
@@ -75,7 +76,7 @@ fi
 endef
 
 .PHONY: venv aot-venv check test pytest lint format demo gallery bench bench-chart docs \
-	gpu-check-dry-run gpu-compile gpu-compile-one package-check test-all test-py311 \
+	gpu-check-dry-run gpu-compile gpu-compile-one package-check test-all test-rest test-py311 \
 	test-versioned tiers clean \
 	distclean
 
@@ -141,6 +142,8 @@ VERSIONED_TESTS := tests/compiler/emit/test_emit.py tests/compiler/emit/test_row
 # and schedule in the interpreter (tests/gallery/test_representatives.py).
 UNIT_TIER := -m unit
 TEST_TIERS := -m "unit or quick or representative"
+# Every test TEST_TIERS leaves out: make test and make test-rest together run the whole suite.
+REST_TIERS := -m "not (unit or quick or representative)"
 # pyright checks the Python files changed since the branch left main (or since the last commit
 # on main itself), and the untracked ones; CHECK_ALL=1 checks them all.
 CHANGED_PY = $(shell { git diff --name-only --diff-filter=d $$(git merge-base HEAD main 2>/dev/null || echo HEAD) -- $(LINT_PATHS); \
@@ -158,6 +161,9 @@ check: $(STAMP)
 
 test: lint
 	$(PYTEST) $(TEST_TIERS) $(PYTEST_ARGS)
+
+test-rest: $(STAMP)
+	$(PYTEST) $(REST_TIERS) $(PYTEST_ARGS)
 
 # The unit tier on Python 3.11, where pip installs jax 0.10.2 (jax 0.11 needs Python 3.12):
 # kernels are declared, planned and emitted there, not run.

@@ -112,6 +112,18 @@ def test_ci_prints_each_part_with_a_budget_within_45_minutes() -> None:
     assert sum(budgets) <= 45 * 60, budgets
 
 
+def test_ci_runs_the_readme_test_command_and_the_rest_of_the_suite() -> None:
+    ci = (REPO / ".ci" / "run").read_text()
+    assert re.search(r'^part "[^"]+" \d+ "\$\{MAKE\[@\]\}" test$', ci, re.MULTILINE)
+    assert re.search(r'^part "[^"]+" \d+ "\$\{MAKE\[@\]\}" test-rest ', ci, re.MULTILINE)
+    assert "make test " in (REPO / "README.md").read_text()
+    # The rest is exactly what make test leaves out.
+    makefile = (REPO / "Makefile").read_text()
+    tiers = re.search(r'^TEST_TIERS := -m "(.+)"$', makefile, re.MULTILINE)
+    rest = re.search(r'^REST_TIERS := -m "(.+)"$', makefile, re.MULTILINE)
+    assert tiers and rest and rest[1] == f"not ({tiers[1]})"
+
+
 @pytest.mark.parametrize("node", ["recent", "old", "none"])
 def test_pyright_gets_node_from_pypi_without_a_recent_system_node(
     tmp_path: pathlib.Path, node: str
