@@ -132,8 +132,8 @@ PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS) --maxprocesses 8 --dist loadfi
 # primitives' registrations with jax (runtime: autodiff, vmap, export, several devices), and the
 # tcgen05 warp-specialized matmul in the interpreter, whose barrier checks differ between the
 # versions (test_mma_warp). The rest is statickernel's own logic on jax's stable API.
-VERSIONED_TESTS := tests/compiler/emit/test_emit.py tests/compiler/emit/test_row_loops.py \
-	tests/compiler/emit/test_mma_warp.py tests/gallery/test_gallery.py \
+VERSIONED_TESTS := tests/compiler/mosaic_gpu/emit/test_emit.py tests/compiler/mosaic_gpu/emit/test_row_loops.py \
+	tests/compiler/mosaic_gpu/emit/test_mma_warp.py tests/gallery/test_gallery.py \
 	tests/language/test_loops.py tests/language/test_printing.py tests/language/test_random.py \
 	tests/runtime tests/testing/test_testing.py
 
@@ -147,7 +147,7 @@ REST_TIERS := -m "not (unit or quick or representative)"
 # pyright checks the Python files changed since the branch left main (or since the last commit
 # on main itself), and the untracked ones; CHECK_ALL=1 checks them all.
 CHANGED_PY = $(shell { git diff --name-only --diff-filter=d $$(git merge-base HEAD main 2>/dev/null || echo HEAD) -- $(LINT_PATHS); \
-	git ls-files --others --exclude-standard -- $(LINT_PATHS); } 2>/dev/null | grep '\.py$$' | grep -v '^tests/compiler/emit/golden/' | sort -u)
+	git ls-files --others --exclude-standard -- $(LINT_PATHS); } 2>/dev/null | grep '\.py$$' | grep -v '^tests/compiler/mosaic_gpu/emit/golden/' | sort -u)
 
 pytest: $(STAMP)
 	$(PYTEST) $(PYTEST_ARGS)

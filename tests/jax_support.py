@@ -15,7 +15,7 @@ import pytest
 from statickernel import _compat
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-GOLDEN_ROOT = REPO / "tests" / "compiler" / "emit" / "golden"
+GOLDEN_ROOT = REPO / "tests" / "compiler" / "mosaic_gpu" / "emit" / "golden"
 # This jax's golden modules: `kernel.emit` of every gallery kernel, pinned per jax release
 # because the generated store differs between jax 0.11 and 0.12.
 GOLDEN_DIR = GOLDEN_ROOT / f"jax-{jax.__version__}"

@@ -9,12 +9,12 @@ from . import testing
 from ._compiler.declare.consts import tune
 from ._compiler.declare.spec import Const
 from ._compiler.ir.nodes import Form, Kind, LoopMode
-from ._compiler.ir.pallas import FlatFrame, RowFrame
-from ._compiler.plan.cost import Bound, Cost
-from ._compiler.plan.pipelining import LoopPlan, PlannedDot
-from ._compiler.plan.plan import DimPlan, LaunchPlan, OperandPlan, Role
-from ._compiler.plan.schedule import Persistent, Schedule, ScheduleKind
-from ._compiler.plan.split import LoopSplit
+from ._compiler.mosaic_gpu.pallas import FlatFrame, RowFrame
+from ._compiler.mosaic_gpu.plan.cost import Bound, Cost
+from ._compiler.mosaic_gpu.plan.pipelining import LoopPlan, PlannedDot
+from ._compiler.mosaic_gpu.plan.plan import DimPlan, LaunchPlan, OperandPlan, Role
+from ._compiler.mosaic_gpu.plan.schedule import Persistent, Schedule, ScheduleKind
+from ._compiler.mosaic_gpu.plan.split import LoopSplit
 from ._errors import (
     AnnotationError,
     BackendError,

@@ -728,7 +728,7 @@ def test_narrowed_products_at_decode_shapes(case: str, monkeypatch: pytest.Monke
 
 
 # The widest rows: up to 16384 columns held whole in registers, past that computed in passes
-# over chunks of 8192 (tests/compiler/forms/test_row_chunks.py): (kernel, operands, chunks).
+# over chunks of 8192 (tests/compiler/mosaic_gpu/forms/test_row_chunks.py): (kernel, operands, chunks).
 WIDE_SHAPES: dict[str, tuple[str, tuple[jax.ShapeDtypeStruct, ...], int]] = {
     "softmax 4096x32768 bf16": ("softmax", (_S((4096, 32768), _BF16),), 4),
     "rmsnorm 4096x32768 bf16": (
@@ -774,7 +774,7 @@ def test_the_widest_rows_compile_without_spills(case: str) -> None:
 
 
 # Rows whose bytes are not a multiple of 16, addressed flat with no host padding
-# (tests/compiler/emit/test_flat_rows.py): (kernel, operands).
+# (tests/compiler/mosaic_gpu/emit/test_flat_rows.py): (kernel, operands).
 def _row_operands(kernel: str, m: int, n: int, dtype: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
     vectors = {"softmax": 0, "rmsnorm": 1, "layernorm": 2}[kernel]
     return (_S((m, n), dtype), *[_S((n,), dtype)] * vectors)

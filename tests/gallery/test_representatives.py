@@ -22,7 +22,7 @@ from attention import attention
 from matmul import matmul
 from softmax import softmax
 from softmax_online import softmax_online
-from statickernel._compiler.plan import schedule as schedule_figures
+from statickernel._compiler.mosaic_gpu.plan import schedule as schedule_figures
 
 F32, BF16 = jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)
 Schedule = sk.ScheduleKind

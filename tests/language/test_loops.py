@@ -32,7 +32,7 @@ from markers import line_finder
 from matmul import matmul
 from matmul_bias_gelu import matmul_bias_gelu
 from softmax_online import softmax_online
-from statickernel._compiler.plan.warpspec import WarpSpecialized
+from statickernel._compiler.mosaic_gpu.plan.warpspec import WarpSpecialized
 
 F32 = jnp.dtype(jnp.float32)
 BF16 = jnp.dtype(jnp.bfloat16)
@@ -980,7 +980,7 @@ def test_dot_of_a_loaded_b() -> None:
 
             return sk.loop("K", step, init=jnp.zeros((BM, BN), jnp.float32))
 
-    # A b computed in the step is multiplied in 16 bits (tests/compiler/lower/test_computed_b.py).
+    # A b computed in the step is multiplied in 16 bits (tests/compiler/mosaic_gpu/lower/test_computed_b.py).
     check_misuse(info.value, "dot-loaded-b")
     assert "a float32 value" in info.value.what
     assert info.value.actual == "a float32[64, 64] value"  # not the tracer's class

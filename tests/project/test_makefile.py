@@ -73,7 +73,9 @@ def test_the_versioned_tests_exist_and_ci_runs_them_on_the_second_jax(
     (command,) = [c for c in planned.splitlines() if "-m pytest" in c]
     assert '-m "not slow"' in command
     paths = command.split('-m "not slow"')[1].split()
-    assert {"tests/compiler/emit/test_emit.py", "tests/gallery/test_gallery.py"} <= set(paths)
+    assert {"tests/compiler/mosaic_gpu/emit/test_emit.py", "tests/gallery/test_gallery.py"} <= set(
+        paths
+    )
     assert all((REPO / path).exists() for path in paths), paths
     ci = (REPO / ".ci" / "run").read_text()
     assert "test-versioned VENV=.venv-jax0.12" in ci

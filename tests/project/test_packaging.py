@@ -57,7 +57,7 @@ PACKAGE_FILES = {
     "statickernel/cli/__init__.py",
     "statickernel/language/tile.py",
     "statickernel/_compiler/build.py",
-    "statickernel/_compiler/lower/rules.py",
+    "statickernel/_compiler/mosaic_gpu/lower/rules.py",
     "statickernel/runtime/kernel.py",
     "statickernel/aot/compile.py",
     "statickernel/testing/probes.py",

@@ -8,7 +8,7 @@ import pytest
 from jaxtyping import Array, Float
 
 import statickernel as sk
-from statickernel._compiler.plan import schedule
+from statickernel._compiler.mosaic_gpu.plan import schedule
 from statickernel.runtime.lru import DEFAULT_SIZE, LruCache, configured_size
 
 

@@ -26,7 +26,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _hardware as hw
 from .._errors import (
     BodyError,
     ErrorContext,
@@ -41,28 +40,29 @@ from .._errors import (
 from .._targets import DEFAULT_TARGET, TARGETS, GpuTarget, TensorCores
 from .declare.binding import Binding
 from .declare.spec import KernelSpec
-from .emit.module import generate_source
-from .forms.base import FormChoice, FormInputs
-from .forms.choose import choose_form
-from .layout.blocks import (
+from .mosaic_gpu import hardware as hw
+from .mosaic_gpu.emit.module import generate_source
+from .mosaic_gpu.forms.base import FormChoice, FormInputs
+from .mosaic_gpu.forms.choose import choose_form
+from .mosaic_gpu.layout.blocks import (
     BlockLayout,
     call_layout,
     check_blocks,
     declaration_layout,
     logical_blocks,
 )
-from .layout.smem import smem_bytes, smem_fix
-from .lower.geometry import block_geometry
-from .lower.translate import Translation, translate
-from .lower.translation import Geometry, shared_step_prelude
-from .plan import schedule
-from .plan.cost import plan_cost
-from .plan.narrowing import Narrowing, narrowing_candidates, score
-from .plan.numerics import plan_approx_math, plan_numerics
-from .plan.pipelining import check_dots
-from .plan.plan import LaunchPlan, PlanInputs, make_plan
-from .plan.products import TCGEN05_ROWS
-from .plan.profile import Profile
+from .mosaic_gpu.layout.smem import smem_bytes, smem_fix
+from .mosaic_gpu.lower.geometry import block_geometry
+from .mosaic_gpu.lower.translate import Translation, translate
+from .mosaic_gpu.lower.translation import Geometry, shared_step_prelude
+from .mosaic_gpu.plan import schedule
+from .mosaic_gpu.plan.cost import plan_cost
+from .mosaic_gpu.plan.narrowing import Narrowing, narrowing_candidates, score
+from .mosaic_gpu.plan.numerics import plan_approx_math, plan_numerics
+from .mosaic_gpu.plan.pipelining import check_dots
+from .mosaic_gpu.plan.plan import LaunchPlan, PlanInputs, make_plan
+from .mosaic_gpu.plan.products import TCGEN05_ROWS
+from .mosaic_gpu.plan.profile import Profile
 from .trace.body import BodyTrace, misplaced_load_error, trace_body
 from .trace.crossblock import CrossBlock, partial_plans, partial_specs
 from .trace.crossblock_rewrite import cross_block_results

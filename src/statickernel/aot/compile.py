@@ -25,7 +25,7 @@ from typing import Any
 import jax
 
 from .._compat import cuda_plugin_installed
-from .._compiler.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 from .._errors import CompileError, ToolchainError
 from .._targets import DEFAULT_TARGET, find_target
 from ..runtime.backend import has_cuda

@@ -11,7 +11,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from .._compiler.plan.schedule import Schedule
+from .._compiler.mosaic_gpu.plan.schedule import Schedule
 from .._display import TextDisplay
 from .._targets import TARGETS, GpuTarget, Occupancy, OccupancyLimit, occupancy
 

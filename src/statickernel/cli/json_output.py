@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .._compiler.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 
 __all__ = ["plan_to_json", "to_json"]
 

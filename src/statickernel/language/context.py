@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 
-from .. import _hardware as hw
+from .._compiler.mosaic_gpu import hardware as hw
 
 __all__ = [
     "Halo",

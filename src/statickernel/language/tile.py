@@ -15,7 +15,7 @@ import numpy as np
 from jax import core as jax_core
 from jax.extend import core as jex_core
 
-from .. import _hardware as hw
+from .._compiler.mosaic_gpu import hardware as hw
 from .._errors import BodyError
 from .._where import call_site, caller_user_line
 from . import context as _trace_context

@@ -17,8 +17,8 @@ import jax
 from .._compiler.build import compile_call, compile_declaration
 from .._compiler.declare.binding import bind, bind_consts, call_site, check_arguments
 from .._compiler.declare.spec import KernelSpec, build_spec
-from .._compiler.plan.plan import LaunchPlan
-from .._compiler.plan.schedule import sm_count
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.schedule import sm_count
 from .._display import PallasSource
 from .._errors import (
     BackendError,

@@ -13,7 +13,7 @@ import contextvars
 import os
 from collections.abc import Iterator
 
-from .._compiler.plan.profile import Profile
+from .._compiler.mosaic_gpu.plan.profile import Profile
 from .._errors import BackendError
 from .._where import call_site
 

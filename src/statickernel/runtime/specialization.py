@@ -10,7 +10,7 @@ import jax
 
 from .._compiler.declare.binding import call_site
 from .._compiler.declare.spec import KernelSpec
-from .._compiler.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 from .autodiff import Derivative, differentiable
 from .backend import mosaic_gpu_refusal
 from .generated import execute_module, finished_when_eager

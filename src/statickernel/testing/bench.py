@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._compat import cupti_kernel_timer
-from .._compiler.plan.cost import Cost
+from .._compiler.mosaic_gpu.plan.cost import Cost
 from .._display import TextDisplay
 from .._errors import BenchError
 from .._where import call_site

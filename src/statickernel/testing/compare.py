@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._compiler.plan.numerics import TF32, Numerics, is_float
-from .._compiler.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.numerics import TF32, Numerics, is_float
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 
 __all__ = [
     "Comparison",

@@ -10,12 +10,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _hardware as hw
 from .._compiler.build import compile_declaration
 from .._compiler.declare.spec import KernelSpec
-from .._compiler.layout.blocks import call_layout, split_blocks
-from .._compiler.layout.smem import smem_bytes
-from .._compiler.lower.slices import SLICE_RULES
+from .._compiler.mosaic_gpu import hardware as hw
+from .._compiler.mosaic_gpu.layout.blocks import call_layout, split_blocks
+from .._compiler.mosaic_gpu.layout.smem import smem_bytes
+from .._compiler.mosaic_gpu.lower.slices import SLICE_RULES
 from .._compiler.trace.body import Atom, Eqn, Step
 from .._errors import NotAKernelError
 from .._where import call_site

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import jax
 
-from .._compiler.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 from .._errors import CompileError, StaticKernelError, ToolchainError
 from ..runtime.autodiff import named_constants
 from ..testing.bench import bench

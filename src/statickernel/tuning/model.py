@@ -20,11 +20,11 @@ time and the compute time, over the wave efficiency. It is a model, not a measur
 
 import math
 
-from .. import _hardware as hw
-from .._compiler.plan.plan import LaunchPlan
-from .._compiler.plan.schedule import Schedule
-from .._compiler.plan.warpspec import WarpSpecialized
-from .._hardware import HBM_BYTES_PER_S
+from .._compiler.mosaic_gpu import hardware as hw
+from .._compiler.mosaic_gpu.hardware import HBM_BYTES_PER_S
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.schedule import Schedule
+from .._compiler.mosaic_gpu.plan.warpspec import WarpSpecialized
 from .._targets import TARGETS
 
 __all__ = [

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .._compiler.declare.spec import KernelSpec
-from .._compiler.plan.plan import LaunchPlan
+from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 from ..aot.report import CompileReport
 
 __all__ = ["TunedKernel"]

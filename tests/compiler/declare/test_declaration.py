@@ -35,7 +35,7 @@ from jaxtyping import (
 import statickernel as sk
 from markers import line_finder
 from statickernel import _errors
-from statickernel import _hardware as hw
+from statickernel._compiler.mosaic_gpu import hardware as hw
 
 _FILE = pathlib.Path(__file__)
 

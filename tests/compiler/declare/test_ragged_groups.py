@@ -19,7 +19,7 @@ from jaxtyping import Array, BFloat16, Float32, Int8, Int16, Int32, UInt8
 import statickernel as sk
 from grouped_matmul import grouped_matmul
 from markers import line_finder
-from statickernel._compiler.plan.warpspec import WarpSpecialized
+from statickernel._compiler.mosaic_gpu.plan.warpspec import WarpSpecialized
 
 _FILE = pathlib.Path(__file__)
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from jaxtyping import Array, BFloat16, Float, Float32
 
 import statickernel as sk
-from statickernel._compiler.plan import schedule as _schedule
+from statickernel._compiler.mosaic_gpu.plan import schedule as _schedule
 
 
 def _total_reference(x: jax.Array) -> jax.Array:

@@ -14,7 +14,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from ... import _hardware as hw
 from ..._errors import (
     DtypeError,
     ErrorContext,
@@ -25,6 +24,7 @@ from ..._errors import (
     SymbolicDimError,
 )
 from ..._where import call_site
+from ..mosaic_gpu import hardware as hw
 from .consts import check_const_value, check_stage_count
 from .limits import check_dim_size
 from .operand import OperandSpec

@@ -10,8 +10,8 @@ all but its last two into z.
 import math
 from collections.abc import Mapping
 
-from ... import _hardware as hw
 from ..._errors import ErrorContext, GridLimitError, Int32LimitError
+from ..mosaic_gpu import hardware as hw
 
 __all__ = ["check_dim_size", "check_grid", "check_offsets"]
 

@@ -24,7 +24,7 @@ from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
 from ...language.tile import Tile
 from ..declare.joined import piece_operands
 from ..declare.spec import KernelSpec
-from ..layout.blocks import split_blocks
+from ..mosaic_gpu.layout.blocks import split_blocks
 from .results import check_result_structure
 
 __all__ = [

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from ..._errors import CrossBlockResultError
 from ..declare.spec import KernelSpec
 from ..ir.nodes import Const, DType, Expr, Kind, Literal, call
-from ..ir.pallas import FP8_MAX, to_fp8
-from ..plan.operands import OperandPlan
+from ..mosaic_gpu.pallas import FP8_MAX, to_fp8
+from ..mosaic_gpu.plan.operands import OperandPlan
 from .body import Atom, BodyTrace
 
 __all__ = [

@@ -1,0 +1,55 @@
+"""Code generation for a loop split across CTAs (`plan.split`): the body's statements less
+the casts of its sums, its partial sums as the results, and the wrapper's sum of the parts."""
+
+import dataclasses
+
+from ...ir.names import block_index
+from ...ir.nodes import Assign, BinOp, Comment, Const, Expr, Name, Operator, Stmt, call
+from ...trace.crossblock import PostOp, PostOpKind, applied
+from ..lower.translation import Translation
+from ..plan.split import LoopSplit
+
+__all__ = ["combined_partials", "part_first_block", "part_steps", "partial_sums"]
+
+
+def partial_sums(translation: Translation, split: LoopSplit) -> Translation:
+    """The body as each CTA runs it: its statements but the casts of its sums, and as each
+    result, the sum its part of the loop leaves, scaled as the body scales it. The casts are
+    the wrapper's, after the parts are added."""
+    lines = tuple(
+        line
+        for line in translation.lines
+        if not (isinstance(line, Assign) and _assigns(line) & split.cast_vars)
+    )
+    return dataclasses.replace(
+        translation, lines=lines, outputs=tuple(Name(p) for p in split.partials)
+    )
+
+
+def _assigns(line: Assign) -> set[str]:
+    return {t.text for t in line.targets if isinstance(t, Name)}
+
+
+def part_first_block(split: LoopSplit) -> Expr:
+    """The first block of the loop this CTA's part walks."""
+    return BinOp(Operator.MUL, Name(block_index(split.axis)), Const(split.part_steps))
+
+
+def part_steps(split: LoopSplit) -> Expr:
+    """The steps this CTA's part walks: a part's, or the last part's (fewer) steps left."""
+    if split.last_part_steps == split.part_steps:
+        return Const(split.part_steps)
+    left = BinOp(Operator.SUB, Const(split.steps), part_first_block(split))
+    return call("lax.min", left, Const(split.part_steps))
+
+
+def combined_partials(
+    split: LoopSplit, index: int, name: str, partials: Expr, batch: int
+) -> tuple[list[Stmt], Expr]:
+    """The wrapper's comment and expression for result `index` (`name`): its parts' sums
+    (axis `batch`, after the batch dims) added in order, then cast as the body casts them."""
+    casts = tuple(PostOp(PostOpKind.CAST, None, dtype) for dtype in split.casts[index])
+    value = applied(call("jnp.sum", partials, axis=Const(batch)), casts)
+    what = f"{split.parts} partial sums along {split.axis}, added in a fixed order"
+    cast = ", then cast" if split.casts[index] else ""
+    return [Comment(f"{name}: {what}{cast}.")], value
