@@ -13,6 +13,7 @@ from collections.abc import Mapping
 __all__ = [
     "DEFAULT_TARGET",
     "TARGETS",
+    "BackendKind",
     "GpuTarget",
     "Occupancy",
     "OccupancyLimit",
@@ -26,6 +27,12 @@ __all__ = [
 
 # The target a plan is made for when nothing names one and no GPU is attached.
 DEFAULT_TARGET = "sm_90a"
+
+
+class BackendKind(enum.Enum):
+    """The back-end a target's kernels are compiled by: a package of `_compiler/`."""
+
+    MOSAIC_GPU = "mosaic_gpu"
 
 
 class TensorCores(enum.Enum):
@@ -59,6 +66,11 @@ class GpuTarget:
     # The driver keeps 1 KiB of each CTA's shared memory for itself.
     smem_reserved_per_cta: int = 1024
     tensor_cores: TensorCores = TensorCores.WGMMA
+
+    @property
+    def backend(self) -> BackendKind:
+        """The back-end that compiles for this target."""
+        return BackendKind.MOSAIC_GPU
 
     @property
     def has_wgmma(self) -> bool:

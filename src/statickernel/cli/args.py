@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._compiler.mosaic_gpu import hardware as hw
+from .. import _dtypes as hw
 from .._errors import StaticKernelError
 from ..runtime.kernel import Kernel
 from .discover import TargetError, load_target

@@ -434,7 +434,7 @@ class Kernel(Generic[P, R]):
         if call and chosen == "mosaic_gpu":
             check_runs_here(gpu, spec.name, where)
         compiled = compile_call(spec, binding, chosen, where, current_profile(), gpu)
-        assert compiled.plan is not None and compiled.source is not None
+        assert isinstance(compiled.plan, LaunchPlan) and compiled.source is not None
         return specialization(
             spec,
             compiled.plan,

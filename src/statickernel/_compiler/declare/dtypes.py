@@ -3,9 +3,9 @@ that Mosaic GPU supports, with the fp8 dtypes only for an array annotated with f
 
 from typing import Any
 
+from ... import _dtypes as hw
 from ..._compat import annotation_dtypes
 from ..._errors import AnnotationError
-from ..mosaic_gpu import hardware as hw
 from .operand import OperandSpec
 
 __all__ = ["allowed_dtypes", "check_packed_operands"]

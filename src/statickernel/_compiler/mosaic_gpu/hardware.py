@@ -1,7 +1,54 @@
-"""Hopper and Mosaic GPU limits that statickernel checks before anything is lowered."""
+"""Hopper and Mosaic GPU limits that statickernel checks before anything is lowered.
+
+The dtypes and their sizes are the front's (`_dtypes.py`), named here too for the modules
+of the back-end that read both as `hw`.
+"""
 
 import math
 from collections.abc import Iterable
+
+from ..._dtypes import (
+    DOT_ONLY_DTYPES,
+    SUB_BYTE_DTYPES,
+    SUPPORTED_DTYPES,
+    bits,
+    cdiv,
+    nbytes,
+    per_bytes,
+    round_up,
+)
+
+__all__ = [
+    "BARRIER_BYTES",
+    "COPY_BYTES_QUANTUM",
+    "CUDA_GRID_X_MAX",
+    "CUDA_GRID_YZ_MAX",
+    "DOT_FLOPS_PER_S",
+    "DOT_ONLY_DTYPES",
+    "HBM_BYTES_PER_S",
+    "INT32_MAX",
+    "SMEM_BUFFER_ALIGN",
+    "SMEM_BYTES",
+    "SMEM_RESERVED_BYTES",
+    "SUB_BYTE_DTYPES",
+    "SUPPORTED_DTYPES",
+    "SWIZZLES",
+    "SWIZZLE_BYTES",
+    "TMA_ALIGN_BYTES",
+    "TMA_BOX_MAX",
+    "TMA_SMEM_ALIGN_BYTES",
+    "VECTOR_FLOPS_PER_S",
+    "WGMMA_COLS",
+    "WGMMA_ROWS",
+    "bits",
+    "block_quantum",
+    "cdiv",
+    "cuda_grid",
+    "nbytes",
+    "per_bytes",
+    "round_up",
+    "widest_swizzle",
+]
 
 # Shared memory available to one block on H100/H200 (227 KiB).
 SMEM_BYTES = 232448
@@ -40,28 +87,6 @@ DOT_FLOPS_PER_S = 790e12
 # The CUDA cores: float32 arithmetic (flop per second).
 VECTOR_FLOPS_PER_S = 67e12
 
-# The dtypes that sk.dot multiplies and nothing else may load.
-DOT_ONLY_DTYPES: tuple[str, ...] = ("float8_e4m3fn", "float8_e5m2")
-# Dtypes packed below a byte an element: a body may only cast them (`w.astype(jnp.bfloat16)`).
-SUB_BYTE_DTYPES: dict[str, int] = {"int4": 4, "uint4": 4}
-# Dtypes that statickernel moves with TMA and computes on in registers, in the order it prefers
-# when an annotation allows several (used for the import-time trace).
-SUPPORTED_DTYPES: tuple[str, ...] = (
-    "float32",
-    "bfloat16",
-    "float16",
-    "int32",
-    "int16",
-    "int8",
-    "uint32",
-    "uint16",
-    "uint8",
-    # Only sk.dot reads these: WGMMA multiplies them from shared memory.
-    *DOT_ONLY_DTYPES,
-    # Only a cast reads these (quantized weights).
-    *SUB_BYTE_DTYPES,
-)
-
 
 def cuda_grid(grid: tuple[int, ...]) -> tuple[int, int, int]:
     """The CUDA grid (x, y, z) that Mosaic GPU launches for a Pallas grid."""
@@ -72,40 +97,11 @@ def cuda_grid(grid: tuple[int, ...]) -> tuple[int, int, int]:
     return x, y, z
 
 
-def bits(dtype_name: str) -> int:
-    """The bits of one element: 4 for int4, whose elements pack two to a byte."""
-    return SUB_BYTE_DTYPES.get(dtype_name) or _np_dtype(dtype_name).itemsize * 8
-
-
-def nbytes(count: int, dtype_name: str) -> int:
-    """The bytes `count` elements take in memory (a sub-byte dtype packs them)."""
-    return -(-count * bits(dtype_name) // 8)
-
-
-def per_bytes(byte_count: int, dtype_name: str) -> int:
-    """How many elements fill `byte_count` bytes."""
-    return byte_count * 8 // bits(dtype_name)
-
-
 def widest_swizzle(row_bytes: Iterable[int]) -> int:
     """The widest swizzle, in bytes, whose row each of `row_bytes` holds a whole number of
     (the narrowest where none does: a rule refuses such blocks first)."""
     rows = tuple(row_bytes)
     return next((s for s in SWIZZLES if all(r % s == 0 for r in rows)), SWIZZLES[-1])
-
-
-def _np_dtype(dtype_name: str):
-    import jax.numpy as jnp
-
-    return jnp.dtype(dtype_name)
-
-
-def round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def block_quantum(axis: str, rank: int, dtype_name: str) -> int:

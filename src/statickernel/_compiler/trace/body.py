@@ -22,9 +22,9 @@ from ..._errors import BodyError, StaticKernelError
 from ..._where import display_path, is_user_file
 from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
 from ...language.tile import Tile
+from ..declare.blocks import split_blocks
 from ..declare.joined import piece_operands
 from ..declare.spec import KernelSpec
-from ..mosaic_gpu.layout.blocks import split_blocks
 from .results import check_result_structure
 
 __all__ = [

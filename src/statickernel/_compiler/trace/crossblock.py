@@ -25,14 +25,12 @@ and writes their combination.
 
 import dataclasses
 import enum
-import math
 from collections.abc import Mapping
 
 from ..._errors import CrossBlockResultError
 from ..declare.spec import KernelSpec
+from ..ir.casts import FP8_MAX, to_fp8
 from ..ir.nodes import Const, DType, Expr, Kind, Literal, call
-from ..mosaic_gpu.pallas import FP8_MAX, to_fp8
-from ..mosaic_gpu.plan.operands import OperandPlan
 from .body import Atom, BodyTrace
 
 __all__ = [
@@ -44,7 +42,6 @@ __all__ = [
     "accumulated_rows",
     "applied",
     "combined",
-    "partial_plans",
     "partial_specs",
 ]
 
@@ -215,36 +212,6 @@ def partial_specs(
             dtypes=(cross.partial_dtype,),
         )
     return dataclasses.replace(spec, results=tuple(results)), tuple(settled)
-
-
-def partial_plans(
-    results: tuple[OperandPlan, ...],
-    crosses: tuple[CrossBlock, ...],
-    grid: Mapping[str, int],
-    per_cta: bool = False,
-) -> tuple[tuple[OperandPlan, ...], tuple[str, ...]]:
-    """The results' plans with the partials' leading block dims, and the notes that say so.
-    `grid` gives the entries along each block dim: its blocks, or with `per_cta` (the row
-    form's persistent CTAs, each adding up the rows of its blocks) the CTAs."""
-    plans = list(results)
-    notes: list[str] = []
-    for cross in crosses:
-        op = plans[cross.index]
-        lead = tuple(grid[d] for d in cross.per_block)
-        plans[cross.index] = op.with_partials(cross.per_block, lead)
-        count = math.prod(lead) if lead else 1
-        along = " x ".join(f"{grid[d]} along {d}" for d in cross.per_block)
-        who = f"each of the {count:,} blocks ({along}) writes" if lead else "its blocks write"
-        if per_cta:
-            who = f"each of the {count:,} CTAs adds up the rows of its blocks and writes"
-        notes.append(
-            f"`{cross.name}` lacks the tiled dim {', '.join(cross.lacks)}: {who} "
-            f"a partial {cross.combine} along {cross.kept} ({count:,} x "
-            f"{op.shape[-1]:,} {op.dtype}); one {cross.combine} after the launch combines them"
-            + (f", then a {cross.outer} over {cross.kept}" if cross.outer is not None else "")
-            + ", in a fixed order (deterministic)"
-        )
-    return tuple(plans), tuple(notes)
 
 
 _COMBINE_CALLS = {Combine.SUM: "jnp.sum", Combine.MAX: "jnp.max", Combine.MIN: "jnp.min"}

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...._errors import BlockAlignmentError, ErrorContext, Phase, TmaBoxError
+from ...declare.blocks import logical_blocks, split_blocks
 from ...declare.operand import OperandSpec
 from ...declare.spec import KernelSpec
 from ...ir.nodes import Kind
@@ -347,21 +348,6 @@ def whole_extent(size: int, unit: int) -> int:
 def box_count(extent: int) -> int:
     """How many equal TMA boxes a block extent is copied in."""
     return hw.cdiv(extent, hw.TMA_BOX_MAX)
-
-
-def split_blocks(spec: KernelSpec, consts: Mapping[str, Any]) -> dict[str, int]:
-    """The block of every dim a constant cuts, tiled or looped: the one place that reads a
-    block constant's value."""
-    return {dim: int(consts[const]) for dim, const in spec.block_map.items()}
-
-
-def logical_blocks(
-    spec: KernelSpec, sizes: Mapping[str, int], consts: Mapping[str, Any]
-) -> dict[str, int]:
-    """The block the body sees along each dim: a split dim its constant's block (a loop dim is
-    seen one loop block at a time), a whole dim its size."""
-    blocks = split_blocks(spec, consts)
-    return {dim: blocks.get(dim, size) for dim, size in sizes.items()}
 
 
 def _layout(

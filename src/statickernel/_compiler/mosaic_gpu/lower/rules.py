@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ...ir.casts import FP8_MAX, to_fp8
 from ...ir.names import value_part
 from ...ir.nodes import (
     Assign,
@@ -28,7 +29,7 @@ from ...ir.nodes import (
 )
 from ...ir.nodes import call as ir_call
 from ...trace.body import Atom, Eqn
-from ..pallas import FP8_MAX, broadcast, is_8bit, layout, select, to_fp8
+from ..pallas import broadcast, is_8bit, layout, select
 from .context import NotInForm, Rule, Support, Translator, Where
 from .counts import existing_count
 from .remainder import exact_float_remainder

@@ -1,0 +1,108 @@
+"""The constants a call's specialization takes on Mosaic GPU in place of the declared
+defaults: the rows' tile constant widened to tcgen05's 128 lanes on Blackwell, and narrower
+tile constants where the declared blocks split a loop over too few blocks to fill the SMs."""
+
+import dataclasses
+from collections.abc import Callable
+
+from ..._errors import StaticKernelError, TensorCoreTargetError
+from ..build import Compiled, CompileUnit
+from .plan import schedule
+from .plan.narrowing import Narrowing, narrowing_candidates, score
+from .plan.plan import LaunchPlan
+from .plan.products import TCGEN05_ROWS
+
+__all__ = ["launch_plan", "specialize"]
+
+
+def launch_plan(compiled: Compiled) -> LaunchPlan | None:
+    """The Mosaic GPU plan a compile made, as its type."""
+    assert compiled.plan is None or isinstance(compiled.plan, LaunchPlan)
+    return compiled.plan
+
+
+def specialize(unit: CompileUnit, compile_unit: Callable[[CompileUnit], Compiled]) -> Compiled:
+    """The unit compiled by `compile_unit`, with the constants the target takes."""
+    unit, compiled = _for_tensor_cores(unit, compile_unit)
+    return _narrowed(unit, compiled, compile_unit)
+
+
+def _for_tensor_cores(
+    unit: CompileUnit, compile_unit: Callable[[CompileUnit], Compiled]
+) -> tuple[CompileUnit, Compiled]:
+    """The unit compiled, with the rows' tile constant taken as 128 where the target's
+    tensor cores refuse its default: a kernel written with blocks of 64 rows for Hopper
+    compiles unchanged for Blackwell, whose single-CTA MMA fills 128 lanes (`plan.products`).
+    A constant the call passed is kept, and its error raised."""
+    try:
+        return unit, compile_unit(unit)
+    except TensorCoreTargetError as exc:
+        spec = unit.spec
+        const = spec.tile_map.get(spec.rows)
+        if exc.dim != spec.rows or const is None or const not in unit.narrowable:
+            raise
+        declared = unit.consts[const]
+        consts = {**unit.consts, const: TCGEN05_ROWS}
+        widened = dataclasses.replace(unit, consts=consts, narrowable=unit.narrowable - {const})
+        compiled = compile_unit(widened)
+    widened_plan = launch_plan(compiled)
+    assert widened_plan is not None
+    note = (
+        f"{const}={declared} (its default) is {TCGEN05_ROWS} on {unit.target.name}: a "
+        f"single-CTA tcgen05 MMA fills the {TCGEN05_ROWS} lanes of tensor memory"
+    )
+    plan = dataclasses.replace(widened_plan, notes=(*widened_plan.notes, note))
+    return widened, dataclasses.replace(compiled, plan=plan)
+
+
+def _narrowed(
+    unit: CompileUnit, declared: Compiled, compile_unit: Callable[[CompileUnit], Compiled]
+) -> Compiled:
+    """`declared`, or the specialization of narrower tile constants where the declared
+    blocks split a loop over too few blocks to fill the SMs (`plan/narrowing.py`)."""
+    plan = launch_plan(declared)
+    if plan is None or plan.split is None or not unit.narrowable:
+        return declared
+    sms = schedule.sm_count()
+    compiled = [declared]
+    for consts in narrowing_candidates(plan.dims, unit.consts, unit.narrowable, sms):
+        try:
+            compiled.append(
+                compile_unit(dataclasses.replace(unit, consts={**unit.consts, **consts}))
+            )
+        except StaticKernelError:  # a block the rules refuse is no candidate
+            continue
+
+    def key(item: tuple[int, Compiled]) -> tuple[float, int, int, int]:
+        i, c = item
+        p = launch_plan(c)
+        assert p is not None and p.cost is not None and p.schedule is not None
+        return (
+            score(p.cost.floor_seconds, p.schedule.ctas, sms),
+            p.cost.hbm_bytes,
+            p.smem_bytes,
+            i,
+        )
+
+    _, best = min(enumerate(compiled), key=key)
+    chosen = launch_plan(best)
+    if best is declared or chosen is None:
+        return declared
+    assert plan.cost is not None and plan.schedule is not None and chosen.cost is not None
+    assert chosen.schedule is not None
+    before, after = dict(plan.constants), dict(chosen.constants)
+    names = [n for n in before if before[n] != after[n]]
+    narrowing = Narrowing(
+        declared=tuple((n, before[n]) for n in names),
+        chosen=tuple((n, after[n]) for n in names),
+        declared_ctas=plan.schedule.ctas,
+        declared_hbm_bytes=plan.cost.hbm_bytes,
+        declared_split=plan.split.parts,
+        declared_smem_bytes=plan.smem_bytes,
+        ctas=chosen.schedule.ctas,
+        hbm_bytes=chosen.cost.hbm_bytes,
+        smem_bytes=chosen.smem_bytes,
+        sms=sms,
+    )
+    narrowing.check_invariants()
+    return dataclasses.replace(best, plan=dataclasses.replace(chosen, narrowing=narrowing))
