@@ -16,6 +16,7 @@ import jax
 
 from .._compiler.build import compile_call, compile_declaration
 from .._compiler.declare.binding import bind, bind_consts, call_site, check_arguments
+from .._compiler.declare.declaration import Declaration
 from .._compiler.declare.spec import KernelSpec, build_spec
 from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 from .._compiler.mosaic_gpu.plan.schedule import sm_count
@@ -550,11 +551,11 @@ def kernel(
 
     def decorate(f: Callable[P, R]) -> Kernel[P, R]:
         try:
-            spec = build_spec(
-                f,
-                tile if tile is not None else {},
-                reference,
-                name,
+            declaration = Declaration(
+                fn=f,
+                tile=tile if tile is not None else {},
+                reference=reference,
+                name=name,
                 loop=loop,
                 stages=stages,
                 batch=(batch,) if isinstance(batch, str) else tuple(batch),
@@ -566,6 +567,7 @@ def kernel(
                 test_data=test_data,
                 approx_math=approx_math,
             )
+            spec = build_spec(declaration)
             derivative = parse_vjp(vjp, spec)
             try:
                 chosen = resolve_backend(backend, None) if backend else None

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .declaration import BlockFrame
 from .operand import OperandSpec
 from .spellings import arrays_of_specs, frame_fix
 
@@ -155,15 +156,14 @@ def param_dims(
 
 def check_stacked_params(
     operands: list[OperandSpec],
-    parameters: tuple[str, ...],
-    rows: str,
-    cols: str | None,
+    block_frame: BlockFrame,
     err: dict[str, Any],
     loop: Mapping[str, str] | None = None,
 ) -> None:
     """A 2-D operand of parameters stacks vectors along the kernel's rows or its columns, a
     dim no loop walks; vectors along the columns lie along its rows (`"4 C"`): a column of
     the buffer (`"C 4"`) is no vector Mosaic GPU loads."""
+    parameters, rows, cols = block_frame.parameters, block_frame.rows, block_frame.cols
     for op in operands:
         dims = op.block_dims
         if len(dims) != 2 or not set(dims) & set(parameters):

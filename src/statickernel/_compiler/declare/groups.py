@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .declaration import Blocking
 from .operand import OperandSpec
 
 __all__ = ["apply_groups"]
@@ -17,15 +18,14 @@ def apply_groups(
     groups: Mapping[str, str],
     operands: list[OperandSpec],
     results: list[OperandSpec],
-    tile: Mapping[str, str],
-    loop: Mapping[str, str],
-    batch: tuple[str, ...],
+    blocking: Blocking,
     err: dict[str, Any],
     paged: frozenset[str] = frozenset(),
 ) -> list[OperandSpec]:
     """The operands, each with the group dims that lead it (after its batch dims) marked.
     A group dim in `paged` is one an index operand addresses (`index=`): each step copies the
     page its index names, a block of one or two dims ("Hkv P S D": a page "S D")."""
+    loop = blocking.loop
     if not isinstance(groups, Mapping) or not all(
         isinstance(d, str) and isinstance(w, str) for d, w in groups.items()
     ):
@@ -37,7 +37,7 @@ def apply_groups(
             fix='write groups={"G": "K"} with loop={"K": "BK"}',
         )
     for dim, walked in groups.items():
-        _check_group(dim, walked, {**tile, **loop}, loop, batch, err)
+        _check_group(dim, walked, blocking, err)
         if not any(dim in op.dims for op in operands):
             raise AnnotationError(
                 f"group dim {dim} is declared, but no operand has it",
@@ -63,14 +63,8 @@ def apply_groups(
     return [_marked(op, groups, loop, err, paged) for op in operands]
 
 
-def _check_group(
-    dim: str,
-    walked: Any,
-    blocked: Mapping[str, str],
-    loop: Mapping[str, str],
-    batch: tuple[str, ...],
-    err: dict[str, Any],
-) -> None:
+def _check_group(dim: str, walked: Any, blocking: Blocking, err: dict[str, Any]) -> None:
+    loop, batch = blocking.loop, blocking.batch
     if not isinstance(walked, str) or walked not in loop:
         raise AnnotationError(
             f"group dim {dim} names {walked!r}, which is not a loop dim",
@@ -81,7 +75,7 @@ def _check_group(
             fix=f'name the loop whose steps {dim} numbers, e.g. groups={{"{dim}": "K"}} with '
             'loop={"K": "BK"}',
         )
-    if dim in blocked or dim in batch:
+    if dim in blocking.split or dim in batch:
         role = "batch" if dim in batch else "tiled or looped"
         raise AnnotationError(
             f"group dim {dim} is also {role}",

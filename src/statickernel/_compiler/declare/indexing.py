@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .declaration import Blocking
 from .operand import IndexedDim, OperandSpec
 
 __all__ = ["INDEX_DTYPES", "apply_index"]
@@ -26,16 +27,14 @@ def apply_index(
     index: Mapping[str, str],
     operands: list[OperandSpec],
     results: list[OperandSpec],
-    tile: Mapping[str, str],
-    loop: Mapping[str, str],
-    batch: tuple[str, ...],
-    groups: Mapping[str, str],
+    blocking: Blocking,
     update: str | None,
     err: dict[str, Any],
 ) -> tuple[list[OperandSpec], list[OperandSpec]]:
     """The operands and results, each indexed one marked with the dim its index runs along:
     an operand's rows are gathered, the result that updates an operand in place
-    (`update=`) has its rows scattered."""
+    (`update=`) has its rows scattered. The group dims are `blocking`'s, checked."""
+    loop, batch, groups = blocking.loop, blocking.batch, blocking.groups
     if not isinstance(index, Mapping) or not all(
         isinstance(d, str) and isinstance(o, str) for d, o in index.items()
     ):
@@ -51,7 +50,7 @@ def apply_index(
     scattered = list(results)
     for dim, name in index.items():
         if dim in groups:  # a page table: each loop step's page of `dim`
-            blocked = {**tile, **loop}
+            blocked = blocking.split
             tables = frozenset(index[d] for d in index if d in groups)
             walked = groups[dim]
             _check_page_table(dim, name, by_name, results, walked, blocked, batch, tables, err)
@@ -60,7 +59,7 @@ def apply_index(
         along = ids.dims[0]
         # The result that updates an operand in place may have the dim: its rows scattered.
         kept = [r for r in results if update is None or r.dims != by_name[update].dims]
-        _check_indexed_dim(dim, along, {**tile, **loop}, batch, groups, kept, operands, err)
+        _check_indexed_dim(dim, along, blocking, kept, operands, err)
         if along in loop:
             raise AnnotationError(
                 f"index `{name}` runs along {along}, which a loop walks: the rows an index "
@@ -213,15 +212,14 @@ def _check_page_table(
 def _check_indexed_dim(
     dim: str,
     along: str,
-    blocked: Mapping[str, str],
-    batch: tuple[str, ...],
-    groups: Mapping[str, str],
+    blocking: Blocking,
     results: list[OperandSpec],
     operands: list[OperandSpec],
     err: dict[str, Any],
 ) -> None:
     """The indexed dim is addressed by the values alone: no block, batch entry, group or
     result runs along it (but the result that updates an operand in place)."""
+    blocked, batch, groups = blocking.split, blocking.batch, blocking.groups
     role = (
         "tiled or looped"
         if dim in blocked

@@ -6,10 +6,10 @@ held whole, and each part is the columns of the operands that have it, which the
 blocks of their own width (a slice's registers), joined with `jnp.concatenate`. jaxtyping
 checks the result's size against the sum at the call, as it checks any expression."""
 
-from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .declaration import BlockFrame, Blocking
 from .dims import frame, param_dims
 from .operand import OperandSpec
 
@@ -35,36 +35,36 @@ def frame_beside_parts(
     results: list[OperandSpec],
     joined: tuple[tuple[str, tuple[str, ...]], ...],
     constant_dims: tuple[str, ...],
-    tile: Mapping[str, str],
-    loop: Mapping[str, str],
-    batch: tuple[str, ...],
+    blocking: Blocking,
     err: dict[str, Any],
-) -> tuple[tuple[str, ...], str, str | None]:
-    """The dims of parameter vectors and the blocks' (rows, cols) frame (`dims.frame`), set by
-    the arrays the body sees but a joined dim's operands, blocks of their own width."""
+) -> BlockFrame:
+    """The blocks' (rows, cols) frame (`dims.frame`) and the dims of parameter vectors beside
+    it, set by the arrays the body sees but a joined dim's operands, blocks of their own
+    width."""
     pieces = piece_operands(seen, joined)
     parts = {p for _, ps in joined for p in ps}
-    split = {**tile, **loop}
-    parameters = tuple(d for d in param_dims(seen, results, split, batch) if d not in parts)
+    split = blocking.split
+    parameters = tuple(
+        d for d in param_dims(seen, results, split, blocking.batch) if d not in parts
+    )
     framed = [o for o in seen if o.name not in pieces]
-    rows, cols = frame(framed, results, err, loop, constant_dims, parameters)
-    return parameters, rows, cols
+    rows, cols = frame(framed, results, err, blocking.loop, constant_dims, parameters)
+    return BlockFrame(rows, cols, parameters)
 
 
 def check_joined(
     joined: tuple[tuple[str, tuple[str, ...]], ...],
     operands: list[OperandSpec],
     results: list[OperandSpec],
-    rows: str,
-    cols: str | None,
-    tile: Mapping[str, str],
-    loop: Mapping[str, str],
+    frame: BlockFrame,
+    blocking: Blocking,
     err: dict[str, Any],
 ) -> None:
     """A joined dim is the columns of the kernel's blocks, held whole; each part is an operand
     dim no constant splits, and the columns of each operand that has it, over the rows."""
     if not joined:
         return
+    rows, cols, loop = frame.rows, frame.cols, blocking.loop
     if loop:
         # A loop's steps hold blocks of the frame; the parts are held beside it, whole.
         raise AnnotationError(
@@ -76,7 +76,7 @@ def check_joined(
             fix="return the parts as results of their own and join them with "
             "jnp.concatenate outside the kernel, or join them in a kernel without loops",
         )
-    blocked = {**tile, **loop}
+    blocked = blocking.split
     operand_dims = {d for o in operands for d in o.dims}
     for name, parts in joined:
         for part in parts:

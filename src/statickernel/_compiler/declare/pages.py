@@ -16,23 +16,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .declaration import Declaration
 from .operand import OperandSpec
 
 __all__ = ["apply_pages", "check_pages_map"]
 
 
 def apply_pages(
-    pages: Mapping[str, str] | None,
+    declaration: Declaration,
     operands: list[OperandSpec],
     results: list[OperandSpec],
     loop: Mapping[str, str],
-    groups: Mapping[str, str] | None,
-    index: Mapping[str, str] | None,
     err: dict[str, Any],
 ) -> tuple[Mapping[str, str] | None, Mapping[str, str] | None]:
     """The groups and index of the declaration with each page dim added: a group dim of the
     loop its pages' rows are walked by, addressed by its table. (A groups= or index= that is
     not a mapping is left for its own check to refuse.)"""
+    pages, groups, index = declaration.pages, declaration.groups, declaration.index
     if not all(isinstance(m, Mapping | None) for m in (groups, index)):
         return groups, index
     for dim in set(groups or ()) & set(index or ()):

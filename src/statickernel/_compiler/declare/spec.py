@@ -15,6 +15,7 @@ from ..._where import call_site, display_path, source_location
 from ..ir.names import check_names, result_name
 from .arrays import array_spec
 from .consts import Const, ConstSpec, const_spec, type_name
+from .declaration import Blocking, Declaration
 from .dims import (
     check_batch,
     check_const_dims,
@@ -235,54 +236,41 @@ class KernelSpec:
         return {**self.fixed_sizes(), **{d: int(consts[d]) for d in self.const_dims}}
 
 
-def build_spec(
-    fn: Callable[..., Any],
-    tile: Mapping[str, str],
-    reference: Callable[..., Any] | None,
-    name: str | None,
-    loop: Mapping[str, str] | None = None,
-    stages: str | int | None = None,
-    batch: tuple[str, ...] = (),
-    groups: Mapping[str, str] | None = None,
-    index: Mapping[str, str] | None = None,
-    update: str | None = None,
-    pages: Mapping[str, str] | None = None,
-    ragged: Mapping[str, str] | None = None,
-    test_data: Mapping[str, Callable[..., Any]] | None = None,
-    approx_math: bool = False,
-) -> KernelSpec:
-    kname = name or getattr(fn, "__name__", "kernel")
-    _check_decorated(fn, name)
+def build_spec(declaration: Declaration) -> KernelSpec:
+    fn, tile, batch = declaration.fn, declaration.tile, declaration.batch
+    kname = declaration.kernel_name
+    _check_decorated(declaration)
     where = source_location(fn)
     err: dict[str, Any] = dict(kernel=kname, where=where)
-    _check_approx_math(approx_math, err)
+    _check_approx_math(declaration.approx_math, err)
     _check_tile_map(tile, err)
     hints = _type_hints(fn, err)
     # Dims the body never sees: they do not count in an operand's rank.
-    unseen = check_pages_map(pages, err) | frozenset(groups if isinstance(groups, Mapping) else ())
+    groups = declaration.groups
+    unseen = check_pages_map(declaration.pages, err) | frozenset(
+        groups if isinstance(groups, Mapping) else ()
+    )
     positional = tuple(
         p.name
         for p in inspect.signature(fn).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     )
-    declared: list[str] = [*(tile if isinstance(tile, Mapping) else {}), *(loop or {}), *batch]
-    blocked = frozenset(declared)
-    unseen |= frozenset(ragged_group_dims(ragged, hints, positional, blocked, err))
+    blocked = frozenset[str]((*tile, *(declaration.loop or {}), *batch))
+    unseen |= frozenset(ragged_group_dims(declaration.ragged, hints, positional, blocked, err))
     operands, consts = _parameter_specs(fn, hints, err, batch, unseen)
     results, result_is_tuple = _result_specs(hints.get("return"), err, batch)
-    loop = dict(loop or {})
-    groups, index = apply_pages(pages, operands, results, loop, groups, index, err)
+    blocking = Blocking(dict(tile), dict(declaration.loop or {}), batch)
+    groups, index = apply_pages(declaration, operands, results, blocking.loop, err)
     # A group dim an index operand addresses is paged: each step reads the page it names.
     paged = frozenset(groups or ()) & frozenset(index or ()) if index else frozenset()
-    operands = apply_groups(groups or {}, operands, results, tile, loop, batch, err, paged)
-    groups = dict(groups or {})  # a mapping of names: apply_groups checked it
-    updated = check_update(update, operands, results, result_is_tuple, tile, index, err)
-    operands, results = apply_index(
-        index or {}, operands, results, tile, loop, batch, groups, updated, err
-    )
-    indexed: list[str] = list(dict(index or {}))
-    unblocked = frozenset((*loop, *batch, *groups, *indexed))
-    operands, ragged_map = apply_ragged(ragged, operands, results, tile, unblocked, err)
+    operands = apply_groups(groups or {}, operands, results, blocking, err, paged)
+    # A mapping of names: apply_groups checked it.
+    blocking = dataclasses.replace(blocking, groups=dict(groups or {}))
+    updated = check_update(declaration, operands, results, result_is_tuple, err)
+    operands, results = apply_index(index or {}, operands, results, blocking, updated, err)
+    index = dict(index or {})  # a mapping of names: apply_index checked it
+    unblocked = frozenset((*blocking.loop, *batch, *blocking.groups, *index))
+    operands, ragged = apply_ragged(declaration.ragged, operands, results, tile, unblocked, err)
     check_packed_operands(operands, err)
     dim_names = list(dict.fromkeys(d for o in operands for d in o.dims))
     check_names(kname, [o.name for o in operands], [r.name for r in results], dim_names, err)
@@ -292,22 +280,20 @@ def build_spec(
     check_derivable(operands, results, err, constant_dims + tuple(n for n, _ in joined))
     # A page table is read by the copies of the pages, never by the body.
     # So are the sizes of ragged groups, by the walk of the blocks.
-    page_tables = {dict(index or {})[d] for d in paged} | {name for _, name in ragged_map}
+    page_tables = {index[d] for d in paged} | {name for _, name in ragged}
     seen = [o for o in operands if o.name not in page_tables]
-    parameters, rows, cols = frame_beside_parts(
-        seen, results, joined, constant_dims, tile, loop, batch, err
-    )
-    check_joined(joined, operands, results, rows, cols, tile, loop, err)
-    check_stacked_params(operands, parameters, rows, cols, err, loop)
-    check_ragged_rows(ragged_map, rows, err)
-    check_const_dims(results, constant_dims, rows, err)
-    _check_batch_unblocked(batch, tile, loop, err)
-    _check_tiling(tile, operands, results, consts, err)
-    if loop:
-        _check_loops(loop, tile, operands, consts, rows, err)
-    stage_spec = stage_spec_of(stages, consts, err)
+    frame = frame_beside_parts(seen, results, joined, constant_dims, blocking, err)
+    check_joined(joined, operands, results, frame, blocking, err)
+    check_stacked_params(operands, frame, err, blocking.loop)
+    check_ragged_rows(ragged, frame.rows, err)
+    check_const_dims(results, constant_dims, frame.rows, err)
+    _check_batch_unblocked(blocking, err)
+    _check_tiling(tile, operands, consts, err)
+    if blocking.loop:
+        _check_loops(blocking, operands, consts, frame.rows, err)
+    stage_spec = stage_spec_of(declaration.stages, consts, err)
     cluster = cluster_spec_of(consts, err)
-    generators = check_test_data(test_data, operands, err)
+    generators = check_test_data(declaration.test_data, operands, err)
     return KernelSpec(
         name=kname,
         fn=fn,
@@ -317,31 +303,32 @@ def build_spec(
         result_is_tuple=result_is_tuple,
         consts=tuple(consts),
         tile=tuple(tile.items()),
-        rows=rows,
-        cols=cols,
-        reference=reference,
-        loop=tuple(loop.items()),
+        rows=frame.rows,
+        cols=frame.cols,
+        reference=declaration.reference,
+        loop=tuple(blocking.loop.items()),
         stages=stage_spec,
         batch=batch,
         const_dims=constant_dims,
-        param_dims=parameters,
+        param_dims=frame.parameters,
         joined=joined,
-        groups=tuple(groups.items()),
-        index=tuple(dict(index or {}).items()),  # a mapping of names: apply_index checked it
+        groups=tuple(blocking.groups.items()),
+        index=tuple(index.items()),
         update=updated,
-        ragged=ragged_map,
+        ragged=ragged,
         test_data=generators,
         cluster=cluster,
-        approx_math=approx_math,
+        approx_math=declaration.approx_math,
     )
 
 
-def _check_decorated(fn: Callable[..., Any], name: str | None) -> None:
+def _check_decorated(declaration: Declaration) -> None:
     """The decorator is applied to a plain function, whose signature and annotations it reads."""
+    fn = declaration.fn
     if not inspect.isfunction(fn):
         raise AnnotationError(
             "sk.kernel decorates a function, and was applied to something else",
-            kernel=name,
+            kernel=declaration.name,
             where=call_site(),
             expected="a function defined with `def`, its operands annotated with jaxtyping "
             "array types",
@@ -450,10 +437,9 @@ def _check_parameter(param: inspect.Parameter, err: dict[str, Any]) -> None:
         )
 
 
-def _check_batch_unblocked(
-    batch: tuple[str, ...], tile: Mapping[str, str], loop: Mapping[str, str], err: dict[str, Any]
-) -> None:
+def _check_batch_unblocked(blocking: Blocking, err: dict[str, Any]) -> None:
     """A batch dim is walked one index a grid step, so it is neither tiled nor looped over."""
+    batch, tile, loop = blocking.batch, blocking.tile, blocking.loop
     for dim in batch:
         if dim in tile or dim in loop:
             raise TilingError(
@@ -492,13 +478,13 @@ def _result_specs(
 
 
 def _check_loops(
-    loop: Mapping[str, str],
-    tile: Mapping[str, str],
+    blocking: Blocking,
     operands: list[OperandSpec],
     consts: list[ConstSpec],
     rows: str,
     err: dict[str, Any],
 ) -> None:
+    loop, tile = blocking.loop, blocking.tile
     operand_dims = {d for o in operands for d in o.dims}
     const_by_name = {c.name: c for c in consts}
     if not isinstance(loop, Mapping) or not all(
@@ -557,7 +543,6 @@ def _check_loops(
 def _check_tiling(
     tile: Mapping[str, str],
     operands: list[OperandSpec],
-    results: list[OperandSpec],
     consts: list[ConstSpec],
     err: dict[str, Any],
 ) -> None:

@@ -12,21 +12,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import AnnotationError
+from .declaration import Declaration
 from .operand import OperandSpec
 
 __all__ = ["check_update"]
 
 
 def check_update(
-    update: Any,
+    declaration: Declaration,
     operands: list[OperandSpec],
     results: list[OperandSpec],
     result_is_tuple: bool,
-    tile: Mapping[str, str],
-    index: Any,
     err: dict[str, Any],
 ) -> str | None:
-    """The name of the operand the result updates in place, checked; None without one."""
+    """The name of the operand the result updates in place (`update=`), checked; None without
+    one. The index is the declaration's: the page dims `pages=` adds to it are group dims,
+    which no result has (`groups.apply_groups` refused one)."""
+    update, tile, index = declaration.update, declaration.tile, declaration.index
     if update is None:
         return None
     names = [op.name for op in operands]
