@@ -18,12 +18,12 @@ and the next tile's copies start while the last one's products run. Before the s
 each role waits for the barriers it did not wait for in the walk, so that no barrier is freed
 with a phase its waiter never saw.
 
-With pairs of CTAs (`config.cluster`), each TMA warp copies its CTA's part of the pair's
+With pairs of CTAs (`config.config.cluster`), each TMA warp copies its CTA's part of the pair's
 blocks (`CopyPartition.PARTITIONED`: its rows of a, half of b's block), arriving on the first
 CTA's barrier; only the first CTA's MMA warp issues the 2-CTA MMAs (`collective_axis=`),
 whose completion is signalled to both CTAs; both epilogues hand an accumulator back on a
-cluster barrier. The shared pieces are in `emit.mma_tiles`, the epilogue in
-`emit.mma_epilogue`.
+cluster barrier. The walk and the epilogue's stores are the WGMMA form's too
+(`emit.warp_walk`).
 """
 
 from ...ir.names import (
@@ -33,6 +33,7 @@ from ...ir.names import (
     barrier_ref,
     block_function,
     block_index,
+    cta_tile_index,
     gmem_ref,
     smem_ref,
 )
@@ -49,30 +50,30 @@ from ...ir.nodes import (
     Keyword,
     Name,
     Operator,
+    Slice,
     Stmt,
     Tuple,
     call,
 )
 from ..lower.dots import wgmma_transforms
-from ..lower.translation import Translation
-from ..pallas import attribute, ref_at, tensor_core_barrier
+from ..lower.translation import LoopBlock, Translation
+from ..pallas import attribute, read_scalar, ref_at, tensor_core_barrier
 from ..plan.cluster import CLUSTER_AXIS, CLUSTER_SIZE
+from ..plan.mma_warp import MmaWarpSpecialized
 from ..plan.plan import LaunchPlan
-from .mma_epilogue import epilogue_role
-from .mma_tiles import (
+from .warp_walk import (
     CTA_AXIS,
-    TileGeometry,
-    accumulator_slot,
-    accumulator_view,
+    WalkGeometry,
     add,
-    loop,
+    epilogue_body,
     mul,
-    rem,
-    tile_geometry,
+    slots_buffer,
     tile_header,
+    vector_buffers,
+    vector_copies,
+    vector_reads,
     walk,
-    walked_rows,
-    when,
+    walk_geometry,
 )
 from .warpspec import WG_AXIS
 
@@ -82,13 +83,27 @@ _L = MMA_WARP
 _WS = WARP_SPECIALIZED
 _TMA_WARP, _MMA_WARP = 0, 1
 _MMA_WARPGROUP, _EPILOGUE_WARPGROUP = 0, 1
+_Geometry = WalkGeometry[MmaWarpSpecialized]
+
+
+def rem(x: Expr, n: int) -> Expr:
+    return call("lax.rem", x, Const(n))
+
+
+def when(test: Expr, name: str, body: list[Stmt]) -> FunctionDef:
+    return FunctionDef(name, (), tuple(body), decorators=(call("pl.when", test),))
+
+
+def loop(start: Expr, stop: Expr, name: str, index: str, body: list[Stmt]) -> FunctionDef:
+    return FunctionDef(name, (index,), tuple(body), decorators=(call("pl.loop", start, stop),))
 
 
 def mma_warp_function(
     plan: LaunchPlan, translation: Translation, new_store_api: bool
 ) -> FunctionDef:
-    g = tile_geometry(plan, translation)
-    config = g.config
+    config = plan.warp_specialized
+    assert isinstance(config, MmaWarpSpecialized)
+    g = walk_geometry(plan, translation, config)
     body: list[Stmt] = [
         Comment(
             "Warp-specialized: in warpgroup 0, warp 0 copies a's and b's K blocks and warp 1 "
@@ -97,14 +112,14 @@ def mma_warp_function(
         Comment(
             f"Persistent: {config.ctas} CTAs walk the {config.tiles} tiles; one accumulator "
             "is stored while the next tile accumulates into the other."
-            if g.cluster is None
+            if g.config.cluster is None
             else f"Persistent: {config.launched} pairs of CTAs walk the {config.tiles} pair "
             "tiles; the first CTA's MMA warp issues 2-CTA MMAs over both CTAs' blocks."
         ),
         Assign((Name(_WS.warpgroup),), call("lax.axis_index", Const(WG_AXIS))),
         *(
             ()
-            if g.cluster is None
+            if g.config.cluster is None
             else (
                 Assign(
                     (Name(CLUSTER.cta),),
@@ -137,7 +152,7 @@ def mma_warp_function(
     return FunctionDef(block_function(plan.kernel), tuple(params), tuple(body))
 
 
-def _tiles(g: TileGeometry, translation: Translation, new_store_api: bool) -> FunctionDef:
+def _tiles(g: _Geometry, translation: Translation, new_store_api: bool) -> FunctionDef:
     """`tiles(...)`, run in the scope of the kernel's buffers: the two warpgroups' roles."""
     per_warp = FunctionDef(
         _L.per_warp,
@@ -154,7 +169,7 @@ def _tiles(g: TileGeometry, translation: Translation, new_store_api: bool) -> Fu
         when(
             BinOp(Operator.EQ, wg, Const(_EPILOGUE_WARPGROUP)),
             _L.epilogue,
-            epilogue_role(g, translation, new_store_api),
+            _epilogue_role(g, translation, new_store_api),
         ),
     ]
     vector_refs = [ref(op.name) for op in g.vectors for ref in (smem_ref, barrier_ref)]
@@ -172,31 +187,31 @@ def _tiles(g: TileGeometry, translation: Translation, new_store_api: bool) -> Fu
     return FunctionDef(_WS.tiles, params, tuple(roles))
 
 
-def _collective(g: TileGeometry, keyword: str) -> dict[str, Expr]:
-    return {} if g.cluster is None else {keyword: Const(CLUSTER_AXIS)}
+def _collective(g: _Geometry, keyword: str) -> dict[str, Expr]:
+    return {} if g.config.cluster is None else {keyword: Const(CLUSTER_AXIS)}
 
 
-def _partitioned(g: TileGeometry, axis: int) -> dict[str, Expr]:
+def _partitioned(g: _Geometry, axis: int) -> dict[str, Expr]:
     """A pair's copy: each CTA copies its part along `axis`, tracked by the first CTA."""
-    if g.cluster is None:
+    if g.config.cluster is None:
         return {}
     partition = call("plgpu.CopyPartition.PARTITIONED", Const(axis))
     return {"collective_axes": Const(CLUSTER_AXIS), "leader_tracked": partition}
 
 
-def _issues_mmas(g: TileGeometry) -> Expr:
+def _issues_mmas(g: _Geometry) -> Expr:
     """The MMA warp: of every CTA, or of a pair's first CTA, which issues the 2-CTA MMAs."""
     mma_warp = BinOp(Operator.EQ, Name(_L.warp), Const(_MMA_WARP))
-    if g.cluster is None:
+    if g.config.cluster is None:
         return mma_warp
     first = BinOp(Operator.EQ, Name(CLUSTER.cta), Const(0))
     return call("jnp.logical_and", mma_warp, first)
 
 
-def _accumulator_free_barrier(g: TileGeometry) -> Expr:
+def _accumulator_free_barrier(g: _Geometry) -> Expr:
     """Where the epilogue hands an accumulator back: with pairs, both CTAs' epilogues arrive
     on the first CTA's barrier, as both read what its MMA wrote."""
-    if g.cluster is None:
+    if g.config.cluster is None:
         return tensor_core_barrier(2)
     return call(
         "plgpu.ClusterBarrier",
@@ -207,7 +222,7 @@ def _accumulator_free_barrier(g: TileGeometry) -> Expr:
     )
 
 
-def _ring(g: TileGeometry) -> list[Stmt]:
+def _ring(g: _Geometry) -> list[Stmt]:
     """The K step counted over the CTA's tiles, and the stage it takes."""
     local = attribute(Name(_WS.tile_info), "local_index")
     ring_step = add(mul(local, g.steps), Name(_L.k_step))
@@ -221,15 +236,15 @@ def _k_block(k: Expr, bk: int) -> Expr:
     return call("pl.ds", mul(k, bk), Const(bk))
 
 
-def _copies(g: TileGeometry) -> list[Stmt]:
+def _copies(g: _Geometry) -> list[Stmt]:
     """The TMA warp: each tile's K blocks of a and b into the ring, a stage refilled once the
     product that read it is done; then the waits for the last stages' products."""
     stages = g.config.stages
     slot, k = Name(_L.ring_slot), Name(_L.k_step)
     # A pair copies its tile's rows of a and b's block, each CTA its part (`PARTITIONED`);
     # the copies arrive on the first CTA's barrier, whose MMA reads both CTAs' parts.
-    a_rows = g.bm * (1 if g.cluster is None else CLUSTER_SIZE)
-    rows = call("pl.ds", mul(walked_rows(g), a_rows), Const(a_rows))
+    a_rows = g.bm * (1 if g.config.cluster is None else CLUSTER_SIZE)
+    rows = call("pl.ds", mul(_walked_rows(g), a_rows), Const(a_rows))
     cols = call("pl.ds", mul(Name(block_index(g.cols)), g.bn), Const(g.bn))
     a_block = ref_at(g.gmem[g.a.name], rows, _k_block(k, g.bk))
     b_index = (cols, _k_block(k, g.bk)) if g.dot.transpose_b else (_k_block(k, g.bk), cols)
@@ -257,7 +272,7 @@ def _copies(g: TileGeometry) -> list[Stmt]:
             for op, block, axis in ((g.a, a_block, 0), (g.b, b_block, b_axis))
         ),
     ]
-    tile = [*tile_header(g), loop(Const(0), Const(g.steps), _L.copy_step, _L.k_step, step)]
+    tile = [*_tile_header(g), loop(Const(0), Const(g.steps), _L.copy_step, _L.k_step, step)]
     total = mul(Name(_L.walked), g.steps)
     drain_from = call("lax.max", BinOp(Operator.SUB, total, Const(stages)), Const(0))
     drained = ExprStmt(
@@ -270,11 +285,11 @@ def _copies(g: TileGeometry) -> list[Stmt]:
     ]
 
 
-def _products(g: TileGeometry) -> list[Stmt]:
+def _products(g: _Geometry) -> list[Stmt]:
     """The MMA warp: each tile's K steps into the tile's accumulator, each product handing its
     stage back; the tile's last product signals the epilogue."""
     slot, acc = Name(_L.ring_slot), Name(_L.accumulator)
-    accumulator = accumulator_view(g)
+    accumulator = _accumulator_view(g)
     b_smem = ref_at(Name(smem_ref(g.b.name)), slot)
     mma = call(
         "plgpu.tcgen05_mma",
@@ -298,7 +313,7 @@ def _products(g: TileGeometry) -> list[Stmt]:
         [ExprStmt(call("plgpu.barrier_wait", ref_at(Name(_L.acc_free), acc)))],
     )
     tile: list[Stmt] = [
-        accumulator_slot(),
+        _accumulator_slot(),
         Comment("the epilogue has loaded what this accumulator held two tiles ago"),
         freed,
         loop(Const(0), Const(g.steps), _L.mma_step, _L.k_step, step),
@@ -323,7 +338,7 @@ def _products(g: TileGeometry) -> list[Stmt]:
     ]
 
 
-def _scoped_tiles(g: TileGeometry) -> Stmt:
+def _scoped_tiles(g: _Geometry) -> Stmt:
     """`tiles` in a scope both warpgroups allocate once for the whole kernel: the ring of
     stages, the accumulators, the epilogue slots, the barriers and each vector's buffer."""
     config = g.config
@@ -342,20 +357,6 @@ def _scoped_tiles(g: TileGeometry) -> Stmt:
         )
         for op, block in ((g.a, (g.bm, g.bk)), (g.b, b_block))
     ]
-    slots = call(
-        "plgpu.SMEM",
-        Const((config.slots, *config.epilogue)),
-        DType(g.result.dtype),
-        **({"transforms": wgmma_transforms(g.result.dtype)} if config.swizzled else {}),
-    )
-    vector_buffers = [
-        keyword
-        for op in g.vectors
-        for keyword in (
-            Keyword(smem_ref(op.name), call("plgpu.SMEM", Const(op.block_shape), DType(op.dtype))),
-            Keyword(barrier_ref(op.name), call("plgpu.Barrier")),
-        )
-    ]
     allocations = (
         *rings,
         Keyword(
@@ -364,18 +365,71 @@ def _scoped_tiles(g: TileGeometry) -> Stmt:
                 "plgpu.TMEM",
                 Const((g.bm, config.tmem_columns)),
                 DType(g.dot.accumulator),
-                **({} if g.cluster is None else {"collective": Const(True)}),
+                **({} if g.config.cluster is None else {"collective": Const(True)}),
             ),
         ),
-        Keyword(smem_ref(g.result.name), slots),
+        Keyword(smem_ref(g.result.name), slots_buffer(g)),
         Keyword(
             _L.loaded, call("plgpu.Barrier", num_arrivals=Const(2), num_barriers=Const(stages))
         ),
         Keyword(_L.consumed, tensor_core_barrier(stages)),
         Keyword(_L.mma_done, tensor_core_barrier(2)),
         Keyword(_L.acc_free, _accumulator_free_barrier(g)),
-        *vector_buffers,
+        *vector_buffers(g),
         Keyword("collective_axes", Const(WG_AXIS)),
     )
     scoped = Call(Name("pl.run_scoped"), (Name(_WS.tiles),), allocations, one_per_line=True)
     return ExprStmt(scoped)
+
+
+def _accumulator_slot() -> Stmt:
+    local = attribute(Name(_WS.tile_info), "local_index")
+    return Assign((Name(_L.accumulator),), rem(local, 2), comment="this tile's accumulator")
+
+
+def _tile_header(g: _Geometry) -> list[Stmt]:
+    """Where a tile is: its batch entry and tile (a snake over the tiles), and the arrays at
+    the batch entry."""
+    placed: list[Stmt] = []
+    if g.config.cluster is not None:  # the pair's tile, and this CTA's block of rows of it
+        pair = add(mul(_walked_rows(g), CLUSTER_SIZE), Name(CLUSTER.cta))
+        placed.append(Assign((Name(block_index(g.rows)),), pair))
+    return tile_header(g, [_walked_rows(g), Name(block_index(g.cols))], placed)
+
+
+def _walked_rows(g: _Geometry) -> Name:
+    """The rows index the walk hands out: a block's, or a pair's tile's."""
+    return Name(block_index(g.rows) if g.config.cluster is None else cta_tile_index(g.rows))
+
+
+def _accumulator_view(g: _Geometry) -> Expr:
+    """The tile's accumulator: its columns of the tensor memory."""
+    acc = Name(_L.accumulator)
+    return ref_at(Name(_L.accumulators), Slice(), call("pl.ds", mul(acc, g.bn), Const(g.bn)))
+
+
+def _epilogue_role(g: _Geometry, translation: Translation, new_store_api: bool) -> list[Stmt]:
+    """The epilogue warpgroup: each tile's vectors copied in, its accumulator loaded once the
+    products are done and handed back, the body after the loop, the block stored."""
+    tile: list[Stmt] = [*_tile_header(g), _accumulator_slot()]
+    tile += vector_copies(g, "this tile's part, while its products run")
+    tile += [read_scalar(op.name, g.gmem[op.name]) for op in g.scalars]
+    tile += epilogue_body(g, translation, new_store_api, lambda line: _accumulator_read(g, line))
+    return [
+        walk(g, _L.epilogue_tile, tile),
+        Comment("the last tile's stores have read their slots"),
+        ExprStmt(call("plgpu.wait_smem_to_gmem", Const(0), wait_read_only=Const(True))),
+    ]
+
+
+def _accumulator_read(g: _Geometry, line: LoopBlock) -> list[Stmt]:
+    (final,) = line.finals
+    acc = Name(_L.accumulator)
+    return [
+        ExprStmt(call("plgpu.barrier_wait", ref_at(Name(_L.mma_done), acc))),
+        Assign((Name(final),), call("plgpu.async_load_tmem", _accumulator_view(g))),
+        ExprStmt(call("plgpu.wait_load_tmem")),
+        Comment("the MMA warp may accumulate into it again"),
+        ExprStmt(call("plgpu.barrier_arrive", ref_at(Name(_L.acc_free), acc))),
+        *vector_reads(g),
+    ]

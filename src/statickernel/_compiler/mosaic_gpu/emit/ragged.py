@@ -29,7 +29,7 @@ from ...ir.nodes import (
     call,
 )
 from ..pallas import attribute, ref_at
-from ..plan.warpspec import RaggedRows
+from ..plan.warp_walk import RaggedRows
 
 __all__ = [
     "group_rows_function",

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from .. import hardware as hw
 from ..lower.translation import LoopBlock
 from .operands import OperandPlan
-from .warpspec import RaggedRows, WarpSpecialized
+from .warp_walk import RaggedRows
+from .warpspec import WarpSpecialized
 
 __all__ = ["hold_paired_blocks", "hold_result_pieces"]
 

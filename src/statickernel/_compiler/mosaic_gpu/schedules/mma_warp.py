@@ -8,7 +8,7 @@ from ...._targets import TensorCores
 from ..plan.loops import plan_loops
 from ..plan.mma_warp import plan_mma_warp
 from ..plan.schedule import ScheduleKind, schedule_figures
-from ..plan.warpspec import ragged_rows
+from ..plan.warp_walk import WalkInputs, ragged_rows
 from ..plan.warpspec_padding import hold_result_pieces
 from .base import ScheduleChoice, ScheduleInputs
 
@@ -28,22 +28,7 @@ class MmaWarpLoop:
             or ragged_rows(plan.layout, plan.spec.rows) is not None
         ):
             return None
-        spec = plan.spec
-        config = plan_mma_warp(
-            plan.loops,
-            inputs.operands,
-            inputs.results,
-            plan.layout,
-            spec.rows,
-            spec.cols,
-            bool(plan.masked_reductions),
-            plan.declared_stages,
-            spec.stages if isinstance(spec.stages, str) else "stages",
-            plan.target,
-            plan.ctx,
-            plan.declared_cluster,
-            interpreted=plan.backend == "interpret",
-        )
+        config = plan_mma_warp(WalkInputs(plan, inputs.operands, inputs.results))
         if config is None:
             return None
         (result,) = inputs.results

@@ -9,7 +9,7 @@ from .. import hardware as hw
 from ..plan import schedule as figures
 from ..plan.schedule import ScheduleKind, schedule_figures
 from ..plan.split import MIN_PART_STEPS, LoopSplit, split_parts
-from ..plan.warpspec import ragged_rows
+from ..plan.warp_walk import ragged_rows
 from .base import ScheduleChoice, ScheduleInputs
 from .pipelined import PipelinedLoops
 

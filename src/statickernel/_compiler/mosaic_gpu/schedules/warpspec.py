@@ -7,10 +7,10 @@ import math
 
 from ...._errors import RaggedGroupsError, TensorCoreTargetError
 from ...ir.nodes import LoopMode
-from ..plan import schedule as figures
 from ..plan.loops import plan_loops
 from ..plan.schedule import ScheduleKind, schedule_figures
-from ..plan.warpspec import plan_warp_specialized, ragged_rows
+from ..plan.warp_walk import WalkInputs, ragged_rows
+from ..plan.warpspec import plan_warp_specialized
 from ..plan.warpspec_padding import hold_paired_blocks, hold_result_pieces
 from .base import ScheduleChoice, ScheduleInputs
 
@@ -71,24 +71,10 @@ class WarpSpecializedLoop:
             or plan.spec.copies_by_data
         ):
             return None
-        spec, layout = plan.spec, plan.layout
-        ws = plan_warp_specialized(
-            plan.loops,
-            inputs.operands,
-            inputs.results,
-            layout,
-            spec.rows,
-            spec.cols,
-            bool(plan.masked_reductions),
-            plan.declared_stages,
-            spec.stages if isinstance(spec.stages, str) else "stages",
-            figures.sm_count(),
-            plan.ctx,
-            plan.declared_cluster,
-        )
+        ws = plan_warp_specialized(WalkInputs(plan, inputs.operands, inputs.results))
         if ws is None:
             return None
-        blocks_of = {d.name: d.block for d in layout.dims}
+        blocks_of = {d.name: d.block for d in plan.layout.dims}
         operands, held = hold_paired_blocks(ws, inputs.operands, plan.loops[0], blocks_of)
         (result,) = inputs.results
         result, padded = hold_result_pieces(ws.epilogue[1], ws.ragged, result)
