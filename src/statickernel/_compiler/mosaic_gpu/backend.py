@@ -24,9 +24,7 @@ from .layout.blocks import BlockLayout, call_layout, check_blocks, declaration_l
 from .lower.geometry import block_geometry
 from .lower.translate import Translation, translate
 from .lower.translation import Geometry, shared_step_prelude
-from .plan.cost import plan_cost
-from .plan.crossblock import partial_plans
-from .plan.numerics import plan_approx_math, plan_numerics
+from .plan.inputs import CallFacts
 from .plan.plan import LaunchPlan, PlanInputs, make_plan
 from .plan.profile import Profile
 
@@ -175,7 +173,11 @@ def _plan(unit: CompileUnit, traced: Traced, choice: FormChoice) -> LaunchPlan |
     spec, layout, translation = traced.spec, choice.layout, choice.translation
     if unit.phase is not Phase.CALL and not spec.loop:
         return None
-    plan = make_plan(
+    call = None
+    if unit.phase is Phase.CALL:
+        assert unit.profile is None or isinstance(unit.profile, Profile)
+        call = CallFacts(traced.trace, unit.profile)
+    return make_plan(
         PlanInputs(
             spec,
             layout,
@@ -197,30 +199,10 @@ def _plan(unit: CompileUnit, traced: Traced, choice: FormChoice) -> LaunchPlan |
             )
             is not None,
             target=unit.target,
+            crosses=traced.crosses,
+            call=call,
         )
     )
-    crosses = traced.crosses
-    if crosses:
-        counts = dict(zip(layout.grid_names, layout.grid, strict=True))
-        persistent = choice.facts.persistent
-        if persistent is not None:  # each persistent CTA adds up the rows of its blocks
-            counts[spec.rows] = persistent.ctas
-        results, notes = partial_plans(plan.results, crosses, counts, persistent is not None)
-        plan = dataclasses.replace(
-            plan, results=results, notes=plan.notes + notes, cross_blocks=crosses
-        )
-        plan.check_invariants()
-    if unit.phase is Phase.CALL:
-        assert unit.profile is None or isinstance(unit.profile, Profile)
-        sizes = {d.name: d.size for d in plan.dims}
-        plan = dataclasses.replace(
-            plan,
-            cost=plan_cost(plan, traced.trace),
-            numerics=plan_numerics(traced.trace, sizes),
-            approx_math=plan_approx_math(traced.trace, spec.approx_math),
-            profile=unit.profile,
-        )
-    return plan
 
 
 def _emit(unit: CompileUnit, choice: FormChoice, plan: LaunchPlan | None) -> str | None:

@@ -15,6 +15,8 @@ from ...._targets import DEFAULT_TARGET, TARGETS, GpuTarget
 from ....language.context import Halo, LoadRecord, operand_fills
 from ...declare.spec import KernelSpec
 from ...ir.nodes import Kind
+from ...trace.body import BodyTrace
+from ...trace.crossblock import CrossBlock
 from ...trace.splits import SplittableLoop
 from .. import hardware as hw
 from ..layout.blocks import BlockLayout
@@ -22,9 +24,10 @@ from ..layout.smem import block_bytes, buffer_halos, smem_bytes
 from ..lower.translation import LoopBlock
 from ..pallas import FlatFrame, RowFrame
 from .operands import OperandPlan
+from .profile import Profile
 from .schedule import Persistent
 
-__all__ = ["FormFacts", "PlanInputs"]
+__all__ = ["CallFacts", "FormFacts", "PlanInputs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +85,15 @@ class FormFacts:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallFacts:
+    """At a call, what the plan reports beyond the launch: the body as traced (its cost,
+    numerics and approximate math are counted from it) and the profiler's options."""
+
+    trace: BodyTrace
+    profile: Profile | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class PlanInputs:
     """One specialization as planning reads it: its spec, block layout, dtypes, constants and
     load records, where errors point, the body's loops and masked reductions, and its form."""
@@ -111,6 +123,10 @@ class PlanInputs:
     target: GpuTarget = TARGETS[DEFAULT_TARGET]
     """The GPU the launch is planned for: its tensor cores decide how `sk.dot` multiplies
     and which launches can issue it (`plan.products`)."""
+    crosses: tuple[CrossBlock, ...] = ()
+    """The results reduced across blocks, which the launch writes as partials."""
+    call: CallFacts | None = None
+    """At a call, what the plan reports beyond the launch; None at the declaration."""
 
     @functools.cached_property
     def fills(self) -> dict[str, float | int | bool]:

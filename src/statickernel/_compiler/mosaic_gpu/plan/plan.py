@@ -22,12 +22,13 @@ from ..schedules.base import ScheduleInputs
 from ..schedules.choose import choose_schedule
 from .arrays import plan_arrays
 from .consumers import ConsumerPair
-from .cost import Cost
+from .cost import Cost, plan_cost
+from .crossblock import partial_plans
 from .forms import PlannedForm, planned_form
 from .inputs import FormFacts, PlanInputs
 from .mma_warp import MmaWarpSpecialized
 from .narrowing import Narrowing
-from .numerics import ApproxMath, Numerics
+from .numerics import ApproxMath, Numerics, plan_approx_math, plan_numerics
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import MODE_TEXT, LoopPlan
 from .products import check_products, products_text
@@ -146,9 +147,7 @@ class LaunchPlan(TextDisplay):
     def step_block(self, axis: str) -> int:
         """The elements of `axis` a step of a loop over it takes: its pipeline's block, or a
         step of the row form's walk over the row it holds whole."""
-        if self.row_frame is not None and self.row_frame.step_block:
-            return self.row_frame.step_block
-        return self.dim(axis).block
+        return step_block(self.row_frame, self.dims, axis)
 
     def dim(self, name: str) -> DimLayout:
         """The plan of the dim called `name`."""
@@ -445,6 +444,18 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
     notes += form.notes
     choice = choose_schedule(ScheduleInputs(inputs, operands, results))
     check_products(inputs, choice.loops)
+    results, cross_notes = _with_partials(inputs, choice.results or results)
+    launch = _Launch(
+        operands=choice.operands,
+        results=results,
+        dims=layout.dims,
+        loops=choice.loops,
+        rows=spec.rows,
+        cols=spec.cols,
+        split=choice.split,
+        row_frame=form.row_frame,
+    )
+    call = inputs.call
     plan = LaunchPlan(
         kernel=spec.name,
         location=spec.location,
@@ -453,17 +464,22 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
         grid_names=layout.grid_names,
         dims=layout.dims,
         operands=choice.operands,
-        results=choice.results or results,
+        results=results,
         constants=tuple(inputs.consts.items()),
         rows=spec.rows,
         cols=spec.cols,
         smem_bytes=choice.smem_bytes,
-        notes=(*notes, *choice.notes),
+        notes=(*notes, *choice.notes, *cross_notes),
         tuple_result=spec.result_is_tuple,
         loops=choice.loops,
         row_frame=form.row_frame,
         flat_frame=form.flat_frame,
         schedule=choice.schedule,
+        cost=None if call is None else plan_cost(launch, call.trace),
+        numerics=None if call is None else plan_numerics(call.trace, layout.sizes),
+        approx_math=None if call is None else plan_approx_math(call.trace, spec.approx_math),
+        profile=None if call is None else call.profile,
+        cross_blocks=inputs.crosses,
         warp_specialized=choice.warp_specialized,
         consumer_pair=choice.consumer_pair,
         split=choice.split,
@@ -471,6 +487,47 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
     )
     plan.check_invariants()
     return plan
+
+
+def _with_partials(
+    inputs: PlanInputs, results: tuple[OperandPlan, ...]
+) -> tuple[tuple[OperandPlan, ...], tuple[str, ...]]:
+    """The results, those reduced across blocks written as their blocks' partials (or with
+    persistent CTAs, each CTA's), and the notes that say how they combine."""
+    if not inputs.crosses:
+        return results, ()
+    layout = inputs.layout
+    counts = dict(zip(layout.grid_names, layout.grid, strict=True))
+    persistent = inputs.form.persistent
+    if persistent is not None:  # each persistent CTA adds up the rows of its blocks
+        counts[inputs.spec.rows] = persistent.ctas
+    return partial_plans(results, inputs.crosses, counts, persistent is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """What the cost reads of the launch (`cost._Planned`), before the plan that holds the
+    cost is made."""
+
+    operands: tuple[OperandPlan, ...]
+    results: tuple[OperandPlan, ...]
+    dims: tuple[DimLayout, ...]
+    loops: tuple[LoopPlan, ...]
+    rows: str
+    cols: str | None
+    split: LoopSplit | None
+    row_frame: RowFrame | None
+
+    def step_block(self, axis: str) -> int:
+        return step_block(self.row_frame, self.dims, axis)
+
+
+def step_block(row_frame: RowFrame | None, dims: tuple[DimLayout, ...], axis: str) -> int:
+    """The elements of `axis` a step of a loop over it takes: its pipeline's block, or a step
+    of the row form's walk over the row it holds whole."""
+    if row_frame is not None and row_frame.step_block:
+        return row_frame.step_block
+    return next(d for d in dims if d.name == axis).block
 
 
 def _check_grid(inputs: PlanInputs) -> None:
