@@ -5,7 +5,13 @@ tile constants where the declared blocks split a loop over too few blocks to fil
 import dataclasses
 from collections.abc import Callable
 
-from ..._errors import StaticKernelError, TensorCoreTargetError
+from ..._errors import (
+    BlockAlignmentError,
+    DotShapeError,
+    StaticKernelError,
+    TensorCoreTargetError,
+    TmaBoxError,
+)
 from ..build import Compiled, CompileUnit
 from .plan import schedule
 from .plan.narrowing import Narrowing, narrowing_candidates, score
@@ -13,6 +19,18 @@ from .plan.plan import LaunchPlan
 from .plan.products import TCGEN05_ROWS
 
 __all__ = ["launch_plan", "specialize"]
+
+
+# The rules a narrower block of the same kernel can break, and so the errors that make a
+# narrowing candidate no candidate: a block off its alignment quantum or a TMA box's bounds,
+# a product's shape, what the target's tensor cores take. Any other error of a candidate is
+# one the declared blocks would raise too, and surfaces.
+NARROWER_BLOCK_ERRORS: tuple[type[StaticKernelError], ...] = (
+    BlockAlignmentError,
+    DotShapeError,
+    TensorCoreTargetError,
+    TmaBoxError,
+)
 
 
 def launch_plan(compiled: Compiled) -> LaunchPlan | None:
@@ -70,7 +88,7 @@ def _narrowed(
             compiled.append(
                 compile_unit(dataclasses.replace(unit, consts={**unit.consts, **consts}))
             )
-        except StaticKernelError:  # a block the rules refuse is no candidate
+        except NARROWER_BLOCK_ERRORS:  # a block the rules refuse is no candidate
             continue
 
     def key(item: tuple[int, Compiled]) -> tuple[float, int, int, int]:
