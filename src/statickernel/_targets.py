@@ -12,11 +12,13 @@ from collections.abc import Mapping
 
 __all__ = [
     "DEFAULT_TARGET",
+    "MOSAIC_GPU_LIMITS",
     "TARGETS",
     "BackendKind",
     "GpuTarget",
     "Occupancy",
     "OccupancyLimit",
+    "TargetLimits",
     "TensorCores",
     "check_runs_here",
     "find_target",
@@ -47,6 +49,40 @@ class TensorCores(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
+class TargetLimits:
+    """The bounds a target's back-end sets on a call and a body that the front checks, at
+    binding and in the trace: the front reads them here, never in a back-end's module."""
+
+    compiler: str  # the back-end's compiler, as messages name it
+    index_bits: int  # the width of the signed ints it computes positions and offsets in
+    copy_bytes_quantum: int  # a copy of a page moves a whole number of this many bytes
+    copy_extent_max: int  # the most elements one block copy reaches along a dim
+
+    @property
+    def index_type(self) -> str:
+        """The signed int type of positions, e.g. "int32"."""
+        return f"int{self.index_bits}"
+
+    @property
+    def index_max(self) -> int:
+        """The largest position the back-end's index math addresses."""
+        return 2 ** (self.index_bits - 1) - 1
+
+    @property
+    def index_math(self) -> str:
+        """The index math that bounds a dim, for messages."""
+        return f"{self.compiler}'s {self.index_type} index math"
+
+
+# Mosaic GPU computes positions, block offsets and TMA coordinates in int32; it splits a copy's
+# bytes over the 128 threads of the warpgroup that issues it; a TMA box holds at most 256
+# elements along each dim. `mosaic_gpu/hardware.py` reads its numbers here.
+MOSAIC_GPU_LIMITS = TargetLimits(
+    compiler="Mosaic GPU", index_bits=32, copy_bytes_quantum=128, copy_extent_max=256
+)
+
+
+@dataclasses.dataclass(frozen=True)
 class GpuTarget:
     """A GPU that kernels are compiled for, by its architecture name, and the limits of one SM."""
 
@@ -66,6 +102,7 @@ class GpuTarget:
     # The driver keeps 1 KiB of each CTA's shared memory for itself.
     smem_reserved_per_cta: int = 1024
     tensor_cores: TensorCores = TensorCores.WGMMA
+    limits: TargetLimits = MOSAIC_GPU_LIMITS
 
     @property
     def backend(self) -> BackendKind:

@@ -5,6 +5,7 @@ or one loop's pipeline), with its fill and the user's line. The plan derives eve
 prints from these records, and the generated code reads the plan.
 """
 
+import dataclasses
 import math
 import pathlib
 
@@ -18,12 +19,13 @@ import statickernel as sk
 from softmax_online import softmax_online
 from statickernel._compiler.build import compile_call
 from statickernel._compiler.declare.binding import bind
+from statickernel._targets import MOSAIC_GPU_LIMITS, TARGETS
 
 F32 = jnp.float32
 
 
 def _loads(kernel: sk.Kernel, *args: jax.ShapeDtypeStruct):
-    binding = bind(kernel.spec, args, kernel.consts, {}, call=False)
+    binding = bind(kernel.spec, args, kernel.consts, {}, limits=MOSAIC_GPU_LIMITS, call=False)
     return compile_call(kernel.spec, binding, "interpret", None).trace.loads
 
 
@@ -96,3 +98,28 @@ def test_whatever_the_recorded_fill_a_ragged_reduction_is_exact(fill: float) -> 
 
     x = np.arange(70 * 10, dtype=np.float32).reshape(70, 10) + 3.0
     np.testing.assert_array_equal(np.asarray(row_min(jnp.asarray(x))), x.min(axis=1))
+
+
+@sk.kernel(tile={"M": "BM"})
+def shifted_rows(x: Float[Array, "M N"], *, BM: sk.Const[int] = 64) -> Float[Array, "M N"]:
+    return sk.load(x, offset={"M": 8})
+
+
+def test_a_shifted_load_reaches_as_far_as_one_copy_of_the_target() -> None:
+    # The trace reads the bound from the target compiled for: a target whose copies reach 4
+    # elements refuses the offset of 8 that Mosaic GPU's 256-element TMA box takes.
+    hopper = TARGETS["sm_90a"]
+    short = dataclasses.replace(hopper.limits, copy_extent_max=4)
+    x = jax.ShapeDtypeStruct((128, 64), jnp.float32)
+    binding = bind(shifted_rows.spec, (x,), shifted_rows.consts, {}, limits=short)
+    with pytest.raises(sk.BodyError) as info:
+        compile_call(
+            shifted_rows.spec,
+            binding,
+            "interpret",
+            None,
+            target=dataclasses.replace(hopper, limits=short),
+        )
+    assert info.value.what == "`x` is loaded 8 elements away along M, more than one copy reaches"
+    assert info.value.expected == "an offset of at most 4 either way"
+    assert compile_call(shifted_rows.spec, binding, "interpret", None, target=hopper).trace.loads

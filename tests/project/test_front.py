@@ -2,8 +2,8 @@
 IR, the compile path's stages and the language) imports no back-end's module; it reaches a
 back-end only through the registry (`_compiler/backends.py`), for a target.
 
-The GPU rules the front still checks itself are listed here, each with why; the list may only
-shrink (each goes to the target's limits as the TPU back-end arrives)."""
+The GPU rules the front would still check itself would be listed here, each with why; the list
+is empty and may only stay so: the front reads a target's bounds from its limits."""
 
 import pytest
 from test_structure import _graph
@@ -24,18 +24,10 @@ FRONT_MODULES = (
 )
 BACKEND_PACKAGES = tuple(f"_compiler.{kind.value}" for kind in BackendKind)
 
-# Front modules that still read Mosaic GPU's limits, and why.
-_GPU_HARDWARE = {"_compiler.mosaic_gpu", "_compiler.mosaic_gpu.hardware"}
-GPU_RULES_IN_THE_FRONT = {
-    # A call's dims bound as int32 (Mosaic GPU's index math) and within CUDA's grid.
-    "_compiler.declare.limits": _GPU_HARDWARE,
-    # A page's copy a whole number of 128-byte chunks (paged operands, at binding).
-    "_compiler.declare.binding": _GPU_HARDWARE,
-    # A shifted load's offset within one TMA box.
-    "language.tile": _GPU_HARDWARE,
-    # A slice's start on a TMA copy's 128-byte shared-memory alignment.
-    "language.context": _GPU_HARDWARE,
-}
+# Front modules that still read a back-end's rules, and why: none. The front checks a target's
+# limits as data (`TargetLimits` in `_targets.py`), given by the compile path; a rule of one
+# back-end alone is checked in that back-end.
+GPU_RULES_IN_THE_FRONT: dict[str, set[str]] = {}
 
 
 def _front(name: str) -> bool:
@@ -97,3 +89,15 @@ def test_every_target_names_a_backend(target: str) -> None:
 
 def test_every_backend_kind_is_registered() -> None:
     assert set(backends._MODULES) == set(BackendKind)
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_a_mosaic_gpu_target_has_the_limits_of_its_hardware(target: str) -> None:
+    from statickernel._compiler.mosaic_gpu import hardware as hw
+
+    limits = TARGETS[target].limits
+    assert TARGETS[target].backend is BackendKind.MOSAIC_GPU
+    assert limits.index_max == hw.INT32_MAX == 2**31 - 1 and limits.index_type == "int32"
+    assert limits.copy_bytes_quantum == hw.COPY_BYTES_QUANTUM == 128
+    assert limits.copy_extent_max == hw.TMA_BOX_MAX == 256
+    assert limits.index_math == "Mosaic GPU's int32 index math"

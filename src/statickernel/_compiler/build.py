@@ -139,6 +139,7 @@ def _trace(unit: CompileUnit) -> Traced:
         unit.shapes,
         consts,
         sizes,
+        limits=unit.target.limits,
         dims_are_bound=unit.phase is Phase.CALL,
     )
     loops = spec.loop_map

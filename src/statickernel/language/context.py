@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 
-from .._compiler.mosaic_gpu import hardware as hw
+from .._targets import TargetLimits
 
 __all__ = [
     "Halo",
@@ -80,12 +80,13 @@ class Halo:
         place = self.column_shifts.index(offset)
         return self.before + block_rows + self.after + place * self.window_rows
 
-    def aligned(self, row_bytes: int, boxes: int = 1) -> "Halo":
+    def aligned(self, row_bytes: int, align_bytes: int, boxes: int = 1) -> "Halo":
         """The halo as a buffer of rows of `row_bytes` holds it: the rows above the block
-        rounded up so that the block's copy starts on a TMA destination's boundary, and, where
-        the columns are copied in `boxes` buffers one after the other, the rows below too, so
-        that the next buffer starts on one."""
-        step = hw.TMA_SMEM_ALIGN_BYTES // math.gcd(hw.TMA_SMEM_ALIGN_BYTES, row_bytes)
+        rounded up so that the block's copy starts on a boundary of `align_bytes` (the
+        back-end's copy destination's, a TMA copy's 128 bytes on Mosaic GPU), and, where the
+        columns are copied in `boxes` buffers one after the other, the rows below too, so that
+        the next buffer starts on one."""
+        step = align_bytes // math.gcd(align_bytes, row_bytes)
         # Column windows start below the rows after the block: those are rounded too.
         rounded = boxes > 1 or bool(self.column_shifts)
         after = -(-self.after // step) * step if rounded else self.after
@@ -127,6 +128,8 @@ class TraceContext:
     """Every dim's size; at the declaration, probe sizes."""
     loop_dims: Mapping[str, LoopDim]
     """The kernel's loop dims."""
+    limits: TargetLimits
+    """The limits of the target the body is traced for, which the language's checks read."""
     loops: tuple[str, ...] = ()
     """The loop dims whose steps are being traced, innermost last."""
     loop_id: int | None = None

@@ -15,8 +15,9 @@ import numpy as np
 from jax import core as jax_core
 from jax.extend import core as jex_core
 
-from .._compiler.mosaic_gpu import hardware as hw
+from .. import _dtypes
 from .._errors import BodyError
+from .._targets import DEFAULT_TARGET, TARGETS
 from .._where import call_site, caller_user_line
 from . import context as _trace_context
 from .context import LoadRecord
@@ -120,7 +121,7 @@ class Tile:
                 f"sk.load({self.name}), {fill!r})",
             )
         dtype = np.dtype(self.dtype).name
-        if dtype in hw.DOT_ONLY_DTYPES:
+        if dtype in _dtypes.DOT_ONLY_DTYPES:
             raise BodyError(
                 f"`{self.name}` is {dtype}, which only sk.dot reads: a load has no path for it",
                 operand=self.name,
@@ -128,7 +129,7 @@ class Tile:
                 actual=f"sk.load({self.name}) of {dtype}",
                 fix=f"multiply it with sk.dot, or cast {self.name} to bfloat16 outside the kernel",
             )
-        if dtype in hw.SUB_BYTE_DTYPES and (shift or fill != 0 or str(fill) == "-0.0"):
+        if dtype in _dtypes.SUB_BYTE_DTYPES and (shift or fill != 0 or str(fill) == "-0.0"):
             # Its edge mask and its shifted windows would compute on 4-bit values, which
             # Mosaic GPU only converts.
             written = f"offset={dict(offset or {})!r}" if shift else f"fill={fill!r}"
@@ -193,13 +194,15 @@ class Tile:
                 actual=repr(rows),
                 fix="compute the offset from constants and sk.dim, not from loaded values",
             )
-        if abs(rows) > hw.TMA_BOX_MAX:
+        # The target's, or outside a trace (a tile kept past its body) the default target's.
+        limits = (context or TARGETS[DEFAULT_TARGET]).limits
+        if abs(rows) > limits.copy_extent_max:
             raise BodyError(
                 f"`{self.name}` is loaded {abs(rows)} elements away along {dim}, more than one "
                 f"copy reaches",
                 operand=self.name,
                 dim=dim,
-                expected=f"an offset of at most {hw.TMA_BOX_MAX} either way",
+                expected=f"an offset of at most {limits.copy_extent_max} either way",
                 actual=str(rows),
                 fix="shift by at most one block: compute further taps in another kernel",
             )

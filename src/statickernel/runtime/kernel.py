@@ -431,7 +431,7 @@ class Kernel(Generic[P, R]):
             chosen = resolve_backend(backend, self.backend)
         except BackendError as exc:
             raise for_kernel(exc, spec.name) from None
-        binding = bind(spec, args, self.consts, overrides, call=call)
+        binding = bind(spec, args, self.consts, overrides, limits=gpu.limits, call=call)
         if call and chosen == "mosaic_gpu":
             check_runs_here(gpu, spec.name, where)
         compiled = compile_call(spec, binding, chosen, where, current_profile(), gpu)

@@ -5,6 +5,7 @@ both values, points `where` at the user's call line, and offers a fix. Lines are
 `# @tag` marker comments on the line they tag.
 """
 
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -17,6 +18,10 @@ from jaxtyping import Array, Float, Float32
 import statickernel as sk
 from markers import line_finder
 from statickernel._compiler.declare.binding import bind, check_arguments
+from statickernel._targets import TARGETS
+
+# The limits of the target a call compiles for by default (H100 and H200).
+HOPPER = TARGETS["sm_90a"].limits
 
 _FILE = pathlib.Path(__file__)
 S = jax.ShapeDtypeStruct
@@ -150,13 +155,16 @@ def test_numpy_and_jax_arrays_and_shape_structs_are_operands():
 def test_shape_struct_is_refused_where_a_call_needs_data():
     structs = (S((64, 128), jnp.float32),)
     with pytest.raises(sk.OperandError) as info:
-        bind(softmax.spec, structs, softmax.consts, {}, call=True)  # @bind-struct
+        bind(softmax.spec, structs, softmax.consts, {}, limits=HOPPER, call=True)  # @bind-struct
     check(info.value, "bind-struct", operand="x")
     assert "ShapeDtypeStruct" in info.value.what
     assert info.value.actual == "ShapeDtypeStruct(shape=(64, 128), dtype=float32)"
     assert "kernel.plan" in str(info.value.fix)
     # plan, emit and lower take one.
-    assert bind(softmax.spec, structs, softmax.consts, {}).size_map == {"M": 64, "N": 128}
+    assert bind(softmax.spec, structs, softmax.consts, {}, limits=HOPPER).size_map == {
+        "M": 64,
+        "N": 128,
+    }
 
 
 def test_cached_arguments_get_the_same_check():
@@ -625,3 +633,17 @@ def test_grad_through_a_kernel_is_a_static_kernel_error():
         jax.grad(lambda x: softmax(x).sum())(X)
     assert isinstance(info.value, sk.NotDifferentiableError)
     assert info.value.fix
+
+
+def test_bind_checks_the_index_limit_of_the_target_it_is_given():
+    # The front reads the bound from the target's limits: a target indexing in int16 refuses
+    # a dim that Mosaic GPU's int32 takes.
+    narrow = dataclasses.replace(HOPPER, index_bits=16)
+    x = (S((64, 40000), jnp.float32),)
+    assert bind(softmax.spec, x, softmax.consts, {}, limits=HOPPER).size_map["N"] == 40000
+    with pytest.raises(sk.Int32LimitError) as info:
+        bind(softmax.spec, x, softmax.consts, {}, limits=narrow)
+    assert info.value.what == (
+        "dim N has 40,000 elements, more than Mosaic GPU's int16 index math can address"
+    )
+    assert info.value.expected == "at most 32,767 (2**15 - 1) elements along every dim"

@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ... import _dtypes
 from ..._errors import (
     DtypeError,
     ErrorContext,
@@ -23,8 +24,8 @@ from ..._errors import (
     ShapeError,
     SymbolicDimError,
 )
+from ..._targets import TargetLimits
 from ..._where import call_site
-from ..mosaic_gpu import hardware as hw
 from .consts import check_const_value, check_stage_count
 from .limits import check_dim_size
 from .operand import OperandSpec
@@ -62,10 +63,12 @@ def bind(
     defaults: Mapping[str, Any],
     overrides: Mapping[str, Any],
     *,
+    limits: TargetLimits,
     call: bool = False,
 ) -> Binding:
-    """Checks the arguments and binds the dims; `call` is True for a call that will run, which
-    needs arrays, where plan, emit and lower also take a `jax.ShapeDtypeStruct`."""
+    """Checks the arguments and binds the dims, within the `limits` of the target the call
+    compiles for; `call` is True for a call that will run, which needs arrays, where plan, emit
+    and lower also take a `jax.ShapeDtypeStruct`."""
     ctx = ErrorContext(spec.name, call_site(), Phase.CALL)
     _check_operand_count(spec, args, ctx)
     sizes: dict[str, int] = {}
@@ -79,7 +82,7 @@ def bind(
         bound = ctx.bound(sizes)  # the dims that the operands before this one bound
         _check_rank(op, shape, bound)
         _check_dtype(op, dtype_name, bound)
-        _bind_dims(op, shape, sizes, origin, ctx)
+        _bind_dims(op, shape, sizes, origin, limits, ctx)
         dtypes[op.name] = dtype_name
         shapes[op.name] = tuple(int(s) for s in shape)
     consts = bind_consts(spec, defaults, overrides, ctx.bound(sizes))
@@ -87,7 +90,7 @@ def bind(
         sizes[dim] = int(consts[dim])  # positive, as every int constant
     sizes.update(spec.joined_sizes(sizes))  # a result's columns joined from its operands'
     _check_groups(spec, sizes, consts, ctx.bound(sizes))
-    _bind_pages(spec, sizes, consts, dtypes, ctx.bound(sizes))
+    _bind_pages(spec, sizes, consts, dtypes, limits, ctx.bound(sizes))
     _typecheck(spec, args, ctx.bound(sizes))
     return Binding(
         sizes=tuple(sizes.items()),
@@ -144,6 +147,7 @@ def _bind_pages(
     sizes: dict[str, int],
     consts: dict[str, Any],
     dtypes: dict[str, str],
+    limits: TargetLimits,
     ctx: ErrorContext,
 ) -> None:
     """The loop over a paged dim copies whole pages a step, or an equal part of one. (Its
@@ -165,20 +169,20 @@ def _bind_pages(
                 fix="store the cache in pages of 8, 16, 32 ... rows",
             )
         table = next(o for o in spec.operands if o.name == spec.page_tables[group])
-        if sizes[table.dims[-1]] * page > hw.INT32_MAX:
+        if sizes[table.dims[-1]] * page > limits.index_max:
             raise ctx.error(
                 ShapeError,
                 f"the sequences `{table.name}` lists are {sizes[table.dims[-1]]:,} pages of "
-                f"{page} rows, past int32",
+                f"{page} rows, past {limits.index_type}",
                 operand=table.name,
                 dim=table.dims[-1],
-                expected=f"{table.dims[-1]} x {page} <= {hw.INT32_MAX:,} (positions along "
-                f"{walked} are int32)",
+                expected=f"{table.dims[-1]} x {page} <= {limits.index_max:,} (positions along "
+                f"{walked} are {limits.index_type})",
                 actual=f"{sizes[table.dims[-1]] * page:,}",
                 fix=f"split `{table.name}`'s rows into parts of fewer pages",
             )
         for op in (o for o in spec.operands if group in o.dims):
-            _check_page_copy(spec, op, walked, min(page, block), sizes, consts, dtypes, ctx)
+            _check_page_copy(spec, op, walked, min(page, block), sizes, consts, dtypes, limits, ctx)
         if block % page and page % block:
             # Blocks of whole 64-row tiles (WGMMA's rows), each whole pages or a part of one.
             fits = [b for b in range(64, 257, 64) if b % page == 0 or page % b == 0]
@@ -208,26 +212,27 @@ def _check_page_copy(
     sizes: dict[str, int],
     consts: dict[str, Any],
     dtypes: dict[str, str],
+    limits: TargetLimits,
     ctx: ErrorContext,
 ) -> None:
-    """A copy of a page moves a multiple of 128 bytes: Mosaic GPU splits a copy's bytes over
-    the 128 threads of the warpgroup that issues it."""
+    """A copy of a page moves a whole number of the target's copy quantum (128 bytes on Mosaic
+    GPU, which splits a copy's bytes over the 128 threads of the warpgroup that issues it)."""
+    quantum = limits.copy_bytes_quantum
     blocks = spec.block_map
     rest = op.dims[op.dims.index(walked) + 1 :]
     elements = rows * math.prod(
         int(consts[blocks[d]]) if d in spec.tile_map else sizes[d] for d in rest
     )
-    moved = hw.nbytes(elements, dtypes[op.name])
-    if moved % hw.COPY_BYTES_QUANTUM == 0:
+    moved = _dtypes.nbytes(elements, dtypes[op.name])
+    if moved % quantum == 0:
         return
     raise ctx.error(
         ShapeError,
-        f"a copy of a page of `{op.name}` moves {moved} bytes, not a multiple of "
-        f"{hw.COPY_BYTES_QUANTUM}",
+        f"a copy of a page of `{op.name}` moves {moved} bytes, not a multiple of {quantum}",
         operand=op.name,
         dim=walked,
         expected=f"{rows} rows of '{' '.join(rest) or '(one element)'}' a copy, a multiple "
-        f"of {hw.COPY_BYTES_QUANTUM} bytes (the warpgroup's threads each copy a part)",
+        f"of {quantum} bytes (the warpgroup's threads each copy a part)",
         actual=f"{moved} B of {dtypes[op.name]}",
         fix=f"store `{op.name}` in larger pages, or lay it out with a dim after its rows "
         "(per-token scales beside the values they scale)",
@@ -262,7 +267,7 @@ def _check_dtype(op: OperandSpec, dtype_name: str, ctx: ErrorContext) -> None:
     """A dtype Mosaic GPU supports, and one the operand's annotation allows."""
     if dtype_name in _UNSUPPORTED_DTYPES or dtype_name not in op.dtypes:
         fix = _UNSUPPORTED_DTYPES.get(dtype_name, f"cast it with .astype(jnp.{op.dtypes[0]})")
-        if dtype_name in hw.SUB_BYTE_DTYPES and dtype_name not in _UNSUPPORTED_DTYPES:
+        if dtype_name in _dtypes.SUB_BYTE_DTYPES and dtype_name not in _UNSUPPORTED_DTYPES:
             kind = "Int4" if dtype_name == "int4" else "UInt4"
             fix = f"annotate `{op.name}` {kind}[Array, ...] (4-bit operands are declared as such)"
         what = (
@@ -285,6 +290,7 @@ def _bind_dims(
     shape: Sequence[Any],
     sizes: dict[str, int],
     origin: dict[str, str],
+    limits: TargetLimits,
     ctx: ErrorContext,
 ) -> None:
     """Binds each dim of the operand to its axis's size, into `sizes`, with the operand that
@@ -293,7 +299,7 @@ def _bind_dims(
     for axis, (dim, size) in enumerate(zip(op.dims, shape, strict=True)):
         bound = ctx.bound(sizes)
         size = _static_size(op, axis, dim, size, shape, bound)
-        check_dim_size(dim, size, op.name, axis, bound)
+        check_dim_size(dim, size, op.name, axis, limits, bound)
         if dim in sizes and sizes[dim] != size:
             raise bound.error(
                 ShapeError,

@@ -1,5 +1,8 @@
 """Hopper and Mosaic GPU limits that statickernel checks before anything is lowered.
 
+Those the front checks too (int32 positions, a copy's 128-byte quantum, a TMA box's extent)
+are the Mosaic GPU targets' `TargetLimits` (`_targets.py`), read here from there.
+
 The dtypes and their sizes are the front's (`_dtypes.py`), named here too for the modules
 of the back-end that read both as `hw`.
 """
@@ -17,6 +20,7 @@ from ..._dtypes import (
     per_bytes,
     round_up,
 )
+from ..._targets import MOSAIC_GPU_LIMITS
 
 __all__ = [
     "BARRIER_BYTES",
@@ -53,7 +57,7 @@ __all__ = [
 # Shared memory available to one block on H100/H200 (227 KiB).
 SMEM_BYTES = 232448
 # A TMA box holds at most this many elements along each dimension.
-TMA_BOX_MAX = 256
+TMA_BOX_MAX = MOSAIC_GPU_LIMITS.copy_extent_max  # 256
 # TMA moves rows in 16-byte units: strides and the box's last dim must be multiples of this.
 TMA_ALIGN_BYTES = 16
 # WGMMA reads its operands from shared memory tiled (8 rows) and swizzled over 128-byte rows,
@@ -71,14 +75,14 @@ WGMMA_COLS = 8
 CUDA_GRID_X_MAX = 2**31 - 1
 CUDA_GRID_YZ_MAX = 65535
 # Mosaic GPU computes positions, block offsets and TMA coordinates in int32.
-INT32_MAX = 2**31 - 1
+INT32_MAX = MOSAIC_GPU_LIMITS.index_max  # 2**31 - 1
 BARRIER_BYTES = 8
 # Mosaic GPU starts every shared-memory buffer on a 1 KiB boundary, and reserves 2 KiB of
 # scratch for cross-lane reductions.
 SMEM_BUFFER_ALIGN = 1024
 SMEM_RESERVED_BYTES = 2048
 # A copy moves a whole number of 128-byte chunks: one byte per thread of the warpgroup.
-COPY_BYTES_QUANTUM = 128
+COPY_BYTES_QUANTUM = MOSAIC_GPU_LIMITS.copy_bytes_quantum  # 128
 # The H200's rooflines, as measured rather than as rated: what a `Cost` floor divides by.
 # HBM: a device-to-device copy (bytes read + written per second).
 HBM_BYTES_PER_S = 4.3e12

@@ -19,6 +19,7 @@ from jax.extend import core as jex_core
 
 from ..._compat import jnp_counting_function, user_frames
 from ..._errors import BodyError, StaticKernelError
+from ..._targets import TargetLimits
 from ..._where import display_path, is_user_file
 from ...language.context import LoadRecord, LoopDim, TraceContext, tracing
 from ...language.tile import Tile
@@ -168,6 +169,22 @@ def misplaced_load_error(spec: KernelSpec, trace: "BodyTrace") -> BodyError:
 _NO_MESH = jax.sharding.AbstractMesh((), ())
 
 
+def _trace_context(
+    spec: KernelSpec, consts: Mapping[str, Any], dims: Mapping[str, int], limits: TargetLimits
+) -> TraceContext:
+    """What the language reads of the trace: the dims, the loops' blocks, the target's limits."""
+    blocks = split_blocks(spec, consts)
+    return TraceContext(
+        dict(dims),
+        {d: LoopDim(dims[d], blocks[d]) for d in spec.loop_map},
+        limits,
+        frame=(spec.rows, spec.cols),
+        batch=spec.batch,
+        blocks={d: blocks.get(d, size) for d, size in dims.items()},
+        tiled=frozenset(spec.tile_map),
+    )
+
+
 def trace_body(
     spec: KernelSpec,
     block_shapes: Mapping[str, tuple[int, ...]],
@@ -176,6 +193,7 @@ def trace_body(
     consts: Mapping[str, Any],
     dims: Mapping[str, int],
     *,
+    limits: TargetLimits,
     dims_are_bound: bool = True,
 ) -> BodyTrace:
     """Traces the body once on logical block shapes and flattens the result.
@@ -196,15 +214,7 @@ def trace_body(
     }
     loads: list[LoadRecord] = []
     misplaced: list[tuple[str, str | None]] = []
-    blocks = split_blocks(spec, consts)
-    context = TraceContext(
-        dict(dims),
-        {d: LoopDim(dims[d], blocks[d]) for d in spec.loop_map},
-        frame=(spec.rows, spec.cols),
-        batch=spec.batch,
-        blocks={d: blocks.get(d, size) for d, size in dims.items()},
-        tiled=frozenset(spec.tile_map),
-    )
+    context = _trace_context(spec, consts, dims, limits)
 
     # A parameter vector is laid out along a dim of its own, and read by index: not misplaced.
     params = set(spec.parameter_operands())

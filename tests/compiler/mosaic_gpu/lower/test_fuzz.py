@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 import statickernel as sk
 from fuzz_kernels import COL_BLOCKS, KERNEL_NAME, ROW_BLOCKS, Declaration, declarations
 from generated_modules import write_and_import
+from statickernel._targets import MOSAIC_GPU_LIMITS
 from statickernel.language.context import TraceContext, tracing
 
 settings.register_profile(
@@ -292,7 +293,9 @@ def reference(kernel: sk.Kernel[..., Any], args: tuple[Any, ...], consts: dict[s
             )
             for o, a in zip(spec.operands, args, strict=True)
         }
-        with tracing(TraceContext(sizes, {})):  # what sk.dim reads: the bound sizes
+        with tracing(
+            TraceContext(sizes, {}, MOSAIC_GPU_LIMITS)
+        ):  # what sk.dim reads: the bound sizes
             blocks = spec.fn(**tiles, **consts)
         blocks = blocks if spec.result_is_tuple else (blocks,)
         if outputs is None:

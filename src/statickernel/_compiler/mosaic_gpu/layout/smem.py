@@ -60,7 +60,8 @@ def buffer_halos(
             halo = dataclasses.replace(halo, window_rows=layout.dim(dims[0]).extent)
         extent = layout.dim(columns[0]).extent if columns else None
         boxes = layout.dim(columns[0]).boxes if columns else 1
-        halos[name] = halo.aligned(_buffer_row_bytes(extent, boxes, dtypes[name]), boxes)
+        row_bytes = _buffer_row_bytes(extent, boxes, dtypes[name])
+        halos[name] = halo.aligned(row_bytes, hw.TMA_SMEM_ALIGN_BYTES, boxes)
     return halos
 
 

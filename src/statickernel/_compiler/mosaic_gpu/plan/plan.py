@@ -12,10 +12,10 @@ from typing_extensions import override
 
 from ...._display import TextDisplay
 from ...._targets import DEFAULT_TARGET, TARGETS, GpuTarget, TensorCores
-from ...declare.limits import check_grid, check_offsets
 from ...ir.nodes import Form, Kind
 from ...trace.crossblock import CrossBlock
 from .. import hardware as hw
+from ..launch_limits import check_grid, check_offsets
 from ..layout.blocks import DimLayout, quantum
 from ..pallas import FlatFrame, RowFrame
 from ..schedules.base import ScheduleInputs
