@@ -205,3 +205,50 @@ def test_a_narrowed_launch_has_no_races_and_the_same_bits_each_call() -> None:
     assert not report.races_found and report.result is not None
     first, second = matmul(a, b), matmul(a, b)
     assert bool(jnp.all(first == second))  # no split, no atomics: one order of additions
+
+
+# --- which errors make a candidate no candidate ----------------------------------------------
+
+
+def _skinny_call_with_candidates_refused(
+    monkeypatch: pytest.MonkeyPatch, error: type[sk.StaticKernelError]
+) -> Any:
+    """The skinny product's call compiled with its one narrowing candidate refused by an
+    `error`, the declared constants compiled as they are."""
+    from statickernel._compiler import build
+    from statickernel._compiler.declare.binding import bind
+    from statickernel._compiler.mosaic_gpu import constants
+    from statickernel._targets import TARGETS
+
+    monkeypatch.setattr(constants, "narrowing_candidates", lambda *args: [{"BM": 64, "BN": 32}])
+    compiled: list[Any] = []
+
+    def compile_unit(unit: Any) -> Any:
+        if compiled:  # the candidate
+            raise error("a candidate refused", kernel=unit.spec.name)
+        compiled.append(build._compile(unit))
+        return compiled[0]
+
+    real = constants.specialize
+    monkeypatch.setattr(constants, "specialize", lambda unit, _: real(unit, compile_unit))
+    args = _specs((16, 4096), (4096, 4096))
+    binding = bind(
+        matmul.spec, args, matmul.consts, {}, call=False, limits=TARGETS["sm_90a"].limits
+    )
+    return build.compile_call(matmul.spec, binding, "mosaic_gpu", None)
+
+
+@pytest.mark.usefixtures("h200")
+def test_a_candidate_a_narrower_blocks_rule_refuses_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiled = _skinny_call_with_candidates_refused(monkeypatch, sk.BlockAlignmentError)
+    assert compiled.plan.narrowing is None  # the declared blocks stay
+    assert compiled.plan.split is not None
+
+
+@pytest.mark.usefixtures("h200")
+def test_a_candidate_any_other_rule_refuses_surfaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error that no narrower block causes is no "not a candidate": it surfaces."""
+    with pytest.raises(sk.SharedMemoryError, match="a candidate refused"):
+        _skinny_call_with_candidates_refused(monkeypatch, sk.SharedMemoryError)
