@@ -56,14 +56,18 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def lower_to_source(self, unit: CompileUnit, traced: Traced) -> Compiled:
         """The traced body laid out, translated, in its register form and launch schedule,
-        planned and (at a call) emitted."""
+        planned and (at a call) emitted; or, at a call, a request for another value of a
+        constant the call left at its default (`Compiled.request`)."""
 
     @abc.abstractmethod
     def specialize(
-        self, unit: CompileUnit, compile_unit: Callable[[CompileUnit], Compiled]
+        self,
+        unit: CompileUnit,
+        compiled: Compiled,
+        compile_unit: Callable[[CompileUnit], Compiled],
     ) -> Compiled:
-        """At a call, the unit compiled with the constants the target takes (`compile_unit`
-        runs the whole path on a unit)."""
+        """At a call, `compiled` (the unit compiled), or the compile of other constants the
+        target prefers (`compile_unit` runs the whole path on a unit)."""
 
 
 _MODULES: Mapping[BackendKind, str] = {

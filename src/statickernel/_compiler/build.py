@@ -17,6 +17,7 @@ target's back-end (`backends.py`, `mosaic_gpu/` today) runs the rest:
              (`Backend.specialize`)
 """
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,7 +60,18 @@ def compile_call(
         narrowable=binding.defaulted & frozenset(spec.tile_map.values()),
         target=target,
     )
-    return backend_for(unit.target).specialize(unit, _compile)
+    compiled = _compile(unit)
+    request = compiled.request
+    if request is not None:  # the constants stage: once, with the constant the back-end names
+        unit = dataclasses.replace(
+            unit,
+            consts={**unit.consts, request.name: request.value},
+            narrowable=unit.narrowable - {request.name},
+            notes=(*unit.notes, request.note),
+        )
+        compiled = _compile(unit)
+        assert compiled.request is None, compiled.request
+    return backend_for(unit.target).specialize(unit, compiled, _compile)
 
 
 def compile_declaration(

@@ -12,7 +12,7 @@ from .declare.spec import KernelSpec
 from .trace.body import BodyTrace
 from .trace.crossblock import CrossBlock
 
-__all__ = ["CompileUnit", "Compiled", "DeclaredProbe", "Traced"]
+__all__ = ["CompileUnit", "Compiled", "ConstantRequest", "DeclaredProbe", "Traced"]
 
 
 class DeclaredProbe(Protocol):
@@ -22,6 +22,16 @@ class DeclaredProbe(Protocol):
     def sizes(self) -> Mapping[str, int]:
         """The probe's size of every dim."""
         ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantRequest:
+    """A back-end's request, at a call, to compile with a constant the call left at its
+    default set to another value, by name, and the note its plan then shows."""
+
+    name: str
+    value: Any
+    note: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +45,9 @@ class Compiled:
     nothing there depends on a plan."""
     source: str | None
     """The generated module; only at a call."""
+    request: ConstantRequest | None = None
+    """Where the back-end asks for another constant instead of planning (plan and source
+    are then None): the compile path compiles once more with it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +72,8 @@ class CompileUnit:
     reads (Mosaic GPU's `Profile`)."""
     narrowable: frozenset[str] = frozenset()
     """At a call, the tile constants left at their defaults, which the plan may narrow."""
+    notes: tuple[str, ...] = ()
+    """At a call, what the constants stage changed, for the plan's notes."""
     target: GpuTarget = TARGETS[DEFAULT_TARGET]
     """The GPU the launch is planned and generated for."""
 

@@ -14,7 +14,7 @@ from ..declare.spec import KernelSpec
 from ..trace.body import BodyTrace, misplaced_load_error
 from ..trace.crossblock import CrossBlock, partial_specs
 from ..trace.splits import splittable_loop
-from ..unit import Compiled, CompileUnit, Traced
+from ..unit import Compiled, CompileUnit, ConstantRequest, Traced
 from . import constants
 from .checks import check_declared_smem, check_loops
 from .emit.module import generate_source
@@ -89,12 +89,17 @@ class MosaicGpu(Backend):
             ) from None
         choice = _choose_form(unit, lowered)
         plan = _plan(unit, traced, choice)
+        if isinstance(plan, ConstantRequest):
+            return Compiled(traced.trace, None, None, request=plan)
         return Compiled(traced.trace, plan, _emit(unit, choice, plan))
 
     def specialize(
-        self, unit: CompileUnit, compile_unit: Callable[[CompileUnit], Compiled]
+        self,
+        unit: CompileUnit,
+        compiled: Compiled,
+        compile_unit: Callable[[CompileUnit], Compiled],
     ) -> Compiled:
-        return constants.specialize(unit, compile_unit)
+        return constants.narrowed(unit, compiled, compile_unit)
 
 
 BACKEND = MosaicGpu()
@@ -167,7 +172,9 @@ def _choose_form(unit: CompileUnit, lowered: _Lowered) -> FormChoice:
     )
 
 
-def _plan(unit: CompileUnit, traced: Traced, choice: FormChoice) -> LaunchPlan | None:
+def _plan(
+    unit: CompileUnit, traced: Traced, choice: FormChoice
+) -> LaunchPlan | ConstantRequest | None:
     """The launch plan; at the declaration only for loop kernels, whose pipelines' shared
     memory depends on the body."""
     spec, layout, translation = traced.spec, choice.layout, choice.translation
@@ -176,7 +183,7 @@ def _plan(unit: CompileUnit, traced: Traced, choice: FormChoice) -> LaunchPlan |
     call = None
     if unit.phase is Phase.CALL:
         assert unit.profile is None or isinstance(unit.profile, Profile)
-        call = CallFacts(traced.trace, unit.profile)
+        call = CallFacts(traced.trace, unit.profile, unit.notes, unit.narrowable)
     return make_plan(
         PlanInputs(
             spec,

@@ -1,6 +1,7 @@
-"""The constants a call's specialization takes on Mosaic GPU in place of the declared
-defaults: the rows' tile constant widened to tcgen05's 128 lanes on Blackwell, and narrower
-tile constants where the declared blocks split a loop over too few blocks to fill the SMs."""
+"""Narrower tile constants than a call's defaults, where the declared blocks split a loop
+over too few blocks to fill the SMs: each candidate compiled, the best by the plan's cost.
+(The rows' tile constant tcgen05 needs on Blackwell is asked for by the plan itself,
+`plan/products.py`, and the compile path's constants stage compiles with it.)"""
 
 import dataclasses
 from collections.abc import Callable
@@ -12,13 +13,12 @@ from ..._errors import (
     TensorCoreTargetError,
     TmaBoxError,
 )
-from ..build import Compiled, CompileUnit
+from ..unit import Compiled, CompileUnit
 from .plan import schedule
 from .plan.narrowing import Narrowing, narrowing_candidates, score
 from .plan.plan import LaunchPlan
-from .plan.products import TCGEN05_ROWS
 
-__all__ = ["launch_plan", "specialize"]
+__all__ = ["NARROWER_BLOCK_ERRORS", "launch_plan", "narrowed"]
 
 
 # The rules a narrower block of the same kernel can break, and so the errors that make a
@@ -39,41 +39,7 @@ def launch_plan(compiled: Compiled) -> LaunchPlan | None:
     return compiled.plan
 
 
-def specialize(unit: CompileUnit, compile_unit: Callable[[CompileUnit], Compiled]) -> Compiled:
-    """The unit compiled by `compile_unit`, with the constants the target takes."""
-    unit, compiled = _for_tensor_cores(unit, compile_unit)
-    return _narrowed(unit, compiled, compile_unit)
-
-
-def _for_tensor_cores(
-    unit: CompileUnit, compile_unit: Callable[[CompileUnit], Compiled]
-) -> tuple[CompileUnit, Compiled]:
-    """The unit compiled, with the rows' tile constant taken as 128 where the target's
-    tensor cores refuse its default: a kernel written with blocks of 64 rows for Hopper
-    compiles unchanged for Blackwell, whose single-CTA MMA fills 128 lanes (`plan.products`).
-    A constant the call passed is kept, and its error raised."""
-    try:
-        return unit, compile_unit(unit)
-    except TensorCoreTargetError as exc:
-        spec = unit.spec
-        const = spec.tile_map.get(spec.rows)
-        if exc.dim != spec.rows or const is None or const not in unit.narrowable:
-            raise
-        declared = unit.consts[const]
-        consts = {**unit.consts, const: TCGEN05_ROWS}
-        widened = dataclasses.replace(unit, consts=consts, narrowable=unit.narrowable - {const})
-        compiled = compile_unit(widened)
-    widened_plan = launch_plan(compiled)
-    assert widened_plan is not None
-    note = (
-        f"{const}={declared} (its default) is {TCGEN05_ROWS} on {unit.target.name}: a "
-        f"single-CTA tcgen05 MMA fills the {TCGEN05_ROWS} lanes of tensor memory"
-    )
-    plan = dataclasses.replace(widened_plan, notes=(*widened_plan.notes, note))
-    return widened, dataclasses.replace(compiled, plan=plan)
-
-
-def _narrowed(
+def narrowed(
     unit: CompileUnit, declared: Compiled, compile_unit: Callable[[CompileUnit], Compiled]
 ) -> Compiled:
     """`declared`, or the specialization of narrower tile constants where the declared
@@ -85,11 +51,11 @@ def _narrowed(
     compiled = [declared]
     for consts in narrowing_candidates(plan.dims, unit.consts, unit.narrowable, sms):
         try:
-            compiled.append(
-                compile_unit(dataclasses.replace(unit, consts={**unit.consts, **consts}))
-            )
+            candidate = compile_unit(dataclasses.replace(unit, consts={**unit.consts, **consts}))
         except NARROWER_BLOCK_ERRORS:  # a block the rules refuse is no candidate
             continue
+        if candidate.request is None:  # nor is one whose products ask for other constants
+            compiled.append(candidate)
 
     def key(item: tuple[int, Compiled]) -> tuple[float, int, int, int]:
         i, c = item

@@ -213,24 +213,22 @@ def test_a_narrowed_launch_has_no_races_and_the_same_bits_each_call() -> None:
 def _skinny_call_with_candidates_refused(
     monkeypatch: pytest.MonkeyPatch, error: type[sk.StaticKernelError]
 ) -> Any:
-    """The skinny product's call compiled with its one narrowing candidate refused by an
-    `error`, the declared constants compiled as they are."""
+    """The skinny product's call compiled with its one narrowing candidate's compile refused
+    by an `error`, the declared constants compiled as they are."""
     from statickernel._compiler import build
     from statickernel._compiler.declare.binding import bind
     from statickernel._compiler.mosaic_gpu import constants
     from statickernel._targets import TARGETS
 
     monkeypatch.setattr(constants, "narrowing_candidates", lambda *args: [{"BM": 64, "BN": 32}])
-    compiled: list[Any] = []
 
-    def compile_unit(unit: Any) -> Any:
-        if compiled:  # the candidate
-            raise error("a candidate refused", kernel=unit.spec.name)
-        compiled.append(build._compile(unit))
-        return compiled[0]
+    def refuse(unit: Any) -> Any:
+        raise error("a candidate refused", kernel=unit.spec.name)
 
-    real = constants.specialize
-    monkeypatch.setattr(constants, "specialize", lambda unit, _: real(unit, compile_unit))
+    real = constants.narrowed
+    monkeypatch.setattr(
+        constants, "narrowed", lambda unit, declared, _: real(unit, declared, refuse)
+    )
     args = _specs((16, 4096), (4096, 4096))
     binding = bind(
         matmul.spec, args, matmul.consts, {}, call=False, limits=TARGETS["sm_90a"].limits

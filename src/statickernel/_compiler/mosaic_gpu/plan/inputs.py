@@ -91,6 +91,10 @@ class CallFacts:
 
     trace: BodyTrace
     profile: Profile | None = None
+    notes: tuple[str, ...] = ()
+    """What the constants stage changed, shown after the plan's other notes."""
+    narrowable: frozenset[str] = frozenset()
+    """The tile constants left at their defaults: a product may ask for another value."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +131,11 @@ class PlanInputs:
     """The results reduced across blocks, which the launch writes as partials."""
     call: CallFacts | None = None
     """At a call, what the plan reports beyond the launch; None at the declaration."""
+
+    @property
+    def narrowable(self) -> frozenset[str]:
+        """The tile constants the call left at their defaults (none at the declaration)."""
+        return frozenset() if self.call is None else self.call.narrowable
 
     @functools.cached_property
     def fills(self) -> dict[str, float | int | bool]:

@@ -14,6 +14,7 @@ from ...._display import TextDisplay
 from ...._targets import DEFAULT_TARGET, TARGETS, GpuTarget, TensorCores
 from ...ir.nodes import Form, Kind
 from ...trace.crossblock import CrossBlock
+from ...unit import ConstantRequest
 from .. import hardware as hw
 from ..launch_limits import check_grid, check_offsets
 from ..layout.blocks import DimLayout, quantum
@@ -420,11 +421,12 @@ def _halo_text(plan: LaunchPlan, op: OperandPlan) -> str:
     return f"+ {' and '.join(parts)} along {row} for shifted loads ({how})"
 
 
-def make_plan(inputs: PlanInputs) -> LaunchPlan:
+def make_plan(inputs: PlanInputs) -> "LaunchPlan | ConstantRequest":
     """The launch of one specialization: the layout's grid and blocks, each operand's array,
     block and fill, and the launch schedule (the first of `schedules.choose` that proposes
     itself), with the loops' pipelines and the shared memory it takes. Every fill comes from
-    the body's load records."""
+    the body's load records. At a call, a product the target's tensor cores take only at
+    another value of a defaulted constant asks for it instead (`products.check_products`)."""
     spec, layout = inputs.spec, inputs.layout
     _check_grid(inputs)
     operands, results, notes = plan_arrays(inputs)
@@ -443,7 +445,9 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
     form = inputs.form
     notes += form.notes
     choice = choose_schedule(ScheduleInputs(inputs, operands, results))
-    check_products(inputs, choice.loops)
+    request = check_products(inputs, choice.loops)
+    if request is not None:
+        return request
     results, cross_notes = _with_partials(inputs, choice.results or results)
     launch = _Launch(
         operands=choice.operands,
@@ -469,7 +473,7 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
         rows=spec.rows,
         cols=spec.cols,
         smem_bytes=choice.smem_bytes,
-        notes=(*notes, *choice.notes, *cross_notes),
+        notes=(*notes, *choice.notes, *cross_notes, *(call.notes if call else ())),
         tuple_result=spec.result_is_tuple,
         loops=choice.loops,
         row_frame=form.row_frame,

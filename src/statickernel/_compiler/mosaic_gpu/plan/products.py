@@ -10,6 +10,7 @@ what to change, before anything is lowered for the wrong architecture.
 
 from ...._errors import TensorCoreTargetError
 from ...._targets import GpuTarget, TensorCores
+from ...unit import ConstantRequest
 from .. import hardware as hw
 from .inputs import PlanInputs
 from .pipelining import LoopPlan
@@ -49,11 +50,13 @@ def products_text(target: GpuTarget, loops: tuple[LoopPlan, ...]) -> str:
     )
 
 
-def check_products(inputs: PlanInputs, loops: tuple[LoopPlan, ...]) -> None:
+def check_products(inputs: PlanInputs, loops: tuple[LoopPlan, ...]) -> ConstantRequest | None:
     """Raises TensorCoreTargetError where the target's tensor cores cannot take a product as
-    the launch issues it."""
+    the launch issues it; or, where the rows' tile constant is the call's default and a
+    product needs 128 rows, asks for it: a kernel written with blocks of 64 rows for Hopper
+    compiles unchanged for Blackwell, whose single-CTA MMA fills 128 lanes."""
     if inputs.target.tensor_cores is TensorCores.WGMMA:
-        return
+        return None
     spec = inputs.spec
     for loop in loops:
         if loop.dots and loop.stops_early:
@@ -68,15 +71,20 @@ def check_products(inputs: PlanInputs, loops: tuple[LoopPlan, ...]) -> None:
     cols = spec.cols or ""
     for block in inputs.loops:
         for dot in block.dots:
-            _check_dot(inputs, dot.a, dot.b, inputs.dtypes[dot.a], cols, accumulator=True)
+            request = _check_dot(inputs, dot.a, dot.b, inputs.dtypes[dot.a], cols, accumulator=True)
+            if request is not None:
+                return request
         for p in block.products:
             a, b = p.a or "a", p.b or "b"
-            _check_dot(inputs, a, b, p.a_dtype, p.along, accumulator=False)
+            request = _check_dot(inputs, a, b, p.a_dtype, p.along, accumulator=False)
+            if request is not None:
+                return request
+    return None
 
 
 def _check_dot(
     inputs: PlanInputs, a: str, b: str, dtype: str, along: str, accumulator: bool
-) -> None:
+) -> ConstantRequest | None:
     spec, layout = inputs.spec, inputs.layout
     rows = layout.dim(spec.rows).extent
     cols = layout.dim(along).extent if along else 0
@@ -91,6 +99,14 @@ def _check_dot(
             operand=a,
         )
     row_const = spec.tile_map.get(spec.rows, spec.rows)
+    if rows != TCGEN05_ROWS and row_const in inputs.narrowable:
+        return ConstantRequest(
+            row_const,
+            TCGEN05_ROWS,
+            f"{row_const}={inputs.consts[row_const]} (its default) is {TCGEN05_ROWS} on "
+            f"{inputs.target.name}: a single-CTA tcgen05 MMA fills the {TCGEN05_ROWS} lanes "
+            "of tensor memory",
+        )
     if rows != TCGEN05_ROWS:
         _refuse(
             inputs,
@@ -115,6 +131,7 @@ def _check_dot(
             f"set {const}={fixed}" if const != along else f"walk {along} in a loop",
             dim=along,
         )
+    return None
 
 
 def _refuse(
