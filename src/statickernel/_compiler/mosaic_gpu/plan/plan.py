@@ -6,7 +6,7 @@ blocks take, and any fallback taken because TMA cannot address an array.
 """
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from typing_extensions import override
 
@@ -23,7 +23,7 @@ from ..schedules.choose import choose_schedule
 from .arrays import plan_arrays
 from .consumers import ConsumerPair
 from .cost import Cost
-from .forms import PlannedForm, planned_form
+from .forms import BlockFormPlan, PlannedForm, RowFormPlan, StridedFormPlan, planned_form
 from .inputs import FormFacts, PlanInputs
 from .mma_warp import MmaWarpSpecialized
 from .narrowing import Narrowing
@@ -34,6 +34,7 @@ from .products import check_products, products_text
 from .profile import Profile
 from .schedule import Schedule
 from .split import LoopSplit
+from .variants import ScheduleVariant
 from .warpspec import WarpSpecialized
 
 __all__ = ["DimPlan", "FormFacts", "LaunchPlan", "OperandPlan", "PlanInputs", "Role", "make_plan"]
@@ -80,14 +81,15 @@ class LaunchPlan(TextDisplay):
     """Whether the kernel returns a tuple of results."""
     loops: tuple[LoopPlan, ...] = ()
     """The body's loops, in order: one software pipeline each."""
-    row_frame: RowFrame | None = None
-    """For the row form, the register vector one row is computed in; None for the block form."""
-    flat_frame: FlatFrame | None = None
-    """For an elementwise body, the strided layout its whole block is computed in; None for
-    the WGMMA layout and for the row form."""
+    planned_form: PlannedForm = dataclasses.field(default_factory=BlockFormPlan)
+    """The form slot: the register form the plan took, with its own config (the row form's
+    `RowFrame`, the strided block's `FlatFrame`), as the plan shows and checks it."""
     schedule: Schedule | None = None
     """How the launch keeps loads in flight: its kind, CTAs, stages, CTAs per SM and bytes of
     loads in flight per SM (set by `make_plan`)."""
+    schedule_variant: ScheduleVariant | None = None
+    """The schedule slot: the config of the schedule that took the launch, where it has one
+    (`plan.variants`); None where `schedule` says it all."""
     cost: Cost | None = None
     """The call's HBM bytes, arithmetic and roofline floor on an H200; None until the compile
     path sets it, at the call."""
@@ -96,24 +98,92 @@ class LaunchPlan(TextDisplay):
     cross_blocks: tuple[CrossBlock, ...] = ()
     """The results reduced across blocks: each block writes a partial, and the wrapper
     combines them after the launch (see `trace.crossblock`)."""
-    warp_specialized: WarpSpecialized | MmaWarpSpecialized | None = None
-    """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
-    consumer_pair: ConsumerPair | None = None
-    """For a loop two consumer warpgroups share (attention's forward), their launch; else
-    None."""
     approx_math: ApproxMath | None = None
     """At a call of a kernel that asks for approximate math, what its body gets; else None."""
     profile: Profile | None = None
     """Mosaic GPU's profiler options the launch carries (`sk.profile`); None unprofiled."""
-    split: LoopSplit | None = None
-    """The loop split across CTAs, a grid axis after the blocks' numbering its parts, each
-    result an array of partial sums the wrapper adds (see `plan.split`); else None."""
     narrowing: Narrowing | None = None
     """The tile constants the plan narrowed from the kernel's defaults, and why (see
     `plan.narrowing`); else None."""
     target: str = DEFAULT_TARGET
     """The GPU architecture the launch is generated for ("sm_90a", "sm_100a"): its tensor
     cores are the instruction `sk.dot` takes (`gpu_target`)."""
+
+    # The plan's facts as `statickernel plan --json` names them, in this order: its fields,
+    # each slot as the fields it holds the configs of (`json_keys` adds any field not listed).
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "kernel",
+        "location",
+        "backend",
+        "grid",
+        "grid_names",
+        "dims",
+        "operands",
+        "results",
+        "constants",
+        "rows",
+        "cols",
+        "smem_bytes",
+        "notes",
+        "tuple_result",
+        "loops",
+        "row_frame",
+        "flat_frame",
+        "schedule",
+        "cost",
+        "numerics",
+        "cross_blocks",
+        "warp_specialized",
+        "consumer_pair",
+        "approx_math",
+        "profile",
+        "split",
+        "narrowing",
+        "target",
+    )
+    _SLOTS: ClassVar[frozenset[str]] = frozenset({"planned_form", "schedule_variant"})
+
+    @classmethod
+    def json_keys(cls) -> tuple[str, ...]:
+        """The names `plan --json` shows the plan's facts under, in order: `JSON_KEYS`, then
+        any field added since (the slots are shown by the names of their configs)."""
+        listed = set(cls.JSON_KEYS) | cls._SLOTS
+        added = tuple(f.name for f in dataclasses.fields(cls) if f.name not in listed)
+        return cls.JSON_KEYS + added
+
+    @property
+    def row_frame(self) -> RowFrame | None:
+        """For the row form, the register vector one row is computed in; None for the block
+        form."""
+        form = self.planned_form
+        return form.frame if isinstance(form, RowFormPlan) else None
+
+    @property
+    def flat_frame(self) -> FlatFrame | None:
+        """For an elementwise body, the strided layout its whole block is computed in; None
+        for the WGMMA layout and for the row form."""
+        form = self.planned_form
+        return form.frame if isinstance(form, StridedFormPlan) else None
+
+    @property
+    def warp_specialized(self) -> WarpSpecialized | MmaWarpSpecialized | None:
+        """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
+        variant = self.schedule_variant
+        return variant if isinstance(variant, WarpSpecialized | MmaWarpSpecialized) else None
+
+    @property
+    def consumer_pair(self) -> ConsumerPair | None:
+        """For a loop two consumer warpgroups share (attention's forward), their launch; else
+        None."""
+        variant = self.schedule_variant
+        return variant if isinstance(variant, ConsumerPair) else None
+
+    @property
+    def split(self) -> LoopSplit | None:
+        """The loop split across CTAs, a grid axis after the blocks' numbering its parts, each
+        result an array of partial sums the wrapper adds (see `plan.split`); else None."""
+        variant = self.schedule_variant
+        return variant if isinstance(variant, LoopSplit) else None
 
     @property
     def gpu_target(self) -> GpuTarget:
@@ -137,11 +207,6 @@ class LaunchPlan(TextDisplay):
         """`Form.ROWS` ("rows") when each block's rows are computed one at a time, as vectors;
         `Form.BLOCK` ("block") when the whole block is in registers at once."""
         return self.planned_form.form
-
-    @property
-    def planned_form(self) -> PlannedForm:
-        """The register form this plan took, as the plan shows and checks it."""
-        return planned_form(self.row_frame, self.flat_frame)
 
     def step_block(self, axis: str) -> int:
         """The elements of `axis` a step of a loop over it takes: its pipeline's block, or a
@@ -461,12 +526,9 @@ def make_plan(inputs: PlanInputs) -> LaunchPlan:
         notes=(*notes, *choice.notes),
         tuple_result=spec.result_is_tuple,
         loops=choice.loops,
-        row_frame=form.row_frame,
-        flat_frame=form.flat_frame,
+        planned_form=planned_form(form.row_frame, form.flat_frame),
         schedule=choice.schedule,
-        warp_specialized=choice.warp_specialized,
-        consumer_pair=choice.consumer_pair,
-        split=choice.split,
+        schedule_variant=choice.variant,
         target=inputs.target.name,
     )
     plan.check_invariants()
