@@ -105,7 +105,7 @@ def loop(start: Expr, stop: Expr, name: str, index: str, body: list[Stmt]) -> Fu
 def mma_warp_function(
     plan: LaunchPlan, translation: Translation, new_store_api: bool
 ) -> FunctionDef:
-    config = plan.warp_specialized
+    config = plan.schedule_variant
     assert isinstance(config, MmaWarpSpecialized)
     g = walk_geometry(plan, translation, config)
     body: list[Stmt] = [

@@ -81,7 +81,7 @@ _Geometry = WalkGeometry[WarpSpecialized]
 
 
 def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
-    ws = plan.warp_specialized
+    ws = plan.schedule_variant
     assert isinstance(ws, WarpSpecialized)
     epilogues = Epilogues(ws.consumers, _WG)
     return walk_geometry(plan, translation, ws, epilogues, ws.paired, ws.ragged)
