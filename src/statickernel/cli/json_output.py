@@ -4,7 +4,8 @@ tuples and numbers, for `--json` on the command line.
 The conversion is generic, so a field added to a plan appears in the JSON with no change
 here: a dataclass becomes an object of its fields, an enum its value (its name when the value
 is not a string or a number), a tuple or list a list, and a float that is not finite (NaN, an
-infinity) null, since JSON has no such numbers.
+infinity) null, since JSON has no such numbers. A plan shows its variant slots by the names
+of the configs they hold (`LaunchPlan.json_keys`).
 """
 
 import dataclasses
@@ -46,8 +47,9 @@ def to_json(value: Any) -> Any:
 
 
 def plan_to_json(plan: LaunchPlan) -> dict[str, Any]:
-    """The plan's fields, plus its form and the dims' sizes by name."""
-    facts: dict[str, Any] = to_json(plan)
+    """The plan's facts (its fields, each slot as the configs it holds), plus its form and
+    the dims' sizes by name."""
+    facts: dict[str, Any] = {key: to_json(getattr(plan, key)) for key in plan.json_keys()}
     facts["form"] = to_json(plan.form)
     facts["bindings"] = to_json(plan.bindings)
     return facts

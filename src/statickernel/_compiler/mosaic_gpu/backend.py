@@ -25,7 +25,8 @@ from .lower.geometry import block_geometry
 from .lower.translate import Translation, translate
 from .lower.translation import Geometry, shared_step_prelude
 from .plan.inputs import CallFacts
-from .plan.plan import LaunchPlan, PlanInputs, make_plan
+from .plan.make import make_plan
+from .plan.plan import LaunchPlan, PlanInputs
 from .plan.profile import Profile
 
 __all__ = ["BACKEND", "MosaicGpu"]

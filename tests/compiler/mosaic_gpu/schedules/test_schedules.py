@@ -12,7 +12,7 @@ import statickernel as sk
 from add import add
 from matmul import matmul
 from softmax_online import softmax_online
-from statickernel._compiler.mosaic_gpu.emit import module as emit_module
+from statickernel._compiler.mosaic_gpu.emit import variants as emit_variants
 from statickernel._compiler.mosaic_gpu.schedules import choose
 from statickernel._compiler.mosaic_gpu.schedules.consumers import ConsumerPairLoop
 from statickernel._compiler.mosaic_gpu.schedules.mma_warp import MmaWarpLoop
@@ -46,8 +46,8 @@ def test_the_schedules_are_asked_in_order() -> None:
     ]
 
 
-def test_every_schedule_kind_has_a_block_function() -> None:
-    assert set(emit_module._BLOCK_FUNCTIONS) == set(sk.ScheduleKind)
+def test_every_schedule_kind_has_an_emitter() -> None:
+    assert set(emit_variants.SCHEDULE_EMITTERS) == set(sk.ScheduleKind)
 
 
 @pytest.mark.parametrize(

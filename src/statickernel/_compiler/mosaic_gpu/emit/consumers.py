@@ -9,8 +9,6 @@ and stores its block of rows.
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Protocol
 
 from ...ir.names import (
     CONSUMER_PAIR,
@@ -36,11 +34,13 @@ from ...ir.nodes import (
     call,
 )
 from ..lower.translation import LoopBlock, Translation, shared_step_prelude
-from ..plan.consumers import CONSUMERS
-from ..plan.plan import LaunchPlan, OperandPlan
+from ..plan.consumers import CONSUMERS, ConsumerPair
+from ..plan.plan import LaunchPlan
+from .launches import BlockPieces, ModuleGenerator, ScheduleEmitter
 from .loops import shared_loop
 
 __all__ = [
+    "CONSUMER_PAIR_LOOP",
     "WG_AXIS",
     "consumer_pair_function",
     "consumers_buffer",
@@ -54,35 +54,10 @@ _CONSUMER = WARP_SPECIALIZED.consumer
 _CONSUMER_BLOCK = Name(CONSUMER_PAIR.consumer_block)
 
 
-class BlockPieces(Protocol):
-    """What the block function of one warpgroup a CTA is made of (`emit.module`), which the
-    consumers' reuses."""
-
-    plan: LaunchPlan
-    t: Translation
-    new_store_api: bool
-    loaded: list[OperandPlan]
-    kernel_results: list[OperandPlan]
-
-    def block_header(self, indices: Mapping[str, list[Stmt]] | None = None) -> list[Stmt]: ...
-
-    def load_statements(self) -> list[Stmt]: ...
-
-    def masks(self) -> list[Stmt]: ...
-
-    def computed(
-        self, loop_lines: Callable[[LoopBlock], list[Stmt]], skipped: tuple[Stmt, ...] = ()
-    ) -> list[Stmt]: ...
-
-    def store(self) -> list[Stmt]: ...
-
-    def params(self) -> tuple[str, ...]: ...
-
-
 def staged_buffers(plan: LaunchPlan, translation: Translation) -> tuple[tuple[str, Expr], ...]:
     """The buffers the loop's products stage their computed operands in (the interpreter's
     `a`), each variable with its `plgpu.SMEM` type: kernel scratch of the consumers'."""
-    if plan.consumer_pair is None:
+    if not isinstance(plan.schedule_variant, ConsumerPair):
         return ()
     return tuple(
         buffer
@@ -139,8 +114,7 @@ def consumer_pair_function(gen: BlockPieces) -> FunctionDef:
     """The block function: the warpgroup's index and its block of rows, each pair of buffers
     viewed at it, the shared loop's step, the consumers' function, the pipeline."""
     plan = gen.plan
-    pair = plan.consumer_pair
-    assert pair is not None
+    pair = _pair(plan)
     (block,) = gen.t.loops
     block = unscoped_staging(block)
     shared = shared_loop(plan, block, gen.new_store_api, _CONSUMER, WG_AXIS)
@@ -201,3 +175,40 @@ def _views(gen: BlockPieces, staged: list[str]) -> list[Stmt]:
     for n in names:
         lines.append(Assign((Name(n),), Subscript(Name(f"{n}.at"), (_WG,))))
     return lines
+
+
+def _pair(plan: LaunchPlan) -> ConsumerPair:
+    pair = plan.schedule_variant
+    assert isinstance(pair, ConsumerPair)
+    return pair
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConsumerPairLoop(ScheduleEmitter):
+    """Two consumer warpgroups a CTA, a block of rows each: each buffer and barrier a pair
+    of the kernel's scratch."""
+
+    def scopes_stores(self) -> bool:
+        return False
+
+    def launch_grid(self, plan: LaunchPlan) -> tuple[int, ...]:
+        pair = _pair(plan)  # a CTA a pair of blocks of rows
+        return tuple(
+            pair.pairs if n == pair.rows else g
+            for n, g in zip(plan.grid_names, plan.grid, strict=True)
+        )
+
+    def grid_text(self, plan: LaunchPlan, launched: tuple[int, ...], blocks: str) -> str:
+        return f"{launched}: the blocks {blocks}, two of {_pair(plan).rows} a CTA"
+
+    def smem_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (CONSUMERS, *shape)
+
+    def barriers(self) -> int | None:
+        return CONSUMERS  # one a consumer
+
+    def block_function(self, gen: ModuleGenerator) -> FunctionDef:
+        return consumer_pair_function(gen)
+
+
+CONSUMER_PAIR_LOOP = _ConsumerPairLoop()

@@ -2,7 +2,7 @@
 launch holds an array's block in shared memory, how many copies fill it, which blocks a
 persistent launch stages, how a result is sliced back, and whose block function runs.
 
-The generator takes its form's emitter from one table (`emit/module.py`) and asks it; no
+The generator takes its form's emitter from one table (`emit/variants.py`) and asks it; no
 other piece of the generator tests which form a plan took. The block form and the strided
 block share `BLOCK_FORM`; the row form's is `emit.rows.ROW_FORM`.
 """

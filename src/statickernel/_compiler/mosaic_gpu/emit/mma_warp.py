@@ -26,6 +26,8 @@ cluster barrier. The walk and the epilogue's stores are the WGMMA form's too
 (`emit.warp_walk`).
 """
 
+import dataclasses
+
 from ...ir.names import (
     CLUSTER,
     MMA_WARP,
@@ -61,9 +63,11 @@ from ..pallas import attribute, read_scalar, ref_at, tensor_core_barrier
 from ..plan.cluster import CLUSTER_AXIS, CLUSTER_SIZE
 from ..plan.mma_warp import MmaWarpSpecialized
 from ..plan.plan import LaunchPlan
+from .launches import ModuleGenerator
 from .warp_walk import (
     CTA_AXIS,
     WalkGeometry,
+    WarpWalkLaunch,
     add,
     epilogue_body,
     mul,
@@ -77,7 +81,7 @@ from .warp_walk import (
 )
 from .warpspec import WG_AXIS
 
-__all__ = ["mma_warp_function"]
+__all__ = ["MMA_WARP_LOOP", "mma_warp_function"]
 
 _L = MMA_WARP
 _WS = WARP_SPECIALIZED
@@ -101,7 +105,7 @@ def loop(start: Expr, stop: Expr, name: str, index: str, body: list[Stmt]) -> Fu
 def mma_warp_function(
     plan: LaunchPlan, translation: Translation, new_store_api: bool
 ) -> FunctionDef:
-    config = plan.warp_specialized
+    config = plan.schedule_variant
     assert isinstance(config, MmaWarpSpecialized)
     g = walk_geometry(plan, translation, config)
     body: list[Stmt] = [
@@ -433,3 +437,14 @@ def _accumulator_read(g: _Geometry, line: LoopBlock) -> list[Stmt]:
         ExprStmt(call("plgpu.barrier_arrive", ref_at(Name(_L.acc_free), acc))),
         *vector_reads(g),
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _MmaWarps(WarpWalkLaunch):
+    """tcgen05's warp-specialized matmul: a TMA warp, an MMA warp, an epilogue warpgroup."""
+
+    def block_function(self, gen: ModuleGenerator) -> FunctionDef:
+        return mma_warp_function(gen.plan, gen.t, gen.new_store_api)
+
+
+MMA_WARP_LOOP = _MmaWarps()

@@ -21,7 +21,6 @@ from ...ir.nodes import (
     DType,
     Expr,
     ExprStmt,
-    Form,
     FunctionDef,
     IfExp,
     Import,
@@ -46,24 +45,19 @@ from ...ir.printer import module_source
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import LoopBlock, Translation, line_reads
 from ..pallas import fill_past_edge, load, load_buffer, read_scalar, store
-from ..plan.cluster import CLUSTER_AXIS
-from ..plan.consumers import CONSUMERS
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
-from ..plan.schedule import ScheduleKind
 from .boxes import element_stores, oob_mode, result_copies, tma_boxes
-from .consumers import consumer_pair_function, consumers_buffer, staged_buffers
-from .forms import BLOCK_FORM, FormEmitter, column_boxes
+from .consumers import consumers_buffer, staged_buffers
+from .forms import FormEmitter, column_boxes
 from .halos import block_rows, column_window_copies
 from .indexed import gather_copies, scatter_copies
+from .launches import ScheduleEmitter
 from .loops import loop_statements
 from .masks import MaskAxis, edge_mask_statements, fill_masks
-from .mma_warp import mma_warp_function
-from .persistent_block import persistent_block_function
 from .products import block_layouts
-from .rows import ROW_FORM
 from .slices import EDGE_START
-from .split import partial_sums
-from .warpspec import WG_AXIS, warp_specialized_function
+from .variants import form_emitter, schedule_emitter
+from .warpspec import WG_AXIS
 from .wrapper import finished_results, prepared_inputs
 
 __all__ = ["generate_source"]
@@ -107,9 +101,11 @@ class _Generator:
         assert plan.schedule is not None, "a plan at a call has its schedule"
         self.plan = plan
         self.schedule = plan.schedule
+        # What the plan's form and schedule do their own way (`emit.variants`).
+        self.form: FormEmitter = form_emitter(plan)
+        self.launch_schedule: ScheduleEmitter = schedule_emitter(plan)
         # A loop split across CTAs: each CTA stores its part's sums; the wrapper casts them.
-        self.t = translation if plan.split is None else partial_sums(translation, plan.split)
-        self.form: FormEmitter = _FORM_EMITTERS[plan.form]
+        self.t = self.launch_schedule.translation(plan, translation)
         # jax 0.12 stores through `plgpu.store`, whose default no longer suits untiled refs.
         self.new_store_api = has_plgpu_store()
         # Operands copied once per block; those with a loop dim are copied by their pipeline.
@@ -121,7 +117,7 @@ class _Generator:
             and op.loop_dim is None
             and not op.in_place
             # The warp-specialized matmul's consumers each hold their own buffers.
-            and self.schedule.kind not in (ScheduleKind.WARP_SPECIALIZED, ScheduleKind.MMA_WARP)
+            and self.launch_schedule.copies_blocks_once()
         ]
         # An index operand is read from global memory by the copies it addresses; an operand
         # a result updates in place is written.
@@ -139,7 +135,7 @@ class _Generator:
         # pipelines' buffers; results written by a loop keep theirs for the whole kernel.
         # Two consumers' results are kernel scratch, a pair: scoped shared memory is allocated
         # by every warpgroup at once.
-        self.scoped = bool(plan.loops) and plan.consumer_pair is None
+        self.scoped = bool(plan.loops) and self.launch_schedule.scopes_stores()
         self.staged = staged_buffers(plan, translation)
         held = [op for op in plan.results if op not in self.in_place]
         self.kernel_results = [op for op in held if not (self.scoped and op in self.stored)]
@@ -149,47 +145,17 @@ class _Generator:
     def _boxes(self, op: OperandPlan) -> list[tuple[Expr, Expr]]:
         return tma_boxes(self.plan, op)
 
-    def _grid_names(self) -> tuple[str, ...]:
-        if self.schedule.walks_blocks:
-            return ("cta",)
-        split = self.plan.split
-        return self.plan.grid_names if split is None else (*self.plan.grid_names, split.axis)
-
-    def _launch_grid(self) -> tuple[int, ...]:
-        """The CTAs launched: a persistent launch's, else one a block (and part of a loop
-        split across CTAs)."""
-        ws = self.plan.warp_specialized
-        if ws is not None:  # persistent CTAs, or clusters of them
-            return (ws.launched,)
-        if self.schedule.walks_blocks:
-            return (self.schedule.ctas,)
-        pair = self.plan.consumer_pair
-        if pair is not None:  # a CTA a pair of blocks of rows
-            return tuple(
-                pair.pairs if n == pair.rows else g
-                for n, g in zip(self.plan.grid_names, self.plan.grid, strict=True)
-            )
-        split = self.plan.split
-        return self.plan.grid if split is None else (*self.plan.grid, split.parts)
-
     def _grid_text(self) -> str:
         plan = self.plan
         blocks = f"{plan.grid} over ({', '.join(plan.grid_names)})"
-        if self._launch_grid() == plan.grid:
+        launched = self.launch_schedule.launch_grid(plan)
+        if launched == plan.grid:
             return blocks
-        if plan.split is not None:
-            return f"{self._launch_grid()}: the blocks {blocks}, by the parts of {plan.split.axis}"
-        if plan.consumer_pair is not None:
-            return f"{self._launch_grid()}: the blocks {blocks}, two of {plan.consumer_pair.rows} a CTA"
-        ws = plan.warp_specialized
-        if ws is not None and ws.cluster is not None:
-            clusters = f"clusters of {ws.cluster.size} persistent CTAs"
-            return f"{self._launch_grid()} {clusters}, for the blocks {blocks}"
-        return f"{self._launch_grid()} persistent CTAs, for the blocks {blocks}"
+        return self.launch_schedule.grid_text(plan, launched, blocks)
 
     def _smem_shape(self, op: OperandPlan) -> tuple[int, ...]:
         shape = self.form.smem_shape(self.plan, op, self.schedule.slots)
-        return shape if self.plan.consumer_pair is None else (CONSUMERS, *shape)
+        return self.launch_schedule.smem_shape(shape)
 
     def _smem_buffer(self, op: OperandPlan) -> Expr:
         if op.swizzle:  # read by sk.dot: WGMMA's tiled, swizzled layout
@@ -294,9 +260,9 @@ class _Generator:
         """The block function of the plan's form and schedule: the row form writes its own;
         the block forms' is the schedule's."""
         own = self.form.block_function(self.plan, self.t, self.new_store_api)
-        return own if own is not None else _BLOCK_FUNCTIONS[self.schedule.kind](self)
+        return own if own is not None else self.launch_schedule.block_function(self)
 
-    def _one_block_function(self) -> FunctionDef:
+    def one_block_function(self) -> FunctionDef:
         """One block a CTA (its loops pipelined): copy in, compute, copy out."""
         plan = self.plan
         body = [*self.block_header(), *self.load_statements(), *self.masks()]
@@ -313,11 +279,11 @@ class _Generator:
         results written in place, each array's batch entry, the scalar operands."""
         plan = self.plan
         body: list[Stmt] = []
-        split = plan.split.axis if plan.split is not None else None
+        parts = self.launch_schedule.part_axes(plan)
         for d in plan.dims:
             if indices and d.name in indices:
                 body += indices[d.name]
-            elif d.tiled_by or d.batched or d.name == split:
+            elif d.tiled_by or d.batched or d.name in parts:
                 axis_index = call("lax.axis_index", Const(d.name))
                 body.append(Assign((Name(block_index(d.name)),), axis_index))
         for op in plan.results:
@@ -402,12 +368,6 @@ class _Generator:
             body += self._load(op)
         return body
 
-    def _warp_specialized_function(self) -> FunctionDef:
-        return warp_specialized_function(self.plan, self.t, self.new_store_api)
-
-    def _mma_warp_function(self) -> FunctionDef:
-        return mma_warp_function(self.plan, self.t, self.new_store_api)
-
     def store(self) -> list[Stmt]:
         """Registers to shared memory, then TMA to global memory, clipped at the edge."""
         stores: list[Stmt] = []
@@ -478,8 +438,9 @@ class _Generator:
             arrivals = {} if copies == 1 else {"num_arrivals": Const(copies)}
             if slots > 1 and self.form.staged(op):  # one a slot
                 arrivals["num_barriers"] = Const(slots)
-            if plan.consumer_pair is not None:  # one a consumer
-                arrivals["num_barriers"] = Const(CONSUMERS)
+            barriers = self.launch_schedule.barriers()
+            if barriers is not None:  # the schedule's own (one a consumer)
+                arrivals["num_barriers"] = Const(barriers)
             scratch.append(call("plgpu.Barrier", **arrivals))
         interpret = IfExp(Name("INTERPRET"), call("plgpu.InterpretGPUParams"), Const(None))
         threads: tuple[Keyword, ...] = ()
@@ -488,20 +449,17 @@ class _Generator:
                 Keyword("num_threads", Const(self.schedule.warpgroups)),
                 Keyword("thread_name", Const(WG_AXIS)),
             )
-        ws = plan.warp_specialized
-        if ws is not None and ws.cluster is not None:
-            threads = (
-                Keyword("cluster", Const((ws.cluster.size,))),
-                Keyword("cluster_names", Tuple((Const(CLUSTER_AXIS),))),
-                *threads,
-            )
+        threads = (*self.launch_schedule.cluster_keywords(plan), *threads)
         kernel = Call(
             Name("plgpu.kernel"),
             (Name(block_function(plan.kernel)),),
             (
                 Keyword("out_type", out_type),
-                Keyword("grid", Const(self._launch_grid())),
-                Keyword("grid_names", Tuple(tuple(Const(n) for n in self._grid_names()))),
+                Keyword("grid", Const(self.launch_schedule.launch_grid(plan))),
+                Keyword(
+                    "grid_names",
+                    Tuple(tuple(Const(n) for n in self.launch_schedule.grid_names(plan))),
+                ),
                 *threads,
                 Keyword("scratch_types", List(tuple(scratch), one_per_line=True)),
                 Keyword("compiler_params", self._compiler_params()),
@@ -541,6 +499,7 @@ class _Generator:
             if op.updates is not None:
                 body.append(Assign((Name(op.name),), call("jax.freeze", Name(op.updates))))
         outs = [self.form.unpadded(op) for op in plan.results]
+        body += self.launch_schedule.finished_results(plan, outs)
         body += finished_results(plan, outs)
         if plan.tuple_result:
             body.append(Return(Tuple(tuple(outs))))
@@ -572,22 +531,3 @@ class _Generator:
         code = (interpret, self.block_function(), self.launch(), self.wrapper())
         module = Module((tuple(self.header()), _IMPORTS, code))
         return block_layouts(module, self.plan.block_tensor_cores)
-
-
-# What each register form does its own way: copies, buffers, slicing back, block function.
-_FORM_EMITTERS: dict[Form, FormEmitter] = {
-    Form.BLOCK: BLOCK_FORM,
-    Form.STRIDED: BLOCK_FORM,
-    Form.ROWS: ROW_FORM,
-}
-
-# The block function each schedule of the block forms (block, strided) takes.
-_BLOCK_FUNCTIONS: dict[ScheduleKind, Callable[[_Generator], FunctionDef]] = {
-    ScheduleKind.ONE_BLOCK_PER_CTA: _Generator._one_block_function,
-    ScheduleKind.PIPELINED_LOOPS: _Generator._one_block_function,
-    ScheduleKind.SPLIT_LOOP: _Generator._one_block_function,
-    ScheduleKind.PERSISTENT: persistent_block_function,
-    ScheduleKind.WARP_SPECIALIZED: _Generator._warp_specialized_function,
-    ScheduleKind.MMA_WARP: _Generator._mma_warp_function,
-    ScheduleKind.CONSUMER_PAIR: consumer_pair_function,
-}

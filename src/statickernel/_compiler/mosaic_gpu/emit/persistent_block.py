@@ -1,38 +1,19 @@
 """The block function of the strided block's persistent launch (`ScheduleKind.PERSISTENT`):
 CTA `cta` takes blocks cta, cta + ctas, ... each operand's block in a slot a stage."""
 
+import dataclasses
 import math
-from typing import Protocol
 
 from ...ir.names import LocalNames, barrier_ref, block_function, smem_ref
 from ...ir.nodes import Comment, Const, Expr, ExprStmt, FunctionDef, Name, Stmt, Subscript, call
-from ..lower.translation import LoopBlock, Translation
+from ..lower.translation import LoopBlock
 from ..pallas import store
-from ..plan.plan import LaunchPlan, OperandPlan
-from ..plan.schedule import Schedule
+from ..plan.plan import OperandPlan
 from .boxes import oob_mode
+from .launches import ModuleGenerator, PersistentPieces, ScheduleEmitter
 from .persistent import PersistentNames, persistent_statements
 
-__all__ = ["persistent_block_function"]
-
-
-class PersistentPieces(Protocol):
-    """What the persistent block function reads of the generator (`emit.module`)."""
-
-    plan: LaunchPlan
-    schedule: Schedule
-    t: Translation
-    new_store_api: bool
-    loaded: list[OperandPlan]
-    scalars: list[OperandPlan]
-
-    def _boxes(self, op: OperandPlan) -> list[tuple[Expr, Expr]]: ...
-
-    def _load(self, op: OperandPlan, ref: Expr | None = None) -> list[Stmt]: ...
-
-    def masks(self) -> list[Stmt]: ...
-
-    def params(self) -> tuple[str, ...]: ...
+__all__ = ["PERSISTENT_BLOCKS", "persistent_block_function"]
 
 
 def persistent_block_function(gen: PersistentPieces) -> FunctionDef:
@@ -102,3 +83,14 @@ def persistent_block_function(gen: PersistentPieces) -> FunctionDef:
         wait,
     ]
     return FunctionDef(block_function(plan.kernel), gen.params(), tuple(body))
+
+
+@dataclasses.dataclass(frozen=True)
+class _PersistentBlocks(ScheduleEmitter):
+    """Persistent CTAs that walk the blocks, each in a shared-memory slot a stage."""
+
+    def block_function(self, gen: ModuleGenerator) -> FunctionDef:
+        return persistent_block_function(gen)
+
+
+PERSISTENT_BLOCKS = _PersistentBlocks()

@@ -7,9 +7,11 @@ from ...ir.names import block_index
 from ...ir.nodes import Assign, BinOp, Comment, Const, Expr, Name, Operator, Stmt, call
 from ...trace.crossblock import PostOp, PostOpKind, applied
 from ..lower.translation import Translation
+from ..plan.plan import LaunchPlan
 from ..plan.split import LoopSplit
+from .launches import ScheduleEmitter
 
-__all__ = ["combined_partials", "part_first_block", "part_steps", "partial_sums"]
+__all__ = ["SPLIT_LOOP", "combined_partials", "part_first_block", "part_steps", "partial_sums"]
 
 
 def partial_sums(translation: Translation, split: LoopSplit) -> Translation:
@@ -53,3 +55,39 @@ def combined_partials(
     what = f"{split.parts} partial sums along {split.axis}, added in a fixed order"
     cast = ", then cast" if split.casts[index] else ""
     return [Comment(f"{name}: {what}{cast}.")], value
+
+
+def _split(plan: LaunchPlan) -> LoopSplit:
+    split = plan.schedule_variant
+    assert isinstance(split, LoopSplit)
+    return split
+
+
+@dataclasses.dataclass(frozen=True)
+class _SplitLoop(ScheduleEmitter):
+    """A CTA a block and part of the split loop, along a grid axis after the blocks' named
+    after the loop: each stores its part's sums, which the wrapper adds and casts."""
+
+    def translation(self, plan: LaunchPlan, translation: Translation) -> Translation:
+        return partial_sums(translation, _split(plan))
+
+    def part_axes(self, plan: LaunchPlan) -> tuple[str, ...]:
+        return (_split(plan).axis,)
+
+    def launch_grid(self, plan: LaunchPlan) -> tuple[int, ...]:
+        return (*plan.grid, _split(plan).parts)
+
+    def grid_text(self, plan: LaunchPlan, launched: tuple[int, ...], blocks: str) -> str:
+        return f"{launched}: the blocks {blocks}, by the parts of {_split(plan).axis}"
+
+    def finished_results(self, plan: LaunchPlan, outs: list[Expr]) -> list[Stmt]:
+        split, body = _split(plan), []
+        for i, op in enumerate(plan.results):
+            comments, value = combined_partials(split, i, f"`{op.name}`", outs[i], len(op.batch))
+            body += comments
+            body.append(Assign((Name(op.name),), value))
+            outs[i] = Name(op.name)
+        return body
+
+
+SPLIT_LOOP = _SplitLoop()

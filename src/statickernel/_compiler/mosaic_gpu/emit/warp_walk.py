@@ -34,15 +34,18 @@ from ...ir.nodes import (
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import DotUpdate, LoopBlock, Translation
 from ..pallas import attribute, load, ref_at
+from ..plan.cluster import CLUSTER_AXIS
 from ..plan.plan import LaunchPlan, OperandPlan
 from ..plan.warp_walk import RaggedRows, WarpWalk, epilogue_operands
 from .epilogue_pieces import block_pieces, write_slot
+from .launches import ScheduleEmitter
 from .ragged import piece_store
 
 __all__ = [
     "CTA_AXIS",
     "Epilogues",
     "WalkGeometry",
+    "WarpWalkLaunch",
     "add",
     "epilogue_body",
     "mul",
@@ -303,3 +306,36 @@ def vector_buffers(g: WalkGeometry[C]) -> list[Keyword]:
             Keyword(barrier_ref(op.name), call("plgpu.Barrier", **barriers)),
         )
     ]
+
+
+def _walk(plan: LaunchPlan) -> WarpWalk:
+    config = plan.schedule_variant
+    assert isinstance(config, WarpWalk)
+    return config
+
+
+@dataclasses.dataclass(frozen=True)
+class WarpWalkLaunch(ScheduleEmitter):
+    """The warp-specialized matmul's launch, WGMMA's and tcgen05's: persistent CTAs, or
+    clusters of them, whose warpgroups hold their own buffers."""
+
+    def copies_blocks_once(self) -> bool:
+        return False
+
+    def launch_grid(self, plan: LaunchPlan) -> tuple[int, ...]:
+        return (_walk(plan).launched,)  # persistent CTAs, or clusters of them
+
+    def grid_text(self, plan: LaunchPlan, launched: tuple[int, ...], blocks: str) -> str:
+        cluster = _walk(plan).cluster
+        if cluster is None:
+            return super().grid_text(plan, launched, blocks)
+        return f"{launched} clusters of {cluster.size} persistent CTAs, for the blocks {blocks}"
+
+    def cluster_keywords(self, plan: LaunchPlan) -> tuple[Keyword, ...]:
+        cluster = _walk(plan).cluster
+        if cluster is None:
+            return ()
+        return (
+            Keyword("cluster", Const((cluster.size,))),
+            Keyword("cluster_names", Tuple((Const(CLUSTER_AXIS),))),
+        )

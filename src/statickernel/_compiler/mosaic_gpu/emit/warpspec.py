@@ -54,10 +54,12 @@ from ..pallas import attribute, read_scalar, ref_at
 from ..plan.cluster import CLUSTER_AXIS, CtaCluster
 from ..plan.plan import LaunchPlan, OperandPlan
 from ..plan.warpspec import MEMORY_REGISTERS, WarpSpecialized
+from .launches import ModuleGenerator
 from .ragged import group_rows_function, item_header, selected_group, store_rows, with_rows
 from .warp_walk import (
     Epilogues,
     WalkGeometry,
+    WarpWalkLaunch,
     add,
     epilogue_body,
     mul,
@@ -70,7 +72,7 @@ from .warp_walk import (
     walk_geometry,
 )
 
-__all__ = ["WG_AXIS", "warp_specialized_function"]
+__all__ = ["WARP_SPECIALIZED_LOOP", "WG_AXIS", "warp_specialized_function"]
 
 WG_AXIS = "wg"
 _LOCAL = WARP_SPECIALIZED
@@ -79,7 +81,7 @@ _Geometry = WalkGeometry[WarpSpecialized]
 
 
 def _geometry(plan: LaunchPlan, translation: Translation) -> _Geometry:
-    ws = plan.warp_specialized
+    ws = plan.schedule_variant
     assert isinstance(ws, WarpSpecialized)
     epilogues = Epilogues(ws.consumers, _WG)
     return walk_geometry(plan, translation, ws, epilogues, ws.paired, ws.ragged)
@@ -346,3 +348,14 @@ def _b_operand(ref: Name, pair: int, extent: int, transposed: bool) -> Expr:
         piece = _consumer_slice(ref, pair, extent, rows_first=True)
         return attribute(piece, "T")
     return _consumer_slice(ref, pair, extent, rows_first=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class _WgmmaWarps(WarpWalkLaunch):
+    """WGMMA's warp-specialized matmul: consumer warpgroups and a producer."""
+
+    def block_function(self, gen: ModuleGenerator) -> FunctionDef:
+        return warp_specialized_function(gen.plan, gen.t, gen.new_store_api)
+
+
+WARP_SPECIALIZED_LOOP = _WgmmaWarps()

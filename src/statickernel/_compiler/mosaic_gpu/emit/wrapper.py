@@ -5,7 +5,6 @@ combined across blocks or added across the parts of a split loop)."""
 from ...ir.nodes import Assign, Comment, Const, Expr, Name, Stmt, Tuple, call
 from ...trace.crossblock import combined
 from ..plan.plan import LaunchPlan, OperandPlan
-from .split import combined_partials
 
 __all__ = ["finished_results", "prepared_inputs"]
 
@@ -44,17 +43,9 @@ def prepared_inputs(inputs: list[OperandPlan]) -> list[Stmt]:
 
 
 def finished_results(plan: LaunchPlan, outs: list[Expr]) -> list[Stmt]:
-    """The results whose launch wrote partials, finished in place in `outs`: the parts of a
-    split loop added, and results reduced across blocks combined, each in a fixed order."""
+    """The results reduced across blocks, combined in place in `outs`, each in a fixed order
+    (a split loop's parts are added by its schedule's emitter, `emit.split`)."""
     body: list[Stmt] = []
-    if plan.split is not None:
-        for i, op in enumerate(plan.results):
-            comments, value = combined_partials(
-                plan.split, i, f"`{op.name}`", outs[i], len(op.batch)
-            )
-            body += comments
-            body.append(Assign((Name(op.name),), value))
-            outs[i] = Name(op.name)
     for cross in plan.cross_blocks:
         op = plan.results[cross.index]
         then = f", then a {cross.outer} over {cross.kept}" if cross.outer else ""

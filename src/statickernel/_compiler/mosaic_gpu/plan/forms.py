@@ -15,7 +15,7 @@ from ..layout.blocks import DimLayout
 from ..pallas import FlatFrame, RowFrame
 from .operands import OperandPlan
 
-__all__ = ["PlannedForm", "planned_form"]
+__all__ = ["BlockFormPlan", "PlannedForm", "RowFormPlan", "StridedFormPlan", "planned_form"]
 
 
 class LaunchPlan(Protocol):
@@ -55,7 +55,7 @@ class PlannedForm(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class _BlockPlanned:
+class BlockFormPlan:
     """The block form: blocks copied by TMA, in the WGMMA layout."""
 
     @property
@@ -83,7 +83,7 @@ class _BlockPlanned:
 
 
 @dataclasses.dataclass(frozen=True)
-class _StridedPlanned(_BlockPlanned):
+class StridedFormPlan(BlockFormPlan):
     """The strided block: an elementwise body's block, copied as the block form's is."""
 
     frame: FlatFrame
@@ -100,7 +100,7 @@ class _StridedPlanned(_BlockPlanned):
 
 
 @dataclasses.dataclass(frozen=True)
-class _RowsPlanned:
+class RowFormPlan:
     """The row form: a few rows a block, copied in bulk, computed one row at a time."""
 
     frame: RowFrame
@@ -162,7 +162,7 @@ class _RowsPlanned:
 def planned_form(row_frame: RowFrame | None, flat_frame: FlatFrame | None) -> PlannedForm:
     """The register form a plan took, from the frame it carries."""
     if row_frame is not None:
-        return _RowsPlanned(row_frame)
+        return RowFormPlan(row_frame)
     if flat_frame is not None:
-        return _StridedPlanned(flat_frame)
-    return _BlockPlanned()
+        return StridedFormPlan(flat_frame)
+    return BlockFormPlan()

@@ -6,7 +6,7 @@ blocks take, and any fallback taken because TMA cannot address an array.
 """
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from typing_extensions import override
 
@@ -14,31 +14,26 @@ from ...._display import TextDisplay
 from ...._targets import DEFAULT_TARGET, TARGETS, GpuTarget, TensorCores
 from ...ir.nodes import Form, Kind
 from ...trace.crossblock import CrossBlock
-from ...unit import ConstantRequest
 from .. import hardware as hw
-from ..launch_limits import check_grid, check_offsets
-from ..layout.blocks import DimLayout, quantum
+from ..layout.blocks import DimLayout
 from ..pallas import FlatFrame, RowFrame
-from ..schedules.base import ScheduleInputs
-from ..schedules.choose import choose_schedule
-from .arrays import plan_arrays
 from .consumers import ConsumerPair
-from .cost import Cost, plan_cost
-from .crossblock import partial_plans
-from .forms import PlannedForm, planned_form
+from .cost import Cost
+from .forms import BlockFormPlan, PlannedForm, RowFormPlan, StridedFormPlan
 from .inputs import FormFacts, PlanInputs
 from .mma_warp import MmaWarpSpecialized
 from .narrowing import Narrowing
-from .numerics import ApproxMath, Numerics, plan_approx_math, plan_numerics
+from .numerics import ApproxMath, Numerics
 from .operands import OperandPlan, PageCopies, Role
 from .pipelining import MODE_TEXT, LoopPlan
-from .products import check_products, products_text
+from .products import products_text
 from .profile import Profile
 from .schedule import Schedule
 from .split import LoopSplit
+from .variants import ScheduleVariant
 from .warpspec import WarpSpecialized
 
-__all__ = ["DimPlan", "FormFacts", "LaunchPlan", "OperandPlan", "PlanInputs", "Role", "make_plan"]
+__all__ = ["DimPlan", "FormFacts", "LaunchPlan", "OperandPlan", "PlanInputs", "Role"]
 
 # The plan's name for a dim's layout: a plan holds its layout's dims as they are.
 DimPlan = DimLayout
@@ -82,14 +77,15 @@ class LaunchPlan(TextDisplay):
     """Whether the kernel returns a tuple of results."""
     loops: tuple[LoopPlan, ...] = ()
     """The body's loops, in order: one software pipeline each."""
-    row_frame: RowFrame | None = None
-    """For the row form, the register vector one row is computed in; None for the block form."""
-    flat_frame: FlatFrame | None = None
-    """For an elementwise body, the strided layout its whole block is computed in; None for
-    the WGMMA layout and for the row form."""
+    planned_form: PlannedForm = dataclasses.field(default_factory=BlockFormPlan)
+    """The form slot: the register form the plan took, with its own config (the row form's
+    `RowFrame`, the strided block's `FlatFrame`), as the plan shows and checks it."""
     schedule: Schedule | None = None
     """How the launch keeps loads in flight: its kind, CTAs, stages, CTAs per SM and bytes of
     loads in flight per SM (set by `make_plan`)."""
+    schedule_variant: ScheduleVariant | None = None
+    """The schedule slot: the config of the schedule that took the launch, where it has one
+    (`plan.variants`); None where `schedule` says it all."""
     cost: Cost | None = None
     """The call's HBM bytes, arithmetic and roofline floor on an H200; None until the compile
     path sets it, at the call."""
@@ -98,24 +94,92 @@ class LaunchPlan(TextDisplay):
     cross_blocks: tuple[CrossBlock, ...] = ()
     """The results reduced across blocks: each block writes a partial, and the wrapper
     combines them after the launch (see `trace.crossblock`)."""
-    warp_specialized: WarpSpecialized | MmaWarpSpecialized | None = None
-    """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
-    consumer_pair: ConsumerPair | None = None
-    """For a loop two consumer warpgroups share (attention's forward), their launch; else
-    None."""
     approx_math: ApproxMath | None = None
     """At a call of a kernel that asks for approximate math, what its body gets; else None."""
     profile: Profile | None = None
     """Mosaic GPU's profiler options the launch carries (`sk.profile`); None unprofiled."""
-    split: LoopSplit | None = None
-    """The loop split across CTAs, a grid axis after the blocks' numbering its parts, each
-    result an array of partial sums the wrapper adds (see `plan.split`); else None."""
     narrowing: Narrowing | None = None
     """The tile constants the plan narrowed from the kernel's defaults, and why (see
     `plan.narrowing`); else None."""
     target: str = DEFAULT_TARGET
     """The GPU architecture the launch is generated for ("sm_90a", "sm_100a"): its tensor
     cores are the instruction `sk.dot` takes (`gpu_target`)."""
+
+    # The plan's facts as `statickernel plan --json` names them, in this order: its fields,
+    # each slot as the fields it holds the configs of (`json_keys` adds any field not listed).
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "kernel",
+        "location",
+        "backend",
+        "grid",
+        "grid_names",
+        "dims",
+        "operands",
+        "results",
+        "constants",
+        "rows",
+        "cols",
+        "smem_bytes",
+        "notes",
+        "tuple_result",
+        "loops",
+        "row_frame",
+        "flat_frame",
+        "schedule",
+        "cost",
+        "numerics",
+        "cross_blocks",
+        "warp_specialized",
+        "consumer_pair",
+        "approx_math",
+        "profile",
+        "split",
+        "narrowing",
+        "target",
+    )
+    _SLOTS: ClassVar[frozenset[str]] = frozenset({"planned_form", "schedule_variant"})
+
+    @classmethod
+    def json_keys(cls) -> tuple[str, ...]:
+        """The names `plan --json` shows the plan's facts under, in order: `JSON_KEYS`, then
+        any field added since (the slots are shown by the names of their configs)."""
+        listed = set(cls.JSON_KEYS) | cls._SLOTS
+        added = tuple(f.name for f in dataclasses.fields(cls) if f.name not in listed)
+        return cls.JSON_KEYS + added
+
+    @property
+    def row_frame(self) -> RowFrame | None:
+        """For the row form, the register vector one row is computed in; None for the block
+        form."""
+        form = self.planned_form
+        return form.frame if isinstance(form, RowFormPlan) else None
+
+    @property
+    def flat_frame(self) -> FlatFrame | None:
+        """For an elementwise body, the strided layout its whole block is computed in; None
+        for the WGMMA layout and for the row form."""
+        form = self.planned_form
+        return form.frame if isinstance(form, StridedFormPlan) else None
+
+    @property
+    def warp_specialized(self) -> WarpSpecialized | MmaWarpSpecialized | None:
+        """For a matmul-shaped body, its warp-specialized, persistent launch; else None."""
+        variant = self.schedule_variant
+        return variant if isinstance(variant, WarpSpecialized | MmaWarpSpecialized) else None
+
+    @property
+    def consumer_pair(self) -> ConsumerPair | None:
+        """For a loop two consumer warpgroups share (attention's forward), their launch; else
+        None."""
+        variant = self.schedule_variant
+        return variant if isinstance(variant, ConsumerPair) else None
+
+    @property
+    def split(self) -> LoopSplit | None:
+        """The loop split across CTAs, a grid axis after the blocks' numbering its parts, each
+        result an array of partial sums the wrapper adds (see `plan.split`); else None."""
+        variant = self.schedule_variant
+        return variant if isinstance(variant, LoopSplit) else None
 
     @property
     def gpu_target(self) -> GpuTarget:
@@ -139,11 +203,6 @@ class LaunchPlan(TextDisplay):
         """`Form.ROWS` ("rows") when each block's rows are computed one at a time, as vectors;
         `Form.BLOCK` ("block") when the whole block is in registers at once."""
         return self.planned_form.form
-
-    @property
-    def planned_form(self) -> PlannedForm:
-        """The register form this plan took, as the plan shows and checks it."""
-        return planned_form(self.row_frame, self.flat_frame)
 
     def step_block(self, axis: str) -> int:
         """The elements of `axis` a step of a loop over it takes: its pipeline's block, or a
@@ -421,128 +480,12 @@ def _halo_text(plan: LaunchPlan, op: OperandPlan) -> str:
     return f"+ {' and '.join(parts)} along {row} for shifted loads ({how})"
 
 
-def make_plan(inputs: PlanInputs) -> "LaunchPlan | ConstantRequest":
-    """The launch of one specialization: the layout's grid and blocks, each operand's array,
-    block and fill, and the launch schedule (the first of `schedules.choose` that proposes
-    itself), with the loops' pipelines and the shared memory it takes. Every fill comes from
-    the body's load records. At a call, a product the target's tensor cores take only at
-    another value of a defaulted constant asks for it instead (`products.check_products`)."""
-    spec, layout = inputs.spec, inputs.layout
-    _check_grid(inputs)
-    operands, results, notes = plan_arrays(inputs)
-    for mask, dim_name in (("row_ok", spec.rows), ("col_ok", spec.cols)):
-        if mask in inputs.masked_reductions and dim_name is not None:
-            notes.append(
-                f"reductions over {dim_name} are masked: elements past "
-                f"{layout.sizes[dim_name]} take the reduction's identity, whatever the fill"
-            )
-    if inputs.scratch_bytes:
-        staged = any(not p.b or not p.a for loop in inputs.loops for p in loop.products)
-        what = "products' computed operands are staged" if staged else "scans run"
-        notes.append(
-            f"the body's {what} in {inputs.scratch_bytes:,} B of shared memory of their own"
-        )
-    form = inputs.form
-    notes += form.notes
-    choice = choose_schedule(ScheduleInputs(inputs, operands, results))
-    request = check_products(inputs, choice.loops)
-    if request is not None:
-        return request
-    results, cross_notes = _with_partials(inputs, choice.results or results)
-    launch = _Launch(
-        operands=choice.operands,
-        results=results,
-        dims=layout.dims,
-        loops=choice.loops,
-        rows=spec.rows,
-        cols=spec.cols,
-        split=choice.split,
-        row_frame=form.row_frame,
-    )
-    call = inputs.call
-    plan = LaunchPlan(
-        kernel=spec.name,
-        location=spec.location,
-        backend=inputs.backend,
-        grid=layout.grid,
-        grid_names=layout.grid_names,
-        dims=layout.dims,
-        operands=choice.operands,
-        results=results,
-        constants=tuple(inputs.consts.items()),
-        rows=spec.rows,
-        cols=spec.cols,
-        smem_bytes=choice.smem_bytes,
-        notes=(*notes, *choice.notes, *cross_notes, *(call.notes if call else ())),
-        tuple_result=spec.result_is_tuple,
-        loops=choice.loops,
-        row_frame=form.row_frame,
-        flat_frame=form.flat_frame,
-        schedule=choice.schedule,
-        cost=None if call is None else plan_cost(launch, call.trace),
-        numerics=None if call is None else plan_numerics(call.trace, layout.sizes),
-        approx_math=None if call is None else plan_approx_math(call.trace, spec.approx_math),
-        profile=None if call is None else call.profile,
-        cross_blocks=inputs.crosses,
-        warp_specialized=choice.warp_specialized,
-        consumer_pair=choice.consumer_pair,
-        split=choice.split,
-        target=inputs.target.name,
-    )
-    plan.check_invariants()
-    return plan
-
-
-def _with_partials(
-    inputs: PlanInputs, results: tuple[OperandPlan, ...]
-) -> tuple[tuple[OperandPlan, ...], tuple[str, ...]]:
-    """The results, those reduced across blocks written as their blocks' partials (or with
-    persistent CTAs, each CTA's), and the notes that say how they combine."""
-    if not inputs.crosses:
-        return results, ()
-    layout = inputs.layout
-    counts = dict(zip(layout.grid_names, layout.grid, strict=True))
-    persistent = inputs.form.persistent
-    if persistent is not None:  # each persistent CTA adds up the rows of its blocks
-        counts[inputs.spec.rows] = persistent.ctas
-    return partial_plans(results, inputs.crosses, counts, persistent is not None)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Launch:
-    """What the cost reads of the launch (`cost._Planned`), before the plan that holds the
-    cost is made."""
-
-    operands: tuple[OperandPlan, ...]
-    results: tuple[OperandPlan, ...]
-    dims: tuple[DimLayout, ...]
-    loops: tuple[LoopPlan, ...]
-    rows: str
-    cols: str | None
-    split: LoopSplit | None
-    row_frame: RowFrame | None
-
-    def step_block(self, axis: str) -> int:
-        return step_block(self.row_frame, self.dims, axis)
-
-
 def step_block(row_frame: RowFrame | None, dims: tuple[DimLayout, ...], axis: str) -> int:
     """The elements of `axis` a step of a loop over it takes: its pipeline's block, or a step
     of the row form's walk over the row it holds whole."""
     if row_frame is not None and row_frame.step_block:
         return row_frame.step_block
     return next(d for d in dims if d.name == axis).block
-
-
-def _check_grid(inputs: PlanInputs) -> None:
-    """The grid's axes and the blocks' offsets within the hardware's limits."""
-    spec, layout = inputs.spec, inputs.layout
-    blocks = {n: layout.dim(n).block for n in spec.block_map}
-    options = {name: (dtype,) for name, dtype in inputs.dtypes.items()}
-    units = {d.name: quantum(spec, d.name, options)[0] for d in layout.dims if d.tiled_by}
-    sizes = layout.sizes
-    check_grid(layout.grid, layout.grid_names, sizes, blocks, spec.block_map, units, inputs.ctx)
-    check_offsets(sizes, blocks, spec.block_map, inputs.ctx)
 
 
 def _page_copy_text(pages: PageCopies) -> str:

@@ -7,14 +7,11 @@ from typing import Protocol
 from ...._errors import SharedMemoryError
 from .. import hardware as hw
 from ..layout.smem import smem_fix
-from ..plan.consumers import ConsumerPair
 from ..plan.inputs import PlanInputs
-from ..plan.mma_warp import MmaWarpSpecialized
 from ..plan.operands import OperandPlan
 from ..plan.pipelining import LoopPlan
 from ..plan.schedule import Schedule
-from ..plan.split import LoopSplit
-from ..plan.warpspec import WarpSpecialized
+from ..plan.variants import ScheduleVariant
 
 __all__ = [
     "LaunchSchedule",
@@ -45,13 +42,11 @@ class ScheduleChoice:
     operands: tuple[OperandPlan, ...]
     loops: tuple[LoopPlan, ...] = ()
     notes: tuple[str, ...] = ()
-    warp_specialized: WarpSpecialized | MmaWarpSpecialized | None = None
+    variant: ScheduleVariant | None = None
+    """The schedule's own config (`plan.variants`): the warp-specialized matmul's, two
+    consumer warpgroups', a loop split across CTAs'; None where `schedule` says it all."""
     results: tuple[OperandPlan, ...] | None = None
     """The results, where the schedule pads an array or writes partials (None: as planned)."""
-    split: LoopSplit | None = None
-    """The loop split across CTAs, where the schedule splits it; else None."""
-    consumer_pair: ConsumerPair | None = None
-    """Two consumer warpgroups sharing the loop's blocks, where the schedule takes them."""
 
 
 class LaunchSchedule(Protocol):

@@ -53,7 +53,7 @@ class ConsumerPairLoop:
         )
         results = tuple(_swizzled(plan, r) for r in inputs.results)
         return ScheduleChoice(
-            schedule, smem, inputs.operands, (loop,), results=results, consumer_pair=consumers
+            schedule, smem, inputs.operands, (loop,), results=results, variant=consumers
         )
 
 

@@ -73,4 +73,4 @@ class SplitLoop:
             base.schedule.load_bytes_per_cta,
             base.smem_bytes,
         )
-        return dataclasses.replace(base, schedule=schedule, results=partials, split=split)
+        return dataclasses.replace(base, schedule=schedule, results=partials, variant=split)
