@@ -5,7 +5,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ...._errors import ErrorContext, StaticKernelError
+from ...._errors import ErrorContext
 from ...declare.spec import KernelSpec
 from ...trace.body import BodyTrace, Eqn
 from ...trace.crossblock import CrossBlock
@@ -51,7 +51,7 @@ class FormChoice:
 @dataclasses.dataclass(frozen=True)
 class Declined:
     """Why a form does not hold the body: what it cannot express, and the equation of the
-    body that does it (None where the translation's own rules refused it)."""
+    body that does it (None where no one equation does: a result the form cannot hold)."""
 
     reason: str
     eqn: Eqn | None = None
@@ -70,8 +70,9 @@ def translate_in(
     geometry: Geometry,
     open_names: frozenset[str] = frozenset(),
 ) -> Translation | Declined:
-    """The body in `geometry`, or why it does not fit it; the results in `open_names` take
-    the kind the body computes them in (a row the row form adds up)."""
+    """The body in `geometry`, or why it does not fit it: the translator's `NotInForm`, and
+    nothing else (an error of the body raised here is raised as it is). The results in
+    `open_names` take the kind the body computes them in (a row the row form adds up)."""
     spec = inputs.spec
     try:
         return translate(
@@ -83,7 +84,5 @@ def translate_in(
             spec.name,
             spec.location,
         )
-    except NotInForm as exc:
+    except NotInForm as exc:  # an error of the body is the user's, in every form: it stands
         return Declined(exc.reason, exc.eqn)
-    except StaticKernelError as exc:
-        return Declined(exc.what)
