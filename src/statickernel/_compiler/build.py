@@ -13,7 +13,9 @@ target's back-end (`backends.py`, `mosaic_gpu/` today) runs the rest:
              the back-end learns (`Backend.learn_partials`) -> `Traced`
   back-end   the body laid out, translated, in its register form and launch schedule, planned
              and, at a call, emitted (`Backend.lower_to_source`) -> `Compiled`
-  constants  at a call, the constants the target takes in place of the declared defaults
+  constants  at a call, where the back-end asks for another value of a constant the call
+             left at its default (`Compiled.request`: tcgen05's 128 rows), the path once more
+             with it, by name; then the back-end's choice among narrower constants
              (`Backend.specialize`)
 """
 
