@@ -166,3 +166,58 @@ def test_no_compiler_function_is_over_100_lines() -> None:
         n: lengths.get(n, 0) for n, most in OVERSIZE_FUNCTIONS.items() if lengths.get(n, 0) < most
     }
     assert not shrunk, f"lower OVERSIZE_FUNCTIONS to what these are now: {shrunk}"
+
+
+def _plans_patched(tree: ast.AST) -> list[str]:
+    """The `dataclasses.replace` calls of `tree` that patch a made plan: a compile's plan
+    replaced (`plan=`), or a replace of a `.plan`, or of a name bound to `make_plan(...)`,
+    `launch_plan(...)` or `LaunchPlan(...)` in the same function."""
+    makers = {"make_plan", "launch_plan", "LaunchPlan"}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        plans = {
+            target.id
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name | ast.Attribute)
+            and (getattr(node.value.func, "id", None) or getattr(node.value.func, "attr", None))
+            in makers
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("replace")):
+                continue
+            first = node.args[0] if node.args else None
+            if (
+                any(k.arg == "plan" for k in node.keywords)
+                or (isinstance(first, ast.Attribute) and first.attr == "plan")
+                or (isinstance(first, ast.Name) and first.id in plans)
+            ):
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_no_plan_is_patched_after_it_is_made() -> None:
+    """A plan is made once, by `make_plan`, from everything it shows: no stage replaces a
+    field of a made plan (the compile path hands each fact down instead)."""
+    patched = {
+        name: found
+        for name, path in _modules().items()
+        if name.startswith("_compiler")
+        for found in [_plans_patched(ast.parse(path.read_text(), str(path)))]
+        if found
+    }
+    assert not patched, f"plans patched after they are made: {patched}"
+
+
+def test_the_patch_finder_finds_a_patched_plan() -> None:
+    tree = ast.parse(
+        "def f(inputs):\n    plan = make_plan(inputs)\n    return dataclasses.replace(plan, notes=())\n"
+        "def g(c):\n    return dataclasses.replace(c, plan=None)\n"
+        "def h(inputs):\n    return dataclasses.replace(inputs, consts={})\n"
+    )
+    assert len(_plans_patched(tree)) == 2

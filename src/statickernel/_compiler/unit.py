@@ -74,6 +74,9 @@ class CompileUnit:
     """At a call, the tile constants left at their defaults, which the plan may narrow."""
     notes: tuple[str, ...] = ()
     """At a call, what the constants stage changed, for the plan's notes."""
+    narrowing: object = None
+    """At a call, the back-end's record of narrower constants it chose over the declared
+    ones (Mosaic GPU's `Narrowing`), which the plan shows."""
     target: GpuTarget = TARGETS[DEFAULT_TARGET]
     """The GPU the launch is planned and generated for."""
 

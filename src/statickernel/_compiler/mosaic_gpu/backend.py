@@ -26,6 +26,7 @@ from .lower.translate import Translation, translate
 from .lower.translation import Geometry, shared_step_prelude
 from .plan.inputs import CallFacts
 from .plan.make import make_plan
+from .plan.narrowing import Narrowing
 from .plan.plan import LaunchPlan, PlanInputs
 from .plan.profile import Profile
 
@@ -184,7 +185,8 @@ def _plan(
     call = None
     if unit.phase is Phase.CALL:
         assert unit.profile is None or isinstance(unit.profile, Profile)
-        call = CallFacts(traced.trace, unit.profile, unit.notes, unit.narrowable)
+        assert unit.narrowing is None or isinstance(unit.narrowing, Narrowing)
+        call = CallFacts(traced.trace, unit.profile, unit.notes, unit.narrowable, unit.narrowing)
     return make_plan(
         PlanInputs(
             spec,

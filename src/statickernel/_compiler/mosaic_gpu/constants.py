@@ -48,17 +48,18 @@ def narrowed(
     if plan is None or plan.split is None or not unit.narrowable:
         return declared
     sms = schedule.sm_count()
-    compiled = [declared]
+    compiled = [(unit, declared)]
     for consts in narrowing_candidates(plan.dims, unit.consts, unit.narrowable, sms):
+        narrower = dataclasses.replace(unit, consts={**unit.consts, **consts})
         try:
-            candidate = compile_unit(dataclasses.replace(unit, consts={**unit.consts, **consts}))
+            candidate = compile_unit(narrower)
         except NARROWER_BLOCK_ERRORS:  # a block the rules refuse is no candidate
             continue
         if candidate.request is None:  # nor is one whose products ask for other constants
-            compiled.append(candidate)
+            compiled.append((narrower, candidate))
 
-    def key(item: tuple[int, Compiled]) -> tuple[float, int, int, int]:
-        i, c = item
+    def key(item: tuple[int, tuple[CompileUnit, Compiled]]) -> tuple[float, int, int, int]:
+        i, (_, c) = item
         p = launch_plan(c)
         assert p is not None and p.cost is not None and p.schedule is not None
         return (
@@ -68,7 +69,7 @@ def narrowed(
             i,
         )
 
-    _, best = min(enumerate(compiled), key=key)
+    _, (best_unit, best) = min(enumerate(compiled), key=key)
     chosen = launch_plan(best)
     if best is declared or chosen is None:
         return declared
@@ -89,4 +90,6 @@ def narrowed(
         sms=sms,
     )
     narrowing.check_invariants()
-    return dataclasses.replace(best, plan=dataclasses.replace(chosen, narrowing=narrowing))
+    # The chosen constants compiled once more, the plan made with its narrowing: a plan is
+    # never patched after it is made.
+    return compile_unit(dataclasses.replace(best_unit, narrowing=narrowing))

@@ -23,6 +23,7 @@ from ..layout.blocks import BlockLayout
 from ..layout.smem import block_bytes, buffer_halos, smem_bytes
 from ..lower.translation import LoopBlock
 from ..pallas import FlatFrame, RowFrame
+from .narrowing import Narrowing
 from .operands import OperandPlan
 from .profile import Profile
 from .schedule import Persistent
@@ -95,6 +96,8 @@ class CallFacts:
     """What the constants stage changed, shown after the plan's other notes."""
     narrowable: frozenset[str] = frozenset()
     """The tile constants left at their defaults: a product may ask for another value."""
+    narrowing: Narrowing | None = None
+    """Narrower constants chosen over the declared ones, and why (`constants.narrowed`)."""
 
 
 @dataclasses.dataclass(frozen=True)

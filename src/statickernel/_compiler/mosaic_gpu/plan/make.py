@@ -84,6 +84,7 @@ def make_plan(inputs: PlanInputs) -> "LaunchPlan | ConstantRequest":
         numerics=None if call is None else plan_numerics(call.trace, layout.sizes),
         approx_math=None if call is None else plan_approx_math(call.trace, spec.approx_math),
         profile=None if call is None else call.profile,
+        narrowing=None if call is None else call.narrowing,
         cross_blocks=inputs.crosses,
         schedule_variant=choice.variant,
         target=inputs.target.name,
