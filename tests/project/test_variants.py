@@ -51,20 +51,9 @@ SLOT_MODULES = {
 # Readers of a variant's config outside its unit, not yet moved to ask the unit: (module,
 # what it reads). Remove an entry once its reader is moved; never add one.
 NOT_YET_MOVED = {
-    # The public API re-exports the split's config (`sk.LoopSplit`).
+    # The public API re-exports the split's config (`sk.LoopSplit`): naming the type for the
+    # users who read a plan's schedule slot, not reading a plan's config.
     ("_api.py", "LoopSplit"),
-    # The loops' pipelines: a split loop's part, and the consumers' shared loop.
-    ("_compiler/mosaic_gpu/emit/loops.py", "LoopSplit"),
-    ("_compiler/mosaic_gpu/emit/loops.py", "split"),
-    ("_compiler/mosaic_gpu/emit/loops.py", "consumer_pair"),
-    # The cost's bytes of partial sums.
-    ("_compiler/mosaic_gpu/plan/cost.py", "LoopSplit"),
-    ("_compiler/mosaic_gpu/plan/cost.py", "split"),
-    # The narrowing of a split call's tile constants.
-    ("_compiler/mosaic_gpu/constants.py", "split"),
-    # The tuner's model of the warp-specialized matmul's pairing.
-    ("tuning/model.py", "WarpSpecialized"),
-    ("tuning/model.py", "warp_specialized"),
 }
 
 # Modules of the plan package that import the schedules: `make_plan` asks them for the launch.

@@ -24,7 +24,6 @@ from .._compiler.mosaic_gpu import hardware as hw
 from .._compiler.mosaic_gpu.hardware import HBM_BYTES_PER_S
 from .._compiler.mosaic_gpu.plan.plan import LaunchPlan
 from .._compiler.mosaic_gpu.plan.schedule import Schedule
-from .._compiler.mosaic_gpu.plan.warpspec import WarpSpecialized
 from .._targets import TARGETS
 
 __all__ = [
@@ -50,9 +49,10 @@ def copied_bytes(plan: LaunchPlan) -> int:
     warp-specialized launch, a CTA's consumers share such a copy)."""
     tiled = {d.name: d for d in plan.dims if d.tiled_by is not None and not d.batched}
     blocks = {name: math.ceil(d.size / d.block) for name, d in tiled.items()}
-    ws = plan.warp_specialized
-    if isinstance(ws, WarpSpecialized) and ws.paired in blocks:
-        blocks[ws.paired] = math.ceil(blocks[ws.paired] / ws.consumers)
+    shared = None if plan.schedule_variant is None else plan.schedule_variant.shared_copies()
+    if shared is not None and shared[0] in blocks:
+        paired, consumers = shared
+        blocks[paired] = math.ceil(blocks[paired] / consumers)
     total = 0
     for op in plan.operands:
         if not op.loaded:

@@ -45,7 +45,9 @@ def narrowed(
     """`declared`, or the specialization of narrower tile constants where the declared
     blocks split a loop over too few blocks to fill the SMs (`plan/narrowing.py`)."""
     plan = launch_plan(declared)
-    if plan is None or plan.split is None or not unit.narrowable:
+    variant = None if plan is None else plan.schedule_variant
+    parts = None if variant is None else variant.loop_parts()  # a split launch's
+    if plan is None or parts is None or not unit.narrowable:
         return declared
     sms = schedule.sm_count()
     compiled = [(unit, declared)]
@@ -82,7 +84,7 @@ def narrowed(
         chosen=tuple((n, after[n]) for n in names),
         declared_ctas=plan.schedule.ctas,
         declared_hbm_bytes=plan.cost.hbm_bytes,
-        declared_split=plan.split.parts,
+        declared_split=parts,
         declared_smem_bytes=plan.smem_bytes,
         ctas=chosen.schedule.ctas,
         hbm_bytes=chosen.cost.hbm_bytes,

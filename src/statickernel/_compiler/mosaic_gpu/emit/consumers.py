@@ -26,7 +26,10 @@ from ...ir.nodes import (
     Comment,
     Const,
     Expr,
+    ExprStmt,
     FunctionDef,
+    Keyword,
+    List,
     Name,
     Operator,
     Stmt,
@@ -34,10 +37,10 @@ from ...ir.nodes import (
     call,
 )
 from ..lower.translation import LoopBlock, Translation, shared_step_prelude
-from ..plan.consumers import CONSUMERS, ConsumerPair
+from ..plan.consumers import CONSUMERS, PRODUCER_REGISTERS, ConsumerPair
 from ..plan.plan import LaunchPlan
 from .launches import BlockPieces, ModuleGenerator, ScheduleEmitter
-from .loops import shared_loop
+from .loops import SharedLoop, shared_loop
 
 __all__ = [
     "CONSUMER_PAIR_LOOP",
@@ -117,7 +120,7 @@ def consumer_pair_function(gen: BlockPieces) -> FunctionDef:
     pair = _pair(plan)
     (block,) = gen.t.loops
     block = unscoped_staging(block)
-    shared = shared_loop(plan, block, gen.new_store_api, _CONSUMER, WG_AXIS)
+    shared = shared_loop(plan, block, gen.new_store_api)
     rows = pair.rows
     first = BinOp(
         Operator.ADD,
@@ -159,7 +162,7 @@ def consumer_pair_function(gen: BlockPieces) -> FunctionDef:
     else:
         consumer += stores
     top.append(FunctionDef(_CONSUMER, (loop_function(block.index),), tuple(consumer)))
-    top.append(shared.pipeline)
+    top.append(_shared_pipeline(shared))
     return FunctionDef(block_function(plan.kernel), gen.params(), tuple(top))
 
 
@@ -175,6 +178,26 @@ def _views(gen: BlockPieces, staged: list[str]) -> list[Stmt]:
     for n in names:
         lines.append(Assign((Name(n),), Subscript(Name(f"{n}.at"), (_WG,))))
     return lines
+
+
+def _shared_pipeline(shared: SharedLoop) -> Stmt:
+    """The pipeline every warpgroup calls: the producer's copies run in the last warpgroup,
+    and each consumer runs the loop in its function (`consumer`), which it is handed."""
+    pipeline = Call(
+        Name("plgpu.emit_pipeline_warp_specialized"),
+        (shared.step,),
+        (
+            Keyword("grid", Const((shared.steps,))),
+            Keyword("memory_registers", Const(PRODUCER_REGISTERS)),
+            Keyword("in_specs", List(shared.specs)),
+            Keyword("wg_axis", Const(WG_AXIS)),
+            Keyword("num_compute_wgs", Const(CONSUMERS)),
+            Keyword("max_concurrent_steps", Const(shared.stages)),
+            Keyword("compute_context", Name(_CONSUMER)),
+        ),
+        one_per_line=True,
+    )
+    return ExprStmt(Call(pipeline, shared.views))
 
 
 def _pair(plan: LaunchPlan) -> ConsumerPair:

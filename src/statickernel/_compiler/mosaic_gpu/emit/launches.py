@@ -21,7 +21,20 @@ from ..lower.translation import LoopBlock, Translation
 from ..plan.plan import LaunchPlan, OperandPlan
 from ..plan.schedule import Schedule
 
-__all__ = ["BlockPieces", "ModuleGenerator", "PersistentPieces", "ScheduleEmitter"]
+__all__ = ["BlockPieces", "ModuleGenerator", "PersistentPieces", "ScheduleEmitter", "WalkedPart"]
+
+
+@dataclasses.dataclass(frozen=True)
+class WalkedPart:
+    """The part of a loop's blocks a CTA walks, where its schedule cuts the loop's steps into
+    parts across CTAs."""
+
+    first: Expr
+    """The first block of the part."""
+    steps: int
+    """A part's steps: the pipeline's grid."""
+    fewer: Expr | None
+    """The steps this CTA's part walks, traced, where the last part walks fewer; else None."""
 
 
 class BlockPieces(Protocol):
@@ -113,6 +126,11 @@ class ScheduleEmitter:
     def grid_text(self, plan: LaunchPlan, launched: tuple[int, ...], blocks: str) -> str:
         """The module header's grid, where the CTAs launched are not the blocks."""
         return f"{launched} persistent CTAs, for the blocks {blocks}"
+
+    def walked_part(self, plan: LaunchPlan, axis: str) -> WalkedPart | None:
+        """The part of the loop over `axis` a CTA walks, where the schedule cuts the loop
+        across CTAs; None where a CTA walks every block."""
+        return None
 
     def smem_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """A buffer of the kernel's scratch of `shape`, as the launch allocates it."""

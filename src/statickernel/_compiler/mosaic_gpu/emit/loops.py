@@ -41,15 +41,13 @@ from ...ir.nodes import (
 from ..lower.dots import wgmma_transforms
 from ..lower.translation import Carry, LoopBlock
 from ..pallas import fill_past_edge, load, store
-from ..plan.consumers import CONSUMERS, PRODUCER_REGISTERS
 from ..plan.pipelining import LoopPlan
 from ..plan.plan import DimPlan, LaunchPlan, OperandPlan
-from ..plan.split import LoopSplit
+from .launches import ScheduleEmitter, WalkedPart
 from .masks import MaskAxis, edge_mask_statements, fill_masks
 from .paged import paged_pipeline, walks_pages
 from .products import AccumulatorProducts, accumulator_products
 from .slices import block_slice
-from .split import part_first_block, part_steps
 
 __all__ = ["SharedLoop", "loop_statements", "shared_loop"]
 
@@ -59,10 +57,11 @@ def loop_statements(
     block: LoopBlock,
     streamed: tuple[tuple[int, int, int], ...],
     new_store_api: bool,
+    schedule: ScheduleEmitter,
 ) -> list[Stmt]:
     """The loop's statements in the block function; `streamed` says which results a map
-    writes, as (result, loop, block)."""
-    loop = _Loop.of(plan, block)
+    writes, as (result, loop, block); `schedule` says which part of the loop a CTA walks."""
+    loop = _Loop.of(plan, block, schedule.walked_part(plan, block.axis))
     writes = [
         (plan.results[r], block.blocks[b])
         for r, loop_index, b in streamed
@@ -81,24 +80,29 @@ def loop_statements(
 
 @dataclasses.dataclass(frozen=True)
 class SharedLoop:
-    """A loop two consumer warpgroups share (`plan.consumers`), in three parts: what the
-    block function defines before the consumers' function (the step and its blocks' specs),
-    what a consumer runs (its carries' first values, then the loop, through the pipeline
-    function it is handed), and the pipeline every warpgroup calls."""
+    """A loop warpgroups share, each step's blocks copied once for all of them (the consumers'
+    of `plan.consumers`, whose pipeline `emit.consumers` writes): what the block function
+    defines before the consumers' function (the step and its blocks' specs), what a consumer
+    runs (its carries' first values, then the loop, through the pipeline function it is
+    handed), and what the pipeline reads."""
 
     defined: tuple[Stmt, ...]
     run: tuple[Stmt, ...]
-    pipeline: Stmt
+    step: Name
+    """The step function."""
+    steps: int
+    stages: int
+    specs: tuple[Name, ...]
+    """The blocks' specs, one an operand the loop reads."""
+    views: tuple[Expr, ...]
+    """The operands' arrays the pipeline copies the blocks of."""
 
 
-def shared_loop(
-    plan: LaunchPlan, block: LoopBlock, new_store_api: bool, consumer: str, wg_axis: str
-) -> SharedLoop:
-    """The loop of `block` as the consumers named `consumer` share it: the producer copies
-    each step's blocks once, for both."""
-    pair = plan.consumer_pair
-    assert pair is not None and not block.dots and block.mode is LoopMode.FOLD
-    loop = _Loop.of(plan, block)
+def shared_loop(plan: LaunchPlan, block: LoopBlock, new_store_api: bool) -> SharedLoop:
+    """The loop of `block` as warpgroups share it: the producer copies each step's blocks
+    once, for all of them."""
+    assert not block.dots and block.mode is LoopMode.FOLD
+    loop = _Loop.of(plan, block, None)
     ops = [plan.operand(n) for n in block.operands]
     specs = [_block_spec(plan, op, block.axis) for op in ops]
     spec_names = [loop_part(loop.name, f"{n}_spec") for n in block.operands]
@@ -109,22 +113,15 @@ def shared_loop(
     # The pipeline function a consumer is handed runs the loop from the first carries.
     walk = Call(Name(loop.name), (_names(init_names),))
     run.append(Assign((_names(list(block.finals)),), walk))
-    pipeline = Call(
-        Name("plgpu.emit_pipeline_warp_specialized"),
-        (Name(loop_part(loop.name, "step")),),
-        (
-            Keyword("grid", Const((loop.pipeline.steps,))),
-            Keyword("memory_registers", Const(PRODUCER_REGISTERS)),
-            Keyword("in_specs", List(tuple(Name(n) for n in spec_names))),
-            Keyword("wg_axis", Const(wg_axis)),
-            Keyword("num_compute_wgs", Const(CONSUMERS)),
-            Keyword("max_concurrent_steps", Const(loop.pipeline.stages)),
-            Keyword("compute_context", Name(consumer)),
-        ),
-        one_per_line=True,
+    return SharedLoop(
+        tuple(defined),
+        tuple(run),
+        step=Name(loop_part(loop.name, "step")),
+        steps=loop.pipeline.steps,
+        stages=loop.pipeline.stages,
+        specs=tuple(Name(n) for n in spec_names),
+        views=tuple(_gmem_view(plan, op, block.axis) for op in ops),
     )
-    views = tuple(_gmem_view(plan, op, block.axis) for op in ops)
-    return SharedLoop(tuple(defined), tuple(run), ExprStmt(Call(pipeline, views)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,13 +144,13 @@ class _Loop:
     paged: bool
     """Whether the loop walks paged operands, which its own pipeline copies page by page
     (`emit.paged`) where `plgpu.emit_pipeline` copies one box a block."""
-    split: LoopSplit | None
-    """The loop's split across CTAs, where the plan splits it: this CTA walks its part."""
+    part: WalkedPart | None
+    """The part of the loop this CTA walks, where the schedule cuts it across CTAs."""
     products: AccumulatorProducts
     """How the target's tensor cores multiply into the accumulators."""
 
     @classmethod
-    def of(cls, plan: LaunchPlan, block: LoopBlock) -> "_Loop":
+    def of(cls, plan: LaunchPlan, block: LoopBlock, part: WalkedPart | None) -> "_Loop":
         pipeline = plan.loops[block.index]
         paged = walks_pages(plan, block.operands)
         products = accumulator_products(plan.tensor_cores)
@@ -167,7 +164,7 @@ class _Loop:
             registers=tuple(c for c in block.carries if not c.accumulator),
             accumulators=tuple(c for c in block.carries if c.accumulator),
             paged=paged,
-            split=plan.split if plan.split is not None and plan.split.axis == block.axis else None,
+            part=part,
             products=products,
         )
 
@@ -175,7 +172,7 @@ class _Loop:
     def starts_later(self) -> bool:
         """Whether the first step walks a later block than the first (`first`): a start's,
         or this CTA's part's of a split loop."""
-        return self.block.start is not None or self.split is not None
+        return self.block.start is not None or self.part is not None
 
     @property
     def index(self) -> Name:
@@ -232,7 +229,7 @@ def _step_inputs(loop: _Loop, writes: list[tuple[OperandPlan, Expr]]) -> list[St
             step.append(Assign((loop.index,), BinOp(Operator.SUB, last, loop.index), walked))
         if loop.starts_later:
             walked = "the steps walk the blocks from the start's"
-            if loop.split is not None:
+            if loop.part is not None:
                 walked = "the steps walk this CTA's part of the blocks"
             step.append(Assign((loop.index,), BinOp(Operator.ADD, loop.first, loop.index), walked))
     if loop.registers:
@@ -277,13 +274,13 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     if block.start is not None:
         skipped = "blocks wholly before the start are skipped"
         first_lines.append(Assign((loop.first,), _first_block(loop, block.start), comment=skipped))
-    if loop.split is not None:
+    if loop.part is not None:
         part = "this CTA's part of the split loop"
-        first_lines.append(Assign((loop.first,), part_first_block(loop.split), comment=part))
-        if loop.split.last_part_steps != loop.split.part_steps:
+        first_lines.append(Assign((loop.first,), loop.part.first, comment=part))
+        if loop.part.fewer is not None:
             steps = Name(loop_part(name, "steps"))
             fewer = "the last part walks the steps left"
-            first_lines.append(Assign((steps,), part_steps(loop.split), comment=fewer))
+            first_lines.append(Assign((steps,), loop.part.fewer, comment=fewer))
     if bounded:
         steps = Name(loop_part(name, "steps"))
         end: Expr = Const(loop.pipeline.steps)
@@ -315,11 +312,10 @@ def _pipeline(loop: _Loop) -> tuple[list[Stmt], Expr]:
     spec_names = [loop_part(name, f"{n}_spec") for n in block.operands]
     spec_lines = [Assign((Name(n),), s) for n, s in zip(spec_names, specs, strict=True)]
     grid: Expr = Tuple((steps,)) if bounded else Const((loop.pipeline.steps,))
-    if loop.split is not None:
+    if loop.part is not None:
         assert not bounded and not loop.pipeline.reverse, "a split loop walks every block"
-        split = loop.split
-        grid = Const((split.part_steps,))
-        if split.last_part_steps != split.part_steps:  # traced above
+        grid = Const((loop.part.steps,))
+        if loop.part.fewer is not None:  # traced above
             grid = Tuple((Name(loop_part(name, "steps")),))
     keywords = [
         Keyword("grid", grid),

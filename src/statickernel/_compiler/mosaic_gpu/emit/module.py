@@ -267,7 +267,9 @@ class _Generator:
         plan = self.plan
         body = [*self.block_header(), *self.load_statements(), *self.masks()]
         body += self.computed(
-            lambda line: loop_statements(plan, line, self.t.streamed, self.new_store_api)
+            lambda line: loop_statements(
+                plan, line, self.t.streamed, self.new_store_api, self.launch_schedule
+            )
         )
         body += element_stores(self.in_place, plan.results, self.t.outputs)
         if self.stored:

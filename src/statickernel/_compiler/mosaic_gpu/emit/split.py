@@ -9,7 +9,7 @@ from ...trace.crossblock import PostOp, PostOpKind, applied
 from ..lower.translation import Translation
 from ..plan.plan import LaunchPlan
 from ..plan.split import LoopSplit
-from .launches import ScheduleEmitter
+from .launches import ScheduleEmitter, WalkedPart
 
 __all__ = ["SPLIT_LOOP", "combined_partials", "part_first_block", "part_steps", "partial_sums"]
 
@@ -76,6 +76,13 @@ class _SplitLoop(ScheduleEmitter):
 
     def launch_grid(self, plan: LaunchPlan) -> tuple[int, ...]:
         return (*plan.grid, _split(plan).parts)
+
+    def walked_part(self, plan: LaunchPlan, axis: str) -> WalkedPart | None:
+        split = _split(plan)
+        if split.axis != axis:
+            return None
+        fewer = part_steps(split) if split.last_part_steps != split.part_steps else None
+        return WalkedPart(part_first_block(split), split.part_steps, fewer)
 
     def grid_text(self, plan: LaunchPlan, launched: tuple[int, ...], blocks: str) -> str:
         return f"{launched}: the blocks {blocks}, by the parts of {_split(plan).axis}"

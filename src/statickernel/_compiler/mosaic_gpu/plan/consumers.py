@@ -24,6 +24,7 @@ from .. import hardware as hw
 from ..layout.smem import dims_of
 from ..lower.translation import LoopBlock
 from .inputs import PlanInputs
+from .schedule_config import ScheduleConfig
 
 __all__ = ["CONSUMERS", "CONSUMER_REGISTERS", "PRODUCER_REGISTERS", "ConsumerPair", "pair"]
 
@@ -35,7 +36,7 @@ CONSUMER_REGISTERS = min(256, (512 - PRODUCER_REGISTERS) // CONSUMERS) // 8 * 8
 
 
 @dataclasses.dataclass(frozen=True)
-class ConsumerPair:
+class ConsumerPair(ScheduleConfig):
     """The launch: `pairs` CTAs along `rows` (the other grid axes as they are), each a
     producer copying the loop's blocks and two consumers of `block` rows each."""
 

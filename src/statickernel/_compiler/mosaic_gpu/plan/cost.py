@@ -45,7 +45,7 @@ from ..layout.blocks import DimLayout
 from ..lower.rules import REDUCTIONS, SHAPE_ONLY
 from .operands import PageCopies
 from .pipelining import LoopPlan
-from .split import LoopSplit
+from .schedule_config import ScheduleConfig
 
 __all__ = ["Bound", "Cost", "plan_cost"]
 
@@ -176,7 +176,7 @@ class _Planned(Protocol):
     @property
     def cols(self) -> str | None: ...
     @property
-    def split(self) -> LoopSplit | None: ...
+    def schedule_variant(self) -> ScheduleConfig | None: ...
     def step_block(self, axis: str) -> int: ...
 
 
@@ -219,18 +219,8 @@ def _hbm_bytes(plan: _Planned, trace: BodyTrace) -> int:
         )
         if op.host_padded:  # sliced back: the padded array read, the true one written
             total += _bytes(op.gmem_shape, op.dtype) + _bytes(op.shape, op.dtype)
-    if plan.split is not None:
-        total += _split_sum_bytes(plan.results, plan.split)
-    return total
-
-
-def _split_sum_bytes(results: tuple[_Array, ...], split: LoopSplit) -> int:
-    """The sum after a split launch: each result's partial sums read, the result written."""
-    total = 0
-    for op, casts in zip(results, split.casts, strict=True):
-        lead = len(op.batch)
-        shape = (*op.shape[:lead], *op.shape[lead + 1 :])
-        total += _bytes(op.gmem_shape, op.dtype) + _bytes(shape, casts[-1] if casts else op.dtype)
+    if plan.schedule_variant is not None:  # a split's partial sums, added after the launch
+        total += plan.schedule_variant.after_launch_bytes(plan.results)
     return total
 
 

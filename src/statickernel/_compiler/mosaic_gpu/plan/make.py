@@ -18,7 +18,7 @@ from .operands import OperandPlan
 from .pipelining import LoopPlan
 from .plan import LaunchPlan, step_block
 from .products import check_products
-from .split import LoopSplit
+from .variants import ScheduleVariant
 
 __all__ = ["make_plan"]
 
@@ -58,7 +58,7 @@ def make_plan(inputs: PlanInputs) -> "LaunchPlan | ConstantRequest":
         loops=choice.loops,
         rows=spec.rows,
         cols=spec.cols,
-        split=choice.variant if isinstance(choice.variant, LoopSplit) else None,
+        schedule_variant=choice.variant,
         row_frame=form.row_frame,
     )
     call = inputs.call
@@ -119,7 +119,7 @@ class _Launch:
     loops: tuple[LoopPlan, ...]
     rows: str
     cols: str | None
-    split: LoopSplit | None
+    schedule_variant: ScheduleVariant | None
     row_frame: RowFrame | None
 
     def step_block(self, axis: str) -> int:

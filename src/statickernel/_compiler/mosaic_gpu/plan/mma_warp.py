@@ -28,6 +28,7 @@ import math
 from .. import hardware as hw
 from .cluster import CLUSTER_SIZE, MIN_TILES_PER_CTA, CtaCluster
 from .operands import OperandPlan
+from .schedule_config import ScheduleConfig
 from .warp_walk import CtaTile, WalkInputs, WarpWalk, plan_walk, walk_fields
 
 __all__ = ["ACCUMULATOR_BUFFERS", "MmaWarpSpecialized", "plan_mma_warp"]
@@ -41,7 +42,7 @@ _MIN_TMEM_ALLOCATION = 32
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MmaWarpSpecialized(WarpWalk):
+class MmaWarpSpecialized(WarpWalk, ScheduleConfig):
     """The launch of a warp-specialized, persistent matmul whose accumulators are in tensor
     memory: a TMA warp, an MMA warp, one epilogue warpgroup. Its tiles are blocks, or with a
     cluster a pair's two blocks of rows (the cluster's tiles)."""

@@ -11,8 +11,10 @@ by the order of the additions.
 """
 
 import dataclasses
+import math
 
 from .. import hardware as hw
+from .schedule_config import ScheduleConfig, SummedResult
 
 __all__ = ["MIN_PART_STEPS", "LoopSplit", "split_parts"]
 
@@ -22,7 +24,7 @@ MIN_PART_STEPS = 4
 
 
 @dataclasses.dataclass(frozen=True)
-class LoopSplit:
+class LoopSplit(ScheduleConfig):
     """The loop over `axis` in `parts` parts of `part_steps` steps each (the last part the
     steps left), one CTA a block and part."""
 
@@ -54,6 +56,19 @@ class LoopSplit:
     def ctas(self) -> int:
         return self.blocks * self.parts
 
+    def loop_parts(self) -> int:
+        return self.parts
+
+    def after_launch_bytes(self, results: tuple[SummedResult, ...]) -> int:
+        """The sum after the launch: each result's partial sums read, the result written."""
+        total = 0
+        for op, casts in zip(results, self.casts, strict=True):
+            lead = len(op.batch)
+            shape = (*op.shape[:lead], *op.shape[lead + 1 :])
+            total += _bytes(op.gmem_shape, op.dtype)
+            total += _bytes(shape, casts[-1] if casts else op.dtype)
+        return total
+
     def check_invariants(self) -> None:
         assert self.parts >= 2 and self.part_steps >= MIN_PART_STEPS
         assert 1 <= self.last_part_steps <= self.part_steps
@@ -72,6 +87,10 @@ class LoopSplit:
             f"Why: {self.blocks:,} block(s) alone would keep {self.blocks:,} of "
             f"{self.sms} SMs busy"
         )
+
+
+def _bytes(shape: tuple[int, ...], dtype: str) -> int:
+    return hw.nbytes(math.prod(shape), dtype)
 
 
 def split_parts(

@@ -6,7 +6,9 @@ the row form, with its register frame). The schedule slot holds a `ScheduleVaria
 config of the schedule that took the launch where it has one: the warp-specialized matmul
 (`plan.warpspec`, WGMMA; `plan.mma_warp`, tcgen05), two consumer warpgroups
 (`plan.consumers`) or a loop split across CTAs (`plan.split`); None for the schedules the
-plan's `Schedule` describes whole (one block a CTA, pipelined loops, persistent blocks).
+plan's `Schedule` describes whole (one block a CTA, pipelined loops, persistent blocks). Each
+config is a `ScheduleConfig` (`plan.schedule_config`), which answers what the modules outside
+its unit ask of it.
 """
 
 from typing import TypeAlias

@@ -20,6 +20,7 @@ import math
 from .. import hardware as hw
 from .cluster import choose_cluster
 from .operands import OperandPlan
+from .schedule_config import ScheduleConfig
 from .warp_walk import (
     EPILOGUE_ROWS,
     CtaTile,
@@ -37,7 +38,7 @@ MEMORY_REGISTERS = 40
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class WarpSpecialized(WarpWalk):
+class WarpSpecialized(WarpWalk, ScheduleConfig):
     """The launch of a warp-specialized, persistent matmul whose consumer warpgroups issue
     WGMMA: its tiles are CTA tiles of `consumers` blocks."""
 
@@ -52,6 +53,9 @@ class WarpSpecialized(WarpWalk):
     @property
     def threads(self) -> int:
         return 128 * (self.consumers + 1)
+
+    def shared_copies(self) -> tuple[str, int]:
+        return self.paired, self.consumers
 
     def check_invariants(self) -> None:
         super().check_invariants()
