@@ -387,3 +387,33 @@ def test_exception_tree_is_current() -> None:
     assert drawn.splitlines() == actual
     public = {name for name in sk.__all__ if name.endswith("Error")}
     assert public == {line.split()[-1] for line in actual}
+
+
+def test_the_design_page_names_every_module() -> None:
+    """docs/design.md's package tree names every module of the package, under its folder."""
+    import re
+
+    page = (REPO / "docs" / "design.md").read_text()
+    tree = page[
+        page.index("```\n__init__.py") : page.index("```\n", page.index("```\n__init__.py") + 4)
+    ]
+    package = REPO / "src" / "statickernel"
+    sections: dict[str, str] = {}
+    path: list[str] = []
+    for line in tree.splitlines()[1:]:
+        name = line[:29].strip()  # a folder or module in the first column; else a continuation
+        if name:
+            depth = (len(line) - len(line.lstrip())) // 2
+            folder = re.fullmatch(r"(\S+)/", name.split()[0])
+            path = [*path[:depth], folder.group(1)] if folder else path[:depth]
+        sections["/".join(path)] = sections.get("/".join(path), "") + " " + line
+    missing = []
+    for module in sorted(package.rglob("*.py")):
+        if module.name == "__init__.py" and module.parent != package:
+            continue
+        folder = module.parent.relative_to(package).as_posix()
+        folder = "" if folder == "." else folder
+        words = sections.get(folder, "")
+        if not re.search(rf"(?<![\w.]){re.escape(module.stem)}(?![\w])", words):
+            missing.append(module.relative_to(package).as_posix())
+    assert not missing, f"modules docs/design.md's package tree does not name: {missing}"

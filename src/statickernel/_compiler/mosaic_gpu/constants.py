@@ -1,18 +1,13 @@
 """Narrower tile constants than a call's defaults, where the declared blocks split a loop
 over too few blocks to fill the SMs: each candidate compiled, the best by the plan's cost.
 (The rows' tile constant tcgen05 needs on Blackwell is asked for by the plan itself,
-`plan/products.py`, and the compile path's constants stage compiles with it.)"""
+`plan/products.py`, and the compile path's constants stage compiles with it; the
+candidates keep it, and its note.)"""
 
 import dataclasses
 from collections.abc import Callable
 
-from ..._errors import (
-    BlockAlignmentError,
-    DotShapeError,
-    StaticKernelError,
-    TensorCoreTargetError,
-    TmaBoxError,
-)
+from ..._errors import BodyError, HardwareRuleError, StaticKernelError
 from ..unit import Compiled, CompileUnit
 from .plan import schedule
 from .plan.narrowing import Narrowing, narrowing_candidates, score
@@ -21,16 +16,12 @@ from .plan.plan import LaunchPlan
 __all__ = ["NARROWER_BLOCK_ERRORS", "launch_plan", "narrowed"]
 
 
-# The rules a narrower block of the same kernel can break, and so the errors that make a
-# narrowing candidate no candidate: a block off its alignment quantum or a TMA box's bounds,
-# a product's shape, what the target's tensor cores take. Any other error of a candidate is
-# one the declared blocks would raise too, and surfaces.
-NARROWER_BLOCK_ERRORS: tuple[type[StaticKernelError], ...] = (
-    BlockAlignmentError,
-    DotShapeError,
-    TensorCoreTargetError,
-    TmaBoxError,
-)
+# The rules a block's size enters, and so the errors a narrower candidate can raise where the
+# declared blocks compiled: the hardware's (a TMA box, an alignment, shared memory, the grid,
+# a product's shapes and the tensor cores') and the body's (a slice, a shift or a split that
+# a narrower block cannot take). A candidate that breaks one is no candidate; any other error
+# (a call's operands, a declaration's, a compile's) is not the narrower block's and surfaces.
+NARROWER_BLOCK_ERRORS: tuple[type[StaticKernelError], ...] = (HardwareRuleError, BodyError)
 
 
 def launch_plan(compiled: Compiled) -> LaunchPlan | None:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jaxtyping import Array, BFloat16, Float
 
 import statickernel as sk
 from matmul import matmul, matmul_reference
@@ -248,5 +249,28 @@ def test_a_candidate_a_narrower_blocks_rule_refuses_is_passed_over(
 @pytest.mark.usefixtures("h200")
 def test_a_candidate_any_other_rule_refuses_surfaces(monkeypatch: pytest.MonkeyPatch) -> None:
     """An error that no narrower block causes is no "not a candidate": it surfaces."""
-    with pytest.raises(sk.SharedMemoryError, match="a candidate refused"):
-        _skinny_call_with_candidates_refused(monkeypatch, sk.SharedMemoryError)
+    with pytest.raises(sk.PlanError, match="a candidate refused"):
+        _skinny_call_with_candidates_refused(monkeypatch, sk.PlanError)
+
+
+@sk.kernel(tile={"M": "BM", "N": "BN"}, loop={"K": "BK"})
+def _hopper_matmul(
+    a: BFloat16[Array, "M K"],
+    b: BFloat16[Array, "K N"],
+    *,
+    BM: sk.Const[int] = 64,
+    BN: sk.Const[int] = 128,
+    BK: sk.Const[int] = 64,
+) -> Float[Array, "M N"]:
+    return sk.loop("K", lambda acc: acc + sk.dot(a, b), init=jnp.zeros((BM, BN), jnp.float32))
+
+
+@pytest.mark.usefixtures("h200")
+def test_a_narrowed_blackwell_plan_keeps_the_rows_it_was_given_and_says_why() -> None:
+    """A kernel written with 64-row blocks for Hopper takes tcgen05's 128 rows on Blackwell;
+    where its skinny product then narrows BN, the narrowed plan keeps BM=128 and its note."""
+    plan = _hopper_matmul.with_target("sm_100a").plan(*_specs((16, 4096), (4096, 4096)))
+    consts = dict(plan.constants)
+    assert consts["BM"] == 128 and consts["BN"] < 128
+    assert plan.narrowing is not None
+    assert any(n.startswith("BM=64 (its default) is 128 on sm_100a") for n in plan.notes)

@@ -2,7 +2,7 @@
 
 `plan_cost` counts, from the plan and the traced body, the bytes the whole call must move
 through HBM and the arithmetic it must do; `Cost.floor_seconds` is the time the measured peaks
-in `_hardware` need for the larger of the two, a roofline floor. A kernel's measured time over
+in `hardware.py` need for the larger of the two, a roofline floor. A kernel's measured time over
 its floor says how far it is from what the hardware allows.
 
 HBM bytes:
