@@ -85,7 +85,7 @@ def compile_declaration(
     options = {o.name: o.dtypes for o in spec.operands + spec.results}
     # At the declaration the sizes are probes, not the user's: they stay out of the messages.
     ctx = ErrorContext(spec.name, where or spec.location, Phase.DECLARATION)
-    compiler = backend_for(TARGETS[DEFAULT_TARGET])
+    target_backend = backend_for(TARGETS[DEFAULT_TARGET])
     try:
         return _compile_declared(spec, consts, options, ctx, 1)
     except BodyError as exc:
@@ -96,8 +96,8 @@ def compile_declaration(
     # probe's doing (a 3-way jnp.split of 8 columns), the body traces at another width that
     # a call may take, and the declaration is checked there. A call at a width the body
     # cannot take gets the body's error with its sizes.
-    smallest = compiler.probe(spec, consts, options, 1).sizes
-    if compiler.probe(spec, consts, options, 2).sizes == smallest:
+    smallest = target_backend.probe(spec, consts, options, 1).sizes
+    if target_backend.probe(spec, consts, options, 2).sizes == smallest:
         raise refused  # no whole dim: the call's blocks are the probe's
     for blocks in _WIDER_PROBES:
         try:
@@ -120,9 +120,9 @@ def _compile_declared(
     whole_blocks: int,
 ) -> Compiled:
     """The declaration checked with each whole dim `whole_blocks` of its smallest blocks."""
-    compiler = backend_for(TARGETS[DEFAULT_TARGET])
-    declared = compiler.probe(spec, consts, options, whole_blocks)
-    compiler.check_probe(spec, declared, consts, options, ctx)
+    target_backend = backend_for(TARGETS[DEFAULT_TARGET])
+    declared = target_backend.probe(spec, consts, options, whole_blocks)
+    target_backend.check_probe(spec, declared, consts, options, ctx)
     sizes = dict(declared.sizes)
     shapes = {o.name: tuple(sizes[d] for d in o.block_dims) for o in spec.operands}
     unit = CompileUnit(
@@ -133,11 +133,11 @@ def _compile_declared(
 
 def _compile(unit: CompileUnit) -> Compiled:
     """The stages, in order: each reads the unit and what the one before produced."""
-    compiler = backend_for(unit.target)
+    target_backend = backend_for(unit.target)
     traced = _trace(unit)
     if traced.crosses:
-        traced = compiler.learn_partials(unit, traced)
-    return compiler.lower_to_source(unit, traced)
+        traced = target_backend.learn_partials(unit, traced)
+    return target_backend.lower_to_source(unit, traced)
 
 
 def _trace(unit: CompileUnit) -> Traced:

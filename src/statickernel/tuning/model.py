@@ -50,9 +50,8 @@ def copied_bytes(plan: LaunchPlan) -> int:
     tiled = {d.name: d for d in plan.dims if d.tiled_by is not None and not d.batched}
     blocks = {name: math.ceil(d.size / d.block) for name, d in tiled.items()}
     shared = None if plan.schedule_variant is None else plan.schedule_variant.shared_copies()
-    if shared is not None and shared[0] in blocks:
-        paired, consumers = shared
-        blocks[paired] = math.ceil(blocks[paired] / consumers)
+    if shared is not None and shared.dim in blocks:
+        blocks[shared.dim] = math.ceil(blocks[shared.dim] / shared.consumers)
     total = 0
     for op in plan.operands:
         if not op.loaded:

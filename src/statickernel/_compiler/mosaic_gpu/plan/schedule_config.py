@@ -5,9 +5,19 @@ them reads a schedule's config by its type. A schedule that does not fix a fact 
 answer here.
 """
 
+import dataclasses
 from typing import Protocol
 
-__all__ = ["ScheduleConfig", "SummedResult"]
+__all__ = ["ScheduleConfig", "SharedCopies", "SummedResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedCopies:
+    """A CTA's consumers take consecutive blocks along `dim` and share the other operands'
+    copies: `consumers` of them a copy."""
+
+    dim: str
+    consumers: int
 
 
 class SummedResult(Protocol):
@@ -37,7 +47,7 @@ class ScheduleConfig:
         results, in order); none where the launch writes them whole."""
         return 0
 
-    def shared_copies(self) -> tuple[str, int] | None:
+    def shared_copies(self) -> SharedCopies | None:
         """The dim along which a CTA's consumers take consecutive blocks and share the other
         operands' copies, and how many consumers do (the tuner's model of the copies); None
         where the launch's CTAs copy their own blocks."""

@@ -20,7 +20,7 @@ import math
 from .. import hardware as hw
 from .cluster import choose_cluster
 from .operands import OperandPlan
-from .schedule_config import ScheduleConfig
+from .schedule_config import ScheduleConfig, SharedCopies
 from .warp_walk import (
     EPILOGUE_ROWS,
     CtaTile,
@@ -54,8 +54,8 @@ class WarpSpecialized(WarpWalk, ScheduleConfig):
     def threads(self) -> int:
         return 128 * (self.consumers + 1)
 
-    def shared_copies(self) -> tuple[str, int]:
-        return self.paired, self.consumers
+    def shared_copies(self) -> SharedCopies:
+        return SharedCopies(self.paired, self.consumers)
 
     def check_invariants(self) -> None:
         super().check_invariants()
