@@ -10,10 +10,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _dtypes
 from .._compiler.build import compile_declaration
+from .._compiler.declare.blocks import split_blocks
 from .._compiler.declare.spec import KernelSpec
 from .._compiler.mosaic_gpu import hardware as hw
-from .._compiler.mosaic_gpu.layout.blocks import call_layout, split_blocks
+from .._compiler.mosaic_gpu.layout.blocks import call_layout
 from .._compiler.mosaic_gpu.layout.smem import smem_bytes
 from .._compiler.mosaic_gpu.lower.slices import SLICE_RULES
 from .._compiler.trace.body import Atom, Eqn, Step
@@ -260,7 +262,7 @@ def _fitting_whole_sizes(
     widest dtypes the annotations allow (a whole dim is whole in every block)."""
     spec = kernel.spec
     sizes = {d: _WHOLE_ALIGNED[_axis(spec, d)] for d in whole}
-    widest = {o.name: max(o.dtypes, key=hw.bits) for o in spec.operands + spec.results}
+    widest = {o.name: _dtypes.widest(o.dtypes) for o in spec.operands + spec.results}
     loaded = {o.name for o in spec.operands}
     batch = {d: 1 for d in spec.batch}
     # One step's (or one block's) index: its block is 1 either way.

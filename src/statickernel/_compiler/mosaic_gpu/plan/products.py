@@ -99,15 +99,15 @@ def _check_dot(
             operand=a,
         )
     row_const = spec.tile_map.get(spec.rows, spec.rows)
-    if rows != TCGEN05_ROWS and row_const in inputs.narrowable:
-        return ConstantRequest(
-            row_const,
-            TCGEN05_ROWS,
-            f"{row_const}={inputs.consts[row_const]} (its default) is {TCGEN05_ROWS} on "
-            f"{inputs.target.name}: a single-CTA tcgen05 MMA fills the {TCGEN05_ROWS} lanes "
-            "of tensor memory",
-        )
     if rows != TCGEN05_ROWS:
+        if row_const in inputs.narrowable:  # the call's default: ask for 128 by name
+            return ConstantRequest(
+                row_const,
+                TCGEN05_ROWS,
+                f"{row_const}={inputs.consts[row_const]} (its default) is {TCGEN05_ROWS} on "
+                f"{inputs.target.name}: a single-CTA tcgen05 MMA fills the {TCGEN05_ROWS} "
+                "lanes of tensor memory",
+            )
         _refuse(
             inputs,
             f"{what}'s product has blocks of {rows} rows of {spec.rows}; a single-CTA "
